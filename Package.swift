@@ -1,0 +1,71 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Layers, bottom up: CRdKafka (the C library) -> Kafka (thin Swift client + embedded broker)
+// TrackingDomain (pure: hit shapes, tracking rule, normalized event) -> Windowing (pure engine)
+// Pipeline (wires Kafka, domain and engine) -> TrackpipeCLI (commands) -> trackpipe (executable).
+let package = Package(
+    name: "trackpipe",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "trackpipe", targets: ["trackpipe"]),
+        .executable(name: "trackpipe-bench", targets: ["trackpipe-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
+        ),
+        .target(
+            name: "Kafka",
+            dependencies: ["CRdKafka", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(name: "TrackingDomain"),
+        .target(name: "Windowing", dependencies: ["TrackingDomain"]),
+        .target(
+            name: "Pipeline",
+            dependencies: [
+                "Kafka", "TrackingDomain", "Windowing",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
+        .target(
+            name: "TrackpipeCLI",
+            dependencies: [
+                "Pipeline", "Kafka", "TrackingDomain", "Windowing",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(name: "trackpipe", dependencies: ["TrackpipeCLI"]),
+        .executableTarget(
+            name: "trackpipe-bench",
+            dependencies: [
+                "Kafka", "TrackingDomain", "Windowing", "Pipeline",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka"]),
+        .testTarget(
+            name: "TrackingDomainTests",
+            dependencies: ["TrackingDomain"],
+            resources: [.copy("Golden")]
+        ),
+        .testTarget(name: "WindowingTests", dependencies: ["Windowing", "TrackingDomain"]),
+        .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Kafka", "TrackingDomain", "Windowing"]),
+        .testTarget(
+            name: "TrackpipeCLITests",
+            dependencies: ["TrackpipeCLI", "Kafka"]
+        ),
+    ]
+)
