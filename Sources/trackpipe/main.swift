@@ -1,1 +1,3 @@
-print("trackpipe")
+import TrackpipeCLI
+
+Trackpipe.main()

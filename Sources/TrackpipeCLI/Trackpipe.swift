@@ -1,0 +1,14 @@
+import ArgumentParser
+
+/// The `trackpipe` command: one subcommand per thing a user does.
+public struct Trackpipe: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "trackpipe",
+        abstract: "Normalize mobile-notification tracking hits from Kafka and count them per delivery in event-time windows.",
+        subcommands: [
+            // Each command registers itself here.
+        ]
+    )
+
+    public init() {}
+}

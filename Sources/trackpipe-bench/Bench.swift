@@ -1,0 +1,14 @@
+import ArgumentParser
+
+/// Benchmarks live here, not in timed tests: the machine is shared and noisy, so every
+/// figure is reported as a ratio against a baseline measured in the same run.
+@main
+struct TrackpipeBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trackpipe-bench",
+        abstract: "Benchmarks for trackpipe (build with -c release).",
+        subcommands: [
+            // Each benchmark registers itself here.
+        ]
+    )
+}
