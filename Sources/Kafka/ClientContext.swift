@@ -1,0 +1,67 @@
+import CRdKafka
+import Logging
+
+/// What librdkafka's C callbacks need to reach Swift: the logger and the handlers.
+/// librdkafka hands it back as the client's opaque pointer; the client keeps it alive
+/// until the native handle is destroyed.
+final class ClientContext: Sendable {
+    let logger: Logger
+    let onDelivery: (@Sendable (DeliveryReport) -> Void)?
+    let rebalance: RebalanceHandler?
+
+    init(logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, rebalance: RebalanceHandler? = nil) {
+        self.logger = logger
+        self.onDelivery = onDelivery
+        self.rebalance = rebalance
+    }
+
+    static func from(_ opaque: UnsafeMutableRawPointer?) -> ClientContext? {
+        guard let opaque else { return nil }
+        return Unmanaged<ClientContext>.fromOpaque(opaque).takeUnretainedValue()
+    }
+
+    static func from(client: OpaquePointer?) -> ClientContext? {
+        guard let client else { return nil }
+        return from(rd_kafka_opaque(client))
+    }
+}
+
+/// librdkafka logs at syslog levels from its own threads; they go to swift-log so that one
+/// logging setup (level, format, destination) covers the whole worker.
+enum LogBridge {
+    static func install(on conf: OpaquePointer) {
+        rd_kafka_conf_set_log_cb(conf) { client, level, facility, message in
+            guard let context = ClientContext.from(client: client) else { return }
+            let swiftLevel: Logger.Level =
+                switch level {
+                case 0...2: .critical
+                case 3: .error
+                case 4: .warning
+                case 5: .notice
+                case 6: .info
+                default: .debug
+                }
+            let text = message.map { String(cString: $0) } ?? ""
+            let fac = facility.map { String(cString: $0) } ?? ""
+            context.logger.log(level: swiftLevel, "\(text)", metadata: ["librdkafka.facility": "\(fac)"])
+        }
+    }
+}
+
+/// Creates a native client with the context attached; on failure nothing leaks.
+func makeNativeClient(
+    type: rd_kafka_type_t, config: KafkaConfig, context: ClientContext, configure: (OpaquePointer) -> Void = { _ in }
+) throws -> (OpaquePointer, Unmanaged<ClientContext>) {
+    let conf = try config.makeNative()
+    let retained = Unmanaged.passRetained(context)
+    rd_kafka_conf_set_opaque(conf, retained.toOpaque())
+    LogBridge.install(on: conf)
+    configure(conf)
+    var errstr = [CChar](repeating: 0, count: 512)
+    guard let client = rd_kafka_new(type, conf, &errstr, errstr.count) else {
+        rd_kafka_conf_destroy(conf)
+        retained.release()
+        throw KafkaError(.clientCreation, "librdkafka could not create the client: \(string(fromErrorBuffer: errstr))")
+    }
+    return (client, retained)
+}

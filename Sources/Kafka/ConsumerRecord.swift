@@ -1,0 +1,56 @@
+import CRdKafka
+
+/// One consumed record, read in place from librdkafka's buffer: nothing is copied unless
+/// the caller asks. Valid only inside the `poll` body that received it.
+public struct ConsumerRecord {
+    let message: UnsafeMutablePointer<rd_kafka_message_t>
+
+    public var partition: Int32 { message.pointee.partition }
+    public var offset: Int64 { message.pointee.offset }
+
+    public var topic: String {
+        message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
+    }
+
+    public var key: UnsafeRawBufferPointer? {
+        guard let key = message.pointee.key else { return nil }
+        return UnsafeRawBufferPointer(start: key, count: message.pointee.key_len)
+    }
+
+    /// The value; an empty buffer for an empty value, `nil` for a tombstone.
+    public var value: UnsafeRawBufferPointer? {
+        guard let payload = message.pointee.payload else { return nil }
+        return UnsafeRawBufferPointer(start: payload, count: message.pointee.len)
+    }
+
+    /// Epoch milliseconds (create or log-append time), `nil` when the record has none.
+    public var timestamp: Int64? {
+        let ts = rd_kafka_message_timestamp(message, nil)
+        return ts < 0 ? nil : ts
+    }
+
+    /// Headers, copied out (this allocates: use only where needed).
+    public var headers: [KafkaHeader] {
+        var native: OpaquePointer?
+        guard rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native else { return [] }
+        var result: [KafkaHeader] = []
+        var index = 0
+        var name: UnsafePointer<CChar>?
+        var value: UnsafeRawPointer?
+        var size = 0
+        while rd_kafka_header_get_all(native, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
+            let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }
+            result.append(KafkaHeader(key: name.map { String(cString: $0) } ?? "", value: bytes))
+            index += 1
+        }
+        return result
+    }
+}
+
+/// What one poll can hand back: a record, the end of a partition (when `enable.partition.eof`
+/// is on), or an error librdkafka reports to the application (most are transient and logged).
+public enum ConsumerEvent {
+    case record(ConsumerRecord)
+    case partitionEOF(TopicPartition, offset: Int64)
+    case error(KafkaError)
+}

@@ -1,0 +1,96 @@
+import CRdKafka
+import Logging
+
+/// A Kafka cluster inside this process, speaking the real protocol on loopback: librdkafka's
+/// mock cluster. It lets tests, benchmarks and the demo run without a Kafka server, and lets
+/// tests break the cluster on purpose (brokers down, request errors, latency).
+///
+/// Its limits are librdkafka's: each partition keeps only its newest few megabytes, topics
+/// are created here (not by CreateTopics requests), transactions have no real semantics.
+public final class EmbeddedBroker: @unchecked Sendable {
+    private let handle: OpaquePointer
+    private let cluster: OpaquePointer
+    private let context: Unmanaged<ClientContext>
+    public let brokerCount: Int
+    /// `host:port,...` for `bootstrap.servers`.
+    public let bootstrapServers: String
+
+    public init(brokers: Int = 1, logger: Logger = Logger(label: "trackpipe.embedded-broker")) throws {
+        precondition(brokers >= 1, "an embedded cluster needs at least one broker")
+        // The mock cluster lives on a client handle of its own that never talks to it.
+        let ctx = ClientContext(logger: logger)
+        (handle, context) = try makeNativeClient(
+            type: RD_KAFKA_PRODUCER, config: KafkaConfig(["log_level": "3"]), context: ctx)
+        guard let cluster = rd_kafka_mock_cluster_new(handle, Int32(brokers)) else {
+            rd_kafka_destroy(handle)
+            context.release()
+            throw KafkaError(.embeddedBroker, "librdkafka could not start an embedded cluster of \(brokers) brokers")
+        }
+        self.cluster = cluster
+        self.brokerCount = brokers
+        self.bootstrapServers = String(cString: rd_kafka_mock_cluster_bootstraps(cluster))
+    }
+
+    deinit {
+        rd_kafka_mock_cluster_destroy(cluster)
+        rd_kafka_destroy(handle)
+        context.release()
+    }
+
+    public func createTopic(_ name: String, partitions: Int, replicationFactor: Int = 1) throws {
+        let err = rd_kafka_mock_topic_create(cluster, name, Int32(partitions), Int32(min(replicationFactor, brokerCount)))
+        if err.isError { throw KafkaError.from(err, "creating topic \(name) on the embedded broker") }
+    }
+
+    /// Broker ids run from 1 to `brokerCount`.
+    public func setBrokerDown(_ brokerId: Int32) throws {
+        let err = rd_kafka_mock_broker_set_down(cluster, brokerId)
+        if err.isError { throw KafkaError.from(err, "taking embedded broker \(brokerId) down") }
+    }
+
+    public func setBrokerUp(_ brokerId: Int32) throws {
+        let err = rd_kafka_mock_broker_set_up(cluster, brokerId)
+        if err.isError { throw KafkaError.from(err, "bringing embedded broker \(brokerId) up") }
+    }
+
+    /// Adds a round-trip delay to every request a broker answers.
+    public func setRoundTripTime(_ brokerId: Int32, milliseconds: Int) throws {
+        let err = rd_kafka_mock_broker_set_rtt(cluster, brokerId, Int32(milliseconds))
+        if err.isError { throw KafkaError.from(err, "setting the round-trip time of embedded broker \(brokerId)") }
+    }
+
+    /// The next requests of this API fail with these error codes, one each, in order.
+    public func failNextRequests(_ api: KafkaAPI, with errors: [Int32]) {
+        let codes = errors.map { rd_kafka_resp_err_t(rawValue: $0) }
+        codes.withUnsafeBufferPointer {
+            rd_kafka_mock_push_request_errors_array(cluster, api.rawValue, $0.count, $0.baseAddress)
+        }
+    }
+
+    public func clearRequestErrors(_ api: KafkaAPI) {
+        rd_kafka_mock_clear_request_errors(cluster, api.rawValue)
+    }
+}
+
+/// Kafka protocol request kinds, for fault injection (numbers from the Kafka protocol guide).
+public enum KafkaAPI: Int16, Sendable {
+    case produce = 0
+    case fetch = 1
+    case listOffsets = 2
+    case metadata = 3
+    case offsetCommit = 8
+    case offsetFetch = 9
+    case findCoordinator = 10
+    case joinGroup = 11
+    case heartbeat = 12
+    case leaveGroup = 13
+    case syncGroup = 14
+}
+
+/// Kafka error codes used in fault injection (protocol numbers).
+public enum KafkaErrorCode {
+    public static let notLeaderForPartition: Int32 = 6
+    public static let requestTimedOut: Int32 = 7
+    public static let notCoordinator: Int32 = 16
+    public static let notEnoughReplicas: Int32 = 19
+}

@@ -1,0 +1,197 @@
+import CRdKafka
+import Logging
+
+/// A consumer-group member with manual commits of explicit offsets.
+///
+/// Threading: `poll` (and the rebalance handler it runs) should have one caller at a time;
+/// commits and queries may come from that same thread. Defaults favour correctness:
+/// auto-commit is off, offsets are committed only when the caller says which.
+public final class KafkaConsumer: @unchecked Sendable {
+    private let client: OpaquePointer
+    private let queue: OpaquePointer
+    private let context: Unmanaged<ClientContext>
+    private var batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>?>
+    private let batchCapacity: Int
+    private var closed = false
+    public let logger: Logger
+
+    /// - Parameter config: must include `group.id` to `subscribe`. `enable.auto.commit` defaults to false.
+    /// - Parameter maxBatch: the most records one `poll` hands back.
+    public init(
+        config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.consumer"),
+        rebalance: RebalanceHandler? = nil, maxBatch: Int = 4096
+    ) throws {
+        self.logger = logger
+        var effective = KafkaConfig(["enable.auto.commit": "false", "enable.auto.offset.store": "false"])
+        effective = effective.merging(config)
+        let ctx = ClientContext(logger: logger, rebalance: rebalance)
+        (client, context) = try makeNativeClient(type: RD_KAFKA_CONSUMER, config: effective, context: ctx) { conf in
+            rd_kafka_conf_set_rebalance_cb(conf) { client, err, partitions, opaque in
+                guard let client, let partitions else { return }
+                KafkaConsumer.rebalance(client: client, err: err, partitions: partitions, context: ClientContext.from(opaque))
+            }
+        }
+        // Route everything (logs aside) through the consumer queue so that one batch call serves it all.
+        rd_kafka_poll_set_consumer(client)
+        queue = rd_kafka_queue_get_consumer(client)
+        batchCapacity = max(1, maxBatch)
+        batch = .allocate(capacity: batchCapacity)
+    }
+
+    deinit {
+        if !closed { rd_kafka_consumer_close(client) }
+        rd_kafka_queue_destroy(queue)
+        rd_kafka_destroy(client)
+        batch.deallocate()
+        context.release()
+    }
+
+    private static func rebalance(
+        client: OpaquePointer, err: rd_kafka_resp_err_t,
+        partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, context: ClientContext?
+    ) {
+        let cooperative = String(cString: rd_kafka_rebalance_protocol(client)) == "COOPERATIVE"
+        let list = NativePartitionList.offsets(of: partitions).map(\.topicPartition)
+        switch err {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            if cooperative {
+                if let error = rd_kafka_incremental_assign(client, partitions) {
+                    context?.logger.error("\(KafkaError.consuming(error, "incremental assign"))")
+                }
+            } else {
+                _ = rd_kafka_assign(client, partitions)
+            }
+            context?.logger.info("partitions assigned", metadata: ["partitions": "\(list)"])
+            context?.rebalance?.partitionsAssigned(list)
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            context?.logger.info("partitions revoked", metadata: ["partitions": "\(list)"])
+            context?.rebalance?.partitionsRevoking(list)
+            if cooperative {
+                if let error = rd_kafka_incremental_unassign(client, partitions) {
+                    context?.logger.error("\(KafkaError.consuming(error, "incremental unassign"))")
+                }
+            } else {
+                _ = rd_kafka_assign(client, nil)
+            }
+        default:
+            context?.logger.error("rebalance failed: \(KafkaError.from(err, "rebalance"))")
+            _ = rd_kafka_assign(client, nil)
+        }
+    }
+
+    public func subscribe(topics: [String]) throws {
+        let list = NativePartitionList(topics.map { TopicPartition(topic: $0, partition: Int32(RD_KAFKA_PARTITION_UA)) })
+        let err = rd_kafka_subscribe(client, list.pointer)
+        if err.isError { throw KafkaError.from(err, "subscribing to \(topics)") }
+    }
+
+    /// Takes partitions without a group (no rebalancing): for tools and tests.
+    public func assign(_ offsets: [TopicPartitionOffset]) throws {
+        let list = NativePartitionList(offsets)
+        let err = rd_kafka_assign(client, list.pointer)
+        if err.isError { throw KafkaError.from(err, "assigning \(offsets)") }
+    }
+
+    /// Hands up to `maxBatch` events to `body`, waiting at most `timeoutMilliseconds` for the first.
+    /// Rebalance callbacks run in here too. Returns the number of events handed over.
+    @discardableResult
+    public func poll(timeoutMilliseconds: Int32, _ body: (ConsumerEvent) throws -> Void) rethrows -> Int {
+        let count = rd_kafka_consume_batch_queue(queue, Int32(timeoutMilliseconds), batch, batchCapacity)
+        guard count > 0 else { return 0 }
+        var index = 0
+        defer {
+            // Whatever happens in body, every message goes back to librdkafka.
+            while index < count {
+                rd_kafka_message_destroy(batch[index])
+                index += 1
+            }
+        }
+        while index < count {
+            let message = batch[index]!
+            let err = message.pointee.err
+            if err == RD_KAFKA_RESP_ERR_NO_ERROR {
+                try body(.record(ConsumerRecord(message: message)))
+            } else if err == RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                let record = ConsumerRecord(message: message)
+                try body(.partitionEOF(TopicPartition(topic: record.topic, partition: record.partition), offset: record.offset))
+            } else {
+                let detail: String =
+                    if let payload = message.pointee.payload {
+                        String(decoding: UnsafeRawBufferPointer(start: payload, count: message.pointee.len), as: UTF8.self)
+                    } else { "" }
+                try body(.error(KafkaError.from(err, "consumer error \(detail)")))
+            }
+            rd_kafka_message_destroy(message)
+            index += 1
+        }
+        return Int(count)
+    }
+
+    /// Commits exactly these offsets (the next offset to read), with optional metadata, and waits
+    /// for the broker's answer.
+    public func commit(_ offsets: [TopicPartitionOffset]) throws {
+        guard !offsets.isEmpty else { return }
+        let list = NativePartitionList(offsets)
+        let err = rd_kafka_commit(client, list.pointer, 0)
+        if err.isError { throw KafkaError.from(err, "committing \(offsets)") }
+        if let error = list.firstError("committing") { throw error }
+    }
+
+    /// The group's committed offsets (and metadata) for these partitions; offset is
+    /// `KafkaOffset.invalid` where nothing was committed.
+    public func committed(_ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws -> [TopicPartitionOffset] {
+        let list = NativePartitionList(partitions)
+        let err = rd_kafka_committed(client, list.pointer, timeoutMilliseconds)
+        if err.isError { throw KafkaError.from(err, "reading committed offsets") }
+        return list.offsets
+    }
+
+    /// The low and high watermarks (first offset, next offset to be written) from the broker.
+    public func watermarks(_ partition: TopicPartition, timeoutMilliseconds: Int32 = 10_000) throws -> (low: Int64, high: Int64) {
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let err = rd_kafka_query_watermark_offsets(client, partition.topic, partition.partition, &low, &high, timeoutMilliseconds)
+        if err.isError { throw KafkaError.from(err, "querying watermarks of \(partition)") }
+        return (low, high)
+    }
+
+    /// For each partition, the earliest offset whose timestamp is at or after `timestamp` (epoch ms);
+    /// `KafkaOffset.end` where there is none. Backfills start here.
+    public func offsets(forTimestamp timestamp: Int64, partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws
+        -> [TopicPartitionOffset]
+    {
+        let list = NativePartitionList(partitions.map { TopicPartitionOffset($0, offset: timestamp) })
+        let err = rd_kafka_offsets_for_times(client, list.pointer, timeoutMilliseconds)
+        if err.isError { throw KafkaError.from(err, "looking up offsets for timestamp \(timestamp)") }
+        if let error = list.firstError("looking up offsets for timestamp") { throw error }
+        return list.offsets
+    }
+
+    /// Moves the fetch position of assigned partitions.
+    public func seek(_ offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32 = 10_000) throws {
+        let list = NativePartitionList(offsets)
+        if let error = rd_kafka_seek_partitions(client, list.pointer, timeoutMilliseconds) {
+            throw KafkaError.consuming(error, "seeking \(offsets)")
+        }
+        if let error = list.firstError("seeking") { throw error }
+    }
+
+    /// The partitions this member holds right now.
+    public func assignment() throws -> [TopicPartition] {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        let err = rd_kafka_assignment(client, &list)
+        if err.isError { throw KafkaError.from(err, "reading the assignment") }
+        guard let list else { return [] }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        return NativePartitionList.offsets(of: list).map(\.topicPartition)
+    }
+
+    /// Leaves the group cleanly (revoking partitions through the rebalance handler), so that
+    /// the other members take over at once instead of after the session timeout.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        let err = rd_kafka_consumer_close(client)
+        if err.isError { logger.warning("closing the consumer: \(KafkaError.from(err, "close"))") }
+    }
+}

@@ -1,0 +1,175 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import CRdKafka
+import Logging
+
+/// A producer that never drops a record: when librdkafka's local queue is full, `send` waits
+/// (serving delivery reports meanwhile) instead of failing, so backpressure reaches the caller.
+///
+/// Delivery reports arrive on whichever thread calls `poll`, `send` or `flush`.
+/// `send` may be called from several threads; `poll` and `flush` should have one caller at a time.
+public final class KafkaProducer: @unchecked Sendable {
+    private let client: OpaquePointer
+    private let context: Unmanaged<ClientContext>
+    public let logger: Logger
+
+    /// - Parameter onDelivery: called once per record with its final outcome (after librdkafka's retries).
+    public init(
+        config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.producer"),
+        onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil
+    ) throws {
+        self.logger = logger
+        let ctx = ClientContext(logger: logger, onDelivery: onDelivery)
+        (client, context) = try makeNativeClient(type: RD_KAFKA_PRODUCER, config: config, context: ctx) { conf in
+            rd_kafka_conf_set_dr_msg_cb(conf) { client, message, _ in
+                guard let message, let context = ClientContext.from(client: client), let onDelivery = context.onDelivery
+                else { return }
+                let msg = message.pointee
+                let report = DeliveryReport(
+                    token: UInt64(UInt(bitPattern: msg._private)),
+                    topic: msg.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? "",
+                    partition: msg.partition,
+                    offset: msg.offset,
+                    error: msg.err.isError ? KafkaError.from(msg.err, "delivery failed") : nil)
+                onDelivery(report)
+            }
+        }
+    }
+
+    deinit {
+        rd_kafka_destroy(client)
+        context.release()
+    }
+
+    /// Queues one record. Blocks while the local queue is full; throws only for errors that
+    /// retrying cannot fix (unknown topic, record too large, fatal producer state).
+    ///
+    /// - Parameters:
+    ///   - partition: `nil` lets the partitioner choose by key.
+    ///   - timestamp: epoch milliseconds; `nil` lets librdkafka stamp the current time.
+    ///   - token: returned in this record's `DeliveryReport`.
+    public func send(
+        topic: String, partition: Int32? = nil, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headers: [KafkaHeader] = [], timestamp: Int64? = nil, token: UInt64 = 0
+    ) throws {
+        try topic.withCString { topicName in
+            try withNativeHeaders(headers) { nativeHeaders in
+                var fields: [rd_kafka_vu_t] = []
+                fields.reserveCapacity(8 + headers.count)
+                fields.append(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_TOPIC, u: .init(cstr: topicName)))
+                fields.append(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_MSGFLAGS, u: .init(i: RD_KAFKA_MSG_F_COPY)))
+                if let partition {
+                    fields.append(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_PARTITION, u: .init(i32: partition)))
+                }
+                if let key {
+                    fields.append(
+                        rd_kafka_vu_t(
+                            vtype: RD_KAFKA_VTYPE_KEY,
+                            u: .init(mem: .init(ptr: UnsafeMutableRawPointer(mutating: key.baseAddress), size: key.count))))
+                }
+                if let value {
+                    fields.append(
+                        rd_kafka_vu_t(
+                            vtype: RD_KAFKA_VTYPE_VALUE,
+                            u: .init(mem: .init(ptr: UnsafeMutableRawPointer(mutating: value.baseAddress), size: value.count))))
+                }
+                if let timestamp {
+                    fields.append(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_TIMESTAMP, u: .init(i64: timestamp)))
+                }
+                fields.append(
+                    rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_OPAQUE, u: .init(ptr: UnsafeMutableRawPointer(bitPattern: UInt(token)))))
+                for header in nativeHeaders {
+                    fields.append(
+                        rd_kafka_vu_t(
+                            vtype: RD_KAFKA_VTYPE_HEADER,
+                            u: .init(header: .init(name: header.name, val: header.value, size: header.size))))
+                }
+                try produce(fields, topic: topic)
+            }
+        }
+    }
+
+    /// Convenience for byte arrays.
+    public func send(
+        topic: String, partition: Int32? = nil, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [],
+        timestamp: Int64? = nil, token: UInt64 = 0
+    ) throws {
+        try withOptionalBytes(key) { keyBytes in
+            try withOptionalBytes(value) { valueBytes in
+                try send(
+                    topic: topic, partition: partition, key: keyBytes, value: valueBytes, headers: headers,
+                    timestamp: timestamp, token: token)
+            }
+        }
+    }
+
+    private func produce(_ fields: [rd_kafka_vu_t], topic: String) throws {
+        // librdkafka copies key, value (F_COPY) and headers inside produceva, so the
+        // caller's buffers need to live only for this call.
+        while true {
+            let error = fields.withUnsafeBufferPointer { rd_kafka_produceva(client, $0.baseAddress, $0.count) }
+            guard let error else { return }
+            let code = rd_kafka_error_code(error)
+            if code == RD_KAFKA_RESP_ERR__QUEUE_FULL {
+                rd_kafka_error_destroy(error)
+                // Backpressure: serve delivery reports until librdkafka has room again.
+                rd_kafka_poll(client, 50)
+                continue
+            }
+            throw KafkaError.consuming(error, "producing to \(topic)")
+        }
+    }
+
+    /// Serves delivery reports and logs; returns how many events were served.
+    @discardableResult
+    public func poll(timeoutMilliseconds: Int32 = 0) -> Int {
+        Int(rd_kafka_poll(client, timeoutMilliseconds))
+    }
+
+    /// Waits until every queued record has a delivery report, or throws after `timeoutMilliseconds`.
+    public func flush(timeoutMilliseconds: Int32 = 30_000) throws {
+        let err = rd_kafka_flush(client, timeoutMilliseconds)
+        if err.isError {
+            throw KafkaError.from(
+                err, "flush did not complete within \(timeoutMilliseconds) ms (\(outstanding) records still queued); is the broker reachable?")
+        }
+    }
+
+    /// Records queued or in flight, not yet reported.
+    public var outstanding: Int { Int(rd_kafka_outq_len(client)) }
+}
+
+private struct NativeHeader {
+    var name: UnsafePointer<CChar>
+    var value: UnsafeRawPointer?
+    var size: Int
+}
+
+/// Headers as C strings and stable byte buffers for the length of one produce call.
+private func withNativeHeaders<R>(_ headers: [KafkaHeader], _ body: ([NativeHeader]) throws -> R) rethrows -> R {
+    if headers.isEmpty { return try body([]) }
+    var owned: [UnsafeMutableRawPointer] = []
+    defer { owned.forEach { free($0) } }
+    var native: [NativeHeader] = []
+    for header in headers {
+        let name = strdup(header.key)!
+        owned.append(UnsafeMutableRawPointer(name))
+        var value: UnsafeRawPointer?
+        if let bytes = header.value {
+            let buffer = malloc(max(bytes.count, 1))!
+            owned.append(buffer)
+            bytes.withUnsafeBytes { if let base = $0.baseAddress { buffer.copyMemory(from: base, byteCount: $0.count) } }
+            value = UnsafeRawPointer(buffer)
+        }
+        native.append(NativeHeader(name: UnsafePointer(name), value: value, size: header.value?.count ?? 0))
+    }
+    return try body(native)
+}
+
+func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    guard let bytes else { return try body(nil) }
+    return try bytes.withUnsafeBytes { try body($0) }
+}

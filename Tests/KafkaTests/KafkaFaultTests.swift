@@ -1,0 +1,132 @@
+import Foundation
+import Kafka
+import Synchronization
+import Testing
+
+@Suite("Kafka under faults and rebalances", .serialized)
+struct KafkaFaultTests {
+    @Test("a wrong property or value fails at once with an error that names it")
+    func badProperty() throws {
+        do {
+            _ = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": "localhost:9092", "no.such.property": "1"]))
+            Issue.record("an unknown property was accepted")
+        } catch let error as KafkaError {
+            #expect(error.kind == .invalidProperty(name: "no.such.property", value: "1"))
+            #expect(error.message.contains("no.such.property"))
+            #expect(error.message.contains("unknown property"))
+        }
+        do {
+            _ = try KafkaConsumer(config: KafkaConfig(["group.id": "g", "session.timeout.ms": "banana"]))
+            Issue.record("an invalid value was accepted")
+        } catch let error as KafkaError {
+            #expect(error.message.contains("session.timeout.ms=banana"))
+            #expect(error.message.contains("invalid value"))
+        }
+    }
+
+    @Test("two members of one group split the partitions, and a leaving member's partitions are handed over")
+    func rebalanceHandsPartitionsOver() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("split", partitions: 6)
+        let (producer, _) = try KafkaTestSupport.makeProducer(broker)
+        for i in 0..<600 { try producer.send(topic: "split", partition: Int32(i % 6), key: nil, value: Array("\(i)".utf8)) }
+        try producer.flush()
+
+        let revokedFromA = Mutex<[TopicPartition]>([])
+        let a = try KafkaConsumer(
+            config: KafkaTestSupport.consumerConfig(broker, group: "split-group"),
+            rebalance: RebalanceHandler(partitionsRevoking: { parts in revokedFromA.withLock { $0 += parts } }))
+        let b = try KafkaConsumer(config: KafkaTestSupport.consumerConfig(broker, group: "split-group"))
+        try a.subscribe(topics: ["split"])
+        try b.subscribe(topics: ["split"])
+
+        var fromA = Set<Int32>()
+        var fromB = Set<Int32>()
+        let deadline = Date().addingTimeInterval(40)
+        while Date() < deadline {
+            a.poll(timeoutMilliseconds: 50) { if case .record(let r) = $0 { fromA.insert(r.partition) } }
+            b.poll(timeoutMilliseconds: 50) { if case .record(let r) = $0 { fromB.insert(r.partition) } }
+            let assignedA = Set(try a.assignment().map(\.partition))
+            let assignedB = Set(try b.assignment().map(\.partition))
+            if assignedA.count == 3 && assignedB.count == 3 && fromA.count + fromB.count >= 6 { break }
+        }
+        let assignedA = Set(try a.assignment().map(\.partition))
+        let assignedB = Set(try b.assignment().map(\.partition))
+        #expect(assignedA.count == 3)
+        #expect(assignedB.count == 3)
+        #expect(assignedA.isDisjoint(with: assignedB))
+        #expect(assignedA.union(assignedB) == Set(0..<6))
+
+        // A leaves: its revoke hook runs first, then B takes every partition.
+        a.close()
+        #expect(Set(revokedFromA.withLock { $0 }.map(\.partition)) == assignedA)
+        let handover = Date().addingTimeInterval(30)
+        while Date() < handover {
+            b.poll(timeoutMilliseconds: 100) { _ in }
+            if try b.assignment().count == 6 { break }
+        }
+        #expect(Set(try b.assignment().map(\.partition)) == Set(0..<6))
+        b.close()
+    }
+
+    @Test("a broker down for a few seconds: the producer delivers everything and the consumer carries on")
+    func brokerDownThenUp() throws {
+        let broker = try EmbeddedBroker(brokers: 1)
+        try broker.createTopic("outage", partitions: 2)
+        let (producer, deliveries) = try KafkaTestSupport.makeProducer(
+            broker, extra: ["message.timeout.ms": "60000", "reconnect.backoff.max.ms": "500"])
+        let consumer = try KafkaConsumer(
+            config: KafkaTestSupport.consumerConfig(broker, group: "outage-group", extra: ["reconnect.backoff.max.ms": "500"]))
+        try consumer.subscribe(topics: ["outage"])
+
+        var values = Set<String>()
+        for i in 0..<500 { try producer.send(topic: "outage", key: nil, value: Array("\(i)".utf8)) }
+        try producer.flush()
+        KafkaTestSupport.pollUntil(consumer, seconds: 30, { values.insert(String(decoding: $0.value!, as: UTF8.self)) }, stop: { values.count == 500 })
+        #expect(values.count == 500)
+
+        try broker.setBrokerDown(1)
+        for i in 500..<1000 { try producer.send(topic: "outage", key: nil, value: Array("\(i)".utf8)) }
+        let downUntil = Date().addingTimeInterval(3)
+        while Date() < downUntil {
+            producer.poll(timeoutMilliseconds: 100)
+            consumer.poll(timeoutMilliseconds: 100) { _ in }
+        }
+        #expect(deliveries.delivered == 500, "nothing can be acknowledged while the only broker is down")
+        try broker.setBrokerUp(1)
+        try producer.flush(timeoutMilliseconds: 60_000)
+        #expect(deliveries.delivered == 1000)
+        #expect(deliveries.failures.isEmpty)
+        KafkaTestSupport.pollUntil(consumer, seconds: 60, { values.insert(String(decoding: $0.value!, as: UTF8.self)) }, stop: { values.count == 1000 })
+        #expect(values.count == 1000)
+        consumer.close()
+    }
+
+    @Test("request errors injected on Produce are retried and nothing is lost")
+    func injectedProduceErrors() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("flaky", partitions: 1)
+        broker.failNextRequests(.produce, with: Array(repeating: KafkaErrorCode.notEnoughReplicas, count: 4))
+        let (producer, deliveries) = try KafkaTestSupport.makeProducer(broker, extra: ["retry.backoff.ms": "10"])
+        for i in 0..<200 { try producer.send(topic: "flaky", partition: 0, key: nil, value: Array("\(i)".utf8)) }
+        try producer.flush()
+        #expect(deliveries.delivered == 200)
+        #expect(deliveries.failures.isEmpty)
+        let consumer = try KafkaConsumer(config: KafkaTestSupport.consumerConfig(broker, group: "flaky-group"))
+        let marks = try consumer.watermarks(TopicPartition(topic: "flaky", partition: 0))
+        #expect(marks.high == 200)
+    }
+
+    @Test("a full local queue makes send wait instead of dropping")
+    func backpressureNeverDrops() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("tight", partitions: 1)
+        try broker.setRoundTripTime(1, milliseconds: 20)
+        let (producer, deliveries) = try KafkaTestSupport.makeProducer(
+            broker, extra: ["queue.buffering.max.messages": "100", "linger.ms": "1"])
+        for i in 0..<3000 { try producer.send(topic: "tight", partition: 0, key: nil, value: Array("\(i)".utf8), token: UInt64(i)) }
+        try producer.flush()
+        #expect(deliveries.delivered == 3000)
+        #expect(deliveries.failures.isEmpty)
+    }
+}
