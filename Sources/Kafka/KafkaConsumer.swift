@@ -22,6 +22,11 @@ public final class KafkaConsumer: @unchecked Sendable {
         rebalance: RebalanceHandler? = nil, maxBatch: Int = 4096
     ) throws {
         self.logger = logger
+        guard let group = config["group.id"], !group.isEmpty else {
+            throw KafkaError(
+                .invalidProperty(name: "group.id", value: ""),
+                "Kafka property group.id is required: the consumer commits its offsets to a group. Set group.id (trackpipe: --group).")
+        }
         var effective = KafkaConfig(["enable.auto.commit": "false", "enable.auto.offset.store": "false"])
         effective = effective.merging(config)
         let ctx = ClientContext(logger: logger, rebalance: rebalance)
@@ -33,7 +38,8 @@ public final class KafkaConsumer: @unchecked Sendable {
         }
         // Route everything (logs aside) through the consumer queue so that one batch call serves it all.
         rd_kafka_poll_set_consumer(client)
-        queue = rd_kafka_queue_get_consumer(client)
+        // Present whenever group.id is set, which was checked above.
+        queue = rd_kafka_queue_get_consumer(client)!
         batchCapacity = max(1, maxBatch)
         batch = .allocate(capacity: batchCapacity)
     }
@@ -87,9 +93,21 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     /// Takes partitions without a group (no rebalancing): for tools and tests.
     public func assign(_ offsets: [TopicPartitionOffset]) throws {
+        // Learn the partition leaders first: without them librdkafka defers the first offset
+        // lookup by its retry timer (about half a second) before fetching anything.
+        for topic in Set(offsets.map(\.topic)) { loadMetadata(topic: topic) }
         let list = NativePartitionList(offsets)
         let err = rd_kafka_assign(client, list.pointer)
         if err.isError { throw KafkaError.from(err, "assigning \(offsets)") }
+    }
+
+    private func loadMetadata(topic: String, timeoutMilliseconds: Int32 = 5_000) {
+        guard let handle = rd_kafka_topic_new(client, topic, nil) else { return }
+        defer { rd_kafka_topic_destroy(handle) }
+        var metadata: UnsafePointer<rd_kafka_metadata>?
+        let err = rd_kafka_metadata(client, 0, handle, &metadata, timeoutMilliseconds)
+        if let metadata { rd_kafka_metadata_destroy(metadata) }
+        if err.isError { logger.debug("metadata for \(topic) not loaded before assign: \(KafkaError.from(err, "metadata"))") }
     }
 
     /// Hands up to `maxBatch` events to `body`, waiting at most `timeoutMilliseconds` for the first.

@@ -1,0 +1,58 @@
+import Foundation
+import Kafka
+
+/// Shared pieces of the Kafka benchmarks: a preloaded embedded topic and a kcat baseline.
+enum BenchSupport {
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// Fills `topic` with `values`, spread round-robin over its partitions.
+    static func preload(_ broker: EmbeddedBroker, topic: String, partitions: Int, values: [[UInt8]]) throws {
+        try broker.createTopic(topic, partitions: partitions)
+        let producer = try KafkaProducer(
+            config: KafkaConfig([
+                "bootstrap.servers": broker.bootstrapServers, "linger.ms": "20", "batch.num.messages": "10000",
+                "queue.buffering.max.messages": "500000", "log_level": "3",
+            ]))
+        for (index, value) in values.enumerated() {
+            try producer.send(topic: topic, partition: Int32(index % partitions), key: Array("k\(index % 5000)".utf8), value: value)
+        }
+        try producer.flush(timeoutMilliseconds: 120_000)
+    }
+
+    /// Runs kcat with these arguments, output discarded; returns wall seconds, or nil if kcat is missing.
+    static func timeKcat(_ arguments: [String]) throws -> Double? {
+        guard let kcat = ["/usr/bin/kcat", "/usr/local/bin/kcat"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+        else { return nil }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: kcat)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        let start = now()
+        try process.run()
+        process.waitUntilExit()
+        let elapsed = now() - start
+        guard process.terminationStatus == 0 else {
+            throw BenchError("kcat \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+        }
+        return elapsed
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted[sorted.count / 2]
+    }
+
+    static func rate(_ count: Int, _ seconds: Double) -> String {
+        String(format: "%.0f msg/s", Double(count) / seconds)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
