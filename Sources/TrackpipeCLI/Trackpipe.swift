@@ -6,7 +6,8 @@ public struct Trackpipe: ParsableCommand {
         commandName: "trackpipe",
         abstract: "Normalize mobile-notification tracking hits from Kafka and count them per delivery in event-time windows.",
         subcommands: [
-            // Each command registers itself here.
+            VersionCommand.self,
+            EmbeddedBrokerCommand.self,
         ]
     )
 

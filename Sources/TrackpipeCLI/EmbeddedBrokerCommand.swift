@@ -1,0 +1,49 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Kafka
+import Logging
+
+/// A Kafka cluster for trying trackpipe (or any Kafka client: kcat, another worker) with
+/// nothing installed: it runs in the foreground until SIGINT or SIGTERM.
+struct EmbeddedBrokerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "embedded-broker",
+        abstract: "Run an in-process Kafka cluster (librdkafka's mock cluster) on loopback until interrupted.",
+        discussion: """
+            Prints the bootstrap address, then serves until SIGINT or SIGTERM. Data lives in memory only,
+            and each partition keeps only its newest few megabytes: use enough partitions.
+            Example: trackpipe embedded-broker --topic tracking-hits --topic tracking-aggregates --partitions 8
+            """)
+
+    @Option(help: "Number of brokers in the cluster.") var brokers = 1
+    @Option(name: .customLong("topic"), help: "A topic to create (repeatable).")
+    var topics: [String] = ["tracking-hits", "tracking-aggregates", "tracking-hits-dlq"]
+    @Option(help: "Partitions of each topic.") var partitions = 8
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel: Logger.Level = .warning
+
+    func validate() throws {
+        guard brokers >= 1 else { throw ValidationError("--brokers must be at least 1") }
+        guard partitions >= 1 else { throw ValidationError("--partitions must be at least 1") }
+    }
+
+    func run() throws {
+        LogSetup.bootstrap(level: logLevel, format: .text)
+        let broker = try EmbeddedBroker(brokers: brokers)
+        for topic in topics { try broker.createTopic(topic, partitions: partitions) }
+        // Written straight to the descriptor so that a script reading the address gets it at once.
+        FileHandle.standardOutput.write(
+            Data(
+                """
+                bootstrap: \(broker.bootstrapServers)
+                topics: \(topics.joined(separator: ", ")) (\(partitions) partitions each)
+                try: kcat -b \(broker.bootstrapServers) -L
+
+                """.utf8))
+        let signal = ShutdownSignal.wait()
+        FileHandle.standardError.write(Data("embedded-broker: \(signal), stopping\n".utf8))
+        withExtendedLifetime(broker) {}
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

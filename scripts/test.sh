@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command: installs missing system packages, builds, and runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+swift build --build-tests
+swift test --skip-build
