@@ -2,7 +2,7 @@ import CRdKafka
 
 /// One consumed record, read in place from librdkafka's buffer: nothing is copied unless
 /// the caller asks. Valid only inside the `poll` body that received it.
-public struct ConsumerRecord {
+public struct ConsumerRecord: @unchecked Sendable {
     let message: UnsafeMutablePointer<rd_kafka_message_t>
 
     public var partition: Int32 { message.pointee.partition }
@@ -53,4 +53,26 @@ public enum ConsumerEvent {
     case record(ConsumerRecord)
     case partitionEOF(TopicPartition, offset: Int64)
     case error(KafkaError)
+}
+
+/// The events of one poll, read in place; valid only inside the `pollBatch` body.
+public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
+    // Read-only views of messages librdkafka owns until the body returns; safe to read from
+    // several threads at once.
+    let messages: UnsafeBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>?>
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { messages.count }
+
+    public subscript(position: Int) -> ConsumerEvent {
+        let message = messages[position]!
+        let err = message.pointee.err
+        if err == RD_KAFKA_RESP_ERR_NO_ERROR { return .record(ConsumerRecord(message: message)) }
+        let record = ConsumerRecord(message: message)
+        if err == RD_KAFKA_RESP_ERR__PARTITION_EOF {
+            return .partitionEOF(TopicPartition(topic: record.topic, partition: record.partition), offset: record.offset)
+        }
+        let detail = record.value.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return .error(KafkaError.from(err, "consumer error \(detail)"))
+    }
 }

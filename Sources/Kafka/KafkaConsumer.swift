@@ -110,39 +110,26 @@ public final class KafkaConsumer: @unchecked Sendable {
         if err.isError { logger.debug("metadata for \(topic) not loaded before assign: \(KafkaError.from(err, "metadata"))") }
     }
 
-    /// Hands up to `maxBatch` events to `body`, waiting at most `timeoutMilliseconds` for the first.
-    /// Rebalance callbacks run in here too. Returns the number of events handed over.
+    /// Hands up to `maxBatch` events to `body`, one at a time, waiting at most `timeoutMilliseconds`
+    /// for the first. Rebalance callbacks run in here too. Returns the number of events handed over.
     @discardableResult
     public func poll(timeoutMilliseconds: Int32, _ body: (ConsumerEvent) throws -> Void) rethrows -> Int {
-        let count = rd_kafka_consume_batch_queue(queue, Int32(timeoutMilliseconds), batch, batchCapacity)
-        guard count > 0 else { return 0 }
-        var index = 0
+        try pollBatch(timeoutMilliseconds: timeoutMilliseconds) { batch in
+            for event in batch { try body(event) }
+            return batch.count
+        } ?? 0
+    }
+
+    /// Hands the whole batch to `body` at once, so that a caller can work on many records in
+    /// place (in parallel, or coming back to one after later ones) before librdkafka reclaims
+    /// them when `body` returns. `nil` when nothing arrived in time.
+    public func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (ConsumerBatch) throws -> R) rethrows -> R? {
+        let count = rd_kafka_consume_batch_queue(queue, timeoutMilliseconds, batch, batchCapacity)
+        guard count > 0 else { return nil }
         defer {
-            // Whatever happens in body, every message goes back to librdkafka.
-            while index < count {
-                rd_kafka_message_destroy(batch[index])
-                index += 1
-            }
+            for index in 0..<count { rd_kafka_message_destroy(batch[index]) }
         }
-        while index < count {
-            let message = batch[index]!
-            let err = message.pointee.err
-            if err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                try body(.record(ConsumerRecord(message: message)))
-            } else if err == RD_KAFKA_RESP_ERR__PARTITION_EOF {
-                let record = ConsumerRecord(message: message)
-                try body(.partitionEOF(TopicPartition(topic: record.topic, partition: record.partition), offset: record.offset))
-            } else {
-                let detail: String =
-                    if let payload = message.pointee.payload {
-                        String(decoding: UnsafeRawBufferPointer(start: payload, count: message.pointee.len), as: UTF8.self)
-                    } else { "" }
-                try body(.error(KafkaError.from(err, "consumer error \(detail)")))
-            }
-            rd_kafka_message_destroy(message)
-            index += 1
-        }
-        return Int(count)
+        return try body(ConsumerBatch(messages: UnsafeBufferPointer(start: batch, count: count)))
     }
 
     /// Commits exactly these offsets (the next offset to read), with optional metadata, and waits
@@ -192,6 +179,16 @@ public final class KafkaConsumer: @unchecked Sendable {
             throw KafkaError.consuming(error, "seeking \(offsets)")
         }
         if let error = list.firstError("seeking") { throw error }
+    }
+
+    /// The low and high watermarks librdkafka last saw in fetch responses: no request is made,
+    /// so this is cheap enough for a lag gauge. `nil` before the first fetch.
+    public func cachedWatermarks(_ partition: TopicPartition) -> (low: Int64, high: Int64)? {
+        var low: Int64 = -1
+        var high: Int64 = -1
+        let err = rd_kafka_get_watermark_offsets(client, partition.topic, partition.partition, &low, &high)
+        guard !err.isError, high >= 0 else { return nil }
+        return (low, high)
     }
 
     /// The partitions this member holds right now.
