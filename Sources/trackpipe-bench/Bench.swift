@@ -8,7 +8,7 @@ struct TrackpipeBench: ParsableCommand {
         commandName: "trackpipe-bench",
         abstract: "Benchmarks for trackpipe (build with -c release).",
         subcommands: [
-            // Each benchmark registers itself here.
+            NormalizeBenchmark.self,
         ]
     )
 }
