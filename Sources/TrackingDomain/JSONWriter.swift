@@ -35,6 +35,12 @@ public struct JSONWriter: Sendable {
         needsComma = true
     }
 
+    /// Ends a JSON Lines record: appends a newline, after which the next value starts a new record.
+    public mutating func endLine() {
+        bytes.append(0x0A)
+        needsComma = false
+    }
+
     public mutating func beginObject() {
         beginValue()
         bytes.append(UInt8(ascii: "{"))

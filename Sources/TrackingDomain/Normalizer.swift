@@ -23,7 +23,7 @@ public struct Normalizer: Sendable {
     /// `kafkaTimestamp` (epoch ms) is the event time of hits that carry none; pass nil outside Kafka.
     public func normalize(_ bytes: UnsafeRawBufferPointer, kafkaTimestamp: Int64?) -> Verdict {
         if bytes.count > limits.maxMessageBytes {
-            return .rejected(.tooLarge, detail: "too_large: the message is \(bytes.count) bytes, more than the limit of \(limits.maxMessageBytes); a tracking hit is a few hundred bytes, so send only the hit, not whole payloads or batches")
+            return tooLarge(byteCount: bytes.count)
         }
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             return .rejected(.malformedJSON, detail: "malformed_json: the message is empty; send one UTF-8 JSON object per message")
@@ -45,6 +45,12 @@ public struct Normalizer: Sendable {
             return .rejected(.notAnObject, detail: "not_an_object: the message is \(notObjectKind.description), not a JSON object; send each hit as one JSON object such as {\"deliveryId\":…,\"broadlogId\":…,\"action\":\"2\"}")
         }
         return HitReader(hit: hit, scanner: scanner, limits: limits).verdict(kafkaTimestamp: kafkaTimestamp)
+    }
+
+    /// The verdict for a message of `byteCount` bytes over the limit, for callers that learn the
+    /// size without holding the bytes (a line reader that stops buffering an endless line).
+    public func tooLarge(byteCount: Int) -> Verdict {
+        .rejected(.tooLarge, detail: "too_large: the message is \(byteCount) bytes, more than the limit of \(limits.maxMessageBytes); a tracking hit is a few hundred bytes, so send only the hit, not whole payloads or batches")
     }
 
     /// Convenience for callers holding the message in another collection (the CLI, tests).

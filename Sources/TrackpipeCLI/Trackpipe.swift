@@ -6,7 +6,7 @@ public struct Trackpipe: ParsableCommand {
         commandName: "trackpipe",
         abstract: "Normalize mobile-notification tracking hits from Kafka and count them per delivery in event-time windows.",
         subcommands: [
-            // Each command registers itself here.
+            NormalizeCommand.self,
         ]
     )
 
