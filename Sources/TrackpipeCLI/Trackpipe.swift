@@ -8,6 +8,7 @@ public struct Trackpipe: ParsableCommand {
         subcommands: [
             VersionCommand.self,
             EmbeddedBrokerCommand.self,
+            NormalizeCommand.self,
         ]
     )
 

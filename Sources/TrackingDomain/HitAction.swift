@@ -1,0 +1,28 @@
+/// What the user did with a notification. Raw values are stable so the windowing engine
+/// can index per-action counters without hashing.
+public enum HitAction: UInt8, Sendable, Hashable, CaseIterable {
+    /// Delivered and shown, not touched (`action` "7").
+    case impression = 0
+    /// Touched: opened or dismissed (`action` "2"). A click without an open is a dismissal.
+    case click = 1
+    /// Tapped and the app opened (`action` "1"); always preceded by a click.
+    case open = 2
+
+    /// The name used in normalized events and aggregates.
+    public var name: String {
+        switch self {
+        case .impression: "impression"
+        case .click: "click"
+        case .open: "open"
+        }
+    }
+
+    /// The Campaign SDK code the apps send (`"7"`, `"2"`, `"1"`), used when reading hits.
+    public var campaignCode: Int {
+        switch self {
+        case .impression: 7
+        case .click: 2
+        case .open: 1
+        }
+    }
+}

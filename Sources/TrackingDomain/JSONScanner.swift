@@ -1,0 +1,566 @@
+/// Why the scanner stopped. Offsets are byte offsets into the message, for details that let
+/// a sender find the fault.
+enum ScanFailure: Error, Sendable {
+    case malformed(offset: Int, problem: StaticString)
+    case tooDeep(offset: Int)
+}
+
+/// Object keys the normalizer cares about; every other key is validated and skipped.
+enum HitKey: UInt8 {
+    case other, pushDeliveryId, pushBroadlogId, deliveryId, broadlogId, trackingFlag, action, aps
+    case actionName, contextData, url, userInfo, message, notificationUserInfo, timestamp, channel, platform, data
+
+    @inline(__always)
+    static func match(_ p: UnsafePointer<UInt8>, _ n: Int) -> HitKey {
+        @inline(__always) func equals(_ literal: StaticString) -> Bool {
+            let l = literal.utf8Start
+            for i in 0..<n where p[i] != l[i] { return false }
+            return true
+        }
+        switch n {
+        case 3:
+            if equals("aps") { return .aps }
+            if equals("url") { return .url }
+        case 4:
+            if p[0] == UInt8(ascii: "_") {
+                if equals("_dId") { return .pushDeliveryId }
+                if equals("_mId") { return .pushBroadlogId }
+            } else if equals("data") { return .data }
+        case 6:
+            if equals("action") { return .action }
+        case 7:
+            if equals("channel") { return .channel }
+            if equals("message") { return .message }
+        case 8:
+            if equals("platform") { return .platform }
+            if equals("userInfo") { return .userInfo }
+        case 9:
+            if equals("timestamp") { return .timestamp }
+        case 10:
+            if equals("deliveryId") { return .deliveryId }
+            if equals("broadlogId") { return .broadlogId }
+            if equals("actionName") { return .actionName }
+        case 11:
+            if equals("contextData") { return .contextData }
+        case 20:
+            if equals("_acsDeliveryTracking") { return .trackingFlag }
+        case 22:
+            if equals("NOTIFICATION_USER_INFO") { return .notificationUserInfo }
+        default:
+            break
+        }
+        return .other
+    }
+}
+
+/// A single-pass JSON validator over raw bytes (RFC 8259, UTF-8 only) that captures the handful
+/// of hit fields the normalizer needs as spans and skips everything else without allocating.
+///
+/// Strictness matches the contract: invalid UTF-8 anywhere (including escaped lone surrogates,
+/// which cannot be represented in UTF-8), control characters in strings, leading zeros, a BOM,
+/// or trailing bytes after the value are malformed JSON. Duplicate keys: the last one wins,
+/// for containers too (a later `userInfo` replaces an earlier one entirely).
+struct JSONScanner {
+    let base: UnsafePointer<UInt8>
+    let count: Int
+    let maxDepth: Int
+    var pos = 0
+
+    init(base: UnsafePointer<UInt8>, count: Int, maxDepth: Int) {
+        self.base = base
+        self.count = count
+        self.maxDepth = maxDepth
+    }
+
+    // MARK: Whole message
+
+    /// Scans the whole message. Returns the captured hit, or nil when the message is valid JSON
+    /// but not an object (then `notObjectKind` says what it is).
+    mutating func scanMessage(notObjectKind: inout JSONSpan.Kind) throws(ScanFailure) -> RawHit? {
+        skipWhitespace()
+        guard pos < count else {
+            throw .malformed(offset: pos, problem: count == 0 ? "the message is empty" : "the message is only whitespace")
+        }
+        var hit: RawHit? = nil
+        if base[pos] == UInt8(ascii: "{") {
+            var captured = RawHit()
+            try scanTopObject(into: &captured)
+            hit = captured
+        } else {
+            notObjectKind = try skipValue(parentDepth: 0).kind
+        }
+        skipWhitespace()
+        guard pos == count else { throw .malformed(offset: pos, problem: "unexpected bytes after the JSON value") }
+        return hit
+    }
+
+    // MARK: Structure
+
+    @inline(__always)
+    mutating func skipWhitespace() {
+        while pos < count {
+            let b = base[pos]
+            guard b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 else { return }
+            pos += 1
+        }
+    }
+
+    @inline(__always)
+    mutating func expect(_ byte: UInt8, _ problem: StaticString) throws(ScanFailure) {
+        skipWhitespace()
+        guard pos < count, base[pos] == byte else { throw .malformed(offset: pos, problem: problem) }
+        pos += 1
+    }
+
+    /// Walks the members of the object at `pos` (which must be `{`), calling `member` with each
+    /// key; `member` must consume the value. Handles commas, colons and the closing brace.
+    @inline(__always)
+    mutating func scanObject(
+        depth: Int, _ member: (inout JSONScanner, HitKey) throws(ScanFailure) -> Void
+    ) throws(ScanFailure) {
+        if depth > maxDepth { throw .tooDeep(offset: pos) }
+        pos += 1  // {
+        skipWhitespace()
+        if pos < count, base[pos] == UInt8(ascii: "}") {
+            pos += 1
+            return
+        }
+        while true {
+            skipWhitespace()
+            guard pos < count, base[pos] == UInt8(ascii: "\"") else {
+                throw .malformed(offset: pos, problem: "expected a string key")
+            }
+            let key = try scanKey()
+            try expect(UInt8(ascii: ":"), "expected ':' after an object key")
+            skipWhitespace()
+            try member(&self, key)
+            skipWhitespace()
+            guard pos < count else { throw .malformed(offset: pos, problem: "unterminated object") }
+            let b = base[pos]
+            pos += 1
+            if b == UInt8(ascii: ",") { continue }
+            if b == UInt8(ascii: "}") { return }
+            pos -= 1
+            throw .malformed(offset: pos, problem: "expected ',' or '}' in an object")
+        }
+    }
+
+    mutating func scanKey() throws(ScanFailure) -> HitKey {
+        let span = try scanString()
+        if !span.escaped {
+            return HitKey.match(base + span.start, span.end - span.start)
+        }
+        let decoded = decode(span)
+        return decoded.withUnsafeBufferPointer { HitKey.match($0.baseAddress!, $0.count) }
+    }
+
+    mutating func scanTopObject(into hit: inout RawHit) throws(ScanFailure) {
+        try scanObject(depth: 1) { (s: inout JSONScanner, key: HitKey) throws(ScanFailure) in
+            switch key {
+            case .pushDeliveryId: hit.top.pushDeliveryId = try s.skipValue(parentDepth: 1)
+            case .pushBroadlogId: hit.top.pushBroadlogId = try s.skipValue(parentDepth: 1)
+            case .deliveryId: hit.top.deliveryId = try s.skipValue(parentDepth: 1)
+            case .broadlogId: hit.top.broadlogId = try s.skipValue(parentDepth: 1)
+            case .trackingFlag: hit.top.trackingFlag = try s.skipValue(parentDepth: 1)
+            case .action: hit.top.action = try s.skipValue(parentDepth: 1)
+            case .aps: hit.top.aps = try s.skipValue(parentDepth: 1)
+            case .actionName: hit.actionName = try s.skipValue(parentDepth: 1)
+            case .url: hit.url = try s.skipValue(parentDepth: 1)
+            case .timestamp: hit.timestamp = try s.skipValue(parentDepth: 1)
+            case .channel: hit.channel = try s.skipValue(parentDepth: 1)
+            case .platform: hit.platform = try s.skipValue(parentDepth: 1)
+            case .contextData:
+                hit.contextDataValue = try s.scanContainer(into: &hit.contextData, depth: 2)
+            case .userInfo:
+                _ = try s.scanContainer(into: &hit.userInfo, depth: 2)
+            case .notificationUserInfo:
+                hit.notificationUserInfoValue = try s.scanContainer(into: &hit.notificationUserInfo, depth: 2)
+            case .message:
+                hit.messageData = IdContainer()
+                if s.pos < s.count, s.base[s.pos] == UInt8(ascii: "{") {
+                    let start = s.pos
+                    try s.scanMessageWrapper(into: &hit.messageData, depth: 2)
+                    hit.message = JSONSpan(kind: .object, start: start, end: s.pos)
+                } else {
+                    hit.message = try s.skipValue(parentDepth: 1)
+                }
+            case .other, .data:
+                _ = try s.skipValue(parentDepth: 1)
+            }
+        }
+    }
+
+    /// The FCM `message` wrapper: only its `data` object matters.
+    mutating func scanMessageWrapper(into data: inout IdContainer, depth: Int) throws(ScanFailure) {
+        try scanObject(depth: depth) { (s: inout JSONScanner, key: HitKey) throws(ScanFailure) in
+            if key == .data {
+                _ = try s.scanContainer(into: &data, depth: depth + 1)
+            } else {
+                _ = try s.skipValue(parentDepth: depth)
+            }
+        }
+    }
+
+    /// Scans a value that may be an id container. Resets `container` first (last key wins).
+    mutating func scanContainer(into container: inout IdContainer, depth: Int) throws(ScanFailure) -> JSONSpan {
+        container = IdContainer()
+        guard pos < count, base[pos] == UInt8(ascii: "{") else {
+            return try skipValue(parentDepth: depth - 1)
+        }
+        let start = pos
+        container.present = true
+        try scanObject(depth: depth) { (s: inout JSONScanner, key: HitKey) throws(ScanFailure) in
+            switch key {
+            case .pushDeliveryId: container.pushDeliveryId = try s.skipValue(parentDepth: depth)
+            case .pushBroadlogId: container.pushBroadlogId = try s.skipValue(parentDepth: depth)
+            case .deliveryId: container.deliveryId = try s.skipValue(parentDepth: depth)
+            case .broadlogId: container.broadlogId = try s.skipValue(parentDepth: depth)
+            case .trackingFlag: container.trackingFlag = try s.skipValue(parentDepth: depth)
+            case .action: container.action = try s.skipValue(parentDepth: depth)
+            case .aps: container.aps = try s.skipValue(parentDepth: depth)
+            default: _ = try s.skipValue(parentDepth: depth)
+            }
+        }
+        return JSONSpan(kind: .object, start: start, end: pos)
+    }
+
+    /// Validates and skips one value at `pos`, returning where it was. Iterative, with an explicit
+    /// stack of open containers, so hostile nesting can never exhaust the thread's stack
+    /// (whatever `maxDepth` is configured to).
+    mutating func skipValue(parentDepth: Int) throws(ScanFailure) -> JSONSpan {
+        skipWhitespace()
+        guard pos < count else { throw .malformed(offset: pos, problem: "expected a value") }
+        let start = pos
+        let first = base[pos]
+        switch first {
+        case UInt8(ascii: "\""):
+            return try scanString()
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            try scanNumber()
+            return JSONSpan(kind: .number, start: start, end: pos)
+        case UInt8(ascii: "t"):
+            try scanLiteral("true")
+            return JSONSpan(kind: .bool, start: start, end: pos)
+        case UInt8(ascii: "f"):
+            try scanLiteral("false")
+            return JSONSpan(kind: .bool, start: start, end: pos)
+        case UInt8(ascii: "n"):
+            try scanLiteral("null")
+            return JSONSpan(kind: .null, start: start, end: pos)
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            try skipContainer(parentDepth: parentDepth)
+            return JSONSpan(kind: first == UInt8(ascii: "{") ? .object : .array, start: start, end: pos)
+        default:
+            throw .malformed(offset: pos, problem: "expected a value")
+        }
+    }
+
+    private mutating func skipContainer(parentDepth: Int) throws(ScanFailure) {
+        var stack = ContainerStack()
+        // Invariant at the top of `value`: pos is at the first byte of a value (after whitespace).
+        value: while true {
+            let b = base[pos]
+            switch b {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let isObject = b == UInt8(ascii: "{")
+                if parentDepth + stack.depth + 1 > maxDepth { throw .tooDeep(offset: pos) }
+                stack.push(isObject: isObject)
+                pos += 1
+                skipWhitespace()
+                guard pos < count else { throw .malformed(offset: pos, problem: isObject ? "unterminated object" : "unterminated array") }
+                if base[pos] == (isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                    pos += 1
+                    stack.pop()
+                } else {
+                    if isObject { try skipKeyAndColon() }
+                    guard pos < count else { throw .malformed(offset: pos, problem: "expected a value") }
+                    continue value
+                }
+            case UInt8(ascii: "\""):
+                _ = try scanString()
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                try scanNumber()
+            case UInt8(ascii: "t"):
+                try scanLiteral("true")
+            case UInt8(ascii: "f"):
+                try scanLiteral("false")
+            case UInt8(ascii: "n"):
+                try scanLiteral("null")
+            default:
+                throw .malformed(offset: pos, problem: "expected a value")
+            }
+            // After a complete value: close containers or move to the next element.
+            while stack.depth > 0 {
+                skipWhitespace()
+                guard pos < count else {
+                    throw .malformed(offset: pos, problem: stack.topIsObject ? "unterminated object" : "unterminated array")
+                }
+                let c = base[pos]
+                if c == UInt8(ascii: ",") {
+                    pos += 1
+                    skipWhitespace()
+                    if stack.topIsObject { try skipKeyAndColon() }
+                    guard pos < count else { throw .malformed(offset: pos, problem: "expected a value") }
+                    continue value
+                }
+                if stack.topIsObject ? c == UInt8(ascii: "}") : c == UInt8(ascii: "]") {
+                    pos += 1
+                    stack.pop()
+                    continue
+                }
+                throw .malformed(offset: pos, problem: stack.topIsObject ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array")
+            }
+            return
+        }
+    }
+
+    @inline(__always)
+    private mutating func skipKeyAndColon() throws(ScanFailure) {
+        guard pos < count, base[pos] == UInt8(ascii: "\"") else {
+            throw .malformed(offset: pos, problem: "expected a string key")
+        }
+        _ = try scanString()
+        try expect(UInt8(ascii: ":"), "expected ':' after an object key")
+        skipWhitespace()
+    }
+
+    // MARK: Scalars
+
+    private mutating func scanLiteral(_ literal: StaticString) throws(ScanFailure) {
+        let n = literal.utf8CodeUnitCount
+        let l = literal.utf8Start
+        guard count - pos >= n else { throw .malformed(offset: pos, problem: "expected a value") }
+        for i in 0..<n where base[pos + i] != l[i] {
+            throw .malformed(offset: pos, problem: "expected a value")
+        }
+        pos += n
+    }
+
+    @inline(__always)
+    private func isDigit(_ i: Int) -> Bool {
+        i < count && base[i] &- UInt8(ascii: "0") < 10
+    }
+
+    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
+    private mutating func scanNumber() throws(ScanFailure) {
+        if base[pos] == UInt8(ascii: "-") { pos += 1 }
+        guard isDigit(pos) else { throw .malformed(offset: pos, problem: "expected a digit in a number") }
+        if base[pos] == UInt8(ascii: "0") {
+            pos += 1
+            if isDigit(pos) { throw .malformed(offset: pos, problem: "a number must not have leading zeros") }
+        } else {
+            while isDigit(pos) { pos += 1 }
+        }
+        if pos < count, base[pos] == UInt8(ascii: ".") {
+            pos += 1
+            guard isDigit(pos) else { throw .malformed(offset: pos, problem: "expected a digit after the decimal point") }
+            while isDigit(pos) { pos += 1 }
+        }
+        if pos < count, base[pos] | 0x20 == UInt8(ascii: "e") {
+            pos += 1
+            if pos < count, base[pos] == UInt8(ascii: "+") || base[pos] == UInt8(ascii: "-") { pos += 1 }
+            guard isDigit(pos) else { throw .malformed(offset: pos, problem: "expected a digit in an exponent") }
+            while isDigit(pos) { pos += 1 }
+        }
+    }
+
+    /// Validates the string at `pos` (the opening quote) and leaves `pos` after the closing quote.
+    @inline(__always)
+    mutating func scanString() throws(ScanFailure) -> JSONSpan {
+        let start = pos + 1
+        var i = start
+        var escaped = false
+        while true {
+            // Fast path: plain ASCII.
+            while i < count {
+                let b = base[i]
+                if b < 0x20 || b >= 0x80 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { break }
+                i += 1
+            }
+            guard i < count else { throw .malformed(offset: i, problem: "unterminated string") }
+            let b = base[i]
+            if b == UInt8(ascii: "\"") { break }
+            if b == UInt8(ascii: "\\") {
+                escaped = true
+                i = try scanEscape(at: i)
+            } else if b < 0x20 {
+                throw .malformed(offset: i, problem: "unescaped control character in a string")
+            } else {
+                i = try scanUTF8(at: i)
+            }
+        }
+        pos = i + 1
+        return JSONSpan(kind: .string, start: start, end: i, escaped: escaped)
+    }
+
+    private func hexValue(_ i: Int) -> UInt32? {
+        guard i < count else { return nil }
+        let b = base[i]
+        switch b {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt32(b - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt32(b - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return UInt32(b - UInt8(ascii: "A") + 10)
+        default: return nil
+        }
+    }
+
+    private func hex4(_ i: Int) -> UInt32? {
+        guard let a = hexValue(i), let b = hexValue(i + 1), let c = hexValue(i + 2), let d = hexValue(i + 3) else { return nil }
+        return a << 12 | b << 8 | c << 4 | d
+    }
+
+    /// `i` is at a backslash; returns the index after the escape.
+    private func scanEscape(at i: Int) throws(ScanFailure) -> Int {
+        guard i + 1 < count else { throw .malformed(offset: i, problem: "unterminated string") }
+        switch base[i + 1] {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+             UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+            return i + 2
+        case UInt8(ascii: "u"):
+            guard let unit = hex4(i + 2) else { throw .malformed(offset: i, problem: "invalid \\u escape") }
+            if unit >= 0xDC00 && unit <= 0xDFFF {
+                throw .malformed(offset: i, problem: "unpaired low surrogate escape (not valid Unicode)")
+            }
+            if unit >= 0xD800 && unit <= 0xDBFF {
+                guard i + 7 < count, base[i + 6] == UInt8(ascii: "\\"), base[i + 7] == UInt8(ascii: "u"),
+                      let low = hex4(i + 8), low >= 0xDC00, low <= 0xDFFF
+                else { throw .malformed(offset: i, problem: "unpaired high surrogate escape (not valid Unicode)") }
+                return i + 12
+            }
+            return i + 6
+        default:
+            throw .malformed(offset: i, problem: "invalid escape in a string")
+        }
+    }
+
+    /// `i` is at a byte >= 0x80; validates one UTF-8 sequence (no overlongs, no surrogates,
+    /// nothing above U+10FFFF) and returns the index after it.
+    private func scanUTF8(at i: Int) throws(ScanFailure) -> Int {
+        let lead = base[i]
+        let length: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0: length = 3; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED: length = 3; high = 0x9F
+        case 0xF0: length = 4; low = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4: length = 4; high = 0x8F
+        default: throw .malformed(offset: i, problem: "invalid UTF-8")
+        }
+        guard i + length <= count else { throw .malformed(offset: i, problem: "invalid UTF-8") }
+        let second = base[i + 1]
+        guard second >= low, second <= high else { throw .malformed(offset: i, problem: "invalid UTF-8") }
+        for k in 2..<max(length, 2) where base[i + k] & 0xC0 != 0x80 {
+            throw .malformed(offset: i, problem: "invalid UTF-8")
+        }
+        return i + length
+    }
+
+    // MARK: Reading captured values
+
+    /// The bytes of a captured string, with escapes decoded. Only for spans this scanner validated.
+    func decode(_ span: JSONSpan) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(span.end - span.start)
+        var i = span.start
+        while i < span.end {
+            let b = base[i]
+            guard b == UInt8(ascii: "\\") else {
+                out.append(b)
+                i += 1
+                continue
+            }
+            let e = base[i + 1]
+            switch e {
+            case UInt8(ascii: "b"): out.append(0x08); i += 2
+            case UInt8(ascii: "f"): out.append(0x0C); i += 2
+            case UInt8(ascii: "n"): out.append(0x0A); i += 2
+            case UInt8(ascii: "r"): out.append(0x0D); i += 2
+            case UInt8(ascii: "t"): out.append(0x09); i += 2
+            case UInt8(ascii: "u"):
+                var scalar = hex4(i + 2)!
+                i += 6
+                if scalar >= 0xD800 && scalar <= 0xDBFF {
+                    let low = hex4(i + 2)!
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+                }
+                appendUTF8(scalar, to: &out)
+            default: out.append(e); i += 2  // " \ /
+            }
+        }
+        return out
+    }
+
+    private func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
+        switch scalar {
+        case 0..<0x80:
+            out.append(UInt8(scalar))
+        case 0x80..<0x800:
+            out.append(UInt8(0xC0 | scalar >> 6))
+            out.append(UInt8(0x80 | scalar & 0x3F))
+        case 0x800..<0x10000:
+            out.append(UInt8(0xE0 | scalar >> 12))
+            out.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            out.append(UInt8(0x80 | scalar & 0x3F))
+        default:
+            out.append(UInt8(0xF0 | scalar >> 18))
+            out.append(UInt8(0x80 | scalar >> 12 & 0x3F))
+            out.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            out.append(UInt8(0x80 | scalar & 0x3F))
+        }
+    }
+
+    /// Calls `body` with the decoded bytes of a string span, without copying when it has no escapes.
+    @inline(__always)
+    func withStringBytes<R>(_ span: JSONSpan, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        if !span.escaped {
+            return body(UnsafeRawBufferPointer(start: base + span.start, count: span.end - span.start))
+        }
+        let decoded = decode(span)
+        return decoded.withUnsafeBytes(body)
+    }
+
+    /// The raw bytes of any captured span (for numbers: the literal as written).
+    @inline(__always)
+    func rawBytes(_ span: JSONSpan) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: base + span.start, count: span.end - span.start)
+    }
+
+    func string(_ span: JSONSpan) -> String {
+        withStringBytes(span) { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+/// Open containers while skipping: one bit per level (1 = object). The first 64 levels live in a
+/// register; deeper levels (only possible when `maxDepth` is raised above 64) spill to an array.
+struct ContainerStack {
+    private var bits: UInt64 = 0
+    private var spill: [UInt64] = []
+    private(set) var depth = 0
+
+    @inline(__always)
+    mutating func push(isObject: Bool) {
+        if depth > 0 && depth % 64 == 0 {
+            spill.append(bits)
+            bits = 0
+        }
+        bits = bits << 1 | (isObject ? 1 : 0)
+        depth += 1
+    }
+
+    @inline(__always)
+    mutating func pop() {
+        bits >>= 1
+        depth -= 1
+        if depth > 0 && depth % 64 == 0 {
+            bits = spill.removeLast()
+        }
+    }
+
+    @inline(__always)
+    var topIsObject: Bool { bits & 1 == 1 }
+}

@@ -1,0 +1,393 @@
+/// Turns one raw Kafka message into exactly one ``Verdict``.
+///
+/// It is a value with no mutable state, so one instance can be shared by every partition's
+/// consumer. It reads the message in a single pass (`JSONScanner`), keeping only spans of the
+/// few fields the contract needs, and allocates nothing per hit beyond the two id Strings
+/// (none for ids up to 15 UTF-8 bytes, which Swift stores inline) — rejections may allocate
+/// their detail text, as they are rare.
+///
+/// Checks run in the contract's order and the first failure decides: `too_large`, then
+/// `malformed_json` / `too_deep` (in byte order: the first of the two met while scanning),
+/// `not_an_object`, the envelope (`not_a_tracking_action`, `malformed_tracking_url`),
+/// `conflicting_ids`, `missing_delivery_id`, `missing_broadlog_id`, `id_too_long`,
+/// `unknown_action`, `invalid_timestamp`, and only then the tracking rule. See ``HitShape``
+/// for how the shape is chosen and `docs/normalization.md` for every decision.
+public struct Normalizer: Sendable {
+    public let limits: NormalizerLimits
+
+    public init(limits: NormalizerLimits = .init()) {
+        self.limits = limits
+    }
+
+    /// Exactly one verdict per message, never a crash, never a trap, whatever the bytes.
+    /// `kafkaTimestamp` (epoch ms) is the event time of hits that carry none; pass nil outside Kafka.
+    public func normalize(_ bytes: UnsafeRawBufferPointer, kafkaTimestamp: Int64?) -> Verdict {
+        if bytes.count > limits.maxMessageBytes {
+            return tooLarge(byteCount: bytes.count)
+        }
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            return .rejected(.malformedJSON, detail: "malformed_json: the message is empty; send one UTF-8 JSON object per message")
+        }
+        var scanner = JSONScanner(base: base.assumingMemoryBound(to: UInt8.self), count: bytes.count, maxDepth: limits.maxDepth)
+        var notObjectKind = JSONSpan.Kind.absent
+        let scanned: RawHit?
+        do {
+            scanned = try scanner.scanMessage(notObjectKind: &notObjectKind)
+        } catch {
+            switch error {
+            case .malformed(let offset, let problem):
+                return .rejected(.malformedJSON, detail: "malformed_json: \(problem) at byte \(offset)\(Self.describeByte(at: offset, in: bytes)); send one UTF-8 JSON object per message")
+            case .tooDeep(let offset):
+                return .rejected(.tooDeep, detail: "too_deep: containers nest more than \(limits.maxDepth) levels (at byte \(offset)); tracking hits nest a few levels, so flatten the payload or drop unrelated data")
+            }
+        }
+        guard let hit = scanned else {
+            return .rejected(.notAnObject, detail: "not_an_object: the message is \(notObjectKind.description), not a JSON object; send each hit as one JSON object such as {\"deliveryId\":…,\"broadlogId\":…,\"action\":\"2\"}")
+        }
+        return HitReader(hit: hit, scanner: scanner, limits: limits).verdict(kafkaTimestamp: kafkaTimestamp)
+    }
+
+    /// The verdict for a message of `byteCount` bytes over the limit, for callers that learn the
+    /// size without holding the bytes (a line reader that stops buffering an endless line).
+    public func tooLarge(byteCount: Int) -> Verdict {
+        .rejected(.tooLarge, detail: "too_large: the message is \(byteCount) bytes, more than the limit of \(limits.maxMessageBytes); a tracking hit is a few hundred bytes, so send only the hit, not whole payloads or batches")
+    }
+
+    /// Convenience for callers holding the message in another collection (the CLI, tests).
+    public func normalize<Bytes: Collection>(_ bytes: Bytes, kafkaTimestamp: Int64?) -> Verdict where Bytes.Element == UInt8 {
+        if let verdict = bytes.withContiguousStorageIfAvailable({ normalize(UnsafeRawBufferPointer($0), kafkaTimestamp: kafkaTimestamp) }) {
+            return verdict
+        }
+        return Array(bytes).withUnsafeBytes { normalize($0, kafkaTimestamp: kafkaTimestamp) }
+    }
+
+    private static func describeByte(at offset: Int, in bytes: UnsafeRawBufferPointer) -> String {
+        guard offset < bytes.count else { return " (end of message)" }
+        let byte = bytes[offset]
+        if byte >= 0x21 && byte < 0x7F {
+            return " ('\(Character(Unicode.Scalar(byte)))')"
+        }
+        let hex = String(byte, radix: 16, uppercase: true)
+        return " (byte 0x\(hex.count == 1 ? "0" + hex : hex))"
+    }
+}
+
+/// Applies the contract's field rules to a scanned hit.
+struct HitReader {
+    let hit: RawHit
+    let scanner: JSONScanner
+    let limits: NormalizerLimits
+
+    /// Which container the ids come from, and how details name it.
+    enum Source {
+        case top, contextData, userInfo, messageData, notificationUserInfo
+
+        var place: String {
+            switch self {
+            case .top: "at the top level"
+            case .contextData: "in contextData"
+            case .userInfo: "in userInfo"
+            case .messageData: "in message.data"
+            case .notificationUserInfo: "in NOTIFICATION_USER_INFO"
+            }
+        }
+    }
+
+    func container(_ source: Source) -> IdContainer {
+        switch source {
+        case .top: hit.top
+        case .contextData: hit.contextData
+        case .userInfo: hit.userInfo
+        case .messageData: hit.messageData
+        case .notificationUserInfo: hit.notificationUserInfo
+        }
+    }
+
+    func verdict(kafkaTimestamp: Int64?) -> Verdict {
+        if hit.actionName.isPresent || hit.contextDataValue.isPresent {
+            return envelopeVerdict(kafkaTimestamp: kafkaTimestamp)
+        }
+        if hit.url.isPresent {
+            return postbackVerdict(kafkaTimestamp: kafkaTimestamp)
+        }
+        let candidates: [Source] = [.userInfo, .messageData, .notificationUserInfo]
+        let source = candidates.first { container($0).present && container($0).hasIdKey }
+            ?? (hit.top.hasIdKey ? .top : nil)
+            ?? candidates.first { container($0).present }
+            ?? .top
+        return containerVerdict(source: source, action: hit.top.action, kafkaTimestamp: kafkaTimestamp)
+    }
+
+    // MARK: Shapes
+
+    private func envelopeVerdict(kafkaTimestamp: Int64?) -> Verdict {
+        let name = hit.actionName
+        let isTracking = name.kind == .string && scanner.withStringBytes(name) { Self.equals($0, "tracking") }
+        guard isTracking else {
+            let found: String
+            switch name.kind {
+            case .absent: found = "there is a contextData but no \"actionName\""
+            case .string: found = "\"actionName\" is \(quoted(name)), not \"tracking\""
+            default: found = "\"actionName\" is \(name.kind.description), not the string \"tracking\""
+            }
+            return .rejected(.notATrackingAction, detail: "not_a_tracking_action: \(found); only trackAction(\"tracking\", …) carries notification hits, so route other analytics actions elsewhere")
+        }
+        return containerVerdict(source: .contextData, action: hit.contextData.action, kafkaTimestamp: kafkaTimestamp)
+    }
+
+    private func postbackVerdict(kafkaTimestamp: Int64?) -> Verdict {
+        let advice = "; a postback url looks like https://t.example.com/r/?id=<broadlogId>,<deliveryId>,<action>"
+        guard hit.url.kind == .string else {
+            return .rejected(.malformedTrackingURL, detail: "malformed_tracking_url: \"url\" is \(hit.url.kind.description), not a string\(advice)")
+        }
+        let parsed = scanner.withStringBytes(hit.url) { PostbackURL.parse($0) }
+        let url: PostbackURL
+        switch parsed {
+        case .failure(let failure):
+            return .rejected(.malformedTrackingURL, detail: "malformed_tracking_url: \(failure.explanation)\(advice)")
+        case .success(let value):
+            url = value
+        }
+        let deliveryId = String(decoding: url.deliveryId, as: UTF8.self)
+        let broadlogId = String(decoding: url.broadlogId, as: UTF8.self)
+        if let tooLong = idTooLong(deliveryBytes: url.deliveryId.count, broadlogBytes: url.broadlogId.count, place: "in the url's id parameter") {
+            return tooLong
+        }
+        guard let action = url.action.withUnsafeBytes({ Self.action(fromCode: $0) }) else {
+            let code = String(decoding: url.action, as: UTF8.self)
+            return .rejected(.unknownAction, detail: "unknown_action: the url's action part is \(JSONWriter.quote(code)); expected 1 (open), 2 (click) or 7 (impression)")
+        }
+        let eventTime: Int64?
+        switch readTimestamp(kafkaTimestamp: kafkaTimestamp) {
+        case .success(let time): eventTime = time
+        case .failure(let rejection): return rejection.verdict
+        }
+        guard TrackingRule.isTracked(flag: hit.top.trackingFlag, scanner: scanner) else {
+            return .filtered(.trackingOff)
+        }
+        return .accepted(TrackingEvent(
+            deliveryId: deliveryId, broadlogId: broadlogId, action: action,
+            channel: explicitChannel ?? .unknown, platform: explicitPlatform ?? .unknown,
+            eventTime: eventTime, shape: .postbackURL))
+    }
+
+    private func containerVerdict(source: Source, action actionSpan: JSONSpan, kafkaTimestamp: Int64?) -> Verdict {
+        let ids = container(source)
+        let place = source.place
+
+        // conflicting_ids: both pairs, before any missing id.
+        let pushDelivery = nonEmptyString(ids.pushDeliveryId)
+        let plainDelivery = nonEmptyString(ids.deliveryId)
+        let pushBroadlog = nonEmptyString(ids.pushBroadlogId)
+        let plainBroadlog = nonEmptyString(ids.broadlogId)
+        if let a = pushDelivery, let b = plainDelivery, !sameString(a, b) {
+            return .rejected(.conflictingIds, detail: "conflicting_ids: \"_dId\" is \(quoted(a)) but \"deliveryId\" is \(quoted(b)) \(place); send one delivery id per hit")
+        }
+        if let a = pushBroadlog, let b = plainBroadlog, !sameString(a, b) {
+            return .rejected(.conflictingIds, detail: "conflicting_ids: \"_mId\" is \(quoted(a)) but \"broadlogId\" is \(quoted(b)) \(place); send one broadlog id per hit")
+        }
+        guard let deliverySpan = pushDelivery ?? plainDelivery else {
+            return .rejected(.missingDeliveryId, detail: "missing_delivery_id: no non-empty string \"_dId\" or \"deliveryId\" \(place)\(found(ids.pushDeliveryId, "_dId", ids.deliveryId, "deliveryId")); the hit must name its delivery")
+        }
+        guard let broadlogSpan = pushBroadlog ?? plainBroadlog else {
+            return .rejected(.missingBroadlogId, detail: "missing_broadlog_id: no non-empty string \"_mId\" or \"broadlogId\" \(place)\(found(ids.pushBroadlogId, "_mId", ids.broadlogId, "broadlogId")); the hit must name its message (broadlog)")
+        }
+        let deliveryBytes = scanner.withStringBytes(deliverySpan) { $0.count }
+        let broadlogBytes = scanner.withStringBytes(broadlogSpan) { $0.count }
+        if let tooLong = idTooLong(deliveryBytes: deliveryBytes, broadlogBytes: broadlogBytes, place: place) {
+            return tooLong
+        }
+
+        guard let action = readAction(actionSpan) else {
+            let where_ = source == .contextData ? "in contextData" : "at the top level"
+            let what: String
+            switch actionSpan.kind {
+            case .absent: what = "there is no \"action\" \(where_)"
+            case .string: what = "\"action\" \(where_) is \(quoted(actionSpan))"
+            case .number: what = "\"action\" \(where_) is the number \(String(decoding: scanner.rawBytes(actionSpan), as: UTF8.self))"
+            default: what = "\"action\" \(where_) is \(actionSpan.kind.description)"
+            }
+            return .rejected(.unknownAction, detail: "unknown_action: \(what); expected \"1\" (open), \"2\" (click) or \"7\" (impression), as a string or an integer")
+        }
+
+        let eventTime: Int64?
+        switch readTimestamp(kafkaTimestamp: kafkaTimestamp) {
+        case .success(let time): eventTime = time
+        case .failure(let rejection): return rejection.verdict
+        }
+
+        let flag = ids.trackingFlag.isAbsentOrNull ? hit.top.trackingFlag : ids.trackingFlag
+        guard TrackingRule.isTracked(flag: flag, scanner: scanner) else {
+            return .filtered(.trackingOff)
+        }
+
+        let pushIds = pushDelivery != nil || pushBroadlog != nil
+        let shape: HitShape
+        switch source {
+        case .top: shape = .sdkContextData
+        case .contextData: shape = .trackActionEnvelope
+        case .userInfo: shape = pushIds ? .iosPush : .iosLocal
+        case .messageData: shape = .androidPush
+        case .notificationUserInfo: shape = .androidLocal
+        }
+        let channel: Channel
+        if let explicit = explicitChannel {
+            channel = explicit
+        } else if pushIds {
+            channel = .push
+        } else if shape == .iosLocal || shape == .androidLocal {
+            channel = .local
+        } else {
+            channel = .unknown
+        }
+        let platform: Platform
+        if let explicit = explicitPlatform {
+            platform = explicit
+        } else if hit.top.aps.kind == .object || hit.userInfo.aps.kind == .object {
+            platform = .ios
+        } else if hit.message.kind == .object || hit.notificationUserInfo.present {
+            platform = .android
+        } else {
+            platform = .unknown
+        }
+        return .accepted(TrackingEvent(
+            deliveryId: scanner.string(deliverySpan), broadlogId: scanner.string(broadlogSpan),
+            action: action, channel: channel, platform: platform, eventTime: eventTime, shape: shape))
+    }
+
+    // MARK: Fields
+
+    private func idTooLong(deliveryBytes: Int, broadlogBytes: Int, place: String) -> Verdict? {
+        let limit = limits.maxIdBytes
+        if deliveryBytes > limit {
+            return .rejected(.idTooLong, detail: "id_too_long: the delivery id \(place) is \(deliveryBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"d57fd6\", check that the right field is sent")
+        }
+        if broadlogBytes > limit {
+            return .rejected(.idTooLong, detail: "id_too_long: the broadlog id \(place) is \(broadlogBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"h1685a5\", check that the right field is sent")
+        }
+        return nil
+    }
+
+    /// `"1"`, `"2"`, `"7"` as strings, or the integer literals 1, 2, 7 (not 7.0 or 7e0: apps
+    /// send the codes as written in the SDK samples, so anything else is a different field).
+    private func readAction(_ span: JSONSpan) -> HitAction? {
+        switch span.kind {
+        case .string: scanner.withStringBytes(span) { Self.action(fromCode: $0) }
+        case .number: Self.action(fromCode: scanner.rawBytes(span))
+        default: nil
+        }
+    }
+
+    static func action(fromCode code: UnsafeRawBufferPointer) -> HitAction? {
+        guard code.count == 1 else { return nil }
+        switch code[0] {
+        case UInt8(ascii: "1"): return .open
+        case UInt8(ascii: "2"): return .click
+        case UInt8(ascii: "7"): return .impression
+        default: return nil
+        }
+    }
+
+    struct Rejection: Error {
+        let verdict: Verdict
+    }
+
+    private func readTimestamp(kafkaTimestamp: Int64?) -> Result<Int64?, Rejection> {
+        let span = hit.timestamp
+        let advice = "; send epoch milliseconds as an integer (1795300000000) or an RFC 3339 string with a zone (\"2026-11-22T10:00:00.120Z\"), or omit the field"
+        switch span.kind {
+        case .absent, .null:
+            return .success(kafkaTimestamp)
+        case .number:
+            if let millis = Self.integerMillis(scanner.rawBytes(span)) { return .success(millis) }
+            let literal = String(decoding: scanner.rawBytes(span), as: UTF8.self)
+            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "invalid_timestamp: \"timestamp\" is the number \(literal), not whole epoch milliseconds within years 0000–9999\(advice)")))
+        case .string:
+            if let millis = scanner.withStringBytes(span, { RFC3339.parse($0) }) { return .success(millis) }
+            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "invalid_timestamp: \"timestamp\" is \(quoted(span)), not an RFC 3339 date-time with a zone\(advice)")))
+        default:
+            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "invalid_timestamp: \"timestamp\" is \(span.kind.description)\(advice)")))
+        }
+    }
+
+    /// An integer literal (no fraction, no exponent) within the instants RFC 3339 can write.
+    static func integerMillis(_ literal: UnsafeRawBufferPointer) -> Int64? {
+        var index = 0
+        let negative = literal.first == UInt8(ascii: "-")
+        if negative { index = 1 }
+        guard index < literal.count, literal.count - index <= 18 else { return nil }  // 18 digits cannot overflow
+        var value: Int64 = 0
+        while index < literal.count {
+            let digit = literal[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            value = value * 10 + Int64(digit)
+            index += 1
+        }
+        if negative { value = -value }
+        guard value >= RFC3339.minEpochMillis, value <= RFC3339.maxEpochMillis else { return nil }
+        return value
+    }
+
+    private var explicitChannel: Channel? {
+        guard hit.channel.kind == .string else { return nil }
+        return scanner.withStringBytes(hit.channel) { bytes -> Channel? in
+            if Self.equalsIgnoringASCIICase(bytes, "push") { return .push }
+            if Self.equalsIgnoringASCIICase(bytes, "local") { return .local }
+            return nil
+        }
+    }
+
+    private var explicitPlatform: Platform? {
+        guard hit.platform.kind == .string else { return nil }
+        return scanner.withStringBytes(hit.platform) { bytes -> Platform? in
+            if Self.equalsIgnoringASCIICase(bytes, "ios") { return .ios }
+            if Self.equalsIgnoringASCIICase(bytes, "android") { return .android }
+            return nil
+        }
+    }
+
+    // MARK: Helpers
+
+    private func nonEmptyString(_ span: JSONSpan) -> JSONSpan? {
+        // A string span is empty iff it has no bytes: any escape decodes to at least one byte.
+        span.kind == .string && span.end > span.start ? span : nil
+    }
+
+    private func sameString(_ a: JSONSpan, _ b: JSONSpan) -> Bool {
+        if !a.escaped && !b.escaped {
+            let x = scanner.rawBytes(a), y = scanner.rawBytes(b)
+            return x.count == y.count && x.elementsEqual(y)
+        }
+        return scanner.decode(a) == scanner.decode(b)
+    }
+
+    private func quoted(_ span: JSONSpan) -> String {
+        JSONWriter.quote(scanner.string(span), limit: 80)
+    }
+
+    private func found(_ push: JSONSpan, _ pushName: String, _ plain: JSONSpan, _ plainName: String) -> String {
+        var notes: [String] = []
+        for (span, name) in [(push, pushName), (plain, plainName)] where span.isPresent {
+            notes.append(span.kind == .string ? "\"\(name)\" is empty" : "\"\(name)\" is \(span.kind.description)")
+        }
+        return notes.isEmpty ? "" : " (" + notes.joined(separator: ", ") + ")"
+    }
+
+    static func equals(_ bytes: UnsafeRawBufferPointer, _ literal: StaticString) -> Bool {
+        guard bytes.count == literal.utf8CodeUnitCount else { return false }
+        let l = literal.utf8Start
+        for i in 0..<bytes.count where bytes[i] != l[i] { return false }
+        return true
+    }
+
+    static func equalsIgnoringASCIICase(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        let l = lowercase.utf8Start
+        for i in 0..<bytes.count {
+            var b = bytes[i]
+            if b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") { b |= 0x20 }
+            if b != l[i] { return false }
+        }
+        return true
+    }
+}

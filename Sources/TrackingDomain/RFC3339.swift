@@ -1,0 +1,167 @@
+/// RFC 3339 timestamps, as hits carry them and as aggregates are keyed
+/// (`d57fd6@2026-11-22T10:00:00Z`). Implemented here rather than with Foundation's
+/// `ISO8601DateFormatter` because the normalizer must stay allocation-free and the formats
+/// are narrow: always UTC out, any `Z`/`±hh:mm` zone in.
+public enum RFC3339 {
+    /// The earliest instant RFC 3339 can write (`0000-01-01T00:00:00Z`), in epoch ms.
+    public static let minEpochMillis: Int64 = -62_167_219_200_000
+    /// The latest instant RFC 3339 can write (`9999-12-31T23:59:59.999Z`), in epoch ms.
+    public static let maxEpochMillis: Int64 = 253_402_300_799_999
+
+    /// Formats as UTC, `2026-11-22T10:00:00Z`, with `.123` only when the milliseconds are not zero,
+    /// so whole-second window bounds read naturally. Instants outside years 0000–9999 are clamped
+    /// to that range (the normalizer never produces them).
+    public static func format(epochMillis: Int64) -> String {
+        let clamped = min(max(epochMillis, minEpochMillis), maxEpochMillis)
+        let days = floorDiv(clamped, 86_400_000)
+        var msOfDay = clamped - days * 86_400_000
+        let (year, month, day) = civil(fromDays: days)
+        let hour = msOfDay / 3_600_000
+        msOfDay -= hour * 3_600_000
+        let minute = msOfDay / 60_000
+        msOfDay -= minute * 60_000
+        let second = msOfDay / 1000
+        let millis = msOfDay - second * 1000
+
+        var out: [UInt8] = []
+        out.reserveCapacity(24)
+        func put(_ value: Int64, digits: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<digits { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        put(year, digits: 4); out.append(UInt8(ascii: "-"))
+        put(month, digits: 2); out.append(UInt8(ascii: "-"))
+        put(day, digits: 2); out.append(UInt8(ascii: "T"))
+        put(hour, digits: 2); out.append(UInt8(ascii: ":"))
+        put(minute, digits: 2); out.append(UInt8(ascii: ":"))
+        put(second, digits: 2)
+        if millis != 0 {
+            out.append(UInt8(ascii: "."))
+            put(millis, digits: 3)
+        }
+        out.append(UInt8(ascii: "Z"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±hh:mm)` (the whole buffer, no quotes) to epoch ms.
+    /// Digits of a second beyond milliseconds are truncated, not rounded, so an event never moves
+    /// into the next window. `T` and `Z` may be lower case (RFC 3339 §5.6 note); a leap second
+    /// (`:60`) is read as the start of the next second, as POSIX clocks do.
+    /// Returns nil for anything else, including impossible dates such as February 30.
+    public static func parse(_ bytes: UnsafeRawBufferPointer) -> Int64? {
+        let count = bytes.count
+        guard count >= 20 else { return nil }
+        func digit(_ index: Int) -> Int64? {
+            let byte = bytes[index]
+            guard byte >= 0x30, byte <= 0x39 else { return nil }
+            return Int64(byte - 0x30)
+        }
+        func number(_ index: Int, _ width: Int) -> Int64? {
+            var value: Int64 = 0
+            for offset in 0..<width {
+                guard let d = digit(index + offset) else { return nil }
+                value = value * 10 + d
+            }
+            return value
+        }
+        guard let year = number(0, 4), bytes[4] == UInt8(ascii: "-"),
+              let month = number(5, 2), bytes[7] == UInt8(ascii: "-"),
+              let day = number(8, 2), bytes[10] == UInt8(ascii: "T") || bytes[10] == UInt8(ascii: "t"),
+              let hour = number(11, 2), bytes[13] == UInt8(ascii: ":"),
+              let minute = number(14, 2), bytes[16] == UInt8(ascii: ":"),
+              let second = number(17, 2)
+        else { return nil }
+        guard (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
+              hour <= 23, minute <= 59, second <= 60
+        else { return nil }
+
+        var index = 19
+        var millis: Int64 = 0
+        if bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            let fractionStart = index
+            while index < count, let d = digit(index) {
+                if index - fractionStart < 3 { millis = millis * 10 + d }
+                index += 1
+            }
+            guard index > fractionStart else { return nil }
+            for _ in min(index - fractionStart, 3)..<3 { millis *= 10 }
+        }
+        guard index < count else { return nil }
+        var offsetMinutes: Int64 = 0
+        switch bytes[index] {
+        case UInt8(ascii: "Z"), UInt8(ascii: "z"):
+            index += 1
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            let sign: Int64 = bytes[index] == UInt8(ascii: "-") ? -1 : 1
+            guard count - index == 6, let offsetHour = number(index + 1, 2),
+                  bytes[index + 3] == UInt8(ascii: ":"), let offsetMinute = number(index + 4, 2),
+                  offsetHour <= 23, offsetMinute <= 59
+            else { return nil }
+            offsetMinutes = sign * (offsetHour * 60 + offsetMinute)
+            index += 6
+        default:
+            return nil
+        }
+        guard index == count else { return nil }
+
+        let days = daysFromCivil(year: year, month: month, day: day)
+        let local = days * 86_400_000 + hour * 3_600_000 + minute * 60_000 + second * 1000 + millis
+        let utc = local - offsetMinutes * 60_000
+        guard utc >= minEpochMillis, utc <= maxEpochMillis else { return nil }
+        return utc
+    }
+
+    /// Convenience for callers holding bytes in another collection (tests, the CLI).
+    public static func parse<Bytes: Collection>(_ bytes: Bytes) -> Int64? where Bytes.Element == UInt8 {
+        let array = Array(bytes)
+        return array.withUnsafeBytes { parse($0) }
+    }
+
+    static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 {
+        let q = a / b
+        return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q
+    }
+
+    static func isLeap(_ year: Int64) -> Bool {
+        year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+    }
+
+    static func daysInMonth(year: Int64, month: Int64) -> Int64 {
+        switch month {
+        case 2: isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Days since 1970-01-01 in the proleptic Gregorian calendar (eras of 400 years).
+    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = floorDiv(y, 400)
+        let yearOfEra = y - era * 400
+        let monthIndex = month > 2 ? month - 3 : month + 9
+        let dayOfYear = (153 * monthIndex + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = days + 719_468
+        let era = floorDiv(z, 146_097)
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        return (year, month, day)
+    }
+}

@@ -1,0 +1,37 @@
+/// The outcome for one message: exactly one per message, so every input is accounted for
+/// (accepted into the windows, counted as filtered, or dead-lettered with a reason).
+public enum Verdict: Sendable, Equatable {
+    case accepted(TrackingEvent)
+    case filtered(FilterReason)
+    /// `detail` starts with the reason code and says what is wrong and what the sender should do;
+    /// it goes to the `trackpipe.error.detail` header of the dead letter.
+    case rejected(RejectReason, detail: String)
+}
+
+extension Verdict {
+    /// The line `trackpipe normalize` writes for this verdict (without the newline), as described
+    /// by `schemas/normalize-line.schema.json`.
+    public var jsonLine: String {
+        var writer = JSONWriter()
+        writeJSONLine(into: &writer)
+        return writer.string
+    }
+
+    /// Appends the `jsonLine` form to `writer`, so a caller writing many lines can reuse one buffer.
+    public func writeJSONLine(into writer: inout JSONWriter) {
+        writer.beginObject()
+        switch self {
+        case .accepted(let event):
+            writer.key("status"); writer.string("ok")
+            writer.key("event"); event.writeJSON(into: &writer)
+        case .filtered(let reason):
+            writer.key("status"); writer.string("filtered")
+            writer.key("reason"); writer.string(reason.rawValue)
+        case .rejected(let reason, let detail):
+            writer.key("status"); writer.string("rejected")
+            writer.key("reason"); writer.string(reason.rawValue)
+            writer.key("detail"); writer.string(detail)
+        }
+        writer.endObject()
+    }
+}

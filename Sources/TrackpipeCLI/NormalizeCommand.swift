@@ -1,0 +1,63 @@
+import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import TrackingDomain
+
+/// `trackpipe normalize [FILE]`: what the worker would do with each hit, without Kafka — for
+/// checking an app's hits, replaying a dead-letter dump, or diffing two releases.
+struct NormalizeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "normalize",
+        abstract: "Normalize raw tracking hits from JSON Lines (one hit per line) and print one verdict line per input line.",
+        discussion: """
+            Each output line is {"status":"ok","event":{...}}, {"status":"filtered","reason":"tracking_off"} \
+            or {"status":"rejected","reason":"<code>","detail":"<text>"}, in input order. Without a Kafka \
+            timestamp, a hit without its own timestamp has "eventTime":null. A summary goes to stderr. \
+            Exits 0 once all input is read, whatever the verdicts.
+            """
+    )
+
+    @Argument(help: "JSON Lines file of raw hits (reads standard input when omitted).")
+    var file: String?
+
+    func run() throws {
+        let name = file ?? "standard input"
+        var input: Int32 = 0
+        if let file {
+            input = open(file, O_RDONLY)
+            guard input >= 0 else {
+                let reason = String(cString: strerror(errno))
+                printToStandardError("trackpipe normalize: cannot open \(file): \(reason)")
+                throw ExitCode(66)  // EX_NOINPUT
+            }
+        }
+        defer { if file != nil { close(input) } }
+        let summary: NormalizeSummary
+        do {
+            summary = try NormalizeRun().run(input: input, output: 1)
+        } catch let error as NormalizeIOError {
+            switch error {
+            case .read: printToStandardError("trackpipe normalize: cannot read \(name): \(error.message)")
+            case .write: printToStandardError("trackpipe normalize: cannot write standard output: \(error.message)")
+            }
+            throw ExitCode(74)  // EX_IOERR
+        }
+        printToStandardError(summary.line)
+    }
+}
+
+func printToStandardError(_ message: String) {
+    var line = Array(message.utf8)
+    line.append(0x0A)
+    line.withUnsafeBytes { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+            if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
+            offset += n
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import Testing
+import TrackingDomain
+
+/// Behaviour that golden files cannot express well: configurable limits, API conveniences,
+/// and properties that must hold across many inputs.
+@Suite("Normalizer")
+struct NormalizerTests {
+    let hit = #"{"deliveryId":"d57fd6","broadlogId":"h1685a5","action":"7","timestamp":1795300000000}"#
+
+    @Test("a message over maxMessageBytes is too_large before anything else, even if it is not JSON")
+    func tooLargeComesFirst() {
+        let normalizer = Normalizer(limits: NormalizerLimits(maxMessageBytes: 64))
+        let big = Array(repeating: UInt8(ascii: "x"), count: 65)
+        guard case .rejected(.tooLarge, let detail) = normalizer.normalize(big, kafkaTimestamp: nil) else {
+            Issue.record("expected too_large"); return
+        }
+        #expect(detail.contains("65 bytes") && detail.contains("64"))
+        let exactlyAtLimit = Array(hit.utf8)
+        let fits = Normalizer(limits: NormalizerLimits(maxMessageBytes: exactlyAtLimit.count))
+        #expect(fits.normalize(exactlyAtLimit, kafkaTimestamp: nil).isAccepted)
+    }
+
+    @Test("the default limit accepts a 1 MiB message and rejects one byte more")
+    func defaultSizeLimit() {
+        let prefix = #"{"deliveryId":"d","broadlogId":"b","action":"7","pad":""#
+        let suffix = #""}"#
+        let padding = 1_048_576 - prefix.utf8.count - suffix.utf8.count
+        let atLimit = prefix + String(repeating: "x", count: padding) + suffix
+        #expect(Normalizer().normalize(Array(atLimit.utf8), kafkaTimestamp: nil).isAccepted)
+        let over = prefix + String(repeating: "x", count: padding + 1) + suffix
+        #expect(Normalizer().normalize(Array(over.utf8), kafkaTimestamp: nil).reason == .tooLarge)
+    }
+
+    @Test("maxDepth counts the top-level object as depth 1")
+    func depthLimit() {
+        let normalizer = Normalizer(limits: NormalizerLimits(maxDepth: 3))
+        let depth3 = #"{"deliveryId":"d","broadlogId":"b","action":"7","x":{"y":[1]}}"#
+        let depth4 = #"{"deliveryId":"d","broadlogId":"b","action":"7","x":{"y":[[1]]}}"#
+        #expect(normalizer.normalize(Array(depth3.utf8), kafkaTimestamp: nil).isAccepted)
+        #expect(normalizer.normalize(Array(depth4.utf8), kafkaTimestamp: nil).reason == .tooDeep)
+        // Nesting through the containers the normalizer reads counts the same way.
+        let deepContainer = #"{"action":"7","message":{"data":{"_dId":"d","_mId":"b","x":{}}}}"#
+        #expect(normalizer.normalize(Array(deepContainer.utf8), kafkaTimestamp: nil).reason == .tooDeep)
+    }
+
+    @Test("a raised maxDepth handles very deep nesting without exhausting the stack")
+    func veryDeepNesting() {
+        let depth = 200_000
+        let normalizer = Normalizer(limits: NormalizerLimits(maxMessageBytes: 1 << 24, maxDepth: depth + 10))
+        let deep = #"{"deliveryId":"d","broadlogId":"b","action":"7","x":"# + String(repeating: "[", count: depth) + String(repeating: "]", count: depth) + "}"
+        #expect(normalizer.normalize(Array(deep.utf8), kafkaTimestamp: nil).isAccepted)
+        let mismatched = #"{"x":"# + String(repeating: "[{\"a\":", count: 100) + "1" + String(repeating: "}]", count: 99) + "]}}"
+        #expect(normalizer.normalize(Array(mismatched.utf8), kafkaTimestamp: nil).reason == .malformedJSON)
+    }
+
+    @Test("maxIdBytes counts UTF-8 bytes of the decoded id")
+    func idLimitCountsBytes() {
+        let normalizer = Normalizer(limits: NormalizerLimits(maxIdBytes: 4))
+        // "é" is two bytes: "éé" is 4 bytes (fits), "ééa" is 5 (too long).
+        #expect(normalizer.normalize(Array(#"{"deliveryId":"éé","broadlogId":"b","action":"7"}"#.utf8), kafkaTimestamp: nil).isAccepted)
+        #expect(normalizer.normalize(Array(#"{"deliveryId":"\u00e9\u00e9a","broadlogId":"b","action":"7"}"#.utf8), kafkaTimestamp: nil).reason == .idTooLong)
+    }
+
+    @Test("the Kafka timestamp is used only when the hit has none")
+    func kafkaTimestampFallback() {
+        let withTime = Normalizer().normalize(Array(hit.utf8), kafkaTimestamp: 42)
+        #expect(withTime.event?.eventTime == 1_795_300_000_000)
+        let without = #"{"deliveryId":"d57fd6","broadlogId":"h1685a5","action":"7"}"#
+        #expect(Normalizer().normalize(Array(without.utf8), kafkaTimestamp: 42).event?.eventTime == 42)
+        #expect(Normalizer().normalize(Array(without.utf8), kafkaTimestamp: nil).event?.eventTime == nil)
+    }
+
+    @Test("ids keep every byte: escapes decode to the same String as the literal characters")
+    func idsByteForByte() {
+        let escaped = #"{"deliveryId":"\ud83d\ude00\u00e9\"","broadlogId":"\t","action":1}"#
+        let event = Normalizer().normalize(Array(escaped.utf8), kafkaTimestamp: nil).event
+        #expect(event?.deliveryId == "😀é\"")
+        #expect(event?.broadlogId == "\t")
+        #expect(Array(event?.deliveryId.utf8 ?? "".utf8) == [0xF0, 0x9F, 0x98, 0x80, 0xC3, 0xA9, 0x22])
+    }
+
+    @Test("the Collection and UnsafeRawBufferPointer entry points agree, including for non-contiguous input")
+    func entryPointsAgree() {
+        let bytes = Array(hit.utf8)
+        let viaBuffer = bytes.withUnsafeBytes { Normalizer().normalize($0, kafkaTimestamp: nil) }
+        #expect(viaBuffer == Normalizer().normalize(bytes, kafkaTimestamp: nil))
+        #expect(viaBuffer == Normalizer().normalize(hit.utf8, kafkaTimestamp: nil))
+        #expect(viaBuffer == Normalizer().normalize(bytes.lazy.map { $0 }, kafkaTimestamp: nil))
+        let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+        #expect(Normalizer().normalize(empty, kafkaTimestamp: nil).reason == .malformedJSON)
+    }
+
+    @Test("every rejection detail starts with its code and tells the sender what to do")
+    func detailsAreActionable() {
+        let inputs = [
+            "", "[]", #"{"actionName":"x"}"#, #"{"url":"x"}"#, #"{"_dId":"a","deliveryId":"b"}"#,
+            #"{"action":"7"}"#, #"{"deliveryId":"d"}"#, #"{"deliveryId":"d","broadlogId":"b"}"#,
+            #"{"deliveryId":"d","broadlogId":"b","action":"7","timestamp":"x"}"#,
+        ]
+        for input in inputs {
+            guard case .rejected(let reason, let detail) = Normalizer().normalize(Array(input.utf8), kafkaTimestamp: nil) else {
+                Issue.record("\(input) was not rejected"); continue
+            }
+            #expect(detail.hasPrefix(reason.rawValue + ": "))
+            #expect(detail.contains(";"), "\(detail) should say what to do after the problem")
+        }
+    }
+}
+
+extension Verdict {
+    var isAccepted: Bool { if case .accepted = self { true } else { false } }
+    var event: TrackingEvent? { if case .accepted(let event) = self { event } else { nil } }
+    var reason: RejectReason? { if case .rejected(let reason, _) = self { reason } else { nil } }
+}
