@@ -110,11 +110,25 @@ struct HitReader {
         if hit.url.isPresent {
             return postbackVerdict(kafkaTimestamp: kafkaTimestamp)
         }
-        let candidates: [Source] = [.userInfo, .messageData, .notificationUserInfo]
-        let source = candidates.first { container($0).present && container($0).hasIdKey }
-            ?? (hit.top.hasIdKey ? .top : nil)
-            ?? candidates.first { container($0).present }
-            ?? .top
+        // No array of candidates here: this runs for every hit and must not allocate.
+        let source: Source
+        if hit.userInfo.present && hit.userInfo.hasIdKey {
+            source = .userInfo
+        } else if hit.messageData.present && hit.messageData.hasIdKey {
+            source = .messageData
+        } else if hit.notificationUserInfo.present && hit.notificationUserInfo.hasIdKey {
+            source = .notificationUserInfo
+        } else if hit.top.hasIdKey {
+            source = .top
+        } else if hit.userInfo.present {
+            source = .userInfo
+        } else if hit.messageData.present {
+            source = .messageData
+        } else if hit.notificationUserInfo.present {
+            source = .notificationUserInfo
+        } else {
+            source = .top
+        }
         return containerVerdict(source: source, action: hit.top.action, kafkaTimestamp: kafkaTimestamp)
     }
 
@@ -148,13 +162,13 @@ struct HitReader {
         case .success(let value):
             url = value
         }
-        let deliveryId = String(decoding: url.deliveryId, as: UTF8.self)
-        let broadlogId = String(decoding: url.broadlogId, as: UTF8.self)
-        if let tooLong = idTooLong(deliveryBytes: url.deliveryId.count, broadlogBytes: url.broadlogId.count, place: "in the url's id parameter") {
+        let deliveryId = url.deliveryId
+        let broadlogId = url.broadlogId
+        if let tooLong = idTooLong(deliveryBytes: deliveryId.utf8.count, broadlogBytes: broadlogId.utf8.count, place: "in the url's id parameter") {
             return tooLong
         }
-        guard let action = url.action.withUnsafeBytes({ Self.action(fromCode: $0) }) else {
-            let code = String(decoding: url.action, as: UTF8.self)
+        var code = url.action
+        guard let action = code.withUTF8({ Self.action(fromCode: UnsafeRawBufferPointer($0)) }) else {
             return .rejected(.unknownAction, detail: "unknown_action: the url's action part is \(JSONWriter.quote(code)); expected 1 (open), 2 (click) or 7 (impression)")
         }
         let eventTime: Int64?

@@ -1,9 +1,10 @@
 /// The ids carried by a tracking postback URL (`/r/?id=<broadlogId>,<deliveryId>,<action>&...`),
 /// as a tracking server logs it (shape G).
 struct PostbackURL: Sendable {
-    var broadlogId: [UInt8]
-    var deliveryId: [UInt8]
-    var action: [UInt8]
+    var broadlogId: String
+    var deliveryId: String
+    /// The action part as written (a code such as "7"; read by the normalizer's action rule).
+    var action: String
 
     /// Why a URL could not be read, phrased for the `malformed_tracking_url` detail.
     enum Failure: Error, Sendable {
@@ -44,6 +45,11 @@ struct PostbackURL: Sendable {
         }
         guard let idValue else { return .failure(.noIdParameter) }
 
+        // Common case: nothing to decode, so the parts are read in place without allocating.
+        let rawValue = UnsafeRawBufferPointer(rebasing: url[idValue])
+        if !rawValue.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) {
+            return split(rawValue)  // the url came from a validated JSON string: already UTF-8
+        }
         var decoded: [UInt8] = []
         decoded.reserveCapacity(idValue.count)
         var i = idValue.lowerBound
@@ -61,13 +67,23 @@ struct PostbackURL: Sendable {
             }
         }
         guard isValidUTF8(decoded) else { return .failure(.notUTF8) }
+        return decoded.withUnsafeBytes { split($0) }
+    }
 
-        let parts = decoded.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false)
-        guard parts.count == 3 else { return .failure(.wrongPartCount(parts.count)) }
-        for (position, part) in parts.enumerated() where part.isEmpty {
-            return .failure(.emptyPart(position))
+    /// Splits the decoded `id` value on commas into exactly three non-empty parts.
+    private static func split(_ value: UnsafeRawBufferPointer) -> Result<PostbackURL, Failure> {
+        var commas = 0
+        var first = 0, second = 0
+        for index in 0..<value.count where value[index] == UInt8(ascii: ",") {
+            commas += 1
+            if commas == 1 { first = index } else if commas == 2 { second = index }
         }
-        return .success(PostbackURL(broadlogId: Array(parts[0]), deliveryId: Array(parts[1]), action: Array(parts[2])))
+        guard commas == 2 else { return .failure(.wrongPartCount(commas + 1)) }
+        if first == 0 { return .failure(.emptyPart(0)) }
+        if second == first + 1 { return .failure(.emptyPart(1)) }
+        if second + 1 == value.count { return .failure(.emptyPart(2)) }
+        func text(_ range: Range<Int>) -> String { String(decoding: UnsafeRawBufferPointer(rebasing: value[range]), as: UTF8.self) }
+        return .success(PostbackURL(broadlogId: text(0..<first), deliveryId: text((first + 1)..<second), action: text((second + 1)..<value.count)))
     }
 
     private static func hexValue(_ b: UInt8) -> UInt8? {

@@ -20,6 +20,9 @@ struct NormalizeBenchmark: ParsableCommand {
     @Option(help: "Seed for the hit mix.")
     var seed: UInt64 = 42
 
+    @Flag(help: "Run only the normalizer (for profiling and allocation counting).")
+    var skipBaseline = false
+
     func run() throws {
         let mix = HitMix.make(count: hits, seed: seed)
         let totalBytes = mix.reduce(0) { $0 + $1.count }
@@ -35,13 +38,14 @@ struct NormalizeBenchmark: ParsableCommand {
             }
             accepted = count
         }
+        print("trackpipe normalizer:      \(format(ours)) hits/s (\(accepted) accepted)")
+        if skipBaseline { return }
         var foundationAccepted = 0
         let foundation = measure(rounds: rounds, hits: mix.count) {
             var count = 0
             for hit in mix where FoundationBaseline.extract(hit) { count += 1 }
             foundationAccepted = count
         }
-        print("trackpipe normalizer:      \(format(ours)) hits/s (\(accepted) accepted)")
         print("JSONSerialization+extract: \(format(foundation)) hits/s (\(foundationAccepted) with ids and action)")
         print("ratio: \(String(format: "%.1f", ours / foundation))x")
     }
