@@ -14,7 +14,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
@@ -29,19 +28,19 @@ let package = Package(
         ),
         .target(name: "TrackingDomain"),
         .target(name: "Windowing", dependencies: ["TrackingDomain"]),
+        .target(name: "HitGenerator", dependencies: ["TrackingDomain"]),
         .target(
             name: "Pipeline",
             dependencies: [
-                "Kafka", "TrackingDomain", "Windowing",
+                "Kafka", "TrackingDomain", "Windowing", "HitGenerator",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .target(
             name: "TrackpipeCLI",
             dependencies: [
-                "Pipeline", "Kafka", "TrackingDomain", "Windowing",
+                "Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -50,7 +49,7 @@ let package = Package(
         .executableTarget(
             name: "trackpipe-bench",
             dependencies: [
-                "Kafka", "TrackingDomain", "Windowing", "Pipeline",
+                "Kafka", "TrackingDomain", "Windowing", "Pipeline", "HitGenerator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -62,7 +61,9 @@ let package = Package(
             resources: [.copy("Golden")]
         ),
         .testTarget(name: "WindowingTests", dependencies: ["Windowing", "TrackingDomain"]),
-        .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Kafka", "TrackingDomain", "Windowing"]),
+        .testTarget(name: "HitGeneratorTests", dependencies: ["HitGenerator", "TrackingDomain"]),
+        .testTarget(
+            name: "PipelineTests", dependencies: ["Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator"]),
         .testTarget(
             name: "TrackpipeCLITests",
             dependencies: ["TrackpipeCLI", "Kafka"]

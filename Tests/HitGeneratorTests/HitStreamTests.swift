@@ -1,0 +1,81 @@
+import HitGenerator
+import Testing
+import TrackingDomain
+
+@Suite("Generated hit streams")
+struct HitStreamTests {
+    let stream = HitStream(HitStreamConfig(count: 20_000, seed: 42, deliveries: 12, staleCount: 5))
+
+    @Test("the same seed gives the same stream, byte for byte; another seed does not")
+    func reproducible() {
+        let again = HitStream(stream.config).generate()
+        let first = stream.generate()
+        #expect(first.map(\.value) == again.map(\.value))
+        #expect(first.map(\.key) == again.map(\.key))
+        var other = stream.config
+        other.seed = 43
+        #expect(HitStream(other).generate().map(\.value) != first.map(\.value))
+    }
+
+    @Test("exactly --count messages, stale hits last")
+    func exactCount() {
+        let hits = stream.generate()
+        #expect(hits.count == 20_000)
+        #expect(hits.suffix(5).allSatisfy { if case .stale = $0.truth { true } else { false } })
+        #expect(hits.dropLast(5).allSatisfy { if case .stale = $0.truth { false } else { true } })
+    }
+
+    @Test("a realistic mix: every shape, duplicates, tracking off, every bad-message reason, ~230 bytes a hit")
+    func realisticMix() {
+        let hits = stream.generate()
+        let normalizer = Normalizer()
+        var shapes = Set<HitShape>()
+        var reasons = Set<RejectReason>()
+        var off = 0
+        var values = Set<[UInt8]>()
+        var duplicates = 0
+        for hit in hits {
+            if !values.insert(hit.value).inserted { duplicates += 1 }
+            if case .accepted(let event) = normalizer.normalize(hit.value, kafkaTimestamp: hit.kafkaTimestamp) {
+                shapes.insert(event.shape)
+            }
+            switch hit.truth {
+            case .trackingOff: off += 1
+            case .rejected(let reason): reasons.insert(reason)
+            default: break
+            }
+        }
+        #expect(shapes == Set(HitShape.allCases))
+        #expect(duplicates > 500)
+        #expect(off > 1000)
+        #expect(reasons.count == 9)
+        let average = Double(hits.map(\.value.count).reduce(0, +)) / Double(hits.count)
+        #expect((150...300).contains(average))
+    }
+
+    @Test("the normalizer's verdict on every generated message agrees with the generator's own truth")
+    func normalizerAgreesWithTruth() {
+        let normalizer = Normalizer()
+        var disagreements: [String] = []
+        for hit in stream.generate() {
+            let verdict = normalizer.normalize(hit.value, kafkaTimestamp: hit.kafkaTimestamp)
+            let text = String(decoding: hit.value, as: UTF8.self)
+            switch (hit.truth, verdict) {
+            case (.counted(let expected), .accepted(let event)), (.stale(let expected), .accepted(let event)):
+                if event.deliveryId != expected.deliveryId || event.broadlogId != expected.broadlogId
+                    || event.action != expected.action || event.channel != expected.channel
+                    || event.platform != expected.platform || event.eventTime != expected.eventTime
+                {
+                    disagreements.append("\(text) -> \(event) expected \(expected)")
+                }
+            case (.trackingOff, .filtered(.trackingOff)):
+                break
+            case (.rejected(let reason), .rejected(let got, _)) where reason == got:
+                break
+            default:
+                disagreements.append("\(text): truth \(hit.truth), verdict \(verdict)")
+            }
+        }
+        #expect(disagreements.isEmpty, "\(disagreements.prefix(5).joined(separator: "\n"))")
+    }
+}
