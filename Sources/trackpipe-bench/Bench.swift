@@ -9,6 +9,7 @@ struct TrackpipeBench: ParsableCommand {
         abstract: "Benchmarks for trackpipe (build with -c release).",
         subcommands: [
             // Each benchmark registers itself here.
+            WindowingBenchmark.self,
         ]
     )
 }
