@@ -143,7 +143,8 @@ public final class ShardedWindowEngine: @unchecked Sendable {
     private func processSerially(_ batch: [WindowInput], now: Int64) -> EngineOutput {
         let horizonAtStart = horizon
         let restore = restorePoints
-        let routes = route(batch, now: now)
+        observePartitions(of: batch, now: now)
+        let shardCount = shardCount
         let newWatermark = clock.advance(now: now)
         if let newWatermark { horizon = Swift.max(horizon, newWatermark) }
         let settledHorizon = horizon
@@ -151,9 +152,11 @@ public final class ShardedWindowEngine: @unchecked Sendable {
         let outputs = runOnShards { [batch] store, shard in
             var out = StoreOutput()
             store.settle(watermark: store.watermark, horizon: horizonAtStart, into: &out)
-            if let routes {
-                for index in routes[shard] {
-                    store.ingest(batch[Int(index)], restore: restore, into: &out)
+            if shardCount > 1 {
+                // Each shard picks its own deliveries from the shared batch: hashing in
+                // parallel beats a serial routing pass on the coordinator.
+                for input in batch where DeliveryHash.shard(of: input.event.deliveryId, count: shardCount) == shard {
+                    store.ingest(input, restore: restore, into: &out)
                 }
             } else {
                 for input in batch {
@@ -166,29 +169,17 @@ public final class ShardedWindowEngine: @unchecked Sendable {
         var output = merge(outputs)
         if retainedEntries >= config.maxEntries {
             if let eviction = evictForCapacity() {
-                output.emitted.append(contentsOf: eviction.emitted)
-                output.emitted.sort(by: Self.emissionOrder)
+                output.emitted = Self.sortedForEmission(output.emitted + eviction.emitted)
                 output.capacityEvictions.append(eviction.report)
             }
         }
         return output
     }
 
-    /// Updates partition clocks and processed offsets, and splits the batch by shard as index
-    /// lists (nil for one shard: it takes the batch as is). Consecutive hits of a partition are
+    /// Updates partition clocks and processed offsets. Consecutive hits of a partition are
     /// folded before touching the clock table.
-    private func route(_ batch: [WindowInput], now: Int64) -> [[Int32]]? {
-        var routes: [[Int32]]?
-        if shardCount > 1 {
-            var lists = [[Int32]](repeating: [], count: shardCount)
-            let expected = batch.count / shardCount + batch.count / 8 + 16
-            for shard in 0..<shardCount { lists[shard].reserveCapacity(expected) }
-            for (index, input) in batch.enumerated() {
-                lists[DeliveryHash.shard(of: input.event.deliveryId, count: shardCount)].append(Int32(index))
-            }
-            routes = lists
-        }
-        guard var partition = batch.first?.partition else { return routes }
+    private func observePartitions(of batch: [WindowInput], now: Int64) {
+        guard var partition = batch.first?.partition else { return }
         var maxTime: Int64?
         var highest = Int64.min
         for input in batch {
@@ -202,7 +193,6 @@ public final class ShardedWindowEngine: @unchecked Sendable {
             highest = Swift.max(highest, input.offset)
         }
         observe(partition: partition, maxTime: maxTime, highest: highest, now: now)
-        return routes
     }
 
     private func observe(partition: Int32, maxTime: Int64?, highest: Int64, now: Int64) {
@@ -218,10 +208,16 @@ public final class ShardedWindowEngine: @unchecked Sendable {
         }
         let results = ShardResults<Value>(count: shards.count)
         let group = DispatchGroup()
-        for (index, shard) in shards.enumerated() {
+        for (index, shard) in shards.enumerated().dropFirst() {
             shard.queue.async(group: group) {
                 results.set(index, work(&shard.store, index))
             }
+        }
+        // Shard 0 runs through its own queue but on the calling thread (sync on an idle serial
+        // queue does), which would otherwise only wait: one wake-up fewer per batch.
+        let first = shards[0]
+        first.queue.sync {
+            results.set(0, work(&first.store, 0))
         }
         group.wait()
         return results.values()
@@ -251,13 +247,19 @@ public final class ShardedWindowEngine: @unchecked Sendable {
             totals.windowsEvicted += out.windowsEvicted
         }
         retainedEntries = entries
-        if outputs.count > 1 || output.emitted.count > 1 {
-            output.emitted.sort(by: Self.emissionOrder)
+        if output.emitted.count > 1 {
+            output.emitted = Self.sortedForEmission(output.emitted)
         }
         if outputs.count > 1 {
             output.tooLate.sort { ($0.partition, $0.offset) < ($1.partition, $1.offset) }
         }
         return output
+    }
+
+    /// Sorts through an index permutation: records are large, moving indices is cheaper.
+    private static func sortedForEmission(_ records: [WindowAggregate]) -> [WindowAggregate] {
+        let order = records.indices.sorted { emissionOrder(records[$0], records[$1]) }
+        return order.map { records[$0] }
     }
 
     private static func emissionOrder(_ a: WindowAggregate, _ b: WindowAggregate) -> Bool {

@@ -29,12 +29,17 @@ struct WindowingBenchmark: ParsableCommand {
     @Option(help: "Timed repetitions per shard count; the best is reported.")
     var repeats = 2
 
+    @Option(parsing: .upToNextOption, help: "Shard counts to time (the first is the baseline).")
+    var shards: [Int] = [1, 2]
+
     func run() throws {
+        // Memory first: it must not see the throughput stream being freed.
+        memory()
         print("generating \(events) events, \(deliveries) deliveries, \(partitions) partitions...")
         let stream = Self.generate(
             events: events, deliveries: deliveries, batch: batch, partitions: partitions, seed: 42)
         var results: [Int: (rate: Double, emitted: Int)] = [:]
-        for shards in [1, 2] {
+        for shards in self.shards {
             var best = 0.0
             var emitted = 0
             for _ in 0..<repeats {
@@ -45,10 +50,12 @@ struct WindowingBenchmark: ParsableCommand {
             results[shards] = (best, emitted)
             print("shards=\(shards): \(Self.format(best)) events/s (records emitted: \(emitted))")
         }
-        let speedUp = results[2]!.rate / results[1]!.rate
-        print("speed-up 2 shards vs 1: \(Self.fixed(speedUp, 2))x")
-        if results[1]!.emitted != results[2]!.emitted { print("WARNING: emission counts differ between shard counts") }
-        memory()
+        let baseline = results[self.shards[0]]!
+        for shards in self.shards.dropFirst() {
+            let result = results[shards]!
+            print("speed-up \(shards) shards vs \(self.shards[0]): \(Self.fixed(result.rate / baseline.rate, 2))x")
+            if result.emitted != baseline.emitted { print("WARNING: emission counts differ between shard counts") }
+        }
     }
 
     struct Stream {
@@ -56,15 +63,21 @@ struct WindowingBenchmark: ParsableCommand {
         var clock: [Int64]
     }
 
-    static func generate(events: Int, deliveries: Int, batch: Int, partitions: Int, seed: UInt64) -> Stream {
+    /// Event time advances by `eventsPerMinute`; each partition delivers batches in turn.
+    /// Impressions introduce new broadlogs; clicks and opens go to recently seen broadlogs of
+    /// the same delivery (so opens mostly follow clicks, and some clicks stay dismissals).
+    static func generate(
+        events: Int, deliveries: Int, batch: Int, partitions: Int, seed: UInt64, eventsPerMinute: Int64 = 50_000
+    ) -> Stream {
         var rng = BenchGenerator(seed: seed)
         let deliveryIds = (0..<deliveries).map { String(0xd0000 + $0, radix: 16) }
+        var recent = [[String]](repeating: [], count: deliveries)
+        var nextBroadlog = 0x100000
         var offsets = [Int64](repeating: 0, count: partitions)
         var batches: [[WindowInput]] = []
         var clock: [Int64] = []
         batches.reserveCapacity(events / batch + 1)
         let base: Int64 = 1_795_300_000_000
-        let step: Int64 = 6_000_000 / Int64(max(1, events / 1_000))  // ~100 min of event time
         var produced = 0
         var previous: TrackingEvent?
         while produced < events {
@@ -78,17 +91,30 @@ struct WindowingBenchmark: ParsableCommand {
                 if let previous, rng.next() % 100 < 3 {
                     event = previous  // SDK retry: the same hit again
                 } else {
-                    var time = base + sequence * step / 1_000
+                    var time = base + sequence * 60_000 / eventsPerMinute
                     let roll = rng.next() % 1_000
                     if roll < 100 { time -= Int64(rng.next() % 5_000) }  // disorder within grace
                     if roll < 5 { time -= Int64(rng.next() % 600_000) }   // late correction
-                    let delivery = deliveryIds[Int(rng.next() % UInt64(deliveries))]
-                    let broadlog = "h" + String(rng.next() % 5_000_000, radix: 16)
+                    let delivery = Int(rng.next() % UInt64(deliveries))
                     let actionRoll = rng.next() % 100
-                    let action: HitAction = actionRoll < 55 ? .impression : actionRoll < 85 ? .click : .open
+                    let action: HitAction
+                    let broadlog: String
+                    if actionRoll < 55 || recent[delivery].isEmpty {
+                        action = .impression
+                        broadlog = "h" + String(nextBroadlog, radix: 16)
+                        nextBroadlog += 1
+                        if recent[delivery].count < 64 {
+                            recent[delivery].append(broadlog)
+                        } else {
+                            recent[delivery][Int(rng.next() % 64)] = broadlog
+                        }
+                    } else {
+                        action = actionRoll < 85 ? .click : .open
+                        broadlog = recent[delivery][Int(rng.next() % UInt64(recent[delivery].count))]
+                    }
                     let platform: Platform = rng.next() % 2 == 0 ? .ios : .android
                     event = TrackingEvent(
-                        deliveryId: delivery, broadlogId: broadlog, action: action, channel: .push,
+                        deliveryId: deliveryIds[delivery], broadlogId: broadlog, action: action, channel: .push,
                         platform: platform, eventTime: time, shape: .sdkContextData)
                 }
                 previous = event
@@ -136,6 +162,7 @@ struct WindowingBenchmark: ParsableCommand {
         }
         let heapAfter = HeapProbe.bytesInUse()
         let rssAfter = HeapProbe.residentBytes()
+        withExtendedLifetime(stream) {}  // the input must not be freed between the two probes
         let stats = engine.stats
         let flushed = engine.flushAll().emitted
         var actionEntries = 0
