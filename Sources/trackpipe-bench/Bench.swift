@@ -10,6 +10,8 @@ struct TrackpipeBench: ParsableCommand {
         subcommands: [
             ConsumeBenchmark.self,
             NormalizeBenchmark.self,
+            // Each benchmark registers itself here.
+            WindowingBenchmark.self,
         ]
     )
 }

@@ -1,0 +1,108 @@
+import TrackingDomain
+
+/// State of one delivery in one window: which actions each broadlog has shown, plus running
+/// counters, so an emission is O(1) and never rescans the broadlogs.
+///
+/// A broadlog costs one dictionary entry (its id, inline for ids up to 15 UTF-8 bytes, and a
+/// one-byte action mask), which keeps a retained entry well under 64 bytes.
+struct DeliveryWindow: Sendable {
+    static let clickBit: UInt8 = 1 << HitAction.click.rawValue
+    static let openBit: UInt8 = 1 << HitAction.open.rawValue
+
+    /// Action bitmask per broadlog; never zero for a present key.
+    var broadlogs: [String: UInt8] = [:]
+    // Counters are 32-bit to keep the per-window overhead small; 2^32 hits of one delivery in
+    // one window is far beyond any real traffic, and they wrap rather than trap.
+    var impressions: UInt32 = 0
+    var clicks: UInt32 = 0
+    var opens: UInt32 = 0
+    var uniqueImpressions: UInt32 = 0
+    var uniqueClicks: UInt32 = 0
+    var uniqueOpens: UInt32 = 0
+    var dismissals: UInt32 = 0
+    var push: UInt32 = 0
+    var local: UInt32 = 0
+    var unknownChannel: UInt32 = 0
+    var ios: UInt32 = 0
+    var android: UInt32 = 0
+    var unknownPlatform: UInt32 = 0
+    /// Revision of the last emission; 0 = never emitted.
+    var revision: UInt32 = 0
+    /// Changed since the last emission (only tracked once the window has been emitted).
+    var dirty = false
+
+    /// Outcome of one `record` call, for the store's bookkeeping.
+    struct Change {
+        var newEntry: Bool
+        var becameDirty: Bool
+    }
+
+    @inline(__always)
+    private static func merge(_ mask: inout UInt8, _ bit: UInt8) -> UInt8 {
+        let old = mask
+        mask = old | bit
+        return old
+    }
+
+    @inline(__always)
+    private static func isDismissal(_ mask: UInt8) -> Bool {
+        mask & (clickBit | openBit) == clickBit
+    }
+
+    /// Counts one hit. `trackDirty` is set once the window has been emitted, so that the
+    /// store learns which records need a corrected re-emission.
+    @inline(__always)
+    mutating func record(
+        broadlogId: String, action: HitAction, channel: Channel, platform: Platform, trackDirty: Bool
+    ) -> Change {
+        let bit: UInt8 = 1 << action.rawValue
+        let old = Self.merge(&broadlogs[broadlogId, default: 0], bit)
+        let isNewForAction = old & bit == 0
+        switch action {
+        case .impression:
+            impressions &+= 1
+            if isNewForAction { uniqueImpressions &+= 1 }
+        case .click:
+            clicks &+= 1
+            if isNewForAction { uniqueClicks &+= 1 }
+        case .open:
+            opens &+= 1
+            if isNewForAction { uniqueOpens &+= 1 }
+        }
+        if isNewForAction {
+            let was = Self.isDismissal(old)
+            let now = Self.isDismissal(old | bit)
+            if was != now {
+                if now { dismissals &+= 1 } else { dismissals &-= 1 }
+            }
+        }
+        switch channel {
+        case .push: push &+= 1
+        case .local: local &+= 1
+        case .unknown: unknownChannel &+= 1
+        }
+        switch platform {
+        case .ios: ios &+= 1
+        case .android: android &+= 1
+        case .unknown: unknownPlatform &+= 1
+        }
+        var becameDirty = false
+        if trackDirty && !dirty {
+            dirty = true
+            becameDirty = true
+        }
+        return Change(newEntry: old == 0, becameDirty: becameDirty)
+    }
+
+    func aggregate(deliveryId: String, start: Int64, end: Int64, revision: Int) -> WindowAggregate {
+        WindowAggregate(
+            deliveryId: deliveryId, windowStart: start, windowEnd: end,
+            impressions: Int(impressions), clicks: Int(clicks), opens: Int(opens),
+            uniqueImpressions: Int(uniqueImpressions), uniqueClicks: Int(uniqueClicks),
+            uniqueOpens: Int(uniqueOpens), dismissals: Int(dismissals),
+            channels: ChannelCounts(push: Int(push), local: Int(local), unknown: Int(unknownChannel)),
+            platforms: PlatformCounts(ios: Int(ios), android: Int(android), unknown: Int(unknownPlatform)),
+            revision: revision
+        )
+    }
+}

@@ -1,0 +1,22 @@
+/// Everything one engine call produced, for the pipeline to publish, dead-letter and count.
+public struct EngineOutput: Sendable {
+    /// Window records to publish, sorted by (windowStart, deliveryId, revision) so the output
+    /// does not depend on the shard count or on hash seeds.
+    public var emitted: [WindowAggregate]
+    /// Hits to dead-letter as `too_late`, sorted by (partition, offset).
+    public var tooLate: [LateHit]
+    /// Replayed hits that the previous run had already accounted for; dropped, only counted.
+    public var replayedFinal: Int
+    /// Early evictions caused by the memory cap (empty in normal operation).
+    public var capacityEvictions: [CapacityEviction]
+
+    public init(
+        emitted: [WindowAggregate] = [], tooLate: [LateHit] = [], replayedFinal: Int = 0,
+        capacityEvictions: [CapacityEviction] = []
+    ) {
+        self.emitted = emitted
+        self.tooLate = tooLate
+        self.replayedFinal = replayedFinal
+        self.capacityEvictions = capacityEvictions
+    }
+}

@@ -1,0 +1,84 @@
+/// Event-time progress across input partitions.
+///
+/// Each partition's watermark is the highest event time it delivered; the global watermark is
+/// the lowest among partitions that are still active, so a lagging partition holds windows
+/// open instead of having its hits arrive late. A partition that delivered nothing for
+/// `idleTimeout` of wall-clock time stops holding back; when every partition is idle the
+/// watermark follows the wall clock from where the input went quiet, so a quiet topic still
+/// gets its windows. Wall-clock time is always passed in, never read.
+struct WatermarkTracker: Sendable {
+    struct PartitionClock: Sendable, Hashable {
+        /// Highest event time seen; nil while the partition has delivered nothing with a time.
+        var maxEventTime: Int64?
+        /// Wall-clock ms of the last hit, or of the assignment if nothing arrived yet.
+        var lastActivity: Int64
+    }
+
+    let idleTimeout: Int64
+    private(set) var partitions: [Int32: PartitionClock] = [:]
+    /// Never goes backwards.
+    private(set) var current: Int64?
+    /// Wall-clock ms of the most recent hit on any partition.
+    private(set) var lastInputAt: Int64?
+
+    init(idleTimeout: Int64) {
+        self.idleTimeout = idleTimeout
+    }
+
+    /// Assigned partitions that have sent nothing hold the watermark until they go idle, which
+    /// is what keeps a replay from declaring windows final before their partition caught up.
+    mutating func assign(_ assigned: [Int32], now: Int64) {
+        for partition in assigned where partitions[partition] == nil {
+            partitions[partition] = PartitionClock(maxEventTime: nil, lastActivity: now)
+        }
+    }
+
+    mutating func revoke(_ revoked: [Int32]) {
+        for partition in revoked { partitions[partition] = nil }
+    }
+
+    /// Records that `partition` delivered hits up to `maxEventTime` (nil: hits without time).
+    mutating func observe(partition: Int32, maxEventTime: Int64?, now: Int64) {
+        var clock = partitions[partition] ?? PartitionClock(maxEventTime: nil, lastActivity: now)
+        if let maxEventTime {
+            clock.maxEventTime = Swift.max(clock.maxEventTime ?? maxEventTime, maxEventTime)
+        }
+        clock.lastActivity = Swift.max(clock.lastActivity, now)
+        partitions[partition] = clock
+        lastInputAt = Swift.max(lastInputAt ?? now, now)
+    }
+
+    func isIdle(_ clock: PartitionClock, now: Int64) -> Bool {
+        now - clock.lastActivity >= idleTimeout
+    }
+
+    /// Recomputes the global watermark for wall-clock `now` and returns it.
+    @discardableResult
+    mutating func advance(now: Int64) -> Int64? {
+        guard !partitions.isEmpty else { return current }
+        var candidate: Int64?
+        var anyActive = false
+        var activeHoldsBack = false
+        var lowestActive = Int64.max
+        var highestSeen: Int64?
+        for clock in partitions.values {
+            if let seen = clock.maxEventTime { highestSeen = Swift.max(highestSeen ?? seen, seen) }
+            guard !isIdle(clock, now: now) else { continue }
+            anyActive = true
+            if let seen = clock.maxEventTime {
+                lowestActive = Swift.min(lowestActive, seen)
+            } else {
+                activeHoldsBack = true
+            }
+        }
+        if anyActive {
+            candidate = activeHoldsBack ? nil : lowestActive
+        } else if let highestSeen, let lastInputAt {
+            candidate = EventTimeMath.add(highestSeen, Swift.max(0, now - lastInputAt))
+        }
+        if let candidate {
+            current = Swift.max(current ?? candidate, candidate)
+        }
+        return current
+    }
+}

@@ -1,0 +1,201 @@
+import TrackingDomain
+
+/// The single-threaded windowing core: counts hits into (window, delivery) state, emits,
+/// re-emits corrections and evicts, driven by a watermark and eviction horizon it is given.
+///
+/// It never decides the watermark itself and never reads a clock, so it is deterministic and
+/// the same code serves the one-shard fast path, each shard of the sharded engine, and tests.
+struct WindowStore: Sendable {
+    let config: WindowConfig
+    /// Alive window starts, ascending.
+    private(set) var slots: [WindowSlot] = []
+    /// Index of the slot the previous hit went to: hits are mostly in order, so usually the
+    /// next one goes there too.
+    private var cursor = 0
+    /// Windows with end + retention <= horizon are gone; hits for them are too late.
+    private(set) var horizon: Int64 = .min
+    private(set) var watermark: Int64?
+    private(set) var entries = 0
+
+    init(config: WindowConfig) {
+        self.config = config
+    }
+
+    // MARK: Ingest
+
+    /// Counts one hit, or classifies it as replayed-final or too late. The watermark and
+    /// horizon are those settled before the batch: the engine moves them at batch boundaries.
+    @inline(__always)
+    mutating func ingest(_ input: WindowInput, restore: [Int32: RestorePoint], into out: inout StoreOutput) {
+        out.hitsProcessed += 1
+        guard let time = input.event.eventTime else {
+            out.tooLate.append(LateHit(
+                event: input.event, partition: input.partition, offset: input.offset,
+                detail: "hit has no event time, so it belongs to no window"))
+            return
+        }
+        let start = EventTimeMath.windowStart(of: time, size: config.size)
+        let end = EventTimeMath.add(start, config.size)
+        let expiry = EventTimeMath.add(end, config.retention)
+        if !restore.isEmpty, let point = restore[input.partition],
+           input.offset < point.replayBefore, expiry <= point.evictedBefore {
+            out.replayedFinal += 1
+            return
+        }
+        if expiry <= horizon {
+            out.tooLate.append(LateHit(
+                event: input.event, partition: input.partition, offset: input.offset,
+                detail: "window [\(start), \(end)) of delivery \(input.event.deliveryId) was final and evicted: "
+                    + "its retention ended at \(expiry), eviction horizon is \(horizon), watermark is "
+                    + (watermark.map { String($0) } ?? "unset")))
+            return
+        }
+        let index = slotIndex(start: start, end: end)
+        slots[index].noteOffset(partition: input.partition, offset: input.offset)
+        let change = slots[index].deliveries[input.event.deliveryId, default: DeliveryWindow()].record(
+            broadlogId: input.event.broadlogId, action: input.event.action,
+            channel: input.event.channel, platform: input.event.platform,
+            trackDirty: slots[index].emitted)
+        if change.newEntry {
+            slots[index].entries += 1
+            entries += 1
+        }
+        if change.becameDirty {
+            slots[index].dirtyIds.append(input.event.deliveryId)
+        }
+        out.hitsCounted += 1
+    }
+
+    @inline(__always)
+    private mutating func slotIndex(start: Int64, end: Int64) -> Int {
+        if cursor < slots.count && slots[cursor].start == start { return cursor }
+        var low = 0
+        var high = slots.count
+        while low < high {
+            let mid = (low + high) / 2
+            if slots[mid].start < start { low = mid + 1 } else { high = mid }
+        }
+        if low == slots.count || slots[low].start != start {
+            slots.insert(WindowSlot(start: start, end: end), at: low)
+        }
+        cursor = low
+        return low
+    }
+
+    // MARK: Settle
+
+    /// Applies a new watermark and horizon: evicts windows past the horizon (emitting whatever
+    /// they still owe first), emits windows whose grace has passed, and re-emits corrected ones.
+    mutating func settle(watermark newWatermark: Int64?, horizon newHorizon: Int64, into out: inout StoreOutput) {
+        if let newWatermark { watermark = Swift.max(watermark ?? newWatermark, newWatermark) }
+        horizon = Swift.max(horizon, newHorizon)
+
+        var evicted = 0
+        while evicted < slots.count, EventTimeMath.add(slots[evicted].end, config.retention) <= horizon {
+            let slot = slots[evicted]
+            let ripe = watermark.map { EventTimeMath.add(slot.end, config.grace) <= $0 } ?? false
+            if !slot.emitted {
+                emitAll(of: slot, into: &out)
+                if !ripe { out.windowsEmittedEarly += slot.deliveries.count }
+            } else {
+                emitDirty(of: slot, into: &out)
+            }
+            out.windowsEvicted += slot.deliveries.count
+            out.entriesFreed += slot.entries
+            entries -= slot.entries
+            out.oldestEvictedStart = Swift.min(out.oldestEvictedStart ?? slot.start, slot.start)
+            out.newestEvictedStart = Swift.max(out.newestEvictedStart ?? slot.start, slot.start)
+            evicted += 1
+        }
+        if evicted > 0 {
+            slots.removeFirst(evicted)
+            cursor = 0
+        }
+
+        for index in slots.indices {
+            if slots[index].emitted {
+                if !slots[index].dirtyIds.isEmpty { reemitDirty(at: index, into: &out) }
+            } else if let watermark, EventTimeMath.add(slots[index].end, config.grace) <= watermark {
+                firstEmission(at: index, into: &out)
+            }
+        }
+        out.entries = entries
+    }
+
+    /// Emits every window now, as a bounded run ends; windows stay retained, so anything that
+    /// still arrives becomes a correction.
+    mutating func flushAll(into out: inout StoreOutput) {
+        for index in slots.indices {
+            if slots[index].emitted {
+                if !slots[index].dirtyIds.isEmpty { reemitDirty(at: index, into: &out) }
+            } else {
+                firstEmission(at: index, into: &out)
+            }
+        }
+        out.entries = entries
+    }
+
+    private mutating func firstEmission(at index: Int, into out: inout StoreOutput) {
+        let start = slots[index].start
+        let end = slots[index].end
+        var position = slots[index].deliveries.startIndex
+        while position != slots[index].deliveries.endIndex {
+            let revision = slots[index].deliveries.values[position].revision + 1
+            slots[index].deliveries.values[position].revision = revision
+            slots[index].deliveries.values[position].dirty = false
+            let (id, window) = slots[index].deliveries[position]
+            out.emitted.append(window.aggregate(deliveryId: id, start: start, end: end, revision: Int(revision)))
+            slots[index].deliveries.formIndex(after: &position)
+        }
+        slots[index].emitted = true
+        slots[index].dirtyIds.removeAll()
+    }
+
+    private mutating func reemitDirty(at index: Int, into out: inout StoreOutput) {
+        let start = slots[index].start
+        let end = slots[index].end
+        for id in slots[index].dirtyIds {
+            guard let position = slots[index].deliveries.index(forKey: id) else { continue }
+            let revision = slots[index].deliveries.values[position].revision + 1
+            slots[index].deliveries.values[position].revision = revision
+            slots[index].deliveries.values[position].dirty = false
+            out.emitted.append(slots[index].deliveries.values[position].aggregate(
+                deliveryId: id, start: start, end: end, revision: Int(revision)))
+        }
+        slots[index].dirtyIds.removeAll()
+    }
+
+    private func emitAll(of slot: WindowSlot, into out: inout StoreOutput) {
+        for (id, window) in slot.deliveries {
+            out.emitted.append(window.aggregate(
+                deliveryId: id, start: slot.start, end: slot.end, revision: Int(window.revision + 1)))
+        }
+    }
+
+    private func emitDirty(of slot: WindowSlot, into out: inout StoreOutput) {
+        for id in slot.dirtyIds {
+            guard let window = slot.deliveries[id] else { continue }
+            out.emitted.append(window.aggregate(
+                deliveryId: id, start: slot.start, end: slot.end, revision: Int(window.revision + 1)))
+        }
+    }
+
+    // MARK: Snapshot
+
+    func snapshot() -> StoreSnapshot {
+        var snapshot = StoreSnapshot()
+        snapshot.entries = entries
+        for slot in slots {
+            if slot.emitted {
+                snapshot.retainedWindows += slot.deliveries.count
+            } else {
+                snapshot.openWindows += slot.deliveries.count
+            }
+            snapshot.entriesByWindowStart[slot.start] = slot.entries
+            for (partition, offset) in slot.minOffsets {
+                snapshot.minOffsets[partition] = Swift.min(snapshot.minOffsets[partition] ?? .max, offset)
+            }
+        }
+        return snapshot
+    }
+}

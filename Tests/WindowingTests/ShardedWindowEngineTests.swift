@@ -1,0 +1,255 @@
+import Testing
+import TrackingDomain
+@testable import Windowing
+
+@Suite struct ShardedWindowEngineTests {
+    /// Small windows so random streams exercise emission, corrections and eviction a lot.
+    static let small = WindowConfig(size: 1_000, grace: 300, retention: 4_000, idleTimeout: 1 << 40)
+
+    static func run(_ stream: RandomStream, config: WindowConfig, shards: Int, partitions: [Int32]) -> (
+        outputs: [EngineOutput], flush: EngineOutput, engine: ShardedWindowEngine
+    ) {
+        let engine = ShardedWindowEngine(config: config, shards: shards)
+        engine.assign(partitions: partitions, now: 0)
+        var outputs: [EngineOutput] = []
+        for (batch, now) in zip(stream.batches, stream.clock) {
+            outputs.append(engine.process(batch, now: now))
+        }
+        return (outputs, engine.flushAll(), engine)
+    }
+
+    static func lateKeys(_ outputs: [EngineOutput]) -> [[Int64]] {
+        outputs.flatMap { $0.tooLate.map { [Int64($0.partition), $0.offset] } }
+    }
+
+    // MARK: Idle and silent partitions
+
+    @Test func idleTimeoutEmitsTheWindowsOfAQuietTopic() {
+        let engine = ShardedWindowEngine(config: WindowConfig(), shards: 1)
+        engine.assign(partitions: [0], now: 0)
+        let start: Int64 = 1_795_299_960_000
+        var out = engine.process([Hits.input("d1", "b1", .impression, at: start + 50_000, offset: 0)], now: 1_000)
+        #expect(out.emitted.isEmpty)
+        out = engine.advance(now: 30_999)  // not idle yet: watermark is the hit's time
+        #expect(out.emitted.isEmpty)
+        #expect(engine.watermark == start + 50_000)
+        out = engine.advance(now: 31_000)  // idle: watermark = hit time + 30 s >= end + grace
+        #expect(engine.watermark == start + 80_000)
+        #expect(out.emitted.map(\.windowStart) == [start])
+    }
+
+    @Test func assignedButSilentPartitionsHoldTheWatermarkUntilIdle() {
+        let engine = ShardedWindowEngine(config: WindowConfig(), shards: 2)
+        engine.assign(partitions: [0, 1], now: 0)
+        var out = engine.process([
+            Hits.input("d1", "b1", .impression, at: 10_000, partition: 0, offset: 0),
+            Hits.input("d1", "b2", .impression, at: 500_000, partition: 0, offset: 1),
+        ], now: 1_000)
+        #expect(out.emitted.isEmpty && engine.watermark == nil)
+        out = engine.process([Hits.input("d1", "b3", .impression, at: 500_100, partition: 0, offset: 2)], now: 29_000)
+        #expect(out.emitted.isEmpty && engine.watermark == nil)
+        out = engine.advance(now: 30_000)  // partition 1 silent for 30 s: stops holding back
+        #expect(engine.watermark == 500_100)
+        #expect(out.emitted.map(\.windowStart) == [0])
+        // Partition 1 finally delivers, older data: the watermark does not go back, and its hit
+        // (past grace, within retention) is emitted at once.
+        out = engine.process([Hits.input("d2", "b1", .click, at: 450_000, partition: 1, offset: 0)], now: 31_000)
+        #expect(engine.watermark == 500_100)
+        #expect(out.emitted.map(\.windowStart) == [420_000] && out.emitted[0].dismissals == 1)
+    }
+
+    @Test func revokedPartitionsAreNoLongerAwaited() {
+        let engine = ShardedWindowEngine(config: WindowConfig(), shards: 1)
+        engine.assign(partitions: [0, 1], now: 0)
+        _ = engine.process([Hits.input("d1", "b1", .impression, at: 100_000, partition: 0, offset: 0)], now: 0)
+        #expect(engine.watermark == nil)
+        engine.revoke(partitions: [1])
+        let out = engine.advance(now: 1)
+        #expect(engine.watermark == 100_000)
+        #expect(out.emitted.isEmpty)  // window [60s,120s) needs 130 s
+        #expect(engine.safeOffsets() == [0: 0])
+    }
+
+    // MARK: Shard independence and the reference model
+
+    @Test func outputIsIdenticalWithOneTwoAndEightShards() {
+        let stream = RandomStream.make(seed: 7, hits: 40_000, partitions: 4, deliveries: 300, broadlogs: 200)
+        for config in [Self.small, WindowConfig(size: 1_000, grace: 300, retention: 4_000, idleTimeout: 1 << 40, maxEntries: 1_500)] {
+            let one = Self.run(stream, config: config, shards: 1, partitions: [0, 1, 2, 3])
+            for shards in [2, 8] {
+                let many = Self.run(stream, config: config, shards: shards, partitions: [0, 1, 2, 3])
+                #expect(one.outputs.map(\.emitted) == many.outputs.map(\.emitted))
+                #expect(Self.lateKeys(one.outputs) == Self.lateKeys(many.outputs))
+                #expect(one.outputs.map(\.capacityEvictions) == many.outputs.map(\.capacityEvictions))
+                #expect(one.flush.emitted == many.flush.emitted)
+                #expect(one.engine.safeOffsets() == many.engine.safeOffsets())
+                #expect(one.engine.stats == many.engine.stats)
+            }
+            #expect(one.outputs.reduce(0) { $0 + $1.emitted.count } > 1_000)
+            #expect(!Self.lateKeys(one.outputs).isEmpty)
+        }
+    }
+
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5])
+    func lastRecordPerKeyMatchesTheReferenceModel(seed: UInt64) {
+        let partitions: [Int32] = [0, 1, 2]
+        let stream = RandomStream.make(seed: seed, hits: 6_000, partitions: 3)
+        let engine = ShardedWindowEngine(config: Self.small, shards: Int(seed % 3) + 1)
+        engine.assign(partitions: partitions, now: 0)
+        var reference = ReferenceModel(config: Self.small, partitions: Set(partitions))
+        var last = LastRecords()
+        var late: [[Int64]] = []
+        var highest: [Int32: Int64] = [:]
+        for (batch, now) in zip(stream.batches, stream.clock) {
+            let out = engine.process(batch, now: now)
+            reference.apply(batch: batch)
+            last.add(out)
+            late += out.tooLate.map { [Int64($0.partition), $0.offset] }
+            for input in batch { highest[input.partition] = input.offset }
+            // The safe offset is exactly the lowest offset a retained window still needs, or
+            // one past the last processed hit: never past a hit of a retained window.
+            let held = reference.lowestHeldOffsets
+            var expectedSafe: [Int32: Int64] = [:]
+            for (partition, top) in highest { expectedSafe[partition] = min(top + 1, held[partition] ?? .max) }
+            #expect(engine.safeOffsets() == expectedSafe)
+            #expect(engine.evictionHorizon == reference.horizon)
+        }
+        last.add(engine.flushAll())
+        #expect(last.countsOnly == reference.expected)
+        #expect(Set(late) == reference.tooLate && late.count == reference.tooLate.count)
+        #expect(reference.tooLate.count > 10)
+        let stats = engine.stats
+        #expect(stats.hitsProcessed == 6_000)
+        #expect(stats.hitsCounted + stats.tooLateHits == 6_000)
+    }
+
+    // MARK: Offset safety and crash recovery
+
+    @Test func safeOffsetNeverPassesAHitOfARetainedWindow() {
+        let config = WindowConfig(size: 1_000, grace: 0, retention: 2_000, idleTimeout: 1 << 40)
+        let engine = ShardedWindowEngine(config: config, shards: 1)
+        engine.assign(partitions: [0, 1], now: 0)
+        _ = engine.process([
+            Hits.input("d1", "b1", .impression, at: 100, partition: 0, offset: 10),    // window 0
+            Hits.input("d1", "b2", .impression, at: 1_100, partition: 0, offset: 11),  // window 1
+            Hits.input("d2", "b1", .impression, at: 1_200, partition: 0, offset: 12),  // window 1
+        ], now: 0)
+        _ = engine.process([Hits.input("d1", "b3", .impression, at: 2_500, partition: 1, offset: 70)], now: 0)
+        #expect(engine.safeOffsets() == [0: 10, 1: 70])
+        // Watermark = min(1 200, 2 500): nothing evicted.
+        #expect(engine.evictionHorizon == 1_200)
+        _ = engine.process([Hits.input("d1", "b4", .impression, at: 3_050, partition: 0, offset: 13)], now: 0)
+        // Watermark 2 500: window 0 (expiry 3 000) still retained.
+        #expect(engine.safeOffsets() == [0: 10, 1: 70])
+        _ = engine.process([Hits.input("d1", "b5", .impression, at: 3_100, partition: 1, offset: 71)], now: 0)
+        // Watermark 3 050: window 0 evicted; window 1 keeps offset 11.
+        #expect(engine.safeOffsets() == [0: 11, 1: 70])
+        _ = engine.process([
+            Hits.input("d9", "b1", .impression, at: 50, partition: 1, offset: 72),  // too late
+            Hits.input("d1", "b6", .impression, at: 9_000, partition: 1, offset: 73),
+        ], now: 0)
+        _ = engine.process([Hits.input("d1", "b7", .impression, at: 9_000, partition: 0, offset: 14)], now: 0)
+        // Watermark 9 000: windows up to [6 000, 7 000) evicted; only window 9 holds hits.
+        #expect(engine.safeOffsets() == [0: 14, 1: 73])
+        #expect(engine.stats.tooLateHits == 1)
+    }
+
+    @Test(arguments: [5, 40, 117, 230])
+    func crashAndReplayFromSafeOffsetsGivesTheSameLastRecords(crashAfter: Int) {
+        let partitions: [Int32] = [0, 1, 2]
+        let stream = RandomStream.make(seed: 99, hits: 6_000, partitions: 3)
+        #expect(stream.batches.count > crashAfter)
+        let reference = Self.run(stream, config: Self.small, shards: 1, partitions: partitions)
+        var expected = LastRecords()
+        reference.outputs.forEach { expected.add($0) }
+        expected.add(reference.flush)
+        let expectedLate = Self.lateKeys(reference.outputs)
+
+        // First run: crashes after `crashAfter` batches, having committed its safe offsets with
+        // the eviction horizon and processed position as metadata.
+        let first = ShardedWindowEngine(config: Self.small, shards: 2)
+        first.assign(partitions: partitions, now: 0)
+        var delivered = LastRecords()
+        var late: [[Int64]] = []
+        var processedUpTo: [Int32: Int64] = [:]
+        for index in 0..<crashAfter {
+            let out = first.process(stream.batches[index], now: stream.clock[index])
+            delivered.add(out)
+            late += out.tooLate.map { [Int64($0.partition), $0.offset] }
+            for input in stream.batches[index] { processedUpTo[input.partition] = input.offset + 1 }
+        }
+        let committed = first.safeOffsets()
+        let horizon = first.evictionHorizon
+
+        // Second run: restores, replays every partition from its committed offset.
+        let second = ShardedWindowEngine(config: Self.small, shards: 3)
+        second.assign(partitions: partitions, now: 0)
+        for partition in partitions {
+            if let replayBefore = processedUpTo[partition] {
+                second.restore(partition: partition, replayBefore: replayBefore, evictedBefore: horizon)
+            }
+        }
+        var replayed = 0
+        for (index, batch) in stream.batches.enumerated() {
+            let resumed = batch.filter { $0.offset >= committed[$0.partition, default: 0] }
+            guard !resumed.isEmpty else { continue }
+            let out = second.process(resumed, now: stream.clock[index])
+            delivered.add(out)
+            late += out.tooLate.map { [Int64($0.partition), $0.offset] }
+            replayed += out.replayedFinal
+        }
+        delivered.add(second.flushAll())
+
+        #expect(delivered.countsOnly == expected.countsOnly)
+        #expect(late.sorted { $0.lexicographicallyPrecedes($1) } == expectedLate.sorted { $0.lexicographicallyPrecedes($1) })
+        if crashAfter >= 117 { #expect(replayed > 0) }
+    }
+
+    // MARK: Capacity
+
+    static func window(_ delivery: String, start: Int64, broadlogs: Int, offset: inout Int64) -> [WindowInput] {
+        (0..<broadlogs).map { index in
+            defer { offset += 1 }
+            return Hits.input(delivery, "b\(index)", .impression, at: start + Int64(index), offset: offset)
+        }
+    }
+
+    @Test func capacityEvictsEmittedWindowsFirstAndReportsIt() {
+        let config = WindowConfig(size: 1_000, grace: 0, retention: 100_000, idleTimeout: 1 << 40, maxEntries: 100)
+        let engine = ShardedWindowEngine(config: config, shards: 1)
+        var offset: Int64 = 0
+        for start in stride(from: Int64(0), to: 3_000, by: 1_000) {
+            let out = engine.process(Self.window("d1", start: start, broadlogs: 30, offset: &offset), now: 0)
+            #expect(out.capacityEvictions.isEmpty)
+        }
+        // 120 entries >= 100: the oldest window (emitted already) goes, down to <= 90.
+        let out = engine.process(Self.window("d1", start: 3_000, broadlogs: 30, offset: &offset), now: 0)
+        #expect(out.capacityEvictions == [CapacityEviction(
+            entriesBefore: 120, maxEntries: 100, entriesFreed: 30, windowsEvicted: 1, windowsEmittedEarly: 0,
+            oldestWindowStart: 0, newestWindowStart: 0, newHorizon: 101_000)])
+        #expect(engine.evictionHorizon == 101_000)
+        #expect(engine.stats.entries == 90 && engine.stats.capacityEvictions == 1)
+        #expect(engine.safeOffsets() == [0: 30])
+        // The evicted window is closed for good: later hits for it are too late.
+        let late = engine.process([Hits.input("d1", "zz", .click, at: 500, offset: offset)], now: 0)
+        #expect(late.tooLate.count == 1)
+    }
+
+    @Test func capacityEmitsOpenWindowsBeforeEvictingThem() {
+        let config = WindowConfig(size: 1_000, grace: 50_000, retention: 100_000, idleTimeout: 1 << 40, maxEntries: 100)
+        let engine = ShardedWindowEngine(config: config, shards: 4)
+        var offset: Int64 = 0
+        var batch = Self.window("d1", start: 0, broadlogs: 40, offset: &offset)
+        batch += Self.window("d2", start: 0, broadlogs: 10, offset: &offset)
+        batch += Self.window("d1", start: 1_000, broadlogs: 45, offset: &offset)
+        batch += Self.window("d1", start: 2_000, broadlogs: 10, offset: &offset)
+        let out = engine.process(batch, now: 0)
+        // 105 entries, nothing emitted by watermark; window 0 (50 entries) is emitted early then dropped.
+        #expect(out.emitted.map(\.deliveryId) == ["d1", "d2"])
+        #expect(out.emitted.map(\.uniqueImpressions) == [40, 10])
+        #expect(out.emitted.allSatisfy { $0.revision == 1 && $0.windowStart == 0 })
+        #expect(out.capacityEvictions.map(\.windowsEmittedEarly) == [2])
+        #expect(out.capacityEvictions.map(\.entriesFreed) == [50])
+        #expect(engine.stats.openWindows == 2 && engine.stats.entries == 55)
+    }
+}

@@ -1,0 +1,86 @@
+import TrackingDomain
+@testable import Windowing
+
+/// The obvious, slow recomputation the engine must agree with: sets of broadlogs per action
+/// per (delivery, window), and a watermark recomputed from scratch as the minimum over
+/// partitions of their highest event time (valid for tests where no partition goes idle).
+struct ReferenceModel {
+    struct Cell {
+        var hits: [HitAction: Int] = [:]
+        var broadlogs: [HitAction: Set<String>] = [:]
+        var channels = ChannelCounts()
+        var platforms = PlatformCounts()
+    }
+
+    let config: WindowConfig
+    var cells: [LastRecords.Key: Cell] = [:]
+    var highest: [Int32: Int64] = [:]
+    var partitions: Set<Int32>
+    var horizon = Int64.min
+    /// (partition, offset) of every hit the reference calls too late.
+    var tooLate: Set<[Int64]> = []
+    /// Per partition, offsets of counted hits by window start (to check offset safety).
+    var heldOffsets: [Int64: [Int32: Int64]] = [:]
+
+    init(config: WindowConfig, partitions: Set<Int32>) {
+        self.config = config
+        self.partitions = partitions
+    }
+
+    func start(of time: Int64) -> Int64 {
+        var start = (time / config.size) * config.size
+        if start > time { start -= config.size }
+        return start
+    }
+
+    mutating func apply(batch: [WindowInput]) {
+        for input in batch {
+            let time = input.event.eventTime!
+            let start = start(of: time)
+            if start + config.size + config.retention <= horizon {
+                tooLate.insert([Int64(input.partition), input.offset])
+                continue
+            }
+            let key = LastRecords.Key(delivery: input.event.deliveryId, start: start)
+            cells[key, default: Cell()].hits[input.event.action, default: 0] += 1
+            cells[key, default: Cell()].broadlogs[input.event.action, default: []].insert(input.event.broadlogId)
+            cells[key, default: Cell()].channels[input.event.channel] += 1
+            cells[key, default: Cell()].platforms[input.event.platform] += 1
+            heldOffsets[start, default: [:]][input.partition] = min(
+                heldOffsets[start, default: [:]][input.partition] ?? .max, input.offset)
+        }
+        for input in batch {
+            highest[input.partition] = max(highest[input.partition] ?? input.event.eventTime!, input.event.eventTime!)
+        }
+        if partitions.allSatisfy({ highest[$0] != nil }) {
+            horizon = max(horizon, partitions.map { highest[$0]! }.min()!)
+        }
+        heldOffsets = heldOffsets.filter { $0.key + config.size + config.retention > horizon }
+    }
+
+    /// Lowest offset per partition of a counted hit whose window is still retained.
+    var lowestHeldOffsets: [Int32: Int64] {
+        var lowest: [Int32: Int64] = [:]
+        for perPartition in heldOffsets.values {
+            for (partition, offset) in perPartition { lowest[partition] = min(lowest[partition] ?? .max, offset) }
+        }
+        return lowest
+    }
+
+    var expected: [LastRecords.Key: WindowAggregate] {
+        var result: [LastRecords.Key: WindowAggregate] = [:]
+        for (key, cell) in cells {
+            let clicked = cell.broadlogs[.click] ?? []
+            let opened = cell.broadlogs[.open] ?? []
+            result[key] = WindowAggregate(
+                deliveryId: key.delivery, windowStart: key.start, windowEnd: key.start + config.size,
+                impressions: cell.hits[.impression] ?? 0, clicks: cell.hits[.click] ?? 0,
+                opens: cell.hits[.open] ?? 0,
+                uniqueImpressions: cell.broadlogs[.impression]?.count ?? 0,
+                uniqueClicks: clicked.count, uniqueOpens: opened.count,
+                dismissals: clicked.subtracting(opened).count,
+                channels: cell.channels, platforms: cell.platforms, revision: 0)
+        }
+        return result
+    }
+}

@@ -1,0 +1,79 @@
+import Testing
+@testable import Windowing
+
+@Suite struct WatermarkTrackerTests {
+    @Test func isTheMinimumOverActivePartitions() {
+        var tracker = WatermarkTracker(idleTimeout: 30_000)
+        tracker.observe(partition: 0, maxEventTime: 5_000, now: 0)
+        tracker.observe(partition: 1, maxEventTime: 3_000, now: 0)
+        #expect(tracker.advance(now: 1_000) == 3_000)
+        tracker.observe(partition: 1, maxEventTime: 9_000, now: 2_000)
+        #expect(tracker.advance(now: 2_000) == 5_000)
+    }
+
+    @Test func neverGoesBackwards() {
+        var tracker = WatermarkTracker(idleTimeout: 30_000)
+        tracker.observe(partition: 0, maxEventTime: 5_000, now: 0)
+        #expect(tracker.advance(now: 0) == 5_000)
+        // A new partition with older data appears: the watermark holds, it does not retreat.
+        tracker.observe(partition: 1, maxEventTime: 1_000, now: 10)
+        #expect(tracker.advance(now: 10) == 5_000)
+    }
+
+    @Test func assignedButSilentPartitionHoldsUntilIdle() {
+        var tracker = WatermarkTracker(idleTimeout: 30_000)
+        tracker.assign([0, 1], now: 0)
+        tracker.observe(partition: 0, maxEventTime: 100_000, now: 1_000)
+        #expect(tracker.advance(now: 1_000) == nil)
+        #expect(tracker.advance(now: 29_999) == nil)
+        // Partition 1 has been silent for the idle timeout: it no longer holds back.
+        #expect(tracker.advance(now: 30_000) == 100_000)
+    }
+
+    @Test func idlePartitionIsExcludedAndReactivatedByInput() {
+        var tracker = WatermarkTracker(idleTimeout: 30_000)
+        tracker.observe(partition: 0, maxEventTime: 10_000, now: 0)
+        tracker.observe(partition: 1, maxEventTime: 50_000, now: 0)
+        #expect(tracker.advance(now: 0) == 10_000)
+        tracker.observe(partition: 1, maxEventTime: 60_000, now: 40_000)
+        // Partition 0 is idle now: only partition 1 counts.
+        #expect(tracker.advance(now: 40_000) == 60_000)
+        // Partition 0 wakes up with older data: it counts again, but cannot pull the mark back.
+        tracker.observe(partition: 0, maxEventTime: 20_000, now: 41_000)
+        #expect(tracker.advance(now: 41_000) == 60_000)
+        tracker.observe(partition: 1, maxEventTime: 90_000, now: 42_000)
+        tracker.observe(partition: 0, maxEventTime: 70_000, now: 42_000)
+        #expect(tracker.advance(now: 42_000) == 70_000)
+    }
+
+    @Test func allIdleFollowsTheWallClockFromWhereInputWentQuiet() {
+        var tracker = WatermarkTracker(idleTimeout: 30_000)
+        tracker.observe(partition: 0, maxEventTime: 1_000_000, now: 500)
+        tracker.observe(partition: 1, maxEventTime: 1_000_400, now: 1_000)
+        let bothActive = tracker.advance(now: 1_000)
+        let firstIdle = tracker.advance(now: 30_999)  // partition 0 idle, partition 1 active
+        // Both idle: highest event time plus wall-clock time since the last hit.
+        let allIdle = tracker.advance(now: 31_000)
+        let later = tracker.advance(now: 91_000)
+        #expect(bothActive == 1_000_000)
+        #expect(firstIdle == 1_000_400)
+        #expect(allIdle == 1_030_400)
+        #expect(later == 1_090_400)
+    }
+
+    @Test func nothingSeenMeansNoWatermark() {
+        var tracker = WatermarkTracker(idleTimeout: 30_000)
+        #expect(tracker.advance(now: 0) == nil)
+        tracker.assign([0], now: 0)
+        #expect(tracker.advance(now: 100_000) == nil)
+    }
+
+    @Test func revokedPartitionStopsHoldingBack() {
+        var tracker = WatermarkTracker(idleTimeout: 30_000)
+        tracker.assign([0, 1], now: 0)
+        tracker.observe(partition: 0, maxEventTime: 5_000, now: 0)
+        #expect(tracker.advance(now: 0) == nil)
+        tracker.revoke([1])
+        #expect(tracker.advance(now: 0) == 5_000)
+    }
+}
