@@ -67,6 +67,13 @@ public final class EmbeddedBroker: @unchecked Sendable {
         }
     }
 
+    /// Makes the cluster answer metadata requests for `topic` with this error (e.g.
+    /// `KafkaErrorCode.unknownTopicOrPartition`), as a real cluster does for a missing topic;
+    /// the embedded broker otherwise creates unknown topics on first use.
+    public func setTopicError(_ topic: String, code: Int32) {
+        rd_kafka_mock_topic_set_error(cluster, topic, rd_kafka_resp_err_t(rawValue: code))
+    }
+
     public func clearRequestErrors(_ api: KafkaAPI) {
         rd_kafka_mock_clear_request_errors(cluster, api.rawValue)
     }
@@ -89,6 +96,7 @@ public enum KafkaAPI: Int16, Sendable {
 
 /// Kafka error codes used in fault injection (protocol numbers).
 public enum KafkaErrorCode {
+    public static let unknownTopicOrPartition: Int32 = 3
     public static let notLeaderForPartition: Int32 = 6
     public static let requestTimedOut: Int32 = 7
     public static let notCoordinator: Int32 = 16

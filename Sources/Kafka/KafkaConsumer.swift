@@ -172,6 +172,19 @@ public final class KafkaConsumer: @unchecked Sendable {
         return list.offsets
     }
 
+    /// The next offset to be written in each partition (the high watermark), all partitions in
+    /// one request: where a bounded run stops.
+    public func endOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws -> [TopicPartitionOffset] {
+        try offsets(forTimestamp: Int64(RD_KAFKA_OFFSET_END), partitions: partitions, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    /// The first offset still stored in each partition (the low watermark), in one request.
+    public func beginningOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws
+        -> [TopicPartitionOffset]
+    {
+        try offsets(forTimestamp: Int64(RD_KAFKA_OFFSET_BEGINNING), partitions: partitions, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
     /// Moves the fetch position of assigned partitions.
     public func seek(_ offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32 = 10_000) throws {
         let list = NativePartitionList(offsets)

@@ -49,3 +49,10 @@ public struct KafkaError: Error, Sendable, Equatable, CustomStringConvertible {
 extension rd_kafka_resp_err_t {
     var isError: Bool { self != RD_KAFKA_RESP_ERR_NO_ERROR }
 }
+
+extension KafkaError {
+    /// The topic does not exist on the cluster (or this client may not see it).
+    public var isUnknownTopic: Bool {
+        code == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC.rawValue || code == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART.rawValue
+    }
+}
