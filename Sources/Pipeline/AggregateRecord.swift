@@ -1,0 +1,45 @@
+import TrackingDomain
+import Windowing
+
+/// The output record of one window emission (spec section 5): key `<deliveryId>@<windowStart>`,
+/// a JSON value with the counts. Keys are stable across revisions, so a compacted output topic
+/// (or any "last value per key" reader) always holds the full counts.
+public enum AggregateRecord {
+    public static func key(_ aggregate: WindowAggregate) -> String {
+        "\(aggregate.deliveryId)@\(RFC3339.format(epochMillis: aggregate.windowStart))"
+    }
+
+    public static func writeValue(_ aggregate: WindowAggregate, into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("deliveryId"); writer.string(aggregate.deliveryId)
+        writer.key("windowStart"); writer.string(RFC3339.format(epochMillis: aggregate.windowStart))
+        writer.key("windowEnd"); writer.string(RFC3339.format(epochMillis: aggregate.windowEnd))
+        writer.key("impressions"); writer.int(aggregate.impressions)
+        writer.key("clicks"); writer.int(aggregate.clicks)
+        writer.key("opens"); writer.int(aggregate.opens)
+        writer.key("uniqueImpressions"); writer.int(aggregate.uniqueImpressions)
+        writer.key("uniqueClicks"); writer.int(aggregate.uniqueClicks)
+        writer.key("uniqueOpens"); writer.int(aggregate.uniqueOpens)
+        writer.key("dismissals"); writer.int(aggregate.dismissals)
+        writer.key("channels")
+        writer.beginObject()
+        writer.key("push"); writer.int(aggregate.channels.push)
+        writer.key("local"); writer.int(aggregate.channels.local)
+        writer.key("unknown"); writer.int(aggregate.channels.unknown)
+        writer.endObject()
+        writer.key("platforms")
+        writer.beginObject()
+        writer.key("ios"); writer.int(aggregate.platforms.ios)
+        writer.key("android"); writer.int(aggregate.platforms.android)
+        writer.key("unknown"); writer.int(aggregate.platforms.unknown)
+        writer.endObject()
+        writer.key("revision"); writer.int(aggregate.revision)
+        writer.endObject()
+    }
+
+    public static func value(_ aggregate: WindowAggregate) -> String {
+        var writer = JSONWriter()
+        writeValue(aggregate, into: &writer)
+        return writer.string
+    }
+}

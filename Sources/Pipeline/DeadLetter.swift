@@ -1,0 +1,48 @@
+import Kafka
+
+/// Why a message did not become a counted hit, and where it came from. The dead-letter record
+/// itself carries the original key and value bytes unchanged (so a fixed message can be
+/// replayed as is); this context travels in headers, as Kafka Connect's dead-letter queues do.
+public struct DeadLetter: Sendable, Equatable {
+    public var reason: String
+    public var detail: String
+    public var sourceTopic: String
+    public var sourcePartition: Int32
+    public var sourceOffset: Int64
+
+    public init(reason: String, detail: String, sourceTopic: String, sourcePartition: Int32, sourceOffset: Int64) {
+        self.reason = reason
+        self.detail = detail
+        self.sourceTopic = sourceTopic
+        self.sourcePartition = sourcePartition
+        self.sourceOffset = sourceOffset
+    }
+
+    public enum Header {
+        public static let reason = "trackpipe.error.reason"
+        public static let detail = "trackpipe.error.detail"
+        public static let sourceTopic = "trackpipe.source.topic"
+        public static let sourcePartition = "trackpipe.source.partition"
+        public static let sourceOffset = "trackpipe.source.offset"
+    }
+
+    public var headers: [KafkaHeader] {
+        [
+            KafkaHeader(key: Header.reason, string: reason),
+            KafkaHeader(key: Header.detail, string: detail),
+            KafkaHeader(key: Header.sourceTopic, string: sourceTopic),
+            KafkaHeader(key: Header.sourcePartition, string: String(sourcePartition)),
+            KafkaHeader(key: Header.sourceOffset, string: String(sourceOffset)),
+        ]
+    }
+
+    /// Reads the context back from a dead-letter record's headers; nil if any is missing.
+    public init?(headers: [KafkaHeader]) {
+        func value(_ key: String) -> String? { headers.last(where: { $0.key == key })?.stringValue }
+        guard let reason = value(Header.reason), let detail = value(Header.detail), let topic = value(Header.sourceTopic),
+            let partition = value(Header.sourcePartition).flatMap({ Int32($0) }),
+            let offset = value(Header.sourceOffset).flatMap({ Int64($0) })
+        else { return nil }
+        self.init(reason: reason, detail: detail, sourceTopic: topic, sourcePartition: partition, sourceOffset: offset)
+    }
+}

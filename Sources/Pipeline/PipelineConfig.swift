@@ -1,0 +1,105 @@
+import Kafka
+import TrackingDomain
+import Windowing
+
+/// Everything `trackpipe run` can be told, already validated and in the units the code uses.
+public struct PipelineConfig: Sendable {
+    public var brokers: String = "localhost:9092"
+    public var inputTopic: String = "tracking-hits"
+    public var outputTopic: String = "tracking-aggregates"
+    public var deadLetterTopic: String = "tracking-hits-dlq"
+    public var group: String = "trackpipe"
+    public var window: WindowConfig = WindowConfig()
+    public var shards: Int = 1
+    /// Consume up to the end offsets noted at assignment, emit every window, commit, and stop.
+    public var untilEnd: Bool = false
+    /// librdkafka properties from `-X`, applied on top of trackpipe's defaults (both clients).
+    public var kafkaProperties: [String: String] = [:]
+    public var limits: NormalizerLimits = NormalizerLimits()
+    /// How often safe offsets are committed while running (ms).
+    public var commitInterval: Int64 = 5_000
+    /// Largest batch taken from the consumer at once.
+    public var maxBatch: Int = 4_096
+
+    public init() {}
+
+    /// librdkafka properties trackpipe sets itself; `-X` overrides win, except the few that
+    /// the worker's guarantees depend on (see `enforcedConsumerProperties`).
+    var consumerConfig: KafkaConfig {
+        KafkaConfig([
+            "bootstrap.servers": brokers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": "true",
+            "partition.assignment.strategy": "range,roundrobin",
+            "client.id": "trackpipe",
+        ]).merging(KafkaConfig(kafkaProperties.filter { !Self.producerOnly.contains($0.key) }))
+            .merging(KafkaConfig(Self.enforcedConsumerProperties))
+    }
+
+    var producerConfig: KafkaConfig {
+        KafkaConfig([
+            "bootstrap.servers": brokers,
+            "client.id": "trackpipe",
+            "linger.ms": "20",
+            "enable.idempotence": "true",
+            "compression.type": "lz4",
+        ]).merging(KafkaConfig(kafkaProperties.filter { !Self.consumerOnly.contains($0.key) }))
+    }
+
+    /// Offsets are committed only by the worker, only below the safe mark.
+    static let enforcedConsumerProperties = ["enable.auto.commit": "false", "enable.auto.offset.store": "false"]
+
+    static let consumerOnly: Set<String> = [
+        "group.id", "auto.offset.reset", "enable.partition.eof", "partition.assignment.strategy", "session.timeout.ms",
+        "heartbeat.interval.ms", "max.poll.interval.ms", "fetch.min.bytes", "fetch.wait.max.ms", "fetch.max.bytes",
+        "max.partition.fetch.bytes", "queued.min.messages", "queued.max.messages.kbytes", "isolation.level",
+        "group.instance.id", "enable.auto.commit", "enable.auto.offset.store", "auto.commit.interval.ms", "check.crcs",
+    ]
+    static let producerOnly: Set<String> = [
+        "linger.ms", "queue.buffering.max.ms", "batch.num.messages", "batch.size", "compression.type", "compression.codec",
+        "acks", "request.required.acks", "enable.idempotence", "message.timeout.ms", "delivery.timeout.ms",
+        "queue.buffering.max.messages", "queue.buffering.max.kbytes", "retries", "message.send.max.retries",
+        "max.in.flight", "max.in.flight.requests.per.connection", "partitioner", "transactional.id",
+    ]
+
+    /// Settings that would silently break the worker's guarantees are refused with a reason.
+    public func validate() throws {
+        if let strategy = kafkaProperties["partition.assignment.strategy"], strategy.contains("cooperative") {
+            throw PipelineError.configuration(
+                "partition.assignment.strategy=\(strategy): trackpipe rebuilds its window state from committed offsets on every rebalance and needs the eager protocol; use range or roundrobin"
+            )
+        }
+        for key in ["enable.auto.commit", "enable.auto.offset.store"] where kafkaProperties[key] == "true" {
+            throw PipelineError.configuration(
+                "\(key)=true: trackpipe commits only offsets below its safe mark; automatic commits would lose hits after a crash. Remove -X \(key)"
+            )
+        }
+        guard shards >= 1 else { throw PipelineError.configuration("--shards must be at least 1") }
+        guard !inputTopic.isEmpty, !outputTopic.isEmpty, !deadLetterTopic.isEmpty else {
+            throw PipelineError.configuration("topic names must not be empty")
+        }
+        guard inputTopic != outputTopic, inputTopic != deadLetterTopic else {
+            throw PipelineError.configuration(
+                "the input topic \(inputTopic) must differ from the output and dead-letter topics, or trackpipe would read its own output")
+        }
+    }
+}
+
+public enum PipelineError: Error, CustomStringConvertible, Equatable {
+    case configuration(String)
+    case deliveryFailed(String)
+    case inputTopicMissing(String)
+    case kafka(String)
+
+    public var description: String {
+        switch self {
+        case .configuration(let text): "configuration: \(text)"
+        case .deliveryFailed(let text):
+            "a record could not be delivered: \(text). Nothing after the last safe commit was committed; restart to replay from there."
+        case .inputTopicMissing(let topic):
+            "the input topic \(topic) does not exist on the cluster: create it (or check --brokers and --input-topic)"
+        case .kafka(let text): text
+        }
+    }
+}
