@@ -35,4 +35,5 @@ final class LockedValue<Value: Sendable>: Sendable {
     init(_ value: Value) { storage = Mutex(value) }
     func get() -> Value { storage.withLock { $0 } }
     func set(_ value: Value) { storage.withLock { $0 = value } }
+    func update(_ change: (inout Value) -> Void) { storage.withLock { change(&$0) } }
 }

@@ -7,6 +7,9 @@ public struct Trackpipe: ParsableCommand {
         abstract: "Normalize mobile-notification tracking hits from Kafka and count them per delivery in event-time windows.",
         subcommands: [
             VersionCommand.self,
+            RunCommand.self,
+            GenerateCommand.self,
+            DemoCommand.self,
             EmbeddedBrokerCommand.self,
             NormalizeCommand.self,
         ]

@@ -10,7 +10,6 @@ struct TrackpipeBench: ParsableCommand {
         subcommands: [
             ConsumeBenchmark.self,
             NormalizeBenchmark.self,
-            // Each benchmark registers itself here.
             WindowingBenchmark.self,
         ]
     )
