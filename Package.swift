@@ -61,12 +61,17 @@ let package = Package(
             resources: [.copy("Golden")]
         ),
         .testTarget(name: "WindowingTests", dependencies: ["Windowing", "TrackingDomain"]),
+        // Shared by the end-to-end tests: the independent reference model and corpus plumbing.
+        .target(
+            name: "TrackpipeTestSupport", dependencies: ["HitGenerator", "Kafka", "TrackingDomain"],
+            path: "Tests/TrackpipeTestSupport"),
         .testTarget(name: "HitGeneratorTests", dependencies: ["HitGenerator", "TrackingDomain"]),
         .testTarget(
-            name: "PipelineTests", dependencies: ["Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator"]),
+            name: "PipelineTests",
+            dependencies: ["Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator", "TrackpipeTestSupport"]),
         .testTarget(
             name: "TrackpipeCLITests",
-            dependencies: ["TrackpipeCLI", "Kafka"]
+            dependencies: ["TrackpipeCLI", "Kafka", "HitGenerator", "TrackpipeTestSupport"]
         ),
     ]
 )

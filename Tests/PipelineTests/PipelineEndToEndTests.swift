@@ -1,0 +1,153 @@
+import Foundation
+import HitGenerator
+import Kafka
+import Logging
+import Pipeline
+import Testing
+import TrackingDomain
+import TrackpipeTestSupport
+import Windowing
+
+@Suite("Pipeline end to end on the embedded broker", .serialized)
+struct PipelineEndToEndTests {
+    static let minute: Int64 = 60_000
+
+    func makeBroker(inputPartitions: Int = 16) throws -> EmbeddedBroker {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: inputPartitions)
+        try broker.createTopic("aggregates", partitions: 4)
+        try broker.createTopic("dlq", partitions: 2)
+        return broker
+    }
+
+    func config(_ broker: EmbeddedBroker, group: String, shards: Int = 2) -> PipelineConfig {
+        var config = PipelineConfig()
+        config.brokers = broker.bootstrapServers
+        config.inputTopic = "hits"
+        config.outputTopic = "aggregates"
+        config.deadLetterTopic = "dlq"
+        config.group = group
+        config.shards = shards
+        config.untilEnd = true
+        config.window = WindowConfig(size: Self.minute)
+        // The embedded broker holds a rejoin for about the session timeout when the group has
+        // history; real brokers act on LeaveGroup at once. Keep tests quick.
+        config.kafkaProperties = ["log_level": "3", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"]
+        return config
+    }
+
+    func contents(_ broker: EmbeddedBroker) throws -> TopicContents {
+        try TopicContents(broker: broker, output: "aggregates", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
+    }
+
+    @Test("tens of thousands of hits in every shape: the last record per key equals the independent reference; dead letters match by reason, bytes unchanged")
+    func generatedCorpus() throws {
+        let broker = try makeBroker()
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 30_000, seed: 11, deliveries: 10, span: 30 * Self.minute)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+
+        let summary = try Pipeline(config: config(broker, group: "e2e")).run()
+        let out = try contents(broker)
+
+        let problems = out.mismatches(against: corpus.expected(windowSize: Self.minute))
+        #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+        #expect(out.lastByKey.count > 100)
+
+        // Accounting: every message is accepted, filtered or dead-lettered, and the numbers match the truth.
+        let a = summary.accounting
+        let truth = corpus.hits.map(\.truth)
+        #expect(a.consumed == 30_000)
+        #expect(a.balanced)
+        #expect(a.accepted == truth.filter { if case .counted = $0 { true } else { false } }.count)
+        #expect(a.filtered["tracking_off"] == truth.filter { $0 == .trackingOff }.count)
+
+        // Each bad message is dead-lettered exactly once, with its reason, key and value unchanged.
+        let bad = corpus.hits.filter { if case .rejected = $0.truth { true } else { false } }
+        #expect(out.deadLetters.count == bad.count)
+        var seen = Set<String>()
+        for letter in out.deadLetters {
+            guard let context = DeadLetter(headers: letter.headers) else {
+                Issue.record("a dead letter lacks its trackpipe.* headers")
+                continue
+            }
+            #expect(seen.insert("\(context.sourcePartition)@\(context.sourceOffset)").inserted, "dead-lettered twice")
+            #expect(context.sourceTopic == "hits")
+            guard let hit = corpus.hit(partition: context.sourcePartition, offset: context.sourceOffset) else {
+                Issue.record("a dead letter points at no produced message")
+                continue
+            }
+            #expect(hit.truth == .rejected(RejectReason(rawValue: context.reason)!), "\(String(decoding: hit.value, as: UTF8.self))")
+            #expect(letter.value == hit.value)
+            #expect(letter.key == hit.key)
+            #expect(!context.detail.isEmpty)
+        }
+        #expect(Set(out.deadLetters.compactMap { DeadLetter(headers: $0.headers)?.reason }).count == 9)
+    }
+
+    @Test("a second run over a grown topic replays from the safe offsets: windows are recounted, never doubled, stale hits are too_late, no dead letter is sent twice")
+    func restartReplaysExactly() throws {
+        let broker = try makeBroker()
+        // Two hours of event time: the first hour's windows are evicted during the first run.
+        let corpus = Corpus(
+            HitStream(HitStreamConfig(count: 24_000, seed: 5, deliveries: 6, span: 120 * Self.minute, staleCount: 4)).generate())
+        let firstPhase = 0..<14_000
+        try corpus.produce(firstPhase, to: "hits", on: broker)
+        let first = try Pipeline(config: config(broker, group: "replay", shards: 1)).run()
+        #expect(first.accounting.balanced)
+        #expect(first.committed.contains { $0.offset > 0 })
+        let afterFirst = try contents(broker)
+        #expect(afterFirst.mismatches(against: corpus.expected(windowSize: Self.minute, in: firstPhase)).isEmpty)
+
+        try corpus.produce(firstPhase.upperBound..<corpus.hits.count, to: "hits", on: broker)
+        let second = try Pipeline(config: config(broker, group: "replay", shards: 3)).run()
+        #expect(second.accounting.balanced)
+        let out = try contents(broker)
+        let problems = out.mismatches(against: corpus.expected(windowSize: Self.minute))
+        #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+
+        let reasons = out.deadLetters.compactMap { DeadLetter(headers: $0.headers) }
+        let tooLate = reasons.filter { $0.reason == "too_late" }
+        #expect(tooLate.count == 4)
+        for letter in tooLate {
+            let hit = corpus.hit(partition: letter.sourcePartition, offset: letter.sourceOffset)
+            #expect(hit.map { if case .stale = $0.truth { true } else { false } } == true)
+        }
+        let bad = corpus.hits.filter { if case .rejected = $0.truth { true } else { false } }.count
+        #expect(reasons.count == bad + 4, "every bad message dead-lettered exactly once across both runs")
+    }
+
+    @Test("results do not depend on the shard count")
+    func shardCountDoesNotMatter() throws {
+        var results: [[String: ReferenceAggregates.Counts]] = []
+        for shards in [1, 4] {
+            let broker = try makeBroker(inputPartitions: 4)
+            let corpus = Corpus(HitStream(HitStreamConfig(count: 6_000, seed: 3, deliveries: 7)).generate())
+            try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+            _ = try Pipeline(config: config(broker, group: "shards-\(shards)", shards: shards)).run()
+            results.append(try contents(broker).lastByKey.mapValues { ReferenceAggregates.counts(fromJSON: $0) })
+        }
+        #expect(results[0] == results[1])
+        #expect(!results[0].isEmpty)
+    }
+
+    @Test("a missing input topic stops --until-end with an error that names it")
+    func missingTopic() throws {
+        let broker = try makeBroker()
+        broker.setTopicError("no-such-topic", code: KafkaErrorCode.unknownTopicOrPartition)
+        var settings = config(broker, group: "missing")
+        settings.inputTopic = "no-such-topic"
+        #expect(throws: PipelineError.inputTopicMissing("no-such-topic")) { try Pipeline(config: settings).run() }
+    }
+
+    @Test("settings that would break the guarantees are refused with the reason")
+    func refusedSettings() {
+        var settings = PipelineConfig()
+        settings.kafkaProperties = ["partition.assignment.strategy": "cooperative-sticky"]
+        #expect(throws: PipelineError.self) { try settings.validate() }
+        settings.kafkaProperties = ["enable.auto.commit": "true"]
+        #expect(throws: PipelineError.self) { try settings.validate() }
+        settings.kafkaProperties = [:]
+        settings.outputTopic = settings.inputTopic
+        #expect(throws: PipelineError.self) { try settings.validate() }
+    }
+}
