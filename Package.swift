@@ -71,7 +71,7 @@ let package = Package(
             dependencies: ["Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator", "TrackpipeTestSupport"]),
         .testTarget(
             name: "TrackpipeCLITests",
-            dependencies: ["TrackpipeCLI", "Kafka", "HitGenerator", "TrackpipeTestSupport"]
+            dependencies: ["TrackpipeCLI", "Kafka", "HitGenerator", "TrackpipeTestSupport", "Pipeline", "TrackingDomain"]
         ),
     ]
 )

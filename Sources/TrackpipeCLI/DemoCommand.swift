@@ -16,7 +16,7 @@ struct DemoCommand: ParsableCommand {
         abstract: "Run the worker end to end on an embedded Kafka with generated hits and print the results.")
 
     @Option(help: "Hits to generate.") var count = 20_000
-    @Option(help: "Distinct deliveries.") var deliveries = 4
+    @Option(help: "Distinct deliveries (every fourth has tracking off).") var deliveries = 5
     @Option(help: "Window size.") var window = "5m"
     @Option(help: "Seed of the generated stream.") var seed: UInt64 = 7
     @Option(help: "Partitions of the input topic.") var partitions = 8
@@ -25,6 +25,7 @@ struct DemoCommand: ParsableCommand {
         LogSetup.bootstrap(level: .warning, format: .text)
         let windowMillis: Int64
         do { windowMillis = try DurationText.milliseconds(window) } catch { throw ValidationError("--window: \(error)") }
+        guard windowMillis > 0 else { throw ValidationError("--window must be longer than 0") }
         let out = Console()
         out.line("trackpipe demo: \(count) generated hits -> embedded Kafka -> trackpipe run --until-end -> read back")
         out.line("")
@@ -36,7 +37,7 @@ struct DemoCommand: ParsableCommand {
         try broker.createTopic(dlq, partitions: 2)
         out.line("1. embedded Kafka on \(broker.bootstrapServers): \(input) (\(partitions) partitions), \(output), \(dlq)")
 
-        let hits = HitStream(HitStreamConfig(count: count, seed: seed, deliveries: deliveries)).generate()
+        let hits = HitStream(HitStreamConfig(count: count, seed: seed, deliveries: deliveries, trackingOffEvery: 4)).generate()
         let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "linger.ms": "10"]))
         for hit in hits { try producer.send(topic: input, key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp) }
         try producer.flush()

@@ -71,10 +71,17 @@ struct RunCommand: ParsableCommand {
         config.outputTopic = pick("output-topic", outputTopic, "tracking-aggregates")
         config.deadLetterTopic = pick("dlq-topic", dlqTopic, "tracking-hits-dlq")
         config.group = pick("group", group, "trackpipe")
-        config.window = WindowConfig(
-            size: try duration("window", window, "1m"), grace: try duration("grace", grace, "10s"),
-            retention: try duration("retention", retention, "1h"), idleTimeout: try duration("idle-timeout", idleTimeout, "30s"),
-            maxEntries: try integer("max-entries", maxEntries, 20_000_000))
+        let size = try duration("window", window, "1m")
+        let graceMillis = try duration("grace", grace, "10s")
+        let retentionMillis = try duration("retention", retention, "1h")
+        let idle = try duration("idle-timeout", idleTimeout, "30s")
+        let cap = try integer("max-entries", maxEntries, 20_000_000)
+        if let problem = WindowConfig.problem(
+            size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
+        {
+            throw ValidationError("\(problem) (--window, --grace, --retention, --idle-timeout, --max-entries)")
+        }
+        config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
         config.shards = try integer("shards", shards, ProcessInfo.processInfo.activeProcessorCount)
         config.untilEnd = untilEnd || ["1", "true", "yes"].contains(environment.value(forFlag: "until-end")?.lowercased() ?? "")
         config.commitInterval = try duration("commit-interval", commitInterval, "5s")
@@ -84,10 +91,6 @@ struct RunCommand: ParsableCommand {
                 throw ValidationError("-X \(pair): expected key=value, for example -X security.protocol=SASL_SSL")
             }
             config.kafkaProperties[String(parts[0]).trimmingCharacters(in: .whitespaces)] = String(parts[1])
-        }
-        guard config.window.size > 0 else { throw ValidationError("--window must be longer than 0") }
-        guard config.window.retention >= config.window.grace else {
-            throw ValidationError("--retention must be at least --grace: a window must be kept until it is emitted")
         }
         let levelText = pick("log-level", logLevel, "info")
         guard let level = Logger.Level(rawValue: levelText.lowercased()) else {

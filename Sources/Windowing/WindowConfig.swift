@@ -27,15 +27,23 @@ public struct WindowConfig: Sendable, Hashable {
         idleTimeout: Int64 = 30_000,
         maxEntries: Int = 20_000_000
     ) {
-        precondition(size > 0, "window size must be positive")
-        precondition(grace >= 0, "grace must not be negative")
-        precondition(retention >= grace, "retention must be at least the grace period")
-        precondition(idleTimeout > 0, "idle timeout must be positive")
-        precondition(maxEntries > 0, "maxEntries must be positive")
+        let problem = Self.problem(size: size, grace: grace, retention: retention, idleTimeout: idleTimeout, maxEntries: maxEntries)
+        precondition(problem == nil, problem ?? "")
         self.size = size
         self.grace = grace
         self.retention = retention
         self.idleTimeout = idleTimeout
         self.maxEntries = maxEntries
+    }
+
+    /// What is wrong with a combination, in words for the user; nil when it is usable. The CLI
+    /// asks this before building a config, so bad flags are refused instead of trapping.
+    public static func problem(size: Int64, grace: Int64, retention: Int64, idleTimeout: Int64, maxEntries: Int) -> String? {
+        if size <= 0 { return "the window size must be longer than 0" }
+        if grace < 0 { return "the grace period must not be negative" }
+        if retention < grace { return "the retention must be at least the grace period: a window is kept until it is emitted" }
+        if idleTimeout <= 0 { return "the idle timeout must be longer than 0" }
+        if maxEntries <= 0 { return "the entry cap must be at least 1" }
+        return nil
     }
 }

@@ -73,3 +73,53 @@ struct TrackpipeBinary {
             stderr: String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
     }
 }
+
+/// A `trackpipe` process left running in the background (a worker, an embedded broker), with
+/// its output in files so that it can be read at any time and never blocks on a full pipe.
+final class BackgroundTrackpipe {
+    let process = Process()
+    let directory: URL
+    var stdoutURL: URL { directory.appendingPathComponent("stdout") }
+    var stderrURL: URL { directory.appendingPathComponent("stderr") }
+
+    init(_ binary: TrackpipeBinary, _ arguments: [String]) throws {
+        let fm = FileManager.default
+        directory = fm.temporaryDirectory.appendingPathComponent("trackpipe-bg-\(UUID().uuidString)")
+        try fm.createDirectory(at: directory, withIntermediateDirectories: true)
+        fm.createFile(atPath: directory.appendingPathComponent("stdout").path, contents: nil)
+        fm.createFile(atPath: directory.appendingPathComponent("stderr").path, contents: nil)
+        process.executableURL = binary.url
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
+        process.standardError = try FileHandle(forWritingTo: stderrURL)
+        try process.run()
+    }
+
+    var stdout: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// Waits for exit up to `seconds`; nil if still running.
+    func waitForExit(seconds: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    /// Polls until `condition` holds or `seconds` pass; returns whether it held.
+    static func waitUntil(seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(50_000)
+        }
+        return try condition()
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}

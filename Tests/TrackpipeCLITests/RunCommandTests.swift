@@ -1,0 +1,201 @@
+import Foundation
+import HitGenerator
+import Kafka
+import Pipeline
+import Testing
+import TrackingDomain
+import TrackpipeTestSupport
+@testable import TrackpipeCLI
+
+@Suite("trackpipe run: flags and environment")
+struct RunCommandResolutionTests {
+    func resolve(_ arguments: [String], _ environment: [String: String] = [:]) throws -> ResolvedRun {
+        try RunCommand.parse(arguments).resolve(Environment(environment))
+    }
+
+    @Test("defaults match the documented ones")
+    func defaults() throws {
+        let run = try resolve([])
+        #expect(run.config.brokers == "localhost:9092")
+        #expect(run.config.inputTopic == "tracking-hits")
+        #expect(run.config.outputTopic == "tracking-aggregates")
+        #expect(run.config.deadLetterTopic == "tracking-hits-dlq")
+        #expect(run.config.group == "trackpipe")
+        #expect(run.config.window.size == 60_000)
+        #expect(run.config.window.grace == 10_000)
+        #expect(run.config.window.retention == 3_600_000)
+        #expect(run.config.window.idleTimeout == 30_000)
+        #expect(run.config.shards == ProcessInfo.processInfo.activeProcessorCount)
+        #expect(run.config.untilEnd == false)
+        #expect(run.metricsPort == 0)
+    }
+
+    @Test("every flag falls back to TRACKPIPE_<FLAG>, and the command line wins over the environment")
+    func environmentFallback() throws {
+        let environment = [
+            "TRACKPIPE_BROKERS": "k1:9092,k2:9092", "TRACKPIPE_INPUT_TOPIC": "in", "TRACKPIPE_OUTPUT_TOPIC": "out",
+            "TRACKPIPE_DLQ_TOPIC": "dead", "TRACKPIPE_GROUP": "g", "TRACKPIPE_WINDOW": "5m", "TRACKPIPE_GRACE": "500ms",
+            "TRACKPIPE_RETENTION": "2h", "TRACKPIPE_IDLE_TIMEOUT": "1m30s", "TRACKPIPE_SHARDS": "3", "TRACKPIPE_UNTIL_END": "true",
+            "TRACKPIPE_METRICS_PORT": "9464", "TRACKPIPE_MAX_ENTRIES": "1000", "TRACKPIPE_COMMIT_INTERVAL": "1s",
+            "TRACKPIPE_LOG_LEVEL": "debug", "TRACKPIPE_LOG_FORMAT": "json",
+            "TRACKPIPE_X": "security.protocol=SASL_SSL;sasl.mechanisms=PLAIN",
+            "TRACKPIPE_X_PASSWORD": "sasl.password=s3cr=t",
+        ]
+        let run = try resolve([], environment)
+        #expect(run.config.brokers == "k1:9092,k2:9092")
+        #expect(run.config.inputTopic == "in")
+        #expect(run.config.outputTopic == "out")
+        #expect(run.config.deadLetterTopic == "dead")
+        #expect(run.config.group == "g")
+        #expect(run.config.window.size == 300_000)
+        #expect(run.config.window.grace == 500)
+        #expect(run.config.window.retention == 7_200_000)
+        #expect(run.config.window.idleTimeout == 90_000)
+        #expect(run.config.shards == 3)
+        #expect(run.config.untilEnd)
+        #expect(run.metricsPort == 9464)
+        #expect(run.config.window.maxEntries == 1000)
+        #expect(run.config.commitInterval == 1000)
+        #expect(run.logLevel == .debug)
+        #expect(run.logFormat == .json)
+        #expect(run.config.kafkaProperties["security.protocol"] == "SASL_SSL")
+        #expect(run.config.kafkaProperties["sasl.mechanisms"] == "PLAIN")
+        #expect(run.config.kafkaProperties["sasl.password"] == "s3cr=t")
+
+        let overridden = try resolve(["--brokers", "cli:1", "--window", "30s", "-X", "sasl.mechanisms=SCRAM-SHA-512"], environment)
+        #expect(overridden.config.brokers == "cli:1")
+        #expect(overridden.config.window.size == 30_000)
+        #expect(overridden.config.kafkaProperties["sasl.mechanisms"] == "SCRAM-SHA-512")
+    }
+
+    @Test("every flag that reads the environment is a real flag of trackpipe run")
+    func environmentFlagsAreFlags() throws {
+        let help = RunCommand.helpMessage()
+        for flag in RunCommand.environmentFlags where flag != "x" {
+            #expect(help.contains("--\(flag)"), "--\(flag)")
+        }
+    }
+
+    @Test("bad values are refused with a message that says what to write")
+    func refusals() throws {
+        #expect(throws: (any Error).self) { try resolve(["--window", "60"]) }
+        do {
+            _ = try resolve([], ["TRACKPIPE_GRACE": "soon"])
+            Issue.record("accepted a bad duration")
+        } catch {
+            #expect("\(error)".contains("500ms, 10s, 1m"))
+        }
+        do {
+            _ = try resolve(["-X", "novalue"])
+            Issue.record("accepted -X without =")
+        } catch {
+            #expect("\(error)".contains("expected key=value"))
+        }
+        do {
+            _ = try resolve([], ["TRACKPIPE_SHARDS": "many"])
+            Issue.record("accepted a non-number")
+        } catch {
+            #expect("\(error)".contains("TRACKPIPE_SHARDS=many"))
+        }
+        #expect(throws: (any Error).self) { try resolve(["-X", "partition.assignment.strategy=cooperative-sticky"]) }
+        #expect(throws: (any Error).self) { try resolve(["--retention", "1s", "--grace", "10s"]) }
+    }
+
+    @Test("durations read like people write them")
+    func durations() throws {
+        #expect(try DurationText.milliseconds("500ms") == 500)
+        #expect(try DurationText.milliseconds("10s") == 10_000)
+        #expect(try DurationText.milliseconds("1m") == 60_000)
+        #expect(try DurationText.milliseconds("1h") == 3_600_000)
+        #expect(try DurationText.milliseconds("1h30m") == 5_400_000)
+        #expect(try DurationText.milliseconds("1d") == 86_400_000)
+        for bad in ["", "10", "m", "10x", "-5s", "1.5h"] {
+            #expect(throws: DurationError.self) { try DurationText.milliseconds(bad) }
+        }
+    }
+}
+
+@Suite("trackpipe run against the embedded broker", .serialized)
+struct RunCommandEndToEndTests {
+    static let minute: Int64 = 60_000
+
+    func workerArguments(_ broker: EmbeddedBroker, group: String) -> [String] {
+        [
+            "run", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", "aggregates",
+            "--dlq-topic", "dlq", "--group", group, "--shards", "2", "--commit-interval", "200ms", "--log-level", "warning",
+            // The embedded broker holds a rejoin for about the session timeout; real brokers do not.
+            "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
+        ]
+    }
+
+    func makeBroker() throws -> EmbeddedBroker {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 8)
+        try broker.createTopic("aggregates", partitions: 4)
+        try broker.createTopic("dlq", partitions: 2)
+        return broker
+    }
+
+    /// How many messages the group's commits say were processed (the checkpoint metadata):
+    /// the committed offsets themselves stay low while windows still need their hits.
+    func processedTotal(_ broker: EmbeddedBroker, group: String) throws -> Int64 {
+        // Reading a group's commits does not join the group.
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": group, "log_level": "3"]))
+        let partitions = (0..<8).map { TopicPartition(topic: "hits", partition: Int32($0)) }
+        return try reader.committed(partitions).compactMap { Checkpoint(decoding: $0.metadata)?.processedThrough }.reduce(0, +)
+    }
+
+    @Test("SIGTERM: the worker commits its safe offsets, prints its summary and exits 0 within seconds")
+    func gracefulStop() throws {
+        let broker = try makeBroker()
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 3_000, seed: 2, deliveries: 4)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let worker = try BackgroundTrackpipe(TrackpipeBinary.locate(), workerArguments(broker, group: "term"))
+        let consumedAll = try BackgroundTrackpipe.waitUntil(seconds: 30) { try processedTotal(broker, group: "term") == 3_000 }
+        #expect(consumedAll, "nothing committed; stderr: \(worker.stderr)")
+        let signalled = Date()
+        worker.signal(SIGTERM)
+        #expect(worker.waitForExit(seconds: 15) == 0, "stderr: \(worker.stderr)")
+        #expect(Date().timeIntervalSince(signalled) < 15)
+        #expect(worker.stdout.contains("consumed      3000 messages"))
+        #expect(worker.stdout.contains("balanced      yes"))
+    }
+
+    @Test("SIGKILL in the middle of a stream, then a restart with --until-end: the last record per key is exact and no dead letter is missing")
+    func killedMidStream() throws {
+        let broker = try makeBroker()
+        // Two hours of event time, so windows are finalized and evicted while the worker runs.
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 16_000, seed: 21, deliveries: 6, span: 120 * Self.minute)).generate())
+        try corpus.produce(0..<8_000, to: "hits", on: broker)
+        let binary = try TrackpipeBinary.locate()
+        let worker = try BackgroundTrackpipe(binary, workerArguments(broker, group: "kill"))
+        let committed = try BackgroundTrackpipe.waitUntil(seconds: 30) { try processedTotal(broker, group: "kill") > 0 }
+        #expect(committed, "the worker never committed; stderr: \(worker.stderr)")
+        // More input arrives while it runs; kill it without warning part-way through.
+        try corpus.produce(8_000..<16_000, to: "hits", on: broker)
+        usleep(150_000)
+        worker.signal(SIGKILL)
+        #expect(worker.waitForExit(seconds: 10) == 9 || worker.process.terminationReason == .uncaughtSignal)
+
+        let restart = try binary.run(workerArguments(broker, group: "kill") + ["--until-end"])
+        #expect(restart.exitCode == 0, "\(restart.stderr)")
+        #expect(restart.stdout.contains("balanced      yes"))
+
+        let out = try TopicContents(broker: broker, output: "aggregates", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
+        let problems = out.mismatches(against: corpus.expected(windowSize: Self.minute))
+        #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+
+        // Every bad message is in the dead-letter topic (a message processed after the last
+        // commit may appear twice: dead letters are at least once); nothing else is.
+        var lettered = Set<String>()
+        for letter in out.deadLetters {
+            let context = try #require(DeadLetter(headers: letter.headers))
+            let hit = try #require(corpus.hit(partition: context.sourcePartition, offset: context.sourceOffset))
+            #expect(hit.truth == .rejected(RejectReason(rawValue: context.reason)!))
+            #expect(letter.value == hit.value)
+            lettered.insert("\(context.sourcePartition)@\(context.sourceOffset)")
+        }
+        let bad = corpus.hits.filter { if case .rejected = $0.truth { true } else { false } }.count
+        #expect(lettered.count == bad)
+    }
+}
