@@ -143,6 +143,9 @@ public final class Pipeline: @unchecked Sendable {
 
     // MARK: - One batch
 
+    /// The dead-letter reason for hits stamped too far ahead of their arrival.
+    public static let futureTimestamp = "future_timestamp"
+
     private func process(_ batch: ConsumerBatch) throws {
         var inputs: [WindowInput] = []
         inputs.reserveCapacity(batch.count)
@@ -159,7 +162,13 @@ public final class Pipeline: @unchecked Sendable {
                     ?? normalizer.normalize(EmptyCollection<UInt8>(), kafkaTimestamp: record.timestamp)
                 switch verdict {
                 case .accepted(let event):
-                    if event.eventTime == nil {
+                    if let eventTime = event.eventTime, let received = record.timestamp, eventTime > received + config.maxFutureSkew {
+                        try deadLetter(
+                            record, reason: Self.futureTimestamp,
+                            detail:
+                                "future_timestamp: event time \(RFC3339.format(epochMillis: eventTime)) is \((eventTime - received) / 1000) s after the Kafka record's timestamp \(RFC3339.format(epochMillis: received)), more than the allowed \(config.maxFutureSkew / 1000) s; the sending device's clock is probably wrong (or raise --max-future-skew)",
+                            into: &batchAccounting)
+                    } else if event.eventTime == nil {
                         try deadLetter(
                             record, reason: RejectReason.invalidTimestamp.rawValue,
                             detail: "invalid_timestamp: the hit has no timestamp and its Kafka record has none; add a \"timestamp\" field",

@@ -18,6 +18,10 @@ public struct PipelineConfig: Sendable {
     public var limits: NormalizerLimits = NormalizerLimits()
     /// How often safe offsets are committed while running (ms).
     public var commitInterval: Int64 = 5_000
+    /// A hit whose event time is more than this after its Kafka record's timestamp is
+    /// dead-lettered as `future_timestamp` (ms): one device with a wrong clock must not move the
+    /// watermark for everyone and turn every later hit into `too_late`.
+    public var maxFutureSkew: Int64 = 3_600_000
     /// Largest batch taken from the consumer at once.
     public var maxBatch: Int = 4_096
 

@@ -37,13 +37,19 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Cap on retained window entries before windows are finalized early. (env TRACKPIPE_MAX_ENTRIES, default 20000000)")
     var maxEntries: Int?
     @Option(help: "How often safe offsets are committed. (env TRACKPIPE_COMMIT_INTERVAL, default 5s)") var commitInterval: String?
+    @Option(
+        help:
+            "Dead-letter hits stamped more than this after their Kafka timestamp, as future_timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)"
+    )
+    var maxFutureSkew: String?
     @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default info)") var logLevel: String?
     @Option(help: "text or json. (env TRACKPIPE_LOG_FORMAT, default text)") var logFormat: String?
 
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "window", "grace", "retention", "idle-timeout",
-        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "log-level", "log-format", "x",
+        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "log-level", "log-format",
+        "x",
     ]
 
     func resolve(_ environment: Environment = Environment()) throws -> ResolvedRun {
@@ -85,6 +91,7 @@ struct RunCommand: ParsableCommand {
         config.shards = try integer("shards", shards, ProcessInfo.processInfo.activeProcessorCount)
         config.untilEnd = untilEnd || ["1", "true", "yes"].contains(environment.value(forFlag: "until-end")?.lowercased() ?? "")
         config.commitInterval = try duration("commit-interval", commitInterval, "5s")
+        config.maxFutureSkew = try duration("max-future-skew", maxFutureSkew, "1h")
         for pair in environment.kafkaProperties() + kafkaProperties {
             let parts = pair.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, !parts[0].isEmpty else {

@@ -130,6 +130,30 @@ struct PipelineEndToEndTests {
         #expect(!results[0].isEmpty)
     }
 
+    @Test("a hit stamped far in the future is dead-lettered as future_timestamp and does not make the others too late")
+    func futureTimestamp() throws {
+        let broker = try makeBroker(inputPartitions: 1)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 2_000, seed: 8, deliveries: 3, badRate: 0)).generate())
+        try corpus.produce(0..<1_000, to: "hits", on: broker)
+        // A device whose clock is a year ahead, received now-ish (Kafka timestamp = the stream's time).
+        let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3"]))
+        let received = corpus.hits[999].kafkaTimestamp
+        let future = received + 365 * 86_400_000
+        try producer.send(
+            topic: "hits", key: nil,
+            value: Array("{\"deliveryId\":\"dfuture\",\"broadlogId\":\"h1\",\"action\":\"7\",\"timestamp\":\(future)}".utf8),
+            timestamp: received)
+        try producer.flush()
+        try corpus.produce(1_000..<2_000, to: "hits", on: broker)
+
+        let summary = try Pipeline(config: config(broker, group: "future")).run()
+        #expect(summary.accounting.deadLettered == ["future_timestamp": 1])
+        let out = try contents(broker)
+        #expect(out.mismatches(against: corpus.expected(windowSize: Self.minute)).isEmpty)
+        let letter = try #require(out.deadLetters.first.flatMap { DeadLetter(headers: $0.headers) })
+        #expect(letter.detail.contains("clock"))
+    }
+
     @Test("a missing input topic stops --until-end with an error that names it")
     func missingTopic() throws {
         let broker = try makeBroker()
