@@ -11,6 +11,7 @@ struct TrackpipeBench: ParsableCommand {
             ConsumeBenchmark.self,
             NormalizeBenchmark.self,
             WindowingBenchmark.self,
+            PipelineBenchmark.self,
         ]
     )
 }

@@ -9,8 +9,11 @@ enum BenchSupport {
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
-    /// Fills `topic` with `values`, spread round-robin over its partitions.
-    static func preload(_ broker: EmbeddedBroker, topic: String, partitions: Int, values: [[UInt8]]) throws {
+    /// Fills `topic` with `values`, spread round-robin over its partitions, with the given
+    /// record timestamps (epoch ms) or, without them, the current time.
+    static func preload(
+        _ broker: EmbeddedBroker, topic: String, partitions: Int, values: [[UInt8]], timestamps: [Int64]? = nil
+    ) throws {
         try broker.createTopic(topic, partitions: partitions)
         let producer = try KafkaProducer(
             config: KafkaConfig([
@@ -18,7 +21,9 @@ enum BenchSupport {
                 "queue.buffering.max.messages": "500000", "log_level": "3",
             ]))
         for (index, value) in values.enumerated() {
-            try producer.send(topic: topic, partition: Int32(index % partitions), key: Array("k\(index % 5000)".utf8), value: value)
+            try producer.send(
+                topic: topic, partition: Int32(index % partitions), key: Array("k\(index % 5000)".utf8), value: value,
+                timestamp: timestamps?[index])
         }
         try producer.flush(timeoutMilliseconds: 120_000)
     }
