@@ -15,6 +15,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Test-only: the deploy-file tests read the compose file and the Kubernetes manifests.
+        .package(url: "https://github.com/jpsim/Yams.git", from: "5.0.1"),
     ],
     targets: [
         .systemLibrary(
@@ -71,7 +73,11 @@ let package = Package(
             dependencies: ["Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator", "TrackpipeTestSupport"]),
         .testTarget(
             name: "TrackpipeCLITests",
-            dependencies: ["TrackpipeCLI", "Kafka", "HitGenerator", "TrackpipeTestSupport", "Pipeline", "TrackingDomain"]
+            dependencies: [
+                "TrackpipeCLI", "Pipeline", "Kafka", "HitGenerator", "TrackpipeTestSupport", "TrackingDomain",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Yams", package: "Yams"),
+            ]
         ),
     ]
 )

@@ -1,0 +1,662 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import ArgumentParser
+import Foundation
+import Logging
+import Pipeline
+import Testing
+import Yams
+
+@testable import TrackpipeCLI
+
+/// The deploy files (Dockerfile, docker-compose, Kubernetes manifests) are configuration no
+/// compiler reads, and there is no Docker engine or cluster here to run them. These tests
+/// hold them to the program instead: every variable they set is one `trackpipe run` reads,
+/// every value parses the way the worker parses it, topic names and the metrics port agree
+/// across files, and the commands they run are real subcommands with real flags.
+@Suite struct DeployFilesTests {
+    @Test func everyYAMLFileUnderDeployParsesAndEveryManifestIsNamed() throws {
+        let files = try DeployFiles.yamlFiles()
+        let names = Set(files.map { DeployFiles.relative($0) })
+        for expected in [
+            "deploy/docker-compose.yml", "deploy/prometheus.yml", "deploy/k8s/configmap.yaml",
+            "deploy/k8s/secret.example.yaml", "deploy/k8s/deployment.yaml", "deploy/k8s/pdb.yaml", "deploy/k8s/service.yaml",
+        ] {
+            #expect(names.contains(expected), "missing \(expected)")
+        }
+        var kinds: Set<String> = []
+        for file in files {
+            let documents = try DeployFiles.documents(file)
+            #expect(!documents.isEmpty, "\(DeployFiles.relative(file)) holds no YAML document")
+            for document in documents {
+                #expect(document.mapping != nil, "\(DeployFiles.relative(file)): a document is not a mapping")
+            }
+            guard DeployFiles.relative(file).hasPrefix("deploy/k8s/") else { continue }
+            for (index, manifest) in documents.enumerated() {
+                let place = "\(DeployFiles.relative(file)) document \(index + 1)"
+                #expect(manifest["apiVersion"].string?.isEmpty == false, "\(place): no apiVersion")
+                #expect(manifest["metadata"]["name"].string?.isEmpty == false, "\(place): no metadata.name")
+                if let kind = manifest["kind"].string { kinds.insert(kind) } else { Issue.record("\(place): no kind") }
+            }
+        }
+        #expect(kinds == ["ConfigMap", "Secret", "Deployment", "PodDisruptionBudget", "Service"])
+    }
+
+    @Test func everyTrackpipeVariableSetInDeployIsOneTheProgramReads() throws {
+        let known = Set(RunCommand.environmentFlags.map { Environment.variableName(forFlag: $0) })
+        func isRead(_ name: String) -> Bool { known.contains(name) || name.hasPrefix("TRACKPIPE_X_") }
+
+        // The variables each file sets, by where they are set.
+        var settings: [(place: String, names: [String])] = []
+        settings.append(("Dockerfile ENV", Array(try Dockerfile.load().runtimeEnvironment.keys)))
+        let compose = try DeployFiles.compose()
+        for (service, definition) in compose["services"].mapping ?? [:] {
+            settings.append(("compose service \(service)", Array(DeployFiles.environment(of: YAMLNode(definition)).keys)))
+        }
+        let configMapData = try DeployFiles.manifest(kind: "ConfigMap")["data"].mapping ?? [:]
+        settings.append(("ConfigMap data", Array(configMapData.keys)))
+        let secret = try DeployFiles.manifest(kind: "Secret")
+        let secretData = secret["stringData"].mapping ?? secret["data"].mapping ?? [:]
+        settings.append(("Secret stringData", Array(secretData.keys)))
+        settings.append(("Deployment env", Array(try DeployFiles.deploymentEnvironment().keys)))
+
+        var checked = 0
+        for (place, names) in settings {
+            for name in names where name.hasPrefix("TRACKPIPE_") {
+                checked += 1
+                #expect(isRead(name), "\(place) sets \(name), which trackpipe never reads")
+            }
+        }
+        #expect(checked >= 20, "expected the deploy files to configure the worker through TRACKPIPE_* variables")
+
+        // Mentioned anywhere (comments, the HEALTHCHECK script, the notes, docs/deploy.md):
+        // a misspelled variable in the instructions is as wrong as one in a manifest.
+        let pattern = try NSRegularExpression(pattern: "TRACKPIPE_[A-Z0-9][A-Z0-9_]*")
+        for file in try DeployFiles.allFiles() + [DeployFiles.root.appendingPathComponent("docs/deploy.md")] {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                let name = String(text[Range(match.range, in: text)!])
+                #expect(isRead(name), "\(DeployFiles.relative(file)) mentions \(name), which trackpipe never reads")
+            }
+        }
+    }
+
+    @Test func everyWorkerEnvironmentResolvesLikeTheWorkerResolvesIt() throws {
+        // The exact code path `trackpipe run` takes at start-up: a value it would refuse
+        // (a duration without unit, a bad log level, a cooperative assignor) fails here.
+        let image = try Dockerfile.load().runtimeEnvironment
+        let compose = try DeployFiles.environment(of: DeployFiles.compose()["services"]["trackpipe"])
+        let kubernetes = try DeployFiles.kubernetesEnvironment()
+        for (place, variables) in [("Dockerfile", image), ("compose trackpipe", image.merging(compose) { $1 }),
+            ("Kubernetes", image.merging(kubernetes) { $1 })]
+        {
+            #expect(throws: Never.self, "\(place) environment") {
+                let resolved = try RunCommand.parse([]).resolve(Environment(variables))
+                #expect(resolved.metricsPort > 0, "\(place): /metrics and /health must be on")
+                #expect(resolved.logFormat == .json, "\(place): log collectors expect JSON")
+            }
+        }
+        let resolved = try RunCommand.parse([]).resolve(Environment(image.merging(kubernetes) { $1 }))
+        #expect(resolved.config.kafkaProperties["security.protocol"] == "SASL_SSL")
+        #expect(resolved.config.kafkaProperties["sasl.username"] != nil, "each TRACKPIPE_X_* Secret key becomes one property")
+        #expect(resolved.config.kafkaProperties["sasl.password"] != nil)
+    }
+
+    @Test func topicNamesAgreeWithTheProgramDefaultsEverywhere() throws {
+        let defaults = PipelineConfig()
+        let resolvedDefaults = try RunCommand.parse([]).resolve(Environment([:])).config
+        // The run command's own fallbacks must be the pipeline's defaults the files rely on.
+        #expect(resolvedDefaults.inputTopic == defaults.inputTopic)
+        #expect(resolvedDefaults.outputTopic == defaults.outputTopic)
+        #expect(resolvedDefaults.deadLetterTopic == defaults.deadLetterTopic)
+
+        let expected = [
+            "TRACKPIPE_INPUT_TOPIC": defaults.inputTopic, "TRACKPIPE_OUTPUT_TOPIC": defaults.outputTopic,
+            "TRACKPIPE_DLQ_TOPIC": defaults.deadLetterTopic,
+        ]
+        let compose = try DeployFiles.compose()
+        let worker = DeployFiles.environment(of: compose["services"]["trackpipe"])
+        let configMap = try DeployFiles.manifest(kind: "ConfigMap")["data"]
+        for (name, topic) in expected {
+            #expect(worker[name] == topic, "compose trackpipe \(name)")
+            #expect(configMap[name].string == topic, "ConfigMap \(name)")
+        }
+
+        let created = try DeployFiles.createdTopics(compose)
+        #expect(Set(created.keys) == [defaults.inputTopic, defaults.outputTopic, defaults.deadLetterTopic])
+        // Compaction keeps the last record per <deliveryId>@<windowStart>: the full counts.
+        #expect(created[defaults.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
+        #expect(created[defaults.inputTopic]?.configs.contains("cleanup.policy=compact") == false)
+        for (topic, settings) in created {
+            #expect(settings.partitions ?? 0 >= 1, "\(topic): --partitions")
+        }
+
+        let generator = try DeployFiles.generatorCommand()
+        #expect(generator.topic == defaults.inputTopic, "the generator must feed the worker's input topic")
+        #expect(generator.brokers == worker["TRACKPIPE_BROKERS"], "the generator and the worker must use the same Kafka")
+    }
+
+    @Test func configMapDurationsParseAndKeepRetentionAtLeastGrace() throws {
+        let data = try DeployFiles.manifest(kind: "ConfigMap")["data"]
+        var milliseconds: [String: Int64] = [:]
+        for flag in ["window", "grace", "retention", "idle-timeout", "commit-interval"] {
+            let name = Environment.variableName(forFlag: flag)
+            guard let text = data[name].string else {
+                Issue.record("ConfigMap has no \(name)")
+                continue
+            }
+            let value = try DurationText.milliseconds(text)
+            #expect(value > 0, "\(name)=\(text)")
+            milliseconds[flag] = value
+        }
+        if let retention = milliseconds["retention"], let grace = milliseconds["grace"] {
+            #expect(retention >= grace, "a window must be retained until it is emitted")
+        }
+        // Durations written as strings in YAML: an unquoted 60 would be a number without unit.
+        for (name, value) in data.mapping ?? [:] {
+            #expect(value is String, "ConfigMap \(name) must be a quoted string (Kubernetes refuses other types)")
+        }
+    }
+
+    @Test func metricsPortAndHealthPathAreTheSameInEveryFile() throws {
+        let dockerfile = try Dockerfile.load()
+        guard let portText = dockerfile.runtimeEnvironment["TRACKPIPE_METRICS_PORT"], let port = Int(portText), port > 0 else {
+            Issue.record("the Dockerfile must set TRACKPIPE_METRICS_PORT to a port number")
+            return
+        }
+        #expect(dockerfile.runtime(.expose).flatMap { $0.split(separator: " ") }.contains { $0.hasPrefix("\(port)") })
+        let healthcheck = dockerfile.runtime(.healthcheck).joined(separator: " ")
+        #expect(healthcheck.contains("/health "), "HEALTHCHECK must GET /health")
+        #expect(healthcheck.contains("${TRACKPIPE_METRICS_PORT}") || healthcheck.contains("/\(port)"), "HEALTHCHECK port")
+
+        let compose = try DeployFiles.compose()
+        let worker = compose["services"]["trackpipe"]
+        #expect(DeployFiles.environment(of: worker)["TRACKPIPE_METRICS_PORT"] == "\(port)", "compose worker TRACKPIPE_METRICS_PORT")
+        let published = (worker["ports"].sequence ?? []).compactMap { ($0 as? String)?.split(separator: ":").last.map(String.init) }
+        #expect(published.contains("\(port)"), "compose publishes the worker's metrics port")
+
+        let prometheus = try DeployFiles.yaml("deploy/prometheus.yml")
+        let jobs = prometheus["scrape_configs"].sequence ?? []
+        let targets = jobs.flatMap { job in
+            (YAMLNode(job)["static_configs"].sequence ?? []).flatMap { (YAMLNode($0)["targets"].sequence ?? []).map { "\($0)" } }
+        }
+        #expect(targets == ["trackpipe:\(port)"], "Prometheus scrapes the compose service trackpipe on the metrics port")
+        #expect(jobs.allSatisfy { YAMLNode($0)["metrics_path"].string ?? "/metrics" == "/metrics" })
+
+        let deployment = try DeployFiles.manifest(kind: "Deployment")
+        let container = try DeployFiles.workerContainer(deployment)
+        #expect(try DeployFiles.deploymentEnvironment()["TRACKPIPE_METRICS_PORT"] == "\(port)")
+        let containerPorts = (container["ports"].sequence ?? []).map(YAMLNode.init)
+        #expect(containerPorts.contains { $0["name"].string == "metrics" && $0["containerPort"].int == port })
+        for probe in ["readinessProbe", "livenessProbe"] {
+            let get = container[probe]["httpGet"]
+            #expect(get["path"].string == "/health", "\(probe) path")
+            #expect(get["port"].int == port || get["port"].string == "metrics", "\(probe) port")
+        }
+        #expect(deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"].string == "\(port)")
+
+        let service = try DeployFiles.manifest(kind: "Service")
+        let servicePorts = (service["spec"]["ports"].sequence ?? []).map(YAMLNode.init)
+        #expect(servicePorts.contains { $0["name"].string == "metrics" && ($0["targetPort"].int == port || $0["targetPort"].string == "metrics") })
+    }
+
+    @Test func metricsServerAnswersTheHealthPathTheProbesUse() throws {
+        let healthy = try MetricsServer(
+            host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { Array("trackpipe_up 1\n".utf8) },
+            health: { nil })
+        defer { healthy.stop() }
+        let health = try HTTPGet.fetch(port: healthy.port, path: "/health")
+        #expect(health.status == 200)
+        #expect(health.body == "ok\n")
+        let metrics = try HTTPGet.fetch(port: healthy.port, path: "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains("trackpipe_up 1"))
+
+        let stuck = try MetricsServer(
+            host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { [] },
+            health: { "the consume loop has not turned for over 60 s" })
+        defer { stuck.stop() }
+        let unhealthy = try HTTPGet.fetch(port: stuck.port, path: "/health")
+        #expect(unhealthy.status == 503)
+        #expect(unhealthy.body.contains("consume loop"))
+    }
+
+    @Test func dockerHealthcheckCommandPassesOnlyWhileTheWorkerIsHealthy() throws {
+        // Runs the HEALTHCHECK's own command (as Docker would, with the image's environment)
+        // against a real MetricsServer: it must pass on 200 and fail on 503.
+        let command = try Dockerfile.load().healthcheckCommand()
+        try #require(!command.isEmpty, "HEALTHCHECK must use the exec form CMD [...]")
+        let healthy = try MetricsServer(
+            host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { [] }, health: { nil })
+        defer { healthy.stop() }
+        let stuck = try MetricsServer(
+            host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { [] }, health: { "delivery failed" })
+        defer { stuck.stop() }
+        #expect(try Self.exitStatus(command, port: healthy.port) == 0)
+        #expect(try Self.exitStatus(command, port: stuck.port) != 0)
+    }
+
+    @Test func dockerfileBuildsStaticallyAndRunsTheWorkerAsNonRoot() throws {
+        let dockerfile = try Dockerfile.load()
+        let stages = dockerfile.stages
+        try #require(stages.count >= 2, "multi-stage: a Swift build stage and a slim runtime stage")
+        let builder = stages[0].from
+        #expect(builder.hasPrefix("swift:") && builder.contains("bookworm"), "build stage FROM \(builder)")
+        if let swiftVersion = dockerfile.globalArguments["SWIFT_VERSION"] {
+            #expect(builder.contains("${SWIFT_VERSION}"))
+            let parts = swiftVersion.split(separator: ".").compactMap { Int($0) }
+            #expect(parts.count >= 2 && (parts[0], parts[1]) >= (6, 2), "swift-prometheus 2.4.1 needs Swift 6.2")
+        } else {
+            Issue.record("the Swift version must be an ARG SWIFT_VERSION")
+        }
+        let build = stages[0].instructions.map(\.arguments).joined(separator: "\n")
+        #expect(build.contains("librdkafka-dev") && build.contains("pkg-config"))
+        #expect(build.contains("--static-swift-stdlib") && build.contains("--product trackpipe"))
+        #expect(build.contains("swift package resolve"))
+
+        #expect(stages.last?.from == "debian:bookworm-slim")
+        let runs = dockerfile.runtime(.run).joined(separator: "\n")
+        #expect(runs.contains("librdkafka1") && runs.contains("ca-certificates"))
+        #expect(!runs.contains("curl"), "the HEALTHCHECK uses bash's /dev/tcp; no HTTP client is installed")
+        #expect(dockerfile.runtime(.copy).contains { $0.contains("--from=") && $0.contains("trackpipe") })
+
+        let user = dockerfile.runtime(.user).last ?? "root"
+        let uid = user.split(separator: ":").first.map(String.init) ?? ""
+        #expect(!["root", "0", ""].contains(uid), "USER must not be root")
+        #expect(Int(uid) != nil, "a numeric USER lets Kubernetes' runAsNonRoot check it")
+        #expect(try DeployFiles.manifest(kind: "Deployment")["spec"]["template"]["spec"]["securityContext"]["runAsUser"].int == Int(uid))
+
+        let entrypoint = try dockerfile.execForm(.entrypoint)
+        let command = try dockerfile.execForm(.cmd)
+        #expect(entrypoint == ["trackpipe"])
+        #expect(command == ["run"])
+        #expect(throws: Never.self) { _ = try Trackpipe.parseAsRoot(command) }
+        #expect(dockerfile.runtime(.stopsignal) == ["SIGTERM"])
+        #expect(dockerfile.runtime(.healthcheck).joined().contains("/health"))
+
+        // The build context is the repository root: what the Dockerfile copies must not be
+        // ignored, and the build directories must be.
+        let ignored = Set(try String(contentsOf: DeployFiles.root.appendingPathComponent(".dockerignore"), encoding: .utf8)
+            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") })
+        #expect(ignored.contains(".build") && ignored.contains(".git"))
+        #expect(ignored.contains { $0.hasPrefix(".build-") || $0.hasPrefix(".build*") }, "the scratch paths (.build-*) too")
+        for source in dockerfile.stages[0].instructions.filter({ $0.keyword == .copy }).flatMap({ $0.arguments.split(separator: " ").dropLast() }) {
+            let top = source.split(separator: "/").first.map(String.init) ?? String(source)
+            #expect(!ignored.contains(top) && !ignored.contains(String(source)), ".dockerignore excludes \(source), which the Dockerfile copies")
+        }
+    }
+
+    @Test func composeGeneratorRunsARealGenerateCommandThatFollowsTheWallClock() throws {
+        let generator = try DeployFiles.generatorCommand()
+        // Event time must follow the wall clock, or windows never close on time: each batch
+        // starts at the clock (minus how far its clicks reach ahead), never at a fixed time.
+        let script = try DeployFiles.generatorScript()
+        let startsAtTheClock = generator.start == "now" || (generator.start == "1" && script.contains("date +%s"))
+        #expect(startsAtTheClock, "--start \(generator.start)")
+        let stream = try generator.streamConfig()
+        #expect(stream.count > 0)
+        // The pause between batches must stay below the worker's idle timeout, or partitions
+        // turn idle between batches; and each batch must span the pause, so event time
+        // neither runs ahead of the clock nor leaves gaps.
+        let worker = DeployFiles.environment(of: try DeployFiles.compose()["services"]["trackpipe"])
+        let idle = try DurationText.milliseconds(worker["TRACKPIPE_IDLE_TIMEOUT"] ?? "30s")
+        let pause = try #require(try DeployFiles.generatorPauseMilliseconds())
+        #expect(pause < idle)
+        #expect(stream.span == pause)
+    }
+
+    @Test func composeStartsEachServiceOnlyWhenWhatItNeedsIsReady() throws {
+        let services = try DeployFiles.compose()["services"]
+        #expect(services["kafka"]["healthcheck"]["test"].sequence != nil, "Kafka needs a healthcheck for service_healthy")
+        #expect(services["topics"]["depends_on"]["kafka"]["condition"].string == "service_healthy")
+        for service in ["trackpipe", "generator"] {
+            #expect(services[service]["depends_on"]["topics"]["condition"].string == "service_completed_successfully", "\(service)")
+            #expect(services[service]["build"]["dockerfile"].string == "deploy/Dockerfile", "\(service) builds the image")
+            #expect(services[service]["build"]["context"].string == "..", "\(service): the context is the repository root")
+        }
+        let kafka = services["kafka"]
+        let advertised = DeployFiles.environment(of: kafka)["KAFKA_ADVERTISED_LISTENERS"] ?? ""
+        #expect(advertised.contains("://kafka:9092") && advertised.contains("://localhost:9094"))
+        #expect((kafka["ports"].sequence ?? []).contains { "\($0)" == "9094:9094" }, "kcat on the host uses localhost:9094")
+        #expect(services["topics"]["command"].sequence?.first.map { "\($0)" }?.contains("--if-not-exists") == true)
+    }
+
+    private static func exitStatus(_ command: [String], port: Int) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = command
+        process.environment = ["PATH": "/usr/bin:/bin", "TRACKPIPE_METRICS_PORT": "\(port)"]
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// Paths and parsed forms of the files under deploy/.
+enum DeployFiles {
+    /// The repository root, from this file's place in Tests/TrackpipeCLITests/.
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    static let deploy = root.appendingPathComponent("deploy")
+
+    static func relative(_ url: URL) -> String {
+        String(url.standardizedFileURL.path.dropFirst(root.standardizedFileURL.path.count + 1))
+    }
+
+    static func allFiles() throws -> [URL] {
+        guard let walker = FileManager.default.enumerator(at: deploy, includingPropertiesForKeys: [.isRegularFileKey]) else {
+            throw DeployFileError("no deploy/ folder at \(deploy.path)")
+        }
+        return walker.compactMap { $0 as? URL }
+            .filter { (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true }
+            .sorted { $0.path < $1.path }
+    }
+
+    static func yamlFiles() throws -> [URL] {
+        try allFiles().filter { ["yml", "yaml"].contains($0.pathExtension) }
+    }
+
+    static func documents(_ url: URL) throws -> [YAMLNode] {
+        try Yams.load_all(yaml: String(contentsOf: url, encoding: .utf8)).map(YAMLNode.init)
+    }
+
+    static func yaml(_ relativePath: String) throws -> YAMLNode {
+        let documents = try documents(root.appendingPathComponent(relativePath))
+        guard documents.count == 1 else { throw DeployFileError("\(relativePath): expected one YAML document") }
+        return documents[0]
+    }
+
+    static func compose() throws -> YAMLNode { try yaml("deploy/docker-compose.yml") }
+
+    /// The one manifest of that kind under deploy/k8s/.
+    static func manifest(kind: String) throws -> YAMLNode {
+        var found: [YAMLNode] = []
+        for file in try yamlFiles() where relative(file).hasPrefix("deploy/k8s/") {
+            found += try documents(file).filter { $0["kind"].string == kind }
+        }
+        guard found.count == 1 else { throw DeployFileError("expected one \(kind) under deploy/k8s, found \(found.count)") }
+        return found[0]
+    }
+
+    /// A compose service's `environment`, as a mapping or as a list of NAME=value.
+    static func environment(of service: YAMLNode) -> [String: String] {
+        if let mapping = service["environment"].mapping {
+            return mapping.mapValues { YAMLNode($0).scalarText ?? "" }
+        }
+        var result: [String: String] = [:]
+        for entry in service["environment"].sequence ?? [] {
+            let parts = "\(entry)".split(separator: "=", maxSplits: 1)
+            result[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+        }
+        return result
+    }
+
+    static func workerContainer(_ deployment: YAMLNode) throws -> YAMLNode {
+        let containers = (deployment["spec"]["template"]["spec"]["containers"].sequence ?? []).map(YAMLNode.init)
+        guard let worker = containers.first(where: { $0["name"].string == "trackpipe" }) else {
+            throw DeployFileError("the Deployment has no container named trackpipe")
+        }
+        return worker
+    }
+
+    /// The Deployment container's literal `env` entries.
+    static func deploymentEnvironment() throws -> [String: String] {
+        var result: [String: String] = [:]
+        for entry in (try workerContainer(manifest(kind: "Deployment"))["env"].sequence ?? []).map(YAMLNode.init) {
+            if let name = entry["name"].string { result[name] = entry["value"].scalarText ?? "" }
+        }
+        return result
+    }
+
+    /// What the worker's pod sees: ConfigMap, then Secret (envFrom, in that order), then `env`.
+    /// The `envFrom` references must name the ConfigMap and the Secret in deploy/k8s.
+    static func kubernetesEnvironment() throws -> [String: String] {
+        let configMap = try manifest(kind: "ConfigMap")
+        let secret = try manifest(kind: "Secret")
+        let container = try workerContainer(manifest(kind: "Deployment"))
+        let sources = (container["envFrom"].sequence ?? []).map(YAMLNode.init)
+        guard sources.contains(where: { $0["configMapRef"]["name"].string == configMap["metadata"]["name"].string }),
+            sources.contains(where: { $0["secretRef"]["name"].string == secret["metadata"]["name"].string })
+        else { throw DeployFileError("the Deployment's envFrom must name the ConfigMap and the Secret of deploy/k8s") }
+        var result: [String: String] = [:]
+        for (name, value) in configMap["data"].mapping ?? [:] { result[name] = YAMLNode(value).scalarText }
+        for (name, value) in secret["stringData"].mapping ?? [:] { result[name] = YAMLNode(value).scalarText }
+        return result.merging(try deploymentEnvironment()) { $1 }
+    }
+
+    struct TopicSettings {
+        var partitions: Int?
+        var configs: [String] = []
+    }
+
+    /// The topics the compose `topics` job creates, from its kafka-topics.sh --create lines.
+    static func createdTopics(_ compose: YAMLNode) throws -> [String: TopicSettings] {
+        let script = (compose["services"]["topics"]["command"].sequence ?? []).map { "\($0)" }.joined(separator: "\n")
+        var topics: [String: TopicSettings] = [:]
+        for line in script.split(separator: "\n") where line.contains("--create") {
+            let words = line.split(separator: " ").map(String.init)
+            func values(_ flag: String) -> [String] {
+                words.indices.filter { words[$0] == flag && $0 + 1 < words.count }.map { words[$0 + 1] }
+            }
+            guard let topic = values("--topic").first else { throw DeployFileError("a --create line without --topic: \(line)") }
+            topics[topic] = TopicSettings(partitions: values("--partitions").first.flatMap { Int($0) }, configs: values("--config"))
+        }
+        return topics
+    }
+
+    /// The generator's shell loop, as written in compose (`$$` is compose's escaped `$`).
+    static func generatorScript() throws -> String {
+        let command = try compose()["services"]["generator"]["command"]
+        return (command.sequence?.map { "\($0)" } ?? command.string.map { [$0] } ?? []).joined(separator: " ")
+    }
+
+    /// Parses the `trackpipe generate ...` line of the generator loop with the real command
+    /// parser; shell variables (`$$batch`) stand for a number.
+    static func generatorCommand() throws -> GenerateCommand {
+        let lines = try generatorScript().split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let line = lines.first(where: { $0.hasPrefix("trackpipe ") }) else {
+            throw DeployFileError("the generator runs no `trackpipe ...` command")
+        }
+        let shellSeparators: Set<String> = ["||", "&&", ";"]
+        let words: [String] = line.split(separator: " ").map(String.init)
+        let command: [String] = Array(words.prefix { !shellSeparators.contains($0) })
+        let arguments: [String] = command.dropFirst().map { (word: String) -> String in word.hasPrefix("$") ? "1" : word }
+        let parsed = try Trackpipe.parseAsRoot(arguments)
+        guard let generate = parsed as? GenerateCommand else {
+            throw DeployFileError("the generator runs `\(line)`, not `trackpipe generate`")
+        }
+        try generate.validate()
+        return generate
+    }
+
+    /// The `sleep N` between generator batches.
+    static func generatorPauseMilliseconds() throws -> Int64? {
+        let lines = try generatorScript().split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let line = lines.first(where: { $0.hasPrefix("sleep ") }) else { return nil }
+        let argument = line.dropFirst("sleep ".count).trimmingCharacters(in: .whitespaces)
+        return Int64(argument).map { $0 * 1_000 } ?? (try? DurationText.milliseconds(argument))
+    }
+}
+
+/// Navigation over what Yams loads (`[AnyHashable: Any]`, `[Any]`, scalars); a missing key
+/// gives an empty node instead of a crash, so a wrong file fails an expectation.
+struct YAMLNode {
+    var value: Any?
+    init(_ value: Any?) { self.value = value }
+
+    subscript(key: String) -> YAMLNode { YAMLNode(mapping?[key]) }
+
+    var mapping: [String: Any]? {
+        guard let raw = value as? [AnyHashable: Any] else { return nil }
+        return Dictionary(uniqueKeysWithValues: raw.map { ("\($0.key)", $0.value) })
+    }
+    var sequence: [Any]? { value as? [Any] }
+    var string: String? { value as? String }
+    var int: Int? { value as? Int }
+    /// A scalar as the text the program would receive in an environment variable.
+    var scalarText: String? {
+        switch value {
+        case let text as String: text
+        case let number as Int: String(number)
+        case let flag as Bool: String(flag)
+        case let number as Double: String(number)
+        default: nil
+        }
+    }
+}
+
+/// Just enough of the Dockerfile grammar: instructions with line continuations, stages, ENV
+/// and ARG values, and exec-form (JSON array) arguments.
+struct Dockerfile {
+    enum Keyword: String {
+        case from = "FROM", arg = "ARG", run = "RUN", copy = "COPY", env = "ENV", expose = "EXPOSE", user = "USER"
+        case healthcheck = "HEALTHCHECK", stopsignal = "STOPSIGNAL", entrypoint = "ENTRYPOINT", cmd = "CMD"
+        case workdir = "WORKDIR", other
+    }
+    struct Instruction {
+        var keyword: Keyword
+        var arguments: String
+    }
+    struct Stage {
+        var from: String
+        var instructions: [Instruction]
+    }
+
+    var globalArguments: [String: String] = [:]
+    var stages: [Stage] = []
+
+    static func load() throws -> Dockerfile {
+        try Dockerfile(String(contentsOf: DeployFiles.deploy.appendingPathComponent("Dockerfile"), encoding: .utf8))
+    }
+
+    init(_ text: String) {
+        var logical: [String] = []
+        var pending = ""
+        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("#") { continue }
+            if line.hasSuffix("\\") {
+                pending += line.dropLast() + " "
+            } else {
+                pending += line
+                if !pending.trimmingCharacters(in: .whitespaces).isEmpty { logical.append(pending) }
+                pending = ""
+            }
+        }
+        for line in logical {
+            let head = line.prefix { !$0.isWhitespace }
+            let keyword = Keyword(rawValue: head.uppercased()) ?? .other
+            let arguments = line.dropFirst(head.count).trimmingCharacters(in: .whitespaces)
+            if keyword == .from {
+                let image = arguments.split(separator: " ").first.map(String.init) ?? ""
+                stages.append(Stage(from: image, instructions: []))
+            } else if stages.isEmpty {
+                if keyword == .arg {
+                    let parts = arguments.split(separator: "=", maxSplits: 1).map(String.init)
+                    globalArguments[parts[0]] = parts.count > 1 ? parts[1] : ""
+                }
+            } else {
+                stages[stages.count - 1].instructions.append(Instruction(keyword: keyword, arguments: arguments))
+            }
+        }
+    }
+
+    /// The arguments of every `keyword` instruction in the final (runtime) stage.
+    func runtime(_ keyword: Keyword) -> [String] {
+        stages.last?.instructions.filter { $0.keyword == keyword }.map(\.arguments) ?? []
+    }
+
+    /// `ENV NAME=value NAME2="value 2"` of the runtime stage.
+    var runtimeEnvironment: [String: String] {
+        var result: [String: String] = [:]
+        for arguments in runtime(.env) {
+            var words: [String] = []
+            var word = ""
+            var quoted = false
+            for character in arguments {
+                if character == "\"" {
+                    quoted.toggle()
+                } else if character.isWhitespace && !quoted {
+                    if !word.isEmpty { words.append(word) }
+                    word = ""
+                } else {
+                    word.append(character)
+                }
+            }
+            if !word.isEmpty { words.append(word) }
+            for assignment in words {
+                let parts = assignment.split(separator: "=", maxSplits: 1).map(String.init)
+                if parts.count == 2 { result[parts[0]] = parts[1] }
+            }
+        }
+        return result
+    }
+
+    /// The JSON array of the last `keyword` instruction of the runtime stage.
+    func execForm(_ keyword: Keyword) throws -> [String] {
+        guard let arguments = runtime(keyword).last else { throw DeployFileError("no \(keyword.rawValue) in the runtime stage") }
+        return try Self.jsonArray(arguments)
+    }
+
+    /// HEALTHCHECK [options] CMD ["executable", ...]: the command Docker runs.
+    func healthcheckCommand() throws -> [String] {
+        guard let arguments = runtime(.healthcheck).last, let range = arguments.range(of: "CMD ") else { return [] }
+        return try Self.jsonArray(String(arguments[range.upperBound...]))
+    }
+
+    private static func jsonArray(_ text: String) throws -> [String] {
+        guard let array = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String] else {
+            throw DeployFileError("not an exec-form JSON array: \(text)")
+        }
+        return array
+    }
+}
+
+/// One HTTP/1.0 GET over a real loopback socket, the way a kubelet probe or Prometheus asks.
+enum HTTPGet {
+    struct Response {
+        var status: Int
+        var body: String
+    }
+
+    static func fetch(port: Int, path: String) throws -> Response {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw DeployFileError("socket() failed") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw DeployFileError("cannot connect to 127.0.0.1:\(port)") }
+        let request = Array("GET \(path) HTTP/1.0\r\nHost: localhost\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == request.count else {
+            throw DeployFileError("send failed")
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            received += buffer[0..<count]
+        }
+        let text = String(decoding: received, as: UTF8.self)
+        guard let split = text.range(of: "\r\n\r\n") else { throw DeployFileError("no HTTP response: \(text)") }
+        let statusLine = text[..<split.lowerBound].split(separator: "\r\n").first ?? ""
+        let words = statusLine.split(separator: " ")
+        guard words.count >= 2, let status = Int(words[1]) else { throw DeployFileError("bad status line: \(statusLine)") }
+        return Response(status: status, body: String(text[split.upperBound...]))
+    }
+}
+
+struct DeployFileError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
