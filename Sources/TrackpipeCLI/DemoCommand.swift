@@ -38,9 +38,12 @@ struct DemoCommand: ParsableCommand {
         out.line("1. embedded Kafka on \(broker.bootstrapServers): \(input) (\(partitions) partitions), \(output), \(dlq)")
 
         let hits = HitStream(HitStreamConfig(count: count, seed: seed, deliveries: deliveries, trackingOffEvery: 4)).generate()
-        let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "linger.ms": "10"]))
-        for hit in hits { try producer.send(topic: input, key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp) }
-        try producer.flush()
+        // Every client is scoped to close before the broker stops, so none logs a lost connection.
+        do {
+            let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "linger.ms": "10"]))
+            for hit in hits { try producer.send(topic: input, key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp) }
+            try producer.flush()
+        }
         out.line("2. produced \(hits.count) hits: every shape, SDK retry duplicates, late hits, tracking-off deliveries, bad messages")
 
         var config = PipelineConfig()
@@ -49,16 +52,19 @@ struct DemoCommand: ParsableCommand {
         config.untilEnd = true
         config.shards = 2
         config.group = "trackpipe-demo"
-        let summary = try Pipeline(config: config, logger: Logger(label: "trackpipe")).run()
+        let summary = try { try Pipeline(config: config, logger: Logger(label: "trackpipe")).run() }()
         out.line("3. trackpipe ran to the end of the topic in \(summary.elapsedMilliseconds) ms")
         out.line("")
 
-        let reader = try KafkaConsumer(
-            config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "trackpipe-demo-reader"]))
-        let aggregates = try reader.readToEnd(topic: output, partitions: 4)
-        let letters = try reader.readToEnd(topic: dlq, partitions: 2)
+        let (aggregates, letters) = try {
+            let reader = try KafkaConsumer(
+                config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "trackpipe-demo-reader"]))
+            defer { reader.close() }
+            return (try reader.readToEnd(topic: output, partitions: 4), try reader.readToEnd(topic: dlq, partitions: 2))
+        }()
         printTable(aggregates, out: out)
         printDeadLetters(letters, summary: summary, out: out)
+        withExtendedLifetime(broker) {}
     }
 
     private func printTable(_ records: [StoredRecord], out: Console) {
@@ -132,8 +138,9 @@ struct Console {
                 return cell.first.map { $0.isNumber || $0 == "-" } == true && index > 1 ? padding + cell : cell + padding
             }.joined(separator: "  ")
         }
-        line("  " + render(header))
+        func trimmed(_ text: String) -> String { String(text.reversed().drop(while: { $0 == " " }).reversed()) }
+        line(trimmed("  " + render(header)))
         line("  " + widths.map { String(repeating: "-", count: $0) }.joined(separator: "  "))
-        for row in rows { line("  " + render(row)) }
+        for row in rows { line(trimmed("  " + render(row))) }
     }
 }
