@@ -59,10 +59,10 @@ let package = Package(
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"]),
         .testTarget(
             name: "TrackingDomainTests",
-            dependencies: ["TrackingDomain"],
+            dependencies: ["TrackingDomain", "HitGenerator"],
             resources: [.copy("Golden")]
         ),
-        .testTarget(name: "WindowingTests", dependencies: ["Windowing", "TrackingDomain"]),
+        .testTarget(name: "WindowingTests", dependencies: ["Windowing", "TrackingDomain", "HitGenerator"]),
         // Shared by the end-to-end tests: the independent reference model and corpus plumbing.
         .target(
             name: "TrackpipeTestSupport", dependencies: ["HitGenerator", "Kafka", "TrackingDomain"],

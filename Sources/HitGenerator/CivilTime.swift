@@ -1,8 +1,9 @@
 /// Calendar arithmetic for writing RFC 3339 timestamps in any zone offset, kept apart from the
-/// normalizer's parser on purpose: the generator must not share code with what it tests.
-enum CivilTime {
+/// normalizer's RFC 3339 code on purpose: the generator and the tests' reference model must not
+/// share code with what they test.
+public enum CivilTime {
     /// `2026-11-22T10:00:00.120+02:00` style text for epoch ms, in the given offset (minutes).
-    static func rfc3339(epochMillis: Int64, offsetMinutes: Int, fractionDigits: Int) -> String {
+    public static func rfc3339(epochMillis: Int64, offsetMinutes: Int, fractionDigits: Int) -> String {
         let local = epochMillis + Int64(offsetMinutes) * 60_000
         let millis = ((local % 1000) + 1000) % 1000
         let seconds = (local - millis) / 1000

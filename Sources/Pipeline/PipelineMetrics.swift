@@ -1,4 +1,5 @@
 import Prometheus
+import TrackingDomain
 import Synchronization
 
 /// The worker's Prometheus metrics. Counters are bumped once per batch, not per message, so
@@ -14,9 +15,9 @@ public final class PipelineMetrics: Sendable {
     let lagTotal: Gauge
     let watermark: Gauge
     let emitDelay: ValueHistogram
-    private let filteredByReason = Mutex<[String: Counter]>([:])
-    private let deadLettersByReason = Mutex<[String: Counter]>([:])
-    private let lagByPartition = Mutex<[Int32: Gauge]>([:])
+    private let filteredByReason: MetricFamily<Counter>
+    private let deadLettersByReason: MetricFamily<Counter>
+    private let lagByPartition: MetricFamily<Gauge>
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -33,40 +34,27 @@ public final class PipelineMetrics: Sendable {
             name: "trackpipe_emit_delay_seconds",
             buckets: [0.5, 1, 5, 10, 30, 60, 120, 300, 900, 3600, 86400],
             help: "Wall-clock time from a window's end to its emission.")
-        // Make every reason visible at zero before it first happens, so alerts can refer to it.
-        for reason in ["tracking_off"] { _ = filtered(reason) }
-    }
-
-    func filtered(_ reason: String) -> Counter {
-        filteredByReason.withLock { map in
-            if let counter = map[reason] { return counter }
-            let counter = registry.makeCounter(
+        filteredByReason = MetricFamily { reason in
+            registry.makeCounter(
                 name: "trackpipe_hits_filtered_total", labels: [("reason", reason)], help: "Hits dropped by the tracking rule.")
-            map[reason] = counter
-            return counter
         }
-    }
-
-    func deadLetters(_ reason: String) -> Counter {
-        deadLettersByReason.withLock { map in
-            if let counter = map[reason] { return counter }
-            let counter = registry.makeCounter(
+        deadLettersByReason = MetricFamily { reason in
+            registry.makeCounter(
                 name: "trackpipe_dead_letters_total", labels: [("reason", reason)], help: "Messages sent to the dead-letter topic.")
-            map[reason] = counter
-            return counter
         }
+        lagByPartition = MetricFamily { partition in
+            registry.makeGauge(
+                name: "trackpipe_consumer_lag_partition", labels: [("partition", partition)],
+                help: "Messages behind the end of one input partition.")
+        }
+        // Every reason is visible at zero before it first happens, so alerts can refer to it.
+        _ = filtered(FilterReason.trackingOff.rawValue)
+        for reason in RejectReason.allCases.map(\.rawValue) + [Pipeline.futureTimestamp] { _ = deadLetters(reason) }
     }
 
-    func lag(partition: Int32) -> Gauge {
-        lagByPartition.withLock { map in
-            if let gauge = map[partition] { return gauge }
-            let gauge = registry.makeGauge(
-                name: "trackpipe_consumer_lag_partition", labels: [("partition", String(partition))],
-                help: "Messages behind the end of one input partition.")
-            map[partition] = gauge
-            return gauge
-        }
-    }
+    func filtered(_ reason: String) -> Counter { filteredByReason[reason] }
+    func deadLetters(_ reason: String) -> Counter { deadLettersByReason[reason] }
+    func lag(partition: Int32) -> Gauge { lagByPartition[String(partition)] }
 
     func record(_ batch: Accounting) {
         if batch.consumed > 0 { consumed.increment(by: Int64(batch.consumed)) }
@@ -75,5 +63,22 @@ public final class PipelineMetrics: Sendable {
         if batch.emitted > 0 { emitted.increment(by: Int64(batch.emitted)) }
         for (reason, count) in batch.filtered where count > 0 { filtered(reason).increment(by: Int64(count)) }
         for (reason, count) in batch.deadLettered where count > 0 { deadLetters(reason).increment(by: Int64(count)) }
+    }
+}
+
+/// One metric per label value, made on first use and then reused.
+private final class MetricFamily<Metric: Sendable>: Sendable {
+    private let make: @Sendable (String) -> Metric
+    private let members = Mutex<[String: Metric]>([:])
+
+    init(_ make: @escaping @Sendable (String) -> Metric) { self.make = make }
+
+    subscript(label: String) -> Metric {
+        members.withLock { members in
+            if let metric = members[label] { return metric }
+            let metric = make(label)
+            members[label] = metric
+            return metric
+        }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TrackingDomain
+import HitGenerator
 
 /// Measures the normalizer against Foundation's JSONSerialization (plus the minimal field
 /// extraction a Foundation-based normalizer would need) on the same deterministic mix of hits,
@@ -98,7 +99,7 @@ enum FoundationBaseline {
 /// payloads, some local notifications and postbacks, a few percent of bad hits.
 enum HitMix {
     static func make(count: Int, seed: UInt64) -> [[UInt8]] {
-        var rng = SplitMix(seed: seed)
+        var rng = SplitMix64(seed: seed)
         var hits: [[UInt8]] = []
         hits.reserveCapacity(count)
         for _ in 0..<count {
@@ -137,16 +138,4 @@ enum HitMix {
 
     private static func hex(_ value: UInt64) -> String { String(value, radix: 16) }
     private static func two(_ value: UInt64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }

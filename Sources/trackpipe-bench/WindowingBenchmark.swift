@@ -1,6 +1,7 @@
 import ArgumentParser
 import TrackingDomain
 import Windowing
+import HitGenerator
 
 /// Throughput of the windowing engine on one and two shards, and its memory per retained
 /// entry, on a pre-generated stream shaped like production traffic: a few thousand
@@ -69,7 +70,7 @@ struct WindowingBenchmark: ParsableCommand {
     static func generate(
         events: Int, deliveries: Int, batch: Int, partitions: Int, seed: UInt64, eventsPerMinute: Int64 = 50_000
     ) -> Stream {
-        var rng = BenchGenerator(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let deliveryIds = (0..<deliveries).map { String(0xd0000 + $0, radix: 16) }
         var recent = [[String]](repeating: [], count: deliveries)
         var nextBroadlog = 0x100000
@@ -202,20 +203,5 @@ struct WindowingBenchmark: ParsableCommand {
             digits.removeLast(3)
         }
         return digits + grouped
-    }
-}
-
-/// SplitMix64, so every run benchmarks the same stream.
-struct BenchGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -154,6 +154,26 @@ struct PipelineEndToEndTests {
         #expect(letter.detail.contains("clock"))
     }
 
+    @Test("the Prometheus metrics add up to the run's accounting, every reason visible from zero")
+    func metricsMatchAccounting() throws {
+        let broker = try makeBroker(inputPartitions: 2)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 2_000, seed: 4, deliveries: 8)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let metrics = PipelineMetrics()
+        let summary = try Pipeline(config: config(broker, group: "metrics"), metrics: metrics).run()
+        let text = metrics.registry.emitToString()
+        let a = summary.accounting
+        #expect(text.contains("trackpipe_messages_consumed_total \(a.consumed)\n"))
+        #expect(text.contains("trackpipe_hits_accepted_total \(a.accepted)\n"))
+        #expect(text.contains("trackpipe_aggregates_emitted_total \(a.emitted)\n"))
+        #expect(text.contains("trackpipe_hits_filtered_total{reason=\"tracking_off\"} \(a.filtered["tracking_off"] ?? 0)\n"))
+        for (reason, count) in a.deadLettered {
+            #expect(text.contains("trackpipe_dead_letters_total{reason=\"\(reason)\"} \(count)\n"), "\(reason)")
+        }
+        #expect(text.contains("trackpipe_dead_letters_total{reason=\"too_late\"} 0\n"))
+        #expect(text.contains("trackpipe_dead_letters_total{reason=\"future_timestamp\"} 0\n"))
+    }
+
     @Test("a missing input topic stops --until-end with an error that names it")
     func missingTopic() throws {
         let broker = try makeBroker()

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TrackingDomain
+import HitGenerator
 
 /// Property tests over mutated hits: the normalizer must give exactly one well-formed verdict for
 /// any bytes, the same verdict every time, and agree with Foundation on what is valid JSON.
@@ -11,7 +12,7 @@ struct FuzzTests {
         .map(\.input)
 
     /// One random mutation of a valid hit.
-    static func mutate(_ input: [UInt8], other: [UInt8], rng: inout SeededGenerator) -> [UInt8] {
+    static func mutate(_ input: [UInt8], other: [UInt8], rng: inout SplitMix64) -> [UInt8] {
         var bytes = input
         let interesting: [UInt8] = Array(#"{}[]",:\ 0-.eE7tfnu"#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xBF, 0xC0, 0xC3, 0xE2, 0xED, 0xF0, 0xF4, 0xF5, 0xFF]
         func randomByte() -> UInt8 { Bool.random(using: &rng) ? interesting.randomElement(using: &rng)! : UInt8.random(in: 0...255, using: &rng) }
@@ -50,7 +51,7 @@ struct FuzzTests {
     func mutatedHitsNeverCrash() throws {
         let seeds = Self.seeds
         try #require(seeds.count > 20)
-        var rng = SeededGenerator(seed: 0x7EAC_4B1E)
+        var rng = SplitMix64(seed: 0x7EAC_4B1E)
         var reasons: [String: Int] = [:]
         for _ in 0..<6000 {
             let input = Self.mutate(seeds.randomElement(using: &rng)!, other: seeds.randomElement(using: &rng)!, rng: &rng)
@@ -79,7 +80,7 @@ struct FuzzTests {
     @Test("mutated hits: malformed_json exactly when Foundation cannot parse the bytes")
     func mutatedAgreeWithFoundation() {
         let seeds = Self.seeds
-        var rng = SeededGenerator(seed: 0xD1FF)
+        var rng = SplitMix64(seed: 0xD1FF)
         let normalizer = Normalizer(limits: NormalizerLimits(maxDepth: 10_000))
         var malformed = 0
         for _ in 0..<3000 {
@@ -93,7 +94,7 @@ struct FuzzTests {
 
     @Test("random valid JSON documents are never malformed_json, and Foundation agrees they are valid")
     func generatedValidDocuments() {
-        var rng = SeededGenerator(seed: 2020_12)
+        var rng = SplitMix64(seed: 2020_12)
         var generator = ValidJSONGenerator()
         for _ in 0..<2000 {
             let document = generator.document(using: &rng)
@@ -107,7 +108,7 @@ struct FuzzTests {
 /// Builds random valid JSON texts that exercise the grammar: every escape, multi-byte UTF-8,
 /// surrogate pairs, number forms, whitespace, and nesting.
 struct ValidJSONGenerator {
-    mutating func document(using rng: inout SeededGenerator) -> [UInt8] {
+    mutating func document(using rng: inout SplitMix64) -> [UInt8] {
         var out: [UInt8] = []
         whitespace(&out, &rng)
         if Int.random(in: 0..<4, using: &rng) == 0 {
@@ -119,13 +120,13 @@ struct ValidJSONGenerator {
         return out
     }
 
-    private func whitespace(_ out: inout [UInt8], _ rng: inout SeededGenerator) {
+    private func whitespace(_ out: inout [UInt8], _ rng: inout SplitMix64) {
         for _ in 0..<Int.random(in: 0...2, using: &rng) {
             out.append([0x20, 0x0A, 0x0D, 0x09].randomElement(using: &rng)!)
         }
     }
 
-    private func object(_ out: inout [UInt8], depth: Int, _ rng: inout SeededGenerator) {
+    private func object(_ out: inout [UInt8], depth: Int, _ rng: inout SplitMix64) {
         out.append(UInt8(ascii: "{"))
         let keys = ["deliveryId", "broadlogId", "_dId", "_mId", "action", "timestamp", "userInfo", "message", "data", "aps", "url", "k", "é"]
         for index in 0..<Int.random(in: 0...5, using: &rng) {
@@ -145,7 +146,7 @@ struct ValidJSONGenerator {
         out.append(UInt8(ascii: "}"))
     }
 
-    private func value(_ out: inout [UInt8], depth: Int, _ rng: inout SeededGenerator) {
+    private func value(_ out: inout [UInt8], depth: Int, _ rng: inout SplitMix64) {
         let choice = depth >= 8 ? Int.random(in: 2..<7, using: &rng) : Int.random(in: 0..<7, using: &rng)
         switch choice {
         case 0: object(&out, depth: depth, &rng)
@@ -165,7 +166,7 @@ struct ValidJSONGenerator {
         }
     }
 
-    private func string(_ out: inout [UInt8], _ rng: inout SeededGenerator) {
+    private func string(_ out: inout [UInt8], _ rng: inout SplitMix64) {
         out.append(UInt8(ascii: "\""))
         for _ in 0..<Int.random(in: 0...12, using: &rng) {
             switch Int.random(in: 0..<10, using: &rng) {
@@ -187,7 +188,7 @@ struct ValidJSONGenerator {
         out.append(UInt8(ascii: "\""))
     }
 
-    private func number(_ out: inout [UInt8], _ rng: inout SeededGenerator) {
+    private func number(_ out: inout [UInt8], _ rng: inout SplitMix64) {
         var text = Bool.random(using: &rng) ? "-" : ""
         text += Int.random(in: 0..<4, using: &rng) == 0 ? "0" : String(UInt32.random(in: 1...UInt32.max, using: &rng))
         if Bool.random(using: &rng) { text += "." + String(UInt16.random(in: 0...9999, using: &rng)) }

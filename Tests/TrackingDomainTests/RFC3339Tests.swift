@@ -1,5 +1,6 @@
 import Testing
 import TrackingDomain
+import HitGenerator
 
 @Suite("RFC 3339")
 struct RFC3339Tests {
@@ -39,7 +40,7 @@ struct RFC3339Tests {
 
     @Test("round trip holds for pseudo-random instants")
     func randomRoundTrip() {
-        var rng = SeededGenerator(seed: 3339)
+        var rng = SplitMix64(seed: 3339)
         for _ in 0..<5000 {
             let millis = Int64.random(in: RFC3339.minEpochMillis...RFC3339.maxEpochMillis, using: &rng)
             #expect(RFC3339.parse(RFC3339.format(epochMillis: millis).utf8) == millis)

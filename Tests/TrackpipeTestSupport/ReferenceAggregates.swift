@@ -24,7 +24,7 @@ public struct ReferenceAggregates {
         var sets: [String: [HitAction: Set<String>]] = [:]
         for hit in hits {
             let start = Int64((Double(hit.eventTime) / Double(windowSize)).rounded(.down)) * windowSize
-            let key = "\(hit.deliveryId)@\(Self.rfc3339(start))"
+            let key = "\(hit.deliveryId)@\(CivilTime.rfc3339(epochMillis: start, offsetMinutes: 0, fractionDigits: 0))"
             var counts = byKey[key] ?? Counts()
             switch hit.action {
             case .impression: counts.impressions += 1
@@ -75,23 +75,5 @@ public struct ReferenceAggregates {
         case .android: "android"
         case .unknown: "unknown"
         }
-    }
-
-    /// UTC, whole seconds (window starts are whole minutes in these tests).
-    static func rfc3339(_ millis: Int64) -> String {
-        let seconds = Int(millis / 1000)
-        let days = seconds / 86_400
-        let rest = seconds % 86_400
-        let z = days + 719_468
-        let era = z / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
-        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "\(y)-\(two(m))-\(two(d))T\(two(rest / 3600)):\(two(rest / 60 % 60)):\(two(rest % 60))Z"
     }
 }

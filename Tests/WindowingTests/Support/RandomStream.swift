@@ -1,5 +1,6 @@
 import TrackingDomain
 @testable import Windowing
+import HitGenerator
 
 /// Random multi-partition streams with duplicates, disorder and occasional very late hits,
 /// cut into batches that each come from one partition (as a Kafka consumer delivers them).
@@ -13,7 +14,7 @@ struct RandomStream {
         stepMs: Int64 = 37, disorderMs: Int64 = 3_000, veryLateEvery: Int = 50, veryLateMs: Int64 = 20_000,
         maxBatch: Int = 25
     ) -> RandomStream {
-        var rng = SeededGenerator(seed: seed)
+        var rng = SplitMix64(seed: seed)
         var offsets = [Int64](repeating: 0, count: Int(partitions))
         var batches: [[WindowInput]] = []
         var clock: [Int64] = []
