@@ -78,4 +78,35 @@ struct HitStreamTests {
         }
         #expect(disagreements.isEmpty, "\(disagreements.prefix(5).joined(separator: "\n"))")
     }
+
+    @Test("timed batches: the same hits in arrival order, none arriving before its event time or past the reaches")
+    func timedBatches() {
+        var config = stream.config
+        config.staleCount = 0
+        let plain = HitStream(config).generate()
+        let timed = HitStream(config).generateTimed().hits
+        #expect(timed.map(\.hit.value) == plain.map(\.value))
+        #expect(zip(timed, timed.dropFirst()).allSatisfy { $0.arrival <= $1.arrival })
+        for item in timed {
+            #expect(item.arrival >= item.hit.kafkaTimestamp)
+            #expect(item.arrival - item.hit.kafkaTimestamp <= HitStream.arrivalReach)
+            #expect(item.hit.kafkaTimestamp >= config.start)
+            #expect(item.hit.kafkaTimestamp < config.start + config.span + HitStream.interactionReach)
+        }
+    }
+
+    @Test("successive batches of a live stream keep the deliveries and use new recipients")
+    func successiveBatches() {
+        let first = HitStream(HitStreamConfig(count: 200, seed: 7, deliveries: 5, deliverySeed: 1))
+        let (firstHits, recipients) = first.generateTimed()
+        let second = HitStream(HitStreamConfig(count: 200, seed: 8, deliveries: 5, deliverySeed: 1, firstRecipient: recipients))
+        #expect(first.deliveryIds == second.deliveryIds)
+        #expect(first.deliveryIds != HitStream(HitStreamConfig(count: 200, seed: 7, deliveries: 5)).deliveryIds)
+        func recipientsOf(_ hits: [TimedHit]) -> Set<String> {
+            Set(hits.compactMap { if case .counted(let expected) = $0.hit.truth { expected.broadlogId } else { nil } })
+        }
+        let firstRecipients = recipientsOf(firstHits), secondRecipients = recipientsOf(second.generateTimed().hits)
+        #expect(!firstRecipients.isEmpty && !secondRecipients.isEmpty)
+        #expect(firstRecipients.isDisjoint(with: secondRecipients))
+    }
 }
