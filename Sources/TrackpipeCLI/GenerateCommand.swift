@@ -15,8 +15,9 @@ struct GenerateCommand: ParsableCommand {
             tracking off, and about 1% bad messages. The same --seed gives the same stream.
 
             Batch mode (the default): --count messages at once, event times from --start over --span.
-            Live mode (--rate, with --brokers): messages are produced as they happen, paced by the
-            clock, so event times follow the clock and a worker's windows close as time passes; it
+
+            Live mode (--rate, with --brokers): messages are produced as they happen, paced by the \
+            clock, so event times follow the clock and a worker's windows close as time passes; it \
             runs until SIGINT or SIGTERM, or until --count messages if given.
             """)
 
