@@ -21,7 +21,6 @@ struct GenerateCommand: ParsableCommand {
             runs until SIGINT or SIGTERM, or until --count messages if given.
             """)
 
-    /// Batch mode's size when neither --count nor --rate is given.
     static let defaultCount = 10_000
     static let defaultStart = "2026-11-22T10:00:00Z"
     static let defaultSpan = "10m"
@@ -50,7 +49,11 @@ struct GenerateCommand: ParsableCommand {
         guard (count ?? 0) >= 0 else { throw ValidationError("--count must not be negative") }
         guard deliveries >= 1 else { throw ValidationError("--deliveries must be at least 1") }
         if let rate {
-            guard rate > 0, rate.isFinite else { throw ValidationError("--rate must be a positive number of messages a second") }
+            // The generator holds the next half minute or so of messages (clicks come up to a
+            // minute after their impression): bounded, so a typo cannot exhaust memory.
+            guard rate > 0, rate <= 100_000 else {
+                throw ValidationError("--rate must be a positive number of messages a second, at most 100000 (run several generators for more)")
+            }
             guard brokers != nil else {
                 throw ValidationError("--rate produces into Kafka and runs until stopped: give --brokers (for JSON Lines on stdout, use --count alone)")
             }
