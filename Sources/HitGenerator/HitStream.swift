@@ -10,9 +10,17 @@ public struct HitStream: Sendable {
 
     public init(_ config: HitStreamConfig) { self.config = config }
 
+    /// How far after a notification is shown its last interaction can happen (ms): a click up
+    /// to 60 s after the impression, an open up to 3 s after the click.
+    public static let interactionReach: Int64 = 63_000
+
+    /// How far after its event time a message can arrive (ms): a late hit up to 2 min, and its
+    /// SDK retry up to 20 s after that. Arrival is never before the event time.
+    public static let arrivalReach: Int64 = 140_000
+
     /// The delivery ids of the stream; those at index multiple of `trackingOffEvery` minus one have tracking off.
     public var deliveryIds: [String] {
-        var rng = SplitMix64(seed: config.seed ^ 0xD11E_11FE)
+        var rng = SplitMix64(seed: (config.deliverySeed ?? config.seed) ^ 0xD11E_11FE)
         var ids: [String] = []
         var seen = Set<String>()
         while ids.count < config.deliveries {
@@ -29,9 +37,36 @@ public struct HitStream: Sendable {
     public func generate() -> [GeneratedHit] {
         var rng = SplitMix64(seed: config.seed)
         let deliveries = deliveryIds
+        var recipientCounter = config.firstRecipient
+        var hits = interactions(rng: &rng, deliveries: deliveries, recipientCounter: &recipientCounter).map(\.hit)
+        let onDeliveries = deliveries.indices.filter { !isTrackingOff(deliveryIndex: $0) }
+        for index in 0..<config.staleCount {
+            let deliveryId = deliveries[onDeliveries[index % onDeliveries.count]]
+            let eventTime = config.start - 86_400_000 + Int64(index) * 1_000
+            recipientCounter += 1
+            let broadlogId = "h" + hex(recipientCounter &* 2_654_435_761 & 0xFFFFFF, width: 6)
+            let encoded = HitEncoder.encode(
+                deliveryId: deliveryId, broadlogId: broadlogId, action: .impression, channel: .push, platform: .android,
+                eventTime: eventTime, trackingOff: false, rng: &rng)
+            hits.append(GeneratedHit(key: nil, value: encoded.bytes, kafkaTimestamp: eventTime, truth: .stale(encoded.expected)))
+        }
+        return hits
+    }
+
+    /// The stream without its stale hits (`count - staleCount` messages), each message with the moment it reaches Kafka, in
+    /// arrival order: what a live producer needs to send every message no earlier than it
+    /// arrives. `recipients` is the number of recipients used, so that the next batch can
+    /// number its own after them (`firstRecipient`).
+    public func generateTimed() -> (hits: [TimedHit], recipients: UInt64) {
+        var rng = SplitMix64(seed: config.seed)
+        var recipientCounter = config.firstRecipient
+        let hits = interactions(rng: &rng, deliveries: deliveryIds, recipientCounter: &recipientCounter)
+        return (hits, recipientCounter - config.firstRecipient)
+    }
+
+    private func interactions(rng: inout SplitMix64, deliveries: [String], recipientCounter: inout UInt64) -> [TimedHit] {
         var pending: [(arrival: Int64, sequence: Int, hit: GeneratedHit)] = []
         var sequence = 0
-        var recipientCounter: UInt64 = 0
         let target = config.count - config.staleCount
         func add(_ hit: GeneratedHit, arrival: Int64) {
             pending.append((arrival, sequence, hit))
@@ -78,23 +113,17 @@ public struct HitStream: Sendable {
         }
 
         pending.sort { ($0.arrival, $0.sequence) < ($1.arrival, $1.sequence) }
-        var hits = pending.map(\.hit)
-        let onDeliveries = deliveries.indices.filter { !isTrackingOff(deliveryIndex: $0) }
-        for index in 0..<config.staleCount {
-            let deliveryId = deliveries[onDeliveries[index % onDeliveries.count]]
-            let eventTime = config.start - 86_400_000 + Int64(index) * 1_000
-            recipientCounter += 1
-            let broadlogId = "h" + hex(recipientCounter &* 2_654_435_761 & 0xFFFFFF, width: 6)
-            let encoded = HitEncoder.encode(
-                deliveryId: deliveryId, broadlogId: broadlogId, action: .impression, channel: .push, platform: .android,
-                eventTime: eventTime, trackingOff: false, rng: &rng)
-            hits.append(GeneratedHit(key: nil, value: encoded.bytes, kafkaTimestamp: eventTime, truth: .stale(encoded.expected)))
-        }
-        return hits
+        return pending.map { TimedHit(arrival: $0.arrival, hit: $0.hit) }
     }
 }
 
 func hex(_ value: UInt64, width: Int) -> String {
     let text = String(value, radix: 16)
     return String(repeating: "0", count: max(0, width - text.count)) + text
+}
+
+/// A generated message and when it reaches Kafka (epoch ms), never before its event time.
+public struct TimedHit: Sendable {
+    public var arrival: Int64
+    public var hit: GeneratedHit
 }

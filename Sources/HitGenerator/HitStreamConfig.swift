@@ -5,6 +5,12 @@ public struct HitStreamConfig: Sendable {
     /// Messages to generate (exactly).
     public var count: Int
     public var seed: UInt64
+    /// Seed of the delivery ids when not `seed`: successive batches of one live stream differ
+    /// in seed but must belong to the same deliveries, or every batch would be new campaigns.
+    public var deliverySeed: UInt64?
+    /// Recipients (broadlog ids) are numbered after this one, so that successive batches of one
+    /// live stream do not reuse the same recipients.
+    public var firstRecipient: UInt64
     /// Distinct deliveries (campaign sends) the hits belong to.
     public var deliveries: Int
     /// Event time of the first interaction (epoch ms).
@@ -25,7 +31,7 @@ public struct HitStreamConfig: Sendable {
     public init(
         count: Int, seed: UInt64 = 1, deliveries: Int = 20, start: Int64 = 1_795_341_600_000,
         span: Int64 = 10 * 60_000, duplicateRate: Double = 0.05, lateRate: Double = 0.01, badRate: Double = 0.01,
-        trackingOffEvery: Int = 8, staleCount: Int = 0
+        trackingOffEvery: Int = 8, staleCount: Int = 0, deliverySeed: UInt64? = nil, firstRecipient: UInt64 = 0
     ) {
         self.count = count
         self.seed = seed
@@ -37,5 +43,7 @@ public struct HitStreamConfig: Sendable {
         self.badRate = badRate
         self.trackingOffEvery = max(1, trackingOffEvery)
         self.staleCount = staleCount
+        self.deliverySeed = deliverySeed
+        self.firstRecipient = firstRecipient
     }
 }

@@ -78,4 +78,80 @@ struct HitStreamTests {
         }
         #expect(disagreements.isEmpty, "\(disagreements.prefix(5).joined(separator: "\n"))")
     }
+
+    @Test("timed batches: the same hits in arrival order, none arriving before its event time or past the reaches")
+    func timedBatches() {
+        var config = stream.config
+        config.staleCount = 0
+        let plain = HitStream(config).generate()
+        let timed = HitStream(config).generateTimed().hits
+        #expect(timed.map(\.hit.value) == plain.map(\.value))
+        #expect(zip(timed, timed.dropFirst()).allSatisfy { $0.arrival <= $1.arrival })
+        for item in timed {
+            #expect(item.arrival >= item.hit.kafkaTimestamp)
+            #expect(item.arrival - item.hit.kafkaTimestamp <= HitStream.arrivalReach)
+            #expect(item.hit.kafkaTimestamp >= config.start)
+            #expect(item.hit.kafkaTimestamp < config.start + config.span + HitStream.interactionReach)
+        }
+    }
+
+    @Test("successive batches of a live stream keep the deliveries and use new recipients")
+    func successiveBatches() {
+        let first = HitStream(HitStreamConfig(count: 200, seed: 7, deliveries: 5, deliverySeed: 1))
+        let (firstHits, recipients) = first.generateTimed()
+        let second = HitStream(HitStreamConfig(count: 200, seed: 8, deliveries: 5, deliverySeed: 1, firstRecipient: recipients))
+        #expect(first.deliveryIds == second.deliveryIds)
+        #expect(first.deliveryIds != HitStream(HitStreamConfig(count: 200, seed: 7, deliveries: 5)).deliveryIds)
+        func recipientsOf(_ hits: [TimedHit]) -> Set<String> {
+            Set(hits.compactMap { if case .counted(let expected) = $0.hit.truth { expected.broadlogId } else { nil } })
+        }
+        let firstRecipients = recipientsOf(firstHits), secondRecipients = recipientsOf(second.generateTimed().hits)
+        #expect(!firstRecipients.isEmpty && !secondRecipients.isEmpty)
+        #expect(firstRecipients.isDisjoint(with: secondRecipients))
+    }
+
+    @Test("a live stream hands out each message once the clock reaches it, at the rate, in order, with the full mix")
+    func liveStream() {
+        let start: Int64 = 1_795_341_600_000
+        var stream = LiveHitStream(rate: 200, seed: 5, deliveries: 10, start: start)
+        var hits: [(handedOut: Int64, hit: GeneratedHit)] = []
+        var now = start
+        while now < start + 60_000 {
+            hits += stream.due(at: now).map { (now, $0) }
+            #expect(stream.nextDue > now)
+            now += 100
+        }
+        // The full rate from the first second, since the world was already running.
+        let firstTen = hits.filter { $0.handedOut < start + 10_000 }.count
+        #expect((1_700...2_300).contains(firstTen))
+        #expect((10_800...13_200).contains(hits.count))
+        #expect(hits.allSatisfy { $0.hit.kafkaTimestamp <= $0.handedOut })
+        // In order apart from the delays: nearly every message is at most 2 s old.
+        let fresh = hits.filter { $0.handedOut - $0.hit.kafkaTimestamp <= 2_100 }.count
+        #expect(Double(fresh) > 0.9 * Double(hits.count))
+        #expect(hits.allSatisfy { $0.handedOut - $0.hit.kafkaTimestamp <= HitStream.arrivalReach + 100 })
+
+        var actions: [HitAction: Int] = [:], deliveries = Set<String>(), recipients = Set<String>()
+        var off = 0, bad = 0, counted = 0
+        for (_, hit) in hits {
+            switch hit.truth {
+            case .counted(let expected):
+                counted += 1
+                actions[expected.action, default: 0] += 1
+                deliveries.insert(expected.deliveryId)
+                recipients.insert(expected.broadlogId)
+            case .trackingOff: off += 1
+            case .rejected: bad += 1
+            case .stale: Issue.record("a live stream has no stale hits")
+            }
+        }
+        #expect(deliveries.isSubset(of: Set(stream.deliveryIds)) && deliveries.count >= 8)
+        #expect((actions[.click] ?? 0) > (actions[.impression] ?? 0) / 3, "clicks follow impressions from the start")
+        #expect((actions[.open] ?? 0) > 0)
+        #expect(off > 0 && bad > 0)
+        #expect(recipients.count > counted / 4, "recipients are not reused from batch to batch")
+
+        var again = LiveHitStream(rate: 200, seed: 5, deliveries: 10, start: start)
+        #expect(again.due(at: start + 5_000).map(\.value) == hits.filter { $0.handedOut <= start + 5_000 }.map(\.hit.value))
+    }
 }

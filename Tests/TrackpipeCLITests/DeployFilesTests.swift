@@ -290,22 +290,27 @@ import Yams
     }
 
     @Test func composeGeneratorRunsARealGenerateCommandThatFollowsTheWallClock() throws {
+        // The image's entrypoint runs the command: no shell in between, so SIGTERM from
+        // `docker compose stop` reaches trackpipe, which flushes and exits 0.
+        let service = try DeployFiles.compose()["services"]["generator"]
+        #expect(service["entrypoint"].value == nil, "the generator must use the image's entrypoint (trackpipe), not a shell")
+        #expect(try Dockerfile.load().execForm(.entrypoint) == ["trackpipe"])
+        let arguments = try DeployFiles.generatorArguments()
+        for shell in ["bash", "sh", "-c", "while", "sleep", "date"] {
+            #expect(!arguments.contains(shell), "no shell loop: the generator runs `trackpipe \(arguments.joined(separator: " "))`")
+        }
+        #expect(!arguments.contains { $0.contains("$") }, "no shell variables")
+
+        // Event time must follow the wall clock, or windows never close on time: live mode
+        // paces the hits by the clock, for as long as the stack runs.
         let generator = try DeployFiles.generatorCommand()
-        // Event time must follow the wall clock, or windows never close on time: each batch
-        // starts at the clock (minus how far its clicks reach ahead), never at a fixed time.
-        let script = try DeployFiles.generatorScript()
-        let startsAtTheClock = generator.start == "now" || (generator.start == "1" && script.contains("date +%s"))
-        #expect(startsAtTheClock, "--start \(generator.start)")
-        let stream = try generator.streamConfig()
-        #expect(stream.count > 0)
-        // The pause between batches must stay below the worker's idle timeout, or partitions
-        // turn idle between batches; and each batch must span the pause, so event time
-        // neither runs ahead of the clock nor leaves gaps.
+        let rate = try #require(generator.rate, "the generator must run in live mode (--rate)")
+        #expect(rate > 0)
+        #expect(generator.count == nil, "a --count would stop the generator, and the windows with it")
+        #expect(generator.start == nil && generator.span == nil)
         let worker = DeployFiles.environment(of: try DeployFiles.compose()["services"]["trackpipe"])
-        let idle = try DurationText.milliseconds(worker["TRACKPIPE_IDLE_TIMEOUT"] ?? "30s")
-        let pause = try #require(try DeployFiles.generatorPauseMilliseconds())
-        #expect(pause < idle)
-        #expect(stream.span == pause)
+        #expect(generator.brokers == worker["TRACKPIPE_BROKERS"])
+        #expect(generator.topic == worker["TRACKPIPE_INPUT_TOPIC"])
     }
 
     @Test func composeStartsEachServiceOnlyWhenWhatItNeedsIsReady() throws {
@@ -447,37 +452,23 @@ enum DeployFiles {
         return topics
     }
 
-    /// The generator's shell loop, as written in compose (`$$` is compose's escaped `$`).
-    static func generatorScript() throws -> String {
+    /// The generator's `command`: the arguments of the image's `trackpipe` entrypoint.
+    static func generatorArguments() throws -> [String] {
         let command = try compose()["services"]["generator"]["command"]
-        return (command.sequence?.map { "\($0)" } ?? command.string.map { [$0] } ?? []).joined(separator: " ")
+        if let sequence = command.sequence { return sequence.map { "\($0)" } }
+        if let text = command.string { return text.split(separator: " ").map(String.init) }
+        throw DeployFileError("the generator service has no command")
     }
 
-    /// Parses the `trackpipe generate ...` line of the generator loop with the real command
-    /// parser; shell variables (`$$batch`) stand for a number.
+    /// The generator's command, parsed by the real command parser and validated.
     static func generatorCommand() throws -> GenerateCommand {
-        let lines = try generatorScript().split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        guard let line = lines.first(where: { $0.hasPrefix("trackpipe ") }) else {
-            throw DeployFileError("the generator runs no `trackpipe ...` command")
-        }
-        let shellSeparators: Set<String> = ["||", "&&", ";"]
-        let words: [String] = line.split(separator: " ").map(String.init)
-        let command: [String] = Array(words.prefix { !shellSeparators.contains($0) })
-        let arguments: [String] = command.dropFirst().map { (word: String) -> String in word.hasPrefix("$") ? "1" : word }
+        let arguments = try generatorArguments()
         let parsed = try Trackpipe.parseAsRoot(arguments)
         guard let generate = parsed as? GenerateCommand else {
-            throw DeployFileError("the generator runs `\(line)`, not `trackpipe generate`")
+            throw DeployFileError("the generator runs `trackpipe \(arguments.joined(separator: " "))`, not `trackpipe generate`")
         }
         try generate.validate()
         return generate
-    }
-
-    /// The `sleep N` between generator batches.
-    static func generatorPauseMilliseconds() throws -> Int64? {
-        let lines = try generatorScript().split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        guard let line = lines.first(where: { $0.hasPrefix("sleep ") }) else { return nil }
-        let argument = line.dropFirst("sleep ".count).trimmingCharacters(in: .whitespaces)
-        return Int64(argument).map { $0 * 1_000 } ?? (try? DurationText.milliseconds(argument))
     }
 }
 

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 import Foundation
 import Kafka
 import Testing
@@ -36,6 +41,82 @@ struct GenerateCommandTests {
         #expect(records.count == 300)
         #expect(records.allSatisfy { $0.timestamp != nil })
         #expect(records.contains { $0.key != nil })
+    }
+
+    @Test("--rate produces live, paced by the clock, event times never ahead of it, until SIGTERM")
+    func liveUntilSignalled() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("live", partitions: 2)
+        let testStart = Self.nowMillis()
+        let generator = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(),
+            ["generate", "--rate", "500", "--brokers", broker.bootstrapServers, "--topic", "live", "-X", "log_level=3"])
+        let started = Date()
+        Thread.sleep(forTimeInterval: 2.5)
+        generator.signal(SIGTERM)
+        let elapsed = Date().timeIntervalSince(started)
+        let status = generator.waitForExit(seconds: 15)
+        #expect(status == 0, "\(generator.stderr)")
+        #expect(generator.stderr.contains("messages to topic live on \(broker.bootstrapServers)"), "\(generator.stderr)")
+
+        let consumer = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "r", "log_level": "3"]))
+        let records = try consumer.readToEnd(topic: "live", partitions: 2)
+        let readAt = Self.nowMillis()
+        // Loose: process start-up and a shared machine shift the count either way.
+        let expected = 500 * elapsed
+        #expect(Double(records.count) > 0.4 * expected && Double(records.count) < 1.6 * expected, "\(records.count) in \(elapsed) s")
+        #expect(generator.stderr.contains("generate: \(records.count) messages"), "the summary counts what was delivered")
+
+        let stamps = records.compactMap(\.timestamp)
+        #expect(stamps.count == records.count)
+        // Never ahead of the clock; behind it by the generator's own delays only (late hits
+        // and their retries reach back up to 140 s, nearly all others 2 s).
+        #expect(stamps.allSatisfy { $0 <= readAt })
+        #expect(stamps.allSatisfy { $0 >= testStart - 141_000 })
+        #expect(Double(stamps.filter { $0 >= testStart - 3_000 }.count) > 0.8 * Double(stamps.count))
+        // Event time moves with the run: compare in production order (per partition, by offset).
+        let byProduction = records.sorted { ($0.partition, $0.offset) < ($1.partition, $1.offset) }
+        for partition in Set(records.map(\.partition)) {
+            let ordered = byProduction.filter { $0.partition == partition }.compactMap(\.timestamp)
+            guard ordered.count >= 40 else { continue }
+            let quarter = ordered.count / 4
+            #expect(Self.median(ordered.suffix(quarter)) > Self.median(ordered.prefix(quarter)), "partition \(partition)")
+        }
+    }
+
+    @Test("--rate with --count stops after that many messages, exit 0")
+    func liveWithCount() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("live", partitions: 1)
+        let result = try TrackpipeBinary.locate().run([
+            "generate", "--rate", "1000", "--count", "300", "--brokers", broker.bootstrapServers, "--topic", "live", "-X", "log_level=3",
+        ])
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("generate: 300 messages to topic live"))
+        let consumer = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "r", "log_level": "3"]))
+        #expect(try consumer.readToEnd(topic: "live", partitions: 1).count == 300)
+    }
+
+    @Test("--rate without --brokers, or with batch-only options, is refused with why")
+    func liveNeedsBrokers() throws {
+        let binary = try TrackpipeBinary.locate()
+        let noBrokers = try binary.run(["generate", "--rate", "100"])
+        #expect(noBrokers.exitCode != 0)
+        #expect(noBrokers.stdout.isEmpty)
+        #expect(noBrokers.stderr.contains("--rate produces into Kafka and runs until stopped: give --brokers"))
+        let withStart = try binary.run(["generate", "--rate", "100", "--brokers", "localhost:1", "--start", "now"])
+        #expect(withStart.exitCode != 0)
+        #expect(withStart.stderr.contains("with --rate, event times follow the clock"))
+        let zero = try binary.run(["generate", "--rate", "0", "--brokers", "localhost:1"])
+        #expect(zero.exitCode != 0)
+        #expect(zero.stderr.contains("--rate must be a positive number"))
+    }
+
+    private static func nowMillis() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    private static func median(_ values: some Collection<Int64>) -> Int64 {
+        let sorted = values.sorted()
+        return sorted[sorted.count / 2]
     }
 
     @Test("a bad --start is refused with what to write instead")
