@@ -145,12 +145,8 @@ struct GenerateCommand: ParsableCommand {
     private static func nowMillis() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     private func makeProducer(brokers: String) throws -> (KafkaProducer, LockedValue<[String]>) {
-        var config = KafkaConfig(["bootstrap.servers": brokers, "linger.ms": "20", "client.id": "trackpipe-generate"])
-        for pair in kafkaProperties {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else { throw ValidationError("-X \(pair): expected key=value") }
-            config[String(parts[0])] = String(parts[1])
-        }
+        let config = KafkaConfig(["bootstrap.servers": brokers, "linger.ms": "20", "client.id": "trackpipe-generate"])
+            .merging(KafkaConfig(try KafkaPropertyArguments.parse(kafkaProperties)))
         let failures = LockedValue<[String]>([])
         let producer = try KafkaProducer(config: config) { report in
             if let error = report.error { failures.update { $0.append("\(error)") } }

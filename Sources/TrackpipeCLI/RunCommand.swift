@@ -92,13 +92,7 @@ struct RunCommand: ParsableCommand {
         config.untilEnd = untilEnd || ["1", "true", "yes"].contains(environment.value(forFlag: "until-end")?.lowercased() ?? "")
         config.commitInterval = try duration("commit-interval", commitInterval, "5s")
         config.maxFutureSkew = try duration("max-future-skew", maxFutureSkew, "1h")
-        for pair in environment.kafkaProperties() + kafkaProperties {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, !parts[0].isEmpty else {
-                throw ValidationError("-X \(pair): expected key=value, for example -X security.protocol=SASL_SSL")
-            }
-            config.kafkaProperties[String(parts[0]).trimmingCharacters(in: .whitespaces)] = String(parts[1])
-        }
+        config.kafkaProperties = try KafkaPropertyArguments.parse(environment.kafkaProperties() + kafkaProperties)
         let levelText = pick("log-level", logLevel, "info")
         guard let level = Logger.Level(rawValue: levelText.lowercased()) else {
             throw ValidationError("--log-level \(levelText): use trace, debug, info, notice, warning, error or critical")
