@@ -26,14 +26,14 @@ enum HitEncoder {
             // A: SDK context data, flat, with explicit channel and platform.
             let flagField = flag.map { ",\"_acsDeliveryTracking\":\($0)" } ?? ""
             text =
-                "{\"deliveryId\":\"\(deliveryId)\",\"broadlogId\":\"\(broadlogId)\",\"action\":\(actionJSON),\"channel\":\"\(channel.text)\",\"platform\":\"\(platform.text)\"\(ts.map { ",\"timestamp\":\($0)" } ?? "")\(flagField)}"
+                "{\"deliveryId\":\"\(deliveryId)\",\"broadlogId\":\"\(broadlogId)\",\"action\":\(actionJSON),\"channel\":\"\(channel.name)\",\"platform\":\"\(platform.name)\"\(ts.map { ",\"timestamp\":\($0)" } ?? "")\(flagField)}"
         case (.push, _) where roll < 0.45:
             // B: trackAction envelope; channel only when the app names it.
             let named = rng.chance(0.5)
             if !named { expectedChannel = .unknown }
             let flagField = flag.map { ",\"_acsDeliveryTracking\":\($0)" } ?? ""
             text =
-                "{\"actionName\":\"tracking\",\"contextData\":{\"deliveryId\":\"\(deliveryId)\",\"broadlogId\":\"\(broadlogId)\",\"action\":\(actionJSON)\(flagField)},\(named ? "\"channel\":\"push\"," : "")\"platform\":\"\(platform.text)\"\(ts.map { ",\"timestamp\":\($0)" } ?? "")}"
+                "{\"actionName\":\"tracking\",\"contextData\":{\"deliveryId\":\"\(deliveryId)\",\"broadlogId\":\"\(broadlogId)\",\"action\":\(actionJSON)\(flagField)},\(named ? "\"channel\":\"push\"," : "")\"platform\":\"\(platform.name)\"\(ts.map { ",\"timestamp\":\($0)" } ?? "")}"
         case (.push, .ios) where roll < 0.85:
             // C: iOS userInfo forwarded with the action.
             let flagField = flag.map { ",\"_acsDeliveryTracking\":\($0)" } ?? ""
@@ -53,7 +53,7 @@ enum HitEncoder {
             let flagField = flag.map { ",\"_acsDeliveryTracking\":\($0)" } ?? ""
             let separator = rng.chance(0.2) ? "%2C" : ","
             text =
-                "{\"url\":\"https://t.example.com/r/?id=\(broadlogId)\(separator)\(deliveryId)\(separator)\(code)&mcId=71436720957458371935467211340216738418\"\(ts.map { ",\"timestamp\":\($0)" } ?? "")\(namePlatform ? ",\"platform\":\"\(platform.text)\"" : "")\(nameChannel ? ",\"channel\":\"push\"" : "")\(flagField)}"
+                "{\"url\":\"https://t.example.com/r/?id=\(broadlogId)\(separator)\(deliveryId)\(separator)\(code)&mcId=71436720957458371935467211340216738418\"\(ts.map { ",\"timestamp\":\($0)" } ?? "")\(namePlatform ? ",\"platform\":\"\(platform.name)\"" : "")\(nameChannel ? ",\"channel\":\"push\"" : "")\(flagField)}"
         case (.local, .android):
             // E: Android local notification intent extras.
             text =
@@ -125,25 +125,5 @@ enum HitEncoder {
             return "\"\(CivilTime.rfc3339(epochMillis: eventTime, offsetMinutes: offset, fractionDigits: 3))\""
         }
         return "\"\(CivilTime.rfc3339(epochMillis: eventTime, offsetMinutes: 0, fractionDigits: 9))\""
-    }
-}
-
-extension Channel {
-    var text: String {
-        switch self {
-        case .push: "push"
-        case .local: "local"
-        case .unknown: "unknown"
-        }
-    }
-}
-
-extension Platform {
-    var text: String {
-        switch self {
-        case .ios: "ios"
-        case .android: "android"
-        case .unknown: "unknown"
-        }
     }
 }

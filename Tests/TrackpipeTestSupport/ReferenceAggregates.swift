@@ -31,8 +31,8 @@ public struct ReferenceAggregates {
             case .click: counts.clicks += 1
             case .open: counts.opens += 1
             }
-            counts.channels[Self.name(hit.channel), default: 0] += 1
-            counts.platforms[Self.name(hit.platform), default: 0] += 1
+            counts.channels[hit.channel.name, default: 0] += 1
+            counts.platforms[hit.platform.name, default: 0] += 1
             byKey[key] = counts
             sets[key, default: [:]][hit.action, default: []].insert(hit.broadlogId)
         }
@@ -59,21 +59,5 @@ public struct ReferenceAggregates {
         counts.channels = object["channels"] as? [String: Int] ?? [:]
         counts.platforms = object["platforms"] as? [String: Int] ?? [:]
         return counts
-    }
-
-    static func name(_ channel: Channel) -> String {
-        switch channel {
-        case .push: "push"
-        case .local: "local"
-        case .unknown: "unknown"
-        }
-    }
-
-    static func name(_ platform: Platform) -> String {
-        switch platform {
-        case .ios: "ios"
-        case .android: "android"
-        case .unknown: "unknown"
-        }
     }
 }
