@@ -14,7 +14,7 @@ extension KafkaConsumer {
     public func readToEnd(topic: String, partitions: Int32, timeoutSeconds: Double = 60) throws -> [StoredRecord] {
         let all = (0..<partitions).map { TopicPartition(topic: topic, partition: $0) }
         var ends: [Int32: Int64] = [:]
-        for tp in all { ends[tp.partition] = try watermarks(tp).high }
+        for end in try endOffsets(all) { ends[end.partition] = end.offset }
         var remaining = Set(all.filter { ends[$0.partition]! > 0 }.map(\.partition))
         guard !remaining.isEmpty else { return [] }
         try assign(all.map { TopicPartitionOffset($0, offset: KafkaOffset.beginning) })
