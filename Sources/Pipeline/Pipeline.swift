@@ -100,7 +100,6 @@ public final class Pipeline: @unchecked Sendable {
         var lastAdvance = started
         var lastCommit = started
         var lastGauges = started
-        var sawAssignment = false
         do {
             while !stopRequested.load(ordering: .relaxed) {
                 let polled = try consumer.pollBatch(timeoutMilliseconds: 100) { batch in try process(batch) }
@@ -120,8 +119,7 @@ public final class Pipeline: @unchecked Sendable {
                     updateGauges()
                     lastGauges = now
                 }
-                sawAssignment = sawAssignment || !assigned.isEmpty
-                if config.untilEnd && sawAssignment && !assigned.isEmpty && assigned.isSubset(of: atEnd) { break }
+                if config.untilEnd && !assigned.isEmpty && assigned.isSubset(of: atEnd) { break }
             }
             if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
             if config.untilEnd { try handle(engine.flushAll()) }
@@ -136,9 +134,7 @@ public final class Pipeline: @unchecked Sendable {
         let committed = lastCommitted.values.sorted { $0.partition < $1.partition }
         consumer.close()
         flushMetrics()
-        return PipelineSummary(
-            accounting: accounting, elapsedMilliseconds: wallClockMillis() - started, committed: committed,
-            untilEnd: config.untilEnd)
+        return PipelineSummary(accounting: accounting, elapsedMilliseconds: wallClockMillis() - started, committed: committed)
     }
 
     // MARK: - One batch

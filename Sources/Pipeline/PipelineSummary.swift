@@ -6,7 +6,6 @@ public struct PipelineSummary: Sendable {
     public var accounting: Accounting
     public var elapsedMilliseconds: Int64
     public var committed: [TopicPartitionOffset]
-    public var untilEnd: Bool
 
     public var text: String {
         let a = accounting
