@@ -26,8 +26,6 @@ struct DeliveryWindow: Sendable {
     var ios: UInt32 = 0
     var android: UInt32 = 0
     var unknownPlatform: UInt32 = 0
-    /// Revision of the last emission; 0 = never emitted.
-    var revision: UInt32 = 0
     /// Changed since the last emission (only tracked once the window has been emitted).
     var dirty = false
 
@@ -94,7 +92,12 @@ struct DeliveryWindow: Sendable {
         return Change(newEntry: old == 0, becameDirty: becameDirty)
     }
 
-    func aggregate(deliveryId: String, start: Int64, end: Int64, revision: Int) -> WindowAggregate {
+    /// Hits counted so far: the record's revision. It grows with every correction (each one
+    /// adds at least a hit) and is the same whoever rebuilds the window from the same input,
+    /// so it never goes backwards across restarts, rebalances or instances.
+    var hitCount: Int { Int(impressions) + Int(clicks) + Int(opens) }
+
+    func aggregate(deliveryId: String, start: Int64, end: Int64) -> WindowAggregate {
         WindowAggregate(
             deliveryId: deliveryId, windowStart: start, windowEnd: end,
             impressions: Int(impressions), clicks: Int(clicks), opens: Int(opens),
@@ -102,7 +105,7 @@ struct DeliveryWindow: Sendable {
             uniqueOpens: Int(uniqueOpens), dismissals: Int(dismissals),
             channels: ChannelCounts(push: Int(push), local: Int(local), unknown: Int(unknownChannel)),
             platforms: PlatformCounts(ios: Int(ios), android: Int(android), unknown: Int(unknownPlatform)),
-            revision: revision
+            revision: hitCount
         )
     }
 }

@@ -69,13 +69,21 @@ public final class ShardedWindowEngine: @unchecked Sendable {
     /// became final or was corrected. The watermark moves at batch boundaries: hits in a batch
     /// are judged too late against the horizon in force when the batch started.
     public func process(_ batch: [WindowInput], now: Int64) -> EngineOutput {
-        serial.sync { processSerially(batch, now: now) }
+        serial.sync { processSerially(batch, marks: nil, now: now) }
+    }
+
+    /// Counts a batch whose event time is reported separately, per source partition: for
+    /// input that crossed a shuffle, where the partition an offset belongs to (the batch's
+    /// `partition`) is not the partition the hit was first read from. Sources must have been
+    /// declared with `assign(partitions:now:)` to hold the watermark back before they report.
+    public func process(_ batch: [WindowInput], marks: [SourceMark], now: Int64) -> EngineOutput {
+        serial.sync { processSerially(batch, marks: marks, now: now) }
     }
 
     /// Lets wall-clock time pass without input, so idle partitions release the watermark and
     /// pending corrections go out.
     public func advance(now: Int64) -> EngineOutput {
-        serial.sync { processSerially([], now: now) }
+        serial.sync { processSerially([], marks: [], now: now) }
     }
 
     /// Emits every open window and pending correction now, for bounded runs that end at the
@@ -140,10 +148,17 @@ public final class ShardedWindowEngine: @unchecked Sendable {
 
     // MARK: Internals (run on `serial`)
 
-    private func processSerially(_ batch: [WindowInput], now: Int64) -> EngineOutput {
+    private func processSerially(_ batch: [WindowInput], marks: [SourceMark]?, now: Int64) -> EngineOutput {
         let horizonAtStart = horizon
         let restore = restorePoints
-        observePartitions(of: batch, now: now)
+        if let marks {
+            noteOffsets(of: batch)
+            for mark in marks {
+                clock.observe(partition: mark.source, maxEventTime: mark.watermark, now: now, reportedIdle: mark.idle)
+            }
+        } else {
+            observePartitions(of: batch, now: now)
+        }
         let shardCount = shardCount
         let newWatermark = clock.advance(now: now)
         if let newWatermark { horizon = Swift.max(horizon, newWatermark) }
@@ -193,6 +208,21 @@ public final class ShardedWindowEngine: @unchecked Sendable {
             highest = Swift.max(highest, input.offset)
         }
         observe(partition: partition, maxTime: maxTime, highest: highest, now: now)
+    }
+
+    /// Processed offsets per partition, for batches whose clock comes from source marks.
+    private func noteOffsets(of batch: [WindowInput]) {
+        guard var partition = batch.first?.partition else { return }
+        var highest = Int64.min
+        for input in batch {
+            if input.partition != partition {
+                highestOffsets[partition] = Swift.max(highestOffsets[partition] ?? highest, highest)
+                partition = input.partition
+                highest = .min
+            }
+            highest = Swift.max(highest, input.offset)
+        }
+        highestOffsets[partition] = Swift.max(highestOffsets[partition] ?? highest, highest)
     }
 
     private func observe(partition: Int32, maxTime: Int64?, highest: Int64, now: Int64) {

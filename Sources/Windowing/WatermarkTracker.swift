@@ -12,6 +12,8 @@ struct WatermarkTracker: Sendable {
         var maxEventTime: Int64?
         /// Wall-clock ms of the last hit, or of the assignment if nothing arrived yet.
         var lastActivity: Int64
+        /// The source's own reader said it went quiet (a mark carried through a shuffle).
+        var reportedIdle = false
     }
 
     let idleTimeout: Int64
@@ -38,18 +40,23 @@ struct WatermarkTracker: Sendable {
     }
 
     /// Records that `partition` delivered hits up to `maxEventTime` (nil: hits without time).
-    mutating func observe(partition: Int32, maxEventTime: Int64?, now: Int64) {
+    /// `reportedIdle` is the source reader's own judgement, carried through a shuffle: an idle
+    /// report keeps the watermark it brings but does not count as activity.
+    mutating func observe(partition: Int32, maxEventTime: Int64?, now: Int64, reportedIdle: Bool = false) {
         var clock = partitions[partition] ?? PartitionClock(maxEventTime: nil, lastActivity: now)
         if let maxEventTime {
             clock.maxEventTime = Swift.max(clock.maxEventTime ?? maxEventTime, maxEventTime)
         }
-        clock.lastActivity = Swift.max(clock.lastActivity, now)
+        clock.reportedIdle = reportedIdle
+        if !reportedIdle {
+            clock.lastActivity = Swift.max(clock.lastActivity, now)
+            lastInputAt = Swift.max(lastInputAt ?? now, now)
+        }
         partitions[partition] = clock
-        lastInputAt = Swift.max(lastInputAt ?? now, now)
     }
 
     func isIdle(_ clock: PartitionClock, now: Int64) -> Bool {
-        now - clock.lastActivity >= idleTimeout
+        clock.reportedIdle || now - clock.lastActivity >= idleTimeout
     }
 
     /// Recomputes the global watermark for wall-clock `now` and returns it.

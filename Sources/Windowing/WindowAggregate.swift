@@ -1,9 +1,11 @@
 /// The record the pipeline publishes for one (delivery, window).
 ///
 /// Every emission carries the complete counts of the window so far, never a delta: consumers
-/// keep the last record per key and are done. `revision` grows with each correction within
-/// one engine's lifetime (it restarts at 1 after a process restart, so "last record wins",
-/// not "highest revision wins").
+/// keep the last record per key and are done. `revision` is the number of hits counted in the
+/// window (impressions + clicks + opens): every correction adds hits, so it grows with each
+/// emission, and it depends only on the window's content, so a restart, a rebalance or another
+/// instance rebuilding the window emits the same revision for the same counts. A sink may keep
+/// the record with the highest revision per key (an upsert on revision, an external version).
 public struct WindowAggregate: Sendable, Hashable {
     public var deliveryId: String
     /// Epoch milliseconds, inclusive.

@@ -45,9 +45,7 @@ struct WindowStore: Sendable {
         if expiry <= horizon {
             out.tooLate.append(LateHit(
                 event: input.event, partition: input.partition, offset: input.offset,
-                detail: "window [\(start), \(end)) of delivery \(input.event.deliveryId) was final and evicted: "
-                    + "its retention ended at \(expiry), eviction horizon is \(horizon), watermark is "
-                    + (watermark.map { String($0) } ?? "unset")))
+                detail: LateHit.detail(eventTime: time, windowStart: start, windowEnd: end, retention: config.retention, horizon: horizon)))
             return
         }
         let index = slotIndex(start: start, end: end)
@@ -140,11 +138,9 @@ struct WindowStore: Sendable {
         let end = slots[index].end
         var position = slots[index].deliveries.startIndex
         while position != slots[index].deliveries.endIndex {
-            let revision = slots[index].deliveries.values[position].revision + 1
-            slots[index].deliveries.values[position].revision = revision
             slots[index].deliveries.values[position].dirty = false
             let (id, window) = slots[index].deliveries[position]
-            out.emitted.append(window.aggregate(deliveryId: id, start: start, end: end, revision: Int(revision)))
+            out.emitted.append(window.aggregate(deliveryId: id, start: start, end: end))
             slots[index].deliveries.formIndex(after: &position)
         }
         slots[index].emitted = true
@@ -156,27 +152,22 @@ struct WindowStore: Sendable {
         let end = slots[index].end
         for id in slots[index].dirtyIds {
             guard let position = slots[index].deliveries.index(forKey: id) else { continue }
-            let revision = slots[index].deliveries.values[position].revision + 1
-            slots[index].deliveries.values[position].revision = revision
             slots[index].deliveries.values[position].dirty = false
-            out.emitted.append(slots[index].deliveries.values[position].aggregate(
-                deliveryId: id, start: start, end: end, revision: Int(revision)))
+            out.emitted.append(slots[index].deliveries.values[position].aggregate(deliveryId: id, start: start, end: end))
         }
         slots[index].dirtyIds.removeAll()
     }
 
     private func emitAll(of slot: WindowSlot, into out: inout StoreOutput) {
         for (id, window) in slot.deliveries {
-            out.emitted.append(window.aggregate(
-                deliveryId: id, start: slot.start, end: slot.end, revision: Int(window.revision + 1)))
+            out.emitted.append(window.aggregate(deliveryId: id, start: slot.start, end: slot.end))
         }
     }
 
     private func emitDirty(of slot: WindowSlot, into out: inout StoreOutput) {
         for id in slot.dirtyIds {
             guard let window = slot.deliveries[id] else { continue }
-            out.emitted.append(window.aggregate(
-                deliveryId: id, start: slot.start, end: slot.end, revision: Int(window.revision + 1)))
+            out.emitted.append(window.aggregate(deliveryId: id, start: slot.start, end: slot.end))
         }
     }
 

@@ -247,9 +247,28 @@ import TrackingDomain
         // 105 entries, nothing emitted by watermark; window 0 (50 entries) is emitted early then dropped.
         #expect(out.emitted.map(\.deliveryId) == ["d1", "d2"])
         #expect(out.emitted.map(\.uniqueImpressions) == [40, 10])
-        #expect(out.emitted.allSatisfy { $0.revision == 1 && $0.windowStart == 0 })
+        #expect(out.emitted.allSatisfy { $0.revision == $0.uniqueImpressions && $0.windowStart == 0 })
         #expect(out.capacityEvictions.map(\.windowsEmittedEarly) == [2])
         #expect(out.capacityEvictions.map(\.entriesFreed) == [50])
         #expect(engine.stats.openWindows == 2 && engine.stats.entries == 55)
+    }
+
+    @Test("behind a shuffle: the watermark is the minimum of the sources' marks, not of the partitions the offsets belong to")
+    func sourceMarksDriveTheWatermark() {
+        let engine = ShardedWindowEngine(config: WindowConfig(size: 60_000, grace: 10_000, retention: 600_000), shards: 2)
+        // Three source partitions feed this one downstream partition (7).
+        engine.assign(partitions: [0, 1, 2], now: 0)
+        var out = engine.process(
+            [Hits.input("d1", "b1", .impression, at: 1_000, partition: 7, offset: 100)],
+            marks: [SourceMark(source: 0, watermark: 200_000), SourceMark(source: 1, watermark: 150_000)], now: 1_000)
+        // Source 2 has said nothing yet: it holds everything back.
+        #expect(out.emitted.isEmpty && engine.watermark == nil)
+        out = engine.process([], marks: [SourceMark(source: 2, watermark: 65_000)], now: 2_000)
+        #expect(engine.watermark == 65_000 && out.emitted.isEmpty)  // window [0, 60s) needs 70 s
+        out = engine.process([], marks: [SourceMark(source: 2, watermark: 65_000, idle: true)], now: 3_000)
+        #expect(engine.watermark == 150_000)
+        #expect(out.emitted.map(\.deliveryId) == ["d1"])
+        // Offsets are those of the downstream partition, whatever the sources.
+        #expect(engine.safeOffsets() == [7: 100])
     }
 }

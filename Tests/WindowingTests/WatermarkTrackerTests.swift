@@ -11,6 +11,23 @@ import Testing
         #expect(tracker.advance(now: 2_000) == 5_000)
     }
 
+    @Test func aSourceReportedIdleStopsHoldingBackAtOnceAndResumesWhenItDelivers() {
+        var tracker = WatermarkTracker(idleTimeout: 30_000)
+        tracker.assign([0, 1], now: 0)
+        tracker.observe(partition: 0, maxEventTime: 50_000, now: 1_000)
+        tracker.observe(partition: 1, maxEventTime: 20_000, now: 1_000)
+        #expect(tracker.advance(now: 1_000) == 20_000)
+        // Source 1's reader says it went quiet: no need to wait for our own idle timeout.
+        tracker.observe(partition: 1, maxEventTime: 20_000, now: 2_000, reportedIdle: true)
+        #expect(tracker.advance(now: 2_000) == 50_000)
+        // It delivers again, behind: it holds the watermark from here (which never retreats).
+        tracker.observe(partition: 1, maxEventTime: 40_000, now: 3_000)
+        tracker.observe(partition: 0, maxEventTime: 90_000, now: 3_000)
+        #expect(tracker.advance(now: 3_000) == 50_000)
+        tracker.observe(partition: 1, maxEventTime: 70_000, now: 4_000)
+        #expect(tracker.advance(now: 4_000) == 70_000)
+    }
+
     @Test func neverGoesBackwards() {
         var tracker = WatermarkTracker(idleTimeout: 30_000)
         tracker.observe(partition: 0, maxEventTime: 5_000, now: 0)

@@ -40,7 +40,7 @@ struct LastRecords {
         }
     }
 
-    /// Records without their revision: revisions restart with the process, counts must not.
+    /// Records without their revision, to compare counts alone.
     var countsOnly: [Key: WindowAggregate] {
         records.mapValues { record in
             var copy = record
