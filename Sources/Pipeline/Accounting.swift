@@ -1,26 +1,47 @@
 /// Where every consumed message went. The invariant the worker keeps and the tests check:
-/// `consumed == accepted + filtered + deadLettered`, always.
+/// `consumed == accepted + filtered + deadLettered + duplicates`, always, per stage.
 public struct Accounting: Sendable, Equatable {
     public var consumed = 0
-    /// Counted in a window, including replayed hits that were already final (`replayedFinal`).
+    /// Counted in a window (aggregate stage, including `replayedFinal`) or sent on to the
+    /// repartition topic (normalize stage).
     public var accepted = 0
     /// Part of `accepted`: hits re-read after a restart whose window the previous run had finished.
     public var replayedFinal = 0
     public var filtered: [String: Int] = [:]
     public var deadLettered: [String: Int] = [:]
+    /// Events a crashed upstream had already sent once, recognised by their source position
+    /// and dropped (aggregate stage behind the repartition topic).
+    public var duplicates = 0
+    /// Part of `consumed`: messages below the previous owner's processed mark, read again to
+    /// rebuild window state after a restart or a rebalance.
+    public var replayed = 0
+    /// Watermark marks read from the repartition topic; not messages of the input, so outside
+    /// the balance.
+    public var marks = 0
     public var emitted = 0
+    /// Records dropped because they belonged to a partition no longer assigned, or repeated an
+    /// offset already processed (librdkafka 2.0.x batch-consume guard).
+    public var staleDropped = 0
+    /// Times a partition's offsets jumped forward (compaction, transactions, retention, or a
+    /// consumer bug): logged loudly.
+    public var offsetGaps = 0
 
     public init() {}
 
     public var filteredTotal: Int { filtered.values.reduce(0, +) }
     public var deadLetteredTotal: Int { deadLettered.values.reduce(0, +) }
-    public var balanced: Bool { consumed == accepted + filteredTotal + deadLetteredTotal }
+    public var balanced: Bool { consumed == accepted + filteredTotal + deadLetteredTotal + duplicates }
 
     public mutating func add(_ other: Accounting) {
         consumed += other.consumed
         accepted += other.accepted
         replayedFinal += other.replayedFinal
         emitted += other.emitted
+        duplicates += other.duplicates
+        replayed += other.replayed
+        marks += other.marks
+        staleDropped += other.staleDropped
+        offsetGaps += other.offsetGaps
         filtered.merge(other.filtered, uniquingKeysWith: +)
         deadLettered.merge(other.deadLettered, uniquingKeysWith: +)
     }

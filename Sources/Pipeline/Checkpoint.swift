@@ -1,36 +1,150 @@
-/// What the worker stores in Kafka's commit metadata next to each committed offset, so that a
-/// restarted worker (or the next member to own the partition) can tell, during replay, which
-/// hits were already final: those below `processedThrough` whose window was already evicted.
+/// What the worker stores in Kafka's commit metadata next to each committed offset, so that the
+/// next owner of the partition (a restart, or another instance after a rebalance) can replay
+/// from the offset exactly: recognise hits whose window was already final, skip dead letters
+/// already sent, and drop events an upstream stage sent twice.
 ///
-/// Encoded as `trackpipe/1 evicted=<ms> processed=<offset>`; anything else (another tool's
-/// commit, an older format) decodes to nil and the partition replays from the offset alone.
+/// Two encodings, both text:
+/// - `trackpipe/1 evicted=<ms> processed=<offset>`: windows over the input topic itself.
+/// - `trackpipe/2 evicted=<ms> processed=<offset> seen=<map>`: behind the repartition topic,
+///   adding per source partition the highest source offset counted before `processed`.
+///
+/// The `seen` map is taken at `processed`, not at the committed offset, and is applied only to
+/// records at or after `processed`: records between the committed offset and `processed` are
+/// replayed, and the replay rebuilds the map for them (an event re-sent among them whose
+/// original came before the committed offset belongs to a window that was already final, which
+/// `evicted` recognises). Anything else (another tool's commit, an unknown format) decodes to
+/// nil and the partition replays from the offset alone.
 public struct Checkpoint: Sendable, Equatable {
     /// Every window with `windowEnd + retention <= evictedBefore` had been evicted (epoch ms).
     public var evictedBefore: Int64
     /// The next offset the previous owner had not yet processed.
     public var processedThrough: Int64
+    /// Highest source offset counted per source partition, before `processedThrough`.
+    public var seen: [Int32: Int64]
 
-    public init(evictedBefore: Int64, processedThrough: Int64) {
+    /// Kafka brokers refuse commit metadata above `offset.metadata.max.bytes` (4096 by default).
+    public static let maxEncodedBytes = 4_000
+    /// Source partitions whose `seen` map fits the metadata limit with offsets up to 2^42.
+    public static let maxSourcePartitions = 400
+
+    public init(evictedBefore: Int64, processedThrough: Int64, seen: [Int32: Int64] = [:]) {
         self.evictedBefore = evictedBefore
         self.processedThrough = processedThrough
+        self.seen = seen
     }
 
-    public var encoded: String { "trackpipe/1 evicted=\(evictedBefore) processed=\(processedThrough)" }
+    public var encoded: String {
+        let base = "evicted=\(evictedBefore) processed=\(processedThrough)"
+        if seen.isEmpty { return "trackpipe/1 " + base }
+        return "trackpipe/2 " + base + " seen=" + Self.encode(seen)
+    }
 
     public init?(decoding text: String?) {
-        guard let text, text.hasPrefix("trackpipe/1 ") else { return nil }
+        guard let text else { return nil }
+        let isV2 = text.hasPrefix("trackpipe/2 ")
+        guard isV2 || text.hasPrefix("trackpipe/1 ") else { return nil }
         var evicted: Int64?
         var processed: Int64?
+        var seen: [Int32: Int64] = [:]
         for field in text.split(separator: " ").dropFirst() {
             let parts = field.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, let value = Int64(parts[1]) else { return nil }
+            guard parts.count == 2 else { return nil }
             switch parts[0] {
-            case "evicted": evicted = value
-            case "processed": processed = value
+            case "evicted": evicted = Int64(parts[1])
+            case "processed": processed = Int64(parts[1])
+            case "seen":
+                guard let map = Self.decode(parts[1]) else { return nil }
+                seen = map
             default: continue
             }
         }
         guard let evicted, let processed else { return nil }
-        self.init(evictedBefore: evicted, processedThrough: processed)
+        self.init(evictedBefore: evicted, processedThrough: processed, seen: seen)
+    }
+
+    // MARK: The seen map: varints (source gap, offset + 1), base64url without padding
+
+    static func encode(_ seen: [Int32: Int64]) -> String {
+        var bytes: [UInt8] = []
+        var previous: Int64 = -1
+        for (source, offset) in seen.sorted(by: { $0.key < $1.key }) {
+            appendVarint(UInt64(Int64(source) - previous - 1), to: &bytes)
+            appendVarint(UInt64(max(offset + 1, 0)), to: &bytes)
+            previous = Int64(source)
+        }
+        return base64url(bytes)
+    }
+
+    static func decode<Text: StringProtocol>(_ text: Text) -> [Int32: Int64]? {
+        guard let bytes = unbase64url(text) else { return nil }
+        var map: [Int32: Int64] = [:]
+        var position = 0
+        var previous: Int64 = -1
+        while position < bytes.count {
+            guard let gap = readVarint(bytes, &position), let offset = readVarint(bytes, &position) else { return nil }
+            let source = previous + 1 + Int64(truncatingIfNeeded: gap)
+            guard source <= Int64(Int32.max), offset >= 1 || offset == 0 else { return nil }
+            map[Int32(source)] = Int64(truncatingIfNeeded: offset) - 1
+            previous = source
+        }
+        return map
+    }
+
+    private static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
+        var rest = value
+        while rest >= 0x80 {
+            bytes.append(UInt8(rest & 0x7F) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+    }
+
+    private static func readVarint(_ bytes: [UInt8], _ position: inout Int) -> UInt64? {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while position < bytes.count, shift < 64 {
+            let byte = bytes[position]
+            position += 1
+            value |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return value }
+            shift += 7
+        }
+        return nil
+    }
+
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    private static func base64url(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            var word: UInt32 = 0
+            for (shift, byte) in zip([16, 8, 0], chunk) { word |= UInt32(byte) << UInt32(shift) }
+            let characters = chunk.count + 1
+            for position in 0..<characters { out.append(alphabet[Int((word >> UInt32(18 - 6 * position)) & 0x3F)]) }
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func unbase64url<Text: StringProtocol>(_ text: Text) -> [UInt8]? {
+        var values: [UInt8] = []
+        for character in text.utf8 {
+            guard let value = alphabet.firstIndex(of: character) else { return nil }
+            values.append(UInt8(value))
+        }
+        var out: [UInt8] = []
+        var index = 0
+        while index < values.count {
+            let chunk = values[index..<min(index + 4, values.count)]
+            guard chunk.count >= 2 else { return nil }
+            var word: UInt32 = 0
+            for (position, value) in chunk.enumerated() { word |= UInt32(value) << UInt32(18 - 6 * position) }
+            for position in 0..<(chunk.count - 1) { out.append(UInt8((word >> UInt32(16 - 8 * position)) & 0xFF)) }
+            index += 4
+        }
+        return out
     }
 }

@@ -9,6 +9,11 @@ public struct PipelineConfig: Sendable {
     public var outputTopic: String = "tracking-aggregates"
     public var deadLetterTopic: String = "tracking-hits-dlq"
     public var group: String = "trackpipe"
+    /// The internal topic between the two stages; nil means `<group>-repartition`.
+    public var repartitionTopic: String?
+    /// The input is already keyed by `deliveryId`: skip the repartition stage and window the
+    /// input topic directly (one stage). Exact with many instances only if that is true.
+    public var inputKeyedByDelivery: Bool = false
     public var window: WindowConfig = WindowConfig()
     public var shards: Int = 1
     /// Consume up to the end offsets noted at assignment, emit every window, commit, and stop.
@@ -27,15 +32,23 @@ public struct PipelineConfig: Sendable {
 
     public init() {}
 
+    /// The repartition topic's name in effect.
+    public var effectiveRepartitionTopic: String { repartitionTopic ?? "\(group)-repartition" }
+
+    /// The consumer group of the aggregate stage behind the repartition topic; the group that
+    /// reads the input topic is always `group`, so lag tools on it show the input's lag.
+    public var aggregateGroup: String { "\(group)-aggregate" }
+
     /// librdkafka properties trackpipe sets itself; `-X` overrides win, except the few that
     /// the worker's guarantees depend on (see `enforcedConsumerProperties`).
-    var consumerConfig: KafkaConfig {
+    func consumerConfig(group: String) -> KafkaConfig {
         KafkaConfig([
             "bootstrap.servers": brokers,
             "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": "true",
-            "partition.assignment.strategy": "range,roundrobin",
+            // Partitions an instance keeps keep their window state through a rebalance.
+            "partition.assignment.strategy": "cooperative-sticky",
             "client.id": "trackpipe",
         ]).merging(KafkaConfig(kafkaProperties.filter { !Self.producerOnly.contains($0.key) }))
             .merging(KafkaConfig(Self.enforcedConsumerProperties))
@@ -49,6 +62,14 @@ public struct PipelineConfig: Sendable {
             "enable.idempotence": "true",
             "compression.type": "lz4",
         ]).merging(KafkaConfig(kafkaProperties.filter { !Self.consumerOnly.contains($0.key) }))
+    }
+
+    /// For metadata and topic creation: connection and security settings only, and never
+    /// creating a topic by asking about it.
+    var adminConfig: KafkaConfig {
+        KafkaConfig(["bootstrap.servers": brokers, "client.id": "trackpipe"])
+            .merging(KafkaConfig(kafkaProperties.filter { !Self.consumerOnly.contains($0.key) && !Self.producerOnly.contains($0.key) }))
+            .merging(KafkaConfig(["allow.auto.create.topics": "false"]))
     }
 
     /// Offsets are committed only by the worker, only below the safe mark.
@@ -69,11 +90,6 @@ public struct PipelineConfig: Sendable {
 
     /// Settings that would silently break the worker's guarantees are refused with a reason.
     public func validate() throws {
-        if let strategy = kafkaProperties["partition.assignment.strategy"], strategy.contains("cooperative") {
-            throw PipelineError.configuration(
-                "partition.assignment.strategy=\(strategy): trackpipe rebuilds its window state from committed offsets on every rebalance and needs the eager protocol; use range or roundrobin"
-            )
-        }
         for key in ["enable.auto.commit", "enable.auto.offset.store"] where kafkaProperties[key] == "true" {
             throw PipelineError.configuration(
                 "\(key)=true: trackpipe commits only offsets below its safe mark; automatic commits would lose hits after a crash. Remove -X \(key)"
@@ -87,6 +103,13 @@ public struct PipelineConfig: Sendable {
             throw PipelineError.configuration(
                 "the input topic \(inputTopic) must differ from the output and dead-letter topics, or trackpipe would read its own output")
         }
+        if !inputKeyedByDelivery {
+            let repartition = effectiveRepartitionTopic
+            guard !repartition.isEmpty, ![inputTopic, outputTopic, deadLetterTopic].contains(repartition) else {
+                throw PipelineError.configuration(
+                    "--repartition-topic \(repartition) must differ from the input, output and dead-letter topics: it is trackpipe's internal topic")
+            }
+        }
     }
 }
 
@@ -94,6 +117,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     case configuration(String)
     case deliveryFailed(String)
     case inputTopicMissing(String)
+    case repartitionTopicMissing(topic: String, partitions: Int, brokers: String, reason: String)
     case kafka(String)
 
     public var description: String {
@@ -103,6 +127,8 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
             "a record could not be delivered: \(text). Nothing after the last safe commit was committed; restart to replay from there."
         case .inputTopicMissing(let topic):
             "the input topic \(topic) does not exist on the cluster: create it (or check --brokers and --input-topic)"
+        case .repartitionTopicMissing(let topic, let partitions, let brokers, let reason):
+            "the repartition topic \(topic) does not exist and could not be created (\(reason)). Create it with as many partitions as the input topic, then start again: kafka-topics.sh --bootstrap-server \(brokers) --create --topic \(topic) --partitions \(partitions) --config retention.ms=604800000 (or pass --input-keyed-by-delivery if the input is keyed by deliveryId)"
         case .kafka(let text): text
         }
     }

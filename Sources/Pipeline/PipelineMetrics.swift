@@ -1,83 +1,137 @@
 import Prometheus
-import TrackingDomain
 import Synchronization
+import TrackingDomain
+import Windowing
 
-/// The worker's Prometheus metrics. Counters are bumped once per batch, not per message, so
-/// the hot path pays nothing for them.
+/// The worker's Prometheus metrics, one registry per process. Per-stage series carry a
+/// `stage` label (`normalize`, `aggregate`), so one dashboard shows both halves of the
+/// scaled-out worker. Counters are bumped once a second from a stage's report, not per
+/// message, so the hot path pays nothing for them.
 public final class PipelineMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
-    let consumed: Counter
-    let accepted: Counter
-    let replayedFinal: Counter
-    let emitted: Counter
-    let openWindows: Gauge
-    let retainedEntries: Gauge
-    let lagTotal: Gauge
-    let watermark: Gauge
     let emitDelay: ValueHistogram
-    private let filteredByReason: MetricFamily<Counter>
-    private let deadLettersByReason: MetricFamily<Counter>
-    private let lagByPartition: MetricFamily<Gauge>
+    private let counters: MetricFamily<Counter>
+    private let gauges: MetricFamily<Gauge>
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
-        consumed = registry.makeCounter(name: "trackpipe_messages_consumed_total", help: "Messages read from the input topic.")
-        accepted = registry.makeCounter(name: "trackpipe_hits_accepted_total", help: "Hits counted in a window.")
-        replayedFinal = registry.makeCounter(
-            name: "trackpipe_hits_replayed_final_total", help: "Replayed hits whose window was already final before a restart.")
-        emitted = registry.makeCounter(name: "trackpipe_aggregates_emitted_total", help: "Aggregate records produced.")
-        openWindows = registry.makeGauge(name: "trackpipe_windows_open", help: "Delivery windows held in memory (open or retained).")
-        retainedEntries = registry.makeGauge(name: "trackpipe_window_entries", help: "Broadlog entries held in window state.")
-        lagTotal = registry.makeGauge(name: "trackpipe_consumer_lag", help: "Messages behind the end of the input topic, all partitions.")
-        watermark = registry.makeGauge(name: "trackpipe_watermark_ms", help: "Event-time watermark (epoch ms).")
         emitDelay = registry.makeValueHistogram(
-            name: "trackpipe_emit_delay_seconds",
-            buckets: [0.5, 1, 5, 10, 30, 60, 120, 300, 900, 3600, 86400],
-            help: "Wall-clock time from a window's end to its emission.")
-        filteredByReason = MetricFamily { reason in
+            descriptor: MetricNameDescriptor(
+                metricName: "trackpipe_emit_delay", unitName: "seconds",
+                helpText: "Wall-clock time from a window's end to its emission."),
+            buckets: [0.5, 1, 5, 10, 30, 60, 120, 300, 900, 3600, 86400])
+        counters = MetricFamily { name, labels in
             registry.makeCounter(
-                name: "trackpipe_hits_filtered_total", labels: [("reason", reason)], help: "Hits dropped by the tracking rule.")
+                descriptor: MetricNameDescriptor(metricName: name, unitName: "total", helpText: Self.help[name] ?? name),
+                labels: labels)
         }
-        deadLettersByReason = MetricFamily { reason in
-            registry.makeCounter(
-                name: "trackpipe_dead_letters_total", labels: [("reason", reason)], help: "Messages sent to the dead-letter topic.")
-        }
-        lagByPartition = MetricFamily { partition in
+        gauges = MetricFamily { name, labels in
             registry.makeGauge(
-                name: "trackpipe_consumer_lag_partition", labels: [("partition", partition)],
-                help: "Messages behind the end of one input partition.")
+                descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: Self.help[name] ?? name), labels: labels)
         }
-        // Every reason is visible at zero before it first happens, so alerts can refer to it.
-        _ = filtered(FilterReason.trackingOff.rawValue)
-        for reason in RejectReason.allCases.map(\.rawValue) + [Pipeline.futureTimestamp] { _ = deadLetters(reason) }
     }
 
-    func filtered(_ reason: String) -> Counter { filteredByReason[reason] }
-    func deadLetters(_ reason: String) -> Counter { deadLettersByReason[reason] }
-    func lag(partition: Int32) -> Gauge { lagByPartition[String(partition)] }
+    static let help: [String: String] = [
+        "trackpipe_messages_consumed": "Messages read by a stage (the input topic for normalize, events of the repartition topic for aggregate).",
+        "trackpipe_hits_accepted": "Hits sent on to the repartition topic (normalize) or counted in a window (aggregate).",
+        "trackpipe_hits_filtered": "Hits dropped by the tracking rule.",
+        "trackpipe_dead_letters": "Messages sent to the dead-letter topic, by reason.",
+        "trackpipe_duplicates_dropped": "Events an upstream stage sent twice (after a crash), recognised by source position and dropped.",
+        "trackpipe_messages_replayed": "Messages re-read below the previous owner's processed mark, to rebuild window state.",
+        "trackpipe_hits_replayed_final": "Replayed hits whose window was already final before the restart or rebalance.",
+        "trackpipe_watermark_marks": "Watermark marks read from the repartition topic.",
+        "trackpipe_aggregates_emitted": "Aggregate records produced.",
+        "trackpipe_stale_records_dropped": "Records of unassigned partitions or already-processed offsets, dropped (librdkafka 2.0.x guard).",
+        "trackpipe_offset_gaps": "Times a partition's offsets jumped forward.",
+        "trackpipe_windows_open": "Delivery windows held in memory (open or retained).",
+        "trackpipe_window_entries": "Broadlog entries held in window state.",
+        "trackpipe_watermark_ms": "Lowest event-time watermark over the stage's partitions (epoch ms).",
+        "trackpipe_consumer_lag": "Messages behind the end of the stage's input topic, all owned partitions.",
+        "trackpipe_consumer_lag_partition": "Messages behind the end of one partition of the stage's input topic.",
+    ]
 
-    func record(_ batch: Accounting) {
-        if batch.consumed > 0 { consumed.increment(by: Int64(batch.consumed)) }
-        if batch.accepted > 0 { accepted.increment(by: Int64(batch.accepted)) }
-        if batch.replayedFinal > 0 { replayedFinal.increment(by: Int64(batch.replayedFinal)) }
-        if batch.emitted > 0 { emitted.increment(by: Int64(batch.emitted)) }
-        for (reason, count) in batch.filtered where count > 0 { filtered(reason).increment(by: Int64(count)) }
-        for (reason, count) in batch.deadLettered where count > 0 { deadLetters(reason).increment(by: Int64(count)) }
+    /// The metrics of one stage; every reason is visible at zero before it first happens, so
+    /// alerts can refer to it.
+    public func stage(_ name: String) -> StageMetrics {
+        let metrics = StageMetrics(parent: self, stage: name)
+        _ = counter("trackpipe_hits_filtered", stage: name, ("reason", FilterReason.trackingOff.rawValue))
+        let reasons = RejectReason.allCases.map(\.rawValue) + [HitIntake.futureTimestamp, AggregateStage.unreadableEvent]
+        for reason in reasons { _ = counter("trackpipe_dead_letters", stage: name, ("reason", reason)) }
+        for name in ["trackpipe_duplicates_dropped", "trackpipe_messages_replayed", "trackpipe_stale_records_dropped", "trackpipe_offset_gaps"] {
+            _ = counter(name, stage: metrics.stage)
+        }
+        return metrics
+    }
+
+    func counter(_ name: String, stage: String, _ extra: (String, String)...) -> Counter {
+        counters[name, [("stage", stage)] + extra]
+    }
+
+    func gauge(_ name: String, stage: String, _ extra: (String, String)...) -> Gauge {
+        gauges[name, [("stage", stage)] + extra]
     }
 }
 
-/// One metric per label value, made on first use and then reused.
+/// One stage's view of the metrics.
+public struct StageMetrics: Sendable {
+    let parent: PipelineMetrics
+    let stage: String
+
+    func record(_ report: StageReport) {
+        let a = report.accounting
+        bump("trackpipe_messages_consumed", a.consumed)
+        bump("trackpipe_hits_accepted", a.accepted)
+        bump("trackpipe_hits_replayed_final", a.replayedFinal)
+        bump("trackpipe_duplicates_dropped", a.duplicates)
+        bump("trackpipe_messages_replayed", a.replayed)
+        bump("trackpipe_watermark_marks", a.marks)
+        bump("trackpipe_aggregates_emitted", a.emitted)
+        for (reason, count) in a.filtered where count > 0 {
+            parent.counter("trackpipe_hits_filtered", stage: stage, ("reason", reason)).increment(by: Int64(count))
+        }
+        for (reason, count) in a.deadLettered where count > 0 {
+            parent.counter("trackpipe_dead_letters", stage: stage, ("reason", reason)).increment(by: Int64(count))
+        }
+        for delay in report.emitDelays { parent.emitDelay.record(delay) }
+    }
+
+    func guarded(stale: Int, gaps: Int) {
+        bump("trackpipe_stale_records_dropped", stale)
+        bump("trackpipe_offset_gaps", gaps)
+    }
+
+    func gauges(_ gauges: StageGauges) {
+        parent.gauge("trackpipe_windows_open", stage: stage).set(Double(gauges.openWindows))
+        parent.gauge("trackpipe_window_entries", stage: stage).set(Double(gauges.entries))
+        if let watermark = gauges.watermark { parent.gauge("trackpipe_watermark_ms", stage: stage).set(Double(watermark)) }
+    }
+
+    func lag(_ byPartition: [Int32: Int64]) {
+        for (partition, lag) in byPartition {
+            parent.gauge("trackpipe_consumer_lag_partition", stage: stage, ("partition", String(partition))).set(Double(lag))
+        }
+        parent.gauge("trackpipe_consumer_lag", stage: stage).set(Double(byPartition.values.reduce(0, +)))
+    }
+
+    private func bump(_ name: String, _ count: Int) {
+        guard count > 0 else { return }
+        parent.counter(name, stage: stage).increment(by: Int64(count))
+    }
+}
+
+/// One metric per name and label set, made on first use and then reused.
 private final class MetricFamily<Metric: Sendable>: Sendable {
-    private let make: @Sendable (String) -> Metric
+    private let make: @Sendable (String, [(String, String)]) -> Metric
     private let members = Mutex<[String: Metric]>([:])
 
-    init(_ make: @escaping @Sendable (String) -> Metric) { self.make = make }
+    init(_ make: @escaping @Sendable (String, [(String, String)]) -> Metric) { self.make = make }
 
-    subscript(label: String) -> Metric {
-        members.withLock { members in
-            if let metric = members[label] { return metric }
-            let metric = make(label)
-            members[label] = metric
+    subscript(name: String, labels: [(String, String)]) -> Metric {
+        let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
+        return members.withLock { members in
+            if let metric = members[key] { return metric }
+            let metric = make(name, labels)
+            members[key] = metric
             return metric
         }
     }

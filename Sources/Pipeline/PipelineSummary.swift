@@ -1,34 +1,63 @@
 import Foundation
 import Kafka
 
-/// What a run did, for the exit summary and for tests.
+/// What a run did, for the exit summary and for tests: one part per stage.
 public struct PipelineSummary: Sendable {
-    public var accounting: Accounting
+    public var stages: [StageSummary]
     public var elapsedMilliseconds: Int64
-    public var committed: [TopicPartitionOffset]
+
+    /// The run end to end: messages, filters and dead letters as the first stage saw them,
+    /// counted hits and emissions as the last one did, dead letters of every stage. It balances
+    /// for a single instance that ran without crashing; with several instances, balance each
+    /// stage instead.
+    public var accounting: Accounting {
+        guard let first = stages.first, let last = stages.last else { return Accounting() }
+        var total = Accounting()
+        total.consumed = first.accounting.consumed
+        total.filtered = first.accounting.filtered
+        total.accepted = last.accounting.accepted
+        total.replayedFinal = last.accounting.replayedFinal
+        total.emitted = last.accounting.emitted
+        total.duplicates = stages.count > 1 ? last.accounting.duplicates : 0
+        for stage in stages { total.deadLettered.merge(stage.accounting.deadLettered, uniquingKeysWith: +) }
+        if stages.count > 1 { total.deadLettered = total.deadLettered.filter { $0.value > 0 } }
+        return total
+    }
+
+    /// Committed positions on the input topic.
+    public var committed: [TopicPartitionOffset] { stages.first?.committed ?? [] }
 
     public var text: String {
-        let a = accounting
         let seconds = max(Double(elapsedMilliseconds) / 1000, 0.001)
-        let rate = Int(Double(a.consumed) / seconds)
-        let elapsed = String(format: "%.1f", seconds)
-        var lines: [String] = [
-            "trackpipe summary",
-            "  consumed      \(a.consumed) messages in \(elapsed) s (\(rate) msg/s)",
-            "  accepted      \(a.accepted)" + (a.replayedFinal > 0 ? " (\(a.replayedFinal) replayed, already final)" : ""),
-            "  filtered      \(a.filteredTotal)" + reasons(a.filtered),
-            "  dead-lettered \(a.deadLetteredTotal)" + reasons(a.deadLettered),
-            "  emitted       \(a.emitted) aggregate records",
-            "  balanced      \(a.balanced ? "yes" : "NO"): consumed = accepted + filtered + dead-lettered",
-        ]
-        if !committed.isEmpty {
-            lines.append("  committed     " + committed.map { "\($0.partition)@\($0.offset)" }.joined(separator: " "))
+        var lines = ["trackpipe summary"]
+        for stage in stages {
+            let a = stage.accounting
+            let behindShuffle = stages.count > 1 && stage.stage == "aggregate"
+            if stages.count > 1 { lines.append("stage \(stage.stage) (reading \(stage.topic))") }
+            let unit = behindShuffle ? "events" : "messages"
+            let rate = Int(Double(a.consumed) / seconds)
+            lines.append("  consumed      \(a.consumed) \(unit) in \(String(format: "%.1f", seconds)) s (\(rate)/s)" + (a.replayed > 0 ? ", \(a.replayed) of them replayed" : ""))
+            let acceptedNote = stage.stage == "normalize" ? " (sent on to the repartition topic)" : (a.replayedFinal > 0 ? " (\(a.replayedFinal) replayed, already final)" : "")
+            lines.append("  accepted      \(a.accepted)" + acceptedNote)
+            if !behindShuffle { lines.append("  filtered      \(a.filteredTotal)" + reasons(a.filtered)) }
+            if behindShuffle { lines.append("  duplicates    \(a.duplicates) (sent twice upstream, dropped)") }
+            lines.append("  dead-lettered \(a.deadLetteredTotal)" + reasons(a.deadLettered))
+            if stage.stage != "normalize" { lines.append("  emitted       \(a.emitted) aggregate records") }
+            let equation = behindShuffle ? "accepted + duplicates + dead-lettered" : "accepted + filtered + dead-lettered"
+            lines.append("  balanced      \(a.balanced ? "yes" : "NO"): consumed = \(equation)")
+            if a.staleDropped > 0 || a.offsetGaps > 0 {
+                lines.append("  guarded       \(a.staleDropped) stale records dropped, \(a.offsetGaps) offset gaps")
+            }
+            if !stage.committed.isEmpty {
+                lines.append("  committed     " + stage.committed.map { "\($0.partition)@\($0.offset)" }.joined(separator: " "))
+            }
         }
         return lines.joined(separator: "\n")
     }
 
     private func reasons(_ counts: [String: Int]) -> String {
-        guard !counts.isEmpty else { return "" }
-        return " (" + counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"
+        let shown = counts.filter { $0.value > 0 }
+        guard !shown.isEmpty else { return "" }
+        return " (" + shown.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"
     }
 }

@@ -35,6 +35,9 @@ struct DemoCommand: ParsableCommand {
         try broker.createTopic(input, partitions: partitions)
         try broker.createTopic(output, partitions: 4)
         try broker.createTopic(dlq, partitions: 2)
+        // trackpipe creates its repartition topic itself where the cluster allows; the embedded
+        // broker cannot create topics on request, so the demo makes it here.
+        try broker.createTopic("trackpipe-demo-repartition", partitions: partitions)
         out.line("1. embedded Kafka on \(broker.bootstrapServers): \(input) (\(partitions) partitions), \(output), \(dlq)")
 
         let hits = HitStream(HitStreamConfig(count: count, seed: seed, deliveries: deliveries, trackingOffEvery: 4)).generate()

@@ -22,7 +22,12 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Topic of raw tracking hits. (env TRACKPIPE_INPUT_TOPIC, default tracking-hits)") var inputTopic: String?
     @Option(help: "Topic for aggregate records. (env TRACKPIPE_OUTPUT_TOPIC, default tracking-aggregates)") var outputTopic: String?
     @Option(help: "Topic for dead letters. (env TRACKPIPE_DLQ_TOPIC, default tracking-hits-dlq)") var dlqTopic: String?
-    @Option(help: "Consumer group. (env TRACKPIPE_GROUP, default trackpipe)") var group: String?
+    @Option(help: "Consumer group of the input topic; the aggregate stage uses <group>-aggregate. (env TRACKPIPE_GROUP, default trackpipe)")
+    var group: String?
+    @Option(help: "Internal topic between the normalize and aggregate stages, keyed by delivery. (env TRACKPIPE_REPARTITION_TOPIC, default <group>-repartition)")
+    var repartitionTopic: String?
+    @Flag(help: "The input is already keyed by deliveryId: skip the repartition stage and window the input directly. (env TRACKPIPE_INPUT_KEYED_BY_DELIVERY)")
+    var inputKeyedByDelivery = false
     @Option(help: "Tumbling window size. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
     @Option(help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
     @Option(help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
@@ -47,7 +52,7 @@ struct RunCommand: ParsableCommand {
 
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
-        "brokers", "input-topic", "output-topic", "dlq-topic", "group", "window", "grace", "retention", "idle-timeout",
+        "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
         "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "log-level", "log-format",
         "x",
     ]
@@ -71,12 +76,24 @@ struct RunCommand: ParsableCommand {
             }
             return number
         }
+        /// A switch from the environment: true or false in the usual spellings, anything else refused.
+        func boolean(_ flag: String) throws -> Bool {
+            guard let text = environment.value(forFlag: flag) else { return false }
+            switch text.lowercased() {
+            case "1", "true", "yes", "on": return true
+            case "0", "false", "no", "off": return false
+            default:
+                throw ValidationError("\(Environment.variableName(forFlag: flag))=\(text): expected true or false")
+            }
+        }
         var config = PipelineConfig()
         config.brokers = pick("brokers", brokers, "localhost:9092")
         config.inputTopic = pick("input-topic", inputTopic, "tracking-hits")
         config.outputTopic = pick("output-topic", outputTopic, "tracking-aggregates")
         config.deadLetterTopic = pick("dlq-topic", dlqTopic, "tracking-hits-dlq")
         config.group = pick("group", group, "trackpipe")
+        config.repartitionTopic = repartitionTopic ?? environment.value(forFlag: "repartition-topic")
+        config.inputKeyedByDelivery = try inputKeyedByDelivery || boolean("input-keyed-by-delivery")
         let size = try duration("window", window, "1m")
         let graceMillis = try duration("grace", grace, "10s")
         let retentionMillis = try duration("retention", retention, "1h")
@@ -89,7 +106,7 @@ struct RunCommand: ParsableCommand {
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
         config.shards = try integer("shards", shards, ProcessInfo.processInfo.activeProcessorCount)
-        config.untilEnd = untilEnd || ["1", "true", "yes"].contains(environment.value(forFlag: "until-end")?.lowercased() ?? "")
+        config.untilEnd = try untilEnd || boolean("until-end")
         config.commitInterval = try duration("commit-interval", commitInterval, "5s")
         config.maxFutureSkew = try duration("max-future-skew", maxFutureSkew, "1h")
         config.kafkaProperties = try KafkaPropertyArguments.parse(environment.kafkaProperties() + kafkaProperties)

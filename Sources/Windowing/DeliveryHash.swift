@@ -3,7 +3,7 @@
 /// Swift's `Hasher` is seeded per process, so it would move deliveries between shards from one
 /// run to the next; FNV-1a over the UTF-8 bytes is stable, cheap for short ids and spreads
 /// hex ids well enough for a handful of shards.
-enum DeliveryHash {
+public enum DeliveryHash {
     @inline(__always)
     static func fnv1a(_ text: String) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -17,5 +17,14 @@ enum DeliveryHash {
     @inline(__always)
     static func shard(of deliveryId: String, count: Int) -> Int {
         Int(truncatingIfNeeded: fnv1a(deliveryId) % UInt64(count))
+    }
+
+    /// The repartition partition of a delivery: every instance routes a delivery to the same
+    /// partition, whatever the producer's partitioner. The hash is remixed first so that the
+    /// shard a delivery gets inside its partition does not follow from its partition.
+    @inline(__always)
+    public static func partition(of deliveryId: String, count: Int32) -> Int32 {
+        let mixed = (fnv1a(deliveryId) &* 0x9E37_79B9_7F4A_7C15) >> 32
+        return Int32(truncatingIfNeeded: mixed % UInt64(max(count, 1)))
     }
 }

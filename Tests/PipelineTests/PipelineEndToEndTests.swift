@@ -100,7 +100,9 @@ struct PipelineEndToEndTests {
 
         try corpus.produce(firstPhase.upperBound..<corpus.hits.count, to: "hits", on: broker)
         let second = try Pipeline(config: config(broker, group: "replay", shards: 3)).run()
-        #expect(second.accounting.balanced)
+        // Each stage balances; end to end the aggregate stage re-read what it still needed.
+        #expect(second.stages.allSatisfy { $0.accounting.balanced })
+        #expect(second.stages.last!.accounting.replayed > 0)
         let out = try contents(broker)
         let problems = out.mismatches(against: corpus.expected(windowSize: Self.minute))
         #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
@@ -162,16 +164,22 @@ struct PipelineEndToEndTests {
         let metrics = PipelineMetrics()
         let summary = try Pipeline(config: config(broker, group: "metrics"), metrics: metrics).run()
         let text = metrics.registry.emitToString()
-        let a = summary.accounting
-        #expect(text.contains("trackpipe_messages_consumed_total \(a.consumed)\n"))
-        #expect(text.contains("trackpipe_hits_accepted_total \(a.accepted)\n"))
-        #expect(text.contains("trackpipe_aggregates_emitted_total \(a.emitted)\n"))
-        #expect(text.contains("trackpipe_hits_filtered_total{reason=\"tracking_off\"} \(a.filtered["tracking_off"] ?? 0)\n"))
-        for (reason, count) in a.deadLettered {
-            #expect(text.contains("trackpipe_dead_letters_total{reason=\"\(reason)\"} \(count)\n"), "\(reason)")
+        for stage in summary.stages {
+            let a = stage.accounting
+            let label = "stage=\"\(stage.stage)\""
+            #expect(text.contains("trackpipe_messages_consumed_total{\(label)} \(a.consumed)\n"), "\(stage.stage)")
+            #expect(text.contains("trackpipe_hits_accepted_total{\(label)} \(a.accepted)\n"), "\(stage.stage)")
+            for (reason, count) in a.deadLettered {
+                #expect(text.contains("trackpipe_dead_letters_total{\(label),reason=\"\(reason)\"} \(count)\n"), "\(reason)")
+            }
+            #expect(text.contains("trackpipe_duplicates_dropped_total{\(label)} 0\n"))
         }
-        #expect(text.contains("trackpipe_dead_letters_total{reason=\"too_late\"} 0\n"))
-        #expect(text.contains("trackpipe_dead_letters_total{reason=\"future_timestamp\"} 0\n"))
+        let normalize = summary.stages[0].accounting, aggregate = summary.stages[1].accounting
+        #expect(text.contains("trackpipe_hits_filtered_total{stage=\"normalize\",reason=\"tracking_off\"} \(normalize.filtered["tracking_off"] ?? 0)\n"))
+        #expect(text.contains("trackpipe_aggregates_emitted_total{stage=\"aggregate\"} \(aggregate.emitted)\n"))
+        #expect(text.contains("trackpipe_dead_letters_total{stage=\"aggregate\",reason=\"too_late\"} 0\n"))
+        #expect(text.contains("trackpipe_dead_letters_total{stage=\"normalize\",reason=\"future_timestamp\"} 0\n"))
+        #expect(aggregate.consumed == normalize.accepted, "every routed event reached the aggregate stage once")
     }
 
     @Test("a missing input topic stops --until-end with an error that names it")
@@ -186,12 +194,15 @@ struct PipelineEndToEndTests {
     @Test("settings that would break the guarantees are refused with the reason")
     func refusedSettings() {
         var settings = PipelineConfig()
-        settings.kafkaProperties = ["partition.assignment.strategy": "cooperative-sticky"]
-        #expect(throws: PipelineError.self) { try settings.validate() }
         settings.kafkaProperties = ["enable.auto.commit": "true"]
         #expect(throws: PipelineError.self) { try settings.validate() }
         settings.kafkaProperties = [:]
         settings.outputTopic = settings.inputTopic
         #expect(throws: PipelineError.self) { try settings.validate() }
+        settings = PipelineConfig()
+        settings.repartitionTopic = settings.outputTopic
+        #expect(throws: PipelineError.self) { try settings.validate() }
+        settings.inputKeyedByDelivery = true
+        #expect(throws: Never.self) { try settings.validate() }
     }
 }

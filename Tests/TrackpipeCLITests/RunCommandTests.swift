@@ -28,6 +28,9 @@ struct RunCommandResolutionTests {
         #expect(run.config.shards == ProcessInfo.processInfo.activeProcessorCount)
         #expect(run.config.untilEnd == false)
         #expect(run.metricsPort == 0)
+        #expect(run.config.effectiveRepartitionTopic == "trackpipe-repartition")
+        #expect(run.config.aggregateGroup == "trackpipe-aggregate")
+        #expect(run.config.inputKeyedByDelivery == false)
     }
 
     @Test("every flag falls back to TRACKPIPE_<FLAG>, and the command line wins over the environment")
@@ -38,6 +41,7 @@ struct RunCommandResolutionTests {
             "TRACKPIPE_RETENTION": "2h", "TRACKPIPE_IDLE_TIMEOUT": "1m30s", "TRACKPIPE_SHARDS": "3", "TRACKPIPE_UNTIL_END": "true",
             "TRACKPIPE_METRICS_PORT": "9464", "TRACKPIPE_MAX_ENTRIES": "1000", "TRACKPIPE_COMMIT_INTERVAL": "1s",
             "TRACKPIPE_LOG_LEVEL": "debug", "TRACKPIPE_LOG_FORMAT": "json",
+            "TRACKPIPE_REPARTITION_TOPIC": "shuffle", "TRACKPIPE_INPUT_KEYED_BY_DELIVERY": "yes",
             "TRACKPIPE_X": "security.protocol=SASL_SSL;sasl.mechanisms=PLAIN",
             "TRACKPIPE_X_PASSWORD": "sasl.password=s3cr=t",
         ]
@@ -53,6 +57,8 @@ struct RunCommandResolutionTests {
         #expect(run.config.window.idleTimeout == 90_000)
         #expect(run.config.shards == 3)
         #expect(run.config.untilEnd)
+        #expect(run.config.effectiveRepartitionTopic == "shuffle")
+        #expect(run.config.inputKeyedByDelivery)
         #expect(run.metricsPort == 9464)
         #expect(run.config.window.maxEntries == 1000)
         #expect(run.config.commitInterval == 1000)
@@ -97,7 +103,16 @@ struct RunCommandResolutionTests {
         } catch {
             #expect("\(error)".contains("TRACKPIPE_SHARDS=many"))
         }
-        #expect(throws: (any Error).self) { try resolve(["-X", "partition.assignment.strategy=cooperative-sticky"]) }
+        #expect(throws: (any Error).self) { try resolve(["-X", "enable.auto.commit=true"]) }
+        for bad in ["on-ish", "garbage", "2"] {
+            do {
+                _ = try resolve([], ["TRACKPIPE_UNTIL_END": bad])
+                Issue.record("TRACKPIPE_UNTIL_END=\(bad) accepted")
+            } catch {
+                #expect("\(error)".contains("TRACKPIPE_UNTIL_END=\(bad): expected true or false"))
+            }
+        }
+        #expect(throws: (any Error).self) { try resolve(["--repartition-topic", "tracking-aggregates"]) }
         #expect(throws: (any Error).self) { try resolve(["--retention", "1s", "--grace", "10s"]) }
     }
 
@@ -136,13 +151,13 @@ struct RunCommandEndToEndTests {
         return broker
     }
 
-    /// How many messages the group's commits say were processed (the checkpoint metadata):
-    /// the committed offsets themselves stay low while windows still need their hits.
+    /// How many input messages the group has committed as processed: the normalize stage
+    /// commits what it processed once its records are acknowledged.
     func processedTotal(_ broker: EmbeddedBroker, group: String) throws -> Int64 {
         // Reading a group's commits does not join the group.
         let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": group, "log_level": "3"]))
         let partitions = (0..<8).map { TopicPartition(topic: "hits", partition: Int32($0)) }
-        return try reader.committed(partitions).compactMap { Checkpoint(decoding: $0.metadata)?.processedThrough }.reduce(0, +)
+        return try reader.committed(partitions).map { max(0, $0.offset) }.reduce(0, +)
     }
 
     @Test("SIGTERM: the worker commits its safe offsets, prints its summary and exits 0 within seconds")

@@ -1,0 +1,82 @@
+import CRdKafka
+import Logging
+
+/// The few cluster questions trackpipe asks: does a topic exist and with how many partitions,
+/// and create one (its internal repartition topic) where the cluster allows.
+public final class TopicAdmin: @unchecked Sendable {
+    // @unchecked: the native handle is thread-safe for these calls (metadata and admin
+    // requests each use their own reply queue); nothing else is mutable.
+    private let client: OpaquePointer
+    private let context: Unmanaged<ClientContext>
+
+    public init(config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.admin")) throws {
+        (client, context) = try makeNativeClient(type: RD_KAFKA_PRODUCER, config: config, context: ClientContext(logger: logger))
+    }
+
+    deinit {
+        rd_kafka_destroy(client)
+        context.release()
+    }
+
+    /// The partition count of `topic`, or nil when the cluster says it does not exist. Throws
+    /// when the cluster cannot be asked (unreachable, not authorized).
+    public func partitionCount(of topic: String, timeoutMilliseconds: Int32 = 10_000) throws -> Int? {
+        guard let handle = rd_kafka_topic_new(client, topic, nil) else {
+            throw KafkaError(.clientCreation, "librdkafka could not make a handle for topic \(topic)")
+        }
+        defer { rd_kafka_topic_destroy(handle) }
+        var metadata: UnsafePointer<rd_kafka_metadata>?
+        let err = rd_kafka_metadata(client, 0, handle, &metadata, timeoutMilliseconds)
+        defer { if let metadata { rd_kafka_metadata_destroy(metadata) } }
+        if err.isError { throw KafkaError.from(err, "reading the metadata of \(topic)") }
+        guard let metadata, metadata.pointee.topic_cnt > 0 else { return nil }
+        let entry = metadata.pointee.topics[0]
+        if entry.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || entry.err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC { return nil }
+        if entry.err.isError { throw KafkaError.from(entry.err, "reading the metadata of \(topic)") }
+        return entry.partition_cnt > 0 ? Int(entry.partition_cnt) : nil
+    }
+
+    /// Creates a topic through the Admin API (CreateTopics). A topic that already exists is
+    /// not an error.
+    public func createTopic(
+        _ topic: String, partitions: Int, replicationFactor: Int = -1, config: [String: String] = [:],
+        timeoutMilliseconds: Int32 = 30_000
+    ) throws {
+        var errstr = [CChar](repeating: 0, count: 512)
+        guard let newTopic = rd_kafka_NewTopic_new(topic, Int32(partitions), Int32(replicationFactor), &errstr, errstr.count)
+        else { throw KafkaError(.clientCreation, "creating topic \(topic): \(string(fromErrorBuffer: errstr))") }
+        defer { rd_kafka_NewTopic_destroy(newTopic) }
+        for (name, value) in config.sorted(by: { $0.key < $1.key }) {
+            let err = rd_kafka_NewTopic_set_config(newTopic, name, value)
+            if err.isError { throw KafkaError.from(err, "creating topic \(topic): config \(name)=\(value)") }
+        }
+        let queue = rd_kafka_queue_new(client)!
+        defer { rd_kafka_queue_destroy(queue) }
+        let options = rd_kafka_AdminOptions_new(client, RD_KAFKA_ADMIN_OP_CREATETOPICS)
+        defer { rd_kafka_AdminOptions_destroy(options) }
+        _ = rd_kafka_AdminOptions_set_operation_timeout(options, timeoutMilliseconds, &errstr, errstr.count)
+        var topics: [OpaquePointer?] = [newTopic]
+        topics.withUnsafeMutableBufferPointer { rd_kafka_CreateTopics(client, $0.baseAddress, 1, options, queue) }
+        guard let event = rd_kafka_queue_poll(queue, timeoutMilliseconds + 5_000) else {
+            throw KafkaError(.librdkafka(code: RD_KAFKA_RESP_ERR__TIMED_OUT.rawValue), "creating topic \(topic): no answer in time")
+        }
+        defer { rd_kafka_event_destroy(event) }
+        let eventError = rd_kafka_event_error(event)
+        if eventError.isError {
+            throw KafkaError(
+                .librdkafka(code: eventError.rawValue),
+                "creating topic \(topic): \(String(cString: rd_kafka_err2name(eventError))): \(String(cString: rd_kafka_event_error_string(event)))")
+        }
+        guard let result = rd_kafka_event_CreateTopics_result(event) else { return }
+        var count = 0
+        guard let results = rd_kafka_CreateTopics_result_topics(result, &count) else { return }
+        for index in 0..<count {
+            guard let topicResult = results[index] else { continue }
+            let err = rd_kafka_topic_result_error(topicResult)
+            if err.isError && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS {
+                let text = rd_kafka_topic_result_error_string(topicResult).map { String(cString: $0) } ?? ""
+                throw KafkaError(.librdkafka(code: err.rawValue), "creating topic \(topic): \(String(cString: rd_kafka_err2name(err))): \(text)")
+            }
+        }
+    }
+}

@@ -1,0 +1,52 @@
+import TrackingDomain
+
+/// Turns a raw input message into a verdict the stages act on: the normalizer's, plus the two
+/// rules that need the Kafka record (a hit without any time, and a hit stamped far after its
+/// arrival). Shared by the normalize stage and the single-stage aggregate path, so both judge
+/// a message the same way.
+struct HitIntake: Sendable {
+    enum Outcome {
+        /// `eventTime` is the hit's own time or, without one, the Kafka timestamp.
+        case accepted(TrackingEvent, eventTime: Int64)
+        case filtered(FilterReason)
+        case rejected(reason: String, detail: String)
+    }
+
+    /// The dead-letter reason for hits stamped too far ahead of their arrival.
+    static let futureTimestamp = "future_timestamp"
+
+    let normalizer: Normalizer
+    /// Event time more than this after the Kafka timestamp is `future_timestamp` (ms).
+    let maxFutureSkew: Int64
+
+    init(limits: NormalizerLimits, maxFutureSkew: Int64) {
+        self.normalizer = Normalizer(limits: limits)
+        self.maxFutureSkew = maxFutureSkew
+    }
+
+    func take(_ record: InputRecord) -> Outcome {
+        let verdict =
+            record.value.map { normalizer.normalize($0, kafkaTimestamp: record.timestamp) }
+            ?? normalizer.normalize(EmptyCollection<UInt8>(), kafkaTimestamp: record.timestamp)
+        switch verdict {
+        case .accepted(let event):
+            guard let eventTime = event.eventTime else {
+                return .rejected(
+                    reason: RejectReason.invalidTimestamp.rawValue,
+                    detail: "invalid_timestamp: the hit has no timestamp and its Kafka record has none; add a \"timestamp\" field")
+            }
+            if let received = record.timestamp, eventTime > received + maxFutureSkew {
+                return .rejected(
+                    reason: Self.futureTimestamp,
+                    detail:
+                        "future_timestamp: event time \(RFC3339.format(epochMillis: eventTime)) is \((eventTime - received) / 1000) s after the Kafka record's timestamp \(RFC3339.format(epochMillis: received)), more than the allowed \(maxFutureSkew / 1000) s; the sending device's clock is probably wrong (or raise --max-future-skew)"
+                )
+            }
+            return .accepted(event, eventTime: eventTime)
+        case .filtered(let reason):
+            return .filtered(reason)
+        case .rejected(let reason, let detail):
+            return .rejected(reason: reason.rawValue, detail: detail)
+        }
+    }
+}

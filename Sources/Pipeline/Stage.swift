@@ -1,0 +1,89 @@
+import Windowing
+
+/// One step of the worker as a value: records in; records out (through a `RecordSink`), dead
+/// letters, and per partition the offset it is safe to commit. It owns no Kafka handle, reads
+/// no clock (time is passed in) and does no I/O, so every rule it keeps can be tested with
+/// plain values. A `StageRunner` drives it against Kafka.
+///
+/// Calls come from one thread at a time, in this order: `assign` for partitions before their
+/// records, `process` and `tick` any number of times, `commitPoints` before a commit,
+/// `revoke` after the revoked partitions' last commit, `finish` once at the end of a bounded run.
+public protocol Stage: Sendable {
+    /// A name for logs, metrics and the summary (`normalize`, `aggregate`).
+    var name: String { get }
+
+    /// Takes over partitions of the input topic; `starts` says what their previous owner
+    /// committed, so that the stage can rebuild its state by replay.
+    mutating func assign(_ starts: [PartitionStart], now: Int64)
+
+    /// Forgets partitions that moved to another owner; their commit has been made.
+    mutating func revoke(_ partitions: [Int32])
+
+    /// Handles one batch of records, in partition order within each partition.
+    mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws
+
+    /// Lets wall-clock time pass: idle sources release the watermark, windows close, marks go out.
+    mutating func tick(now: Int64, into sink: inout some RecordSink) throws
+
+    /// Emits everything still held, as a bounded run ends.
+    mutating func finish(now: Int64, into sink: inout some RecordSink) throws
+
+    /// Per owned partition, the offset (with metadata) that may be committed once everything
+    /// sent so far is acknowledged; a partition without an entry keeps its previous commit.
+    func commitPoints() -> [Int32: CommitPoint]
+
+    /// What happened since the last call, for the summary and the metrics.
+    mutating func drainReport() -> StageReport
+
+    /// Point-in-time figures for gauges.
+    func gauges() -> StageGauges
+}
+
+/// What the previous owner of a partition left in the group: its committed offset and the
+/// commit metadata (a `Checkpoint`), or nothing.
+public struct PartitionStart: Sendable, Hashable {
+    public var partition: Int32
+    /// The next offset to read, as committed; nil when nothing was committed.
+    public var committedOffset: Int64?
+    public var metadata: String?
+
+    public init(partition: Int32, committedOffset: Int64? = nil, metadata: String? = nil) {
+        self.partition = partition
+        self.committedOffset = committedOffset
+        self.metadata = metadata
+    }
+}
+
+/// An offset to commit for a partition, with the checkpoint that lets the next owner replay
+/// from it exactly.
+public struct CommitPoint: Sendable, Hashable {
+    public var offset: Int64
+    public var metadata: String?
+
+    public init(offset: Int64, metadata: String? = nil) {
+        self.offset = offset
+        self.metadata = metadata
+    }
+}
+
+/// Gauges a stage reports; zero or nil where they do not apply.
+public struct StageGauges: Sendable, Equatable {
+    public var openWindows = 0
+    public var entries = 0
+    /// Lowest event-time watermark over the stage's window tasks (epoch ms).
+    public var watermark: Int64?
+
+    public init() {}
+}
+
+/// What a stage did between two `drainReport` calls.
+public struct StageReport: Sendable {
+    public var accounting = Accounting()
+    /// Per emitted record, wall-clock seconds from its window's end to the emission (never
+    /// negative: a bounded run may emit a window before its end comes on the clock).
+    public var emitDelays: [Double] = []
+    /// Windows finalized early because window state reached its cap.
+    public var capacityEvictions: [CapacityEviction] = []
+
+    public init() {}
+}

@@ -1,0 +1,455 @@
+import Kafka
+import Logging
+import Synchronization
+
+/// Drives one `Stage` against Kafka: owns the consumer and the producer, admits records
+/// (guarding against librdkafka 2.0.x's batch-consume issues), passes time, commits, follows
+/// rebalances and stops at its bound.
+///
+/// Everything that differs between `run`, `run --until-end`, the two stages of the scaled-out
+/// worker and a replay is configuration: where partitions come from (a group subscription or
+/// a fixed assignment), where reading stops (nowhere, the end offsets at assignment, or the end
+/// once an upstream runner finished) and whether offsets are committed.
+///
+/// Commit safety: an offset is committed only after a producer flush (every record sent so
+/// far, on every destination, is acknowledged) and only as far as the stage's commit point,
+/// which is below anything the stage still holds in memory.
+public final class StageRunner<S: Stage>: @unchecked Sendable {
+    // @unchecked: `stage`, `progress`, `consumer`, `producer`, `fatal` and the counters are
+    // touched only by the thread inside `run` (rebalance callbacks run inside `poll`, on that
+    // thread). What other threads read or call — `requestStop`, `healthProblem` — is atomic or
+    // behind a mutex.
+
+    public typealias Settings = RunnerSettings
+
+    public let settings: Settings
+    private let logger: Logger
+    private let metrics: StageMetrics?
+    private let clock: @Sendable () -> Int64
+    private let stopRequested = Atomic<Bool>(false)
+    private let deliveryFailure = Mutex<String?>(nil)
+    private let lastLoopMillis = Atomic<Int64>(0)
+
+    private var stage: S
+    private var consumer: KafkaConsumer?
+    private var producer: KafkaProducer?
+    private var progress: ProgressTable = [:]
+    private var fatal: PipelineError?
+    private var totals = Accounting()
+    private var upstreamEndsTaken = false
+    private var lastUnknownTopicLog: Int64 = .min / 2
+    private var lastGuardLog: Int64 = .min / 2
+
+    public init(
+        stage: S, settings: Settings, logger: Logger, metrics: StageMetrics? = nil,
+        clock: @escaping @Sendable () -> Int64 = wallClockMillis
+    ) {
+        self.stage = stage
+        self.settings = settings
+        self.logger = logger
+        self.metrics = metrics
+        self.clock = clock
+    }
+
+    /// Asks `run` to stop after the batch in flight; it then commits and returns. Any thread.
+    public func requestStop() {
+        stopRequested.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// nil while healthy; else why not (for `/health`).
+    public var healthProblem: String? {
+        if let failure = deliveryFailure.withLock({ $0 }) { return "\(stage.name): delivery failed: \(failure)" }
+        let last = lastLoopMillis.load(ordering: .relaxed)
+        if last > 0 && clock() - last > 60_000 { return "\(stage.name): the consume loop has not turned for over 60 s" }
+        return nil
+    }
+
+    // MARK: The loop
+
+    public func run() throws -> StageSummary {
+        let started = clock()
+        let producer = try KafkaProducer(
+            config: settings.producer, logger: logger.with(label: "trackpipe.kafka.producer")
+        ) { [weak self] report in
+            guard let error = report.error, let self else { return }
+            self.deliveryFailure.withLock { if $0 == nil { $0 = "\(report.topic)[\(report.partition)]: \(error)" } }
+            self.requestStop()
+        }
+        self.producer = producer
+        let consumer = try KafkaConsumer(
+            config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
+            rebalance: RebalanceHandler(
+                partitionsAssigned: { [weak self] in self?.partitionsAssigned($0) },
+                partitionsRevoking: { [weak self] in self?.partitionsRevoking($0) }),
+            maxBatch: settings.maxBatch)
+        self.consumer = consumer
+        var sink = ProducerSink(producer: producer, topics: settings.destinations)
+        switch settings.source {
+        case .group:
+            try consumer.subscribe(topics: [settings.topic])
+        case .assignment(let offsets):
+            try consumer.assign(offsets)
+            partitionsAssigned(offsets.map(\.topicPartition), startingAt: offsets)
+        }
+
+        var lastTick = started
+        var lastCommit = started
+        var lastReport = started
+        do {
+            while !stopRequested.load(ordering: .relaxed) {
+                let polled = try consumer.pollBatch(timeoutMilliseconds: 100) { batch in try handle(batch, into: &sink) }
+                if let fatal { throw fatal }
+                let now = clock()
+                lastLoopMillis.store(now, ordering: .relaxed)
+                if polled == nil || now - lastTick >= settings.tickInterval {
+                    try stage.tick(now: now, into: &sink)
+                    lastTick = now
+                }
+                producer.poll()
+                if settings.commits && now - lastCommit >= settings.commitInterval {
+                    try commit()
+                    lastCommit = now
+                }
+                if now - lastReport >= 1_000 {
+                    report()
+                    lastReport = now
+                }
+                takeUpstreamBound()
+                if boundReached { break }
+            }
+            if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
+            if settings.isBounded { try stage.finish(now: clock(), into: &sink) }
+            do {
+                try producer.flush(timeoutMilliseconds: 60_000)
+            } catch {
+                throw PipelineError.deliveryFailed("\(error)")
+            }
+            if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
+            try commit()
+        } catch {
+            fatal = error as? PipelineError ?? .kafka("\(error)")
+            logger.error("\(stage.name): stopping without committing further: \(error)")
+            consumer.close()
+            report()
+            throw error
+        }
+        // Closing revokes the partitions, which forgets their progress: read it first.
+        let committed = progress.sorted { $0.key.partition < $1.key.partition }.compactMap { tp, state in
+            state.lastCommitted.map { TopicPartitionOffset(tp, offset: $0.offset, metadata: $0.metadata) }
+        }
+        consumer.close()
+        report()
+        return StageSummary(
+            stage: stage.name, topic: settings.topic, accounting: totals, elapsedMilliseconds: clock() - started,
+            committed: committed)
+    }
+
+    private var boundReached: Bool {
+        switch settings.bound {
+        case .unbounded: return false
+        case .endAtAssignment: break
+        case .endWhenUpstreamFinishes: if !upstreamEndsTaken { return false }
+        }
+        return !progress.isEmpty && progress.values.allSatisfy(\.atEnd)
+    }
+
+    // MARK: One batch
+
+    private func handle(_ batch: ConsumerBatch, into sink: inout ProducerSink) throws -> Int {
+        var records: [InputRecord] = []
+        records.reserveCapacity(batch.count)
+        var current: TopicPartition?
+        var state = PartitionProgress()
+        var owned = false
+        var stale = 0
+        var gaps: [(TopicPartition, Int64, Int64)] = []
+        func putBack() {
+            if let current, owned { progress[current] = state }
+        }
+        for index in batch.indices {
+            switch batch[index] {
+            case .record(let record):
+                let partition = record.partition
+                if current?.partition != partition {
+                    putBack()
+                    let key = TopicPartition(topic: settings.topic, partition: partition)
+                    current = key
+                    if let known = progress[key] {
+                        state = known
+                        owned = true
+                    } else {
+                        owned = false
+                    }
+                }
+                // A record of a partition this runner no longer owns: librdkafka 2.0.x's batch
+                // API can hand out records of revoked partitions.
+                guard owned else {
+                    stale += 1
+                    continue
+                }
+                if let end = state.end, record.offset >= end {
+                    state.atEnd = true
+                    continue
+                }
+                switch state.admit(offset: record.offset) {
+                case .stale:
+                    stale += 1
+                    continue
+                case .gap(let skipped):
+                    gaps.append((current!, record.offset - skipped, record.offset))
+                case .take:
+                    break
+                }
+                if let end = state.end, record.offset + 1 >= end { state.atEnd = true }
+                records.append(InputRecord(record))
+            case .partitionEOF(let tp, let offset):
+                putBack()
+                current = nil
+                if var known = progress[tp], let end = known.end, offset >= end {
+                    known.atEnd = true
+                    progress[tp] = known
+                }
+            case .error(let error):
+                try consumerError(error)
+            }
+        }
+        putBack()
+        if stale > 0 || !gaps.isEmpty { reportGuard(stale: stale, gaps: gaps) }
+        try stage.process(records, now: clock(), into: &sink)
+        return batch.count
+    }
+
+    private func reportGuard(stale: Int, gaps: [(TopicPartition, Int64, Int64)]) {
+        totals.staleDropped += stale
+        totals.offsetGaps += gaps.count
+        metrics?.guarded(stale: stale, gaps: gaps.count)
+        for (tp, expected, got) in gaps {
+            logger.warning(
+                "\(stage.name): offsets of \(tp) jumped from \(expected) to \(got): \(got - expected) offsets were never delivered. Expected on compacted or transactional topics, or after retention deleted unread data; otherwise this is librdkafka 2.0.x's known batch-consume issue and those messages were skipped: re-read them with trackpipe replay."
+            )
+        }
+        let now = clock()
+        if stale > 0 && now - lastGuardLog >= 10_000 {
+            lastGuardLog = now
+            logger.warning(
+                "\(stage.name): dropped \(stale) records of partitions not assigned to this worker, or at offsets already processed (librdkafka 2.0.x batch-consume guard); nothing is lost: their owner reads them")
+        }
+    }
+
+    private func consumerError(_ error: KafkaError) throws {
+        if error.isUnknownTopic {
+            if settings.isBounded { throw PipelineError.inputTopicMissing(settings.topic) }
+            let now = clock()
+            if now - lastUnknownTopicLog > 60_000 {
+                logger.error("\(PipelineError.inputTopicMissing(settings.topic)); waiting for it")
+                lastUnknownTopicLog = now
+            }
+        } else {
+            logger.warning("\(stage.name): consumer: \(error)")
+        }
+    }
+
+    private func report() {
+        let drained = stage.drainReport()
+        totals.add(drained.accounting)
+        for eviction in drained.capacityEvictions {
+            logger.warning(
+                "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."
+            )
+        }
+        guard let metrics else { return }
+        metrics.record(drained)
+        metrics.gauges(stage.gauges())
+        guard let consumer else { return }
+        var lags: [Int32: Int64] = [:]
+        for (tp, state) in progress {
+            guard let marks = consumer.cachedWatermarks(tp) else { continue }
+            lags[tp.partition] = max(0, marks.high - (state.next ?? marks.low))
+        }
+        metrics.lag(lags)
+    }
+
+    // MARK: Offsets and rebalances
+
+    /// Waits for every record sent so far to be acknowledged, then commits each partition's
+    /// commit point (all owned partitions, or only `partitions`).
+    private func commit(only partitions: Set<Int32>? = nil) throws {
+        guard settings.commits, fatal == nil, let producer, let consumer, !progress.isEmpty else { return }
+        do {
+            try producer.flush(timeoutMilliseconds: 60_000)
+        } catch {
+            throw PipelineError.deliveryFailed("\(error)")
+        }
+        if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
+        let points = stage.commitPoints()
+        var offsets: [TopicPartitionOffset] = []
+        for (tp, state) in progress.sorted(by: { $0.key.partition < $1.key.partition })
+        where partitions?.contains(tp.partition) ?? true {
+            guard let point = points[tp.partition], point != state.lastCommitted else { continue }
+            if let metadata = point.metadata, metadata.utf8.count > Checkpoint.maxEncodedBytes {
+                logger.error(
+                    "\(stage.name): the checkpoint of \(tp) needs \(metadata.utf8.count) bytes of commit metadata, more than brokers accept (offset.metadata.max.bytes, 4096 by default); not committing it. Use fewer input partitions.")
+                continue
+            }
+            offsets.append(TopicPartitionOffset(tp, offset: point.offset, metadata: point.metadata))
+        }
+        guard !offsets.isEmpty else { return }
+        do {
+            try consumer.commit(offsets)
+            for offset in offsets {
+                progress[offset.topicPartition]?.lastCommitted = CommitPoint(offset: offset.offset, metadata: offset.metadata)
+            }
+        } catch {
+            logger.warning("\(stage.name): commit failed, will retry at the next interval: \(error)")
+        }
+    }
+
+    private func partitionsAssigned(_ partitions: [TopicPartition], startingAt explicit: [TopicPartitionOffset]? = nil) {
+        guard let consumer else { return }
+        let mine = partitions.filter { $0.topic == settings.topic }
+        guard !mine.isEmpty else { return }
+        var committed: [TopicPartitionOffset] = explicit ?? []
+        if explicit == nil {
+            // Without the checkpoints, windows already final would be replayed partially and
+            // dead letters sent again: retry, then stop; never carry on without them.
+            for attempt in 1...3 {
+                do {
+                    committed = try consumer.committed(mine)
+                    break
+                } catch {
+                    guard attempt < 3 else {
+                        fatal = .kafka(
+                            "\(stage.name): cannot read the committed offsets of \(settings.topic) after 3 attempts (\(error)); stopping rather than replaying without checkpoints. Check the broker and the group's ACLs, then restart.")
+                        return
+                    }
+                    logger.warning("\(stage.name): reading committed offsets failed (attempt \(attempt) of 3): \(error)")
+                }
+            }
+        }
+        var starts: [PartitionStart] = []
+        for tp in mine {
+            let position = committed.first { $0.topicPartition == tp }
+            let offset = position.flatMap { $0.offset >= 0 ? $0.offset : nil }
+            starts.append(PartitionStart(partition: tp.partition, committedOffset: offset, metadata: position?.metadata))
+            progress[tp] = PartitionProgress(next: offset)
+        }
+        stage.assign(starts, now: clock())
+        if case .endAtAssignment = settings.bound { takeEnds(of: mine) }
+        logger.info(
+            "\(stage.name): assigned \(mine.count) partitions of \(settings.topic): \(mine.map(\.partition).sorted()); their state rebuilds from the committed offsets")
+    }
+
+    private func partitionsRevoking(_ partitions: [TopicPartition]) {
+        let mine = partitions.filter { $0.topic == settings.topic && progress[$0] != nil }
+        guard !mine.isEmpty else { return }
+        do {
+            try commit(only: Set(mine.map(\.partition)))
+        } catch {
+            logger.error("\(stage.name): commit before revoke failed: \(error)")
+            if fatal == nil { fatal = error as? PipelineError ?? .kafka("\(error)") }
+        }
+        stage.revoke(mine.map(\.partition))
+        for tp in mine { progress[tp] = nil }
+        logger.info("\(stage.name): revoked \(mine.count) partitions of \(settings.topic): \(mine.map(\.partition).sorted())")
+    }
+
+    /// Notes where each partition ends now; a partition already there is at its end.
+    private func takeEnds(of partitions: [TopicPartition]) {
+        guard let consumer, !partitions.isEmpty else { return }
+        do {
+            let ends = try consumer.endOffsets(partitions)
+            let unknown = partitions.filter { progress[$0]?.next == nil }
+            let beginnings = unknown.isEmpty ? [] : try consumer.beginningOffsets(unknown)
+            for end in ends {
+                guard var state = progress[end.topicPartition] else { continue }
+                state.end = end.offset
+                let start = state.next ?? beginnings.first { $0.topicPartition == end.topicPartition }?.offset ?? 0
+                if start >= end.offset { state.atEnd = true }
+                progress[end.topicPartition] = state
+            }
+        } catch {
+            fatal = .kafka("\(stage.name): cannot read the end offsets of \(settings.topic): \(error)")
+        }
+    }
+
+    private func takeUpstreamBound() {
+        guard case .endWhenUpstreamFinishes(let upstream) = settings.bound, !upstreamEndsTaken, upstream.isFinished,
+            !progress.isEmpty
+        else { return }
+        upstreamEndsTaken = true
+        takeEnds(of: Array(progress.keys))
+    }
+}
+
+/// Sends a stage's records through the producer to the topic of each destination.
+struct ProducerSink: RecordSink {
+    let producer: KafkaProducer
+    let topics: [Destination: String]
+
+    mutating func send(
+        _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headers: [KafkaHeader], timestamp: Int64?
+    ) throws {
+        guard let topic = topics[destination] else {
+            throw PipelineError.configuration("a stage sent a record to the \(destination) destination, which has no topic here")
+        }
+        try producer.send(topic: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp)
+    }
+}
+
+/// What one stage did in a run, for the exit summary and for tests.
+public struct StageSummary: Sendable {
+    public var stage: String
+    public var topic: String
+    public var accounting: Accounting
+    public var elapsedMilliseconds: Int64
+    public var committed: [TopicPartitionOffset]
+}
+
+/// How a `StageRunner` meets Kafka: see `StageRunner`.
+public struct RunnerSettings: Sendable {
+    public enum Source: Sendable {
+        /// Partitions come from a consumer group subscription; commits go to the group.
+        case group
+        /// A fixed assignment with explicit start offsets: no group, no rebalances.
+        case assignment([TopicPartitionOffset])
+    }
+
+    public enum Bound: Sendable {
+        case unbounded
+        /// Stop at each partition's end offset as of its assignment.
+        case endAtAssignment
+        /// Stop at the end offsets as of the moment the upstream runner finished.
+        case endWhenUpstreamFinishes(UpstreamSignal)
+    }
+
+    public var topic: String
+    public var source: Source
+    public var bound: Bound
+    public var commits: Bool
+    public var consumer: KafkaConfig
+    public var producer: KafkaConfig
+    public var destinations: [Destination: String]
+    public var commitInterval: Int64
+    /// How often the stage is given the time when records keep coming (ms).
+    public var tickInterval: Int64 = 200
+    public var maxBatch: Int = 4_096
+
+    public init(
+        topic: String, source: Source, bound: Bound, commits: Bool, consumer: KafkaConfig, producer: KafkaConfig,
+        destinations: [Destination: String], commitInterval: Int64
+    ) {
+        self.topic = topic
+        self.source = source
+        self.bound = bound
+        self.commits = commits
+        self.consumer = consumer
+        self.producer = producer
+        self.destinations = destinations
+        self.commitInterval = commitInterval
+    }
+
+    var isBounded: Bool {
+        if case .unbounded = bound { false } else { true }
+    }
+}

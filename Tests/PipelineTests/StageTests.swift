@@ -1,0 +1,230 @@
+import Kafka
+import Testing
+import TrackingDomain
+import Windowing
+@testable import Pipeline
+
+/// The stages as values: records in, records out, commit points. No Kafka.
+@Suite("Stages without Kafka")
+struct StageTests {
+    static let minute: Int64 = 60_000
+    static let window = WindowConfig(size: minute, grace: 10_000, retention: 10 * minute, idleTimeout: 30_000)
+
+    func normalize(repartitions: Int32 = 4) -> NormalizeStage {
+        NormalizeStage(
+            inputTopic: "hits", sourcePartitions: 2, repartitionPartitions: repartitions, limits: NormalizerLimits(),
+            maxFutureSkew: 3_600_000, idleTimeout: 30_000, markInterval: 500)
+    }
+
+    func aggregate() -> AggregateStage {
+        AggregateStage(sourceTopic: "hits", input: .repartitioned, window: Self.window, parallelism: 2)
+    }
+
+    @Test("normalize: every delivery always goes to one repartition partition, with its event, source position and original bytes")
+    func routesByDelivery() throws {
+        let arena = RecordArena()
+        var stage = normalize()
+        stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        var sink = RecordingSink()
+        var records: [InputRecord] = []
+        for index in 0..<40 {
+            let delivery = "d\(index % 7)"
+            records.append(
+                arena.record(
+                    partition: Int32(index % 2), offset: Int64(index / 2), key: Array("device-\(index)".utf8),
+                    value: rawHit(delivery, "b\(index)", at: 1_000 + Int64(index)), timestamp: 2_000))
+        }
+        try stage.process(records, now: 1, into: &sink)
+        let routed = sink.to(.repartition)
+        #expect(routed.count == 40)
+        var partitionOf: [String: Int32] = [:]
+        for record in routed {
+            let delivery = try #require(record.keyText)
+            #expect(partitionOf[delivery, default: record.partition!] == record.partition, "\(delivery) split over partitions")
+            partitionOf[delivery] = record.partition
+            #expect(record.partition == DeliveryHash.partition(of: delivery, count: 4))
+            let decoded = try record.value!.withUnsafeBytes { try RepartitionRecord.decode($0) }
+            guard case .event(let event) = decoded else {
+                Issue.record("not an event")
+                continue
+            }
+            #expect(event.sourcePartitions == 2)
+            #expect(String(decoding: event.originalKey!, as: UTF8.self).hasPrefix("device-"))
+            #expect(String(decoding: event.originalValue!, as: UTF8.self).contains(delivery))
+            #expect(event.sourceWatermark >= event.eventTime)
+        }
+        #expect(Set(partitionOf.values).count > 1, "seven deliveries over four partitions use more than one")
+        #expect(stage.commitPoints() == [0: CommitPoint(offset: 20), 1: CommitPoint(offset: 20)])
+        let report = stage.drainReport()
+        #expect(report.accounting.consumed == 40 && report.accounting.accepted == 40 && report.accounting.balanced)
+    }
+
+    @Test("normalize: bad and tracking-off messages never reach the repartition topic; marks go to every partition")
+    func deadLettersFiltersAndMarks() throws {
+        let arena = RecordArena()
+        var stage = normalize(repartitions: 3)
+        stage.assign([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        let off = Array("{\"action\":\"7\",\"timestamp\":5000,\"message\":{\"data\":{\"_dId\":\"d1\",\"_mId\":\"b1\",\"_acsDeliveryTracking\":\"off\"}}}".utf8)
+        try stage.process(
+            [
+                arena.record(partition: 0, offset: 0, key: [1, 2], value: Array("{not json".utf8), timestamp: 10),
+                arena.record(partition: 0, offset: 1, value: off, timestamp: 10),
+                arena.record(partition: 0, offset: 2, value: rawHit("d1", "b2", at: 5_000), timestamp: 5_000),
+            ], now: 100, into: &sink)
+        let letters = sink.to(.deadLetter)
+        #expect(letters.count == 1)
+        #expect(letters[0].value == Array("{not json".utf8) && letters[0].key == [1, 2])
+        #expect(letters[0].header[DeadLetter.Header.reason] == "malformed_json")
+        #expect(letters[0].header[DeadLetter.Header.sourceOffset] == "0")
+        #expect(sink.to(.repartition).count == 1)
+        _ = sink.take()
+        try stage.tick(now: 700, into: &sink)
+        let marks = sink.to(.repartition)
+        #expect(marks.map(\.partition) == [0, 1, 2])
+        let decoded = try marks[0].value!.withUnsafeBytes { try RepartitionRecord.decode($0) }
+        guard case .marks(let count, let sourceMarks) = decoded else {
+            Issue.record("not marks")
+            return
+        }
+        #expect(count == 2)
+        #expect(sourceMarks == [SourceMark(source: 0, watermark: 5_000, idle: false)])
+        // Quiet for the idle timeout: the marks say so, and the watermark stays.
+        _ = sink.take()
+        try stage.tick(now: 40_000, into: &sink)
+        let later = try sink.to(.repartition)[0].value!.withUnsafeBytes { try RepartitionRecord.decode($0) }
+        guard case .marks(_, let idleMarks) = later else { return }
+        #expect(idleMarks == [SourceMark(source: 0, watermark: 5_000, idle: true)])
+        let a = stage.drainReport().accounting
+        #expect(a.deadLettered == ["malformed_json": 1] && a.filtered == ["tracking_off": 1] && a.accepted == 1 && a.balanced)
+    }
+
+    /// Events of one normalize run over `hits`, as the aggregate stage's input (repartition offsets from 0).
+    func shuffled(_ hits: [(partition: Int32, offset: Int64, value: [UInt8])], arena: RecordArena) throws -> [RecordingSink.Sent] {
+        var stage = normalize(repartitions: 1)
+        stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        var sink = RecordingSink()
+        try stage.process(hits.map { arena.record(partition: $0.partition, offset: $0.offset, value: $0.value) }, now: 0, into: &sink)
+        return sink.to(.repartition)
+    }
+
+    @Test("aggregate: events sent twice (an upstream crash before its commit) are dropped by source position, not counted twice")
+    func duplicatesDropped() throws {
+        let arena = RecordArena()
+        let events = try shuffled(
+            (0..<6).map { (partition: Int32($0 % 2), offset: Int64($0 / 2), value: rawHit("d1", "b\($0)", at: 1_000 + Int64($0))) },
+            arena: arena)
+        // The upstream re-sends the last four after a crash.
+        let input = events + events.suffix(4)
+        var stage = aggregate()
+        stage.assign([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        try stage.process(input.enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
+        try stage.finish(now: 0, into: &sink)
+        let out = sink.to(.output)
+        #expect(out.count == 1)
+        let value = String(decoding: out[0].value!, as: UTF8.self)
+        #expect(value.contains("\"impressions\":6"))
+        let a = stage.drainReport().accounting
+        #expect(a.duplicates == 4 && a.accepted == 6 && a.consumed == 10 && a.balanced)
+    }
+
+    @Test("aggregate: after a restart, an event re-sent beyond the checkpoint is dropped by the checkpointed map, never turned into too_late")
+    func restoredMapDropsResentEvents() throws {
+        let arena = RecordArena()
+        // A first owner counts three events of source 0 (offsets 0-2), in a window that is then
+        // evicted, and commits: everything processed, nothing held.
+        let old = try shuffled((0..<3).map { (partition: 0, offset: Int64($0), value: rawHit("d1", "b\($0)", at: 1_000)) }, arena: arena)
+        var first = aggregate()
+        first.assign([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        try first.process(old.enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
+        // Far later events of source 1 move event time past the first window's retention.
+        let late = try shuffled([(partition: 1, offset: 0, value: rawHit("d2", "x", at: 100 * Self.minute))], arena: arena)
+        try first.process([arena.record(late[0], offset: 3)], now: 1, into: &sink)
+        var idle = RecordingSink()
+        var upstream = normalize(repartitions: 1)
+        upstream.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        try upstream.tick(now: 100_000, into: &idle)  // both sources idle: the watermark follows the far event
+        try first.process([arena.record(idle.sent[0], offset: 4)], now: 100_001, into: &sink)
+        let point = try #require(first.commitPoints()[0])
+        let checkpoint = try #require(Checkpoint(decoding: point.metadata))
+        #expect(checkpoint.processedThrough == 5)
+        #expect(checkpoint.seen == [0: 2, 1: 0])
+        #expect(checkpoint.evictedBefore > 2 * Self.minute, "the first window was evicted")
+
+        // The next owner resumes at the commit; the crashed upstream re-sends source 0's events.
+        var second = aggregate()
+        second.assign([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: 200_000)
+        var out = RecordingSink()
+        let replay = (Int(point.offset)..<5).map { offset -> InputRecord in
+            let sent = [old[0], old[1], old[2], late[0], idle.sent[0]][offset]
+            return arena.record(sent, offset: Int64(offset))
+        }
+        try second.process(replay, now: 200_000, into: &out)
+        try second.process(old.enumerated().map { arena.record($0.element, offset: 5 + Int64($0.offset)) }, now: 200_001, into: &out)
+        #expect(out.to(.deadLetter).isEmpty, "re-sent events must not become too_late")
+        let a = second.drainReport().accounting
+        #expect(a.duplicates == 3)
+        #expect(a.deadLettered.isEmpty && a.balanced)
+    }
+
+    @Test("aggregate: a hit later than retention is dead-lettered with its original key and value and source position")
+    func tooLateKeepsOriginalBytes() throws {
+        let arena = RecordArena()
+        let events = try shuffled([
+            (partition: 0, offset: 0, value: rawHit("d1", "b1", at: 100 * Self.minute)),
+            (partition: 0, offset: 1, value: rawHit("d1", "b2", at: 1 * Self.minute)),
+        ], arena: arena)
+        var stage = AggregateStage(
+            sourceTopic: "hits", input: .repartitioned, window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000),
+            parallelism: 1)
+        stage.assign([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        var upstream = normalize(repartitions: 1)
+        upstream.assign([PartitionStart(partition: 1)], now: 0)
+        var marks = RecordingSink()
+        try upstream.tick(now: 40_000, into: &marks)  // source 1 idle: only source 0 counts
+        try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(events[0], offset: 1)], now: 0, into: &sink)
+        try stage.process([arena.record(events[1], offset: 2)], now: 1, into: &sink)
+        let letters = sink.to(.deadLetter)
+        #expect(letters.count == 1)
+        #expect(letters[0].value == rawHit("d1", "b2", at: 1 * Self.minute))
+        #expect(letters[0].header[DeadLetter.Header.reason] == "too_late")
+        #expect(letters[0].header[DeadLetter.Header.sourceTopic] == "hits")
+        #expect(letters[0].header[DeadLetter.Header.sourcePartition] == "0")
+        #expect(letters[0].header[DeadLetter.Header.sourceOffset] == "1")
+        #expect(letters[0].header[DeadLetter.Header.detail]?.hasPrefix("too_late: ") == true)
+    }
+
+    @Test("checkpoints round-trip, the seen map is compact, and other tools' metadata is ignored")
+    func checkpoints() {
+        var seen: [Int32: Int64] = [:]
+        for source in 0..<Int32(Checkpoint.maxSourcePartitions) { seen[source] = Int64(source) * 1_000_003 + (1 << 40) }
+        let checkpoint = Checkpoint(evictedBefore: 1_795_000_000_000, processedThrough: 123_456_789, seen: seen)
+        #expect(Checkpoint(decoding: checkpoint.encoded) == checkpoint)
+        #expect(checkpoint.encoded.utf8.count <= Checkpoint.maxEncodedBytes)
+        let v1 = Checkpoint(evictedBefore: -5, processedThrough: 0)
+        #expect(v1.encoded == "trackpipe/1 evicted=-5 processed=0")
+        #expect(Checkpoint(decoding: v1.encoded) == v1)
+        #expect(Checkpoint(decoding: "trackpipe/2 evicted=1 processed=2 seen=%%%") == nil)
+        #expect(Checkpoint(decoding: "some other tool") == nil)
+        #expect(Checkpoint(decoding: nil) == nil)
+        let sparse = Checkpoint(evictedBefore: 1, processedThrough: 2, seen: [3: -1, 70_000: 0])
+        #expect(Checkpoint(decoding: sparse.encoded) == sparse)
+    }
+
+    @Test("the batch-consume guard drops repeated offsets and reports jumps")
+    func partitionGuard() {
+        var progress = PartitionProgress(next: 10)
+        #expect(progress.admit(offset: 9) == .stale)
+        #expect(progress.admit(offset: 10) == .take)
+        #expect(progress.admit(offset: 10) == .stale)
+        #expect(progress.admit(offset: 15) == .gap(4))
+        #expect(progress.admit(offset: 16) == .take)
+        #expect(progress.next == 17)
+        var fresh = PartitionProgress()
+        #expect(fresh.admit(offset: 500) == .take)
+        #expect(fresh.admit(offset: 501) == .take)
+    }
+}

@@ -1,0 +1,63 @@
+import Kafka
+@testable import Pipeline
+
+/// Owns byte buffers for `InputRecord`s built in tests (records are views, as in Kafka).
+final class RecordArena {
+    private var buffers: [UnsafeMutableRawBufferPointer] = []
+
+    func bytes(_ array: [UInt8]?) -> UnsafeRawBufferPointer? {
+        guard let array else { return nil }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(array.count, 1), alignment: 1)
+        buffer.copyBytes(from: array)
+        buffers.append(buffer)
+        return UnsafeRawBufferPointer(rebasing: buffer[0..<array.count])
+    }
+
+    func record(partition: Int32, offset: Int64, key: [UInt8]? = nil, value: [UInt8]?, timestamp: Int64? = nil) -> InputRecord {
+        InputRecord(partition: partition, offset: offset, key: bytes(key), value: bytes(value), timestamp: timestamp)
+    }
+
+    func record(_ sent: RecordingSink.Sent, offset: Int64) -> InputRecord {
+        record(partition: sent.partition ?? 0, offset: offset, key: sent.key, value: sent.value, timestamp: sent.timestamp)
+    }
+
+    deinit { for buffer in buffers { buffer.deallocate() } }
+}
+
+/// Keeps copies of what a stage sends, by destination.
+struct RecordingSink: RecordSink {
+    struct Sent: Equatable {
+        var destination: Destination
+        var partition: Int32?
+        var key: [UInt8]?
+        var value: [UInt8]?
+        var headers: [KafkaHeader]
+        var timestamp: Int64?
+
+        var keyText: String? { key.map { String(decoding: $0, as: UTF8.self) } }
+        var header: [String: String] {
+            Dictionary(headers.map { ($0.key, $0.stringValue ?? "") }, uniquingKeysWith: { $1 })
+        }
+    }
+
+    var sent: [Sent] = []
+
+    mutating func send(
+        _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headers: [KafkaHeader], timestamp: Int64?
+    ) throws {
+        sent.append(Sent(destination: destination, partition: partition, key: key.map { Array($0) }, value: value.map { Array($0) }, headers: headers, timestamp: timestamp))
+    }
+
+    func to(_ destination: Destination) -> [Sent] { sent.filter { $0.destination == destination } }
+
+    mutating func take() -> [Sent] {
+        defer { sent = [] }
+        return sent
+    }
+}
+
+/// A raw hit of shape A.
+func rawHit(_ delivery: String, _ broadlog: String, action: String = "7", at time: Int64) -> [UInt8] {
+    Array("{\"deliveryId\":\"\(delivery)\",\"broadlogId\":\"\(broadlog)\",\"action\":\"\(action)\",\"timestamp\":\(time)}".utf8)
+}
