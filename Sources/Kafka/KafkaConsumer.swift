@@ -8,7 +8,6 @@ import Logging
 /// auto-commit is off, offsets are committed only when the caller says which.
 public final class KafkaConsumer: @unchecked Sendable {
     private let client: OpaquePointer
-    private let queue: OpaquePointer
     private let context: Unmanaged<ClientContext>
     private var batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>?>
     private let batchCapacity: Int
@@ -38,15 +37,12 @@ public final class KafkaConsumer: @unchecked Sendable {
         }
         // Route everything (logs aside) through the consumer queue so that one batch call serves it all.
         rd_kafka_poll_set_consumer(client)
-        // Present whenever group.id is set, which was checked above.
-        queue = rd_kafka_queue_get_consumer(client)!
         batchCapacity = max(1, maxBatch)
         batch = .allocate(capacity: batchCapacity)
     }
 
     deinit {
         if !closed { rd_kafka_consumer_close(client) }
-        rd_kafka_queue_destroy(queue)
         rd_kafka_destroy(client)
         batch.deallocate()
         context.release()
@@ -123,8 +119,19 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// Hands the whole batch to `body` at once, so that a caller can work on many records in
     /// place (in parallel, or coming back to one after later ones) before librdkafka reclaims
     /// them when `body` returns. `nil` when nothing arrived in time.
+    ///
+    /// The batch is gathered one message at a time with `rd_kafka_consumer_poll` (waiting only
+    /// for the first), not with `rd_kafka_consume_batch_queue`: in librdkafka 2.0.x the batch
+    /// call skips offsets of partitions that stay assigned while a rebalance (or a pause or
+    /// seek) changes others — measured here as 36-offset holes during a cooperative rebalance.
+    /// The per-message call drops outdated messages without moving the position past them.
     public func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (ConsumerBatch) throws -> R) rethrows -> R? {
-        let count = rd_kafka_consume_batch_queue(queue, timeoutMilliseconds, batch, batchCapacity)
+        var count = 0
+        while count < batchCapacity {
+            guard let message = rd_kafka_consumer_poll(client, count == 0 ? timeoutMilliseconds : 0) else { break }
+            batch[count] = message
+            count += 1
+        }
         guard count > 0 else { return nil }
         defer {
             for index in 0..<count { rd_kafka_message_destroy(batch[index]) }

@@ -336,7 +336,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         stage.assign(starts, now: clock())
         if case .endAtAssignment = settings.bound { takeEnds(of: mine) }
         logger.info(
-            "\(stage.name): assigned \(mine.count) partitions of \(settings.topic): \(mine.map(\.partition).sorted()); their state rebuilds from the committed offsets")
+            "\(stage.name): assigned \(mine.count) partitions of \(settings.topic): \(mine.map(\.partition).sorted()); their state rebuilds from the committed offsets",
+            metadata: ["client": "\(settings.consumer["client.id"] ?? "")"])
     }
 
     private func partitionsRevoking(_ partitions: [TopicPartition]) {
@@ -350,7 +351,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         }
         stage.revoke(mine.map(\.partition))
         for tp in mine { progress[tp] = nil }
-        logger.info("\(stage.name): revoked \(mine.count) partitions of \(settings.topic): \(mine.map(\.partition).sorted())")
+        logger.info(
+            "\(stage.name): revoked \(mine.count) partitions of \(settings.topic): \(mine.map(\.partition).sorted())",
+            metadata: ["client": "\(settings.consumer["client.id"] ?? "")"])
     }
 
     /// Notes where each partition ends now; a partition already there is at its end.

@@ -227,4 +227,31 @@ struct StageTests {
         #expect(fresh.admit(offset: 500) == .take)
         #expect(fresh.admit(offset: 501) == .take)
     }
+
+    @Test("aggregate: partitions kept through an incremental rebalance keep their windows; only a newly assigned partition replays")
+    func keptPartitionsKeepTheirState() throws {
+        let arena = RecordArena()
+        let events = try shuffled((0..<4).map { (partition: 0, offset: Int64($0), value: rawHit("d1", "b\($0)", at: 1_000)) }, arena: arena)
+        var stage = aggregate()
+        stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        var sink = RecordingSink()
+        try stage.process(events.prefix(2).enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
+        let kept = stage.commitPoints()[0]
+        // A cooperative rebalance: partition 1 leaves, partition 2 arrives with a checkpoint.
+        stage.revoke([1])
+        let previous = Checkpoint(evictedBefore: .min, processedThrough: 5)
+        stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
+        #expect(stage.ownedPartitions == [0, 2])
+        #expect(stage.commitPoints()[0] == kept, "partition 0's task is the same one")
+        _ = stage.drainReport()
+        try stage.process(
+            events.suffix(2).enumerated().map { arena.record($0.element, offset: 2 + Int64($0.offset)) }
+                + [arena.record(partition: 2, offset: 3, key: Array("d9".utf8), value: events[0].value)],
+            now: 2, into: &sink)
+        let a = stage.drainReport().accounting
+        #expect(a.replayed == 1, "only the record of the newly assigned partition below its previous owner's mark")
+        try stage.finish(now: 3, into: &sink)
+        let counts = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
+        #expect(counts.contains { $0.contains("\"deliveryId\":\"d1\"") && $0.contains("\"impressions\":4") }, "partition 0 kept its first two hits")
+    }
 }

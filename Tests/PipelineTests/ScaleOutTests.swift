@@ -1,0 +1,153 @@
+import Foundation
+import HitGenerator
+import Kafka
+import Logging
+import Pipeline
+import Testing
+import TrackingDomain
+import TrackpipeTestSupport
+import Windowing
+
+/// Many instances, any input keys: the repartition stage makes counts exact whoever owns what.
+@Suite("Scale-out on the embedded broker", .serialized)
+struct ScaleOutTests {
+    static let window: Int64 = 10_000
+
+    func makeBroker(partitions: Int = 8) throws -> EmbeddedBroker {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: partitions)
+        try broker.createTopic("aggregates", partitions: 4)
+        try broker.createTopic("dlq", partitions: 2)
+        return broker
+    }
+
+    func config(_ broker: EmbeddedBroker, group: String, untilEnd: Bool = false) -> PipelineConfig {
+        var config = PipelineConfig()
+        config.brokers = broker.bootstrapServers
+        config.inputTopic = "hits"
+        config.outputTopic = "aggregates"
+        config.deadLetterTopic = "dlq"
+        config.group = group
+        config.shards = 2
+        config.untilEnd = untilEnd
+        config.commitInterval = 300
+        config.window = WindowConfig(size: Self.window, grace: 1_000, retention: 3_600_000, idleTimeout: 1_500)
+        config.kafkaProperties = ["log_level": "3", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"]
+        return config
+    }
+
+    func contents(_ broker: EmbeddedBroker) throws -> TopicContents {
+        try TopicContents(broker: broker, output: "aggregates", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
+    }
+
+    /// Produces hits to explicit partitions (index modulo the partition count, or `partition`).
+    func produce(_ corpus: Corpus, _ range: Range<Int>, on broker: EmbeddedBroker, partitions: Int32 = 8, only: Int32? = nil, except: Int32? = nil) throws {
+        let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "linger.ms": "5", "log_level": "3"]))
+        for index in range {
+            let partition = Int32(index) % partitions
+            if let only, partition != only { continue }
+            if let except, partition == except { continue }
+            let hit = corpus.hits[index]
+            try producer.send(topic: "hits", partition: partition, key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp)
+        }
+        try producer.flush()
+    }
+
+    func badCount(_ corpus: Corpus) -> Int {
+        corpus.hits.filter { if case .rejected = $0.truth { true } else { false } }.count
+    }
+
+    @Test("the normalize stage stopped after sending but before committing: the re-sent events are dropped by source position, counts exact, no too_late")
+    func resentEventsAreDropped() throws {
+        let broker = try makeBroker()
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 6_000, seed: 31, deliveries: 6)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let first = try Pipeline(config: config(broker, group: "resend", untilEnd: true)).run()
+        let routed = first.stages[0].accounting.accepted
+        #expect(routed > 5_000)
+
+        // As if the normalize stage had crashed after its records were acknowledged and before
+        // its commit: its committed input offsets go back to the start.
+        let rewinder = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "resend", "log_level": "3"]))
+        try rewinder.commit((0..<8).map { TopicPartitionOffset(topic: "hits", partition: Int32($0), offset: 0) })
+
+        let metrics = PipelineMetrics()
+        let second = try Pipeline(config: config(broker, group: "resend", untilEnd: true), metrics: metrics).run()
+        let aggregate = second.stages[1].accounting
+        #expect(second.stages[0].accounting.accepted == routed, "every event was sent again")
+        #expect(aggregate.duplicates == routed, "and every copy was recognised")
+        #expect(aggregate.deadLettered["too_late", default: 0] == 0)
+        #expect(metrics.registry.emitToString().contains("trackpipe_duplicates_dropped_total{stage=\"aggregate\"} \(routed)\n"))
+        let out = try contents(broker)
+        let problems = out.mismatches(against: corpus.expected(windowSize: Self.window))
+        #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+        let tooLate = out.deadLetters.compactMap { DeadLetter(headers: $0.headers) }.filter { $0.reason == "too_late" }
+        #expect(tooLate.isEmpty)
+    }
+
+    @Test("one input partition minutes behind the others: its hits still count in their windows, none is too_late")
+    func laggingPartitionIsCounted() throws {
+        let broker = try makeBroker()
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 8_000, seed: 41, deliveries: 5, span: 20 * 60_000, badRate: 0)).generate())
+        try produce(corpus, 0..<corpus.hits.count, on: broker, except: 3)
+        let worker = LiveWorker(config(broker, group: "lag"))
+        defer { _ = try? worker.stop() }
+        let others = (0..<corpus.hits.count).filter { $0 % 8 != 3 }.count
+        #expect(eventually(seconds: 60) { worker.metric("trackpipe_messages_consumed_total{stage=\"normalize\"}") >= Double(others) })
+        // The others' windows close (partition 3 is idle), then partition 3 arrives, minutes behind.
+        #expect(eventually(seconds: 30) { worker.metric("trackpipe_aggregates_emitted_total{stage=\"aggregate\"}") > 0 })
+        let emittedBefore = worker.metric("trackpipe_aggregates_emitted_total{stage=\"aggregate\"}")
+        try produce(corpus, 0..<corpus.hits.count, on: broker, only: 3)
+        #expect(eventually(seconds: 60) { worker.metric("trackpipe_messages_consumed_total{stage=\"normalize\"}") >= Double(corpus.hits.count) })
+        #expect(eventually(seconds: 30) { worker.metric("trackpipe_aggregates_emitted_total{stage=\"aggregate\"}") > emittedBefore })
+        // Let the corrections and the last windows out (idle sources: the watermark follows the clock).
+        usleep(useconds_t(Self.window + 4_000) * 1_000)
+        let summary = try worker.stop()
+        #expect(summary.stages.allSatisfy { $0.accounting.balanced })
+        #expect(summary.accounting.deadLettered["too_late", default: 0] == 0)
+        let out = try contents(broker)
+        let problems = out.mismatches(against: corpus.expected(windowSize: Self.window))
+        #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+        #expect(out.revisions.values.contains { $0.count > 1 }, "the late partition's hits came as corrections")
+        #expect(out.revisions.values.allSatisfy { $0 == $0.sorted() }, "revisions never go backwards")
+    }
+
+    @Test("a fourth instance joins three: the partitions that move are rebuilt by their new owner, and the output converges to exact counts")
+    func joiningInstance() throws {
+        let broker = try makeBroker()
+        try broker.createTopic("join-repartition", partitions: 8)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 8_000, seed: 51, deliveries: 12, span: 5 * 60_000)).generate())
+        try produce(corpus, 0..<4_000, on: broker)
+        func instance(_ number: Int) -> PipelineConfig {
+            var settings = config(broker, group: "join")
+            settings.kafkaProperties["client.id"] = "instance-\(number)"
+            settings.commitInterval = 2_000
+            return settings
+        }
+        let workers = (1...3).map { LiveWorker(instance($0)) }
+        func total(_ series: String, _ all: [LiveWorker]) -> Double { all.map { $0.metric(series) }.reduce(0, +) }
+        #expect(eventually(seconds: 90) { total("trackpipe_messages_consumed_total{stage=\"normalize\"}", workers) >= 4_000 })
+        let fourth = LiveWorker(instance(4))
+        let everyone = workers + [fourth]
+        #expect(
+            eventually(seconds: 60) { fourth.metric("trackpipe_messages_replayed_total{stage=\"aggregate\"}") > 0 },
+            "the newcomer rebuilt the state of the partitions it took from the committed offsets")
+        try produce(corpus, 4_000..<corpus.hits.count, on: broker)
+        #expect(eventually(seconds: 90) { total("trackpipe_messages_consumed_total{stage=\"normalize\"}", everyone) >= Double(corpus.hits.count) })
+        // Continuous output converges: the last record per key reaches the exact counts.
+        let reference = corpus.expected(windowSize: Self.window)
+        var problems: [String] = []
+        let converged = try eventually(seconds: 90) {
+            problems = try contents(broker).mismatches(against: reference)
+            return problems.isEmpty
+        }
+        #expect(converged, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+        let summaries = try everyone.map { try $0.stop() }
+        for summary in summaries { #expect(summary.stages.allSatisfy { $0.accounting.balanced }) }
+        let out = try contents(broker)
+        #expect(out.mismatches(against: reference).isEmpty, "a clean stop changes nothing")
+        let lettered = Set(out.deadLetters.compactMap { DeadLetter(headers: $0.headers) }.map { "\($0.sourcePartition)@\($0.sourceOffset)" })
+        #expect(lettered.count == badCount(corpus))
+        #expect(summaries.allSatisfy { $0.stages.allSatisfy { $0.accounting.offsetGaps == 0 } }, "no offsets skipped")
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import Logging
+import Pipeline
+import Synchronization
+
+/// A `Pipeline` running on a thread of its own, as one instance of a deployment: started,
+/// observed through its metrics, and stopped as SIGTERM would.
+final class LiveWorker: Sendable {
+    let pipeline: Pipeline
+    let metrics: PipelineMetrics
+    private final class Outcome: Sendable {
+        let value = Mutex<Result<PipelineSummary, any Error>?>(nil)
+    }
+    private let result = Outcome()
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(_ config: PipelineConfig) {
+        metrics = PipelineMetrics()
+        var logger = Logger(label: "trackpipe")
+        if ProcessInfo.processInfo.environment["TRACKPIPE_DEBUG_CGRP"] != nil { logger.logLevel = .debug }
+        pipeline = Pipeline(config: config, logger: logger, metrics: metrics)
+        let thread = Thread { [pipeline, result, finished] in
+            let outcome = Result { try pipeline.run() }
+            result.value.withLock { $0 = outcome }
+            finished.signal()
+        }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    /// Stops as on SIGTERM and returns the summary.
+    func stop(timeoutSeconds: Double = 60) throws -> PipelineSummary {
+        pipeline.requestStop()
+        guard finished.wait(timeout: .now() + timeoutSeconds) == .success else {
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "the worker did not stop within \(timeoutSeconds) s"])
+        }
+        return try result.value.withLock { $0 }!.get()
+    }
+
+    /// The value of one series of the Prometheus text, 0 when absent.
+    func metric(_ series: String) -> Double {
+        for line in metrics.registry.emitToString().split(separator: "\n") where line.hasPrefix(series + " ") {
+            return Double(line.split(separator: " ").last!) ?? 0
+        }
+        return 0
+    }
+}
+
+/// Polls until `condition` holds or `seconds` pass; returns whether it held.
+func eventually(seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(100_000)
+    }
+    return try condition()
+}
