@@ -209,7 +209,10 @@ public struct AggregateStage: Stage {
         }
         result.report.capacityEvictions = output.capacityEvictions
         result.deadLetters.sort { $0.index < $1.index }
-        result.emitted = output.emitted
+        // Below the previous owner's processed mark, everything this replay would emit was
+        // emitted and acknowledged before that owner's commit, with the same counts: sending it
+        // again would only repeat records (and, for a sink reading the stream, step back).
+        result.emitted = task.isReplaying ? [] : output.emitted
         return result
     }
 
@@ -250,9 +253,10 @@ public struct AggregateStage: Stage {
 
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {
         for partition in tasks.keys.sorted() {
-            let output = tasks[partition]!.engine.advance(now: now)
+            let task = tasks[partition]!
+            let output = task.engine.advance(now: now)
             pending.capacityEvictions += output.capacityEvictions
-            try emit(output.emitted, now: now, into: &sink)
+            if !task.isReplaying { try emit(output.emitted, now: now, into: &sink) }
         }
     }
 

@@ -22,6 +22,12 @@ final class AggregateTask: @unchecked Sendable {
     var processed: Int64?
     /// Offset of the last event given to the engine.
     var lastInputOffset: Int64?
+    /// Still re-reading what the previous owner had processed: what it emits now, that owner
+    /// already emitted.
+    var isReplaying: Bool {
+        guard let restoredProcessed else { return false }
+        return (processed ?? 0) < restoredProcessed
+    }
     /// Source partitions declared to the engine (it holds the watermark for them).
     var declaredSources = 0
     /// Whether the checkpoint carries a `seen` map (events came through the repartition topic).

@@ -31,6 +31,7 @@ final class LiveWorker: Sendable {
     /// Stops as on SIGTERM and returns the summary.
     func stop(timeoutSeconds: Double = 60) throws -> PipelineSummary {
         pipeline.requestStop()
+        if let done = result.value.withLock({ $0 }) { return try done.get() }
         guard finished.wait(timeout: .now() + timeoutSeconds) == .success else {
             throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "the worker did not stop within \(timeoutSeconds) s"])
         }
