@@ -12,9 +12,9 @@ struct GenerateCommand: ParsableCommand {
         discussion: """
             Every input shape (SDK context data, trackAction envelopes, iOS and Android push payloads, local
             notifications, postback URLs), SDK retry duplicates, out-of-order and late hits, deliveries with
-            tracking off, and about 1% bad messages. The same --seed gives the same stream.
+            tracking off, and about 1% bad messages. The same --seed and --start give the same stream.
 
-            Batch mode (the default): --count messages at once, event times from --start over --span.
+            Batch mode (the default): --count messages at once, their event times spread over --span. Without --start the batch ends at the present: it starts at now minus --span minus 63 s (a click or open comes up to 63 s after its notification is shown), so that no event time lies in the future and a worker running now counts every hit. Give --start for a batch that is the same on every run.
 
             Live mode (--rate, with --brokers): messages are produced as they happen, paced by the \
             clock, so event times follow the clock and a worker's windows close as time passes; it \
@@ -22,7 +22,6 @@ struct GenerateCommand: ParsableCommand {
             """)
 
     static let defaultCount = 10_000
-    static let defaultStart = "2026-11-22T10:00:00Z"
     static let defaultSpan = "10m"
 
     // Optional, with the defaults in the help, so that live mode can tell an explicit --count
@@ -31,7 +30,9 @@ struct GenerateCommand: ParsableCommand {
     var count: Int?
     @Option(help: "Seed of the stream.") var seed: UInt64 = 1
     @Option(help: "Distinct deliveries.") var deliveries = 20
-    @Option(help: "Event time of the first hit: RFC 3339, epoch ms, or 'now' (default: \(defaultStart)).") var start: String?
+    @Option(
+        help: "Event time of the first hit: RFC 3339, epoch ms, or 'now' (default: now minus --span minus 63 s, so that the batch ends at the present).")
+    var start: String?
     @Option(help: "Event time the hits are spread over (10m, 2h; default: \(defaultSpan)).") var span: String?
     @Option(
         help: """
@@ -73,7 +74,7 @@ struct GenerateCommand: ParsableCommand {
             FileHandle.standardError.write(Data((summary(tally) + "\n").utf8))
             return
         }
-        let stream = HitStream(try streamConfig())
+        let stream = HitStream(try streamConfig(now: Self.nowMillis()))
         let hits = stream.generate()
         if let brokers {
             try produce(hits, brokers: brokers)
@@ -91,20 +92,27 @@ struct GenerateCommand: ParsableCommand {
         FileHandle.standardError.write(Data((summary(tally) + "\n").utf8))
     }
 
-    func streamConfig() throws -> HitStreamConfig {
-        let start = start ?? Self.defaultStart, span = span ?? Self.defaultSpan
-        let startMillis: Int64
-        if start == "now" {
-            startMillis = Int64(Date().timeIntervalSince1970 * 1000)
-        } else if let millis = Int64(start) {
-            startMillis = millis
-        } else if let millis = RFC3339.parse(Array(start.utf8)) {
-            startMillis = millis
-        } else {
-            throw ValidationError("--start \(start): use an RFC 3339 time (2026-11-22T10:00:00Z), epoch ms, or now")
-        }
+    /// The batch's settings; `now` (epoch ms) places the default start so that the batch ends
+    /// at the present, because a fixed date made every hit too_late for a worker running now.
+    func streamConfig(now: Int64) throws -> HitStreamConfig {
+        let span = span ?? Self.defaultSpan
         let spanMillis: Int64
         do { spanMillis = try DurationText.milliseconds(span) } catch { throw ValidationError("--span: \(error)") }
+        let startMillis: Int64
+        switch start {
+        case nil:
+            startMillis = now - spanMillis - HitStream.interactionReach
+        case "now":
+            startMillis = now
+        case let text?:
+            if let millis = Int64(text) {
+                startMillis = millis
+            } else if let millis = RFC3339.parse(Array(text.utf8)) {
+                startMillis = millis
+            } else {
+                throw ValidationError("--start \(text): use an RFC 3339 time (2026-11-22T10:00:00Z), epoch ms, or now")
+            }
+        }
         return HitStreamConfig(count: batchCount, seed: seed, deliveries: deliveries, start: startMillis, span: spanMillis, staleCount: stale)
     }
 
