@@ -153,6 +153,49 @@ struct GenerateCommandTests {
         return sorted[sorted.count / 2]
     }
 
+    @Test("an unreachable broker: generate gives up after the 15 s delivery timeout, says how many were lost, exit 1")
+    func unreachableBroker() throws {
+        let started = Date()
+        let result = try TrackpipeBinary.locate().run(["generate", "--count", "200", "--brokers", "127.0.0.1:1", "-X", "log_level=0"])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(result.exitCode == 1)
+        #expect(elapsed > 10 && elapsed < 40, "\(elapsed) s")
+        #expect(result.stderr.contains("generate: 200 messages to topic tracking-hits on 127.0.0.1:1:"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains(
+                "generate: 200 of 200 messages were not delivered to topic tracking-hits on 127.0.0.1:1: delivery failed: _MSG_TIMED_OUT"),
+            "\(result.stderr)")
+        #expect(result.stderr.contains("is the broker reachable? (each message waits up to 15 s; -X message.timeout.ms=MS changes that)"))
+    }
+
+    @Test("SIGTERM during a batch into Kafka: generate stops waiting within seconds and prints its summary")
+    func batchSummaryOnSignal() throws {
+        let generator = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(), ["generate", "--count", "300", "--brokers", "127.0.0.1:1", "-X", "log_level=0"])
+        Thread.sleep(forTimeInterval: 1.5)
+        let signalled = Date()
+        generator.signal(SIGTERM)
+        let status = generator.waitForExit(seconds: 10)
+        #expect(status != nil, "still running 10 s after SIGTERM")
+        #expect(Date().timeIntervalSince(signalled) < 6)
+        #expect(generator.process.terminationReason == .exit, "killed by the signal instead of handling it")
+        #expect(generator.stderr.contains("generate: 300 messages to topic tracking-hits on 127.0.0.1:1:"), "\(generator.stderr)")
+        #expect(generator.stderr.contains("generate: 300 of 300 messages were not delivered"), "\(generator.stderr)")
+        #expect(status == 1)
+    }
+
+    @Test("a negative --span is refused as negative, written either way")
+    func negativeSpan() throws {
+        let binary = try TrackpipeBinary.locate()
+        for arguments in [["--span", "-5s"], ["--span=-5s"]] {
+            let result = try binary.run(["generate"] + arguments)
+            #expect(result.exitCode == 64)
+            #expect(result.stderr.contains("--span -5s: durations cannot be negative"), "\(result.stderr)")
+        }
+        let zero = try binary.run(["generate", "--span", "0s"])
+        #expect(zero.stderr.contains("--span must be longer than 0"))
+    }
+
     @Test("a bad --start is refused with what to write instead")
     func badStart() throws {
         let result = try TrackpipeBinary.locate().run(["generate", "--start", "tomorrow"])
