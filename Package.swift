@@ -34,7 +34,7 @@ let package = Package(
         .target(
             name: "Pipeline",
             dependencies: [
-                "Kafka", "TrackingDomain", "Windowing", "HitGenerator",
+                "Kafka", "TrackingDomain", "Windowing",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]

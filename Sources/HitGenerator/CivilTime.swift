@@ -1,6 +1,10 @@
-/// Calendar arithmetic for writing RFC 3339 timestamps in any zone offset, kept apart from the
-/// normalizer's RFC 3339 code on purpose: the generator and the tests' reference model must not
-/// share code with what they test.
+import TrackingDomain
+
+/// RFC 3339 timestamps in any zone offset and with any number of fraction digits, as apps send
+/// them (the normalizer's `RFC3339.format` writes only UTC with milliseconds). The calendar is
+/// the domain's `RFC3339.civil(fromDays:)` rather than a second copy of the same algorithm; what
+/// keeps the generator an independent check of the normalizer is that the calendar is tested
+/// against Foundation's (`RFC3339Tests`), and that parsing uses the inverse, `daysFromCivil`.
 public enum CivilTime {
     /// `2026-11-22T10:00:00.120+02:00` style text for epoch ms, in the given offset (minutes).
     public static func rfc3339(epochMillis: Int64, offsetMinutes: Int, fractionDigits: Int) -> String {
@@ -9,9 +13,9 @@ public enum CivilTime {
         let seconds = (local - millis) / 1000
         let days = floorDiv(seconds, 86_400)
         let secondOfDay = seconds - days * 86_400
-        let (year, month, day) = civil(fromDays: days)
+        let (year, month, day) = RFC3339.civil(fromDays: days)
         var text =
-            "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(Int(secondOfDay / 3600), 2)):\(pad(Int(secondOfDay / 60 % 60), 2)):\(pad(Int(secondOfDay % 60), 2))"
+            "\(pad(Int(year), 4))-\(pad(Int(month), 2))-\(pad(Int(day), 2))T\(pad(Int(secondOfDay / 3600), 2)):\(pad(Int(secondOfDay / 60 % 60), 2)):\(pad(Int(secondOfDay % 60), 2))"
         if fractionDigits > 0 {
             // Digits past milliseconds carry no information and must be truncated by the reader.
             let digits = pad(Int(millis), 3) + String(repeating: "7", count: max(0, fractionDigits - 3))
@@ -27,20 +31,6 @@ public enum CivilTime {
     }
 
     private static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 { a >= 0 ? a / b : -((-a + b - 1) / b) }
-
-    /// Howard Hinnant's days-from-civil inverse.
-    private static func civil(fromDays days: Int64) -> (Int, Int, Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
-        return (Int(y), Int(m), Int(d))
-    }
 
     private static func pad(_ value: Int, _ width: Int) -> String {
         let text = String(value)

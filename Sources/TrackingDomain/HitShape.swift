@@ -1,4 +1,4 @@
-/// Which of the contract's raw hit shapes (spec section 2, A–G) a hit was read as.
+/// Which of the contract's raw hit shapes (docs/tracking-hits.md, section 2, A–G) a hit was read as.
 /// Kept on the event so that a surprising count can be traced back to the app code that sent it.
 ///
 /// A message could match several shapes; the normalizer decides in this order

@@ -152,7 +152,12 @@ public enum RFC3339 {
         return era * 146_097 + dayOfEra - 719_468
     }
 
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+    /// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's
+    /// civil-from-days, eras of 400 years), for any Int64 day a timestamp can reach.
+    /// Public so that the hit generator writes its timestamps with this calendar instead of a
+    /// copy of it; `RFC3339Tests` checks it against Foundation's calendar, which keeps the
+    /// generator's output independently verified.
+    public static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
         let z = days + 719_468
         let era = floorDiv(z, 146_097)
         let dayOfEra = z - era * 146_097

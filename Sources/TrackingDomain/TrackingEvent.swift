@@ -1,4 +1,4 @@
-/// The one normalized form of a hit (spec section 3): everything downstream — windowing,
+/// The one normalized form of a hit (docs/tracking-hits.md, section 3): everything downstream — windowing,
 /// aggregates, dead letters — sees only this, whatever shape the app sent.
 public struct TrackingEvent: Sendable, Hashable {
     /// The delivery (campaign send) the hit counts towards; the aggregation key.

@@ -17,15 +17,30 @@ struct DemoCommand: ParsableCommand {
 
     @Option(help: "Hits to generate.") var count = 20_000
     @Option(help: "Distinct deliveries (every fourth has tracking off).") var deliveries = 5
-    @Option(help: "Window size.") var window = "5m"
+    // Unconditional: `--window -5s` must reach the duration check instead of reading as a flag.
+    @Option(parsing: .unconditional, help: "Window size.") var window = "5m"
     @Option(help: "Seed of the generated stream.") var seed: UInt64 = 7
     @Option(help: "Partitions of the input topic.") var partitions = 8
 
+    /// Checked before the broker starts: a topic of 0 partitions or a stream without
+    /// deliveries used to surface 30 s later as a flush timeout that blamed the broker.
+    func validate() throws {
+        guard count >= 1 else { throw ValidationError("--count must be at least 1") }
+        guard deliveries >= 1 else { throw ValidationError("--deliveries must be at least 1") }
+        guard partitions >= 1 else { throw ValidationError("--partitions must be at least 1") }
+        _ = try windowMillis()
+    }
+
+    private func windowMillis() throws -> Int64 {
+        let millis: Int64
+        do { millis = try DurationText.milliseconds(window) } catch { throw ValidationError("--window \(window): \(error.reason)") }
+        guard millis > 0 else { throw ValidationError("--window must be longer than 0") }
+        return millis
+    }
+
     func run() throws {
         LogSetup.bootstrap(level: .warning, format: .text)
-        let windowMillis: Int64
-        do { windowMillis = try DurationText.milliseconds(window) } catch { throw ValidationError("--window: \(error)") }
-        guard windowMillis > 0 else { throw ValidationError("--window must be longer than 0") }
+        let windowMillis = try windowMillis()
         let out = Console()
         out.line("trackpipe demo: \(count) generated hits -> embedded Kafka -> trackpipe run --until-end -> read back")
         out.line("")
@@ -81,7 +96,11 @@ struct DemoCommand: ParsableCommand {
             if last[key] == nil { order.append(key) }
             last[key] = object
         }
-        let columns = ["delivery", "window (UTC)", "impr", "clicks", "opens", "u.impr", "u.clicks", "u.opens", "dismissed", "open rate", "ios", "android", "rev"]
+        // Every platform, unknown included, so that ios + android + unknown = impr + clicks + opens.
+        let columns = [
+            "delivery", "window (UTC)", "impr", "clicks", "opens", "u.impr", "u.clicks", "u.opens", "dismissed", "open rate", "ios", "android",
+            "unknown", "rev",
+        ]
         var rows: [[String]] = []
         for key in order.sorted() {
             guard let o = last[key] else { continue }
@@ -94,13 +113,14 @@ struct DemoCommand: ParsableCommand {
             rows.append([
                 o["deliveryId"] as? String ?? "", span, "\(n("impressions"))", "\(n("clicks"))", "\(n("opens"))",
                 "\(n("uniqueImpressions"))", "\(n("uniqueClicks"))", "\(n("uniqueOpens"))", "\(n("dismissals"))", rate,
-                "\(platforms["ios"] ?? 0)", "\(platforms["android"] ?? 0)", "\(n("revision"))",
+                "\(platforms["ios"] ?? 0)", "\(platforms["android"] ?? 0)", "\(platforms["unknown"] ?? 0)", "\(n("revision"))",
             ])
         }
         out.line("Aggregates: last record per delivery and window (\(records.count) records produced, \(rows.count) keys)")
         out.table(columns, rows)
         out.line("impr/clicks/opens count hits (SDK retries included); u.* count distinct recipients (broadlogId).")
         out.line("dismissed = clicked and not opened; open rate = u.opens / u.impr (iOS under-reports impressions);")
+        out.line("ios/android/unknown: hits by platform (unknown: the hit named none), adding up to impr + clicks + opens;")
         out.line("rev > 1: the window was corrected by late hits after it was first emitted.")
         out.line("")
     }
@@ -115,12 +135,19 @@ struct DemoCommand: ParsableCommand {
         out.line("Dead letters: \(records.count) in tracking-hits-dlq (original bytes, reason in headers)")
         out.table(
             ["reason", "count", "example detail"],
-            byReason.sorted { $0.key < $1.key }.map { [$0.key, "\($0.value.count)", String($0.value.example.prefix(90))] })
+            byReason.sorted { $0.key < $1.key }.map { [$0.key, "\($0.value.count)", Self.shortened($0.value.example, to: 90)] })
         out.line("")
         let a = summary.accounting
         out.line(
             "Accounting: consumed \(a.consumed) = accepted \(a.accepted) + filtered \(a.filteredTotal) (tracking off) + dead-lettered \(a.deadLetteredTotal)  [\(a.balanced ? "balanced" : "NOT BALANCED")]"
         )
+    }
+}
+
+extension DemoCommand {
+    /// At most `limit` characters; a cut text ends with "…" so that it does not read as complete.
+    static func shortened(_ text: String, to limit: Int) -> String {
+        text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
     }
 }
 

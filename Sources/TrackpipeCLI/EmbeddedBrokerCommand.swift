@@ -11,25 +11,34 @@ struct EmbeddedBrokerCommand: ParsableCommand {
         commandName: "embedded-broker",
         abstract: "Run an in-process Kafka cluster (librdkafka's mock cluster) on loopback until interrupted.",
         discussion: """
-            Prints the bootstrap address, then serves until SIGINT or SIGTERM. Data lives in memory only,
-            and each partition keeps only its newest few megabytes: use enough partitions.
+            Prints the bootstrap address, then serves until SIGINT or SIGTERM. Data lives in memory only, and each partition keeps only its newest few megabytes: use enough partitions.
+
+            Unlike a real cluster, it creates every topic a client asks about, with 4 partitions, and it cannot be told not to: librdkafka 2.0.2's mock cluster has no setting for it (its test.mock.* properties only set the number of brokers and their latency), and it answers metadata requests in a protocol version too old to carry a client's allow.auto.create.topics=false. A typo in trackpipe run --input-topic therefore goes unnoticed here: the worker reads a new, empty topic. Compare the names with the topics this cluster holds (kcat -b ADDRESS -L lists them without creating any).
+
             Example: trackpipe embedded-broker --topic tracking-hits --topic tracking-aggregates --partitions 8
             """)
 
-    @Option(help: "Number of brokers in the cluster.") var brokers = 1
+    @Option(help: "Number of brokers in the cluster.") var brokerCount = 1
+    /// The old name of --broker-count, kept hidden to explain the rename: on run and generate,
+    /// --brokers takes bootstrap addresses, and a number there would be a confusing mistake.
+    @Option(name: .customLong("brokers"), help: .hidden) var renamedBrokers: String?
     @Option(name: .customLong("topic"), help: "A topic to create (repeatable).")
     var topics: [String] = ["tracking-hits", "tracking-aggregates", "tracking-hits-dlq"]
     @Option(help: "Partitions of each topic.") var partitions = 8
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel: Logger.Level = .warning
 
     func validate() throws {
-        guard brokers >= 1 else { throw ValidationError("--brokers must be at least 1") }
+        if let renamedBrokers {
+            throw ValidationError(
+                "embedded-broker --brokers \(renamedBrokers): the number of brokers is now --broker-count (--brokers, on run and generate, takes bootstrap addresses)")
+        }
+        guard brokerCount >= 1 else { throw ValidationError("--broker-count must be at least 1") }
         guard partitions >= 1 else { throw ValidationError("--partitions must be at least 1") }
     }
 
     func run() throws {
         LogSetup.bootstrap(level: logLevel, format: .text)
-        let broker = try EmbeddedBroker(brokers: brokers)
+        let broker = try EmbeddedBroker(brokers: brokerCount)
         for topic in topics { try broker.createTopic(topic, partitions: partitions) }
         // Written straight to the descriptor so that a script reading the address gets it at once.
         FileHandle.standardOutput.write(

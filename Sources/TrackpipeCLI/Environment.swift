@@ -1,7 +1,12 @@
+import ArgumentParser
 import Foundation
 
 /// Flags fall back to `TRACKPIPE_<FLAG>` environment variables (a container's natural way to
 /// be configured), then to their defaults. Precedence: command line, environment, default.
+///
+/// The typed readers (`duration`, `integer`, `switch`) name where a bad value came from: the flag
+/// for a value typed on the command line, the variable for one set by a deployment. A message
+/// about `--grace` would send an operator looking for a flag that their manifest never passes.
 struct Environment: Sendable {
     var variables: [String: String]
 
@@ -18,17 +23,89 @@ struct Environment: Sendable {
         variables[Self.variableName(forFlag: flag)].flatMap { $0.isEmpty ? nil : $0 }
     }
 
+    /// A setting's text and where it came from.
+    struct Setting: Sendable, Equatable {
+        enum Origin: Sendable, Equatable {
+            case commandLine, environment, defaultValue
+        }
+
+        var flag: String
+        var text: String
+        var origin: Origin
+
+        /// How an error message names the value: `--grace -5s`, `TRACKPIPE_GRACE=-5s`, or
+        /// `--grace (default 10s)`.
+        var label: String {
+            switch origin {
+            case .commandLine: "--\(flag) \(text)"
+            case .environment: "\(Environment.variableName(forFlag: flag))=\(text)"
+            case .defaultValue: "--\(flag) (default \(text))"
+            }
+        }
+    }
+
+    /// The command line wins over `TRACKPIPE_<FLAG>`, which wins over `fallback`.
+    func setting(_ flag: String, _ commandLine: String?, default fallback: String) -> Setting {
+        if let commandLine { return Setting(flag: flag, text: commandLine, origin: .commandLine) }
+        if let text = value(forFlag: flag) { return Setting(flag: flag, text: text, origin: .environment) }
+        return Setting(flag: flag, text: fallback, origin: .defaultValue)
+    }
+
+    /// A duration setting in milliseconds. Errors read `TRACKPIPE_GRACE=-5s: durations cannot
+    /// be negative; …` or `--grace -5s: …`.
+    func duration(_ flag: String, _ commandLine: String?, default fallback: String) throws -> Int64 {
+        let setting = setting(flag, commandLine, default: fallback)
+        do {
+            return try DurationText.milliseconds(setting.text)
+        } catch {
+            throw ValidationError("\(setting.label): \(error.reason)")
+        }
+    }
+
+    /// A whole-number setting. Errors read `TRACKPIPE_SHARDS=many: expected a whole number`.
+    func integer(_ flag: String, _ commandLine: Int?, default fallback: Int) throws -> Int {
+        if let commandLine { return commandLine }
+        guard let text = value(forFlag: flag) else { return fallback }
+        guard let number = Int(text.trimmingCharacters(in: .whitespaces)) else {
+            throw ValidationError("\(Self.variableName(forFlag: flag))=\(text): expected a whole number")
+        }
+        return number
+    }
+
+    /// An on/off flag: set on the command line, or `TRACKPIPE_<FLAG>` = true/false, 1/0, yes/no,
+    /// on/off (any case). Anything else is refused rather than read as false, because a typo in
+    /// `TRACKPIPE_UNTIL_END=ture` would otherwise run an unbounded worker instead of a backfill.
+    func `switch`(_ flag: String, _ commandLine: Bool) throws -> Bool {
+        if commandLine { return true }
+        guard let text = value(forFlag: flag) else { return false }
+        switch text.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default:
+            throw ValidationError("\(Self.variableName(forFlag: flag))=\(text): expected true or false (or 1/0, yes/no, on/off)")
+        }
+    }
+
     /// librdkafka properties from the environment: `TRACKPIPE_X` holds `key=value` pairs
     /// separated by `;` or newlines, and every `TRACKPIPE_X_<ANY>` holds one pair — so that
     /// each secret (a SASL password) can come from its own Kubernetes Secret key.
     func kafkaProperties() -> [String] {
-        var pairs: [String] = []
+        kafkaPropertyPairs().map(\.text)
+    }
+
+    /// The same pairs with the variable each came from, so that an error names the variable
+    /// (and never echoes its value, which may be a secret).
+    func kafkaPropertyPairs() -> [KafkaPropertyArguments.Pair] {
+        var pairs: [KafkaPropertyArguments.Pair] = []
         if let list = variables["TRACKPIPE_X"] {
-            pairs += list.split(whereSeparator: { $0 == ";" || $0 == "\n" }).map(String.init)
+            pairs += list.split(whereSeparator: { $0 == ";" || $0 == "\n" }).map {
+                KafkaPropertyArguments.Pair(String($0), origin: .environment("TRACKPIPE_X"))
+            }
         }
         for (name, value) in variables.sorted(by: { $0.key < $1.key }) where name.hasPrefix("TRACKPIPE_X_") {
-            pairs.append(value)
+            pairs.append(KafkaPropertyArguments.Pair(value, origin: .environment(name)))
         }
-        return pairs.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return pairs.map { KafkaPropertyArguments.Pair($0.text.trimmingCharacters(in: .whitespaces), origin: $0.origin) }
+            .filter { !$0.text.isEmpty }
     }
 }

@@ -13,20 +13,22 @@ struct NormalizeCommand: ParsableCommand {
         commandName: "normalize",
         abstract: "Normalize raw tracking hits from JSON Lines (one hit per line) and print one verdict line per input line.",
         discussion: """
-            Each output line is {"status":"ok","event":{...}}, {"status":"filtered","reason":"tracking_off"} \
-            or {"status":"rejected","reason":"<code>","detail":"<text>"}, in input order. Without a Kafka \
-            timestamp, a hit without its own timestamp has "eventTime":null. A summary goes to stderr. \
-            Exits 0 once all input is read, whatever the verdicts.
+            Each output line is {"status":"ok","event":{...}}, {"status":"filtered","reason":"tracking_off"} or {"status":"rejected","reason":"<code>","detail":"<text>"}, in input order. Without a Kafka timestamp, a hit without its own timestamp has "eventTime":null. A summary goes to stderr.
+
+            Exit codes: 0 once all input is read, whatever the verdicts; 64 for a wrong argument; 66 if FILE cannot be opened; 74 if reading the input or writing the output fails.
             """
     )
 
-    @Argument(help: "JSON Lines file of raw hits (reads standard input when omitted).")
+    @Argument(help: "JSON Lines file of raw hits; standard input when omitted or '-'.")
     var file: String?
 
+    /// The file to open, or nil for standard input (`-` is the usual way to say so in a pipeline).
+    var path: String? { file == "-" ? nil : file }
+
     func run() throws {
-        let name = file ?? "standard input"
+        let name = path ?? "standard input"
         var input: Int32 = 0
-        if let file {
+        if let file = path {
             input = open(file, O_RDONLY)
             guard input >= 0 else {
                 let reason = String(cString: strerror(errno))
@@ -34,7 +36,7 @@ struct NormalizeCommand: ParsableCommand {
                 throw ExitCode(66)  // EX_NOINPUT
             }
         }
-        defer { if file != nil { close(input) } }
+        defer { if path != nil { close(input) } }
         let summary: NormalizeSummary
         do {
             summary = try NormalizeRun().run(input: input, output: 1)

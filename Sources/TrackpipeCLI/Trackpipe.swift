@@ -5,6 +5,7 @@ public struct Trackpipe: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "trackpipe",
         abstract: "Normalize mobile-notification tracking hits from Kafka and count them per delivery in event-time windows.",
+        version: VersionCommand.text,
         subcommands: [
             VersionCommand.self,
             RunCommand.self,

@@ -6,9 +6,13 @@ struct VersionCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "version", abstract: "Print the trackpipe and librdkafka versions.")
 
+    /// Also what `trackpipe --version` prints, so that either spelling gives a bug report both.
+    static var text: String {
+        "trackpipe \(TrackpipeVersion.current)\nlibrdkafka \(Librdkafka.version)"
+    }
+
     func run() {
-        print("trackpipe \(TrackpipeVersion.current)")
-        print("librdkafka \(Librdkafka.version)")
+        print(Self.text)
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import TrackingDomain
 import HitGenerator
@@ -44,6 +45,39 @@ struct RFC3339Tests {
         for _ in 0..<5000 {
             let millis = Int64.random(in: RFC3339.minEpochMillis...RFC3339.maxEpochMillis, using: &rng)
             #expect(RFC3339.parse(RFC3339.format(epochMillis: millis).utf8) == millis)
+        }
+    }
+
+    /// The calendar is shared by the normalizer's formatting and the generator's timestamps
+    /// (`CivilTime`), so it is checked here against an implementation that shares nothing with
+    /// it: every day of 1900-2100, and every 97th day of 1600-2500 (Foundation's Gregorian
+    /// calendar turns Julian before 1582, so earlier days cannot be compared this way).
+    @Test("civil(fromDays:) agrees with Foundation's Gregorian calendar")
+    func civilMatchesFoundation() throws {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = try #require(TimeZone(identifier: "UTC"))
+        func check(_ day: Int64) -> Bool {
+            let parts = calendar.dateComponents([.year, .month, .day], from: Date(timeIntervalSince1970: Double(day) * 86_400))
+            let ours = RFC3339.civil(fromDays: day)
+            return ours.year == Int64(parts.year!) && ours.month == Int64(parts.month!) && ours.day == Int64(parts.day!)
+        }
+        var mismatches: [Int64] = []
+        for day in Int64(-25_567)...Int64(47_482) where !check(day) { mismatches.append(day) }
+        for day in stride(from: Int64(-135_140), through: 194_359, by: 97) where !check(day) { mismatches.append(day) }
+        #expect(mismatches.isEmpty, "first days that differ: \(mismatches.prefix(5))")
+        #expect(RFC3339.civil(fromDays: 0) == (1970, 1, 1))
+        #expect(RFC3339.civil(fromDays: -719_528) == (0, 1, 1))
+        #expect(RFC3339.civil(fromDays: 2_932_896) == (9999, 12, 31))
+    }
+
+    @Test("the generator's zoned timestamps read back as the same instant")
+    func generatorTimestampsParse() {
+        var rng = SplitMix64(seed: 1582)
+        for _ in 0..<2000 {
+            let millis = Int64.random(in: 0...4_102_444_800_000, using: &rng)
+            for offset in [0, 120, -330, 330, -480, 60, 14 * 60, -12 * 60] {
+                #expect(RFC3339.parse(CivilTime.rfc3339(epochMillis: millis, offsetMinutes: offset, fractionDigits: 3).utf8) == millis)
+            }
         }
     }
 }

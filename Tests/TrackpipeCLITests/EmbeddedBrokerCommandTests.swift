@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Testing
+@testable import TrackpipeCLI
 
 @Suite("trackpipe embedded-broker")
 struct EmbeddedBrokerCommandTests {
@@ -31,8 +32,43 @@ struct EmbeddedBrokerCommandTests {
 
     @Test("refuses nonsense sizes with a message")
     func validatesArguments() throws {
-        let result = try TrackpipeBinary.locate().run(["embedded-broker", "--partitions", "0"])
+        let binary = try TrackpipeBinary.locate()
+        let result = try binary.run(["embedded-broker", "--partitions", "0"])
         #expect(result.exitCode != 0)
         #expect(result.stderr.contains("--partitions must be at least 1"))
+        let none = try binary.run(["embedded-broker", "--broker-count", "0"])
+        #expect(none.exitCode == 64)
+        #expect(none.stderr.contains("--broker-count must be at least 1"))
+    }
+
+    @Test("--broker-count starts that many brokers; the old --brokers is refused with the new name")
+    func brokerCount() throws {
+        let binary = try TrackpipeBinary.locate()
+        let broker = try BackgroundTrackpipe(binary, ["embedded-broker", "--broker-count", "2", "--topic", "t"])
+        var bootstrap = ""
+        let started = BackgroundTrackpipe.waitUntil(seconds: 10) {
+            bootstrap = broker.stdout.split(separator: "\n").first { $0.hasPrefix("bootstrap: ") }.map { String($0.dropFirst(11)) } ?? ""
+            return !bootstrap.isEmpty
+        }
+        #expect(started, "no bootstrap line; stderr: \(broker.stderr)")
+        #expect(bootstrap.split(separator: ",").count == 2, "\(bootstrap)")
+        broker.signal(SIGTERM)
+        #expect(broker.waitForExit(seconds: 10) == 0)
+
+        let renamed = try binary.run(["embedded-broker", "--brokers", "3"])
+        #expect(renamed.exitCode == 64)
+        #expect(renamed.stderr.contains("the number of brokers is now --broker-count (--brokers, on run and generate, takes bootstrap addresses)"))
+    }
+
+    /// The help says the embedded broker cannot refuse unknown topics. If a librdkafka upgrade
+    /// makes a client's allow.auto.create.topics=false work, this fails: then say so instead.
+    @Test("the embedded broker creates a topic a client merely asks about, even with allow.auto.create.topics=false")
+    func createsTopicsOnRequest() throws {
+        let broker = try EmbeddedBroker()
+        let consumer = try KafkaConsumer(
+            config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "probe", "allow.auto.create.topics": "false", "log_level": "0"]))
+        defer { consumer.close() }
+        #expect(try consumer.watermarks(TopicPartition(topic: "tracking-hitz", partition: 3)) == (0, 0))
+        #expect(EmbeddedBrokerCommand.helpMessage(columns: 10_000).contains("it creates every topic a client asks about, with 4 partitions, and it cannot be told not to"))
     }
 }

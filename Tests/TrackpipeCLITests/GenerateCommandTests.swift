@@ -4,17 +4,21 @@
     import Darwin
 #endif
 import Foundation
+import HitGenerator
 import Kafka
 import Testing
+import TrackingDomain
+@testable import TrackpipeCLI
 
 @Suite("trackpipe generate")
 struct GenerateCommandTests {
-    @Test("writes --count JSON lines to stdout, the same for the same seed, with a summary on stderr")
+    @Test("writes --count JSON lines to stdout, the same for the same seed and start, with a summary on stderr")
     func jsonLinesToStdout() throws {
         let binary = try TrackpipeBinary.locate()
-        let first = try binary.run(["generate", "--count", "500", "--seed", "9"])
-        let again = try binary.run(["generate", "--count", "500", "--seed", "9"])
-        let other = try binary.run(["generate", "--count", "500", "--seed", "10"])
+        let start = ["--start", "2026-11-22T10:00:00Z"]
+        let first = try binary.run(["generate", "--count", "500", "--seed", "9"] + start)
+        let again = try binary.run(["generate", "--count", "500", "--seed", "9"] + start)
+        let other = try binary.run(["generate", "--count", "500", "--seed", "10"] + start)
         #expect(first.exitCode == 0)
         #expect(first.stdoutLines.count == 500)
         #expect(first.stdout == again.stdout)
@@ -25,6 +29,36 @@ struct GenerateCommandTests {
         #expect(judged.exitCode == 0)
         #expect(judged.stdoutLines.count == 500)
         #expect(judged.stdoutLines.filter { $0.hasPrefix("{\"status\":\"ok\"") }.count > 400)
+    }
+
+    @Test("without --start, a batch ends at the present: every event time within --span and 63 s before now, none ahead")
+    func batchEndsNow() throws {
+        let before = Self.nowMillis()
+        let result = try TrackpipeBinary.locate().run(["generate", "--count", "2000", "--span", "2m"])
+        let after = Self.nowMillis()
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        let normalizer = Normalizer()
+        let times = result.stdoutLines.compactMap { line -> Int64? in
+            if case .accepted(let event) = normalizer.normalize(Array(line.utf8), kafkaTimestamp: nil) { return event.eventTime }
+            return nil
+        }
+        #expect(times.count > 1_000)
+        #expect(times.allSatisfy { $0 >= before - 120_000 - HitStream.interactionReach && $0 <= after }, "\(times.min() ?? 0)...\(times.max() ?? 0) vs \(before)...\(after)")
+        // The batch reaches the present, not merely some time before it.
+        #expect((times.max() ?? 0) > before - 30_000)
+    }
+
+    @Test("the default start is now minus --span minus 63 s; an explicit --start is kept whatever the clock")
+    func defaultStart() throws {
+        let now: Int64 = 1_800_000_000_000
+        #expect(try GenerateCommand.parse(["--count", "10"]).streamConfig(now: now).start == now - 600_000 - 63_000)
+        #expect(try GenerateCommand.parse(["--span", "2h"]).streamConfig(now: now).start == now - 7_200_000 - 63_000)
+        #expect(try GenerateCommand.parse(["--start", "2026-11-22T10:00:00Z"]).streamConfig(now: now).start == 1_795_341_600_000)
+        #expect(try GenerateCommand.parse(["--start", "now"]).streamConfig(now: now).start == now)
+        #expect(try GenerateCommand.parse(["--start", "1000"]).streamConfig(now: now).start == 1_000)
+        // --help says exactly what batch mode uses.
+        #expect(GenerateCommand.helpMessage(columns: 10_000).contains("Without --start the batch ends at the present: it starts at now minus --span minus 63 s"))
+        #expect(HitStream.interactionReach == 63_000, "the help text's 63 s")
     }
 
     @Test("produces into a Kafka topic with --brokers, keys and timestamps included")
@@ -117,6 +151,49 @@ struct GenerateCommandTests {
     private static func median(_ values: some Collection<Int64>) -> Int64 {
         let sorted = values.sorted()
         return sorted[sorted.count / 2]
+    }
+
+    @Test("an unreachable broker: generate gives up after the 15 s delivery timeout, says how many were lost, exit 1")
+    func unreachableBroker() throws {
+        let started = Date()
+        let result = try TrackpipeBinary.locate().run(["generate", "--count", "200", "--brokers", "127.0.0.1:1", "-X", "log_level=0"])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(result.exitCode == 1)
+        #expect(elapsed > 10 && elapsed < 40, "\(elapsed) s")
+        #expect(result.stderr.contains("generate: 200 messages to topic tracking-hits on 127.0.0.1:1:"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains(
+                "generate: 200 of 200 messages were not delivered to topic tracking-hits on 127.0.0.1:1: delivery failed: _MSG_TIMED_OUT"),
+            "\(result.stderr)")
+        #expect(result.stderr.contains("is the broker reachable? (each message waits up to 15 s; -X message.timeout.ms=MS changes that)"))
+    }
+
+    @Test("SIGTERM during a batch into Kafka: generate stops waiting within seconds and prints its summary")
+    func batchSummaryOnSignal() throws {
+        let generator = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(), ["generate", "--count", "300", "--brokers", "127.0.0.1:1", "-X", "log_level=0"])
+        Thread.sleep(forTimeInterval: 1.5)
+        let signalled = Date()
+        generator.signal(SIGTERM)
+        let status = generator.waitForExit(seconds: 10)
+        #expect(status != nil, "still running 10 s after SIGTERM")
+        #expect(Date().timeIntervalSince(signalled) < 6)
+        #expect(generator.process.terminationReason == .exit, "killed by the signal instead of handling it")
+        #expect(generator.stderr.contains("generate: 300 messages to topic tracking-hits on 127.0.0.1:1:"), "\(generator.stderr)")
+        #expect(generator.stderr.contains("generate: 300 of 300 messages were not delivered"), "\(generator.stderr)")
+        #expect(status == 1)
+    }
+
+    @Test("a negative --span is refused as negative, written either way")
+    func negativeSpan() throws {
+        let binary = try TrackpipeBinary.locate()
+        for arguments in [["--span", "-5s"], ["--span=-5s"]] {
+            let result = try binary.run(["generate"] + arguments)
+            #expect(result.exitCode == 64)
+            #expect(result.stderr.contains("--span -5s: durations cannot be negative"), "\(result.stderr)")
+        }
+        let zero = try binary.run(["generate", "--span", "0s"])
+        #expect(zero.stderr.contains("--span must be longer than 0"))
     }
 
     @Test("a bad --start is refused with what to write instead")

@@ -125,23 +125,37 @@ struct NormalizeCommandTests {
         #expect(result.stderr == "normalize: 5001 lines: 5000 accepted, 0 filtered, 1 rejected (malformed_json 1)\n")
     }
 
-    @Test("a missing file exits non-zero and names the file")
+    @Test("'-' means standard input, as in other pipeline tools")
+    func dashIsStdin() throws {
+        let result = try TrackpipeBinary.locate().run(["normalize", "-"], stdin: Array((Self.ok1 + "\n" + Self.off + "\n").utf8))
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        #expect(result.stdoutLines.count == 2)
+        #expect(result.stderr == "normalize: 2 lines: 1 accepted, 1 filtered, 0 rejected\n")
+    }
+
+    @Test("--help lists the exit codes the command uses")
+    func helpListsExitCodes() {
+        let help = NormalizeCommand.helpMessage(columns: 10_000)
+        #expect(help.contains("Exit codes: 0 once all input is read, whatever the verdicts; 64 for a wrong argument; 66 if FILE cannot be opened; 74 if reading the input or writing the output fails."))
+    }
+
+    @Test("a missing file exits 66 and names the file")
     func binaryMissingFile() throws {
         let binary = try TrackpipeBinary.locate()
         let missing = "/nonexistent/trackpipe-\(UUID().uuidString).jsonl"
         let result = try binary.run(["normalize", missing])
-        #expect(result.exitCode != 0)
+        #expect(result.exitCode == 66)
         #expect(result.stderr.contains(missing))
         #expect(result.stderr.contains("No such file"))
         #expect(result.stdout.isEmpty)
     }
 
-    @Test("an unreadable path (a directory) exits non-zero and names it")
+    @Test("an unreadable path (a directory) exits 74 and names it")
     func binaryUnreadable() throws {
         let binary = try TrackpipeBinary.locate()
         let dir = FileManager.default.temporaryDirectory.path
         let result = try binary.run(["normalize", dir])
-        #expect(result.exitCode != 0)
+        #expect(result.exitCode == 74)
         #expect(result.stderr.contains(dir))
     }
 }
