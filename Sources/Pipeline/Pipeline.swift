@@ -30,6 +30,14 @@ public final class Pipeline: @unchecked Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let runners = Mutex<[any StoppableRunner]>([])
 
+    /// The dead-letter reason for hits stamped too far ahead of their arrival.
+    public static let futureTimestamp = HitIntake.futureTimestamp
+
+    /// Every reason the worker can put in `trackpipe.error.reason`: the normalizer's, and the
+    /// worker's own (documented together, and registered in the metrics at zero).
+    public static let deadLetterReasons =
+        RejectReason.allCases.map(\.rawValue) + [HitIntake.futureTimestamp, AggregateStage.unreadableEvent]
+
     public init(config: PipelineConfig, logger: Logger = Logger(label: "trackpipe"), metrics: PipelineMetrics? = nil) {
         self.config = config
         self.logger = logger

@@ -55,8 +55,7 @@ public final class PipelineMetrics: Sendable {
     public func stage(_ name: String) -> StageMetrics {
         let metrics = StageMetrics(parent: self, stage: name)
         _ = counter("trackpipe_hits_filtered", stage: name, ("reason", FilterReason.trackingOff.rawValue))
-        let reasons = RejectReason.allCases.map(\.rawValue) + [HitIntake.futureTimestamp, AggregateStage.unreadableEvent]
-        for reason in reasons { _ = counter("trackpipe_dead_letters", stage: name, ("reason", reason)) }
+        for reason in Pipeline.deadLetterReasons { _ = counter("trackpipe_dead_letters", stage: name, ("reason", reason)) }
         for name in ["trackpipe_duplicates_dropped", "trackpipe_messages_replayed", "trackpipe_stale_records_dropped", "trackpipe_offset_gaps"] {
             _ = counter(name, stage: metrics.stage)
         }

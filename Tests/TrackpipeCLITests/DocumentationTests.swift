@@ -131,7 +131,7 @@ struct DocumentationTests {
 
     @Test("every dead-letter reason is listed in README.md, schemas/README.md and the contract")
     func everyDeadLetterReasonIsDocumented() throws {
-        let reasons = RejectReason.allCases.map(\.rawValue) + [Pipeline.futureTimestamp]
+        let reasons = Pipeline.deadLetterReasons
         for path in ["README.md", "schemas/README.md", "docs/tracking-hits.md"] {
             let text = try Self.read(path)
             for reason in reasons {
