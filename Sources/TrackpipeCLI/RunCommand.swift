@@ -11,11 +11,13 @@ struct RunCommand: ParsableCommand {
         commandName: "run",
         abstract: "Consume raw hits, count them per delivery in event-time windows, produce aggregates and dead letters.",
         discussion: """
-            Every flag can also come from an environment variable TRACKPIPE_<FLAG> (for example
-            TRACKPIPE_BROKERS, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_UNTIL_END=true); the command line wins.
-            librdkafka properties come from -X key=value, TRACKPIPE_X ("k=v;k=v") and TRACKPIPE_X_<ANY> ("k=v").
+            Two stages run in every process: normalize reads the input topic (group <group>) and sends each accepted hit, keyed by its delivery, to the repartition topic; aggregate reads that topic (group <group>-aggregate) and counts hits in event-time windows. Start more instances with the same flags to scale out: counts stay exact whatever the input's keys. With --input-keyed-by-delivery one stage reads the input directly.
+
+            Every flag can also come from an environment variable TRACKPIPE_<FLAG> (for example TRACKPIPE_BROKERS, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_UNTIL_END=true); the command line wins. librdkafka properties come from -X key=value, TRACKPIPE_X ("k=v;k=v") and TRACKPIPE_X_<ANY> ("k=v").
+
             Durations: 500ms, 10s, 1m, 1h, 1h30m.
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0.
+
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0. Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on a failure (the message says which); 64 for a configuration error.
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
@@ -28,10 +30,10 @@ struct RunCommand: ParsableCommand {
     var repartitionTopic: String?
     @Flag(help: "The input is already keyed by deliveryId: skip the repartition stage and window the input directly. (env TRACKPIPE_INPUT_KEYED_BY_DELIVERY)")
     var inputKeyedByDelivery = false
-    @Option(help: "Tumbling window size. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
-    @Option(help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
-    @Option(help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
-    @Option(help: "Advance time by the wall clock when a partition is quiet this long. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)")
+    @Option(parsing: .unconditional, help: "Tumbling window size. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
+    @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
+    @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
+    @Option(parsing: .unconditional, help: "Advance time by the wall clock when a partition is quiet this long. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)")
     var idleTimeout: String?
     @Option(help: "Windowing shards (Dispatch queues). (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
     @Flag(help: "Read to the end offsets noted at assignment, emit every window, commit, exit. (env TRACKPIPE_UNTIL_END)")
@@ -41,8 +43,9 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Port for /metrics and /health; 0 turns them off. (env TRACKPIPE_METRICS_PORT, default 0)") var metricsPort: Int?
     @Option(help: "Cap on retained window entries before windows are finalized early. (env TRACKPIPE_MAX_ENTRIES, default 20000000)")
     var maxEntries: Int?
-    @Option(help: "How often safe offsets are committed. (env TRACKPIPE_COMMIT_INTERVAL, default 5s)") var commitInterval: String?
+    @Option(parsing: .unconditional, help: "How often safe offsets are committed. (env TRACKPIPE_COMMIT_INTERVAL, default 5s)") var commitInterval: String?
     @Option(
+        parsing: .unconditional,
         help:
             "Dead-letter hits stamped more than this after their Kafka timestamp, as future_timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)"
     )
@@ -57,75 +60,83 @@ struct RunCommand: ParsableCommand {
         "x",
     ]
 
+    /// More shards than this only add queues that wait: each shard is a Dispatch queue, and a
+    /// partition's window task runs on one of them.
+    static let maxShards = 1_024
+
     func resolve(_ environment: Environment = Environment()) throws -> ResolvedRun {
-        func pick(_ flag: String, _ value: String?, _ fallback: String) -> String {
-            value ?? environment.value(forFlag: flag) ?? fallback
-        }
-        func duration(_ flag: String, _ value: String?, _ fallback: String) throws -> Int64 {
-            do {
-                return try DurationText.milliseconds(pick(flag, value, fallback))
-            } catch {
-                throw ValidationError("--\(flag): \(error)")
-            }
-        }
-        func integer(_ flag: String, _ value: Int?, _ fallback: Int) throws -> Int {
-            if let value { return value }
-            guard let text = environment.value(forFlag: flag) else { return fallback }
-            guard let number = Int(text) else {
-                throw ValidationError("\(Environment.variableName(forFlag: flag))=\(text): expected a whole number")
-            }
-            return number
-        }
-        /// A switch from the environment: true or false in the usual spellings, anything else refused.
-        func boolean(_ flag: String) throws -> Bool {
-            guard let text = environment.value(forFlag: flag) else { return false }
-            switch text.lowercased() {
-            case "1", "true", "yes", "on": return true
-            case "0", "false", "no", "off": return false
-            default:
-                throw ValidationError("\(Environment.variableName(forFlag: flag))=\(text): expected true or false")
-            }
+        func text(_ flag: String, _ value: String?, _ fallback: String) -> Environment.Setting {
+            environment.setting(flag, value, default: fallback)
         }
         var config = PipelineConfig()
-        config.brokers = pick("brokers", brokers, "localhost:9092")
-        config.inputTopic = pick("input-topic", inputTopic, "tracking-hits")
-        config.outputTopic = pick("output-topic", outputTopic, "tracking-aggregates")
-        config.deadLetterTopic = pick("dlq-topic", dlqTopic, "tracking-hits-dlq")
-        config.group = pick("group", group, "trackpipe")
+        let brokerSetting = text("brokers", brokers, "localhost:9092")
+        let addresses = brokerSetting.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard !addresses.isEmpty, addresses.allSatisfy({ !$0.isEmpty }) else {
+            throw ValidationError("\(brokerSetting.label): give at least one bootstrap address, like kafka-1:9092,kafka-2:9092")
+        }
+        config.brokers = brokerSetting.text
+        config.inputTopic = text("input-topic", inputTopic, "tracking-hits").text
+        config.outputTopic = text("output-topic", outputTopic, "tracking-aggregates").text
+        config.deadLetterTopic = text("dlq-topic", dlqTopic, "tracking-hits-dlq").text
+        config.group = text("group", group, "trackpipe").text
         config.repartitionTopic = repartitionTopic ?? environment.value(forFlag: "repartition-topic")
-        config.inputKeyedByDelivery = try inputKeyedByDelivery || boolean("input-keyed-by-delivery")
-        let size = try duration("window", window, "1m")
-        let graceMillis = try duration("grace", grace, "10s")
-        let retentionMillis = try duration("retention", retention, "1h")
-        let idle = try duration("idle-timeout", idleTimeout, "30s")
-        let cap = try integer("max-entries", maxEntries, 20_000_000)
+        config.inputKeyedByDelivery = try environment.switch("input-keyed-by-delivery", inputKeyedByDelivery)
+        let size = try environment.duration("window", window, default: "1m")
+        let graceMillis = try environment.duration("grace", grace, default: "10s")
+        let retentionMillis = try environment.duration("retention", retention, default: "1h")
+        let idle = try environment.duration("idle-timeout", idleTimeout, default: "30s")
+        let cap = try environment.integer("max-entries", maxEntries, default: 20_000_000)
         if let problem = WindowConfig.problem(
             size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
         {
-            throw ValidationError("\(problem) (--window, --grace, --retention, --idle-timeout, --max-entries)")
+            let involved: [(String, String?, String)] =
+                switch problem {
+                case _ where problem.contains("window size"): [("window", window, "1m")]
+                case _ where problem.contains("grace period must not"): [("grace", grace, "10s")]
+                case _ where problem.contains("retention"): [("retention", retention, "1h"), ("grace", grace, "10s")]
+                case _ where problem.contains("idle timeout"): [("idle-timeout", idleTimeout, "30s")]
+                default: [("max-entries", maxEntries.map(String.init), "20000000")]
+                }
+            throw ValidationError("\(involved.map { text($0.0, $0.1, $0.2).label }.joined(separator: ", ")): \(problem)")
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
-        config.shards = try integer("shards", shards, ProcessInfo.processInfo.activeProcessorCount)
-        config.untilEnd = try untilEnd || boolean("until-end")
-        config.commitInterval = try duration("commit-interval", commitInterval, "5s")
-        config.maxFutureSkew = try duration("max-future-skew", maxFutureSkew, "1h")
-        config.kafkaProperties = try KafkaPropertyArguments.parse(environment.kafkaProperties() + kafkaProperties)
-        let levelText = pick("log-level", logLevel, "info")
-        guard let level = Logger.Level(rawValue: levelText.lowercased()) else {
-            throw ValidationError("--log-level \(levelText): use trace, debug, info, notice, warning, error or critical")
+        config.shards = try environment.integer("shards", shards, default: ProcessInfo.processInfo.activeProcessorCount)
+        guard (1...Self.maxShards).contains(config.shards) else {
+            throw ValidationError(
+                "\(text("shards", shards.map(String.init), "").label): use 1 to \(Self.maxShards); the number of cores (\(ProcessInfo.processInfo.activeProcessorCount)) is usually best")
         }
-        let formatText = pick("log-format", logFormat, "text")
-        guard let format = LogFormat(rawValue: formatText.lowercased()) else {
-            throw ValidationError("--log-format \(formatText): use text or json")
+        config.untilEnd = try environment.switch("until-end", untilEnd)
+        config.commitInterval = try environment.duration("commit-interval", commitInterval, default: "5s")
+        guard config.commitInterval > 0 else {
+            throw ValidationError("\(text("commit-interval", commitInterval, "5s").label): must be longer than 0, like 1s or 5s")
         }
-        let port = try integer("metrics-port", metricsPort, 0)
-        guard (0...65535).contains(port) else { throw ValidationError("--metrics-port \(port): use 0 (off) or a port number") }
+        config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
+        config.kafkaProperties = try KafkaPropertyArguments.parse(
+            pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
+        let levelSetting = text("log-level", logLevel, "info")
+        guard let level = Logger.Level(rawValue: levelSetting.text.lowercased()) else {
+            throw ValidationError("\(levelSetting.label): use trace, debug, info, notice, warning, error or critical")
+        }
+        let formatSetting = text("log-format", logFormat, "text")
+        guard let format = LogFormat(rawValue: formatSetting.text.lowercased()) else {
+            throw ValidationError("\(formatSetting.label): use text or json")
+        }
+        let port = try environment.integer("metrics-port", metricsPort, default: 0)
+        guard (0...65535).contains(port) else {
+            throw ValidationError("\(text("metrics-port", metricsPort.map(String.init), "0").label): use 0 (off) or a port number")
+        }
         do {
             try config.validate()
         } catch {
             throw ValidationError("\(error)")
         }
         return ResolvedRun(config: config, metricsPort: port, logLevel: level, logFormat: format)
+    }
+
+    /// Configuration errors are found before anything starts, and shown with `run`'s usage
+    /// and exit code 64.
+    func validate() throws {
+        _ = try resolve()
     }
 
     func run() throws {

@@ -113,6 +113,23 @@ struct RunCommandResolutionTests {
             }
         }
         #expect(throws: (any Error).self) { try resolve(["--repartition-topic", "tracking-aggregates"]) }
+        func message(_ arguments: [String], _ environment: [String: String] = [:]) -> String {
+            do {
+                _ = try resolve(arguments, environment)
+                return "accepted"
+            } catch {
+                return RunCommand.message(for: error)
+            }
+        }
+        #expect(message(["--brokers", ""]).contains("--brokers : give at least one bootstrap address"))
+        #expect(message(["--brokers", " , "]).contains("give at least one bootstrap address"))
+        #expect(message(["--shards", "100000"]).contains("--shards 100000: use 1 to 1024"))
+        #expect(message(["--shards", "0"]).contains("use 1 to 1024"))
+        #expect(message(["--commit-interval", "0s"]).contains("--commit-interval 0s: must be longer than 0"))
+        #expect(message(["--grace", "-5s"]).contains("--grace -5s: durations cannot be negative"))
+        #expect(message([], ["TRACKPIPE_RETENTION": "5s"]) == "TRACKPIPE_RETENTION=5s, --grace (default 10s): the retention must be at least the grace period: a window is kept until it is emitted")
+        #expect(message(["--window", "0s"]).hasPrefix("--window 0s: "), "names only the flag involved")
+        #expect(message([], ["TRACKPIPE_LOG_LEVEL": "loud"]).hasPrefix("TRACKPIPE_LOG_LEVEL=loud: "))
         #expect(throws: (any Error).self) { try resolve(["--retention", "1s", "--grace", "10s"]) }
     }
 
