@@ -16,6 +16,16 @@ public struct AggregateStage: Stage {
         case repartitioned
     }
 
+    /// How window state is split.
+    public enum Tasking: Sendable {
+        /// One task per partition: partitions hold disjoint deliveries (input keyed by
+        /// delivery, or the repartition topic). State moves with its partition; commits work.
+        case perPartition
+        /// One task over every partition, with `parallelism` shards: exact whatever the keys,
+        /// for a single process that reads everything (`replay`). No commit points.
+        case global
+    }
+
     /// The dead-letter reason for a repartition record this version cannot read.
     public static let unreadableEvent = "unreadable_repartition_record"
 
@@ -25,19 +35,28 @@ public struct AggregateStage: Stage {
     public let input: Input
     /// Settings of each partition's engine (its `maxEntries` is a per-partition share).
     public let window: WindowConfig
-    /// How many partitions' tasks run at once.
+    /// How many partitions' tasks run at once (or, with `.global`, the engine's shards).
     public let parallelism: Int
+    public let tasking: Tasking
+    /// Only windows starting in this range are emitted, and only dead letters that belong to
+    /// it are sent (a backfill of a time range); nil: everything.
+    public let range: Range<Int64>?
 
     private let intake: HitIntake?
     private var tasks: [Int32: AggregateTask] = [:]
     private var pending = StageReport()
     private var writer = JSONWriter()
 
-    public init(sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int) {
+    public init(
+        sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, tasking: Tasking = .perPartition,
+        range: Range<Int64>? = nil
+    ) {
         self.sourceTopic = sourceTopic
         self.input = input
         self.window = window
         self.parallelism = max(1, parallelism)
+        self.tasking = tasking
+        self.range = range
         if case .raw(let limits, let skew) = input {
             intake = HitIntake(limits: limits, maxFutureSkew: skew)
         } else {
@@ -49,7 +68,18 @@ public struct AggregateStage: Stage {
         if case .repartitioned = input { true } else { false }
     }
 
+    /// The key of the one task of `.global` tasking.
+    static let globalTask: Int32 = -1
+
     public mutating func assign(_ starts: [PartitionStart], now: Int64) {
+        if case .global = tasking {
+            let task = tasks[Self.globalTask] ?? AggregateTask(
+                partition: Self.globalTask, config: window, start: PartitionStart(partition: Self.globalTask),
+                behindShuffle: behindShuffle, now: now, shards: parallelism)
+            task.engine.assign(partitions: starts.map(\.partition), now: now)
+            tasks[Self.globalTask] = task
+            return
+        }
         for start in starts where tasks[start.partition] == nil {
             tasks[start.partition] = AggregateTask(
                 partition: start.partition, config: window, start: start, behindShuffle: behindShuffle, now: now)
@@ -57,6 +87,10 @@ public struct AggregateStage: Stage {
     }
 
     public mutating func revoke(_ partitions: [Int32]) {
+        if case .global = tasking {
+            tasks[Self.globalTask]?.engine.revoke(partitions: partitions)
+            return
+        }
         for partition in partitions { tasks[partition] = nil }
     }
 
@@ -73,13 +107,17 @@ public struct AggregateStage: Stage {
     public mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws {
         guard !records.isEmpty else { return }
         var byPartition: [Int32: [Int]] = [:]
-        for index in records.indices { byPartition[records[index].partition, default: []].append(index) }
+        if case .global = tasking {
+            byPartition[Self.globalTask] = Array(records.indices)
+        } else {
+            for index in records.indices { byPartition[records[index].partition, default: []].append(index) }
+        }
         // Records of a partition this stage does not own (a guard upstream should have dropped
         // them) would have no task: refuse them loudly rather than count them nowhere.
         let work = byPartition.keys.sorted().map { partition in (partition, tasks[partition], byPartition[partition]!) }
         var results = [TaskResult](repeating: TaskResult(), count: work.count)
         let lanes = min(parallelism, work.count)
-        let input = self.input, intake = self.intake, sourceTopic = self.sourceTopic
+        let input = self.input, intake = self.intake, sourceTopic = self.sourceTopic, range = self.range, size = window.size
         results.withUnsafeMutableBufferPointer { slots in
             let slotsBox = UnsafeSendable(slots)
             let run: @Sendable (Int) -> Void = { lane in
@@ -89,7 +127,7 @@ public struct AggregateStage: Stage {
                     if let task {
                         slotsBox.value[item] = Self.run(
                             task: task, records: records, indices: indices, input: input, intake: intake,
-                            sourceTopic: sourceTopic, now: now)
+                            sourceTopic: sourceTopic, range: range, windowSize: size, now: now)
                     } else {
                         var result = TaskResult()
                         result.report.accounting.staleDropped = indices.count
@@ -118,12 +156,18 @@ public struct AggregateStage: Stage {
     /// One task's share of a batch; runs on a worker thread, touching only this task.
     private static func run(
         task: AggregateTask, records: [InputRecord], indices: [Int], input: Input, intake: HitIntake?, sourceTopic: String,
-        now: Int64
+        range: Range<Int64>?, windowSize: Int64, now: Int64
     ) -> TaskResult {
+        /// A dead letter belongs to a backfilled range by the time it is about: the window of a
+        /// late hit, the Kafka timestamp of a message that could not be read.
+        func inRange(_ time: Int64?) -> Bool {
+            guard let range, let time else { return true }
+            return range.contains(EventTimeMath.windowStart(of: time, size: windowSize))
+        }
         var result = TaskResult()
         var inputs: [WindowInput] = []
         inputs.reserveCapacity(indices.count)
-        var inputIndex: [Int64: Int] = [:]
+        var inputIndex: [Position: Int] = [:]
         var marks: [Int32: SourceMark] = [:]
         for index in indices {
             let record = records[index]
@@ -135,15 +179,15 @@ public struct AggregateStage: Stage {
                 switch intake.take(record) {
                 case .accepted(var event, let eventTime):
                     event.eventTime = eventTime
-                    inputIndex[record.offset] = index
-                    inputs.append(WindowInput(event: event, partition: task.partition, offset: record.offset))
-                    let previous = marks[task.partition]?.watermark ?? eventTime
-                    marks[task.partition] = SourceMark(source: task.partition, watermark: max(previous, eventTime))
+                    inputIndex[Position(record.partition, record.offset)] = index
+                    inputs.append(WindowInput(event: event, partition: record.partition, offset: record.offset))
+                    let previous = marks[record.partition]?.watermark ?? eventTime
+                    marks[record.partition] = SourceMark(source: record.partition, watermark: max(previous, eventTime))
                 case .filtered(let reason):
                     result.report.accounting.filtered[reason.rawValue, default: 0] += 1
                 case .rejected(let reason, let detail):
                     result.report.accounting.deadLettered[reason, default: 0] += 1
-                    result.deadLetters.append((index, reason, detail, !replay))
+                    result.deadLetters.append((index, reason, detail, !replay && inRange(record.timestamp)))
                 }
                 continue
             }
@@ -193,8 +237,8 @@ public struct AggregateStage: Stage {
                     deliveryId: String(decoding: key, as: UTF8.self),
                     broadlogId: String(decoding: event.broadlogId, as: UTF8.self), action: event.action,
                     channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
-                inputIndex[record.offset] = index
-                inputs.append(WindowInput(event: tracking, partition: task.partition, offset: record.offset))
+                inputIndex[Position(record.partition, record.offset)] = index
+                inputs.append(WindowInput(event: tracking, partition: record.partition, offset: record.offset))
             }
         }
         if let last = inputs.last { task.lastInputOffset = last.offset }
@@ -202,17 +246,17 @@ public struct AggregateStage: Stage {
         result.report.accounting.accepted += inputs.count - output.tooLate.count
         result.report.accounting.replayedFinal += output.replayedFinal
         for late in output.tooLate {
-            guard let index = inputIndex[late.offset] else { continue }
+            guard let index = inputIndex[Position(late.partition, late.offset)] else { continue }
             result.report.accounting.deadLettered[RejectReason.tooLate.rawValue, default: 0] += 1
             let replay = late.offset < (task.restoredProcessed ?? .min)
-            result.deadLetters.append((index, RejectReason.tooLate.rawValue, late.detail, !replay))
+            result.deadLetters.append((index, RejectReason.tooLate.rawValue, late.detail, !replay && inRange(late.event.eventTime)))
         }
         result.report.capacityEvictions = output.capacityEvictions
         result.deadLetters.sort { $0.index < $1.index }
         // Below the previous owner's processed mark, everything this replay would emit was
         // emitted and acknowledged before that owner's commit, with the same counts: sending it
         // again would only repeat records (and, for a sink reading the stream, step back).
-        result.emitted = task.isReplaying ? [] : output.emitted
+        result.emitted = task.isReplaying ? [] : output.emitted.filter { range?.contains($0.windowStart) ?? true }
         return result
     }
 
@@ -256,19 +300,25 @@ public struct AggregateStage: Stage {
             let task = tasks[partition]!
             let output = task.engine.advance(now: now)
             pending.capacityEvictions += output.capacityEvictions
-            if !task.isReplaying { try emit(output.emitted, now: now, into: &sink) }
+            if !task.isReplaying { try emit(inRange(output.emitted), now: now, into: &sink) }
         }
     }
 
     public mutating func finish(now: Int64, into sink: inout some RecordSink) throws {
         for partition in tasks.keys.sorted() {
-            try emit(tasks[partition]!.engine.flushAll().emitted, now: now, into: &sink)
+            try emit(inRange(tasks[partition]!.engine.flushAll().emitted), now: now, into: &sink)
         }
     }
 
     // MARK: Observation
 
+    private func inRange(_ aggregates: [WindowAggregate]) -> [WindowAggregate] {
+        guard let range else { return aggregates }
+        return aggregates.filter { range.contains($0.windowStart) }
+    }
+
     public func commitPoints() -> [Int32: CommitPoint] {
+        if case .global = tasking { return [:] }
         var points: [Int32: CommitPoint] = [:]
         for (partition, task) in tasks {
             if let point = task.commitPoint() { points[partition] = point }
@@ -293,6 +343,16 @@ public struct AggregateStage: Stage {
     }
 
     public var ownedPartitions: [Int32] { tasks.keys.sorted() }
+}
+
+/// A record's place in its topic.
+struct Position: Hashable {
+    var partition: Int32
+    var offset: Int64
+    init(_ partition: Int32, _ offset: Int64) {
+        self.partition = partition
+        self.offset = offset
+    }
 }
 
 /// Lets a buffer be written by `concurrentPerform` workers, each to its own slots.

@@ -33,12 +33,12 @@ final class AggregateTask: @unchecked Sendable {
     /// Whether the checkpoint carries a `seen` map (events came through the repartition topic).
     let behindShuffle: Bool
 
-    init(partition: Int32, config: WindowConfig, start: PartitionStart, behindShuffle: Bool, now: Int64) {
+    init(partition: Int32, config: WindowConfig, start: PartitionStart, behindShuffle: Bool, now: Int64, shards: Int = 1) {
         self.partition = partition
-        self.engine = ShardedWindowEngine(config: config, shards: 1)
+        self.engine = ShardedWindowEngine(config: config, shards: shards)
         self.createdAt = now
         self.behindShuffle = behindShuffle
-        if !behindShuffle {
+        if !behindShuffle && partition >= 0 {
             // The partition is its own only source.
             engine.assign(partitions: [partition], now: now)
             declaredSources = 1

@@ -6,6 +6,8 @@ import Kafka
 struct PartitionProgress: Sendable {
     /// The next offset expected; nil until known (no commit, first record not seen yet).
     var next: Int64?
+    /// Where reading started, once known (for progress).
+    var first: Int64?
     /// Where a bounded run stops (exclusive); nil while unbounded or not yet known.
     var end: Int64?
     /// Read up to `end`.

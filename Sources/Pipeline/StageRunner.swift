@@ -26,6 +26,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private let logger: Logger
     private let metrics: StageMetrics?
     private let clock: @Sendable () -> Int64
+    private let onProgress: (@Sendable (RunnerProgress) -> Void)?
     private let stopRequested = Atomic<Bool>(false)
     private let deliveryFailure = Mutex<String?>(nil)
     private let lastLoopMillis = Atomic<Int64>(0)
@@ -36,14 +37,17 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private var progress: ProgressTable = [:]
     private var fatal: PipelineError?
     private var totals = Accounting()
+    /// Records handed to the stage since the last report (for progress between reports).
+    private var pendingConsumed = 0
     private var upstreamEndsTaken = false
     private var lastUnknownTopicLog: Int64 = .min / 2
     private var lastGuardLog: Int64 = .min / 2
 
     public init(
         stage: S, settings: Settings, logger: Logger, metrics: StageMetrics? = nil,
-        clock: @escaping @Sendable () -> Int64 = wallClockMillis
+        clock: @escaping @Sendable () -> Int64 = wallClockMillis, onProgress: (@Sendable (RunnerProgress) -> Void)? = nil
     ) {
+        self.onProgress = onProgress
         self.stage = stage
         self.settings = settings
         self.logger = logger
@@ -83,7 +87,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 partitionsRevoking: { [weak self] in self?.partitionsRevoking($0) }),
             maxBatch: settings.maxBatch)
         self.consumer = consumer
-        var sink = ProducerSink(producer: producer, topics: settings.destinations)
+        var sink = ProducerSink(
+            producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded)
         switch settings.source {
         case .group:
             try consumer.subscribe(topics: [settings.topic])
@@ -95,6 +100,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         var lastTick = started
         var lastCommit = started
         var lastReport = started
+        var lastProgress = started
         do {
             while !stopRequested.load(ordering: .relaxed) {
                 let polled = try consumer.pollBatch(timeoutMilliseconds: 100) { batch in try handle(batch, into: &sink) }
@@ -114,6 +120,10 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                     report()
                     lastReport = now
                 }
+                if let onProgress, now - lastProgress >= 250 {
+                    onProgress(progressSnapshot(started: started, now: now))
+                    lastProgress = now
+                }
                 takeUpstreamBound()
                 if boundReached { break }
             }
@@ -125,6 +135,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 throw PipelineError.deliveryFailed("\(error)")
             }
             if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
+            for writer in settings.lineOutputs.values { try writer.flush() }
             try commit()
         } catch {
             fatal = error as? PipelineError ?? .kafka("\(error)")
@@ -139,9 +150,27 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         }
         consumer.close()
         report()
+        onProgress?(progressSnapshot(started: started, now: clock(), finished: true))
         return StageSummary(
             stage: stage.name, topic: settings.topic, accounting: totals, elapsedMilliseconds: clock() - started,
             committed: committed)
+    }
+
+    private func progressSnapshot(started: Int64, now: Int64, finished: Bool = false) -> RunnerProgress {
+        var position: Int64 = 0
+        var total: Int64 = 0
+        var known = !progress.isEmpty
+        for state in progress.values {
+            guard let end = state.end, let first = state.first else {
+                known = false
+                continue
+            }
+            total += max(0, end - first)
+            position += max(0, min(state.next ?? first, end) - first)
+        }
+        return RunnerProgress(
+            elapsedMilliseconds: now - started, consumed: totals.consumed + pendingConsumed, done: known ? position : nil,
+            total: known ? total : nil, finished: finished)
     }
 
     private var boundReached: Bool {
@@ -215,6 +244,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         }
         putBack()
         if stale > 0 || !gaps.isEmpty { reportGuard(stale: stale, gaps: gaps) }
+        pendingConsumed += records.count
         try stage.process(records, now: clock(), into: &sink)
         return batch.count
     }
@@ -252,6 +282,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private func report() {
         let drained = stage.drainReport()
         totals.add(drained.accounting)
+        pendingConsumed = 0
         for eviction in drained.capacityEvictions {
             logger.warning(
                 "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."
@@ -367,6 +398,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 guard var state = progress[end.topicPartition] else { continue }
                 state.end = end.offset
                 let start = state.next ?? beginnings.first { $0.topicPartition == end.topicPartition }?.offset ?? 0
+                state.first = state.first ?? start
                 if start >= end.offset { state.atEnd = true }
                 progress[end.topicPartition] = state
             }
@@ -388,15 +420,20 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 struct ProducerSink: RecordSink {
     let producer: KafkaProducer
     let topics: [Destination: String]
+    let lines: [Destination: LineWriter]
+    let discarded: Set<Destination>
 
     mutating func send(
         _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
         headers: [KafkaHeader], timestamp: Int64?
     ) throws {
-        guard let topic = topics[destination] else {
+        if let topic = topics[destination] {
+            try producer.send(topic: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp)
+        } else if let writer = lines[destination] {
+            try writer.write(value ?? UnsafeRawBufferPointer(start: nil, count: 0))
+        } else if !discarded.contains(destination) {
             throw PipelineError.configuration("a stage sent a record to the \(destination) destination, which has no topic here")
         }
-        try producer.send(topic: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp)
     }
 }
 
@@ -433,6 +470,11 @@ public struct RunnerSettings: Sendable {
     public var consumer: KafkaConfig
     public var producer: KafkaConfig
     public var destinations: [Destination: String]
+    /// Destinations written as JSON Lines (one record value per line) instead of a topic.
+    public var lineOutputs: [Destination: LineWriter] = [:]
+    /// Destinations whose records are counted but not sent anywhere (a replay without a
+    /// dead-letter topic).
+    public var discarded: Set<Destination> = []
     public var commitInterval: Int64
     /// How often the stage is given the time when records keep coming (ms).
     public var tickInterval: Int64 = 200
@@ -454,5 +496,24 @@ public struct RunnerSettings: Sendable {
 
     var isBounded: Bool {
         if case .unbounded = bound { false } else { true }
+    }
+}
+
+/// How far a bounded runner has got, for a progress display.
+public struct RunnerProgress: Sendable {
+    public var elapsedMilliseconds: Int64
+    /// Records handed to the stage so far.
+    public var consumed: Int
+    /// Offsets read and to read in all, over every partition's bounded range; nil until known.
+    public var done: Int64?
+    public var total: Int64?
+    public var finished: Bool
+
+    public init(elapsedMilliseconds: Int64, consumed: Int, done: Int64?, total: Int64?, finished: Bool) {
+        self.elapsedMilliseconds = elapsedMilliseconds
+        self.consumed = consumed
+        self.done = done
+        self.total = total
+        self.finished = finished
     }
 }

@@ -9,6 +9,7 @@ public struct Trackpipe: ParsableCommand {
         subcommands: [
             VersionCommand.self,
             RunCommand.self,
+            ReplayCommand.self,
             GenerateCommand.self,
             DemoCommand.self,
             EmbeddedBrokerCommand.self,

@@ -1,10 +1,10 @@
 /// Window arithmetic in one place, saturating so that absurd event times from the input (the
 /// worker never crashes on input) cannot trap on overflow.
-enum EventTimeMath {
+public enum EventTimeMath {
     /// Start of the epoch-aligned window holding `time`, rounding toward negative infinity so
     /// times before 1970 land in the window that contains them.
     @inline(__always)
-    static func windowStart(of time: Int64, size: Int64) -> Int64 {
+    public static func windowStart(of time: Int64, size: Int64) -> Int64 {
         let quotient = time / size
         let floored = (time % size < 0) ? quotient - 1 : quotient
         let (start, overflow) = floored.multipliedReportingOverflow(by: size)
@@ -12,7 +12,7 @@ enum EventTimeMath {
     }
 
     @inline(__always)
-    static func add(_ a: Int64, _ b: Int64) -> Int64 {
+    public static func add(_ a: Int64, _ b: Int64) -> Int64 {
         let (sum, overflow) = a.addingReportingOverflow(b)
         if overflow { return b > 0 ? .max : .min }
         return sum

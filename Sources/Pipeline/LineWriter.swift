@@ -1,0 +1,56 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Writes record values as JSON Lines to a file descriptor (a file, or standard output), for
+/// loading a warehouse instead of producing to a topic.
+public final class LineWriter: @unchecked Sendable {
+    // @unchecked: used by one runner thread at a time; the buffer is touched only in `write`
+    // and `flush`, which that thread calls.
+    private let descriptor: Int32
+    private let ownsDescriptor: Bool
+    private var buffer: [UInt8] = []
+    public let path: String
+
+    /// `-` is standard output; any other path is created or truncated.
+    public init(path: String) throws {
+        self.path = path
+        if path == "-" {
+            descriptor = STDOUT_FILENO
+            ownsDescriptor = false
+        } else {
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            guard fd >= 0 else {
+                throw PipelineError.configuration("--output-file \(path): cannot be opened for writing: \(String(cString: strerror(errno)))")
+            }
+            descriptor = fd
+            ownsDescriptor = true
+        }
+        buffer.reserveCapacity(1 << 16)
+    }
+
+    deinit {
+        try? flush()
+        if ownsDescriptor { close(descriptor) }
+    }
+
+    func write(_ value: UnsafeRawBufferPointer) throws {
+        buffer.append(contentsOf: value)
+        buffer.append(UInt8(ascii: "\n"))
+        if buffer.count >= 1 << 16 { try flush() }
+    }
+
+    public func flush() throws {
+        var offset = 0
+        while offset < buffer.count {
+            let written = buffer.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            guard written > 0 else {
+                throw PipelineError.configuration("--output-file \(path): writing failed: \(String(cString: strerror(errno)))")
+            }
+            offset += written
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import Kafka
+import Logging
+import TrackingDomain
+import Windowing
+
+/// A backfill: recounts the windows that start in `[from, to)` from the input topic, in one
+/// process, without a consumer group and without committing anything, so a live worker's
+/// group is never disturbed.
+///
+/// One process reads every partition into one window task (exact whatever the input's keys),
+/// so no repartition stage is needed. It starts early enough for late hits and event time to
+/// behave as they did live (`from` minus the retention, found with a time search where the
+/// broker answers one) and stops at the end offsets seen at the start.
+public final class Replay: @unchecked Sendable {
+    // @unchecked: `runner` is set once in `run` under the lock and read under it by `requestStop`.
+    public struct Config: Sendable {
+        public var brokers = "localhost:9092"
+        public var inputTopic = "tracking-hits"
+        /// Where aggregates go: a topic, or JSON Lines.
+        public var output: Output = .topic("tracking-aggregates")
+        /// Dead letters are sent only when a topic is given; they are counted either way.
+        public var deadLetterTopic: String?
+        public var window = WindowConfig()
+        public var shards = 1
+        public var kafkaProperties: [String: String] = [:]
+        public var limits = NormalizerLimits()
+        public var maxFutureSkew: Int64 = 3_600_000
+        /// First window start to emit (epoch ms); nil: from the beginning of the topic.
+        public var from: Int64?
+        /// End of the range, exclusive (epoch ms); nil: to the end of the topic.
+        public var to: Int64?
+
+        public init() {}
+    }
+
+    public enum Output: Sendable {
+        case topic(String)
+        case lines(LineWriter)
+    }
+
+    public let config: Config
+    private let logger: Logger
+    private let onProgress: (@Sendable (RunnerProgress) -> Void)?
+    private let runner = LockedRunner()
+
+    public init(config: Config, logger: Logger, onProgress: (@Sendable (RunnerProgress) -> Void)? = nil) {
+        self.config = config
+        self.logger = logger
+        self.onProgress = onProgress
+    }
+
+    public func requestStop() { runner.stop() }
+
+    public func run() throws -> PipelineSummary {
+        let started = wallClockMillis()
+        var pipeline = PipelineConfig()
+        pipeline.brokers = config.brokers
+        pipeline.kafkaProperties = config.kafkaProperties
+        let admin = try TopicAdmin(config: pipeline.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
+        let count: Int?
+        do {
+            count = try admin.partitionCount(of: config.inputTopic)
+        } catch let error as KafkaError where error.isUnknownTopic {
+            count = nil
+        }
+        guard let count else { throw PipelineError.inputTopicMissing(config.inputTopic) }
+        let partitions = (0..<Int32(count)).map { TopicPartition(topic: config.inputTopic, partition: $0) }
+
+        // No group is joined and nothing is committed: the id only satisfies librdkafka.
+        var consumerConfig = pipeline.consumerConfig(group: "trackpipe-replay-\(UUID().uuidString.prefix(8))")
+        consumerConfig["enable.auto.commit"] = "false"
+        let starts = try startOffsets(partitions, consumer: KafkaConsumer(config: consumerConfig, logger: logger))
+
+        let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
+        let stage = AggregateStage(
+            sourceTopic: config.inputTopic, input: .raw(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
+            window: config.window, parallelism: config.shards, tasking: .global, range: range)
+        var settings = RunnerSettings(
+            topic: config.inputTopic, source: .assignment(starts), bound: .endAtAssignment, commits: false,
+            consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
+        switch config.output {
+        case .topic(let topic): settings.destinations[.output] = topic
+        case .lines(let writer): settings.lineOutputs[.output] = writer
+        }
+        if let dlq = config.deadLetterTopic { settings.destinations[.deadLetter] = dlq } else { settings.discarded.insert(.deadLetter) }
+        let stageRunner = StageRunner(stage: stage, settings: settings, logger: logger, onProgress: onProgress)
+        runner.set(stageRunner)
+        let summary = try stageRunner.run()
+        return PipelineSummary(stages: [summary], elapsedMilliseconds: wallClockMillis() - started)
+    }
+
+    /// Where each partition starts: the first record stamped at or after `from` minus the
+    /// retention (hits for the range can arrive that late), or the beginning of the partition
+    /// where the broker cannot search by time.
+    private func startOffsets(_ partitions: [TopicPartition], consumer: KafkaConsumer) throws -> [TopicPartitionOffset] {
+        let beginnings = try consumer.beginningOffsets(partitions)
+        guard let from = config.from else { return beginnings }
+        let lead = max(config.window.retention, config.maxFutureSkew) + config.window.size
+        // A broker that really searches answers "timestamp 0" with the first offset of every
+        // partition; one that does not (librdkafka's mock cluster) answers something else.
+        let probe = try consumer.offsets(forTimestamp: 0, partitions: partitions)
+        let searches = zip(probe.sorted { $0.partition < $1.partition }, beginnings.sorted { $0.partition < $1.partition })
+            .allSatisfy { $0.offset == $1.offset }
+        guard searches else {
+            logger.notice("the broker does not search offsets by time (librdkafka's embedded broker does not): reading \(config.inputTopic) from the beginning")
+            return beginnings
+        }
+        let found = try consumer.offsets(forTimestamp: EventTimeMath.add(from, -lead), partitions: partitions)
+        let ends = try consumer.endOffsets(partitions)
+        return found.map { position in
+            // No record at or after the time: nothing to read in that partition.
+            if position.offset < 0 { return ends.first { $0.topicPartition == position.topicPartition } ?? position }
+            return position
+        }
+    }
+}
+
+/// The runner of a replay, reachable from a signal handler.
+private final class LockedRunner: @unchecked Sendable {
+    // @unchecked: every access goes through `lock`.
+    private let lock = NSLock()
+    private var runner: StageRunner<AggregateStage>?
+    private var stopped = false
+
+    func set(_ runner: StageRunner<AggregateStage>) {
+        lock.lock()
+        self.runner = runner
+        let stop = stopped
+        lock.unlock()
+        if stop { runner.requestStop() }
+    }
+
+    func stop() {
+        lock.lock()
+        stopped = true
+        let runner = self.runner
+        lock.unlock()
+        runner?.requestStop()
+    }
+}

@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Pipeline
+import TrackingDomain
+import Windowing
+
+/// `trackpipe replay`: a backfill of an event-time range, with progress, never touching a
+/// live worker's consumer group.
+struct ReplayCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Recount the windows of an event-time range from the input topic, without a consumer group.",
+        discussion: """
+            Emits exactly the windows whose start lies in [--from, --to), with the same lateness rules as a live run: reading starts --retention before --from (where the broker can search offsets by time; otherwise at the beginning) and stops at the end offsets seen at the start. One process reads every partition, so the counts are exact whatever the input's keys. No consumer group is joined and nothing is committed.
+
+            Dead letters are sent only when --dlq-topic (or TRACKPIPE_DLQ_TOPIC) is given; the summary counts them either way. --output-file PATH (or - for standard output) writes the aggregate records as JSON Lines instead of producing them.
+
+            Progress goes to standard error: a bar redrawn in place on a terminal, a plain line every 5 s otherwise. Every flag also reads TRACKPIPE_<FLAG>, as for run.
+
+            Exit codes: 0 when the range is written; 1 when the replay stops on a failure; 64 for a configuration error.
+            """)
+
+    @Option(parsing: .unconditional, help: "First window start to emit: RFC 3339 on a window boundary, or 'beginning'.") var from = "beginning"
+    @Option(parsing: .unconditional, help: "End of the range (exclusive): RFC 3339 on a window boundary, or 'end'.") var to = "end"
+    @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
+    @Option(help: "Topic of raw tracking hits. (env TRACKPIPE_INPUT_TOPIC, default tracking-hits)") var inputTopic: String?
+    @Option(help: "Topic for aggregate records. (env TRACKPIPE_OUTPUT_TOPIC, default tracking-aggregates)") var outputTopic: String?
+    @Option(help: "Write aggregate records as JSON Lines to this file ('-' for standard output) instead of a topic.") var outputFile: String?
+    @Option(help: "Topic for dead letters; without it they are only counted. (env TRACKPIPE_DLQ_TOPIC)") var dlqTopic: String?
+    @Option(parsing: .unconditional, help: "Tumbling window size. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
+    @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
+    @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
+    @Option(parsing: .unconditional, help: "A partition quiet this long stops holding event time back. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)") var idleTimeout: String?
+    @Option(parsing: .unconditional, help: "Dead-letter hits stamped more than this after their Kafka timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)") var maxFutureSkew: String?
+    @Option(help: "Windowing shards (Dispatch queues). (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
+    @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
+    var kafkaProperties: [String] = []
+    @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default warning)") var logLevel: String?
+    @Option(help: "text or json. (env TRACKPIPE_LOG_FORMAT, default text)") var logFormat: String?
+
+    struct Resolved {
+        var config: Replay.Config
+        var outputFile: String?
+        var logLevel: Logger.Level
+        var logFormat: LogFormat
+    }
+
+    func resolve(_ environment: Environment = Environment()) throws -> Resolved {
+        var config = Replay.Config()
+        let brokerSetting = environment.setting("brokers", brokers, default: "localhost:9092")
+        guard brokerSetting.text.split(separator: ",").contains(where: { !$0.trimmingCharacters(in: .whitespaces).isEmpty }) else {
+            throw ValidationError("\(brokerSetting.label): give at least one bootstrap address, like kafka-1:9092")
+        }
+        config.brokers = brokerSetting.text
+        config.inputTopic = environment.setting("input-topic", inputTopic, default: "tracking-hits").text
+        let output = environment.setting("output-topic", outputTopic, default: "tracking-aggregates")
+        if outputFile != nil, output.origin == .commandLine {
+            throw ValidationError("--output-topic and --output-file: choose one place for the aggregate records")
+        }
+        config.output = .topic(output.text)
+        config.deadLetterTopic = dlqTopic ?? environment.value(forFlag: "dlq-topic")
+        let size = try environment.duration("window", window, default: "1m")
+        let graceMillis = try environment.duration("grace", grace, default: "10s")
+        let retentionMillis = try environment.duration("retention", retention, default: "1h")
+        let idle = try environment.duration("idle-timeout", idleTimeout, default: "30s")
+        if let problem = WindowConfig.problem(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: 20_000_000) {
+            throw ValidationError("--window, --grace, --retention, --idle-timeout: \(problem)")
+        }
+        config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle)
+        config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
+        config.shards = try environment.integer("shards", shards, default: ProcessInfo.processInfo.activeProcessorCount)
+        guard (1...RunCommand.maxShards).contains(config.shards) else {
+            throw ValidationError("--shards \(config.shards): use 1 to \(RunCommand.maxShards)")
+        }
+        config.kafkaProperties = try KafkaPropertyArguments.parse(
+            pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
+        config.from = try Self.boundary("--from", from, keyword: "beginning", size: size)
+        config.to = try Self.boundary("--to", to, keyword: "end", size: size)
+        if let start = config.from, let end = config.to, end <= start {
+            throw ValidationError(
+                "--to \(to) is not after --from \(from): the range [from, to) would be empty; for one window write --to \(RFC3339.format(epochMillis: start + size))")
+        }
+        let levelSetting = environment.setting("log-level", logLevel, default: "warning")
+        guard let level = Logger.Level(rawValue: levelSetting.text.lowercased()) else {
+            throw ValidationError("\(levelSetting.label): use trace, debug, info, notice, warning, error or critical")
+        }
+        let formatSetting = environment.setting("log-format", logFormat, default: "text")
+        guard let format = LogFormat(rawValue: formatSetting.text.lowercased()) else {
+            throw ValidationError("\(formatSetting.label): use text or json")
+        }
+        return Resolved(config: config, outputFile: outputFile, logLevel: level, logFormat: format)
+    }
+
+    /// An RFC 3339 time on a window boundary, or the keyword for an open end (nil).
+    static func boundary(_ flag: String, _ text: String, keyword: String, size: Int64) throws -> Int64? {
+        if text.lowercased() == keyword { return nil }
+        guard let millis = RFC3339.parse(Array(text.utf8)) else {
+            throw ValidationError(
+                "\(flag) \(text): not a time; write an RFC 3339 time with a zone, like 2026-11-22T10:00:00Z, or '\(keyword)'")
+        }
+        let start = EventTimeMath.windowStart(of: millis, size: size)
+        guard start == millis else {
+            throw ValidationError(
+                "\(flag) \(text) is not on a window boundary (windows of \(size / 1000) s start at multiples of the window size since the Unix epoch): use \(RFC3339.format(epochMillis: start)) or \(RFC3339.format(epochMillis: start + size))")
+        }
+        return millis
+    }
+
+    func validate() throws {
+        _ = try resolve()
+    }
+
+    func run() throws {
+        var resolved = try resolve()
+        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat)
+        let logger = Logger(label: "trackpipe")
+        do {
+            if let path = resolved.outputFile { resolved.config.output = .lines(try LineWriter(path: path)) }
+            let display = ProgressDisplay()
+            let replay = Replay(config: resolved.config, logger: logger) { display.show($0) }
+            let signals = ShutdownSignal.install { name in
+                logger.notice("\(name) received: stopping the replay; the range is incomplete")
+                replay.requestStop()
+            }
+            defer { withExtendedLifetime(signals) {} }
+            let summary = try replay.run()
+            display.finishLine()
+            // The records may be on standard output: the summary goes with the progress.
+            FileHandle.standardError.write(Data((summary.text + "\n").utf8))
+        } catch {
+            FileHandle.standardError.write(Data("trackpipe replay: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import HitGenerator
+import Kafka
+import Pipeline
+import Testing
+import TrackingDomain
+import TrackpipeTestSupport
+@testable import TrackpipeCLI
+
+@Suite("trackpipe replay", .serialized)
+struct ReplayCommandTests {
+    static let start: Int64 = 1_795_341_600_000  // 2026-11-22T10:00:00Z, the generator's default
+
+    func lastByKey(_ records: [StoredRecord]) throws -> [String: [String: Any]] {
+        var last: [String: [String: Any]] = [:]
+        for record in records.sorted(by: { ($0.partition, $0.offset) < ($1.partition, $1.offset) }) {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any])
+            last[String(decoding: record.key ?? [], as: UTF8.self)] = object
+        }
+        return last
+    }
+
+    @Test("a replay of a sub-range agrees with the live run for every window in the range, writes nothing outside it, never touches the live group; --output-file gives the same records")
+    func subRangeAgreesWithLiveRun() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 8)
+        try broker.createTopic("aggregates", partitions: 4)
+        try broker.createTopic("backfill", partitions: 4)
+        try broker.createTopic("dlq", partitions: 2)
+        try broker.createTopic("live-repartition", partitions: 8)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 12_000, seed: 71, deliveries: 8, span: 15 * 60_000)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let binary = try TrackpipeBinary.locate()
+        let common = ["--brokers", broker.bootstrapServers, "--input-topic", "hits", "--log-level", "warning", "-X", "session.timeout.ms=6000"]
+        let live = try binary.run(["run", "--output-topic", "aggregates", "--dlq-topic", "dlq", "--group", "live", "--until-end"] + common)
+        #expect(live.exitCode == 0, "\(live.stderr)")
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "live", "log_level": "3"]))
+        let inputPartitions = (0..<8).map { TopicPartition(topic: "hits", partition: Int32($0)) }
+        let committedBefore = try reader.committed(inputPartitions)
+
+        let from = "2026-11-22T10:04:00Z", to = "2026-11-22T10:09:00Z"
+        let replay = try binary.run(["replay", "--from", from, "--to", to, "--output-topic", "backfill"] + common)
+        #expect(replay.exitCode == 0, "\(replay.stderr)")
+        #expect(replay.stderr.contains("replay: 100.0%"), "progress in a pipe: plain lines ending at 100 %")
+        #expect(replay.stderr.contains("balanced      yes"))
+        #expect(try reader.committed(inputPartitions) == committedBefore, "the live group's commits are untouched")
+
+        let fromMillis = Self.start + 4 * 60_000, toMillis = Self.start + 9 * 60_000
+        let liveRecords = try lastByKey(try reader.readToEnd(topic: "aggregates", partitions: 4))
+        let backfill = try lastByKey(try reader.readToEnd(topic: "backfill", partitions: 4))
+        let expectedKeys = liveRecords.keys.filter { key in
+            let start = RFC3339.parse(Array(key.split(separator: "@")[1].utf8))!
+            return start >= fromMillis && start < toMillis
+        }
+        #expect(expectedKeys.count > 20)
+        #expect(Set(backfill.keys) == Set(expectedKeys), "exactly the windows of the range")
+        for key in expectedKeys {
+            var a = liveRecords[key]!, b = backfill[key]!
+            a["revision"] = nil
+            b["revision"] = nil
+            #expect(NSDictionary(dictionary: a).isEqual(to: b), "\(key): live \(a), replay \(b)")
+        }
+
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID()).jsonl")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let toFile = try binary.run(["replay", "--from", from, "--to", to, "--output-file", file.path] + common)
+        #expect(toFile.exitCode == 0, "\(toFile.stderr)")
+        var fromFile: [String: [String: Any]] = [:]
+        for line in try String(contentsOf: file, encoding: .utf8).split(separator: "\n") {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            fromFile["\(object["deliveryId"]!)@\(object["windowStart"]!)"] = object
+        }
+        #expect(Set(fromFile.keys) == Set(backfill.keys))
+        for (key, object) in fromFile { #expect(NSDictionary(dictionary: object).isEqual(to: backfill[key]!), "\(key)") }
+
+        let toStdout = try binary.run(["replay", "--from", from, "--to", to, "--output-file", "-"] + common)
+        #expect(toStdout.exitCode == 0)
+        let fileLines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n").count
+        #expect(toStdout.stdoutLines.count == fileLines)
+    }
+
+    @Test("bad ranges are refused with a message that says what to type", arguments: [
+        (["--from", "2026-11-22T10:05:30Z"], "--from 2026-11-22T10:05:30Z is not on a window boundary (windows of 60 s start at multiples of the window size since the Unix epoch): use 2026-11-22T10:05:00Z or 2026-11-22T10:06:00Z"),
+        (["--from", "2026-11-22T10:05:00Z", "--to", "2026-11-22T10:05:00Z"], "--to 2026-11-22T10:05:00Z is not after --from 2026-11-22T10:05:00Z: the range [from, to) would be empty; for one window write --to 2026-11-22T10:06:00Z"),
+        (["--from", "2026-11-22T10:05:00Z", "--to", "2026-11-22T10:00:00Z"], "is not after --from"),
+        (["--from", "yesterday"], "--from yesterday: not a time; write an RFC 3339 time with a zone, like 2026-11-22T10:00:00Z, or 'beginning'"),
+        (["--to", "2026-11-22 10:00"], "or 'end'"),
+        (["--from", "2026-11-22T10:00:00Z", "--window", "5m", "--to", "2026-11-22T10:07:00Z"], "use 2026-11-22T10:05:00Z or 2026-11-22T10:10:00Z"),
+    ])
+    func badRanges(_ arguments: [String], _ message: String) throws {
+        let result = try TrackpipeBinary.locate().run(["replay"] + arguments)
+        #expect(result.exitCode == 64)
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+    }
+
+    @Test("the progress display: a bar redrawn in place on a terminal, plain lines every few seconds in a pipe")
+    func progressDisplay() {
+        let written = LockedValue<[String]>([])
+        let terminal = ProgressDisplay(isTerminal: true) { text in written.set(written.get() + [text]) }
+        terminal.show(RunnerProgress(elapsedMilliseconds: 1_000, consumed: 50_000, done: 250, total: 1_000, finished: false))
+        terminal.show(RunnerProgress(elapsedMilliseconds: 2_000, consumed: 100_000, done: 1_000, total: 1_000, finished: true))
+        let drawn = written.get()
+        #expect(drawn.count == 2 && drawn.allSatisfy { $0.hasPrefix("\r\u{1B}[2Kreplay ") })
+        #expect(drawn[0].contains(" 25.0%") && drawn[0].contains("50,000/s") && drawn[0].contains("ETA 0:03") && !drawn[0].hasSuffix("\n"))
+        #expect(drawn[1].contains("100.0%") && drawn[1].hasSuffix("in 0:02\n"))
+
+        written.set([])
+        let pipe = ProgressDisplay(isTerminal: false, plainInterval: 5_000) { text in written.set(written.get() + [text]) }
+        for second in 1...12 {
+            pipe.show(RunnerProgress(elapsedMilliseconds: Int64(second) * 1_000, consumed: second * 10, done: Int64(second), total: 12, finished: second == 12))
+        }
+        let lines = written.get()
+        #expect(lines.count == 4, "\(lines)")  // 1 s, 6 s, 11 s, and the end
+        #expect(lines.allSatisfy { $0.hasPrefix("replay: ") && $0.hasSuffix("\n") && !$0.contains("\r") })
+        #expect(lines.last!.contains("100.0%"))
+    }
+}
