@@ -115,6 +115,13 @@ public struct AggregateStage: Stage {
         // Records of a partition this stage does not own (a guard upstream should have dropped
         // them) would have no task: refuse them loudly rather than count them nowhere.
         let work = byPartition.keys.sorted().map { partition in (partition, tasks[partition], byPartition[partition]!) }
+        // One task over everything (a replay) would normalize on one thread: normalize the batch
+        // in parallel first, in contiguous chunks, then count in order.
+        var normalized: [HitIntake.Outcome]?
+        if case .global = tasking, let intake, parallelism > 1, records.count >= 512 {
+            normalized = Self.normalizeInParallel(records, intake: intake, lanes: parallelism)
+        }
+        let outcomes = normalized
         var results = [TaskResult](repeating: TaskResult(), count: work.count)
         let lanes = min(parallelism, work.count)
         let input = self.input, intake = self.intake, sourceTopic = self.sourceTopic, range = self.range, size = window.size
@@ -127,7 +134,7 @@ public struct AggregateStage: Stage {
                     if let task {
                         slotsBox.value[item] = Self.run(
                             task: task, records: records, indices: indices, input: input, intake: intake,
-                            sourceTopic: sourceTopic, range: range, windowSize: size, now: now)
+                            sourceTopic: sourceTopic, range: range, windowSize: size, outcomes: outcomes, now: now)
                     } else {
                         var result = TaskResult()
                         result.report.accounting.staleDropped = indices.count
@@ -156,7 +163,7 @@ public struct AggregateStage: Stage {
     /// One task's share of a batch; runs on a worker thread, touching only this task.
     private static func run(
         task: AggregateTask, records: [InputRecord], indices: [Int], input: Input, intake: HitIntake?, sourceTopic: String,
-        range: Range<Int64>?, windowSize: Int64, now: Int64
+        range: Range<Int64>?, windowSize: Int64, outcomes: [HitIntake.Outcome]? = nil, now: Int64
     ) -> TaskResult {
         /// A dead letter belongs to a backfilled range by the time it is about: the window of a
         /// late hit, the Kafka timestamp of a message that could not be read.
@@ -176,7 +183,7 @@ public struct AggregateStage: Stage {
             if let intake {
                 result.report.accounting.consumed += 1
                 if replay { result.report.accounting.replayed += 1 }
-                switch intake.take(record) {
+                switch outcomes?[index] ?? intake.take(record) {
                 case .accepted(var event, let eventTime):
                     event.eventTime = eventTime
                     inputIndex[Position(record.partition, record.offset)] = index
@@ -258,6 +265,20 @@ public struct AggregateStage: Stage {
         // again would only repeat records (and, for a sink reading the stream, step back).
         result.emitted = task.isReplaying ? [] : output.emitted.filter { range?.contains($0.windowStart) ?? true }
         return result
+    }
+
+    /// Every record's verdict, computed on `lanes` threads over contiguous chunks.
+    private static func normalizeInParallel(_ records: [InputRecord], intake: HitIntake, lanes: Int) -> [HitIntake.Outcome] {
+        let chunk = (records.count + lanes - 1) / lanes
+        var parts = [[HitIntake.Outcome]](repeating: [], count: lanes)
+        parts.withUnsafeMutableBufferPointer { slots in
+            let box = UnsafeSendable(slots)
+            DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+                let range = (lane * chunk)..<min(records.count, (lane + 1) * chunk)
+                box.value[lane] = range.isEmpty ? [] : range.map { intake.take(records[$0]) }
+            }
+        }
+        return parts.flatMap { $0 }
     }
 
     /// The original message, unchanged, with the reason in headers. Behind the shuffle the

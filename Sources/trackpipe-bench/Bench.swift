@@ -12,6 +12,7 @@ struct TrackpipeBench: ParsableCommand {
             NormalizeBenchmark.self,
             WindowingBenchmark.self,
             PipelineBenchmark.self,
+            ReplayBenchmark.self,
         ]
     )
 }

@@ -1,0 +1,64 @@
+import ArgumentParser
+import Foundation
+import HitGenerator
+import Kafka
+
+/// `trackpipe replay` of a whole topic against `trackpipe run --until-end` on the same topic,
+/// alternating rounds: a backfill should be at least as fast as the live worker's bounded mode.
+struct ReplayBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay", abstract: "trackpipe replay vs trackpipe run --until-end on the same preloaded embedded topic.")
+
+    @Option(help: "Hits to preload.") var count = 400_000
+    @Option(help: "Partitions of the input topic.") var partitions = 32
+    @Option(help: "Alternating rounds of each contender.") var rounds = 3
+    @Option(help: "Shards for both.") var shards = 2
+    @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
+
+    func run() throws {
+        let binary = trackpipe ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("trackpipe").path
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw BenchError("no trackpipe binary at \(binary): swift build -c release --product trackpipe")
+        }
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("tracking-aggregates", partitions: 8)
+        try broker.createTopic("replay-out", partitions: 8)
+        try broker.createTopic("tracking-hits-dlq", partitions: 4)
+        let hits = HitStream(HitStreamConfig(count: count, seed: 99, deliveries: 200, span: 60 * 60_000)).generate()
+        print("preloading \(count) generated hits into \(partitions) partitions...")
+        try BenchSupport.preload(
+            broker, topic: "tracking-hits", partitions: partitions, values: hits.map(\.value), timestamps: hits.map(\.kafkaTimestamp))
+        var runs: [Double] = []
+        var replays: [Double] = []
+        for round in 1...rounds {
+            let group = "bench-\(UUID().uuidString.prefix(8))"
+            try broker.createTopic("\(group)-repartition", partitions: partitions)
+            runs.append(try time(binary, ["run", "--group", group, "--until-end"], broker))
+            replays.append(try time(binary, ["replay", "--output-topic", "replay-out"], broker))
+            print(String(format: "round %d: run --until-end %.2f s (%@), replay %.2f s (%@)", round, runs.last!,
+                BenchSupport.rate(count, runs.last!), replays.last!, BenchSupport.rate(count, replays.last!)))
+        }
+        let r = BenchSupport.median(runs), p = BenchSupport.median(replays)
+        print(String(format: "median: run --until-end %.2f s, replay %.2f s; replay / run rate %.2f (target >= 1)", r, p, r / p))
+    }
+
+    func time(_ binary: String, _ arguments: [String], _ broker: EmbeddedBroker) throws -> Double {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments + [
+            "--brokers", broker.bootstrapServers, "--shards", "\(shards)", "--log-level", "warning", "-X", "session.timeout.ms=6000",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        let start = BenchSupport.now()
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let seconds = BenchSupport.now() - start
+        guard process.terminationStatus == 0, text.contains("consumed      \(count) messages") else {
+            throw BenchError("trackpipe \(arguments[0]) failed: \(text.suffix(2000))")
+        }
+        return seconds
+    }
+}
