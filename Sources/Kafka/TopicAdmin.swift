@@ -18,6 +18,15 @@ public final class TopicAdmin: @unchecked Sendable {
         context.release()
     }
 
+    /// Whether a broker answers a metadata request within the timeout: the cheapest question
+    /// that tells "the cluster is reachable and lets us in".
+    public func ping(timeoutMilliseconds: Int32 = 3_000) -> Bool {
+        var metadata: UnsafePointer<rd_kafka_metadata>?
+        let err = rd_kafka_metadata(client, 0, nil, &metadata, timeoutMilliseconds)
+        if let metadata { rd_kafka_metadata_destroy(metadata) }
+        return !err.isError
+    }
+
     /// The partition count of `topic`, or nil when the cluster says it does not exist. Throws
     /// when the cluster cannot be asked (unreachable, not authorized).
     public func partitionCount(of topic: String, timeoutMilliseconds: Int32 = 10_000) throws -> Int? {

@@ -29,6 +29,7 @@ public final class Pipeline: @unchecked Sendable {
     private let metrics: PipelineMetrics?
     private let stopRequested = Atomic<Bool>(false)
     private let runners = Mutex<[any StoppableRunner]>([])
+    private let watch = Mutex<BrokerWatch?>(nil)
 
     /// The dead-letter reason for hits stamped too far ahead of their arrival.
     public static let futureTimestamp = HitIntake.futureTimestamp
@@ -52,7 +53,8 @@ public final class Pipeline: @unchecked Sendable {
 
     /// nil while the worker is healthy; else why not (for `/health`).
     public var healthProblem: String? {
-        runners.withLock { $0 }.lazy.compactMap(\.healthProblem).first
+        if let problem = watch.withLock({ $0 })?.problem(limit: config.unhealthyAfter) { return problem }
+        return runners.withLock { $0 }.lazy.compactMap(\.healthProblem).first
     }
 
     /// Runs until `requestStop`, or (with `untilEnd`) until the input is read to the end offsets
@@ -61,6 +63,15 @@ public final class Pipeline: @unchecked Sendable {
     public func run() throws -> PipelineSummary {
         try config.validate()
         let started = wallClockMillis()
+        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
+        let brokerWatch = BrokerWatch(
+            admin: admin, brokers: config.brokers, logger: logger, interval: min(5_000, max(250, config.unhealthyAfter / 4)), onChange: { [metrics] up in
+            metrics?.brokerReachable.set(Double(up ? 1 : 0))
+        })
+        metrics?.brokerReachable.set(Double(1))
+        brokerWatch.start()
+        watch.withLock { $0 = brokerWatch }
+        defer { brokerWatch.stop() }
         let stages = config.inputKeyedByDelivery ? try runSingleStage() : try runTwoStages()
         return PipelineSummary(stages: stages, elapsedMilliseconds: wallClockMillis() - started)
     }
@@ -156,6 +167,8 @@ public final class Pipeline: @unchecked Sendable {
             topic: topic, source: .group, bound: .unbounded, commits: true, consumer: config.consumerConfig(group: group),
             producer: config.producerConfig, destinations: topics, commitInterval: config.commitInterval)
         settings.maxBatch = config.maxBatch
+        settings.progressInterval = config.progressInterval
+        settings.unhealthyAfter = config.unhealthyAfter
         return settings
     }
 
@@ -174,6 +187,9 @@ public final class Pipeline: @unchecked Sendable {
             count = try admin.partitionCount(of: config.inputTopic)
         } catch let error as KafkaError where error.isUnknownTopic {
             count = nil
+        } catch {
+            throw PipelineError.kafka(
+                "cannot read the metadata of \(config.inputTopic) from \(config.brokers): \(error). Check --brokers (and -X security settings): no broker answered, or it refused this client")
         }
         guard let count else { throw PipelineError.inputTopicMissing(config.inputTopic) }
         return count

@@ -27,6 +27,11 @@ public struct PipelineConfig: Sendable {
     /// dead-lettered as `future_timestamp` (ms): one device with a wrong clock must not move the
     /// watermark for everyone and turn every later hit into `too_late`.
     public var maxFutureSkew: Int64 = 3_600_000
+    /// How often each stage logs a progress line (ms); 0 turns it off.
+    public var progressInterval: Int64 = 30_000
+    /// `/health` turns unhealthy after this long without a reachable broker, without an
+    /// assignment from the group, or without a turn of a consume loop (ms).
+    public var unhealthyAfter: Int64 = 60_000
     /// Largest batch taken from the consumer at once.
     public var maxBatch: Int = 4_096
 

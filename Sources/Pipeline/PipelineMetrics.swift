@@ -10,6 +10,8 @@ import Windowing
 public final class PipelineMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     let emitDelay: ValueHistogram
+    /// 1 while a broker answers metadata requests, 0 while none does.
+    let brokerReachable: Gauge
     private let counters: MetricFamily<Counter>
     private let gauges: MetricFamily<Gauge>
 
@@ -20,6 +22,10 @@ public final class PipelineMetrics: Sendable {
                 metricName: "trackpipe_emit_delay", unitName: "seconds",
                 helpText: "Wall-clock time from a window's end to its emission."),
             buckets: [0.5, 1, 5, 10, 30, 60, 120, 300, 900, 3600, 86400])
+        brokerReachable = registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                metricName: "trackpipe_broker_reachable", unitName: "",
+                helpText: "1 while a Kafka broker answers, 0 while none has answered the last check."))
         counters = MetricFamily { name, labels in
             registry.makeCounter(
                 descriptor: MetricNameDescriptor(metricName: name, unitName: "total", helpText: Self.help[name] ?? name),

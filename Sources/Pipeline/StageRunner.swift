@@ -1,6 +1,7 @@
 import Kafka
 import Logging
 import Synchronization
+import TrackingDomain
 
 /// Drives one `Stage` against Kafka: owns the consumer and the producer, admits records
 /// (guarding against librdkafka 2.0.x's batch-consume issues), passes time, commits, follows
@@ -30,6 +31,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let deliveryFailure = Mutex<String?>(nil)
     private let lastLoopMillis = Atomic<Int64>(0)
+    private let startedMillis = Atomic<Int64>(0)
+    /// When the group last handed this member an assignment (possibly empty); 0: never.
+    private let assignedMillis = Atomic<Int64>(0)
 
     private var stage: S
     private var consumer: KafkaConsumer?
@@ -39,6 +43,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private var totals = Accounting()
     /// Records handed to the stage since the last report (for progress between reports).
     private var pendingConsumed = 0
+    /// Messages behind the end of the owned partitions, as of the last report.
+    private var lastLag: Int64 = 0
     private var upstreamEndsTaken = false
     private var lastUnknownTopicLog: Int64 = .min / 2
     private var lastGuardLog: Int64 = .min / 2
@@ -63,8 +69,16 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// nil while healthy; else why not (for `/health`).
     public var healthProblem: String? {
         if let failure = deliveryFailure.withLock({ $0 }) { return "\(stage.name): delivery failed: \(failure)" }
+        let now = clock()
+        let limit = settings.unhealthyAfter
         let last = lastLoopMillis.load(ordering: .relaxed)
-        if last > 0 && clock() - last > 60_000 { return "\(stage.name): the consume loop has not turned for over 60 s" }
+        if last > 0 && now - last > limit {
+            return "\(stage.name): the consume loop has not turned for \((now - last) / 1000) s (stuck in a call to Kafka or in a stage)"
+        }
+        let started = startedMillis.load(ordering: .relaxed)
+        if case .group = settings.source, started > 0, assignedMillis.load(ordering: .relaxed) == 0, now - started > limit {
+            return "\(stage.name): the group \(settings.consumer["group.id"] ?? "") has not assigned partitions of \(settings.topic) for \((now - started) / 1000) s (a restarted member waits about session.timeout.ms; otherwise check the group coordinator)"
+        }
         return nil
     }
 
@@ -72,6 +86,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     public func run() throws -> StageSummary {
         let started = clock()
+        startedMillis.store(started, ordering: .relaxed)
         let producer = try KafkaProducer(
             config: settings.producer, logger: logger.with(label: "trackpipe.kafka.producer")
         ) { [weak self] report in
@@ -101,6 +116,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         var lastCommit = started
         var lastReport = started
         var lastProgress = started
+        var lastProgressLine = started
+        var lastWaitingLog = started
+        var lineBase = Accounting()
         do {
             while !stopRequested.load(ordering: .relaxed) {
                 let polled = try consumer.pollBatch(timeoutMilliseconds: 100) { batch in try handle(batch, into: &sink) }
@@ -119,6 +137,17 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 if now - lastReport >= 1_000 {
                     report()
                     lastReport = now
+                }
+                if case .group = settings.source, assignedMillis.load(ordering: .relaxed) == 0, now - lastWaitingLog >= 10_000 {
+                    lastWaitingLog = now
+                    logger.notice(
+                        "\(stage.name): waiting for partition assignment of \(settings.topic) (group \(settings.consumer["group.id"] ?? ""), \((now - started) / 1000) s so far; a member restarting in a group waits about session.timeout.ms)")
+                }
+                if settings.progressInterval > 0, now - lastProgressLine >= settings.progressInterval {
+                    report()
+                    logProgress(since: lineBase, seconds: Double(now - lastProgressLine) / 1000)
+                    lineBase = totals
+                    lastProgressLine = now
                 }
                 if let onProgress, now - lastProgress >= 250 {
                     onProgress(progressSnapshot(started: started, now: now))
@@ -171,6 +200,35 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         return RunnerProgress(
             elapsedMilliseconds: now - started, consumed: totals.consumed + pendingConsumed, done: known ? position : nil,
             total: known ? total : nil, finished: finished)
+    }
+
+    /// One line of what happened since the previous one, and a warning when the share of
+    /// `too_late` hits jumps: that is a clock or a replay far from now, not a trickle of
+    /// offline devices, and it silently fills the dead-letter topic.
+    private func logProgress(since base: Accounting, seconds: Double) {
+        var delta = totals
+        delta.consumed -= base.consumed
+        delta.accepted -= base.accepted
+        delta.emitted -= base.emitted
+        delta.duplicates -= base.duplicates
+        delta.replayed -= base.replayed
+        delta.deadLettered = delta.deadLettered.merging(base.deadLettered.mapValues { -$0 }, uniquingKeysWith: +).filter { $0.value > 0 }
+        delta.filtered = delta.filtered.merging(base.filtered.mapValues { -$0 }, uniquingKeysWith: +).filter { $0.value > 0 }
+        let letters = delta.deadLettered.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        var line = "\(stage.name): consumed \(delta.consumed) (\(Int(Double(delta.consumed) / max(seconds, 0.001)))/s), lag \(lastLag), accepted \(delta.accepted)"
+        if delta.filteredTotal > 0 { line += ", filtered \(delta.filteredTotal)" }
+        if settings.destinations[.output] != nil || settings.lineOutputs[.output] != nil { line += ", emitted \(delta.emitted)" }
+        if delta.duplicates > 0 { line += ", duplicates dropped \(delta.duplicates)" }
+        if delta.replayed > 0 { line += ", replayed \(delta.replayed)" }
+        line += ", dead-lettered \(delta.deadLetteredTotal)" + (letters.isEmpty ? "" : " (\(letters))")
+        line += " in the last \(Int(seconds.rounded())) s"
+        logger.info("\(line)")
+        let late = delta.deadLettered[RejectReason.tooLate.rawValue] ?? 0
+        let hits = delta.accepted + late
+        if late >= 10 && Double(late) > 0.01 * Double(hits) {
+            logger.warning(
+                "\(stage.name): \(late) of the last \(hits) hits (\(Int((100 * Double(late) / Double(hits)).rounded())) %) were too late for their windows and went to the dead-letter topic. Event time is far ahead of them: a device or producer clock far in the future, or old input replayed into a live worker (backfill old data with trackpipe replay), or --retention too short for how late hits arrive.")
+        }
     }
 
     private var boundReached: Bool {
@@ -288,15 +346,17 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."
             )
         }
+        var lags: [Int32: Int64] = [:]
+        if let consumer {
+            for (tp, state) in progress {
+                guard let marks = consumer.cachedWatermarks(tp) else { continue }
+                lags[tp.partition] = max(0, marks.high - (state.next ?? marks.low))
+            }
+        }
+        lastLag = lags.values.reduce(0, +)
         guard let metrics else { return }
         metrics.record(drained)
         metrics.gauges(stage.gauges())
-        guard let consumer else { return }
-        var lags: [Int32: Int64] = [:]
-        for (tp, state) in progress {
-            guard let marks = consumer.cachedWatermarks(tp) else { continue }
-            lags[tp.partition] = max(0, marks.high - (state.next ?? marks.low))
-        }
         metrics.lag(lags)
     }
 
@@ -336,6 +396,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     private func partitionsAssigned(_ partitions: [TopicPartition], startingAt explicit: [TopicPartitionOffset]? = nil) {
+        assignedMillis.store(clock(), ordering: .relaxed)
         guard let consumer else { return }
         let mine = partitions.filter { $0.topic == settings.topic }
         guard !mine.isEmpty else { return }
@@ -476,6 +537,11 @@ public struct RunnerSettings: Sendable {
     /// dead-letter topic).
     public var discarded: Set<Destination> = []
     public var commitInterval: Int64
+    /// How often a progress line is logged (ms); 0 turns it off.
+    public var progressInterval: Int64 = 30_000
+    /// `/health` reports a problem after this long without a turn of the loop, or, in a group,
+    /// without an assignment (ms).
+    public var unhealthyAfter: Int64 = 60_000
     /// How often the stage is given the time when records keep coming (ms).
     public var tickInterval: Int64 = 200
     public var maxBatch: Int = 4_096

@@ -50,13 +50,17 @@ struct RunCommand: ParsableCommand {
             "Dead-letter hits stamped more than this after their Kafka timestamp, as future_timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)"
     )
     var maxFutureSkew: String?
+    @Option(parsing: .unconditional, help: "How often each stage logs a progress line; 0s turns it off. (env TRACKPIPE_PROGRESS_INTERVAL, default 30s)")
+    var progressInterval: String?
+    @Option(parsing: .unconditional, help: "/health fails after this long without a reachable broker, a partition assignment or a turn of the consume loop. (env TRACKPIPE_UNHEALTHY_AFTER, default 60s)")
+    var unhealthyAfter: String?
     @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default info)") var logLevel: String?
     @Option(help: "text or json. (env TRACKPIPE_LOG_FORMAT, default text)") var logFormat: String?
 
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "log-level", "log-format",
+        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -111,6 +115,11 @@ struct RunCommand: ParsableCommand {
             throw ValidationError("\(text("commit-interval", commitInterval, "5s").label): must be longer than 0, like 1s or 5s")
         }
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
+        config.progressInterval = try environment.duration("progress-interval", progressInterval, default: "30s")
+        config.unhealthyAfter = try environment.duration("unhealthy-after", unhealthyAfter, default: "60s")
+        guard config.unhealthyAfter > 0 else {
+            throw ValidationError("\(text("unhealthy-after", unhealthyAfter, "60s").label): must be longer than 0, like 60s")
+        }
         config.kafkaProperties = try KafkaPropertyArguments.parse(
             pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
         let levelSetting = text("log-level", logLevel, "info")

@@ -14,9 +14,9 @@ final class LiveWorker: Sendable {
     private let result = Outcome()
     private let finished = DispatchSemaphore(value: 0)
 
-    init(_ config: PipelineConfig) {
+    init(_ config: PipelineConfig, logger given: Logger? = nil) {
         metrics = PipelineMetrics()
-        var logger = Logger(label: "trackpipe")
+        var logger = given ?? Logger(label: "trackpipe")
         if ProcessInfo.processInfo.environment["TRACKPIPE_DEBUG_CGRP"] != nil { logger.logLevel = .debug }
         pipeline = Pipeline(config: config, logger: logger, metrics: metrics)
         let thread = Thread { [pipeline, result, finished] in

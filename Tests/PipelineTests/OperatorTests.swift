@@ -1,0 +1,114 @@
+import Foundation
+import HitGenerator
+import Kafka
+import Logging
+import Pipeline
+import Synchronization
+import Testing
+import TrackpipeTestSupport
+import Windowing
+
+/// What an operator sees: `/health` telling the truth, progress lines, and a loud warning when
+/// hits start going to the dead-letter topic as too late.
+@Suite("Operator signals on the embedded broker", .serialized)
+struct OperatorTests {
+    final class Captured: Sendable {
+        let lines = Mutex<[(Logger.Level, String)]>([])
+        var all: [(Logger.Level, String)] { lines.withLock { $0 } }
+    }
+
+    struct Handler: LogHandler {
+        let captured: Captured
+        var logLevel: Logger.Level = .info
+        var metadata: Logger.Metadata = [:]
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) { captured.lines.withLock { $0.append((event.level, "\(event.message)")) } }
+    }
+
+    func config(_ broker: EmbeddedBroker, group: String) -> PipelineConfig {
+        var config = PipelineConfig()
+        config.brokers = broker.bootstrapServers
+        config.inputTopic = "hits"
+        config.outputTopic = "aggregates"
+        config.deadLetterTopic = "dlq"
+        config.group = group
+        config.commitInterval = 500
+        config.unhealthyAfter = 2_000
+        config.progressInterval = 500
+        config.window = WindowConfig(size: 60_000, grace: 1_000, retention: 600_000, idleTimeout: 1_000)
+        config.kafkaProperties = ["log_level": "0", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"]
+        return config
+    }
+
+    func makeBroker() throws -> EmbeddedBroker {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 4)
+        try broker.createTopic("aggregates", partitions: 2)
+        try broker.createTopic("dlq", partitions: 2)
+        return broker
+    }
+
+    @Test("/health says so when no broker answers for a while, and recovers when one does")
+    func healthFollowsTheBroker() throws {
+        let broker = try makeBroker()
+        let worker = LiveWorker(config(broker, group: "health"))
+        defer { _ = try? worker.stop() }
+        #expect(eventually(seconds: 20) { worker.metric("trackpipe_messages_consumed_total{stage=\"normalize\"}") >= 0 && worker.pipeline.healthProblem == nil })
+        usleep(1_000_000)
+        #expect(worker.pipeline.healthProblem == nil)
+        try broker.setBrokerDown(1)
+        var problem: String?
+        #expect(eventually(seconds: 20) {
+            problem = worker.pipeline.healthProblem
+            return problem?.contains("no Kafka broker at \(broker.bootstrapServers) has answered for") == true
+        }, "\(problem ?? "healthy")")
+        #expect(worker.metric("trackpipe_broker_reachable") == 0)
+        try broker.setBrokerUp(1)
+        #expect(eventually(seconds: 20) { worker.pipeline.healthProblem == nil }, "\(worker.pipeline.healthProblem ?? "")")
+        #expect(worker.metric("trackpipe_broker_reachable") == 1)
+    }
+
+    @Test("a group that never assigns partitions: logged as waiting, and /health names the group")
+    func waitingForAssignment() throws {
+        let broker = try makeBroker()
+        // The coordinator refuses every join for a while.
+        broker.failNextRequests(.joinGroup, with: Array(repeating: KafkaErrorCode.notCoordinator, count: 400))
+        let captured = Captured()
+        let logger = Logger(label: "test") { _ in Handler(captured: captured) }
+        var settings = config(broker, group: "nojoin")
+        settings.unhealthyAfter = 1_500
+        let worker = LiveWorker(settings, logger: logger)
+        defer { _ = try? worker.stop() }
+        var problem: String?
+        #expect(eventually(seconds: 30) {
+            problem = worker.pipeline.healthProblem
+            return problem?.contains("has not assigned partitions") == true
+        }, "\(problem ?? "healthy")")
+        #expect(problem?.contains("nojoin") == true)
+        #expect(eventually(seconds: 15) { captured.all.contains { $0.1.contains("waiting for partition assignment of hits") } })
+    }
+
+    @Test("progress lines every interval, and a warning naming the likely cause when too_late jumps")
+    func progressAndTooLateWarning() throws {
+        let broker = try makeBroker()
+        let captured = Captured()
+        let logger = Logger(label: "test") { _ in Handler(captured: captured) }
+        let worker = LiveWorker(config(broker, group: "progress"), logger: logger)
+        defer { _ = try? worker.stop() }
+        // A stream, then far older hits: their windows are long gone.
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let fresh = Corpus(HitStream(HitStreamConfig(count: 3_000, seed: 81, deliveries: 4, start: now - 600_000, span: 300_000, badRate: 0)).generate())
+        try fresh.produce(0..<fresh.hits.count, to: "hits", on: broker)
+        #expect(eventually(seconds: 30) { captured.all.contains { $0.1.hasPrefix("aggregate: consumed ") } })
+        let old = Corpus(HitStream(HitStreamConfig(count: 400, seed: 82, deliveries: 4, start: now - 86_400_000, span: 60_000, badRate: 0)).generate())
+        try old.produce(0..<old.hits.count, to: "hits", on: broker)
+        #expect(eventually(seconds: 30) { captured.all.contains { $0.0 == .warning && $0.1.contains("were too late for their windows") } })
+        let warning = captured.all.first { $0.1.contains("were too late") }!.1
+        #expect(warning.contains("old input replayed into a live worker") && warning.contains("trackpipe replay"))
+        let line = captured.all.first { $0.1.hasPrefix("normalize: consumed ") }!.1
+        #expect(line.contains("/s), lag ") && line.contains("dead-lettered") && line.contains("in the last"))
+    }
+}
