@@ -103,7 +103,7 @@ public final class Replay: @unchecked Sendable {
         let searches = zip(probe.sorted { $0.partition < $1.partition }, beginnings.sorted { $0.partition < $1.partition })
             .allSatisfy { $0.offset == $1.offset }
         guard searches else {
-            logger.notice("the broker does not search offsets by time (librdkafka's embedded broker does not): reading \(config.inputTopic) from the beginning")
+            logger.warning("the broker does not search offsets by time (librdkafka's embedded broker does not): reading \(config.inputTopic) from the beginning")
             return beginnings
         }
         let found = try consumer.offsets(forTimestamp: EventTimeMath.add(from, -lead), partitions: partitions)

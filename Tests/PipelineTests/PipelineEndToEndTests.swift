@@ -180,6 +180,10 @@ struct PipelineEndToEndTests {
         #expect(text.contains("trackpipe_dead_letters_total{stage=\"aggregate\",reason=\"too_late\"} 0\n"))
         #expect(text.contains("trackpipe_dead_letters_total{stage=\"normalize\",reason=\"future_timestamp\"} 0\n"))
         #expect(aggregate.consumed == normalize.accepted, "every routed event reached the aggregate stage once")
+        // The generated windows end after the wall clock of this run (a bounded run flushes
+        // them early): the delay from a window's end to its emission is never negative.
+        let sum = text.split(separator: "\n").first { $0.hasPrefix("trackpipe_emit_delay_seconds_sum") }
+        #expect(sum.flatMap { Double($0.split(separator: " ").last!) }.map { $0 >= 0 } == true, "\(String(describing: sum))")
     }
 
     @Test("a missing input topic stops --until-end with an error that names it")

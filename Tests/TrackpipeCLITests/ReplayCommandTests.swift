@@ -43,6 +43,7 @@ struct ReplayCommandTests {
         #expect(replay.exitCode == 0, "\(replay.stderr)")
         #expect(replay.stderr.contains("replay: 100.0%"), "progress in a pipe: plain lines ending at 100 %")
         #expect(replay.stderr.contains("balanced      yes"))
+        #expect(replay.stderr.contains("the broker does not search offsets by time"), "the embedded broker's limit is said")
         #expect(try reader.committed(inputPartitions) == committedBefore, "the live group's commits are untouched")
 
         let fromMillis = Self.start + 4 * 60_000, toMillis = Self.start + 9 * 60_000
@@ -91,6 +92,14 @@ struct ReplayCommandTests {
         let result = try TrackpipeBinary.locate().run(["replay"] + arguments)
         #expect(result.exitCode == 64)
         #expect(result.stderr.contains(message), "\(result.stderr)")
+    }
+
+    @Test("configuration errors of run exit 64 and name what to change")
+    func runConfigurationErrorsExit64() throws {
+        let result = try TrackpipeBinary.locate().run(["run", "--shards", "0"])
+        #expect(result.exitCode == 64)
+        #expect(result.stderr.contains("--shards 0: use 1 to 1024"), "\(result.stderr)")
+        #expect(result.stderr.contains("trackpipe run"), "run's usage, not the top-level one")
     }
 
     @Test("the progress display: a bar redrawn in place on a terminal, plain lines every few seconds in a pipe")
