@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 
 /// Flags fall back to `TRACKPIPE_<FLAG>` environment variables (a container's natural way to
 /// be configured), then to their defaults. Precedence: command line, environment, default.
@@ -107,5 +108,18 @@ struct Environment: Sendable {
         }
         return pairs.map { KafkaPropertyArguments.Pair($0.text.trimmingCharacters(in: .whitespaces), origin: $0.origin) }
             .filter { !$0.text.isEmpty }
+    }
+
+    /// The log level and format, each from its flag, `TRACKPIPE_LOG_LEVEL`/`_FORMAT` or the default.
+    func logSettings(level: String?, format: String?, defaultLevel: String) throws -> (Logger.Level, LogFormat) {
+        let levelSetting = setting("log-level", level, default: defaultLevel)
+        guard let parsedLevel = Logger.Level(rawValue: levelSetting.text.lowercased()) else {
+            throw ValidationError("\(levelSetting.label): use trace, debug, info, notice, warning, error or critical")
+        }
+        let formatSetting = setting("log-format", format, default: "text")
+        guard let parsedFormat = LogFormat(rawValue: formatSetting.text.lowercased()) else {
+            throw ValidationError("\(formatSetting.label): use text or json")
+        }
+        return (parsedLevel, parsedFormat)
     }
 }

@@ -81,14 +81,7 @@ struct ReplayCommand: ParsableCommand {
             throw ValidationError(
                 "--to \(to) is not after --from \(from): the range [from, to) would be empty; for one window write --to \(RFC3339.format(epochMillis: start + size))")
         }
-        let levelSetting = environment.setting("log-level", logLevel, default: "warning")
-        guard let level = Logger.Level(rawValue: levelSetting.text.lowercased()) else {
-            throw ValidationError("\(levelSetting.label): use trace, debug, info, notice, warning, error or critical")
-        }
-        let formatSetting = environment.setting("log-format", logFormat, default: "text")
-        guard let format = LogFormat(rawValue: formatSetting.text.lowercased()) else {
-            throw ValidationError("\(formatSetting.label): use text or json")
-        }
+        let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "warning")
         return Resolved(config: config, outputFile: outputFile, logLevel: level, logFormat: format)
     }
 

@@ -122,14 +122,7 @@ struct RunCommand: ParsableCommand {
         }
         config.kafkaProperties = try KafkaPropertyArguments.parse(
             pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
-        let levelSetting = text("log-level", logLevel, "info")
-        guard let level = Logger.Level(rawValue: levelSetting.text.lowercased()) else {
-            throw ValidationError("\(levelSetting.label): use trace, debug, info, notice, warning, error or critical")
-        }
-        let formatSetting = text("log-format", logFormat, "text")
-        guard let format = LogFormat(rawValue: formatSetting.text.lowercased()) else {
-            throw ValidationError("\(formatSetting.label): use text or json")
-        }
+        let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "info")
         let port = try environment.integer("metrics-port", metricsPort, default: 0)
         guard (0...65535).contains(port) else {
             throw ValidationError("\(text("metrics-port", metricsPort.map(String.init), "0").label): use 0 (off) or a port number")

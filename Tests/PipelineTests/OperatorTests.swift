@@ -29,27 +29,16 @@ struct OperatorTests {
     }
 
     func config(_ broker: EmbeddedBroker, group: String) -> PipelineConfig {
-        var config = PipelineConfig()
-        config.brokers = broker.bootstrapServers
-        config.inputTopic = "hits"
-        config.outputTopic = "aggregates"
-        config.deadLetterTopic = "dlq"
-        config.group = group
+        var config = TestTopics.config(
+            broker, group: group, window: WindowConfig(size: 60_000, grace: 1_000, retention: 600_000, idleTimeout: 1_000))
         config.commitInterval = 500
         config.unhealthyAfter = 2_000
         config.progressInterval = 500
-        config.window = WindowConfig(size: 60_000, grace: 1_000, retention: 600_000, idleTimeout: 1_000)
-        config.kafkaProperties = ["log_level": "0", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"]
+        config.kafkaProperties["log_level"] = "0"
         return config
     }
 
-    func makeBroker() throws -> EmbeddedBroker {
-        let broker = try EmbeddedBroker()
-        try broker.createTopic("hits", partitions: 4)
-        try broker.createTopic("aggregates", partitions: 2)
-        try broker.createTopic("dlq", partitions: 2)
-        return broker
-    }
+    func makeBroker() throws -> EmbeddedBroker { try TestTopics.broker(inputPartitions: 4, outputPartitions: 2) }
 
     @Test("/health says so when no broker answers for a while, and recovers when one does")
     func healthFollowsTheBroker() throws {

@@ -13,32 +13,16 @@ struct PipelineEndToEndTests {
     static let minute: Int64 = 60_000
 
     func makeBroker(inputPartitions: Int = 16) throws -> EmbeddedBroker {
-        let broker = try EmbeddedBroker()
-        try broker.createTopic("hits", partitions: inputPartitions)
-        try broker.createTopic("aggregates", partitions: 4)
-        try broker.createTopic("dlq", partitions: 2)
-        return broker
+        try TestTopics.broker(inputPartitions: inputPartitions)
     }
 
     func config(_ broker: EmbeddedBroker, group: String, shards: Int = 2) -> PipelineConfig {
-        var config = PipelineConfig()
-        config.brokers = broker.bootstrapServers
-        config.inputTopic = "hits"
-        config.outputTopic = "aggregates"
-        config.deadLetterTopic = "dlq"
-        config.group = group
-        config.shards = shards
+        var config = TestTopics.config(broker, group: group, window: WindowConfig(size: Self.minute), shards: shards)
         config.untilEnd = true
-        config.window = WindowConfig(size: Self.minute)
-        // The embedded broker holds a rejoin for about the session timeout when the group has
-        // history; real brokers act on LeaveGroup at once. Keep tests quick.
-        config.kafkaProperties = ["log_level": "3", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"]
         return config
     }
 
-    func contents(_ broker: EmbeddedBroker) throws -> TopicContents {
-        try TopicContents(broker: broker, output: "aggregates", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
-    }
+    func contents(_ broker: EmbeddedBroker) throws -> TopicContents { try TestTopics.contents(broker) }
 
     @Test("tens of thousands of hits in every shape: the last record per key equals the independent reference; dead letters match by reason, bytes unchanged")
     func generatedCorpus() throws {

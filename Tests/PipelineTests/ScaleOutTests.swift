@@ -13,32 +13,17 @@ import Windowing
 struct ScaleOutTests {
     static let window: Int64 = 10_000
 
-    func makeBroker(partitions: Int = 8) throws -> EmbeddedBroker {
-        let broker = try EmbeddedBroker()
-        try broker.createTopic("hits", partitions: partitions)
-        try broker.createTopic("aggregates", partitions: 4)
-        try broker.createTopic("dlq", partitions: 2)
-        return broker
-    }
+    func makeBroker() throws -> EmbeddedBroker { try TestTopics.broker() }
 
     func config(_ broker: EmbeddedBroker, group: String, untilEnd: Bool = false) -> PipelineConfig {
-        var config = PipelineConfig()
-        config.brokers = broker.bootstrapServers
-        config.inputTopic = "hits"
-        config.outputTopic = "aggregates"
-        config.deadLetterTopic = "dlq"
-        config.group = group
-        config.shards = 2
+        var config = TestTopics.config(
+            broker, group: group, window: WindowConfig(size: Self.window, grace: 1_000, retention: 3_600_000, idleTimeout: 1_500))
         config.untilEnd = untilEnd
         config.commitInterval = 300
-        config.window = WindowConfig(size: Self.window, grace: 1_000, retention: 3_600_000, idleTimeout: 1_500)
-        config.kafkaProperties = ["log_level": "3", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"]
         return config
     }
 
-    func contents(_ broker: EmbeddedBroker) throws -> TopicContents {
-        try TopicContents(broker: broker, output: "aggregates", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
-    }
+    func contents(_ broker: EmbeddedBroker) throws -> TopicContents { try TestTopics.contents(broker) }
 
     /// Produces hits to explicit partitions (index modulo the partition count, or `partition`).
     func produce(_ corpus: Corpus, _ range: Range<Int>, on broker: EmbeddedBroker, partitions: Int32 = 8, only: Int32? = nil, except: Int32? = nil) throws {
