@@ -86,17 +86,23 @@ import Yams
 
     @Test func everyWorkerEnvironmentResolvesLikeTheWorkerResolvesIt() throws {
         // The exact code path `trackpipe run` takes at start-up: a value it would refuse
-        // (a duration without unit, a bad log level, a cooperative assignor) fails here.
+        // (a duration without unit, a bad log level, automatic commits) fails here.
         let image = try Dockerfile.load().runtimeEnvironment
-        let compose = try DeployFiles.environment(of: DeployFiles.compose()["services"]["trackpipe"])
         let kubernetes = try DeployFiles.kubernetesEnvironment()
-        for (place, variables) in [("Dockerfile", image), ("compose trackpipe", image.merging(compose) { $1 }),
-            ("Kubernetes", image.merging(kubernetes) { $1 })]
-        {
+        var environments = [("Dockerfile", image)]
+        for (service, _) in try DeployFiles.workerServices() {
+            environments.append(("compose \(service)", try DeployFiles.workerEnvironment(service)))
+        }
+        environments.append(("Kubernetes", image.merging(kubernetes) { $1 }))
+        #expect(environments.count >= 3, "the Dockerfile, the compose workers, Kubernetes")
+        for (place, variables) in environments {
             #expect(throws: Never.self, "\(place) environment") {
                 let resolved = try RunCommand.parse([]).resolve(Environment(variables))
                 #expect(resolved.metricsPort > 0, "\(place): /metrics and /health must be on")
                 #expect(resolved.logFormat == .json, "\(place): log collectors expect JSON")
+                // The generator (and most producers) key the input by device: counts are exact
+                // only through the repartition stage.
+                #expect(!resolved.config.inputKeyedByDelivery, "\(place): the input is not keyed by deliveryId")
             }
         }
         let resolved = try RunCommand.parse([]).resolve(Environment(image.merging(kubernetes) { $1 }))
@@ -113,20 +119,25 @@ import Yams
         #expect(resolvedDefaults.outputTopic == defaults.outputTopic)
         #expect(resolvedDefaults.deadLetterTopic == defaults.deadLetterTopic)
 
+        #expect(resolvedDefaults.effectiveRepartitionTopic == defaults.effectiveRepartitionTopic)
+
         let expected = [
             "TRACKPIPE_INPUT_TOPIC": defaults.inputTopic, "TRACKPIPE_OUTPUT_TOPIC": defaults.outputTopic,
-            "TRACKPIPE_DLQ_TOPIC": defaults.deadLetterTopic,
+            "TRACKPIPE_DLQ_TOPIC": defaults.deadLetterTopic, "TRACKPIPE_REPARTITION_TOPIC": defaults.effectiveRepartitionTopic,
         ]
         let compose = try DeployFiles.compose()
-        let worker = DeployFiles.environment(of: compose["services"]["trackpipe"])
+        let workers = try DeployFiles.workerServices()
         let configMap = try DeployFiles.manifest(kind: "ConfigMap")["data"]
         for (name, topic) in expected {
-            #expect(worker[name] == topic, "compose trackpipe \(name)")
+            for (service, definition) in workers {
+                #expect(DeployFiles.environment(of: definition)[name] == topic, "compose \(service) \(name)")
+            }
             #expect(configMap[name].string == topic, "ConfigMap \(name)")
         }
 
         let created = try DeployFiles.createdTopics(compose)
-        #expect(Set(created.keys) == [defaults.inputTopic, defaults.outputTopic, defaults.deadLetterTopic])
+        let repartition = defaults.effectiveRepartitionTopic
+        #expect(Set(created.keys) == [defaults.inputTopic, defaults.outputTopic, defaults.deadLetterTopic, repartition])
         // Compaction keeps the last record per <deliveryId>@<windowStart>: the full counts.
         #expect(created[defaults.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
         #expect(created[defaults.inputTopic]?.configs.contains("cleanup.policy=compact") == false)
@@ -134,9 +145,29 @@ import Yams
             #expect(settings.partitions ?? 0 >= 1, "\(topic): --partitions")
         }
 
+        // The repartition topic: as many partitions as the input (the worker's own choice when
+        // it creates the topic; fewer would cap the aggregate stage below the normalize stage),
+        // deleted by time, never compacted (its keys are deliveries: compaction would drop
+        // events), and kept longer than the aggregate group's commits trail (--retention).
+        let inputPartitions = try #require(created[defaults.inputTopic]?.partitions, "\(defaults.inputTopic) --partitions")
+        #expect(created[repartition]?.partitions == inputPartitions, "\(repartition) must have \(inputPartitions) partitions, like \(defaults.inputTopic)")
+        let repartitionConfigs = created[repartition]?.configs ?? []
+        #expect(repartitionConfigs.contains("cleanup.policy=delete"), "\(repartition): cleanup.policy=delete, explicitly")
+        let retention = repartitionConfigs.first { $0.hasPrefix("retention.ms=") }.flatMap { Int64($0.dropFirst("retention.ms=".count)) }
+        #expect(retention != nil, "\(repartition): an explicit retention.ms")
+        for (service, _) in workers {
+            // What each instance actually resolves, so the variable is proven to be read.
+            let config = try RunCommand.parse([]).resolve(Environment(DeployFiles.workerEnvironment(service))).config
+            #expect(config.effectiveRepartitionTopic == repartition, "compose \(service) uses the repartition topic the topics job creates")
+            #expect(created[config.inputTopic] != nil, "compose \(service) reads a topic the topics job creates")
+            #expect((retention ?? 0) > config.window.retention, "\(repartition) retention.ms must exceed \(service)'s --retention")
+        }
+
         let generator = try DeployFiles.generatorCommand()
         #expect(generator.topic == defaults.inputTopic, "the generator must feed the worker's input topic")
-        #expect(generator.brokers == worker["TRACKPIPE_BROKERS"], "the generator and the worker must use the same Kafka")
+        for (service, definition) in workers {
+            #expect(generator.brokers == DeployFiles.environment(of: definition)["TRACKPIPE_BROKERS"], "the generator and \(service) must use the same Kafka")
+        }
     }
 
     @Test func configMapDurationsParseAndKeepRetentionAtLeastGrace() throws {
@@ -172,18 +203,20 @@ import Yams
         #expect(healthcheck.contains("/health "), "HEALTHCHECK must GET /health")
         #expect(healthcheck.contains("${TRACKPIPE_METRICS_PORT}") || healthcheck.contains("/\(port)"), "HEALTHCHECK port")
 
-        let compose = try DeployFiles.compose()
-        let worker = compose["services"]["trackpipe"]
-        #expect(DeployFiles.environment(of: worker)["TRACKPIPE_METRICS_PORT"] == "\(port)", "compose worker TRACKPIPE_METRICS_PORT")
-        let published = (worker["ports"].sequence ?? []).compactMap { ($0 as? String)?.split(separator: ":").last.map(String.init) }
-        #expect(published.contains("\(port)"), "compose publishes the worker's metrics port")
+        let workers = try DeployFiles.workerServices()
+        for (service, worker) in workers {
+            #expect(DeployFiles.environment(of: worker)["TRACKPIPE_METRICS_PORT"] == "\(port)", "compose \(service) TRACKPIPE_METRICS_PORT")
+            let published = DeployFiles.publishedPorts(worker).map { $0.container }
+            #expect(published.contains("\(port)"), "compose \(service) publishes its metrics port")
+        }
 
+        // Every instance is a target of its own: each reports only the partitions it owns.
         let prometheus = try DeployFiles.yaml("deploy/prometheus.yml")
         let jobs = prometheus["scrape_configs"].sequence ?? []
         let targets = jobs.flatMap { job in
             (YAMLNode(job)["static_configs"].sequence ?? []).flatMap { (YAMLNode($0)["targets"].sequence ?? []).map { "\($0)" } }
         }
-        #expect(targets == ["trackpipe:\(port)"], "Prometheus scrapes the compose service trackpipe on the metrics port")
+        #expect(targets.sorted() == workers.map { "\($0.name):\(port)" }.sorted(), "Prometheus scrapes every compose worker instance on the metrics port")
         #expect(jobs.allSatisfy { YAMLNode($0)["metrics_path"].string ?? "/metrics" == "/metrics" })
 
         let deployment = try DeployFiles.manifest(kind: "Deployment")
@@ -308,16 +341,18 @@ import Yams
         #expect(rate > 0)
         #expect(generator.count == nil, "a --count would stop the generator, and the windows with it")
         #expect(generator.start == nil && generator.span == nil)
-        let worker = DeployFiles.environment(of: try DeployFiles.compose()["services"]["trackpipe"])
-        #expect(generator.brokers == worker["TRACKPIPE_BROKERS"])
-        #expect(generator.topic == worker["TRACKPIPE_INPUT_TOPIC"])
+        for (service, definition) in try DeployFiles.workerServices() {
+            let worker = DeployFiles.environment(of: definition)
+            #expect(generator.brokers == worker["TRACKPIPE_BROKERS"], "\(service)")
+            #expect(generator.topic == worker["TRACKPIPE_INPUT_TOPIC"], "\(service)")
+        }
     }
 
     @Test func composeStartsEachServiceOnlyWhenWhatItNeedsIsReady() throws {
         let services = try DeployFiles.compose()["services"]
         #expect(services["kafka"]["healthcheck"]["test"].sequence != nil, "Kafka needs a healthcheck for service_healthy")
         #expect(services["topics"]["depends_on"]["kafka"]["condition"].string == "service_healthy")
-        for service in ["trackpipe", "generator"] {
+        for service in try DeployFiles.workerServices().map({ $0.name }) + ["generator"] {
             #expect(services[service]["depends_on"]["topics"]["condition"].string == "service_completed_successfully", "\(service)")
             #expect(services[service]["build"]["dockerfile"].string == "deploy/Dockerfile", "\(service) builds the image")
             #expect(services[service]["build"]["context"].string == "..", "\(service): the context is the repository root")
@@ -327,6 +362,40 @@ import Yams
         #expect(advertised.contains("://kafka:9092") && advertised.contains("://localhost:9094"))
         #expect((kafka["ports"].sequence ?? []).contains { "\($0)" == "9094:9094" }, "kcat on the host uses localhost:9094")
         #expect(services["topics"]["command"].sequence?.first.map { "\($0)" }?.contains("--if-not-exists") == true)
+    }
+
+    @Test func composeRunsTheWorkerAsSeveralInstancesOfOneDeployment() throws {
+        // Several instances, as the worker is deployed: they share the groups and topics, and
+        // the repartition stage keeps the counts exact.
+        let compose = try DeployFiles.compose()
+        let workers = try DeployFiles.workerServices()
+        let instances = workers.map { $0.definition["deploy"]["replicas"].int ?? 1 }.reduce(0, +)
+        #expect(instances >= 2, "the compose stack runs more than one worker instance")
+        var shapes: Set<String> = []
+        for (service, _) in workers {
+            let config = try RunCommand.parse([]).resolve(Environment(DeployFiles.workerEnvironment(service))).config
+            shapes.insert(
+                [config.brokers, config.group, config.aggregateGroup, config.inputTopic, config.effectiveRepartitionTopic,
+                    config.outputTopic, config.deadLetterTopic, "\(config.window)", "\(config.maxFutureSkew)"].joined(separator: " "))
+        }
+        #expect(shapes.count == 1, "every instance must be configured alike (groups, topics, windows): \(shapes)")
+
+        // A host port can be published once: replicas of one service cannot share a fixed one,
+        // and two services cannot publish the same.
+        var publishers: [String: [String]] = [:]
+        for (service, definition) in compose["services"].mapping ?? [:] {
+            let node = YAMLNode(definition)
+            let replicas = node["deploy"]["replicas"].int ?? 1
+            for port in DeployFiles.publishedPorts(node) {
+                publishers[port.host, default: []].append(service)
+                if replicas > 1 && !port.host.isEmpty && !port.host.contains("-") {
+                    Issue.record("\(service): \(replicas) replicas cannot all publish host port \(port.host)")
+                }
+            }
+        }
+        for (port, services) in publishers where !port.isEmpty && services.count > 1 {
+            Issue.record("host port \(port) is published by \(services.sorted()): only one can have it")
+        }
     }
 
     private static func exitStatus(_ command: [String], port: Int) throws -> Int32 {
@@ -399,6 +468,43 @@ enum DeployFiles {
         return result
     }
 
+    /// The compose services that run the worker: built from deploy/Dockerfile, with the image's
+    /// command (`run`) or an explicit `run`. Sorted by name.
+    static func workerServices() throws -> [(name: String, definition: YAMLNode)] {
+        let services = try compose()["services"].mapping ?? [:]
+        return services.keys.sorted().compactMap { name in
+            let service = YAMLNode(services[name])
+            guard service["build"]["dockerfile"].string == "deploy/Dockerfile" || service["image"].string == "trackpipe:local" else {
+                return nil
+            }
+            let command = service["command"].sequence.map { $0.map { "\($0)" } } ?? service["command"].string.map { $0.split(separator: " ").map(String.init) }
+            guard command == nil || command?.first == "run" else { return nil }
+            return (name, service)
+        }
+    }
+
+    /// What a compose worker's process sees: the image's ENV, then the service's environment.
+    static func workerEnvironment(_ service: String) throws -> [String: String] {
+        let definition = try compose()["services"][service]
+        return try Dockerfile.load().runtimeEnvironment.merging(environment(of: definition)) { $1 }
+    }
+
+    /// A compose service's published ports, short ("[ip:]host:container[/proto]") or long syntax;
+    /// `host` is empty when Docker picks one.
+    static func publishedPorts(_ service: YAMLNode) -> [(host: String, container: String)] {
+        (service["ports"].sequence ?? []).compactMap { entry in
+            let long = YAMLNode(entry)
+            if long.mapping != nil {
+                guard let target = long["target"].scalarText else { return nil }
+                return (long["published"].scalarText ?? "", target)
+            }
+            guard let text = YAMLNode(entry).scalarText else { return nil }
+            let parts = text.split(separator: "/").first.map { $0.split(separator: ":", omittingEmptySubsequences: false).map(String.init) } ?? []
+            guard let container = parts.last else { return nil }
+            return (parts.count >= 2 ? parts[parts.count - 2] : "", container)
+        }
+    }
+
     static func workerContainer(_ deployment: YAMLNode) throws -> YAMLNode {
         let containers = (deployment["spec"]["template"]["spec"]["containers"].sequence ?? []).map(YAMLNode.init)
         guard let worker = containers.first(where: { $0["name"].string == "trackpipe" }) else {
@@ -439,10 +545,15 @@ enum DeployFiles {
 
     /// The topics the compose `topics` job creates, from its kafka-topics.sh --create lines.
     static func createdTopics(_ compose: YAMLNode) throws -> [String: TopicSettings] {
-        let script = (compose["services"]["topics"]["command"].sequence ?? []).map { "\($0)" }.joined(separator: "\n")
+        try createdTopics(script: (compose["services"]["topics"]["command"].sequence ?? []).map { "\($0)" }.joined(separator: "\n"))
+    }
+
+    /// The topics the `kafka-topics.sh ... --create` commands of a script or document create
+    /// (any line with `--create`: the compose script calls kafka-topics.sh through a variable).
+    static func createdTopics(script: String) throws -> [String: TopicSettings] {
         var topics: [String: TopicSettings] = [:]
-        for line in script.split(separator: "\n") where line.contains("--create") {
-            let words = line.split(separator: " ").map(String.init)
+        for line in commandLines(script) where line.contains("--create") {
+            let words = Self.words(line)
             func values(_ flag: String) -> [String] {
                 words.indices.filter { words[$0] == flag && $0 + 1 < words.count }.map { words[$0 + 1] }
             }
@@ -450,6 +561,45 @@ enum DeployFiles {
             topics[topic] = TopicSettings(partitions: values("--partitions").first.flatMap { Int($0) }, configs: values("--config"))
         }
         return topics
+    }
+
+    /// What the `kafka-acls.sh --add` commands of a document allow, as "operation topic:name" and
+    /// "operation group:name" (operations lowercased).
+    static func aclGrants(_ text: String) -> Set<String> {
+        var grants: Set<String> = []
+        for line in commandLines(text) where line.contains("kafka-acls") && line.contains("--add") {
+            let words = Self.words(line)
+            func values(_ flag: String) -> [String] {
+                words.indices.filter { words[$0] == flag && $0 + 1 < words.count }.map { words[$0 + 1] }
+            }
+            let resources = values("--topic").map { "topic:\($0)" } + values("--group").map { "group:\($0)" }
+            for operation in values("--operation") {
+                for resource in resources { grants.insert("\(operation.lowercased()) \(resource)") }
+            }
+        }
+        return grants
+    }
+
+    /// Lines with shell continuations (a trailing backslash) joined.
+    static func commandLines(_ text: String) -> [String] {
+        var lines: [String] = []
+        var pending = ""
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasSuffix("\\") {
+                pending += line.dropLast() + " "
+            } else {
+                lines.append(pending + line)
+                pending = ""
+            }
+        }
+        if !pending.isEmpty { lines.append(pending) }
+        return lines
+    }
+
+    /// A command line's words, with simple quotes removed.
+    static func words(_ line: String) -> [String] {
+        line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "'\"")) }
     }
 
     /// The generator's `command`: the arguments of the image's `trackpipe` entrypoint.
