@@ -398,6 +398,34 @@ import Yams
         }
     }
 
+    @Test func kubernetesRunsSeveralReplicasReplacedOneAtATime() throws {
+        let deployment = try DeployFiles.manifest(kind: "Deployment")
+        let spec = deployment["spec"]
+        let replicas = try #require(spec["replicas"].int, "the Deployment sets replicas")
+        #expect(replicas > 1, "several replicas: the repartition stage keeps the counts exact")
+        #expect(spec["strategy"]["type"].string == "RollingUpdate", "pods are replaced one by one, never all at once")
+
+        // Each pod joining or leaving is a rebalance: one change at a time, chosen explicitly
+        // (Kubernetes' 25% defaults round differently for each replica count).
+        let rolling = spec["strategy"]["rollingUpdate"]
+        let surge = DeployFiles.podCount(rolling["maxSurge"], of: replicas, roundingUp: true)
+        let unavailable = DeployFiles.podCount(rolling["maxUnavailable"], of: replicas, roundingUp: false)
+        let both = try #require(surge.flatMap { surge in unavailable.map { (surge, $0) } }, "maxSurge and maxUnavailable set explicitly")
+        #expect(both.0 + both.1 >= 1, "Kubernetes refuses a rolling update that may neither add nor remove a pod")
+        #expect(both.0 <= 1 && both.1 <= 1, "one pod change, one rebalance, at a time")
+
+        // Drains: one pod at a time too, and never every pod.
+        let budget = try DeployFiles.manifest(kind: "PodDisruptionBudget")["spec"]
+        #expect(budget["minAvailable"].value == nil, "minAvailable would not follow the replica count")
+        let evictable = try #require(DeployFiles.podCount(budget["maxUnavailable"], of: replicas, roundingUp: true), "PDB maxUnavailable")
+        #expect(evictable >= 1 && evictable < replicas, "the PDB lets drains proceed, one pod at a time, and keeps some up")
+        let podLabels = spec["template"]["metadata"]["labels"].mapping?.mapValues { "\($0)" } ?? [:]
+        for selector in [spec["selector"]["matchLabels"], budget["selector"]["matchLabels"]] {
+            let wanted = selector.mapping?.mapValues { "\($0)" } ?? [:]
+            #expect(!wanted.isEmpty && wanted.allSatisfy { podLabels[$0.key] == $0.value }, "selectors match the pods' labels")
+        }
+    }
+
     private static func exitStatus(_ command: [String], port: Int) throws -> Int32 {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -503,6 +531,15 @@ enum DeployFiles {
             guard let container = parts.last else { return nil }
             return (parts.count >= 2 ? parts[parts.count - 2] : "", container)
         }
+    }
+
+    /// A Deployment's or PDB's pod count: a number, or a percentage of `replicas` (maxSurge
+    /// rounds up, maxUnavailable down, as Kubernetes does).
+    static func podCount(_ node: YAMLNode, of replicas: Int, roundingUp: Bool) -> Int? {
+        if let count = node.int { return count }
+        guard let text = node.string, text.hasSuffix("%"), let percent = Int(text.dropLast()) else { return nil }
+        let exact = Double(replicas * percent) / 100
+        return Int(roundingUp ? exact.rounded(.up) : exact.rounded(.down))
     }
 
     static func workerContainer(_ deployment: YAMLNode) throws -> YAMLNode {
