@@ -16,7 +16,10 @@ import Yams
 /// compiler reads, and there is no Docker engine or cluster here to run them. These tests
 /// hold them to the program instead: every variable they set is one `trackpipe run` reads,
 /// every value parses the way the worker parses it, topic names and the metrics port agree
-/// across files, and the commands they run are real subcommands with real flags.
+/// across files, and the commands they run are real subcommands with real flags. The worker
+/// runs as several instances (two compose services, Kubernetes replicas), so the files are
+/// also held to what that needs: the repartition topic created like the input, every
+/// instance scraped, one rebalance at a time, and notes that name both consumer groups.
 @Suite struct DeployFilesTests {
     @Test func everyYAMLFileUnderDeployParsesAndEveryManifestIsNamed() throws {
         let files = try DeployFiles.yamlFiles()
@@ -426,6 +429,72 @@ import Yams
         }
     }
 
+    @Test func kubernetesNotesCreateTheTopicsAndGrantWhatTheReplicasNeed() throws {
+        // The notes users follow before the first start, held to the manifests: what the pods
+        // resolve from the ConfigMap is what the commands create and grant.
+        let config = try RunCommand.parse([]).resolve(
+            Environment(Dockerfile.load().runtimeEnvironment.merging(DeployFiles.kubernetesEnvironment()) { $1 })
+        ).config
+        let notes = try DeployFiles.text("deploy/k8s/README.md")
+        let created = try DeployFiles.createdTopics(script: notes)
+        let repartition = config.effectiveRepartitionTopic
+        #expect(Set(created.keys).isSuperset(of: [config.inputTopic, config.outputTopic, config.deadLetterTopic, repartition]))
+        let inputPartitions = try #require(created[config.inputTopic]?.partitions, "the notes create \(config.inputTopic) with --partitions")
+        #expect(created[repartition]?.partitions == inputPartitions, "\(repartition): as many partitions as \(config.inputTopic)")
+        #expect(created[repartition]?.configs.contains("cleanup.policy=delete") == true, "\(repartition): cleanup.policy=delete")
+        #expect(created[config.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
+
+        // Each stage's parallelism is bounded by its topic's partitions: more pods would idle.
+        let replicas = try #require(DeployFiles.manifest(kind: "Deployment")["spec"]["replicas"].int)
+        #expect(replicas <= min(inputPartitions, created[repartition]?.partitions ?? 0), "replicas beyond the partitions idle")
+
+        // ACLs: both stages consume and produce, and commit in their own groups.
+        let grants = DeployFiles.aclGrants(notes)
+        let needed = [
+            "read topic:\(config.inputTopic)", "read topic:\(repartition)", "write topic:\(repartition)",
+            "write topic:\(config.outputTopic)", "write topic:\(config.deadLetterTopic)", "read group:\(config.group)",
+            "read group:\(config.aggregateGroup)",
+        ]
+        for grant in needed {
+            #expect(grants.contains(grant), "deploy/k8s/README.md grants no \(grant)")
+        }
+        // The topic is created above; a worker left to create it itself needs Create on it.
+        #expect(grants.contains("create topic:\(repartition)"), "the notes show the Create grant for a worker that creates the topic itself")
+    }
+
+    @Test func deployDocsWatchBothConsumerGroupsAndNameRealServices() throws {
+        // Lag must be looked at for both stages' groups; the names come from what the
+        // worker resolves, so a renamed group or a changed suffix fails here.
+        let composeConfig = try RunCommand.parse([]).resolve(
+            Environment(DeployFiles.workerEnvironment(try #require(DeployFiles.workerServices().first).name))).config
+        let kubernetesConfig = try RunCommand.parse([]).resolve(
+            Environment(Dockerfile.load().runtimeEnvironment.merging(DeployFiles.kubernetesEnvironment()) { $1 })).config
+        for (file, config) in [("docs/deploy.md", composeConfig), ("deploy/k8s/README.md", kubernetesConfig)] {
+            let text = try DeployFiles.text(file)
+            for group in [config.group, config.aggregateGroup] {
+                let pattern = try NSRegularExpression(pattern: "--group " + NSRegularExpression.escapedPattern(for: group) + "(?![A-Za-z0-9._-])")
+                #expect(pattern.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil, "\(file): no --describe --group \(group)")
+            }
+            #expect(text.contains(config.effectiveRepartitionTopic), "\(file) names the repartition topic")
+        }
+
+        // Every compose service the walkthrough tells users to act on exists.
+        let services = Set(try DeployFiles.compose()["services"].mapping?.keys.map { $0 } ?? [])
+        let text = try DeployFiles.text("docs/deploy.md")
+        let command = try NSRegularExpression(
+            pattern: "docker compose -f deploy/docker-compose.yml (?:stop|start|restart|logs|exec|kill|rm|up -d|pause|unpause)((?: [a-z0-9][a-z0-9_-]*)+)")
+        var named = 0
+        for match in command.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+            let names = text[Range(match.range(at: 1), in: text)!].split(separator: " ").map(String.init)
+            // `exec kafka /opt/...`: only the first word is a service there.
+            for name in text[Range(match.range, in: text)!].contains(" exec ") ? Array(names.prefix(1)) : names {
+                named += 1
+                #expect(services.contains(name), "docs/deploy.md acts on the compose service \(name), which does not exist")
+            }
+        }
+        #expect(named >= 3, "docs/deploy.md shows how to stop, restart and inspect the stack's services")
+    }
+
     private static func exitStatus(_ command: [String], port: Int) throws -> Int32 {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -472,6 +541,10 @@ enum DeployFiles {
     }
 
     static func compose() throws -> YAMLNode { try yaml("deploy/docker-compose.yml") }
+
+    static func text(_ relativePath: String) throws -> String {
+        try String(contentsOf: root.appendingPathComponent(relativePath), encoding: .utf8)
+    }
 
     /// The one manifest of that kind under deploy/k8s/.
     static func manifest(kind: String) throws -> YAMLNode {
