@@ -16,7 +16,10 @@ import Yams
 /// compiler reads, and there is no Docker engine or cluster here to run them. These tests
 /// hold them to the program instead: every variable they set is one `trackpipe run` reads,
 /// every value parses the way the worker parses it, topic names and the metrics port agree
-/// across files, and the commands they run are real subcommands with real flags.
+/// across files, and the commands they run are real subcommands with real flags. The worker
+/// runs as several instances (two compose services, Kubernetes replicas), so the files are
+/// also held to what that needs: the repartition topic created like the input, every
+/// instance scraped, one rebalance at a time, and notes that name both consumer groups.
 @Suite struct DeployFilesTests {
     @Test func everyYAMLFileUnderDeployParsesAndEveryManifestIsNamed() throws {
         let files = try DeployFiles.yamlFiles()
@@ -86,17 +89,23 @@ import Yams
 
     @Test func everyWorkerEnvironmentResolvesLikeTheWorkerResolvesIt() throws {
         // The exact code path `trackpipe run` takes at start-up: a value it would refuse
-        // (a duration without unit, a bad log level, a cooperative assignor) fails here.
+        // (a duration without unit, a bad log level, automatic commits) fails here.
         let image = try Dockerfile.load().runtimeEnvironment
-        let compose = try DeployFiles.environment(of: DeployFiles.compose()["services"]["trackpipe"])
         let kubernetes = try DeployFiles.kubernetesEnvironment()
-        for (place, variables) in [("Dockerfile", image), ("compose trackpipe", image.merging(compose) { $1 }),
-            ("Kubernetes", image.merging(kubernetes) { $1 })]
-        {
+        var environments = [("Dockerfile", image)]
+        for (service, _) in try DeployFiles.workerServices() {
+            environments.append(("compose \(service)", try DeployFiles.workerEnvironment(service)))
+        }
+        environments.append(("Kubernetes", image.merging(kubernetes) { $1 }))
+        #expect(environments.count >= 3, "the Dockerfile, the compose workers, Kubernetes")
+        for (place, variables) in environments {
             #expect(throws: Never.self, "\(place) environment") {
                 let resolved = try RunCommand.parse([]).resolve(Environment(variables))
                 #expect(resolved.metricsPort > 0, "\(place): /metrics and /health must be on")
                 #expect(resolved.logFormat == .json, "\(place): log collectors expect JSON")
+                // The generator (and most producers) key the input by device: counts are exact
+                // only through the repartition stage.
+                #expect(!resolved.config.inputKeyedByDelivery, "\(place): the input is not keyed by deliveryId")
             }
         }
         let resolved = try RunCommand.parse([]).resolve(Environment(image.merging(kubernetes) { $1 }))
@@ -113,20 +122,25 @@ import Yams
         #expect(resolvedDefaults.outputTopic == defaults.outputTopic)
         #expect(resolvedDefaults.deadLetterTopic == defaults.deadLetterTopic)
 
+        #expect(resolvedDefaults.effectiveRepartitionTopic == defaults.effectiveRepartitionTopic)
+
         let expected = [
             "TRACKPIPE_INPUT_TOPIC": defaults.inputTopic, "TRACKPIPE_OUTPUT_TOPIC": defaults.outputTopic,
-            "TRACKPIPE_DLQ_TOPIC": defaults.deadLetterTopic,
+            "TRACKPIPE_DLQ_TOPIC": defaults.deadLetterTopic, "TRACKPIPE_REPARTITION_TOPIC": defaults.effectiveRepartitionTopic,
         ]
         let compose = try DeployFiles.compose()
-        let worker = DeployFiles.environment(of: compose["services"]["trackpipe"])
+        let workers = try DeployFiles.workerServices()
         let configMap = try DeployFiles.manifest(kind: "ConfigMap")["data"]
         for (name, topic) in expected {
-            #expect(worker[name] == topic, "compose trackpipe \(name)")
+            for (service, definition) in workers {
+                #expect(DeployFiles.environment(of: definition)[name] == topic, "compose \(service) \(name)")
+            }
             #expect(configMap[name].string == topic, "ConfigMap \(name)")
         }
 
         let created = try DeployFiles.createdTopics(compose)
-        #expect(Set(created.keys) == [defaults.inputTopic, defaults.outputTopic, defaults.deadLetterTopic])
+        let repartition = defaults.effectiveRepartitionTopic
+        #expect(Set(created.keys) == [defaults.inputTopic, defaults.outputTopic, defaults.deadLetterTopic, repartition])
         // Compaction keeps the last record per <deliveryId>@<windowStart>: the full counts.
         #expect(created[defaults.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
         #expect(created[defaults.inputTopic]?.configs.contains("cleanup.policy=compact") == false)
@@ -134,9 +148,29 @@ import Yams
             #expect(settings.partitions ?? 0 >= 1, "\(topic): --partitions")
         }
 
+        // The repartition topic: as many partitions as the input (the worker's own choice when
+        // it creates the topic; fewer would cap the aggregate stage below the normalize stage),
+        // deleted by time, never compacted (its keys are deliveries: compaction would drop
+        // events), and kept longer than the aggregate group's commits trail (--retention).
+        let inputPartitions = try #require(created[defaults.inputTopic]?.partitions, "\(defaults.inputTopic) --partitions")
+        #expect(created[repartition]?.partitions == inputPartitions, "\(repartition) must have \(inputPartitions) partitions, like \(defaults.inputTopic)")
+        let repartitionConfigs = created[repartition]?.configs ?? []
+        #expect(repartitionConfigs.contains("cleanup.policy=delete"), "\(repartition): cleanup.policy=delete, explicitly")
+        let retention = repartitionConfigs.first { $0.hasPrefix("retention.ms=") }.flatMap { Int64($0.dropFirst("retention.ms=".count)) }
+        #expect(retention != nil, "\(repartition): an explicit retention.ms")
+        for (service, _) in workers {
+            // What each instance actually resolves, so the variable is proven to be read.
+            let config = try RunCommand.parse([]).resolve(Environment(DeployFiles.workerEnvironment(service))).config
+            #expect(config.effectiveRepartitionTopic == repartition, "compose \(service) uses the repartition topic the topics job creates")
+            #expect(created[config.inputTopic] != nil, "compose \(service) reads a topic the topics job creates")
+            #expect((retention ?? 0) > config.window.retention, "\(repartition) retention.ms must exceed \(service)'s --retention")
+        }
+
         let generator = try DeployFiles.generatorCommand()
         #expect(generator.topic == defaults.inputTopic, "the generator must feed the worker's input topic")
-        #expect(generator.brokers == worker["TRACKPIPE_BROKERS"], "the generator and the worker must use the same Kafka")
+        for (service, definition) in workers {
+            #expect(generator.brokers == DeployFiles.environment(of: definition)["TRACKPIPE_BROKERS"], "the generator and \(service) must use the same Kafka")
+        }
     }
 
     @Test func configMapDurationsParseAndKeepRetentionAtLeastGrace() throws {
@@ -172,18 +206,20 @@ import Yams
         #expect(healthcheck.contains("/health "), "HEALTHCHECK must GET /health")
         #expect(healthcheck.contains("${TRACKPIPE_METRICS_PORT}") || healthcheck.contains("/\(port)"), "HEALTHCHECK port")
 
-        let compose = try DeployFiles.compose()
-        let worker = compose["services"]["trackpipe"]
-        #expect(DeployFiles.environment(of: worker)["TRACKPIPE_METRICS_PORT"] == "\(port)", "compose worker TRACKPIPE_METRICS_PORT")
-        let published = (worker["ports"].sequence ?? []).compactMap { ($0 as? String)?.split(separator: ":").last.map(String.init) }
-        #expect(published.contains("\(port)"), "compose publishes the worker's metrics port")
+        let workers = try DeployFiles.workerServices()
+        for (service, worker) in workers {
+            #expect(DeployFiles.environment(of: worker)["TRACKPIPE_METRICS_PORT"] == "\(port)", "compose \(service) TRACKPIPE_METRICS_PORT")
+            let published = DeployFiles.publishedPorts(worker).map { $0.container }
+            #expect(published.contains("\(port)"), "compose \(service) publishes its metrics port")
+        }
 
+        // Every instance is a target of its own: each reports only the partitions it owns.
         let prometheus = try DeployFiles.yaml("deploy/prometheus.yml")
         let jobs = prometheus["scrape_configs"].sequence ?? []
         let targets = jobs.flatMap { job in
             (YAMLNode(job)["static_configs"].sequence ?? []).flatMap { (YAMLNode($0)["targets"].sequence ?? []).map { "\($0)" } }
         }
-        #expect(targets == ["trackpipe:\(port)"], "Prometheus scrapes the compose service trackpipe on the metrics port")
+        #expect(targets.sorted() == workers.map { "\($0.name):\(port)" }.sorted(), "Prometheus scrapes every compose worker instance on the metrics port")
         #expect(jobs.allSatisfy { YAMLNode($0)["metrics_path"].string ?? "/metrics" == "/metrics" })
 
         let deployment = try DeployFiles.manifest(kind: "Deployment")
@@ -308,16 +344,18 @@ import Yams
         #expect(rate > 0)
         #expect(generator.count == nil, "a --count would stop the generator, and the windows with it")
         #expect(generator.start == nil && generator.span == nil)
-        let worker = DeployFiles.environment(of: try DeployFiles.compose()["services"]["trackpipe"])
-        #expect(generator.brokers == worker["TRACKPIPE_BROKERS"])
-        #expect(generator.topic == worker["TRACKPIPE_INPUT_TOPIC"])
+        for (service, definition) in try DeployFiles.workerServices() {
+            let worker = DeployFiles.environment(of: definition)
+            #expect(generator.brokers == worker["TRACKPIPE_BROKERS"], "\(service)")
+            #expect(generator.topic == worker["TRACKPIPE_INPUT_TOPIC"], "\(service)")
+        }
     }
 
     @Test func composeStartsEachServiceOnlyWhenWhatItNeedsIsReady() throws {
         let services = try DeployFiles.compose()["services"]
         #expect(services["kafka"]["healthcheck"]["test"].sequence != nil, "Kafka needs a healthcheck for service_healthy")
         #expect(services["topics"]["depends_on"]["kafka"]["condition"].string == "service_healthy")
-        for service in ["trackpipe", "generator"] {
+        for service in try DeployFiles.workerServices().map({ $0.name }) + ["generator"] {
             #expect(services[service]["depends_on"]["topics"]["condition"].string == "service_completed_successfully", "\(service)")
             #expect(services[service]["build"]["dockerfile"].string == "deploy/Dockerfile", "\(service) builds the image")
             #expect(services[service]["build"]["context"].string == "..", "\(service): the context is the repository root")
@@ -327,6 +365,134 @@ import Yams
         #expect(advertised.contains("://kafka:9092") && advertised.contains("://localhost:9094"))
         #expect((kafka["ports"].sequence ?? []).contains { "\($0)" == "9094:9094" }, "kcat on the host uses localhost:9094")
         #expect(services["topics"]["command"].sequence?.first.map { "\($0)" }?.contains("--if-not-exists") == true)
+    }
+
+    @Test func composeRunsTheWorkerAsSeveralInstancesOfOneDeployment() throws {
+        // Several instances, as the worker is deployed: they share the groups and topics, and
+        // the repartition stage keeps the counts exact.
+        let compose = try DeployFiles.compose()
+        let workers = try DeployFiles.workerServices()
+        let instances = workers.map { $0.definition["deploy"]["replicas"].int ?? 1 }.reduce(0, +)
+        #expect(instances >= 2, "the compose stack runs more than one worker instance")
+        var shapes: Set<String> = []
+        for (service, _) in workers {
+            let config = try RunCommand.parse([]).resolve(Environment(DeployFiles.workerEnvironment(service))).config
+            shapes.insert(
+                [config.brokers, config.group, config.aggregateGroup, config.inputTopic, config.effectiveRepartitionTopic,
+                    config.outputTopic, config.deadLetterTopic, "\(config.window)", "\(config.maxFutureSkew)"].joined(separator: " "))
+        }
+        #expect(shapes.count == 1, "every instance must be configured alike (groups, topics, windows): \(shapes)")
+
+        // A host port can be published once: replicas of one service cannot share a fixed one,
+        // and two services cannot publish the same.
+        var publishers: [String: [String]] = [:]
+        for (service, definition) in compose["services"].mapping ?? [:] {
+            let node = YAMLNode(definition)
+            let replicas = node["deploy"]["replicas"].int ?? 1
+            for port in DeployFiles.publishedPorts(node) {
+                publishers[port.host, default: []].append(service)
+                if replicas > 1 && !port.host.isEmpty && !port.host.contains("-") {
+                    Issue.record("\(service): \(replicas) replicas cannot all publish host port \(port.host)")
+                }
+            }
+        }
+        for (port, services) in publishers where !port.isEmpty && services.count > 1 {
+            Issue.record("host port \(port) is published by \(services.sorted()): only one can have it")
+        }
+    }
+
+    @Test func kubernetesRunsSeveralReplicasReplacedOneAtATime() throws {
+        let deployment = try DeployFiles.manifest(kind: "Deployment")
+        let spec = deployment["spec"]
+        let replicas = try #require(spec["replicas"].int, "the Deployment sets replicas")
+        #expect(replicas > 1, "several replicas: the repartition stage keeps the counts exact")
+        #expect(spec["strategy"]["type"].string == "RollingUpdate", "pods are replaced one by one, never all at once")
+
+        // Each pod joining or leaving is a rebalance: one change at a time, chosen explicitly
+        // (Kubernetes' 25% defaults round differently for each replica count).
+        let rolling = spec["strategy"]["rollingUpdate"]
+        let surge = DeployFiles.podCount(rolling["maxSurge"], of: replicas, roundingUp: true)
+        let unavailable = DeployFiles.podCount(rolling["maxUnavailable"], of: replicas, roundingUp: false)
+        let both = try #require(surge.flatMap { surge in unavailable.map { (surge, $0) } }, "maxSurge and maxUnavailable set explicitly")
+        #expect(both.0 + both.1 >= 1, "Kubernetes refuses a rolling update that may neither add nor remove a pod")
+        #expect(both.0 <= 1 && both.1 <= 1, "one pod change, one rebalance, at a time")
+
+        // Drains: one pod at a time too, and never every pod.
+        let budget = try DeployFiles.manifest(kind: "PodDisruptionBudget")["spec"]
+        #expect(budget["minAvailable"].value == nil, "minAvailable would not follow the replica count")
+        let evictable = try #require(DeployFiles.podCount(budget["maxUnavailable"], of: replicas, roundingUp: true), "PDB maxUnavailable")
+        #expect(evictable >= 1 && evictable < replicas, "the PDB lets drains proceed, one pod at a time, and keeps some up")
+        let podLabels = spec["template"]["metadata"]["labels"].mapping?.mapValues { "\($0)" } ?? [:]
+        for selector in [spec["selector"]["matchLabels"], budget["selector"]["matchLabels"]] {
+            let wanted = selector.mapping?.mapValues { "\($0)" } ?? [:]
+            #expect(!wanted.isEmpty && wanted.allSatisfy { podLabels[$0.key] == $0.value }, "selectors match the pods' labels")
+        }
+    }
+
+    @Test func kubernetesNotesCreateTheTopicsAndGrantWhatTheReplicasNeed() throws {
+        // The notes users follow before the first start, held to the manifests: what the pods
+        // resolve from the ConfigMap is what the commands create and grant.
+        let config = try RunCommand.parse([]).resolve(
+            Environment(Dockerfile.load().runtimeEnvironment.merging(DeployFiles.kubernetesEnvironment()) { $1 })
+        ).config
+        let notes = try DeployFiles.text("deploy/k8s/README.md")
+        let created = try DeployFiles.createdTopics(script: notes)
+        let repartition = config.effectiveRepartitionTopic
+        #expect(Set(created.keys).isSuperset(of: [config.inputTopic, config.outputTopic, config.deadLetterTopic, repartition]))
+        let inputPartitions = try #require(created[config.inputTopic]?.partitions, "the notes create \(config.inputTopic) with --partitions")
+        #expect(created[repartition]?.partitions == inputPartitions, "\(repartition): as many partitions as \(config.inputTopic)")
+        #expect(created[repartition]?.configs.contains("cleanup.policy=delete") == true, "\(repartition): cleanup.policy=delete")
+        #expect(created[config.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
+
+        // Each stage's parallelism is bounded by its topic's partitions: more pods would idle.
+        let replicas = try #require(DeployFiles.manifest(kind: "Deployment")["spec"]["replicas"].int)
+        #expect(replicas <= min(inputPartitions, created[repartition]?.partitions ?? 0), "replicas beyond the partitions idle")
+
+        // ACLs: both stages consume and produce, and commit in their own groups.
+        let grants = DeployFiles.aclGrants(notes)
+        let needed = [
+            "read topic:\(config.inputTopic)", "read topic:\(repartition)", "write topic:\(repartition)",
+            "write topic:\(config.outputTopic)", "write topic:\(config.deadLetterTopic)", "read group:\(config.group)",
+            "read group:\(config.aggregateGroup)",
+        ]
+        for grant in needed {
+            #expect(grants.contains(grant), "deploy/k8s/README.md grants no \(grant)")
+        }
+        // The topic is created above; a worker left to create it itself needs Create on it.
+        #expect(grants.contains("create topic:\(repartition)"), "the notes show the Create grant for a worker that creates the topic itself")
+    }
+
+    @Test func deployDocsWatchBothConsumerGroupsAndNameRealServices() throws {
+        // Lag must be looked at for both stages' groups; the names come from what the
+        // worker resolves, so a renamed group or a changed suffix fails here.
+        let composeConfig = try RunCommand.parse([]).resolve(
+            Environment(DeployFiles.workerEnvironment(try #require(DeployFiles.workerServices().first).name))).config
+        let kubernetesConfig = try RunCommand.parse([]).resolve(
+            Environment(Dockerfile.load().runtimeEnvironment.merging(DeployFiles.kubernetesEnvironment()) { $1 })).config
+        for (file, config) in [("docs/deploy.md", composeConfig), ("deploy/k8s/README.md", kubernetesConfig)] {
+            let text = try DeployFiles.text(file)
+            for group in [config.group, config.aggregateGroup] {
+                let pattern = try NSRegularExpression(pattern: "--group " + NSRegularExpression.escapedPattern(for: group) + "(?![A-Za-z0-9._-])")
+                #expect(pattern.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil, "\(file): no --describe --group \(group)")
+            }
+            #expect(text.contains(config.effectiveRepartitionTopic), "\(file) names the repartition topic")
+        }
+
+        // Every compose service the walkthrough tells users to act on exists.
+        let services = Set(try DeployFiles.compose()["services"].mapping?.keys.map { $0 } ?? [])
+        let text = try DeployFiles.text("docs/deploy.md")
+        let command = try NSRegularExpression(
+            pattern: "docker compose -f deploy/docker-compose.yml (?:stop|start|restart|logs|exec|kill|rm|up -d|pause|unpause)((?: [a-z0-9][a-z0-9_-]*)+)")
+        var named = 0
+        for match in command.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+            let names = text[Range(match.range(at: 1), in: text)!].split(separator: " ").map(String.init)
+            // `exec kafka /opt/...`: only the first word is a service there.
+            for name in text[Range(match.range, in: text)!].contains(" exec ") ? Array(names.prefix(1)) : names {
+                named += 1
+                #expect(services.contains(name), "docs/deploy.md acts on the compose service \(name), which does not exist")
+            }
+        }
+        #expect(named >= 3, "docs/deploy.md shows how to stop, restart and inspect the stack's services")
     }
 
     private static func exitStatus(_ command: [String], port: Int) throws -> Int32 {
@@ -376,6 +542,10 @@ enum DeployFiles {
 
     static func compose() throws -> YAMLNode { try yaml("deploy/docker-compose.yml") }
 
+    static func text(_ relativePath: String) throws -> String {
+        try String(contentsOf: root.appendingPathComponent(relativePath), encoding: .utf8)
+    }
+
     /// The one manifest of that kind under deploy/k8s/.
     static func manifest(kind: String) throws -> YAMLNode {
         var found: [YAMLNode] = []
@@ -397,6 +567,52 @@ enum DeployFiles {
             result[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
         }
         return result
+    }
+
+    /// The compose services that run the worker: built from deploy/Dockerfile, with the image's
+    /// command (`run`) or an explicit `run`. Sorted by name.
+    static func workerServices() throws -> [(name: String, definition: YAMLNode)] {
+        let services = try compose()["services"].mapping ?? [:]
+        return services.keys.sorted().compactMap { name in
+            let service = YAMLNode(services[name])
+            guard service["build"]["dockerfile"].string == "deploy/Dockerfile" || service["image"].string == "trackpipe:local" else {
+                return nil
+            }
+            let command = service["command"].sequence.map { $0.map { "\($0)" } } ?? service["command"].string.map { $0.split(separator: " ").map(String.init) }
+            guard command == nil || command?.first == "run" else { return nil }
+            return (name, service)
+        }
+    }
+
+    /// What a compose worker's process sees: the image's ENV, then the service's environment.
+    static func workerEnvironment(_ service: String) throws -> [String: String] {
+        let definition = try compose()["services"][service]
+        return try Dockerfile.load().runtimeEnvironment.merging(environment(of: definition)) { $1 }
+    }
+
+    /// A compose service's published ports, short ("[ip:]host:container[/proto]") or long syntax;
+    /// `host` is empty when Docker picks one.
+    static func publishedPorts(_ service: YAMLNode) -> [(host: String, container: String)] {
+        (service["ports"].sequence ?? []).compactMap { entry in
+            let long = YAMLNode(entry)
+            if long.mapping != nil {
+                guard let target = long["target"].scalarText else { return nil }
+                return (long["published"].scalarText ?? "", target)
+            }
+            guard let text = YAMLNode(entry).scalarText else { return nil }
+            let parts = text.split(separator: "/").first.map { $0.split(separator: ":", omittingEmptySubsequences: false).map(String.init) } ?? []
+            guard let container = parts.last else { return nil }
+            return (parts.count >= 2 ? parts[parts.count - 2] : "", container)
+        }
+    }
+
+    /// A Deployment's or PDB's pod count: a number, or a percentage of `replicas` (maxSurge
+    /// rounds up, maxUnavailable down, as Kubernetes does).
+    static func podCount(_ node: YAMLNode, of replicas: Int, roundingUp: Bool) -> Int? {
+        if let count = node.int { return count }
+        guard let text = node.string, text.hasSuffix("%"), let percent = Int(text.dropLast()) else { return nil }
+        let exact = Double(replicas * percent) / 100
+        return Int(roundingUp ? exact.rounded(.up) : exact.rounded(.down))
     }
 
     static func workerContainer(_ deployment: YAMLNode) throws -> YAMLNode {
@@ -439,10 +655,15 @@ enum DeployFiles {
 
     /// The topics the compose `topics` job creates, from its kafka-topics.sh --create lines.
     static func createdTopics(_ compose: YAMLNode) throws -> [String: TopicSettings] {
-        let script = (compose["services"]["topics"]["command"].sequence ?? []).map { "\($0)" }.joined(separator: "\n")
+        try createdTopics(script: (compose["services"]["topics"]["command"].sequence ?? []).map { "\($0)" }.joined(separator: "\n"))
+    }
+
+    /// The topics the `kafka-topics.sh ... --create` commands of a script or document create
+    /// (any line with `--create`: the compose script calls kafka-topics.sh through a variable).
+    static func createdTopics(script: String) throws -> [String: TopicSettings] {
         var topics: [String: TopicSettings] = [:]
-        for line in script.split(separator: "\n") where line.contains("--create") {
-            let words = line.split(separator: " ").map(String.init)
+        for line in commandLines(script) where line.contains("--create") {
+            let words = Self.words(line)
             func values(_ flag: String) -> [String] {
                 words.indices.filter { words[$0] == flag && $0 + 1 < words.count }.map { words[$0 + 1] }
             }
@@ -450,6 +671,45 @@ enum DeployFiles {
             topics[topic] = TopicSettings(partitions: values("--partitions").first.flatMap { Int($0) }, configs: values("--config"))
         }
         return topics
+    }
+
+    /// What the `kafka-acls.sh --add` commands of a document allow, as "operation topic:name" and
+    /// "operation group:name" (operations lowercased).
+    static func aclGrants(_ text: String) -> Set<String> {
+        var grants: Set<String> = []
+        for line in commandLines(text) where line.contains("kafka-acls") && line.contains("--add") {
+            let words = Self.words(line)
+            func values(_ flag: String) -> [String] {
+                words.indices.filter { words[$0] == flag && $0 + 1 < words.count }.map { words[$0 + 1] }
+            }
+            let resources = values("--topic").map { "topic:\($0)" } + values("--group").map { "group:\($0)" }
+            for operation in values("--operation") {
+                for resource in resources { grants.insert("\(operation.lowercased()) \(resource)") }
+            }
+        }
+        return grants
+    }
+
+    /// Lines with shell continuations (a trailing backslash) joined.
+    static func commandLines(_ text: String) -> [String] {
+        var lines: [String] = []
+        var pending = ""
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasSuffix("\\") {
+                pending += line.dropLast() + " "
+            } else {
+                lines.append(pending + line)
+                pending = ""
+            }
+        }
+        if !pending.isEmpty { lines.append(pending) }
+        return lines
+    }
+
+    /// A command line's words, with simple quotes removed.
+    static func words(_ line: String) -> [String] {
+        line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "'\"")) }
     }
 
     /// The generator's `command`: the arguments of the image's `trackpipe` entrypoint.
