@@ -45,6 +45,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private var pendingConsumed = 0
     /// Messages behind the end of the owned partitions, as of the last report.
     private var lastLag: Int64 = 0
+    /// Partitions whose lag gauge was last set, to zero it once they are given away.
+    private var lagReported: Set<Int32> = []
     private var upstreamEndsTaken = false
     private var lastUnknownTopicLog: Int64 = .min / 2
     private var lastGuardLog: Int64 = .min / 2
@@ -354,6 +356,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             }
         }
         lastLag = lags.values.reduce(0, +)
+        // A partition given away keeps no stale lag: its new owner reports it.
+        for partition in lagReported.subtracting(lags.keys) { lags[partition] = 0 }
+        lagReported = Set(lags.filter { $0.value > 0 || progress[TopicPartition(topic: settings.topic, partition: $0.key)] != nil }.keys)
         guard let metrics else { return }
         metrics.record(drained)
         metrics.gauges(stage.gauges())

@@ -91,13 +91,17 @@ struct OperatorTests {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let fresh = Corpus(HitStream(HitStreamConfig(count: 3_000, seed: 81, deliveries: 4, start: now - 600_000, span: 300_000, badRate: 0)).generate())
         try fresh.produce(0..<fresh.hits.count, to: "hits", on: broker)
-        #expect(eventually(seconds: 30) { captured.all.contains { $0.1.hasPrefix("aggregate: consumed ") } })
+        #expect(eventually(seconds: 90) { captured.all.contains { $0.1.hasPrefix("aggregate: consumed ") } })
+        // Event time has moved past the fresh hits' first windows: a day-old hit is late.
+        #expect(eventually(seconds: 60) { worker.metric("trackpipe_watermark_ms{stage=\"aggregate\"}") > Double(now - 550_000) })
         let old = Corpus(HitStream(HitStreamConfig(count: 400, seed: 82, deliveries: 4, start: now - 86_400_000, span: 60_000, badRate: 0)).generate())
         try old.produce(0..<old.hits.count, to: "hits", on: broker)
-        #expect(eventually(seconds: 30) { captured.all.contains { $0.0 == .warning && $0.1.contains("were too late for their windows") } })
-        let warning = captured.all.first { $0.1.contains("were too late") }!.1
+        #expect(
+            eventually(seconds: 90) { captured.all.contains { $0.0 == .warning && $0.1.contains("were too late for their windows") } },
+            "\(captured.all.map(\.1).filter { $0.contains("consumed") }.suffix(6))")
+        let warning = try #require(captured.all.first { $0.1.contains("were too late") }?.1)
         #expect(warning.contains("old input replayed into a live worker") && warning.contains("trackpipe replay"))
-        let line = captured.all.first { $0.1.hasPrefix("normalize: consumed ") }!.1
+        let line = try #require(captured.all.first { $0.1.hasPrefix("normalize: consumed ") }?.1)
         #expect(line.contains("/s), lag ") && line.contains("dead-lettered") && line.contains("in the last"))
     }
 }
