@@ -28,6 +28,12 @@ public struct KafkaConfig: Sendable, Equatable {
         lhs.properties.elementsEqual(rhs.properties, by: { $0 == $1 })
     }
 
+    /// Properties whose values must never reach a log or an error message.
+    public static func isSecret(_ name: String) -> Bool {
+        let lowered = name.lowercased()
+        return ["pass", "secret", "pwd", "token", "credential", "ssl.key", "private"].contains { lowered.contains($0) }
+    }
+
     /// Builds a native configuration; a wrong property or value fails here, naming it, before any
     /// connection is attempted. The caller owns the result until it hands it to `rd_kafka_new`.
     func makeNative() throws -> OpaquePointer {
@@ -41,9 +47,12 @@ public struct KafkaConfig: Sendable, Equatable {
                 rd_kafka_conf_destroy(conf)
                 let reason = string(fromErrorBuffer: errstr)
                 let what = result == RD_KAFKA_CONF_UNKNOWN ? "unknown property" : "invalid value"
+                // The value of an unknown property does not help fix its name and may be a
+                // secret under a misspelt key; a known secret's value is never shown either.
+                let shown = result == RD_KAFKA_CONF_UNKNOWN || Self.isSecret(name) ? "(value hidden)" : value
                 throw KafkaError(
-                    .invalidProperty(name: name, value: value),
-                    "Kafka property \(name)=\(value): \(what): \(reason). "
+                    .invalidProperty(name: name, value: shown),
+                    "Kafka property \(name)=\(shown): \(what): \(reason). "
                         + "Check the name and value against librdkafka's CONFIGURATION.md (librdkafka \(Librdkafka.version))."
                 )
             }

@@ -11,7 +11,7 @@ struct KafkaFaultTests {
             _ = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": "localhost:9092", "no.such.property": "1"]))
             Issue.record("an unknown property was accepted")
         } catch let error as KafkaError {
-            #expect(error.kind == .invalidProperty(name: "no.such.property", value: "1"))
+            #expect(error.kind == .invalidProperty(name: "no.such.property", value: "(value hidden)"))
             #expect(error.message.contains("no.such.property"))
             #expect(error.message.contains("unknown property"))
         }
@@ -21,6 +21,22 @@ struct KafkaFaultTests {
         } catch let error as KafkaError {
             #expect(error.message.contains("session.timeout.ms=banana"))
             #expect(error.message.contains("invalid value"))
+        }
+        // A known secret with a bad value, and misspelt secrets: named, their values never shown.
+        do {
+            _ = try KafkaProducer(config: KafkaConfig(["ssl.key.password": "hunter2", "sasl.oauthbearer.client.secret": "x", "acks": "maybe"]))
+        } catch let error as KafkaError {
+            #expect(!error.message.contains("hunter2"))
+        }
+        for name in ["sasl.pasword", "ssl.keystore.passwrd.x", "sasl.oauthbearer.client.secret.x"] {
+            do {
+                _ = try KafkaProducer(config: KafkaConfig([name: "hunter2-\(name)"]))
+                Issue.record("\(name) was accepted")
+            } catch let error as KafkaError {
+                #expect(error.message.contains(name))
+                #expect(!error.message.contains("hunter2"), "\(error.message)")
+                #expect(!"\(error.kind)".contains("hunter2"))
+            }
         }
     }
 
