@@ -172,6 +172,7 @@ public struct AggregateStage: Stage {
             return range.contains(EventTimeMath.windowStart(of: time, size: windowSize))
         }
         var result = TaskResult()
+        let wasReplaying = task.isReplaying
         var inputs: [WindowInput] = []
         inputs.reserveCapacity(indices.count)
         var inputIndex: [Position: Int] = [:]
@@ -263,7 +264,16 @@ public struct AggregateStage: Stage {
         // Below the previous owner's processed mark, everything this replay would emit was
         // emitted and acknowledged before that owner's commit, with the same counts: sending it
         // again would only repeat records (and, for a sink reading the stream, step back).
-        result.emitted = task.isReplaying ? [] : output.emitted.filter { range?.contains($0.windowStart) ?? true }
+        var emitted = output.emitted
+        if task.isReplaying {
+            emitted = []
+        } else if wasReplaying {
+            // Caught up with the previous owner: windows that ripened during the silent replay
+            // may hold more than that owner had emitted. Send the current state of every
+            // emitted window once (equal counts give equal revisions, so repeats are harmless).
+            emitted = task.engine.emittedRecords()
+        }
+        result.emitted = emitted.filter { range?.contains($0.windowStart) ?? true }
         return result
     }
 

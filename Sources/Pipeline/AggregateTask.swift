@@ -26,8 +26,10 @@ final class AggregateTask: @unchecked Sendable {
     /// already emitted.
     var isReplaying: Bool {
         guard let restoredProcessed else { return false }
-        return (processed ?? 0) < restoredProcessed
+        return (processed ?? committedOffset ?? 0) < restoredProcessed
     }
+    /// Where this owner started reading (the previous owner's commit).
+    var committedOffset: Int64?
     /// Source partitions declared to the engine (it holds the watermark for them).
     var declaredSources = 0
     /// Whether the checkpoint carries a `seen` map (events came through the repartition topic).
@@ -43,6 +45,7 @@ final class AggregateTask: @unchecked Sendable {
             engine.assign(partitions: [partition], now: now)
             declaredSources = 1
         }
+        committedOffset = start.committedOffset
         if let offset = start.committedOffset, offset >= 0, let checkpoint = Checkpoint(decoding: start.metadata) {
             engine.restore(partition: partition, replayBefore: checkpoint.processedThrough, evictedBefore: checkpoint.evictedBefore)
             restoredProcessed = checkpoint.processedThrough

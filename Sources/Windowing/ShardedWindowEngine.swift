@@ -99,6 +99,20 @@ public final class ShardedWindowEngine: @unchecked Sendable {
         }
     }
 
+    /// The current record of every window already emitted, sorted for emission. A new owner
+    /// that replayed a partition without emitting (its previous owner had emitted that part)
+    /// sends these once it has caught up, because windows may have ripened during the replay
+    /// that the previous owner had not yet emitted in full.
+    public func emittedRecords() -> [WindowAggregate] {
+        serial.sync {
+            merge(runOnShards { store in
+                var out = StoreOutput()
+                store.emittedRecords(into: &out)
+                return out
+            }).emitted
+        }
+    }
+
     // MARK: Observation
 
     /// Per partition, Kafka's "next offset to read" that is safe to commit: the lowest offset

@@ -133,6 +133,17 @@ struct WindowStore: Sendable {
         out.entries = entries
     }
 
+    /// The current record of every window already emitted, without changing any state: for an
+    /// owner that rebuilt this state silently and must now make sure the output holds it.
+    func emittedRecords(into out: inout StoreOutput) {
+        for slot in slots where slot.emitted {
+            for (id, window) in slot.deliveries {
+                out.emitted.append(window.aggregate(deliveryId: id, start: slot.start, end: slot.end))
+            }
+        }
+        out.entries = entries
+    }
+
     private mutating func firstEmission(at index: Int, into out: inout StoreOutput) {
         let start = slots[index].start
         let end = slots[index].end

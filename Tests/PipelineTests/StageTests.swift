@@ -254,4 +254,34 @@ struct StageTests {
         let counts = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
         #expect(counts.contains { $0.contains("\"deliveryId\":\"d1\"") && $0.contains("\"impressions\":4") }, "partition 0 kept its first two hits")
     }
+
+    @Test("aggregate: a window that ripened during a silent replay is emitted once the replay catches up, even if the previous owner never emitted it")
+    func windowsRipenedDuringReplayAreEmitted() throws {
+        let arena = RecordArena()
+        // Source 0 and 1 both move past the first window: it is ripe once both have reported.
+        let events = try shuffled([
+            (partition: 0, offset: 0, value: rawHit("d1", "b1", at: 1_000)),
+            (partition: 0, offset: 1, value: rawHit("d1", "b2", at: 2_000)),
+            (partition: 0, offset: 2, value: rawHit("d2", "b3", at: 200_000)),
+            (partition: 1, offset: 0, value: rawHit("d2", "b4", at: 200_000)),
+            (partition: 1, offset: 1, value: rawHit("d3", "b5", at: 260_000)),
+        ], arena: arena)
+        // The previous owner processed the first five records but, its watermark lagging, had
+        // not emitted d1's window; it committed offset 0 with processed = 5.
+        let checkpoint = Checkpoint(evictedBefore: .min, processedThrough: 5)
+        var stage = aggregate()
+        stage.assign([PartitionStart(partition: 0, committedOffset: 0, metadata: checkpoint.encoded)], now: 0)
+        var sink = RecordingSink()
+        // Source 1 is declared idle: source 0 alone moves event time past d1's window.
+        var upstream = normalize(repartitions: 1)
+        upstream.assign([PartitionStart(partition: 1)], now: 0)
+        var idle = RecordingSink()
+        try upstream.tick(now: 40_000, into: &idle)
+        try stage.process(
+            (0..<3).map { arena.record(events[$0], offset: Int64($0)) } + [arena.record(idle.sent[0], offset: 3)], now: 1, into: &sink)
+        #expect(sink.to(.output).isEmpty, "below the previous owner's mark nothing is sent")
+        try stage.process([arena.record(events[3], offset: 4), arena.record(events[4], offset: 5)], now: 2, into: &sink)
+        let sent = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
+        #expect(sent.contains { $0.contains("\"deliveryId\":\"d1\"") && $0.contains("\"impressions\":2") }, "\(sent)")
+    }
 }

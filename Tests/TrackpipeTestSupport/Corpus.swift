@@ -43,6 +43,9 @@ public final class Corpus: Sendable {
 /// What the output and dead-letter topics hold after a run.
 public struct TopicContents {
     public var lastByKey: [String: [String: Any]] = [:]
+    /// Per key, the record with the highest revision (the first of equals): what a sink that
+    /// upserts on revision keeps.
+    public var highestByKey: [String: [String: Any]] = [:]
     public var revisions: [String: [Int]] = [:]
     public var deadLetters: [StoredRecord] = []
     public var outputRecords = 0
@@ -57,23 +60,26 @@ public struct TopicContents {
                 let object = try JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
             else { throw CorpusError("an output record is not a keyed JSON object") }
             lastByKey[key] = object
-            revisions[key, default: []].append(object["revision"] as? Int ?? -1)
+            let revision = object["revision"] as? Int ?? -1
+            if revision > (highestByKey[key]?["revision"] as? Int ?? -2) { highestByKey[key] = object }
+            revisions[key, default: []].append(revision)
         }
         deadLetters = try reader.readToEnd(topic: dlq, partitions: dlqPartitions)
     }
 
     /// Keys whose last record differs from the reference, with both sides, for a failure message.
-    public func mismatches(against reference: ReferenceAggregates) -> [String] {
+    public func mismatches(against reference: ReferenceAggregates, highestRevision: Bool = false) -> [String] {
+        let records = highestRevision ? highestByKey : lastByKey
         var problems: [String] = []
         for (key, expected) in reference.byKey {
-            guard let object = lastByKey[key] else {
+            guard let object = records[key] else {
                 problems.append("\(key): no output record, expected \(expected)")
                 continue
             }
             let got = ReferenceAggregates.counts(fromJSON: object)
             if got != expected { problems.append("\(key): got \(got), expected \(expected)") }
         }
-        for key in lastByKey.keys where reference.byKey[key] == nil { problems.append("\(key): unexpected output record") }
+        for key in records.keys where reference.byKey[key] == nil { problems.append("\(key): unexpected output record") }
         return problems.sorted()
     }
 }
