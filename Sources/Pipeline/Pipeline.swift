@@ -181,17 +181,22 @@ public final class Pipeline: @unchecked Sendable {
     }
 
     private func inputPartitions() throws -> Int {
+        try Self.partitionCount(of: config.inputTopic, config: config, logger: logger)
+    }
+
+    /// The partition count of an input topic, with errors that say what to check.
+    static func partitionCount(of topic: String, config: PipelineConfig, logger: Logger) throws -> Int {
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         let count: Int?
         do {
-            count = try admin.partitionCount(of: config.inputTopic)
+            count = try admin.partitionCount(of: topic)
         } catch let error as KafkaError where error.isUnknownTopic {
             count = nil
         } catch {
             throw PipelineError.kafka(
-                "cannot read the metadata of \(config.inputTopic) from \(config.brokers): \(error). Check --brokers (and -X security settings): no broker answered, or it refused this client")
+                "cannot read the metadata of \(topic) from \(config.brokers): \(error). Check --brokers (and -X security settings): no broker answered, or it refused this client")
         }
-        guard let count else { throw PipelineError.inputTopicMissing(config.inputTopic) }
+        guard let count else { throw PipelineError.inputTopicMissing(topic) }
         return count
     }
 

@@ -57,14 +57,7 @@ public final class Replay: @unchecked Sendable {
         var pipeline = PipelineConfig()
         pipeline.brokers = config.brokers
         pipeline.kafkaProperties = config.kafkaProperties
-        let admin = try TopicAdmin(config: pipeline.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        let count: Int?
-        do {
-            count = try admin.partitionCount(of: config.inputTopic)
-        } catch let error as KafkaError where error.isUnknownTopic {
-            count = nil
-        }
-        guard let count else { throw PipelineError.inputTopicMissing(config.inputTopic) }
+        let count = try Pipeline.partitionCount(of: config.inputTopic, config: pipeline, logger: logger)
         let partitions = (0..<Int32(count)).map { TopicPartition(topic: config.inputTopic, partition: $0) }
 
         // No group is joined and nothing is committed: the id only satisfies librdkafka.

@@ -47,6 +47,16 @@ enum BenchSupport {
         return elapsed
     }
 
+    /// The trackpipe binary: `override`, or the one built next to this benchmark.
+    static func trackpipeBinary(_ override: String?) throws -> String {
+        let binary = override
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("trackpipe").path
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw BenchError("no trackpipe binary at \(binary): swift build -c release --product trackpipe")
+        }
+        return binary
+    }
+
     static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         return sorted[sorted.count / 2]

@@ -25,10 +25,7 @@ struct PipelineBenchmark: ParsableCommand {
     @Flag(help: "Print trackpipe's run summaries.") var verbose = false
 
     func run() throws {
-        let binary = trackpipe ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("trackpipe").path
-        guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw BenchError("no trackpipe binary at \(binary): swift build -c release --product trackpipe")
-        }
+        let binary = try BenchSupport.trackpipeBinary(trackpipe)
         let broker = try EmbeddedBroker()
         try broker.createTopic("tracking-aggregates", partitions: 8)
         try broker.createTopic("tracking-hits-dlq", partitions: 4)

@@ -16,10 +16,7 @@ struct ReplayBenchmark: ParsableCommand {
     @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
 
     func run() throws {
-        let binary = trackpipe ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("trackpipe").path
-        guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw BenchError("no trackpipe binary at \(binary): swift build -c release --product trackpipe")
-        }
+        let binary = try BenchSupport.trackpipeBinary(trackpipe)
         let broker = try EmbeddedBroker()
         try broker.createTopic("tracking-aggregates", partitions: 8)
         try broker.createTopic("replay-out", partitions: 8)
