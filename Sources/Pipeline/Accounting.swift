@@ -20,7 +20,7 @@ public struct Accounting: Sendable, Equatable {
     public var marks = 0
     public var emitted = 0
     /// Records dropped because they belonged to a partition no longer assigned, or repeated an
-    /// offset already processed (librdkafka 2.0.x batch-consume guard).
+    /// offset already processed (the consumer guard against librdkafka 2.0.x's stale deliveries).
     public var staleDropped = 0
     /// Times a partition's offsets jumped forward (compaction, transactions, retention, or a
     /// consumer bug): logged loudly.
@@ -44,5 +44,25 @@ public struct Accounting: Sendable, Equatable {
         offsetGaps += other.offsetGaps
         filtered.merge(other.filtered, uniquingKeysWith: +)
         deadLettered.merge(other.deadLettered, uniquingKeysWith: +)
+    }
+
+    /// What happened since `earlier`, a snapshot of the same running totals.
+    public func subtracting(_ earlier: Accounting) -> Accounting {
+        func minus(_ a: [String: Int], _ b: [String: Int]) -> [String: Int] {
+            a.merging(b.mapValues { -$0 }, uniquingKeysWith: +).filter { $0.value > 0 }
+        }
+        var delta = self
+        delta.consumed -= earlier.consumed
+        delta.accepted -= earlier.accepted
+        delta.replayedFinal -= earlier.replayedFinal
+        delta.emitted -= earlier.emitted
+        delta.duplicates -= earlier.duplicates
+        delta.replayed -= earlier.replayed
+        delta.marks -= earlier.marks
+        delta.staleDropped -= earlier.staleDropped
+        delta.offsetGaps -= earlier.offsetGaps
+        delta.filtered = minus(filtered, earlier.filtered)
+        delta.deadLettered = minus(deadLettered, earlier.deadLettered)
+        return delta
     }
 }

@@ -130,7 +130,7 @@ public struct AggregateStage: Stage {
             let run: @Sendable (Int) -> Void = { lane in
                 var item = lane
                 while item < work.count {
-                    let (partition, task, indices) = work[item]
+                    let (_, task, indices) = work[item]
                     if let task {
                         slotsBox.value[item] = Self.run(
                             task: task, records: records, indices: indices, input: input, intake: intake,
@@ -138,7 +138,6 @@ public struct AggregateStage: Stage {
                     } else {
                         var result = TaskResult()
                         result.report.accounting.staleDropped = indices.count
-                        _ = partition
                         slotsBox.value[item] = result
                     }
                     item += lanes

@@ -14,7 +14,8 @@ struct PartitionProgress: Sendable {
     var atEnd = false
     var lastCommitted: CommitPoint?
 
-    /// Applies the librdkafka 2.0.x batch-consume guard to one record: what to do with it.
+    /// Applies the consumer guard (against librdkafka 2.0.x's stale or skipped deliveries) to one
+    /// record: what to do with it.
     enum Admission: Equatable {
         case take
         /// An offset at or below one already processed: a stale or repeated record.

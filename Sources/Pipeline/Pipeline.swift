@@ -111,7 +111,6 @@ public final class Pipeline: @unchecked Sendable {
             parallelism: config.shards)
         let upstream = UpstreamSignal()
         var first = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.repartition, .deadLetter])
-        first.destinations[.repartition] = repartitionTopic
         first.bound = config.untilEnd ? .endAtAssignment : .unbounded
         var second = runnerSettings(topic: repartitionTopic, group: config.aggregateGroup, destinations: [.output, .deadLetter])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
@@ -125,14 +124,13 @@ public final class Pipeline: @unchecked Sendable {
                 "output": "\(config.outputTopic)", "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)",
                 "shards": "\(config.shards)"])
 
-        let second_result = Mutex<Result<StageSummary, any Error>?>(nil)
+        let aggregated = Mutex<Result<StageSummary, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        let thread = Thread { [self] in
+        let thread = Thread {
             let result = Result { try aggregator.run() }
             if case .failure = result { normalizer.requestStop() }
-            second_result.withLock { $0 = result }
+            aggregated.withLock { $0 = result }
             done.signal()
-            _ = self
         }
         thread.name = "trackpipe.aggregate"
         thread.stackSize = 8 << 20
@@ -143,7 +141,7 @@ public final class Pipeline: @unchecked Sendable {
         case .failure: aggregator.requestStop()
         }
         done.wait()
-        let secondResult = second_result.withLock { $0 }!
+        let secondResult = aggregated.withLock { $0 }!
         return [try firstResult.get(), try secondResult.get()]
     }
 

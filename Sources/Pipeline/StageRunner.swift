@@ -4,7 +4,7 @@ import Synchronization
 import TrackingDomain
 
 /// Drives one `Stage` against Kafka: owns the consumer and the producer, admits records
-/// (guarding against librdkafka 2.0.x's batch-consume issues), passes time, commits, follows
+/// (guarding against librdkafka 2.0.x's stale or skipped deliveries), passes time, commits, follows
 /// rebalances and stops at its bound.
 ///
 /// Everything that differs between `run`, `run --until-end`, the two stages of the scaled-out
@@ -160,12 +160,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             }
             if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
             if settings.isBounded { try stage.finish(now: clock(), into: &sink) }
-            do {
-                try producer.flush(timeoutMilliseconds: 60_000)
-            } catch {
-                throw PipelineError.deliveryFailed("\(error)")
-            }
-            if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
+            try awaitAcknowledgements(producer)
             for writer in settings.lineOutputs.values { try writer.flush() }
             try commit()
         } catch {
@@ -208,14 +203,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// `too_late` hits jumps: that is a clock or a replay far from now, not a trickle of
     /// offline devices, and it silently fills the dead-letter topic.
     private func logProgress(since base: Accounting, seconds: Double) {
-        var delta = totals
-        delta.consumed -= base.consumed
-        delta.accepted -= base.accepted
-        delta.emitted -= base.emitted
-        delta.duplicates -= base.duplicates
-        delta.replayed -= base.replayed
-        delta.deadLettered = delta.deadLettered.merging(base.deadLettered.mapValues { -$0 }, uniquingKeysWith: +).filter { $0.value > 0 }
-        delta.filtered = delta.filtered.merging(base.filtered.mapValues { -$0 }, uniquingKeysWith: +).filter { $0.value > 0 }
+        let delta = totals.subtracting(base)
         let letters = delta.deadLettered.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         var line = "\(stage.name): consumed \(delta.consumed) (\(Int(Double(delta.consumed) / max(seconds, 0.001)))/s), lag \(lastLag), accepted \(delta.accepted)"
         if delta.filteredTotal > 0 { line += ", filtered \(delta.filteredTotal)" }
@@ -270,8 +258,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                         owned = false
                     }
                 }
-                // A record of a partition this runner no longer owns: librdkafka 2.0.x's batch
-                // API can hand out records of revoked partitions.
+                // A record of a partition this runner no longer owns (librdkafka 2.0.x has
+                // handed out records of revoked partitions).
                 guard owned else {
                     stale += 1
                     continue
@@ -315,14 +303,14 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         metrics?.guarded(stale: stale, gaps: gaps.count)
         for (tp, expected, got) in gaps {
             logger.warning(
-                "\(stage.name): offsets of \(tp) jumped from \(expected) to \(got): \(got - expected) offsets were never delivered. Expected on compacted or transactional topics, or after retention deleted unread data; otherwise this is librdkafka 2.0.x's known batch-consume issue and those messages were skipped: re-read them with trackpipe replay."
+                "\(stage.name): offsets of \(tp) jumped from \(expected) to \(got): \(got - expected) offsets were never delivered. Expected on compacted or transactional topics, or after retention deleted unread data; otherwise librdkafka skipped those messages (its 2.0.x batch call did, which trackpipe no longer uses): re-read them with trackpipe replay."
             )
         }
         let now = clock()
         if stale > 0 && now - lastGuardLog >= 10_000 {
             lastGuardLog = now
             logger.warning(
-                "\(stage.name): dropped \(stale) records of partitions not assigned to this worker, or at offsets already processed (librdkafka 2.0.x batch-consume guard); nothing is lost: their owner reads them")
+                "\(stage.name): dropped \(stale) records of partitions not assigned to this worker, or at offsets already processed (the consumer guard against librdkafka 2.0.x's stale deliveries); nothing is lost: their owner reads them")
         }
     }
 
@@ -357,8 +345,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         }
         lastLag = lags.values.reduce(0, +)
         // A partition given away keeps no stale lag: its new owner reports it.
-        for partition in lagReported.subtracting(lags.keys) { lags[partition] = 0 }
-        lagReported = Set(lags.filter { $0.value > 0 || progress[TopicPartition(topic: settings.topic, partition: $0.key)] != nil }.keys)
+        let reporting = Set(lags.keys)
+        for partition in lagReported.subtracting(reporting) { lags[partition] = 0 }
+        lagReported = reporting
         guard let metrics else { return }
         metrics.record(drained)
         metrics.gauges(stage.gauges())
@@ -367,16 +356,21 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     // MARK: Offsets and rebalances
 
-    /// Waits for every record sent so far to be acknowledged, then commits each partition's
-    /// commit point (all owned partitions, or only `partitions`).
-    private func commit(only partitions: Set<Int32>? = nil) throws {
-        guard settings.commits, fatal == nil, let producer, let consumer, !progress.isEmpty else { return }
+    /// Waits until every record sent so far is acknowledged; throws if any was not.
+    private func awaitAcknowledgements(_ producer: KafkaProducer) throws {
         do {
             try producer.flush(timeoutMilliseconds: 60_000)
         } catch {
             throw PipelineError.deliveryFailed("\(error)")
         }
         if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
+    }
+
+    /// Waits for every record sent so far to be acknowledged, then commits each partition's
+    /// commit point (all owned partitions, or only `partitions`).
+    private func commit(only partitions: Set<Int32>? = nil) throws {
+        guard settings.commits, fatal == nil, let producer, let consumer, !progress.isEmpty else { return }
+        try awaitAcknowledgements(producer)
         let points = stage.commitPoints()
         var offsets: [TopicPartitionOffset] = []
         for (tp, state) in progress.sorted(by: { $0.key.partition < $1.key.partition })

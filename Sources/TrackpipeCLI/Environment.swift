@@ -122,4 +122,14 @@ struct Environment: Sendable {
         }
         return (parsedLevel, parsedFormat)
     }
+
+    /// The bootstrap servers: every comma-separated address must be non-empty.
+    func brokers(_ commandLine: String?) throws -> String {
+        let brokers = setting("brokers", commandLine, default: "localhost:9092")
+        let addresses = brokers.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard !addresses.isEmpty, addresses.allSatisfy({ !$0.isEmpty }) else {
+            throw ValidationError("\(brokers.label): give at least one bootstrap address, like kafka-1:9092,kafka-2:9092")
+        }
+        return brokers.text
+    }
 }

@@ -48,11 +48,7 @@ struct ReplayCommand: ParsableCommand {
 
     func resolve(_ environment: Environment = Environment()) throws -> Resolved {
         var config = Replay.Config()
-        let brokerSetting = environment.setting("brokers", brokers, default: "localhost:9092")
-        guard brokerSetting.text.split(separator: ",").contains(where: { !$0.trimmingCharacters(in: .whitespaces).isEmpty }) else {
-            throw ValidationError("\(brokerSetting.label): give at least one bootstrap address, like kafka-1:9092")
-        }
-        config.brokers = brokerSetting.text
+        config.brokers = try environment.brokers(brokers)
         config.inputTopic = environment.setting("input-topic", inputTopic, default: "tracking-hits").text
         let output = environment.setting("output-topic", outputTopic, default: "tracking-aggregates")
         if outputFile != nil, output.origin == .commandLine {

@@ -73,12 +73,7 @@ struct RunCommand: ParsableCommand {
             environment.setting(flag, value, default: fallback)
         }
         var config = PipelineConfig()
-        let brokerSetting = text("brokers", brokers, "localhost:9092")
-        let addresses = brokerSetting.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        guard !addresses.isEmpty, addresses.allSatisfy({ !$0.isEmpty }) else {
-            throw ValidationError("\(brokerSetting.label): give at least one bootstrap address, like kafka-1:9092,kafka-2:9092")
-        }
-        config.brokers = brokerSetting.text
+        config.brokers = try environment.brokers(brokers)
         config.inputTopic = text("input-topic", inputTopic, "tracking-hits").text
         config.outputTopic = text("output-topic", outputTopic, "tracking-aggregates").text
         config.deadLetterTopic = text("dlq-topic", dlqTopic, "tracking-hits-dlq").text
