@@ -5,6 +5,7 @@
 #endif
 import CRdKafka
 import Logging
+import Synchronization
 
 /// A producer that never drops a record: when librdkafka's local queue is full, `send` waits
 /// (serving delivery reports meanwhile) instead of failing, so backpressure reaches the caller.
@@ -14,7 +15,17 @@ import Logging
 public final class KafkaProducer: @unchecked Sendable {
     private let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
+    /// Topic handles by name, created on first use and destroyed with the client.
+    private let topics = Mutex<[String: OpaquePointer]>([:])
     public let logger: Logger
+
+    /// A topic this producer sends to (see `topic(_:)`); valid as long as the producer.
+    public struct Topic: @unchecked Sendable {
+        // @unchecked: the handle is an rd_kafka_topic_t, which librdkafka allows any thread to
+        // use; the producer destroys it only in its deinit, after every send has returned.
+        public let name: String
+        let handle: OpaquePointer
+    }
 
     /// - Parameter onDelivery: called once per record with its final outcome (after librdkafka's retries).
     public init(
@@ -40,6 +51,7 @@ public final class KafkaProducer: @unchecked Sendable {
     }
 
     deinit {
+        topics.withLock { for handle in $0.values { rd_kafka_topic_destroy(handle) } }
         rd_kafka_destroy(client)
         context.release()
     }
@@ -55,39 +67,62 @@ public final class KafkaProducer: @unchecked Sendable {
         topic: String, partition: Int32? = nil, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
         headers: [KafkaHeader] = [], timestamp: Int64? = nil, token: UInt64 = 0
     ) throws {
-        try topic.withCString { topicName in
-            try withNativeHeaders(headers) { nativeHeaders in
-                var fields: [rd_kafka_vu_t] = []
-                fields.reserveCapacity(8 + headers.count)
-                fields.append(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_TOPIC, u: .init(cstr: topicName)))
-                fields.append(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_MSGFLAGS, u: .init(i: RD_KAFKA_MSG_F_COPY)))
+        try send(
+            to: self.topic(topic), partition: partition, key: key, value: value, headers: headers, timestamp: timestamp,
+            token: token)
+    }
+
+    /// A handle for sending to `name`, looked up once: sending by handle skips librdkafka's
+    /// topic lookup by name (a lock and a hash) on every record.
+    public func topic(_ name: String) -> Topic {
+        topics.withLock { known in
+            if let handle = known[name] { return Topic(name: name, handle: handle) }
+            let handle = rd_kafka_topic_new(client, name, nil)!
+            known[name] = handle
+            return Topic(name: name, handle: handle)
+        }
+    }
+
+    /// Queues one record for `topic` (see `send(topic:...)`).
+    public func send(
+        to topic: Topic, partition: Int32? = nil, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headers: [KafkaHeader] = [], timestamp: Int64? = nil, token: UInt64 = 0
+    ) throws {
+        try withNativeHeaders(headers) { nativeHeaders in
+            // On the stack: a heap array here would cost an allocation per record.
+            try withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7 + nativeHeaders.count) { fields in
+                var count = 0
+                func add(_ field: rd_kafka_vu_t) {
+                    fields.initializeElement(at: count, to: field)
+                    count += 1
+                }
+                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_RKT, u: .init(rkt: topic.handle)))
+                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_MSGFLAGS, u: .init(i: RD_KAFKA_MSG_F_COPY)))
                 if let partition {
-                    fields.append(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_PARTITION, u: .init(i32: partition)))
+                    add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_PARTITION, u: .init(i32: partition)))
                 }
                 if let key {
-                    fields.append(
+                    add(
                         rd_kafka_vu_t(
                             vtype: RD_KAFKA_VTYPE_KEY,
                             u: .init(mem: .init(ptr: UnsafeMutableRawPointer(mutating: key.baseAddress), size: key.count))))
                 }
                 if let value {
-                    fields.append(
+                    add(
                         rd_kafka_vu_t(
                             vtype: RD_KAFKA_VTYPE_VALUE,
                             u: .init(mem: .init(ptr: UnsafeMutableRawPointer(mutating: value.baseAddress), size: value.count))))
                 }
                 if let timestamp {
-                    fields.append(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_TIMESTAMP, u: .init(i64: timestamp)))
+                    add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_TIMESTAMP, u: .init(i64: timestamp)))
                 }
-                fields.append(
-                    rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_OPAQUE, u: .init(ptr: UnsafeMutableRawPointer(bitPattern: UInt(token)))))
+                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_OPAQUE, u: .init(ptr: UnsafeMutableRawPointer(bitPattern: UInt(token)))))
                 for header in nativeHeaders {
-                    fields.append(
+                    add(
                         rd_kafka_vu_t(
-                            vtype: RD_KAFKA_VTYPE_HEADER,
-                            u: .init(header: .init(name: header.name, val: header.value, size: header.size))))
+                            vtype: RD_KAFKA_VTYPE_HEADER, u: .init(header: .init(name: header.name, val: header.value, size: header.size))))
                 }
-                try produce(fields, topic: topic)
+                try produce(UnsafeBufferPointer(rebasing: fields[0..<count]), topic: topic.name)
             }
         }
     }
@@ -106,17 +141,17 @@ public final class KafkaProducer: @unchecked Sendable {
         }
     }
 
-    private func produce(_ fields: [rd_kafka_vu_t], topic: String) throws {
+    private func produce(_ fields: UnsafeBufferPointer<rd_kafka_vu_t>, topic: String) throws {
         // librdkafka copies key, value (F_COPY) and headers inside produceva, so the
         // caller's buffers need to live only for this call.
         while true {
-            let error = fields.withUnsafeBufferPointer { rd_kafka_produceva(client, $0.baseAddress, $0.count) }
+            let error = rd_kafka_produceva(client, fields.baseAddress, fields.count)
             guard let error else { return }
             let code = rd_kafka_error_code(error)
             if code == RD_KAFKA_RESP_ERR__QUEUE_FULL {
                 rd_kafka_error_destroy(error)
                 // Backpressure: serve delivery reports until librdkafka has room again.
-                rd_kafka_poll(client, 50)
+                rd_kafka_poll(client, 1)
                 continue
             }
             throw KafkaError.consuming(error, "producing to \(topic)")

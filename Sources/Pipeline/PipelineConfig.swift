@@ -32,6 +32,8 @@ public struct PipelineConfig: Sendable {
     /// `/health` turns unhealthy after this long without a reachable broker, without an
     /// assignment from the group, or without a turn of a consume loop (ms).
     public var unhealthyAfter: Int64 = 60_000
+    /// Time every phase of each stage's loop, produce calls one by one (`run --timings`).
+    public var timings = false
     /// Largest batch taken from the consumer at once.
     public var maxBatch: Int = 4_096
 
@@ -54,6 +56,12 @@ public struct PipelineConfig: Sendable {
             "enable.partition.eof": "true",
             // Partitions an instance keeps keep their window state through a rebalance.
             "partition.assignment.strategy": "cooperative-sticky",
+            // librdkafka 2.0.x counts this threshold over the whole consumer queue (all
+            // partitions), and once it is reached stops fetching until its broker thread next
+            // wakes, up to a second later: a consumer that does real work drains the default
+            // 100000 messages first and then waits (half the wall time, measured). A million
+            // leaves queued.max.messages.kbytes (64 MB by default) as the bound on prefetched data.
+            "queued.min.messages": "1000000",
             "client.id": "trackpipe",
         ]).merging(KafkaConfig(kafkaProperties.filter { !Self.producerOnly.contains($0.key) }))
             .merging(KafkaConfig(Self.enforcedConsumerProperties))
@@ -66,6 +74,9 @@ public struct PipelineConfig: Sendable {
             "linger.ms": "20",
             "enable.idempotence": "true",
             "compression.type": "lz4",
+            // The worker acts only on failures (it commits after flushing): a report per
+            // successful record would cost a callback and a queue operation each.
+            "delivery.report.only.error": "true",
         ]).merging(KafkaConfig(kafkaProperties.filter { !Self.consumerOnly.contains($0.key) }))
     }
 
@@ -90,7 +101,7 @@ public struct PipelineConfig: Sendable {
         "linger.ms", "queue.buffering.max.ms", "batch.num.messages", "batch.size", "compression.type", "compression.codec",
         "acks", "request.required.acks", "enable.idempotence", "message.timeout.ms", "delivery.timeout.ms",
         "queue.buffering.max.messages", "queue.buffering.max.kbytes", "retries", "message.send.max.retries",
-        "max.in.flight", "max.in.flight.requests.per.connection", "partitioner", "transactional.id",
+        "max.in.flight", "max.in.flight.requests.per.connection", "partitioner", "transactional.id", "delivery.report.only.error",
     ]
 
     /// Settings that would silently break the worker's guarantees are refused with a reason.

@@ -55,6 +55,11 @@ public struct PipelineSummary: Sendable {
         return lines.joined(separator: "\n")
     }
 
+    /// Where each stage's wall time went (`run --timings`).
+    public var timelineText: String {
+        (["trackpipe timings"] + stages.map { "  \($0.stage): \($0.timeline.text)" }).joined(separator: "\n")
+    }
+
     private func reasons(_ counts: [String: Int]) -> String {
         let shown = counts.filter { $0.value > 0 }
         guard !shown.isEmpty else { return "" }

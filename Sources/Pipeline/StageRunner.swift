@@ -48,6 +48,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// Partitions whose lag gauge was last set, to zero it once they are given away.
     private var lagReported: Set<Int32> = []
     private var upstreamEndsTaken = false
+    private var timeline = RunnerTimeline()
     private var lastUnknownTopicLog: Int64 = .min / 2
     private var lastGuardLog: Int64 = .min / 2
 
@@ -105,7 +106,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             maxBatch: settings.maxBatch)
         self.consumer = consumer
         var sink = ProducerSink(
-            producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded)
+            producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded,
+            timesSends: settings.timings)
         switch settings.source {
         case .group:
             try consumer.subscribe(topics: [settings.topic])
@@ -123,22 +125,33 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         var lineBase = Accounting()
         do {
             while !stopRequested.load(ordering: .relaxed) {
-                let polled = try consumer.pollBatch(timeoutMilliseconds: 100) { batch in try handle(batch, into: &sink) }
+                var mark = RunnerTimeline.now()
+                var inBatch = 0.0
+                let polled = try consumer.pollBatch(timeoutMilliseconds: 100) { batch in
+                    let begin = RunnerTimeline.now()
+                    defer { inBatch = timeline.add(.processing, since: begin) - begin }
+                    return try handle(batch, into: &sink)
+                }
+                mark = timeline.add(polled == nil ? .idlePolling : .polling, since: mark + inBatch)
                 if let fatal { throw fatal }
                 let now = clock()
                 lastLoopMillis.store(now, ordering: .relaxed)
                 if polled == nil || now - lastTick >= settings.tickInterval {
                     try stage.tick(now: now, into: &sink)
                     lastTick = now
+                    mark = timeline.add(.ticking, since: mark)
                 }
                 producer.poll()
+                mark = timeline.add(.servingReports, since: mark)
                 if settings.commits && now - lastCommit >= settings.commitInterval {
                     try commit()
                     lastCommit = now
+                    mark = RunnerTimeline.now()
                 }
                 if now - lastReport >= 1_000 {
                     report()
                     lastReport = now
+                    mark = timeline.add(.reporting, since: mark)
                 }
                 if case .group = settings.source, assignedMillis.load(ordering: .relaxed) == 0, now - lastWaitingLog >= 10_000 {
                     lastWaitingLog = now
@@ -159,7 +172,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 if boundReached { break }
             }
             if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
+            var mark = RunnerTimeline.now()
             if settings.isBounded { try stage.finish(now: clock(), into: &sink) }
+            mark = timeline.add(.finishing, since: mark)
             try awaitAcknowledgements(producer)
             for writer in settings.lineOutputs.values { try writer.flush() }
             try commit()
@@ -174,12 +189,16 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let committed = progress.sorted { $0.key.partition < $1.key.partition }.compactMap { tp, state in
             state.lastCommitted.map { TopicPartitionOffset(tp, offset: $0.offset, metadata: $0.metadata) }
         }
+        let closing = RunnerTimeline.now()
         consumer.close()
+        timeline.add(.closing, since: closing)
         report()
         onProgress?(progressSnapshot(started: started, now: clock(), finished: true))
+        timeline.add(.producing, seconds: sink.sendSeconds)
+        timeline.total = timeline.elapsed()
         return StageSummary(
             stage: stage.name, topic: settings.topic, accounting: totals, elapsedMilliseconds: clock() - started,
-            committed: committed)
+            committed: committed, timeline: timeline)
     }
 
     private func progressSnapshot(started: Int64, now: Int64, finished: Bool = false) -> RunnerProgress {
@@ -293,6 +312,11 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         putBack()
         if stale > 0 || !gaps.isEmpty { reportGuard(stale: stale, gaps: gaps) }
         pendingConsumed += records.count
+        if !records.isEmpty {
+            let at = timeline.elapsed()
+            if timeline.firstRecordAt == nil { timeline.firstRecordAt = at }
+            timeline.lastRecordAt = at
+        }
         try stage.process(records, now: clock(), into: &sink)
         return batch.count
     }
@@ -358,6 +382,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// Waits until every record sent so far is acknowledged; throws if any was not.
     private func awaitAcknowledgements(_ producer: KafkaProducer) throws {
+        let begin = RunnerTimeline.now()
+        defer { timeline.add(.awaitingAcknowledgements, since: begin) }
         do {
             try producer.flush(timeoutMilliseconds: 60_000)
         } catch {
@@ -384,6 +410,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             offsets.append(TopicPartitionOffset(tp, offset: point.offset, metadata: point.metadata))
         }
         guard !offsets.isEmpty else { return }
+        let begin = RunnerTimeline.now()
+        defer { timeline.add(.committing, since: begin) }
         do {
             try consumer.commit(offsets)
             for offset in offsets {
@@ -396,6 +424,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     private func partitionsAssigned(_ partitions: [TopicPartition], startingAt explicit: [TopicPartitionOffset]? = nil) {
         assignedMillis.store(clock(), ordering: .relaxed)
+        if timeline.assignedAt == nil { timeline.assignedAt = timeline.elapsed() }
         guard let consumer else { return }
         let mine = partitions.filter { $0.topic == settings.topic }
         guard !mine.isEmpty else { return }
@@ -479,16 +508,32 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 /// Sends a stage's records through the producer to the topic of each destination.
 struct ProducerSink: RecordSink {
     let producer: KafkaProducer
-    let topics: [Destination: String]
+    let topics: [Destination: KafkaProducer.Topic]
     let lines: [Destination: LineWriter]
     let discarded: Set<Destination>
+    /// Whether to time each produce call (two clock reads a record) into `sendSeconds`.
+    var timesSends = false
+    private(set) var sendSeconds = 0.0
+
+    init(
+        producer: KafkaProducer, topics: [Destination: String], lines: [Destination: LineWriter], discarded: Set<Destination>,
+        timesSends: Bool = false
+    ) {
+        self.producer = producer
+        self.topics = topics.mapValues { producer.topic($0) }
+        self.lines = lines
+        self.discarded = discarded
+        self.timesSends = timesSends
+    }
 
     mutating func send(
         _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
         headers: [KafkaHeader], timestamp: Int64?
     ) throws {
         if let topic = topics[destination] {
-            try producer.send(topic: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp)
+            let begin = timesSends ? RunnerTimeline.now() : 0
+            defer { if timesSends { sendSeconds += RunnerTimeline.now() - begin } }
+            try producer.send(to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp)
         } else if let writer = lines[destination] {
             try writer.write(value ?? UnsafeRawBufferPointer(start: nil, count: 0))
         } else if !discarded.contains(destination) {
@@ -504,6 +549,7 @@ public struct StageSummary: Sendable {
     public var accounting: Accounting
     public var elapsedMilliseconds: Int64
     public var committed: [TopicPartitionOffset]
+    public var timeline = RunnerTimeline()
 }
 
 /// How a `StageRunner` meets Kafka: see `StageRunner`.
@@ -544,6 +590,8 @@ public struct RunnerSettings: Sendable {
     /// How often the stage is given the time when records keep coming (ms).
     public var tickInterval: Int64 = 200
     public var maxBatch: Int = 4_096
+    /// Time every produce call for the timeline (`run --timings`).
+    public var timings = false
 
     public init(
         topic: String, source: Source, bound: Bound, commits: Bool, consumer: KafkaConfig, producer: KafkaConfig,

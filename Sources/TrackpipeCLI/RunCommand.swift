@@ -54,6 +54,8 @@ struct RunCommand: ParsableCommand {
     var progressInterval: String?
     @Option(parsing: .unconditional, help: "/health fails after this long without a reachable broker, a partition assignment or a turn of the consume loop. (env TRACKPIPE_UNHEALTHY_AFTER, default 60s)")
     var unhealthyAfter: String?
+    @Flag(help: "After the summary, print where each stage's wall time went (poll, process, produce, commit, ...).")
+    var timings = false
     @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default info)") var logLevel: String?
     @Option(help: "text or json. (env TRACKPIPE_LOG_FORMAT, default text)") var logFormat: String?
 
@@ -105,6 +107,7 @@ struct RunCommand: ParsableCommand {
                 "\(text("shards", shards.map(String.init), "").label): use 1 to \(Self.maxShards); the number of cores (\(ProcessInfo.processInfo.activeProcessorCount)) is usually best")
         }
         config.untilEnd = try environment.switch("until-end", untilEnd)
+        config.timings = timings
         config.commitInterval = try environment.duration("commit-interval", commitInterval, default: "5s")
         guard config.commitInterval > 0 else {
             throw ValidationError("\(text("commit-interval", commitInterval, "5s").label): must be longer than 0, like 1s or 5s")
@@ -143,6 +146,7 @@ struct RunCommand: ParsableCommand {
         do {
             let summary = try WorkerRun.execute(resolved, logger: logger)
             print(summary.text)
+            if resolved.config.timings { print(summary.timelineText) }
         } catch {
             FileHandle.standardError.write(Data("trackpipe run: \(error)\n".utf8))
             throw ExitCode(1)

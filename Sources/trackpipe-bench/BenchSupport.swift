@@ -15,14 +15,23 @@ enum BenchSupport {
         _ broker: EmbeddedBroker, topic: String, partitions: Int, values: [[UInt8]], timestamps: [Int64]? = nil
     ) throws {
         try broker.createTopic(topic, partitions: partitions)
+        try preload(
+            bootstrapServers: broker.bootstrapServers, topic: topic, partitions: partitions, values: values, timestamps: timestamps)
+    }
+
+    /// Fills an existing `topic` of the cluster at `bootstrapServers`, as `preload` above.
+    static func preload(
+        bootstrapServers: String, topic: String, partitions: Int, values: [[UInt8]], timestamps: [Int64]? = nil,
+        placement: [Int32]? = nil
+    ) throws {
         let producer = try KafkaProducer(
             config: KafkaConfig([
-                "bootstrap.servers": broker.bootstrapServers, "linger.ms": "20", "batch.num.messages": "10000",
+                "bootstrap.servers": bootstrapServers, "linger.ms": "20", "batch.num.messages": "10000",
                 "queue.buffering.max.messages": "500000", "log_level": "3",
             ]))
         for (index, value) in values.enumerated() {
             try producer.send(
-                topic: topic, partition: Int32(index % partitions), key: Array("k\(index % 5000)".utf8), value: value,
+                topic: topic, partition: placement?[index] ?? Int32(index % partitions), key: Array("k\(index % 5000)".utf8), value: value,
                 timestamp: timestamps?[index])
         }
         try producer.flush(timeoutMilliseconds: 120_000)

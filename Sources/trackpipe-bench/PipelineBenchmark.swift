@@ -2,118 +2,152 @@ import ArgumentParser
 import Foundation
 import HitGenerator
 import Kafka
+import Windowing
 
-/// `trackpipe run --until-end` over a preloaded topic against kcat consuming the same topic in
-/// a consumer group, same run: what the whole worker (normalize, window, produce, commit) costs
-/// over just reading the bytes. Both include joining a group (the embedded broker's join takes
-/// about 3 s), so the steady-state rates after the first record are printed too.
+/// The whole worker as a new user meets it: `trackpipe run --until-end` (two stages, and the
+/// single stage of `--input-keyed-by-delivery`) against `kcat -G` reading the same topic, on an
+/// embedded cluster in a process of its own, alternating rounds, fresh groups every time.
+///
+/// Every contender pays a group join (the embedded broker holds the first join about 3 s);
+/// each one's join is read from its own log (the moment it is handed its partitions) and
+/// subtracted, so the ratios compare the work after the join. CPU seconds of each contender
+/// and of the broker are measured too: a worker that waits shows little CPU for its wall time.
 struct PipelineBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pipeline",
-        abstract: "trackpipe run --until-end, two stages and one, vs kcat -G on the same preloaded embedded topic.")
+        abstract: "trackpipe run --until-end (two stages and one) vs kcat -G, broker in its own process.")
 
-    @Option(help: "Hits to preload.") var count = 400_000
-    @Option(help: "Partitions of the input topic.") var partitions = 32
+    @Option(help: "Hits to preload.") var count = 800_000
+    @Option(help: "Partitions of the input topic (the embedded broker keeps about 5 MB per partition).")
+    var partitions = 64
     @Option(help: "Alternating rounds of each contender.") var rounds = 3
     @Option(help: "Windowing shards for trackpipe.") var shards = 2
+    @Option(help: "Share of bad messages in the generated stream.") var badRate = 0.03
+    @Option(help: "One delivery in this many has tracking off.") var trackingOffEvery = 4
+    @Option(help: "Contenders, comma-separated: kcat, two (stages), one (stage).") var contenders = "kcat,two,one"
     @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
-    @Option(
-        help:
-            "fetch.wait.max.ms for both contenders (default: librdkafka's 500). The embedded broker holds fetches up to this long once some partitions are drained, which real brokers do not; 10 shows the steady state."
-    )
-    var fetchWaitMs: Int?
+    @Option(parsing: .singleValue, help: "Extra -X property for trackpipe (repeatable), to try settings.")
+    var property: [String] = []
     @Flag(help: "Print trackpipe's run summaries.") var verbose = false
+    @Flag(help: "Run trackpipe with --timings (times every produce call, which costs a little) and print the timelines.")
+    var timings = false
 
     func run() throws {
         let binary = try BenchSupport.trackpipeBinary(trackpipe)
-        let broker = try EmbeddedBroker()
-        try broker.createTopic("tracking-aggregates", partitions: 8)
-        try broker.createTopic("tracking-hits-dlq", partitions: 4)
-        let hits = HitStream(HitStreamConfig(count: count, seed: 99, deliveries: 200, span: 60 * 60_000)).generate()
+        let chosen = contenders.split(separator: ",").map(String.init)
+        let groups = (1...rounds).map { "bench-\(UUID().uuidString.prefix(6).lowercased())-\($0)" }
+        // The embedded broker creates only what it is told to (every topic with the same
+        // partition count): the input, the outputs and each two-stage round's repartition topic.
+        let broker = try BrokerProcess(
+            binary: binary,
+            topics: ["tracking-hits", "tracking-hits-by-delivery", "tracking-aggregates", "tracking-hits-dlq"]
+                + groups.map { "\($0)-repartition" },
+            partitions: partitions)
+        defer { broker.stop() }
+        let hits = HitStream(
+            HitStreamConfig(
+                count: count, seed: 99, deliveries: 200, span: 60 * 60_000, badRate: badRate, trackingOffEvery: trackingOffEvery)
+        ).generate()
         let bytes = hits.map(\.value.count).reduce(0, +)
-        print("preloading \(count) generated hits (avg \(bytes / max(count, 1)) bytes) into \(partitions) partitions...")
-        // Record timestamps as a tracking collector would set them (the hits' own time), so the
-        // worker sees the realistic mix and not a topic full of "future" hits.
+        print(
+            "preloading \(count) generated hits (\(bytes / 1_000_000) MB, avg \(bytes / max(count, 1)) bytes) into \(partitions) partitions of an embedded broker at \(broker.bootstrapServers)..."
+        )
         try BenchSupport.preload(
-            broker, topic: "tracking-hits", partitions: partitions, values: hits.map(\.value), timestamps: hits.map(\.kafkaTimestamp))
-
-        // The same topic layout with one record per partition: what each contender pays
-        // whatever the volume (process start, joining the group, reaching the ends).
-        try BenchSupport.preload(
-            broker, topic: "tiny", partitions: partitions, values: Array(hits.prefix(partitions).map(\.value)),
-            timestamps: Array(hits.prefix(partitions).map(\.kafkaTimestamp)))
-
-        var twoStage: [Double] = []
-        var oneStage: [Double] = []
-        var kcat: [Double] = []
-        var twoFixed: [Double] = []
-        var oneFixed: [Double] = []
-        var kcatFixed: [Double] = []
-        for round in 1...rounds {
-            kcat.append(try timeKcat(broker, topic: "tracking-hits"))
-            twoStage.append(try timeTrackpipe(binary, broker, topic: "tracking-hits", expected: count, keyedByDelivery: false))
-            oneStage.append(try timeTrackpipe(binary, broker, topic: "tracking-hits", expected: count, keyedByDelivery: true))
-            kcatFixed.append(try timeKcat(broker, topic: "tiny"))
-            twoFixed.append(try timeTrackpipe(binary, broker, topic: "tiny", expected: partitions, keyedByDelivery: false))
-            oneFixed.append(try timeTrackpipe(binary, broker, topic: "tiny", expected: partitions, keyedByDelivery: true))
-            print(
-                "round \(round): kcat -G \(BenchSupport.rate(count, kcat.last!)) (\(f(kcat.last!)) s), two stages \(BenchSupport.rate(count, twoStage.last!)) (\(f(twoStage.last!)) s), one stage \(BenchSupport.rate(count, oneStage.last!)) (\(f(oneStage.last!)) s); fixed cost kcat \(f(kcatFixed.last!)) s, two stages \(f(twoFixed.last!)) s, one stage \(f(oneFixed.last!)) s"
-            )
+            bootstrapServers: broker.bootstrapServers, topic: "tracking-hits", partitions: partitions, values: hits.map(\.value),
+            timestamps: hits.map(\.kafkaTimestamp))
+        if chosen.contains("one") {
+            // The single stage is for input keyed by delivery: the same hits, each in its
+            // delivery's partition (hits without one, round-robin).
+            let placed = hits.enumerated().map { index, hit -> Int32 in
+                switch hit.truth {
+                case .counted(let expected), .stale(let expected):
+                    DeliveryHash.partition(of: expected.deliveryId, count: Int32(partitions))
+                default: Int32(index % partitions)
+                }
+            }
+            try BenchSupport.preload(
+                bootstrapServers: broker.bootstrapServers, topic: "tracking-hits-by-delivery", partitions: partitions,
+                values: hits.map(\.value), timestamps: hits.map(\.kafkaTimestamp), placement: placed)
         }
-        let k = BenchSupport.median(kcat), two = BenchSupport.median(twoStage), one = BenchSupport.median(oneStage)
-        let kf = BenchSupport.median(kcatFixed), twof = BenchSupport.median(twoFixed), onef = BenchSupport.median(oneFixed)
-        print("median whole runs: kcat \(BenchSupport.rate(count, k)), two stages \(BenchSupport.rate(count, two)), one stage \(BenchSupport.rate(count, one))")
-        print(String(format: "ratios of rates, whole runs incl. group joins: two stages / kcat %.2f, one stage / kcat %.2f, two stages / one stage %.2f (target >= 0.5)", k / two, k / one, one / two))
-        if two - twof > 0.1 && one - onef > 0.1 {
-            print(
-                "net of each one's fixed cost: two stages \(BenchSupport.rate(count, two - twof)), one stage \(BenchSupport.rate(count, one - onef)), two stages / one stage \(String(format: "%.2f", (one - onef) / (two - twof)))"
-            )
+
+        var results: [String: [TimedRun]] = [:]
+        for (round, group) in groups.enumerated() {
+            for contender in chosen {
+                let run: TimedRun
+                switch contender {
+                case "kcat": run = try kcat(broker)
+                case "two": run = try trackpipeRun(binary, broker, group: group, keyedByDelivery: false)
+                case "one": run = try trackpipeRun(binary, broker, group: group + "-one", keyedByDelivery: true)
+                default: throw BenchError("unknown contender \(contender): use kcat, two, one")
+                }
+                results[contender, default: []].append(run)
+                print(
+                    String(
+                        format: "round %d %@: wall %.2f s, join %.2f s, after join %.2f s (%@), CPU %.2f s (%.0f %% of the time after the join), broker CPU %.2f s",
+                        round + 1, name(contender), run.wall, run.joined ?? 0, run.afterJoin, BenchSupport.rate(count, run.afterJoin),
+                        run.cpu, 100 * run.cpu / max(run.afterJoin, 0.001), run.brokerCPU))
+                if (verbose || timings) && contender != "kcat" {
+                    print(verbose ? run.stdout : run.stdout.split(separator: "\n").drop { !$0.hasPrefix("trackpipe timings") }.joined(separator: "\n"))
+                }
+            }
         }
-        if k - kf > 0.1 {
-            print("net kcat: \(BenchSupport.rate(count, k - kf))")
-        } else {
-            print("net kcat: not measurable in this run (its volume cost is within the noise of its group join)")
+        print("medians over \(rounds) rounds (after the join):")
+        for contender in chosen {
+            let runs = results[contender] ?? []
+            let after = BenchSupport.median(runs.map(\.afterJoin))
+            print(
+                String(
+                    format: "  %@: %.2f s (%@), join %.2f s, CPU %.2f s, broker CPU %.2f s", name(contender), after,
+                    BenchSupport.rate(count, after), BenchSupport.median(runs.map { $0.joined ?? 0 }),
+                    BenchSupport.median(runs.map(\.cpu)), BenchSupport.median(runs.map(\.brokerCPU))))
+        }
+        if let k = results["kcat"] {
+            for contender in chosen where contender != "kcat" {
+                let runs = results[contender] ?? []
+                // The ratio of each round (same moment of the machine), then the median of those.
+                let ratios = zip(k, runs).map { $0.afterJoin / $1.afterJoin }
+                print(
+                    String(
+                        format: "ratio %@ / kcat (rates after the join): median %.2f, rounds %@ (target >= 0.8)", name(contender),
+                        BenchSupport.median(ratios), ratios.map { String(format: "%.2f", $0) }.joined(separator: " ")))
+            }
         }
     }
-}
 
-extension PipelineBenchmark {
-    func f(_ seconds: Double) -> String { String(format: "%.2f", seconds) }
+    func name(_ contender: String) -> String {
+        switch contender {
+        case "kcat": "kcat -G"
+        case "two": "trackpipe two stages"
+        case "one": "trackpipe one stage"
+        default: contender
+        }
+    }
 
-    var fetchWait: [String] { fetchWaitMs.map { ["-X", "fetch.wait.max.ms=\($0)"] } ?? [] }
-
-    func timeKcat(_ broker: EmbeddedBroker, topic: String) throws -> Double {
-        guard
-            let seconds = try BenchSupport.timeKcat([
-                "-b", broker.bootstrapServers, "-G", "kcat-\(UUID().uuidString.prefix(8))", "-o", "beginning", "-e", "-q",
-                "-X", "session.timeout.ms=6000", "-f", "%o\\n",
-            ] + fetchWait + [topic])
+    func kcat(_ broker: BrokerProcess) throws -> TimedRun {
+        guard let kcat = ["/usr/bin/kcat", "/usr/local/bin/kcat"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
         else { throw BenchError("kcat is not installed: apt-get install -y kcat") }
-        return seconds
+        // Not -q: kcat reports its assignment on stderr ("... rebalanced ...: assigned: ..."),
+        // which marks the end of its join. Records go to stdout as offsets, read and dropped.
+        return try TimedRun.measure(
+            kcat,
+            [
+                "-b", broker.bootstrapServers, "-G", "kcat-\(UUID().uuidString.prefix(8))", "-o", "beginning", "-e",
+                "-X", "session.timeout.ms=6000", "-f", "%o\\n", "tracking-hits",
+            ], broker: broker, assignmentMarker: "assigned")
     }
 
-    func timeTrackpipe(_ binary: String, _ broker: EmbeddedBroker, topic: String, expected: Int, keyedByDelivery: Bool) throws -> Double {
-        let group = "trackpipe-\(UUID().uuidString.prefix(8))"
-        // The embedded broker cannot create topics on request: make the repartition topic
-        // with the input's partition count, as trackpipe does on a real cluster.
-        if !keyedByDelivery { try broker.createTopic("\(group)-repartition", partitions: partitions) }
-        let start = BenchSupport.now()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [
-            "run", "--brokers", broker.bootstrapServers, "--input-topic", topic, "--group", group,
-            "--until-end", "--shards", "\(shards)", "--log-level", "warning", "-X", "session.timeout.ms=6000",
-        ] + fetchWait + (keyedByDelivery ? ["--input-keyed-by-delivery"] : [])
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let summary = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        let seconds = BenchSupport.now() - start
-        guard process.terminationStatus == 0, summary.contains("consumed      \(expected) messages") else {
-            throw BenchError("trackpipe run on \(topic) failed: \(summary)")
+    func trackpipeRun(_ binary: String, _ broker: BrokerProcess, group: String, keyedByDelivery: Bool) throws -> TimedRun {
+        let arguments =
+            [
+                "run", "--brokers", broker.bootstrapServers, "--input-topic", keyedByDelivery ? "tracking-hits-by-delivery" : "tracking-hits",
+                "--group", group, "--until-end", "--shards", "\(shards)", "--log-level", "info", "--progress-interval", "0s",
+                "-X", "session.timeout.ms=6000",
+            ] + property.flatMap { ["-X", $0] } + (keyedByDelivery ? ["--input-keyed-by-delivery"] : [])
+            + (timings ? ["--timings"] : [])
+        let run = try TimedRun.measure(binary, arguments, broker: broker, assignmentMarker: ": assigned ")
+        guard run.stdout.contains("consumed      \(count) messages") else {
+            throw BenchError("trackpipe run did not consume all \(count) messages: \(run.stdout)")
         }
-        if verbose { print(summary) }
-        return seconds
+        return run
     }
 }
