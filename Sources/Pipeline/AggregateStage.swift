@@ -100,8 +100,9 @@ public struct AggregateStage: Stage {
     private struct TaskResult {
         var report = StageReport()
         var emitted: [WindowAggregate] = []
-        /// (record index, reason, detail, whether to send: not below the previous owner's mark).
-        var deadLetters: [(index: Int, reason: String, detail: String, send: Bool)] = []
+        /// (record index, event within a batched record or nil, reason, detail, whether to send:
+        /// not below the previous owner's mark).
+        var deadLetters: [(index: Int, event: Int?, reason: String, detail: String, send: Bool)] = []
     }
 
     public mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws {
@@ -153,7 +154,7 @@ public struct AggregateStage: Stage {
             pending.accounting.add(result.report.accounting)
             pending.capacityEvictions += result.report.capacityEvictions
             for letter in result.deadLetters where letter.send {
-                try sendDeadLetter(records[letter.index], reason: letter.reason, detail: letter.detail, into: &sink)
+                try sendDeadLetter(records[letter.index], event: letter.event, reason: letter.reason, detail: letter.detail, into: &sink)
             }
             try emit(result.emitted, now: now, into: &sink)
         }
@@ -174,7 +175,9 @@ public struct AggregateStage: Stage {
         let wasReplaying = task.isReplaying
         var inputs: [WindowInput] = []
         inputs.reserveCapacity(indices.count)
-        var inputIndex: [Position: Int] = [:]
+        /// Where each input came from (its `tag`): record index and event within the record.
+        var origins: [(index: Int, event: Int?)] = []
+        origins.reserveCapacity(indices.count)
         var marks: [Int32: SourceMark] = [:]
         for index in indices {
             let record = records[index]
@@ -186,22 +189,22 @@ public struct AggregateStage: Stage {
                 switch outcomes?[index] ?? intake.take(record) {
                 case .accepted(var event, let eventTime):
                     event.eventTime = eventTime
-                    inputIndex[Position(record.partition, record.offset)] = index
-                    inputs.append(WindowInput(event: event, partition: record.partition, offset: record.offset))
+                    inputs.append(WindowInput(event: event, partition: record.partition, offset: record.offset, tag: origins.count))
+                    origins.append((index, nil))
                     let previous = marks[record.partition]?.watermark ?? eventTime
                     marks[record.partition] = SourceMark(source: record.partition, watermark: max(previous, eventTime))
                 case .filtered(let reason):
                     result.report.accounting.filtered[reason.rawValue, default: 0] += 1
                 case .rejected(let reason, let detail):
                     result.report.accounting.deadLettered[reason, default: 0] += 1
-                    result.deadLetters.append((index, reason, detail, !replay && inRange(record.timestamp)))
+                    result.deadLetters.append((index, nil, reason, detail, !replay && inRange(record.timestamp)))
                 }
                 continue
             }
             guard let value = record.value else {
                 result.report.accounting.consumed += 1
                 result.report.accounting.deadLettered[unreadableEvent, default: 0] += 1
-                result.deadLetters.append((index, unreadableEvent, "\(unreadableEvent): an empty record on the repartition topic; only trackpipe should write to it", !replay))
+                result.deadLetters.append((index, nil, unreadableEvent, "\(unreadableEvent): an empty record on the repartition topic; only trackpipe should write to it", !replay))
                 continue
             }
             let decoded: RepartitionRecord.Decoded
@@ -211,7 +214,7 @@ public struct AggregateStage: Stage {
                 result.report.accounting.consumed += 1
                 result.report.accounting.deadLettered[unreadableEvent, default: 0] += 1
                 result.deadLetters.append(
-                    (index, unreadableEvent, "\(unreadableEvent): \(error); only trackpipe of the same major version should write to the repartition topic", !replay))
+                    (index, nil, unreadableEvent, "\(unreadableEvent): \(error); only trackpipe of the same major version should write to the repartition topic", !replay))
                 continue
             }
             switch decoded {
@@ -224,42 +227,54 @@ public struct AggregateStage: Stage {
                     marks[mark.source] = SourceMark(source: mark.source, watermark: watermark, idle: mark.idle)
                 }
             case .event(let event):
-                result.report.accounting.consumed += 1
-                if replay { result.report.accounting.replayed += 1 }
-                task.declareSources(event.sourcePartitions)
-                let previous = marks[event.sourcePartition]?.watermark ?? event.sourceWatermark
-                marks[event.sourcePartition] = SourceMark(
-                    source: event.sourcePartition, watermark: max(previous, event.sourceWatermark), idle: false)
-                guard task.dedup.admit(source: event.sourcePartition, sourceOffset: event.sourceOffset, position: record.offset)
-                else {
-                    result.report.accounting.duplicates += 1
-                    continue
+                take(event, deliveryId: record.key, of: index, event: nil, at: record, replay: replay)
+            case .events(let events):
+                for (number, event) in events.enumerated() {
+                    take(event, deliveryId: event.deliveryId, of: index, event: number, at: record, replay: replay)
                 }
-                guard let key = record.key, !key.isEmpty else {
-                    result.report.accounting.deadLettered[unreadableEvent, default: 0] += 1
-                    result.deadLetters.append((index, unreadableEvent, "\(unreadableEvent): an event without its delivery id key", !replay))
-                    continue
-                }
-                let tracking = TrackingEvent(
-                    deliveryId: String(decoding: key, as: UTF8.self),
-                    broadlogId: String(decoding: event.broadlogId, as: UTF8.self), action: event.action,
-                    channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
-                inputIndex[Position(record.partition, record.offset)] = index
-                inputs.append(WindowInput(event: tracking, partition: record.partition, offset: record.offset))
             }
+        }
+        /// One event from the shuffle: its source's watermark, dropped if sent twice, else counted.
+        func take(
+            _ event: RepartitionRecord.Event, deliveryId: UnsafeRawBufferPointer?, of index: Int, event number: Int?,
+            at record: InputRecord, replay: Bool
+        ) {
+            result.report.accounting.consumed += 1
+            if replay { result.report.accounting.replayed += 1 }
+            task.declareSources(event.sourcePartitions)
+            let previous = marks[event.sourcePartition]?.watermark ?? event.sourceWatermark
+            marks[event.sourcePartition] = SourceMark(
+                source: event.sourcePartition, watermark: max(previous, event.sourceWatermark), idle: false)
+            guard task.dedup.admit(source: event.sourcePartition, sourceOffset: event.sourceOffset, position: record.offset)
+            else {
+                result.report.accounting.duplicates += 1
+                return
+            }
+            guard let deliveryId, !deliveryId.isEmpty else {
+                result.report.accounting.deadLettered[unreadableEvent, default: 0] += 1
+                result.deadLetters.append((index, number, unreadableEvent, "\(unreadableEvent): an event without its delivery id", !replay))
+                return
+            }
+            let tracking = TrackingEvent(
+                deliveryId: String(decoding: deliveryId, as: UTF8.self),
+                broadlogId: String(decoding: event.broadlogId, as: UTF8.self), action: event.action,
+                channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
+            inputs.append(WindowInput(event: tracking, partition: record.partition, offset: record.offset, tag: origins.count))
+            origins.append((index, number))
         }
         if let last = inputs.last { task.lastInputOffset = last.offset }
         let output = task.engine.process(inputs, marks: marks.values.sorted { $0.source < $1.source }, now: now)
         result.report.accounting.accepted += inputs.count - output.tooLate.count
         result.report.accounting.replayedFinal += output.replayedFinal
         for late in output.tooLate {
-            guard let index = inputIndex[Position(late.partition, late.offset)] else { continue }
+            let origin = origins[late.tag]
             result.report.accounting.deadLettered[RejectReason.tooLate.rawValue, default: 0] += 1
             let replay = late.offset < (task.restoredProcessed ?? .min)
-            result.deadLetters.append((index, RejectReason.tooLate.rawValue, late.detail, !replay && inRange(late.event.eventTime)))
+            result.deadLetters.append(
+                (origin.index, origin.event, RejectReason.tooLate.rawValue, late.detail, !replay && inRange(late.event.eventTime)))
         }
         result.report.capacityEvictions = output.capacityEvictions
-        result.deadLetters.sort { $0.index < $1.index }
+        result.deadLetters.sort { ($0.index, $0.event ?? -1) < ($1.index, $1.event ?? -1) }
         // Below the previous owner's processed mark, everything this replay would emit was
         // emitted and acknowledged before that owner's commit, with the same counts: sending it
         // again would only repeat records (and, for a sink reading the stream, step back).
@@ -292,8 +307,10 @@ public struct AggregateStage: Stage {
 
     /// The original message, unchanged, with the reason in headers. Behind the shuffle the
     /// original key and value travelled inside the event.
-    private func sendDeadLetter(_ record: InputRecord, reason: String, detail: String, into sink: inout some RecordSink) throws {
-        if intake == nil, let value = record.value, case .event(let event)? = try? RepartitionRecord.decode(value) {
+    private func sendDeadLetter(
+        _ record: InputRecord, event number: Int?, reason: String, detail: String, into sink: inout some RecordSink
+    ) throws {
+        if intake == nil, let value = record.value, let event = Self.event(number, in: value) {
             let letter = DeadLetter(
                 reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: event.sourcePartition,
                 sourceOffset: event.sourceOffset)
@@ -306,6 +323,15 @@ public struct AggregateStage: Stage {
             reason: reason, detail: detail, sourceTopic: intake == nil ? "\(sourceTopic) (via the repartition topic)" : sourceTopic,
             sourcePartition: record.partition, sourceOffset: record.offset)
         try sink.send(.deadLetter, partition: nil, key: record.key, value: record.value, headers: letter.headers, timestamp: record.timestamp)
+    }
+
+    /// Event `number` of a batched record (nil: the one event of a version 1 record).
+    private static func event(_ number: Int?, in value: UnsafeRawBufferPointer) -> RepartitionRecord.Event? {
+        switch try? RepartitionRecord.decode(value) {
+        case .event(let event)?: event
+        case .events(let events)?: number.flatMap { events.indices.contains($0) ? events[$0] : nil }
+        default: nil
+        }
     }
 
     private mutating func emit(_ aggregates: [WindowAggregate], now: Int64, into sink: inout some RecordSink) throws {
@@ -373,16 +399,6 @@ public struct AggregateStage: Stage {
     }
 
     public var ownedPartitions: [Int32] { tasks.keys.sorted() }
-}
-
-/// A record's place in its topic.
-struct Position: Hashable {
-    var partition: Int32
-    var offset: Int64
-    init(_ partition: Int32, _ offset: Int64) {
-        self.partition = partition
-        self.offset = offset
-    }
 }
 
 /// Lets a buffer be written by `concurrentPerform` workers, each to its own slots.

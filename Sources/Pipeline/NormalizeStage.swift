@@ -1,3 +1,4 @@
+import Dispatch
 import TrackingDomain
 import Windowing
 
@@ -21,6 +22,8 @@ public struct NormalizeStage: Stage {
     public let repartitionPartitions: Int32
     public let idleTimeout: Int64
     public let markInterval: Int64
+    /// Threads that judge and encode a batch's records at once.
+    public let parallelism: Int
 
     private let intake: HitIntake
     private var sources: [Int32: SourceState] = [:]
@@ -28,6 +31,8 @@ public struct NormalizeStage: Stage {
     private var lastMarks: Int64?
     private var pending = StageReport()
     private var buffer: [UInt8] = []
+    /// Per repartition partition, the events of the batch in hand.
+    private var batches: [RepartitionRecord.EventBatch]
 
     struct SourceState {
         /// Highest event time of an accepted hit; nil until the first.
@@ -40,8 +45,9 @@ public struct NormalizeStage: Stage {
 
     public init(
         inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, limits: NormalizerLimits,
-        maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500
+        maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1
     ) {
+        self.parallelism = max(1, parallelism)
         precondition(repartitionPartitions >= 1, "the repartition topic has at least one partition")
         self.inputTopic = inputTopic
         self.sourcePartitions = sourcePartitions
@@ -49,6 +55,7 @@ public struct NormalizeStage: Stage {
         self.intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
         self.idleTimeout = idleTimeout
         self.markInterval = markInterval
+        self.batches = Array(repeating: RepartitionRecord.EventBatch(), count: Int(repartitionPartitions))
     }
 
     public mutating func assign(_ starts: [PartitionStart], now: Int64) {
@@ -64,42 +71,116 @@ public struct NormalizeStage: Stage {
     }
 
     public mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws {
-        for record in records {
-            pending.accounting.consumed += 1
-            sources[record.partition, default: SourceState(watermark: nil, lastEventAt: now)].processed = record.offset + 1
-            switch intake.take(record) {
-            case .accepted(let event, let eventTime):
-                var source = sources[record.partition]!
-                let watermark = max(source.watermark ?? eventTime, eventTime)
-                source.watermark = watermark
-                source.lastEventAt = now
-                sources[record.partition] = source
-                RepartitionRecord.encodeEvent(
-                    event, eventTime: eventTime, sourcePartitions: sourcePartitions, sourcePartition: record.partition,
-                    sourceOffset: record.offset, sourceWatermark: watermark, originalTimestamp: record.timestamp,
-                    originalKey: record.key, originalValue: record.value, into: &buffer)
-                let partition = DeliveryHash.partition(of: event.deliveryId, count: repartitionPartitions)
-                var key = event.deliveryId
-                try key.withUTF8 { id in
-                    try buffer.withUnsafeBytes { value in
-                        try sink.send(
-                            .repartition, partition: partition, key: UnsafeRawBufferPointer(id), value: value, headers: [],
-                            timestamp: record.timestamp)
+        guard !records.isEmpty else { return }
+        // Judging and encoding each record needs nothing but the record: done on `parallelism`
+        // threads over contiguous chunks. What depends on order (each source's watermark, the
+        // sends) follows on this thread.
+        let lanes = records.count >= 512 ? parallelism : 1
+        var prepared = Self.prepare(records, intake: intake, repartitionPartitions: repartitionPartitions, lanes: lanes)
+        var index = 0
+        for lane in prepared.indices {
+            for item in prepared[lane].items {
+                defer { index += 1 }
+                let record = records[index]
+                pending.accounting.consumed += 1
+                var source = sources[record.partition] ?? SourceState(watermark: nil, lastEventAt: now)
+                source.processed = record.offset + 1
+                switch item {
+                case .event(let eventTime, let partition, let bytes):
+                    let watermark = max(source.watermark ?? eventTime, eventTime)
+                    source.watermark = watermark
+                    source.lastEventAt = now
+                    prepared[lane].arena.withUnsafeMutableBytes { arena in
+                        RepartitionRecord.setSourceWatermark(watermark, ofEventAt: bytes.lowerBound, in: arena)
+                        batches[Int(partition)].append(
+                            encodedEvent: UnsafeRawBufferPointer(rebasing: arena[bytes]), timestamp: record.timestamp,
+                            sourcePartitions: sourcePartitions)
                     }
+                    if batches[Int(partition)].bytes.count >= RepartitionRecord.batchBytes {
+                        try send(batchOf: partition, into: &sink)
+                    }
+                    pending.accounting.accepted += 1
+                case .filtered(let reason):
+                    pending.accounting.filtered[reason.rawValue, default: 0] += 1
+                case .rejected(let reason, let detail):
+                    pending.accounting.deadLettered[reason, default: 0] += 1
+                    let letter = DeadLetter(
+                        reason: reason, detail: detail, sourceTopic: inputTopic, sourcePartition: record.partition,
+                        sourceOffset: record.offset)
+                    try sink.send(
+                        .deadLetter, partition: nil, key: record.key, value: record.value, headers: letter.headers,
+                        timestamp: record.timestamp)
                 }
-                pending.accounting.accepted += 1
-            case .filtered(let reason):
-                pending.accounting.filtered[reason.rawValue, default: 0] += 1
-            case .rejected(let reason, let detail):
-                pending.accounting.deadLettered[reason, default: 0] += 1
-                let letter = DeadLetter(
-                    reason: reason, detail: detail, sourceTopic: inputTopic, sourcePartition: record.partition,
-                    sourceOffset: record.offset)
-                try sink.send(
-                    .deadLetter, partition: nil, key: record.key, value: record.value, headers: letter.headers,
-                    timestamp: record.timestamp)
+                sources[record.partition] = source
             }
         }
+        for partition in batches.indices where !batches[partition].isEmpty {
+            try send(batchOf: Int32(partition), into: &sink)
+        }
+    }
+
+    private mutating func send(batchOf partition: Int32, into sink: inout some RecordSink) throws {
+        try batches[Int(partition)].take { value, timestamp in
+            try sink.send(.repartition, partition: partition, key: nil, value: value, headers: [], timestamp: timestamp)
+        }
+    }
+
+    /// One record, judged and (if accepted) encoded into its lane's arena at `bytes`, its
+    /// source watermark still to be set.
+    enum Prepared {
+        case event(eventTime: Int64, partition: Int32, bytes: Range<Int>)
+        case filtered(FilterReason)
+        case rejected(reason: String, detail: String)
+    }
+
+    /// A contiguous chunk of a batch, prepared: `items` in record order, bytes in `arena`.
+    struct PreparedLane {
+        var items: [Prepared] = []
+        var arena: [UInt8] = []
+    }
+
+    static func prepare(
+        _ records: [InputRecord], intake: HitIntake, repartitionPartitions: Int32, lanes: Int
+    ) -> [PreparedLane] {
+        let lanes = max(1, min(lanes, records.count))
+        let chunk = (records.count + lanes - 1) / lanes
+        var result = [PreparedLane](repeating: PreparedLane(), count: lanes)
+        result.withUnsafeMutableBufferPointer { slots in
+            let box = UnsafeSendable(slots)
+            let work: @Sendable (Int) -> Void = { lane in
+                let range = (lane * chunk)..<min(records.count, (lane + 1) * chunk)
+                var prepared = PreparedLane()
+                prepared.items.reserveCapacity(range.count)
+                prepared.arena.reserveCapacity(range.count * 320)
+                for index in range {
+                    let record = records[index]
+                    switch intake.take(record) {
+                    case .accepted(let event, let eventTime):
+                        let start = prepared.arena.count
+                        RepartitionRecord.appendEvent(
+                            event, eventTime: eventTime, sourcePartition: record.partition, sourceOffset: record.offset,
+                            sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
+                            originalValue: record.value, to: &prepared.arena)
+                        prepared.items.append(
+                            .event(
+                                eventTime: eventTime,
+                                partition: DeliveryHash.partition(of: event.deliveryId, count: repartitionPartitions),
+                                bytes: start..<prepared.arena.count))
+                    case .filtered(let reason):
+                        prepared.items.append(.filtered(reason))
+                    case .rejected(let reason, let detail):
+                        prepared.items.append(.rejected(reason: reason, detail: detail))
+                    }
+                }
+                box.value[lane] = prepared
+            }
+            if lanes == 1 {
+                work(0)
+            } else {
+                DispatchQueue.concurrentPerform(iterations: lanes, execute: work)
+            }
+        }
+        return result
     }
 
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {

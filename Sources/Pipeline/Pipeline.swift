@@ -105,7 +105,7 @@ public final class Pipeline: @unchecked Sendable {
         let normalize = NormalizeStage(
             inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
             limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
-            markInterval: min(500, max(50, config.window.idleTimeout / 4)))
+            markInterval: min(500, max(50, config.window.idleTimeout / 4)), parallelism: config.shards)
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: .repartitioned, window: taskWindow(partitions: repartitions),
             parallelism: config.shards)
@@ -167,6 +167,7 @@ public final class Pipeline: @unchecked Sendable {
         settings.maxBatch = config.maxBatch
         settings.progressInterval = config.progressInterval
         settings.unhealthyAfter = config.unhealthyAfter
+        settings.timings = config.timings
         return settings
     }
 

@@ -8,13 +8,16 @@ public struct LateHit: Sendable, Hashable {
     public var event: TrackingEvent
     public var partition: Int32
     public var offset: Int64
+    /// The `tag` of the `WindowInput` this hit came in.
+    public var tag: Int
     /// Human-readable: the window, how far event time had moved, and what to do.
     public var detail: String
 
-    public init(event: TrackingEvent, partition: Int32, offset: Int64, detail: String) {
+    public init(event: TrackingEvent, partition: Int32, offset: Int64, tag: Int = 0, detail: String) {
         self.event = event
         self.partition = partition
         self.offset = offset
+        self.tag = tag
         self.detail = detail
     }
 

@@ -304,7 +304,7 @@ public final class ShardedWindowEngine: @unchecked Sendable {
             output.emitted = Self.sortedForEmission(output.emitted)
         }
         if outputs.count > 1 {
-            output.tooLate.sort { ($0.partition, $0.offset) < ($1.partition, $1.offset) }
+            output.tooLate.sort { ($0.partition, $0.offset, $0.tag) < ($1.partition, $1.offset, $1.tag) }
         }
         return output
     }

@@ -8,10 +8,15 @@ public struct WindowInput: Sendable, Hashable {
     public var event: TrackingEvent
     public var partition: Int32
     public var offset: Int64
+    /// The caller's own number for this hit, handed back with it if it is too late: several
+    /// hits can share one offset (events batched in one record), and the caller needs to know
+    /// which one to dead-letter.
+    public var tag: Int
 
-    public init(event: TrackingEvent, partition: Int32, offset: Int64) {
+    public init(event: TrackingEvent, partition: Int32, offset: Int64, tag: Int = 0) {
         self.event = event
         self.partition = partition
         self.offset = offset
+        self.tag = tag
     }
 }

@@ -30,7 +30,7 @@ struct WindowStore: Sendable {
         out.hitsProcessed += 1
         guard let time = input.event.eventTime else {
             out.tooLate.append(LateHit(
-                event: input.event, partition: input.partition, offset: input.offset,
+                event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
                 detail: "hit has no event time, so it belongs to no window"))
             return
         }
@@ -44,7 +44,7 @@ struct WindowStore: Sendable {
         }
         if expiry <= horizon {
             out.tooLate.append(LateHit(
-                event: input.event, partition: input.partition, offset: input.offset,
+                event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
                 detail: LateHit.detail(eventTime: time, windowStart: start, windowEnd: end, retention: config.retention, horizon: horizon)))
             return
         }

@@ -20,7 +20,21 @@ struct StageTests {
         AggregateStage(sourceTopic: "hits", input: .repartitioned, window: Self.window, parallelism: 2)
     }
 
-    @Test("normalize: every delivery always goes to one repartition partition, with its event, source position and original bytes")
+    /// The events of repartition records, in the order they were sent.
+    func events(of records: [RecordingSink.Sent]) throws -> [(partition: Int32, deliveryId: String, event: DecodedEvent)] {
+        var result: [(partition: Int32, deliveryId: String, event: DecodedEvent)] = []
+        for record in records {
+            try record.value!.withUnsafeBytes { bytes in
+                guard case .events(let events) = try RepartitionRecord.decode(bytes) else { return }
+                for event in events {
+                    result.append((record.partition!, String(decoding: event.deliveryId!, as: UTF8.self), DecodedEvent(event)))
+                }
+            }
+        }
+        return result
+    }
+
+    @Test("normalize: every delivery always goes to one repartition partition, with its event, source position and original bytes, one record per partition and batch")
     func routesByDelivery() throws {
         let arena = RecordArena()
         var stage = normalize()
@@ -36,27 +50,87 @@ struct StageTests {
         }
         try stage.process(records, now: 1, into: &sink)
         let routed = sink.to(.repartition)
-        #expect(routed.count == 40)
+        #expect(Set(routed.map(\.partition)).count == routed.count, "one record per repartition partition for the batch")
+        #expect(routed.allSatisfy { $0.key == nil && $0.timestamp == 2_000 })
+        let events = try events(of: routed)
+        #expect(events.count == 40)
         var partitionOf: [String: Int32] = [:]
-        for record in routed {
-            let delivery = try #require(record.keyText)
-            #expect(partitionOf[delivery, default: record.partition!] == record.partition, "\(delivery) split over partitions")
-            partitionOf[delivery] = record.partition
-            #expect(record.partition == DeliveryHash.partition(of: delivery, count: 4))
-            let decoded = try record.value!.withUnsafeBytes { try RepartitionRecord.decode($0) }
-            guard case .event(let event) = decoded else {
-                Issue.record("not an event")
-                continue
-            }
+        for (partition, delivery, event) in events {
+            #expect(partitionOf[delivery, default: partition] == partition, "\(delivery) split over partitions")
+            partitionOf[delivery] = partition
+            #expect(partition == DeliveryHash.partition(of: delivery, count: 4))
             #expect(event.sourcePartitions == 2)
-            #expect(String(decoding: event.originalKey!, as: UTF8.self).hasPrefix("device-"))
-            #expect(String(decoding: event.originalValue!, as: UTF8.self).contains(delivery))
+            #expect(event.originalKey.hasPrefix("device-"))
+            #expect(event.originalValue.contains(delivery))
             #expect(event.sourceWatermark >= event.eventTime)
         }
+        // Within a partition, events keep the input order of each source.
+        for partition in Set(events.map(\.partition)) {
+            for source: Int32 in [0, 1] {
+                let offsets = events.filter { $0.partition == partition && $0.event.sourcePartition == source }.map(\.event.sourceOffset)
+                #expect(offsets == offsets.sorted())
+            }
+        }
+        // The watermark each event carries is its source's running maximum, in input order.
+        let source0 = events.filter { $0.event.sourcePartition == 0 }.sorted { $0.event.sourceOffset < $1.event.sourceOffset }
+        #expect(source0.map(\.event.sourceWatermark) == source0.map { 1_000 + 2 * $0.event.sourceOffset })
         #expect(Set(partitionOf.values).count > 1, "seven deliveries over four partitions use more than one")
         #expect(stage.commitPoints() == [0: CommitPoint(offset: 20), 1: CommitPoint(offset: 20)])
         let report = stage.drainReport()
         #expect(report.accounting.consumed == 40 && report.accounting.accepted == 40 && report.accounting.balanced)
+    }
+
+    @Test("normalize: a big batch is split into records below the broker's default size limit, losing no event")
+    func bigBatchesSplit() throws {
+        let arena = RecordArena()
+        var stage = normalize(repartitions: 1)
+        stage.assign([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        let padding = String(repeating: "x", count: 2_000)
+        let records = (0..<600).map { index in
+            arena.record(
+                partition: 0, offset: Int64(index), key: Array(padding.utf8),
+                value: rawHit("d1", "b\(index)", at: 1_000 + Int64(index)))
+        }
+        try stage.process(records, now: 1, into: &sink)
+        let routed = sink.to(.repartition)
+        #expect(routed.count > 1)
+        #expect(routed.allSatisfy { $0.value!.count < RepartitionRecord.batchBytes + 3_000 })
+        #expect(try events(of: routed).map(\.event.sourceOffset) == (0..<600).map(Int64.init))
+    }
+
+    @Test("aggregate: records of format version 1 (one event, the delivery id as key) left by an older trackpipe are still counted")
+    func readsVersionOne() throws {
+        // Version 1, kind 1 (event), 2 source partitions; then the event without its delivery id.
+        var bytes: [UInt8] = [1, 1, 2, 0]
+        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
+        put(Int32(0)); put(Int64(7)); put(Int64(1_000)); put(Int64(1_000)); put(Int64(1_500))
+        bytes += [HitAction.impression.rawValue, Channel.push.rawValue, Platform.ios.rawValue, HitShape.allCases[0].rawValue]
+        put(UInt16(2)); bytes += Array("b1".utf8)
+        put(Int32(-1)); put(Int32(3)); bytes += Array("raw".utf8)
+        let arena = RecordArena()
+        var stage = aggregate()
+        stage.assign([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        try stage.process([arena.record(partition: 0, offset: 0, key: Array("d1".utf8), value: bytes)], now: 0, into: &sink)
+        try stage.finish(now: 0, into: &sink)
+        let out = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
+        #expect(out.count == 1 && out[0].contains("\"deliveryId\":\"d1\"") && out[0].contains("\"impressions\":1"), "\(out)")
+        #expect(stage.drainReport().accounting.accepted == 1)
+    }
+
+    @Test("aggregate: a record of an unknown format version is dead-lettered with a reason that names it, not guessed at")
+    func refusesUnknownVersions() throws {
+        let arena = RecordArena()
+        var stage = aggregate()
+        stage.assign([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        try stage.process([arena.record(partition: 0, offset: 0, value: [9, 3, 1, 0, 0, 0, 0, 0])], now: 0, into: &sink)
+        let letters = sink.to(.deadLetter)
+        #expect(letters.count == 1)
+        #expect(letters[0].header[DeadLetter.Header.reason] == AggregateStage.unreadableEvent)
+        #expect(letters[0].header[DeadLetter.Header.detail]?.contains("format version 9") == true)
+        #expect(stage.drainReport().accounting.balanced)
     }
 
     @Test("normalize: bad and tracking-off messages never reach the repartition topic; marks go to every partition")
@@ -100,11 +174,14 @@ struct StageTests {
     }
 
     /// Events of one normalize run over `hits`, as the aggregate stage's input (repartition offsets from 0).
+    /// One record per hit: each processed as a batch of its own.
     func shuffled(_ hits: [(partition: Int32, offset: Int64, value: [UInt8])], arena: RecordArena) throws -> [RecordingSink.Sent] {
         var stage = normalize(repartitions: 1)
         stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
         var sink = RecordingSink()
-        try stage.process(hits.map { arena.record(partition: $0.partition, offset: $0.offset, value: $0.value) }, now: 0, into: &sink)
+        for hit in hits {
+            try stage.process([arena.record(partition: hit.partition, offset: hit.offset, value: hit.value)], now: 0, into: &sink)
+        }
         return sink.to(.repartition)
     }
 
@@ -195,6 +272,44 @@ struct StageTests {
         #expect(letters[0].header[DeadLetter.Header.sourcePartition] == "0")
         #expect(letters[0].header[DeadLetter.Header.sourceOffset] == "1")
         #expect(letters[0].header[DeadLetter.Header.detail]?.hasPrefix("too_late: ") == true)
+    }
+
+    @Test("aggregate: late hits inside a batched record are dead-lettered with their own original bytes; the others are counted")
+    func tooLateInsideABatch() throws {
+        let arena = RecordArena()
+        var upstream = normalize(repartitions: 1)
+        upstream.assign([PartitionStart(partition: 0)], now: 0)
+        var shuffle = RecordingSink()
+        try upstream.process([arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: 100 * Self.minute))], now: 0, into: &shuffle)
+        try upstream.process(
+            [
+                arena.record(partition: 0, offset: 1, key: Array("k1".utf8), value: rawHit("d1", "b1", at: 1 * Self.minute)),
+                arena.record(partition: 0, offset: 2, key: Array("k2".utf8), value: rawHit("d1", "b2", at: 100 * Self.minute)),
+                arena.record(partition: 0, offset: 3, key: Array("k3".utf8), value: rawHit("d2", "b3", at: 2 * Self.minute)),
+            ], now: 0, into: &shuffle)
+        let records = shuffle.to(.repartition)
+        #expect(records.count == 2, "one record per batch")
+        var marks = RecordingSink()
+        var other = normalize(repartitions: 1)
+        other.assign([PartitionStart(partition: 1)], now: 0)
+        try other.tick(now: 40_000, into: &marks)  // source 1 idle: only source 0 counts
+        var stage = AggregateStage(
+            sourceTopic: "hits", input: .repartitioned,
+            window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), parallelism: 1)
+        stage.assign([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
+        try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
+        let letters = sink.to(.deadLetter)
+        #expect(letters.map(\.value) == [rawHit("d1", "b1", at: 1 * Self.minute), rawHit("d2", "b3", at: 2 * Self.minute)])
+        #expect(letters.map(\.keyText) == ["k1", "k3"])
+        #expect(letters.map { $0.header[DeadLetter.Header.sourceOffset] } == ["1", "3"])
+        #expect(letters.allSatisfy { $0.header[DeadLetter.Header.reason] == "too_late" })
+        try stage.finish(now: 2, into: &sink)
+        let out = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
+        #expect(out.contains { $0.contains("\"impressions\":2") }, "a and b2 are counted: \(out)")
+        let a = stage.drainReport().accounting
+        #expect(a.consumed == 4 && a.accepted == 2 && a.deadLettered == ["too_late": 2] && a.balanced)
     }
 
     @Test("checkpoints round-trip, the seen map is compact, and other tools' metadata is ignored")

@@ -61,3 +61,24 @@ struct RecordingSink: RecordSink {
 func rawHit(_ delivery: String, _ broadlog: String, action: String = "7", at time: Int64) -> [UInt8] {
     Array("{\"deliveryId\":\"\(delivery)\",\"broadlogId\":\"\(broadlog)\",\"action\":\"\(action)\",\"timestamp\":\(time)}".utf8)
 }
+
+/// A repartition event copied out of its record's bytes, for assertions.
+struct DecodedEvent {
+    var sourcePartitions: Int
+    var sourcePartition: Int32
+    var sourceOffset: Int64
+    var sourceWatermark: Int64
+    var eventTime: Int64
+    var originalKey: String
+    var originalValue: String
+
+    init(_ event: RepartitionRecord.Event) {
+        sourcePartitions = event.sourcePartitions
+        sourcePartition = event.sourcePartition
+        sourceOffset = event.sourceOffset
+        sourceWatermark = event.sourceWatermark
+        eventTime = event.eventTime
+        originalKey = event.originalKey.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        originalValue = event.originalValue.map { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+}
