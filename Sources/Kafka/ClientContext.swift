@@ -8,11 +8,18 @@ final class ClientContext: Sendable {
     let logger: Logger
     let onDelivery: (@Sendable (DeliveryReport) -> Void)?
     let rebalance: RebalanceHandler?
+    /// Client-level errors (connections, authentication, fatal producer states), called on
+    /// the thread that polls the client. Without it they are logged.
+    let onError: (@Sendable (KafkaError) -> Void)?
 
-    init(logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, rebalance: RebalanceHandler? = nil) {
+    init(
+        logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, rebalance: RebalanceHandler? = nil,
+        onError: (@Sendable (KafkaError) -> Void)? = nil
+    ) {
         self.logger = logger
         self.onDelivery = onDelivery
         self.rebalance = rebalance
+        self.onError = onError
     }
 
     static func from(_ opaque: UnsafeMutableRawPointer?) -> ClientContext? {
@@ -43,7 +50,10 @@ enum LogBridge {
                 }
             let text = message.map { String(cString: $0) } ?? ""
             let fac = facility.map { String(cString: $0) } ?? ""
-            context.logger.log(level: swiftLevel, "\(text)", metadata: ["librdkafka.facility": "\(fac)"])
+            // FAIL is a broker connection that failed or dropped: librdkafka reconnects by
+            // itself, and whether it matters shows in the error callback and in /health.
+            let level = fac == "FAIL" && swiftLevel > .warning ? .warning : swiftLevel
+            context.logger.log(level: level, "\(text)", metadata: ["librdkafka.facility": "\(fac)"])
         }
     }
 }
@@ -56,6 +66,22 @@ func makeNativeClient(
     let retained = Unmanaged.passRetained(context)
     rd_kafka_conf_set_opaque(conf, retained.toOpaque())
     LogBridge.install(on: conf)
+    rd_kafka_conf_set_error_cb(conf) { client, code, reason, opaque in
+        guard let context = ClientContext.from(opaque) else { return }
+        let err = rd_kafka_resp_err_t(rawValue: code)
+        var error = KafkaError.from(err, reason.map { String(cString: $0) } ?? "client error")
+        if err == RD_KAFKA_RESP_ERR__FATAL, let client {
+            var text = [CChar](repeating: 0, count: 512)
+            let underlying = rd_kafka_fatal_error(client, &text, text.count)
+            error = KafkaError.from(underlying, "fatal client error: \(string(fromErrorBuffer: text))")
+            error.kind = .librdkafka(code: RD_KAFKA_RESP_ERR__FATAL.rawValue)
+        }
+        if let onError = context.onError {
+            onError(error)
+        } else {
+            context.logger.log(level: error.severity == .transient ? .warning : .error, "\(error)")
+        }
+    }
     configure(conf)
     var errstr = [CChar](repeating: 0, count: 512)
     guard let client = rd_kafka_new(type, conf, &errstr, errstr.count) else {

@@ -16,9 +16,10 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     /// - Parameter config: must include `group.id` to `subscribe`. `enable.auto.commit` defaults to false.
     /// - Parameter maxBatch: the most records one `poll` hands back.
+    /// - Parameter onError: client-level errors, on the polling thread (else they are logged).
     public init(
         config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.consumer"),
-        rebalance: RebalanceHandler? = nil, maxBatch: Int = 4096
+        rebalance: RebalanceHandler? = nil, maxBatch: Int = 4096, onError: (@Sendable (KafkaError) -> Void)? = nil
     ) throws {
         self.logger = logger
         guard let group = config["group.id"], !group.isEmpty else {
@@ -28,7 +29,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         }
         var effective = KafkaConfig(["enable.auto.commit": "false", "enable.auto.offset.store": "false"])
         effective = effective.merging(config)
-        let ctx = ClientContext(logger: logger, rebalance: rebalance)
+        let ctx = ClientContext(logger: logger, rebalance: rebalance, onError: onError)
         (client, context) = try makeNativeClient(type: RD_KAFKA_CONSUMER, config: effective, context: ctx) { conf in
             rd_kafka_conf_set_rebalance_cb(conf) { client, err, partitions, opaque in
                 guard let client, let partitions else { return }

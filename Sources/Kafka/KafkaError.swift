@@ -56,3 +56,63 @@ extension KafkaError {
         code == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC.rawValue || code == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART.rawValue
     }
 }
+
+extension KafkaError {
+    /// Whether waiting can fix it: a worker stops on `fatal` (naming the cause, with a non-zero
+    /// exit), and rides out `transient` (a warning and a counter) because librdkafka retries.
+    public enum Severity: String, Sendable {
+        /// Retrying cannot help: permissions, a cluster too old, a producer fenced or broken.
+        case fatal
+        /// Connections, leaders and timeouts: librdkafka reconnects and retries by itself.
+        case transient
+        /// Neither: the caller decides from the context.
+        case other
+    }
+
+    public var severity: Severity {
+        guard let code else { return .other }
+        switch rd_kafka_resp_err_t(rawValue: code) {
+        case RD_KAFKA_RESP_ERR__FATAL, RD_KAFKA_RESP_ERR__AUTHENTICATION, RD_KAFKA_RESP_ERR__SSL,
+            RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+            RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED, RD_KAFKA_RESP_ERR_UNSUPPORTED_SASL_MECHANISM,
+            RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION, RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE,
+            RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT, RD_KAFKA_RESP_ERR_INVALID_CONFIG,
+            RD_KAFKA_RESP_ERR_PRODUCER_FENCED, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+            RD_KAFKA_RESP_ERR__INCONSISTENT, RD_KAFKA_RESP_ERR__INVALID_ARG:
+            return .fatal
+        case RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, RD_KAFKA_RESP_ERR__RESOLVE,
+            RD_KAFKA_RESP_ERR__TIMED_OUT, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE,
+            RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+            RD_KAFKA_RESP_ERR_NOT_COORDINATOR, RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE,
+            RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS, RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION,
+            RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+            RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND, RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS,
+            RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH, RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH,
+            RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR, RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED,
+            RD_KAFKA_RESP_ERR__WAIT_COORD, RD_KAFKA_RESP_ERR__NODE_UPDATE, RD_KAFKA_RESP_ERR__PARTIAL:
+            return .transient
+        default:
+            return .other
+        }
+    }
+}
+
+extension KafkaError {
+    /// What an operator should do about a fatal error, in one sentence.
+    public var remedy: String {
+        guard let code else { return "" }
+        switch rd_kafka_resp_err_t(rawValue: code) {
+        case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+            RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+            return "This client is not allowed to use a topic or group it needs: grant its principal Read on the input topic and the groups, Write on the output, dead-letter and repartition topics (see docs/deploy.md)."
+        case RD_KAFKA_RESP_ERR__AUTHENTICATION, RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED, RD_KAFKA_RESP_ERR__SSL,
+            RD_KAFKA_RESP_ERR_UNSUPPORTED_SASL_MECHANISM:
+            return "The cluster refused this client's credentials: check -X security.protocol, sasl.* and ssl.* (see docs/deploy.md)."
+        case RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION, RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE, RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
+            return "The broker does not speak a protocol version trackpipe needs: use Kafka 2.4 or newer (cooperative rebalancing), or set -X broker.version.fallback for an old cluster."
+        default:
+            return "See the error name in librdkafka's documentation."
+        }
+    }
+}

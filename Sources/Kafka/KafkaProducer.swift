@@ -28,12 +28,13 @@ public final class KafkaProducer: @unchecked Sendable {
     }
 
     /// - Parameter onDelivery: called once per record with its final outcome (after librdkafka's retries).
+    /// - Parameter onError: client-level errors, on the polling thread (else they are logged).
     public init(
         config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.producer"),
-        onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil
+        onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, onError: (@Sendable (KafkaError) -> Void)? = nil
     ) throws {
         self.logger = logger
-        let ctx = ClientContext(logger: logger, onDelivery: onDelivery)
+        let ctx = ClientContext(logger: logger, onDelivery: onDelivery, onError: onError)
         (client, context) = try makeNativeClient(type: RD_KAFKA_PRODUCER, config: config, context: ctx) { conf in
             rd_kafka_conf_set_dr_msg_cb(conf) { client, message, _ in
                 guard let message, let context = ClientContext.from(client: client), let onDelivery = context.onDelivery

@@ -1,3 +1,4 @@
+import Kafka
 import Prometheus
 import Synchronization
 import TrackingDomain
@@ -54,6 +55,7 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_watermark_ms": "Lowest event-time watermark over the stage's partitions (epoch ms).",
         "trackpipe_consumer_lag": "Messages behind the end of the stage's input topic, all owned partitions.",
         "trackpipe_consumer_lag_partition": "Messages behind the end of one partition of the stage's input topic.",
+        "trackpipe_kafka_errors": "Errors librdkafka reported, by severity: transient ones (connections, leaders, timeouts) it retries by itself; a fatal one stops the worker.",
     ]
 
     /// The metrics of one stage; every reason is visible at zero before it first happens, so
@@ -65,6 +67,7 @@ public final class PipelineMetrics: Sendable {
         for name in ["trackpipe_duplicates_dropped", "trackpipe_messages_replayed", "trackpipe_stale_records_dropped", "trackpipe_offset_gaps"] {
             _ = counter(name, stage: metrics.stage)
         }
+        for severity in ["transient", "fatal", "other"] { _ = counter("trackpipe_kafka_errors", stage: name, ("severity", severity)) }
         return metrics
     }
 
@@ -98,6 +101,10 @@ public struct StageMetrics: Sendable {
             parent.counter("trackpipe_dead_letters", stage: stage, ("reason", reason)).increment(by: Int64(count))
         }
         for delay in report.emitDelays { parent.emitDelay.record(delay) }
+    }
+
+    func kafkaError(_ severity: KafkaError.Severity) {
+        parent.counter("trackpipe_kafka_errors", stage: stage, ("severity", severity.rawValue)).increment()
     }
 
     func guarded(stale: Int, gaps: Int) {

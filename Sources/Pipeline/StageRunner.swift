@@ -30,6 +30,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private let onProgress: (@Sendable (RunnerProgress) -> Void)?
     private let stopRequested = Atomic<Bool>(false)
     private let deliveryFailure = Mutex<String?>(nil)
+    /// A fatal client error reported by librdkafka's error callback; the loop stops on it.
+    private let clientFatal = Mutex<KafkaError?>(nil)
     private let lastLoopMillis = Atomic<Int64>(0)
     private let startedMillis = Atomic<Int64>(0)
     /// When the group last handed this member an assignment (possibly empty); 0: never.
@@ -48,6 +50,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// Partitions whose lag gauge was last set, to zero it once they are given away.
     private var lagReported: Set<Int32> = []
     private var upstreamEndsTaken = false
+    /// Whether the group ever gave this runner partitions: an unknown topic after that means
+    /// the topic was deleted.
+    private var everAssigned = false
     private var timeline = RunnerTimeline()
     private var lastUnknownTopicLog: Int64 = .min / 2
     private var lastGuardLog: Int64 = .min / 2
@@ -91,19 +96,20 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let started = clock()
         startedMillis.store(started, ordering: .relaxed)
         let producer = try KafkaProducer(
-            config: settings.producer, logger: logger.with(label: "trackpipe.kafka.producer")
-        ) { [weak self] report in
-            guard let error = report.error, let self else { return }
-            self.deliveryFailure.withLock { if $0 == nil { $0 = "\(report.topic)[\(report.partition)]: \(error)" } }
-            self.requestStop()
-        }
+            config: settings.producer, logger: logger.with(label: "trackpipe.kafka.producer"),
+            onDelivery: { [weak self] report in
+                guard let error = report.error, let self else { return }
+                self.deliveryFailure.withLock { if $0 == nil { $0 = "\(report.topic)[\(report.partition)]: \(error)" } }
+                self.requestStop()
+            },
+            onError: { [weak self] in self?.clientError($0, client: "producer") })
         self.producer = producer
         let consumer = try KafkaConsumer(
             config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
             rebalance: RebalanceHandler(
                 partitionsAssigned: { [weak self] in self?.partitionsAssigned($0) },
                 partitionsRevoking: { [weak self] in self?.partitionsRevoking($0) }),
-            maxBatch: settings.maxBatch)
+            maxBatch: settings.maxBatch, onError: { [weak self] in self?.clientError($0, client: "consumer") })
         self.consumer = consumer
         var sink = ProducerSink(
             producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded,
@@ -134,6 +140,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 }
                 mark = timeline.add(polled == nil ? .idlePolling : .polling, since: mark + inBatch)
                 if let fatal { throw fatal }
+                if let error = clientFatal.withLock({ $0 }) { throw fatalError(error) }
                 let now = clock()
                 lastLoopMillis.store(now, ordering: .relaxed)
                 if polled == nil || now - lastTick >= settings.tickInterval {
@@ -171,6 +178,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 takeUpstreamBound()
                 if boundReached { break }
             }
+            if let error = clientFatal.withLock({ $0 }) { throw fatalError(error) }
             if let failure = deliveryFailure.withLock({ $0 }) { throw PipelineError.deliveryFailed(failure) }
             var mark = RunnerTimeline.now()
             if settings.isBounded { try stage.finish(now: clock(), into: &sink) }
@@ -341,14 +349,40 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private func consumerError(_ error: KafkaError) throws {
         if error.isUnknownTopic {
             if settings.isBounded { throw PipelineError.inputTopicMissing(settings.topic) }
+            if everAssigned {
+                throw PipelineError.kafka(
+                    "\(stage.name): the topic \(settings.topic) no longer exists on the cluster (deleted while trackpipe was reading it): \(error). Nothing past what was delivered was committed. Recreate the topic (or point --input-topic at the right one) and restart.")
+            }
             let now = clock()
             if now - lastUnknownTopicLog > 60_000 {
                 logger.error("\(PipelineError.inputTopicMissing(settings.topic)); waiting for it")
                 lastUnknownTopicLog = now
             }
+        } else if error.severity == .fatal {
+            throw fatalError(error)
         } else {
+            metrics?.kafkaError(error.severity)
             logger.warning("\(stage.name): consumer: \(error)")
         }
+    }
+
+    /// librdkafka's error callback, on this runner's thread (inside a poll). Fatal errors stop
+    /// the loop; the rest are librdkafka retrying by itself: a warning and a counter.
+    private func clientError(_ error: KafkaError, client: String) {
+        metrics?.kafkaError(error.severity)
+        if error.severity == .fatal {
+            logger.error("\(stage.name): \(client): \(error)")
+            clientFatal.withLock { if $0 == nil { $0 = error } }
+            requestStop()
+        } else {
+            logger.warning("\(stage.name): \(client): \(error) (librdkafka retries by itself)")
+        }
+    }
+
+    /// What the run ends with on a fatal Kafka error: the cause and what to do about it.
+    private func fatalError(_ error: KafkaError) -> PipelineError {
+        .kafka(
+            "\(stage.name): Kafka reported an error that retrying cannot fix: \(error). \(error.remedy) Nothing past what was delivered was committed; restart once it is fixed.")
     }
 
     private func report() {
@@ -425,6 +459,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private func partitionsAssigned(_ partitions: [TopicPartition], startingAt explicit: [TopicPartitionOffset]? = nil) {
         assignedMillis.store(clock(), ordering: .relaxed)
         if timeline.assignedAt == nil { timeline.assignedAt = timeline.elapsed() }
+        if partitions.contains(where: { $0.topic == settings.topic }) { everAssigned = true }
         guard let consumer else { return }
         let mine = partitions.filter { $0.topic == settings.topic }
         guard !mine.isEmpty else { return }

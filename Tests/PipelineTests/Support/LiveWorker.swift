@@ -38,6 +38,14 @@ final class LiveWorker: Sendable {
         return try result.value.withLock { $0 }!.get()
     }
 
+    /// How the run ended, if it ended by itself within `seconds` (no stop requested).
+    func ended(within seconds: Double) -> Result<PipelineSummary, any Error>? {
+        if let done = result.value.withLock({ $0 }) { return done }
+        guard finished.wait(timeout: .now() + seconds) == .success else { return nil }
+        finished.signal()  // for a later `stop`
+        return result.value.withLock { $0 }
+    }
+
     /// The value of one series of the Prometheus text, 0 when absent.
     func metric(_ series: String) -> Double {
         for line in metrics.registry.emitToString().split(separator: "\n") where line.hasPrefix(series + " ") {

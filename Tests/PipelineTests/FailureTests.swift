@@ -1,0 +1,118 @@
+import Foundation
+import Kafka
+import Logging
+import Pipeline
+import Synchronization
+import Testing
+import TrackpipeTestSupport
+import Windowing
+
+/// Errors that waiting cannot fix stop the worker with the cause named and nothing committed
+/// past what was delivered; errors librdkafka retries by itself are warnings and a counter.
+@Suite("Fatal and transient Kafka errors on the embedded broker", .serialized)
+struct FailureTests {
+    final class Captured: Sendable {
+        let lines = Mutex<[(Logger.Level, String)]>([])
+        var all: [(Logger.Level, String)] { lines.withLock { $0 } }
+    }
+
+    struct Handler: LogHandler {
+        let captured: Captured
+        var logLevel: Logger.Level = .info
+        var metadata: Logger.Metadata = [:]
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) { captured.lines.withLock { $0.append((event.level, "\(event.message)")) } }
+    }
+
+    func config(_ broker: EmbeddedBroker, group: String) -> PipelineConfig {
+        var config = TestTopics.config(
+            broker, group: group, window: WindowConfig(size: 60_000, grace: 1_000, retention: 600_000, idleTimeout: 1_000))
+        config.commitInterval = 300
+        config.progressInterval = 0
+        config.kafkaProperties["topic.metadata.refresh.interval.ms"] = "1000"
+        return config
+    }
+
+    /// Valid hits, all accepted: every input offset becomes an event on the repartition topic.
+    func produceHits(_ broker: EmbeddedBroker, count: Int, from first: Int = 0) throws {
+        let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3"]))
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        for index in first..<(first + count) {
+            try producer.send(
+                topic: "hits", partition: Int32(index % 4), key: Array("k\(index)".utf8),
+                value: Array("{\"deliveryId\":\"d\(index % 5)\",\"broadlogId\":\"b\(index)\",\"action\":\"7\",\"timestamp\":\(now)}".utf8),
+                timestamp: now)
+        }
+        try producer.flush()
+    }
+
+    /// Per input partition, one past the highest input offset that reached the repartition topic.
+    func delivered(_ broker: EmbeddedBroker, topic: String) throws -> [Int32: Int64] {
+        var reached: [Int32: Int64] = [:]
+        let reader = try KafkaConsumer(
+            config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "reader-\(topic)", "log_level": "0"]))
+        for record in try reader.readToEnd(topic: topic, partitions: 4) {
+            guard let value = record.value else { continue }
+            try value.withUnsafeBytes { bytes in
+                guard case .events(let events) = try RepartitionRecord.decode(bytes) else { return }
+                for event in events { reached[event.sourcePartition] = max(reached[event.sourcePartition] ?? 0, event.sourceOffset + 1) }
+            }
+        }
+        return reached
+    }
+
+    @Test("authorization denied on the input topic: the worker stops, names the cause and what to do, and has committed nothing that was not delivered")
+    func authorizationDenied() throws {
+        let broker = try TestTopics.broker(inputPartitions: 4, outputPartitions: 2)
+        try broker.createTopic("denied-repartition", partitions: 4)
+        try produceHits(broker, count: 200)
+        let worker = LiveWorker(config(broker, group: "denied"))
+        #expect(eventually(seconds: 30) { worker.metric("trackpipe_messages_consumed_total{stage=\"normalize\"}") >= 200 })
+        usleep(800_000)  // a commit interval or two
+        try produceHits(broker, count: 100, from: 200)
+        broker.failNextRequests(.fetch, with: Array(repeating: 29, count: 2_000))  // TOPIC_AUTHORIZATION_FAILED
+        let outcome = worker.ended(within: 30)
+        let failure = outcome.map { result in (try? result.get()).map { "ended normally: \($0.text)" } ?? "\(result)" } ?? "still running"
+        #expect(failure.contains("AUTHORIZATION"), "\(failure)")
+        #expect(failure.contains("grant its principal Read"), "\(failure)")
+        if outcome == nil { _ = try? worker.stop() }
+        broker.clearRequestErrors(.fetch)
+        let consumer = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "denied", "log_level": "0"]))
+        let committed = try consumer.committed((0..<4).map { TopicPartition(topic: "hits", partition: $0) })
+        let reached = try delivered(broker, topic: "denied-repartition")
+        #expect(committed.contains { $0.offset > 0 }, "the worker had committed before the error: \(committed)")
+        for position in committed where position.offset > 0 {
+            #expect(position.offset <= reached[position.partition] ?? 0, "committed \(position) past what reached the repartition topic \(reached)")
+        }
+    }
+
+    @Test("a broker down for a few seconds: librdkafka's connection failures are warnings, counted as transient, and the run carries on")
+    func transientErrorsAreWarnings() throws {
+        let broker = try TestTopics.broker(inputPartitions: 4, outputPartitions: 2)
+        try broker.createTopic("flaky-repartition", partitions: 4)
+        let captured = Captured()
+        let logger = Logger(label: "test") { _ in Handler(captured: captured) }
+        var settings = config(broker, group: "flaky")
+        settings.kafkaProperties["log_level"] = "6"
+        let worker = LiveWorker(settings, logger: logger)
+        try produceHits(broker, count: 40)
+        #expect(eventually(seconds: 30) { worker.metric("trackpipe_messages_consumed_total{stage=\"normalize\"}") >= 40 })
+        try broker.setBrokerDown(1)
+        usleep(3_000_000)
+        try broker.setBrokerUp(1)
+        try produceHits(broker, count: 40, from: 40)
+        #expect(eventually(seconds: 40) { worker.metric("trackpipe_messages_consumed_total{stage=\"normalize\"}") >= 80 })
+        let transient =
+            worker.metric("trackpipe_kafka_errors_total{stage=\"normalize\",severity=\"transient\"}")
+            + worker.metric("trackpipe_kafka_errors_total{stage=\"aggregate\",severity=\"transient\"}")
+        #expect(transient > 0)
+        let errors = captured.all.filter { $0.0 >= .error }.map(\.1)
+        #expect(errors.isEmpty, "\(errors.prefix(5))")
+        #expect(captured.all.contains { $0.0 == .warning && ($0.1.contains("Connect") || $0.1.contains("Disconnect")) })
+        _ = try worker.stop()
+        withExtendedLifetime(broker) {}
+    }
+}
