@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import Synchronization
 
 /// What librdkafka's C callbacks need to reach Swift: the logger and the handlers.
 /// librdkafka hands it back as the client's opaque pointer; the client keeps it alive
@@ -8,11 +9,24 @@ final class ClientContext: Sendable {
     let logger: Logger
     let onDelivery: (@Sendable (DeliveryReport) -> Void)?
     let rebalance: RebalanceHandler?
+    /// The secret values of the client's configuration, scrubbed from everything librdkafka
+    /// logs through this context. Set by `makeNativeClient` before the client exists, so that
+    /// the first line librdkafka logs is covered too.
+    private let secrets = Mutex(SecretRedactor())
 
     init(logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, rebalance: RebalanceHandler? = nil) {
         self.logger = logger
         self.onDelivery = onDelivery
         self.rebalance = rebalance
+    }
+
+    func adoptSecrets(of config: KafkaConfig) {
+        let redactor = config.redactor
+        secrets.withLock { $0 = $0.merging(redactor) }
+    }
+
+    func redact(_ text: String) -> String {
+        secrets.withLock { $0 }.redact(text)
     }
 
     static func from(_ opaque: UnsafeMutableRawPointer?) -> ClientContext? {
@@ -28,6 +42,11 @@ final class ClientContext: Sendable {
 
 /// librdkafka logs at syslog levels from its own threads; they go to swift-log so that one
 /// logging setup (level, format, destination) covers the whole worker.
+///
+/// librdkafka 2.0.2 redacts the sensitive properties in its own configuration dump
+/// (`debug=conf`), but other lines quote configured values as they are: an OpenSSL error
+/// names the file of `ssl.key.location`, for one. Every line is therefore scrubbed of the
+/// client's secret values before it reaches a handler.
 enum LogBridge {
     static func install(on conf: OpaquePointer) {
         rd_kafka_conf_set_log_cb(conf) { client, level, facility, message in
@@ -41,7 +60,7 @@ enum LogBridge {
                 case 6: .info
                 default: .debug
                 }
-            let text = message.map { String(cString: $0) } ?? ""
+            let text = context.redact(message.map { String(cString: $0) } ?? "")
             let fac = facility.map { String(cString: $0) } ?? ""
             context.logger.log(level: swiftLevel, "\(text)", metadata: ["librdkafka.facility": "\(fac)"])
         }
@@ -53,6 +72,7 @@ func makeNativeClient(
     type: rd_kafka_type_t, config: KafkaConfig, context: ClientContext, configure: (OpaquePointer) -> Void = { _ in }
 ) throws -> (OpaquePointer, Unmanaged<ClientContext>) {
     let conf = try config.makeNative()
+    context.adoptSecrets(of: config)
     let retained = Unmanaged.passRetained(context)
     rd_kafka_conf_set_opaque(conf, retained.toOpaque())
     LogBridge.install(on: conf)
@@ -61,7 +81,8 @@ func makeNativeClient(
     guard let client = rd_kafka_new(type, conf, &errstr, errstr.count) else {
         rd_kafka_conf_destroy(conf)
         retained.release()
-        throw KafkaError(.clientCreation, "librdkafka could not create the client: \(string(fromErrorBuffer: errstr))")
+        throw KafkaError(
+            .clientCreation, "librdkafka could not create the client: \(config.redactor.redact(string(fromErrorBuffer: errstr)))")
     }
     return (client, retained)
 }
