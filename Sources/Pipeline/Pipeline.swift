@@ -90,7 +90,8 @@ public final class Pipeline: @unchecked Sendable {
         logger.info(
             "trackpipe running (one stage: the input is keyed by delivery)",
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "output": "\(config.outputTopic)",
-                "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)", "shards": "\(config.shards)"])
+                "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)", "shards": "\(config.shards)",
+                "kafka": "\(config.kafkaPropertiesText)"])
         return [try runner.run()]
     }
 
@@ -122,7 +123,7 @@ public final class Pipeline: @unchecked Sendable {
             "trackpipe running (two stages: normalize, then aggregate behind the repartition topic)",
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "repartition": "\(repartitionTopic)",
                 "output": "\(config.outputTopic)", "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)",
-                "shards": "\(config.shards)"])
+                "shards": "\(config.shards)", "kafka": "\(config.kafkaPropertiesText)"])
 
         let aggregated = Mutex<Result<StageSummary, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)

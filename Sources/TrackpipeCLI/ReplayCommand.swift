@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Kafka
 import Logging
 import Pipeline
 import TrackingDomain
@@ -102,8 +103,10 @@ struct ReplayCommand: ParsableCommand {
 
     func run() throws {
         var resolved = try resolve()
-        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat)
+        let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
+        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat, redactor: redactor)
         let logger = Logger(label: "trackpipe")
+        warnAboutSecretsOnCommandLine(KafkaPropertyArguments.secretKeysOnCommandLine(kafkaProperties), logger: logger)
         do {
             if let path = resolved.outputFile { resolved.config.output = .lines(try LineWriter(path: path)) }
             let display = ProgressDisplay()
@@ -118,7 +121,7 @@ struct ReplayCommand: ParsableCommand {
             // The records may be on standard output: the summary goes with the progress.
             FileHandle.standardError.write(Data((summary.text + "\n").utf8))
         } catch {
-            FileHandle.standardError.write(Data("trackpipe replay: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("trackpipe replay: \(redactor.redact("\(error)"))\n".utf8))
             throw ExitCode(1)
         }
     }

@@ -138,13 +138,15 @@ struct RunCommand: ParsableCommand {
 
     func run() throws {
         let resolved = try resolve()
-        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat)
+        let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
+        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat, redactor: redactor)
         let logger = Logger(label: "trackpipe")
+        warnAboutSecretsOnCommandLine(KafkaPropertyArguments.secretKeysOnCommandLine(kafkaProperties), logger: logger)
         do {
             let summary = try WorkerRun.execute(resolved, logger: logger)
             print(summary.text)
         } catch {
-            FileHandle.standardError.write(Data("trackpipe run: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("trackpipe run: \(redactor.redact("\(error)"))\n".utf8))
             throw ExitCode(1)
         }
     }
@@ -155,6 +157,16 @@ struct ResolvedRun: Sendable {
     var metricsPort: Int
     var logLevel: Logger.Level
     var logFormat: LogFormat
+}
+
+/// A secret in `-X` is readable by every user of the machine for as long as the process runs
+/// (`ps`, `/proc/<pid>/cmdline`), and lands in shell history: say so once at start-up, naming
+/// the keys (never their values) and the safer way.
+func warnAboutSecretsOnCommandLine(_ keys: [String], logger: Logger) {
+    guard !keys.isEmpty else { return }
+    let variables = keys.map { "TRACKPIPE_X_" + $0.uppercased().replacingOccurrences(of: ".", with: "_") + "=\"\($0)=…\"" }
+    logger.warning(
+        "\(keys.joined(separator: ", ")) given with -X on the command line, where other users of this machine can read it (ps, /proc) and shells keep it in their history; pass it through the environment instead, for example \(variables.joined(separator: ", ")) from a secret store")
 }
 
 /// Wires a pipeline to signals and the metrics endpoint; shared by `run` and `demo`.
