@@ -37,7 +37,10 @@ public final class Pipeline: @unchecked Sendable {
     /// Every reason the worker can put in `trackpipe.error.reason`: the normalizer's, and the
     /// worker's own (documented together, and registered in the metrics at zero).
     public static let deadLetterReasons =
-        RejectReason.allCases.map(\.rawValue) + [HitIntake.futureTimestamp, AggregateStage.unreadableEvent]
+        RejectReason.allCases.map(\.rawValue) + [HitIntake.tooManyHeaders, HitIntake.futureTimestamp, AggregateStage.unreadableEvent]
+
+    /// The dead-letter reason for input records with more Kafka headers than `--max-headers`.
+    public static let tooManyHeaders = HitIntake.tooManyHeaders
 
     public init(config: PipelineConfig, logger: Logger = Logger(label: "trackpipe"), metrics: PipelineMetrics? = nil) {
         self.config = config

@@ -34,6 +34,8 @@ struct ReplayCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "A partition quiet this long stops holding event time back. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)") var idleTimeout: String?
     @Option(parsing: .unconditional, help: "Dead-letter hits stamped more than this after their Kafka timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)") var maxFutureSkew: String?
+    @Option(parsing: .unconditional, help: "Dead-letter input records with more Kafka headers than this, as too_many_headers. (env TRACKPIPE_MAX_HEADERS, default 64)")
+    var maxHeaders: Int?
     @Option(help: "Windowing shards (Dispatch queues). (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
@@ -66,6 +68,7 @@ struct ReplayCommand: ParsableCommand {
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle)
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
+        config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
         config.shards = try environment.integer("shards", shards, default: ProcessInfo.processInfo.activeProcessorCount)
         guard (1...RunCommand.maxShards).contains(config.shards) else {
             throw ValidationError("--shards \(config.shards): use 1 to \(RunCommand.maxShards)")

@@ -50,6 +50,8 @@ struct RunCommand: ParsableCommand {
             "Dead-letter hits stamped more than this after their Kafka timestamp, as future_timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)"
     )
     var maxFutureSkew: String?
+    @Option(parsing: .unconditional, help: "Dead-letter input records with more Kafka headers than this, as too_many_headers. (env TRACKPIPE_MAX_HEADERS, default 64)")
+    var maxHeaders: Int?
     @Option(parsing: .unconditional, help: "How often each stage logs a progress line; 0s turns it off. (env TRACKPIPE_PROGRESS_INTERVAL, default 30s)")
     var progressInterval: String?
     @Option(parsing: .unconditional, help: "/health fails after this long without a reachable broker, a partition assignment or a turn of the consume loop. (env TRACKPIPE_UNHEALTHY_AFTER, default 60s)")
@@ -60,7 +62,7 @@ struct RunCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "progress-interval", "unhealthy-after", "log-level", "log-format",
+        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -110,6 +112,7 @@ struct RunCommand: ParsableCommand {
             throw ValidationError("\(text("commit-interval", commitInterval, "5s").label): must be longer than 0, like 1s or 5s")
         }
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
+        config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
         config.progressInterval = try environment.duration("progress-interval", progressInterval, default: "30s")
         config.unhealthyAfter = try environment.duration("unhealthy-after", unhealthyAfter, default: "60s")
         guard config.unhealthyAfter > 0 else {
