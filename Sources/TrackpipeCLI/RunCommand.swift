@@ -179,9 +179,11 @@ enum WorkerRun {
         let pipeline = Pipeline(config: resolved.config, logger: logger, metrics: metrics)
         var server: MetricsServer?
         if resolved.metricsPort > 0 {
+            // /health quotes a delivery failure's text; scrubbed like a log line.
+            let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
             server = try MetricsServer(
                 port: resolved.metricsPort, logger: logger, metrics: { metrics.registry.emitToBuffer() },
-                health: { pipeline.healthProblem })
+                health: { pipeline.healthProblem.map(redactor.redact) })
             logger.info("metrics on :\(resolved.metricsPort)/metrics, health on :\(resolved.metricsPort)/health")
         }
         let signals = ShutdownSignal.install { name in
