@@ -6,27 +6,18 @@ import Synchronization
 /// librdkafka hands it back as the client's opaque pointer; the client keeps it alive
 /// until the native handle is destroyed.
 final class ClientContext: Sendable {
-    let logger: Logger
-    let onDelivery: (@Sendable (DeliveryReport) -> Void)?
-    let rebalance: RebalanceHandler?
     /// The secret values of the client's configuration, scrubbed from everything librdkafka
     /// logs through this context. Set by `makeNativeClient` before the client exists, so that
     /// the first line librdkafka logs is covered too.
     private let secrets = Mutex(SecretRedactor())
+    let logger: Logger
+    let onDelivery: (@Sendable (DeliveryReport) -> Void)?
+    let rebalance: RebalanceHandler?
 
     init(logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, rebalance: RebalanceHandler? = nil) {
         self.logger = logger
         self.onDelivery = onDelivery
         self.rebalance = rebalance
-    }
-
-    func adoptSecrets(of config: KafkaConfig) {
-        let redactor = config.redactor
-        secrets.withLock { $0 = $0.merging(redactor) }
-    }
-
-    func redact(_ text: String) -> String {
-        secrets.withLock { $0 }.redact(text)
     }
 
     static func from(_ opaque: UnsafeMutableRawPointer?) -> ClientContext? {
@@ -37,6 +28,15 @@ final class ClientContext: Sendable {
     static func from(client: OpaquePointer?) -> ClientContext? {
         guard let client else { return nil }
         return from(rd_kafka_opaque(client))
+    }
+
+    func adoptSecrets(of config: KafkaConfig) {
+        let redactor = config.redactor
+        secrets.withLock { $0 = $0.merging(redactor) }
+    }
+
+    func redact(_ text: String) -> String {
+        secrets.withLock { $0 }.redact(text)
     }
 }
 
