@@ -1,10 +1,15 @@
 import CRdKafka
 import Logging
+import Synchronization
 
 /// What librdkafka's C callbacks need to reach Swift: the logger and the handlers.
 /// librdkafka hands it back as the client's opaque pointer; the client keeps it alive
 /// until the native handle is destroyed.
 final class ClientContext: Sendable {
+    /// The secret values of the client's configuration, scrubbed from everything librdkafka
+    /// logs through this context. Set by `makeNativeClient` before the client exists, so that
+    /// the first line librdkafka logs is covered too.
+    private let secrets = Mutex(SecretRedactor())
     let logger: Logger
     let onDelivery: (@Sendable (DeliveryReport) -> Void)?
     let rebalance: RebalanceHandler?
@@ -31,10 +36,24 @@ final class ClientContext: Sendable {
         guard let client else { return nil }
         return from(rd_kafka_opaque(client))
     }
+
+    func adoptSecrets(of config: KafkaConfig) {
+        let redactor = config.redactor
+        secrets.withLock { $0 = $0.merging(redactor) }
+    }
+
+    func redact(_ text: String) -> String {
+        secrets.withLock { $0 }.redact(text)
+    }
 }
 
 /// librdkafka logs at syslog levels from its own threads; they go to swift-log so that one
 /// logging setup (level, format, destination) covers the whole worker.
+///
+/// librdkafka 2.0.2 redacts the sensitive properties in its own configuration dump
+/// (`debug=conf`), but other lines quote configured values as they are: an OpenSSL error
+/// names the file of `ssl.key.location`, for one. Every line is therefore scrubbed of the
+/// client's secret values before it reaches a handler.
 enum LogBridge {
     static func install(on conf: OpaquePointer) {
         rd_kafka_conf_set_log_cb(conf) { client, level, facility, message in
@@ -48,7 +67,7 @@ enum LogBridge {
                 case 6: .info
                 default: .debug
                 }
-            let text = message.map { String(cString: $0) } ?? ""
+            let text = context.redact(message.map { String(cString: $0) } ?? "")
             let fac = facility.map { String(cString: $0) } ?? ""
             // FAIL is a broker connection that failed or dropped: librdkafka reconnects by
             // itself, and whether it matters shows in the error callback and in /health.
@@ -63,6 +82,7 @@ func makeNativeClient(
     type: rd_kafka_type_t, config: KafkaConfig, context: ClientContext, configure: (OpaquePointer) -> Void = { _ in }
 ) throws -> (OpaquePointer, Unmanaged<ClientContext>) {
     let conf = try config.makeNative()
+    context.adoptSecrets(of: config)
     let retained = Unmanaged.passRetained(context)
     rd_kafka_conf_set_opaque(conf, retained.toOpaque())
     LogBridge.install(on: conf)
@@ -87,7 +107,8 @@ func makeNativeClient(
     guard let client = rd_kafka_new(type, conf, &errstr, errstr.count) else {
         rd_kafka_conf_destroy(conf)
         retained.release()
-        throw KafkaError(.clientCreation, "librdkafka could not create the client: \(string(fromErrorBuffer: errstr))")
+        throw KafkaError(
+            .clientCreation, "librdkafka could not create the client: \(config.redactor.redact(string(fromErrorBuffer: errstr)))")
     }
     return (client, retained)
 }

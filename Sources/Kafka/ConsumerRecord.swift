@@ -29,6 +29,15 @@ public struct ConsumerRecord: @unchecked Sendable {
         return ts < 0 ? nil : ts
     }
 
+    /// How many headers the record carries, without copying them. librdkafka parses a
+    /// record's headers on first access and keeps them with the message; for a record without
+    /// headers this is a check of a length.
+    public var headerCount: Int {
+        var native: OpaquePointer?
+        guard rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native else { return 0 }
+        return rd_kafka_header_cnt(native)
+    }
+
     /// Headers, copied out (this allocates: use only where needed).
     public var headers: [KafkaHeader] {
         var native: OpaquePointer?

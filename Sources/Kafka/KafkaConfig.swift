@@ -28,10 +28,22 @@ public struct KafkaConfig: Sendable, Equatable {
         lhs.properties.elementsEqual(rhs.properties, by: { $0 == $1 })
     }
 
-    /// Properties whose values must never reach a log or an error message.
+    /// Properties whose values must never reach a log or an error message: every key that
+    /// names a password or a secret (`sasl.password`, `ssl.key.password`,
+    /// `ssl.keystore.password`, `sasl.oauthbearer.client.secret`, and whatever a plugin or a
+    /// later librdkafka adds), and the others librdkafka itself redacts in its configuration
+    /// dump (`ssl.key.pem`, `ssl.key.location`, `sasl.oauthbearer.config`). Matched on parts of
+    /// the name, case-insensitively, so that a misspelt or unknown secret is hidden too.
     public static func isSecret(_ name: String) -> Bool {
         let lowered = name.lowercased()
-        return ["pass", "secret", "pwd", "token", "credential", "ssl.key", "private"].contains { lowered.contains($0) }
+        return ["pass", "secret", "pwd", "token", "credential", "ssl.key", "private", "oauthbearer.config"].contains {
+            lowered.contains($0)
+        }
+    }
+
+    /// Scrubs the values of this configuration's secret properties out of free text.
+    public var redactor: SecretRedactor {
+        SecretRedactor(properties: properties.map { (key: $0.0, value: $0.1) })
     }
 
     /// Builds a native configuration; a wrong property or value fails here, naming it, before any
@@ -45,7 +57,8 @@ public struct KafkaConfig: Sendable, Equatable {
             let result = rd_kafka_conf_set(conf, name, value, &errstr, errstr.count)
             if result != RD_KAFKA_CONF_OK {
                 rd_kafka_conf_destroy(conf)
-                let reason = string(fromErrorBuffer: errstr)
+                // librdkafka's reason may quote the value ("Invalid value \"…\" for …").
+                let reason = redactor.redact(string(fromErrorBuffer: errstr))
                 let what = result == RD_KAFKA_CONF_UNKNOWN ? "unknown property" : "invalid value"
                 // The value of an unknown property does not help fix its name and may be a
                 // secret under a misspelt key; a known secret's value is never shown either.
@@ -58,5 +71,23 @@ public struct KafkaConfig: Sendable, Equatable {
             }
         }
         return conf
+    }
+}
+
+/// What `print`, string interpolation and `dump` show of a configuration: the properties in
+/// order, each secret one's value as `[redacted]`. A configuration dumped into a log while
+/// debugging must not carry the SASL password with it.
+extension KafkaConfig: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        properties.map { "\($0.0)=\(Self.isSecret($0.0) ? SecretRedactor.placeholder : $0.1)" }.joined(separator: " ")
+    }
+
+    public var debugDescription: String { "KafkaConfig(\(description))" }
+
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: properties.map { (label: $0.0 as String?, value: (Self.isSecret($0.0) ? SecretRedactor.placeholder : $0.1) as Any) },
+            displayStyle: .struct)
     }
 }

@@ -1,8 +1,8 @@
 import TrackingDomain
 
-/// Turns a raw input message into a verdict the stages act on: the normalizer's, plus the two
-/// rules that need the Kafka record (a hit without any time, and a hit stamped far after its
-/// arrival). Shared by the normalize stage and the single-stage aggregate path, so both judge
+/// Turns a raw input message into a verdict the stages act on: the normalizer's, plus the
+/// rules that need the Kafka record (too many headers, a hit without any time, and a hit
+/// stamped far after its arrival). Shared by the normalize stage and the single-stage aggregate path, so both judge
 /// a message the same way.
 struct HitIntake: Sendable {
     enum Outcome {
@@ -14,6 +14,8 @@ struct HitIntake: Sendable {
 
     /// The dead-letter reason for hits stamped too far ahead of their arrival.
     static let futureTimestamp = "future_timestamp"
+    /// The dead-letter reason for records with more headers than `NormalizerLimits.maxHeaders`.
+    static let tooManyHeaders = "too_many_headers"
 
     let normalizer: Normalizer
     /// Event time more than this after the Kafka timestamp is `future_timestamp` (ms).
@@ -25,6 +27,15 @@ struct HitIntake: Sendable {
     }
 
     func take(_ record: InputRecord) -> Outcome {
+        // First, like too_large: a limit on what the record costs, checked before parsing.
+        let maxHeaders = normalizer.limits.maxHeaders
+        if record.headerCount > maxHeaders {
+            return .rejected(
+                reason: Self.tooManyHeaders,
+                detail:
+                    "too_many_headers: the record has \(record.headerCount) Kafka headers, more than the limit of \(maxHeaders); trackpipe reads only a hit's key and value, so have the producer send fewer headers (or raise --max-headers if so many are legitimate)"
+            )
+        }
         let verdict =
             record.value.map { normalizer.normalize($0, kafkaTimestamp: record.timestamp) }
             ?? normalizer.normalize(EmptyCollection<UInt8>(), kafkaTimestamp: record.timestamp)

@@ -15,20 +15,25 @@ public struct InputRecord: @unchecked Sendable {
     public var value: UnsafeRawBufferPointer?
     /// Epoch ms (create or log-append time); nil when the record has none.
     public var timestamp: Int64?
+    /// How many Kafka headers the record carries (checked against `NormalizerLimits.maxHeaders`;
+    /// the headers themselves are not read).
+    public var headerCount: Int
 
     public init(
-        partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?
+        partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?,
+        headerCount: Int = 0
     ) {
         self.partition = partition
         self.offset = offset
         self.key = key
         self.value = value
         self.timestamp = timestamp
+        self.headerCount = headerCount
     }
 
     init(_ record: ConsumerRecord) {
         self.init(
             partition: record.partition, offset: record.offset, key: record.key, value: record.value,
-            timestamp: record.timestamp)
+            timestamp: record.timestamp, headerCount: record.headerCount)
     }
 }

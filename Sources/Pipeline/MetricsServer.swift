@@ -4,19 +4,22 @@
     import Darwin
 #endif
 import Dispatch
+import Foundation
 import Logging
 import Synchronization
 
 /// A deliberately small HTTP/1.1 endpoint for `/metrics` (Prometheus text format) and
 /// `/health`, on a thread of its own so that a slow scraper never stalls the pipeline.
 /// Anything else gets 404; connections are closed after one response.
+///
+/// The serving thread holds only the `Listener` (the socket and a stop flag), never the
+/// server: the server can therefore be released, and releasing it stops it, like `stop()`.
 public final class MetricsServer: Sendable {
     public let port: Int
-    private let socketFD: Int32
-    private let stopped = Atomic<Bool>(false)
-    private let logger: Logger
+    private let listener: Listener
 
     /// - Parameters:
+    ///   - host: the IPv4 address to listen on, in dotted form (`0.0.0.0`: every interface).
     ///   - port: 0 picks a free port (see `port`).
     ///   - metrics: renders the Prometheus exposition text.
     ///   - health: nil when healthy, else the reason (served as 503).
@@ -24,15 +27,22 @@ public final class MetricsServer: Sendable {
         host: String = "0.0.0.0", port: Int, logger: Logger, metrics: @escaping @Sendable () -> [UInt8],
         health: @escaping @Sendable () -> String?
     ) throws {
-        self.logger = logger
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        // Without this check an unparsable host left the address zeroed: the server listened on
+        // every interface while the operator believed it was bound to one.
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+            throw PipelineError.configuration(
+                "metrics server: \"\(host)\" is not an IPv4 address; write one in dotted form, like 0.0.0.0 (every interface) or 127.0.0.1 (this machine only); host names are not looked up")
+        }
+        guard (0...65535).contains(port) else {
+            throw PipelineError.configuration("metrics server: port \(port) is out of range; use 1 to 65535, or 0 for any free port")
+        }
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw PipelineError.configuration("metrics server: socket() failed: errno \(errno)") }
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, host, &address.sin_addr)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -48,28 +58,66 @@ public final class MetricsServer: Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
         self.port = Int(UInt16(bigEndian: actual.sin_port))
-        self.socketFD = fd
-        let thread = DispatchQueue(label: "trackpipe.metrics-server")
-        thread.async { [self] in serve(metrics: metrics, health: health) }
+        let listener = Listener(fd: fd, logger: logger)
+        self.listener = listener
+        let thread = Thread { listener.serve(metrics: metrics, health: health) }
+        thread.name = "trackpipe.metrics-server"
+        thread.start()
     }
 
-    public func stop() {
-        guard !stopped.exchange(true, ordering: .sequentiallyConsistent) else { return }
-        shutdown(socketFD, Int32(SHUT_RDWR))
-        close(socketFD)
+    /// Stops listening and returns once the socket is closed (at most a few seconds, if a
+    /// response is being written to a slow client): the port refuses connections from then on
+    /// and can be bound again. Calling it again does nothing.
+    public func stop() { listener.stop() }
+
+    deinit { listener.stop() }
+}
+
+/// The listening socket and the accept loop. Only the serving thread closes the socket, after
+/// its loop has ended, so no `accept` can ever run on a descriptor number that was closed and
+/// handed to something else in the meantime.
+private final class Listener: Sendable {
+    let fd: Int32
+    private let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    /// The serving thread, so that a stop from inside a response does not wait for itself.
+    private let servingThread = Atomic<UInt>(0)
+
+    init(fd: Int32, logger: Logger) {
+        self.fd = fd
+        self.logger = logger
     }
 
-    deinit { stop() }
+    func stop() {
+        guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        // On Linux, shutting a listening socket down takes it out of the listening state (new
+        // connections are refused) and wakes the thread blocked in accept().
+        shutdown(fd, Int32(SHUT_RDWR))
+        if servingThread.load(ordering: .sequentiallyConsistent) != UInt(pthread_self()) { finished.wait() }
+    }
 
-    private func serve(metrics: @Sendable () -> [UInt8], health: @Sendable () -> String?) {
-        while !stopped.load(ordering: .relaxed) {
-            let client = accept(socketFD, nil, nil)
+    func serve(metrics: @Sendable () -> [UInt8], health: @Sendable () -> String?) {
+        servingThread.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
+        defer {
+            close(fd)
+            finished.signal()
+        }
+        while !stopping.load(ordering: .sequentiallyConsistent) {
+            let client = accept(fd, nil, nil)
             if client < 0 {
-                if stopped.load(ordering: .relaxed) { return }
+                let code = errno
+                if stopping.load(ordering: .sequentiallyConsistent) { return }
+                // Out of descriptors: wait instead of spinning on the same error.
+                if code == EMFILE || code == ENFILE {
+                    logger.warning("metrics server: accept failed (errno \(code)): the process is out of file descriptors")
+                    usleep(100_000)
+                }
                 continue
             }
             var timeout = timeval(tv_sec: 5, tv_usec: 0)
             setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             respond(to: client, metrics: metrics, health: health)
             close(client)
         }

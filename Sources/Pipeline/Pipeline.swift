@@ -37,7 +37,10 @@ public final class Pipeline: @unchecked Sendable {
     /// Every reason the worker can put in `trackpipe.error.reason`: the normalizer's, and the
     /// worker's own (documented together, and registered in the metrics at zero).
     public static let deadLetterReasons =
-        RejectReason.allCases.map(\.rawValue) + [HitIntake.futureTimestamp, AggregateStage.unreadableEvent]
+        RejectReason.allCases.map(\.rawValue) + [HitIntake.tooManyHeaders, HitIntake.futureTimestamp, AggregateStage.unreadableEvent]
+
+    /// The dead-letter reason for input records with more Kafka headers than `--max-headers`.
+    public static let tooManyHeaders = HitIntake.tooManyHeaders
 
     public init(config: PipelineConfig, logger: Logger = Logger(label: "trackpipe"), metrics: PipelineMetrics? = nil) {
         self.config = config
@@ -90,7 +93,8 @@ public final class Pipeline: @unchecked Sendable {
         logger.info(
             "trackpipe running (one stage: the input is keyed by delivery)",
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "output": "\(config.outputTopic)",
-                "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)", "shards": "\(config.shards)"])
+                "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)", "shards": "\(config.shards)",
+                "kafka": "\(config.kafkaPropertiesText)"])
         return [try runner.run()]
     }
 
@@ -122,7 +126,7 @@ public final class Pipeline: @unchecked Sendable {
             "trackpipe running (two stages: normalize, then aggregate behind the repartition topic)",
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "repartition": "\(repartitionTopic)",
                 "output": "\(config.outputTopic)", "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)",
-                "shards": "\(config.shards)"])
+                "shards": "\(config.shards)", "kafka": "\(config.kafkaPropertiesText)"])
 
         let aggregated = Mutex<Result<StageSummary, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)

@@ -50,6 +50,8 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_aggregates_emitted": "Aggregate records produced.",
         "trackpipe_stale_records_dropped": "Records of unassigned partitions or already-processed offsets, dropped (librdkafka 2.0.x guard).",
         "trackpipe_offset_gaps": "Times a partition's offsets jumped forward.",
+        "trackpipe_capacity_evictions": "Times a partition's window state reached its share of --max-entries and its oldest windows were finalized early.",
+        "trackpipe_windows_finalized_early": "Delivery windows finalized early because window state reached --max-entries; later hits for them are too_late.",
         "trackpipe_windows_open": "Delivery windows held in memory (open or retained).",
         "trackpipe_window_entries": "Broadlog entries held in window state.",
         "trackpipe_watermark_ms": "Lowest event-time watermark over the stage's partitions (epoch ms).",
@@ -64,7 +66,10 @@ public final class PipelineMetrics: Sendable {
         let metrics = StageMetrics(parent: self, stage: name)
         _ = counter("trackpipe_hits_filtered", stage: name, ("reason", FilterReason.trackingOff.rawValue))
         for reason in Pipeline.deadLetterReasons { _ = counter("trackpipe_dead_letters", stage: name, ("reason", reason)) }
-        for name in ["trackpipe_duplicates_dropped", "trackpipe_messages_replayed", "trackpipe_stale_records_dropped", "trackpipe_offset_gaps"] {
+        for name in [
+            "trackpipe_duplicates_dropped", "trackpipe_messages_replayed", "trackpipe_stale_records_dropped", "trackpipe_offset_gaps",
+            "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
+        ] {
             _ = counter(name, stage: metrics.stage)
         }
         for severity in ["transient", "fatal", "other"] { _ = counter("trackpipe_kafka_errors", stage: name, ("severity", severity)) }
@@ -101,6 +106,9 @@ public struct StageMetrics: Sendable {
             parent.counter("trackpipe_dead_letters", stage: stage, ("reason", reason)).increment(by: Int64(count))
         }
         for delay in report.emitDelays { parent.emitDelay.record(delay) }
+        // The memory cap's effect: logged as a warning by the runner, counted here for alerts.
+        bump("trackpipe_capacity_evictions", report.capacityEvictions.count)
+        bump("trackpipe_windows_finalized_early", report.capacityEvictions.reduce(0) { $0 + $1.windowsEvicted })
     }
 
     func kafkaError(_ severity: KafkaError.Severity) {

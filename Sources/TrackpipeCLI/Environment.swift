@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import TrackingDomain
 
 /// Flags fall back to `TRACKPIPE_<FLAG>` environment variables (a container's natural way to
 /// be configured), then to their defaults. Precedence: command line, environment, default.
@@ -121,6 +122,18 @@ struct Environment: Sendable {
             throw ValidationError("\(formatSetting.label): use text or json")
         }
         return (parsedLevel, parsedFormat)
+    }
+
+    /// `--max-headers`: how many Kafka headers an input record may carry before it is
+    /// dead-lettered as `too_many_headers`; 0 or more (0 turns away every record with one).
+    func maxHeaders(_ commandLine: Int?) throws -> Int {
+        let fallback = NormalizerLimits().maxHeaders
+        let value = try integer("max-headers", commandLine, default: fallback)
+        guard value >= 0 else {
+            throw ValidationError(
+                "\(setting("max-headers", commandLine.map(String.init), default: "\(fallback)").label): must be 0 or more, the number of Kafka headers an input record may carry (default \(fallback))")
+        }
+        return value
     }
 
     /// The bootstrap servers: every comma-separated address must be non-empty.

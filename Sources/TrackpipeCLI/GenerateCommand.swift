@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HitGenerator
 import Kafka
+import Logging
 import TrackingDomain
 
 /// `trackpipe generate`: realistic input for trying, demoing and load-testing the worker.
@@ -73,7 +74,10 @@ struct GenerateCommand: ParsableCommand {
 
     func run() throws {
         // To stderr: stdout may be carrying the JSON Lines.
-        LogSetup.bootstrap(level: .warning, format: .text)
+        let properties = (try? KafkaPropertyArguments.parse(kafkaProperties)) ?? [:]
+        let redactor = SecretRedactor(properties: properties.map { (key: $0.key, value: $0.value) })
+        LogSetup.bootstrap(level: .warning, format: .text, redactor: redactor)
+        warnAboutSecretsOnCommandLine(KafkaPropertyArguments.secretKeysOnCommandLine(kafkaProperties), logger: Logger(label: "trackpipe"))
         let stopped = LockedValue<String?>(nil)
         let signals = ShutdownSignal.install { name in stopped.set(name) }
         defer { withExtendedLifetime(signals) {} }

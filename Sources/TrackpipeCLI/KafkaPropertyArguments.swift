@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Kafka
 
 /// `-X key=value`, the way librdkafka users write properties (kcat, kafkacat); one reading of
 /// it for every command, so a pair that `run` accepts is accepted by `generate` too.
@@ -33,6 +34,10 @@ enum KafkaPropertyArguments {
             let key = parts[0].trimmingCharacters(in: .whitespaces)
             guard parts.count == 2, !key.isEmpty else {
                 switch pair.origin {
+                case .commandLine where KafkaConfig.isSecret(pair.text):
+                    // `-X "sasl.password hunter2"`: a secret behind a typo is still a secret.
+                    throw ValidationError(
+                        "-X: expected key=value, for example -X security.protocol=SASL_SSL (the argument is not shown: it names a secret)")
                 case .commandLine:
                     throw ValidationError("-X \(pair.text): expected key=value, for example -X security.protocol=SASL_SSL")
                 case .environment(let variable):
@@ -53,5 +58,46 @@ enum KafkaPropertyArguments {
             properties[key] = String(parts[1])
         }
         return properties
+    }
+
+    /// The keys of secret properties among the pairs typed on the command line: there, other
+    /// users of the machine can read them (`ps`, `/proc/<pid>/cmdline`), so the commands warn.
+    static func secretKeysOnCommandLine(_ pairs: [String]) -> [String] {
+        pairs.compactMap { pair in
+            let key = pair.split(separator: "=", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            return pair.contains("=") && KafkaConfig.isSecret(key) ? key : nil
+        }
+    }
+
+    /// Every value that may be a secret, from the raw command line and the environment, before
+    /// anything is parsed: the redactor for text trackpipe does not write itself, such as
+    /// ArgumentParser's "Unexpected argument 'sasl.password=…'" when `-X` was forgotten.
+    ///
+    /// - A `key=value` argument (alone, after `-X`, or as `-Xkey=value`) whose key is secret.
+    /// - A `TRACKPIPE_X` or `TRACKPIPE_X_<ANY>` pair whose key is secret.
+    /// - The whole value of a `TRACKPIPE_X_<ANY>` variable that has no `=`: never valid, and most
+    ///   likely the password itself written without its `sasl.password=` prefix.
+    static func secretValues(arguments: [String], environment: [String: String]) -> [String] {
+        var values: [String] = []
+        // Both the value as written and trimmed: the environment's pairs are trimmed before
+        // use, the command line's are not.
+        func collect(_ pair: Substring) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, KafkaConfig.isSecret(parts[0].trimmingCharacters(in: .whitespaces)) else { return }
+            values += [String(parts[1]), parts[1].trimmingCharacters(in: .whitespaces)]
+        }
+        for argument in arguments {
+            var text = Substring(argument)
+            if text.hasPrefix("-X") { text = text.dropFirst(2) }
+            collect(text)
+        }
+        for (name, value) in environment where name == "TRACKPIPE_X" || name.hasPrefix("TRACKPIPE_X_") {
+            if name != "TRACKPIPE_X" && !value.contains("=") {
+                values.append(value.trimmingCharacters(in: .whitespaces))
+                continue
+            }
+            for pair in value.split(whereSeparator: { $0 == ";" || $0 == "\n" }) { collect(pair) }
+        }
+        return values
     }
 }

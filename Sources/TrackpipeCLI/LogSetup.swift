@@ -1,4 +1,5 @@
 import Foundation
+import Kafka
 import Logging
 import Synchronization
 
@@ -11,7 +12,9 @@ public enum LogFormat: String, CaseIterable, Sendable {
 enum LogSetup {
     private static let done = Mutex(false)
 
-    static func bootstrap(level: Logger.Level, format: LogFormat) {
+    /// `redactor` holds the secret values of the command's Kafka properties: no log line shows
+    /// them, whoever writes it.
+    static func bootstrap(level: Logger.Level, format: LogFormat, redactor: SecretRedactor = SecretRedactor()) {
         let first = done.withLock { done in
             defer { done = true }
             return !done
@@ -24,7 +27,7 @@ enum LogSetup {
                 case .json: JSONLogHandler(label: label)
                 }
             handler.logLevel = level
-            return handler
+            return RedactingLogHandler(handler, redactor: redactor)
         }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Kafka
 import Logging
 import Pipeline
 import TrackingDomain
@@ -33,6 +34,8 @@ struct ReplayCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "A partition quiet this long stops holding event time back. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)") var idleTimeout: String?
     @Option(parsing: .unconditional, help: "Dead-letter hits stamped more than this after their Kafka timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)") var maxFutureSkew: String?
+    @Option(parsing: .unconditional, help: "Dead-letter input records with more Kafka headers than this, as too_many_headers. (env TRACKPIPE_MAX_HEADERS, default 64)")
+    var maxHeaders: Int?
     @Option(help: "Windowing shards (Dispatch queues). (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
@@ -65,6 +68,7 @@ struct ReplayCommand: ParsableCommand {
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle)
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
+        config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
         config.shards = try environment.integer("shards", shards, default: ProcessInfo.processInfo.activeProcessorCount)
         guard (1...RunCommand.maxShards).contains(config.shards) else {
             throw ValidationError("--shards \(config.shards): use 1 to \(RunCommand.maxShards)")
@@ -102,8 +106,10 @@ struct ReplayCommand: ParsableCommand {
 
     func run() throws {
         var resolved = try resolve()
-        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat)
+        let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
+        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat, redactor: redactor)
         let logger = Logger(label: "trackpipe")
+        warnAboutSecretsOnCommandLine(KafkaPropertyArguments.secretKeysOnCommandLine(kafkaProperties), logger: logger)
         do {
             if let path = resolved.outputFile { resolved.config.output = .lines(try LineWriter(path: path)) }
             let display = ProgressDisplay()
@@ -118,7 +124,7 @@ struct ReplayCommand: ParsableCommand {
             // The records may be on standard output: the summary goes with the progress.
             FileHandle.standardError.write(Data((summary.text + "\n").utf8))
         } catch {
-            FileHandle.standardError.write(Data("trackpipe replay: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("trackpipe replay: \(redactor.redact("\(error)"))\n".utf8))
             throw ExitCode(1)
         }
     }

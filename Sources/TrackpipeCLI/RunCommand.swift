@@ -50,6 +50,8 @@ struct RunCommand: ParsableCommand {
             "Dead-letter hits stamped more than this after their Kafka timestamp, as future_timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)"
     )
     var maxFutureSkew: String?
+    @Option(parsing: .unconditional, help: "Dead-letter input records with more Kafka headers than this, as too_many_headers. (env TRACKPIPE_MAX_HEADERS, default 64)")
+    var maxHeaders: Int?
     @Option(parsing: .unconditional, help: "How often each stage logs a progress line; 0s turns it off. (env TRACKPIPE_PROGRESS_INTERVAL, default 30s)")
     var progressInterval: String?
     @Option(parsing: .unconditional, help: "/health fails after this long without a reachable broker, a partition assignment or a turn of the consume loop. (env TRACKPIPE_UNHEALTHY_AFTER, default 60s)")
@@ -62,7 +64,7 @@ struct RunCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "progress-interval", "unhealthy-after", "log-level", "log-format",
+        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -113,6 +115,7 @@ struct RunCommand: ParsableCommand {
             throw ValidationError("\(text("commit-interval", commitInterval, "5s").label): must be longer than 0, like 1s or 5s")
         }
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
+        config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
         config.progressInterval = try environment.duration("progress-interval", progressInterval, default: "30s")
         config.unhealthyAfter = try environment.duration("unhealthy-after", unhealthyAfter, default: "60s")
         guard config.unhealthyAfter > 0 else {
@@ -141,14 +144,16 @@ struct RunCommand: ParsableCommand {
 
     func run() throws {
         let resolved = try resolve()
-        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat)
+        let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
+        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat, redactor: redactor)
         let logger = Logger(label: "trackpipe")
+        warnAboutSecretsOnCommandLine(KafkaPropertyArguments.secretKeysOnCommandLine(kafkaProperties), logger: logger)
         do {
             let summary = try WorkerRun.execute(resolved, logger: logger)
             print(summary.text)
             if resolved.config.timings { print(summary.timelineText) }
         } catch {
-            FileHandle.standardError.write(Data("trackpipe run: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("trackpipe run: \(redactor.redact("\(error)"))\n".utf8))
             throw ExitCode(1)
         }
     }
@@ -161,6 +166,16 @@ struct ResolvedRun: Sendable {
     var logFormat: LogFormat
 }
 
+/// A secret in `-X` is readable by every user of the machine for as long as the process runs
+/// (`ps`, `/proc/<pid>/cmdline`), and lands in shell history: say so once at start-up, naming
+/// the keys (never their values) and the safer way.
+func warnAboutSecretsOnCommandLine(_ keys: [String], logger: Logger) {
+    guard !keys.isEmpty else { return }
+    let variables = keys.map { "TRACKPIPE_X_" + $0.uppercased().replacingOccurrences(of: ".", with: "_") + "=\"\($0)=…\"" }
+    logger.warning(
+        "\(keys.joined(separator: ", ")) given with -X on the command line, where other users of this machine can read it (ps, /proc) and shells keep it in their history; pass it through the environment instead, for example \(variables.joined(separator: ", ")) from a secret store")
+}
+
 /// Wires a pipeline to signals and the metrics endpoint; shared by `run` and `demo`.
 enum WorkerRun {
     static func execute(_ resolved: ResolvedRun, logger: Logger) throws -> PipelineSummary {
@@ -168,9 +183,11 @@ enum WorkerRun {
         let pipeline = Pipeline(config: resolved.config, logger: logger, metrics: metrics)
         var server: MetricsServer?
         if resolved.metricsPort > 0 {
+            // /health quotes a delivery failure's text; scrubbed like a log line.
+            let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
             server = try MetricsServer(
                 port: resolved.metricsPort, logger: logger, metrics: { metrics.registry.emitToBuffer() },
-                health: { pipeline.healthProblem })
+                health: { pipeline.healthProblem.map(redactor.redact) })
             logger.info("metrics on :\(resolved.metricsPort)/metrics, health on :\(resolved.metricsPort)/health")
         }
         let signals = ShutdownSignal.install { name in

@@ -44,8 +44,9 @@ struct TrackpipeBinary {
     }
 
     /// Runs with `arguments`, feeding `stdin` bytes. Standard streams go through temporary files,
-    /// so a large output cannot deadlock on a full pipe.
-    func run(_ arguments: [String], stdin: [UInt8] = []) throws -> Result {
+    /// so a large output cannot deadlock on a full pipe. `environment` is added to this
+    /// process's own.
+    func run(_ arguments: [String], stdin: [UInt8] = [], environment: [String: String] = [:]) throws -> Result {
         let fm = FileManager.default
         let dir = fm.temporaryDirectory.appendingPathComponent("trackpipe-e2e-\(UUID().uuidString)")
         try fm.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -62,6 +63,7 @@ struct TrackpipeBinary {
         let process = Process()
         process.executableURL = url
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.standardInput = input
         process.standardOutput = output
         process.standardError = error
@@ -82,7 +84,7 @@ final class BackgroundTrackpipe {
     var stdoutURL: URL { directory.appendingPathComponent("stdout") }
     var stderrURL: URL { directory.appendingPathComponent("stderr") }
 
-    init(_ binary: TrackpipeBinary, _ arguments: [String]) throws {
+    init(_ binary: TrackpipeBinary, _ arguments: [String], environment: [String: String] = [:]) throws {
         let fm = FileManager.default
         directory = fm.temporaryDirectory.appendingPathComponent("trackpipe-bg-\(UUID().uuidString)")
         try fm.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -90,6 +92,7 @@ final class BackgroundTrackpipe {
         fm.createFile(atPath: directory.appendingPathComponent("stderr").path, contents: nil)
         process.executableURL = binary.url
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
         process.standardError = try FileHandle(forWritingTo: stderrURL)
