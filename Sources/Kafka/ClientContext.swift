@@ -89,11 +89,11 @@ func makeNativeClient(
     rd_kafka_conf_set_error_cb(conf) { client, code, reason, opaque in
         guard let context = ClientContext.from(opaque) else { return }
         let err = rd_kafka_resp_err_t(rawValue: code)
-        var error = KafkaError.from(err, reason.map { String(cString: $0) } ?? "client error")
+        var error = KafkaError.from(err, context.redact(reason.map { String(cString: $0) } ?? "client error"))
         if err == RD_KAFKA_RESP_ERR__FATAL, let client {
             var text = [CChar](repeating: 0, count: 512)
             let underlying = rd_kafka_fatal_error(client, &text, text.count)
-            error = KafkaError.from(underlying, "fatal client error: \(string(fromErrorBuffer: text))")
+            error = KafkaError.from(underlying, "fatal client error: \(context.redact(string(fromErrorBuffer: text)))")
             error.kind = .librdkafka(code: RD_KAFKA_RESP_ERR__FATAL.rawValue)
         }
         if let onError = context.onError {

@@ -148,14 +148,11 @@ struct RunCommand: ParsableCommand {
         LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat, redactor: redactor)
         let logger = Logger(label: "trackpipe")
         warnAboutSecretsOnCommandLine(KafkaPropertyArguments.secretKeysOnCommandLine(kafkaProperties), logger: logger)
-        do {
-            let summary = try WorkerRun.execute(resolved, logger: logger)
-            print(summary.text)
-            if resolved.config.timings { print(summary.timelineText) }
-        } catch {
+        let summary = WorkerRun.execute(resolved, logger: logger) { error in
             FileHandle.standardError.write(Data("trackpipe run: \(redactor.redact("\(error)"))\n".utf8))
-            throw ExitCode(1)
         }
+        print(summary.text)
+        if resolved.config.timings { print(summary.timelineText) }
     }
 }
 
@@ -178,9 +175,25 @@ func warnAboutSecretsOnCommandLine(_ keys: [String], logger: Logger) {
 
 /// Wires a pipeline to signals and the metrics endpoint; shared by `run` and `demo`.
 enum WorkerRun {
-    static func execute(_ resolved: ResolvedRun, logger: Logger) throws -> PipelineSummary {
+    /// Returns the summary of a run that ended well; on failure, `report`s the error and exits 1.
+    static func execute(_ resolved: ResolvedRun, logger: Logger, report: (any Error) -> Void) -> PipelineSummary {
         let metrics = PipelineMetrics()
         let pipeline = Pipeline(config: resolved.config, logger: logger, metrics: metrics)
+        do {
+            return try execute(pipeline, metrics: metrics, resolved, logger: logger)
+        } catch {
+            // Exit here, with the Kafka clients still alive: after some fatal errors (a topic
+            // deleted under a consumer, measured with librdkafka 2.0.2) destroying a client
+            // waits forever for one of its threads. Nothing is pending: a failed run commits
+            // nothing further, and what was sent has been flushed or is abandoned on purpose.
+            report(error)
+            exit(1)
+        }
+    }
+
+    private static func execute(
+        _ pipeline: Pipeline, metrics: PipelineMetrics, _ resolved: ResolvedRun, logger: Logger
+    ) throws -> PipelineSummary {
         var server: MetricsServer?
         if resolved.metricsPort > 0 {
             // /health quotes a delivery failure's text; scrubbed like a log line.

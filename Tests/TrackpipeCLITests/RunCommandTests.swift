@@ -193,6 +193,25 @@ struct RunCommandEndToEndTests {
         #expect(worker.stdout.contains("balanced      yes"))
     }
 
+    @Test("the input topic deleted while running: exit 1, naming the topic and what to do, without hanging")
+    func inputTopicDeleted() throws {
+        let broker = try makeBroker()
+        try broker.createTopic("gone-repartition", partitions: 8)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 500, seed: 3, deliveries: 4)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let worker = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(), workerArguments(broker, group: "gone") + ["-X", "topic.metadata.refresh.interval.ms=1000"])
+        let consumedAll = try BackgroundTrackpipe.waitUntil(seconds: 30) { try processedTotal(broker, group: "gone") == 500 }
+        #expect(consumedAll, "stderr: \(worker.stderr)")
+        broker.setTopicError("hits", code: KafkaErrorCode.unknownTopicOrPartition)
+        let code = worker.waitForExit(seconds: 40)
+        if code == nil { worker.signal(SIGKILL) }
+        #expect(code == 1, "stderr: \(worker.stderr.suffix(2_000))")
+        #expect(worker.stderr.contains("trackpipe run: normalize: the topic hits no longer exists on the cluster"))
+        #expect(worker.stderr.contains("Recreate the topic"))
+        #expect(try processedTotal(broker, group: "gone") == 500, "nothing committed beyond what was processed")
+    }
+
     @Test("SIGKILL in the middle of a stream, then a restart with --until-end: the last record per key is exact and no dead letter is missing")
     func killedMidStream() throws {
         let broker = try makeBroker()
