@@ -193,6 +193,25 @@ public final class KafkaConsumer: @unchecked Sendable {
         try offsets(forTimestamp: Int64(RD_KAFKA_OFFSET_BEGINNING), partitions: partitions, timeoutMilliseconds: timeoutMilliseconds)
     }
 
+    /// Stops fetching these partitions (records already fetched are not handed out) until
+    /// `resume`; the member stays in the group. Backpressure: the caller keeps polling.
+    public func pause(_ partitions: [TopicPartition]) throws {
+        guard !partitions.isEmpty else { return }
+        let list = NativePartitionList(partitions)
+        let err = rd_kafka_pause_partitions(client, list.pointer)
+        if err.isError { throw KafkaError.from(err, "pausing \(partitions)") }
+        if let error = list.firstError("pausing") { throw error }
+    }
+
+    /// Fetches paused partitions again, from the position after the last record handed out.
+    public func resume(_ partitions: [TopicPartition]) throws {
+        guard !partitions.isEmpty else { return }
+        let list = NativePartitionList(partitions)
+        let err = rd_kafka_resume_partitions(client, list.pointer)
+        if err.isError { throw KafkaError.from(err, "resuming \(partitions)") }
+        if let error = list.firstError("resuming") { throw error }
+    }
+
     /// Moves the fetch position of assigned partitions.
     public func seek(_ offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32 = 10_000) throws {
         let list = NativePartitionList(offsets)

@@ -17,6 +17,7 @@ public final class KafkaProducer: @unchecked Sendable {
     private let context: Unmanaged<ClientContext>
     /// Topic handles by name, created on first use and destroyed with the client.
     private let topics = Mutex<[String: OpaquePointer]>([:])
+    private let isStopping: @Sendable () -> Bool
     public let logger: Logger
 
     /// A topic this producer sends to (see `topic(_:)`); valid as long as the producer.
@@ -29,11 +30,15 @@ public final class KafkaProducer: @unchecked Sendable {
 
     /// - Parameter onDelivery: called once per record with its final outcome (after librdkafka's retries).
     /// - Parameter onError: client-level errors, on the polling thread (else they are logged).
+    /// - Parameter isStopping: asked while a send waits for room in a full queue; `true` makes
+    ///   the send give up (throwing) instead of waiting on a slow broker through a shutdown.
     public init(
         config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.producer"),
-        onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, onError: (@Sendable (KafkaError) -> Void)? = nil
+        onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, onError: (@Sendable (KafkaError) -> Void)? = nil,
+        isStopping: @escaping @Sendable () -> Bool = { false }
     ) throws {
         self.logger = logger
+        self.isStopping = isStopping
         let ctx = ClientContext(logger: logger, onDelivery: onDelivery, onError: onError)
         (client, context) = try makeNativeClient(type: RD_KAFKA_PRODUCER, config: config, context: ctx) { conf in
             rd_kafka_conf_set_dr_msg_cb(conf) { client, message, _ in
@@ -151,6 +156,11 @@ public final class KafkaProducer: @unchecked Sendable {
             let code = rd_kafka_error_code(error)
             if code == RD_KAFKA_RESP_ERR__QUEUE_FULL {
                 rd_kafka_error_destroy(error)
+                if isStopping() {
+                    throw KafkaError(
+                        .librdkafka(code: code.rawValue),
+                        "producing to \(topic): the local queue is full (the broker is slow or unreachable) and a stop was requested; the record was not sent")
+                }
                 // Backpressure: serve delivery reports until librdkafka has room again.
                 rd_kafka_poll(client, 1)
                 continue

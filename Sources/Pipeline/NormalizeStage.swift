@@ -24,6 +24,8 @@ public struct NormalizeStage: Stage {
     public let markInterval: Int64
     /// Threads that judge and encode a batch's records at once.
     public let parallelism: Int
+    /// An events record is sent once it holds this many bytes (see `RepartitionRecord`).
+    public let batchBytes: Int
 
     private let intake: HitIntake
     private var sources: [Int32: SourceState] = [:]
@@ -45,9 +47,11 @@ public struct NormalizeStage: Stage {
 
     public init(
         inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, limits: NormalizerLimits,
-        maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1
+        maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
+        batchBytes: Int = RepartitionRecord.batchBytes
     ) {
         self.parallelism = max(1, parallelism)
+        self.batchBytes = max(1, batchBytes)
         precondition(repartitionPartitions >= 1, "the repartition topic has at least one partition")
         self.inputTopic = inputTopic
         self.sourcePartitions = sourcePartitions
@@ -96,7 +100,7 @@ public struct NormalizeStage: Stage {
                             encodedEvent: UnsafeRawBufferPointer(rebasing: arena[bytes]), timestamp: record.timestamp,
                             sourcePartitions: sourcePartitions)
                     }
-                    if batches[Int(partition)].bytes.count >= RepartitionRecord.batchBytes {
+                    if batches[Int(partition)].bytes.count >= batchBytes {
                         try send(batchOf: partition, into: &sink)
                     }
                     pending.accounting.accepted += 1

@@ -109,7 +109,9 @@ public final class Pipeline: @unchecked Sendable {
         let normalize = NormalizeStage(
             inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
             limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
-            markInterval: min(500, max(50, config.window.idleTimeout / 4)), parallelism: config.shards)
+            markInterval: min(500, max(50, config.window.idleTimeout / 4)), parallelism: config.shards,
+            // A record larger than the producer's queue could never be queued.
+            batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4))
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: .repartitioned, window: taskWindow(partitions: repartitions),
             parallelism: config.shards)
@@ -172,6 +174,7 @@ public final class Pipeline: @unchecked Sendable {
         settings.progressInterval = config.progressInterval
         settings.unhealthyAfter = config.unhealthyAfter
         settings.timings = config.timings
+        settings.outputBacklogLimit = config.outputBacklogLimit
         return settings
     }
 

@@ -39,6 +39,14 @@ public struct PipelineConfig: Sendable {
 
     public init() {}
 
+    /// Unacknowledged output above which a stage pauses its input: half the producer's queue
+    /// (`queue.buffering.max.kbytes`), so a slow output makes the consumer stop fetching
+    /// rather than the worker buffer without end or stall inside a send.
+    var outputBacklogLimit: Int {
+        let kbytes = producerConfig["queue.buffering.max.kbytes"].flatMap(Int.init) ?? 65_536
+        return max(64 * 1024, kbytes * 1024 / 2)
+    }
+
     /// The repartition topic's name in effect.
     public var effectiveRepartitionTopic: String { repartitionTopic ?? "\(group)-repartition" }
 
@@ -74,9 +82,10 @@ public struct PipelineConfig: Sendable {
             "linger.ms": "20",
             "enable.idempotence": "true",
             "compression.type": "lz4",
-            // The worker acts only on failures (it commits after flushing): a report per
-            // successful record would cost a callback and a queue operation each.
-            "delivery.report.only.error": "true",
+            // What waits in the producer, unacknowledged, is bounded in bytes (librdkafka's
+            // default is 1 GB): the consume loop pauses its input at half of this (see
+            // `StageRunner`), and a send waits once it is full.
+            "queue.buffering.max.kbytes": "65536",
         ]).merging(KafkaConfig(kafkaProperties.filter { !Self.consumerOnly.contains($0.key) }))
     }
 
@@ -101,7 +110,7 @@ public struct PipelineConfig: Sendable {
         "linger.ms", "queue.buffering.max.ms", "batch.num.messages", "batch.size", "compression.type", "compression.codec",
         "acks", "request.required.acks", "enable.idempotence", "message.timeout.ms", "delivery.timeout.ms",
         "queue.buffering.max.messages", "queue.buffering.max.kbytes", "retries", "message.send.max.retries",
-        "max.in.flight", "max.in.flight.requests.per.connection", "partitioner", "transactional.id", "delivery.report.only.error",
+        "max.in.flight", "max.in.flight.requests.per.connection", "partitioner", "transactional.id",
     ]
 
     /// Settings that would silently break the worker's guarantees are refused with a reason.

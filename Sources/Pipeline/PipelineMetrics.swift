@@ -57,6 +57,8 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_watermark_ms": "Lowest event-time watermark over the stage's partitions (epoch ms).",
         "trackpipe_consumer_lag": "Messages behind the end of the stage's input topic, all owned partitions.",
         "trackpipe_consumer_lag_partition": "Messages behind the end of one partition of the stage's input topic.",
+        "trackpipe_input_paused": "1 while the stage's input is paused because its output waits for the broker (more than half of queue.buffering.max.kbytes unacknowledged).",
+        "trackpipe_input_pauses": "Times the stage paused its input because its output was behind.",
         "trackpipe_kafka_errors": "Errors librdkafka reported, by severity: transient ones (connections, leaders, timeouts) it retries by itself; a fatal one stops the worker.",
     ]
 
@@ -73,6 +75,8 @@ public final class PipelineMetrics: Sendable {
             _ = counter(name, stage: metrics.stage)
         }
         for severity in ["transient", "fatal", "other"] { _ = counter("trackpipe_kafka_errors", stage: name, ("severity", severity)) }
+        _ = counter("trackpipe_input_pauses", stage: name)
+        metrics.paused(false)
         return metrics
     }
 
@@ -109,6 +113,11 @@ public struct StageMetrics: Sendable {
         // The memory cap's effect: logged as a warning by the runner, counted here for alerts.
         bump("trackpipe_capacity_evictions", report.capacityEvictions.count)
         bump("trackpipe_windows_finalized_early", report.capacityEvictions.reduce(0) { $0 + $1.windowsEvicted })
+    }
+
+    func paused(_ paused: Bool) {
+        parent.gauge("trackpipe_input_paused", stage: stage).set(Double(paused ? 1 : 0))
+        if paused { parent.counter("trackpipe_input_pauses", stage: stage).increment() }
     }
 
     func kafkaError(_ severity: KafkaError.Severity) {

@@ -66,7 +66,7 @@ public enum RepartitionRecord {
 
     /// An events record stays well below the 1 MB that producers and brokers accept by default
     /// (`message.max.bytes`): once a batch reaches this size it is sent and a new one begins.
-    static let batchBytes = 256 * 1024
+    public static let batchBytes = 256 * 1024
 
     // MARK: Encoding
 

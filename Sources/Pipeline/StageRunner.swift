@@ -54,6 +54,11 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// the topic was deleted.
     private var everAssigned = false
     private var timeline = RunnerTimeline()
+    /// Bytes sent and not yet acknowledged, on every destination.
+    private let backlog = OutputBacklog()
+    /// Whether the input is paused because the output is behind.
+    private var paused = false
+    private var pauses = 0
     private var lastUnknownTopicLog: Int64 = .min / 2
     private var lastGuardLog: Int64 = .min / 2
 
@@ -98,11 +103,14 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let producer = try KafkaProducer(
             config: settings.producer, logger: logger.with(label: "trackpipe.kafka.producer"),
             onDelivery: { [weak self] report in
-                guard let error = report.error, let self else { return }
+                guard let self else { return }
+                self.backlog.acknowledged(Int(report.token))
+                guard let error = report.error else { return }
                 self.deliveryFailure.withLock { if $0 == nil { $0 = "\(report.topic)[\(report.partition)]: \(error)" } }
                 self.requestStop()
             },
-            onError: { [weak self] in self?.clientError($0, client: "producer") })
+            onError: { [weak self] in self?.clientError($0, client: "producer") },
+            isStopping: { [weak self] in self?.stopRequested.load(ordering: .relaxed) ?? true })
         self.producer = producer
         let consumer = try KafkaConsumer(
             config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
@@ -113,7 +121,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         self.consumer = consumer
         var sink = ProducerSink(
             producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded,
-            timesSends: settings.timings)
+            backlog: backlog, timesSends: settings.timings)
         switch settings.source {
         case .group:
             try consumer.subscribe(topics: [settings.topic])
@@ -150,6 +158,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 }
                 producer.poll()
                 mark = timeline.add(.servingReports, since: mark)
+                try applyBackpressure()
                 if settings.commits && now - lastCommit >= settings.commitInterval {
                     try commit()
                     lastCommit = now
@@ -206,7 +215,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         timeline.total = timeline.elapsed()
         return StageSummary(
             stage: stage.name, topic: settings.topic, accounting: totals, elapsedMilliseconds: clock() - started,
-            committed: committed, timeline: timeline)
+            committed: committed, timeline: timeline, pauses: pauses, largestBacklog: backlog.largest)
     }
 
     private func progressSnapshot(started: Int64, now: Int64, finished: Bool = false) -> RunnerProgress {
@@ -412,6 +421,30 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         metrics.lag(lags)
     }
 
+    // MARK: Backpressure
+
+    /// Pauses every owned partition while more than `outputBacklogLimit` bytes wait for the
+    /// broker's acknowledgement, and resumes below half of it. The loop keeps polling while
+    /// paused (rebalances, group liveness, ticks), so a slow output costs neither unbounded
+    /// memory nor the group membership.
+    private func applyBackpressure() throws {
+        guard let consumer, settings.outputBacklogLimit > 0 else { return }
+        let bytes = backlog.bytes
+        if !paused, bytes > settings.outputBacklogLimit {
+            try consumer.pause(Array(progress.keys))
+            paused = true
+            pauses += 1
+            metrics?.paused(true)
+            logger.notice(
+                "\(stage.name): \(bytes / 1024) KiB of output wait for the broker's acknowledgement, more than \(settings.outputBacklogLimit / 1024) KiB (half of queue.buffering.max.kbytes): pausing the input until the output catches up")
+        } else if paused, bytes <= settings.outputBacklogLimit / 2 {
+            try consumer.resume(Array(progress.keys))
+            paused = false
+            metrics?.paused(false)
+            logger.info("\(stage.name): output caught up (\(bytes / 1024) KiB waiting): resuming the input")
+        }
+    }
+
     // MARK: Offsets and rebalances
 
     /// Waits until every record sent so far is acknowledged; throws if any was not.
@@ -489,6 +522,13 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             progress[tp] = PartitionProgress(next: offset)
         }
         stage.assign(starts, now: clock())
+        if paused {
+            do {
+                try consumer.pause(mine)
+            } catch {
+                fatal = .kafka("\(stage.name): cannot pause newly assigned partitions while the output is behind: \(error)")
+            }
+        }
         if case .endAtAssignment = settings.bound { takeEnds(of: mine) }
         logger.info(
             "\(stage.name): assigned \(mine.count) partitions of \(settings.topic): \(mine.map(\.partition).sorted()); their state rebuilds from the committed offsets",
@@ -546,15 +586,17 @@ struct ProducerSink: RecordSink {
     let topics: [Destination: KafkaProducer.Topic]
     let lines: [Destination: LineWriter]
     let discarded: Set<Destination>
+    let backlog: OutputBacklog
     /// Whether to time each produce call (two clock reads a record) into `sendSeconds`.
     var timesSends = false
     private(set) var sendSeconds = 0.0
 
     init(
         producer: KafkaProducer, topics: [Destination: String], lines: [Destination: LineWriter], discarded: Set<Destination>,
-        timesSends: Bool = false
+        backlog: OutputBacklog, timesSends: Bool = false
     ) {
         self.producer = producer
+        self.backlog = backlog
         self.topics = topics.mapValues { producer.topic($0) }
         self.lines = lines
         self.discarded = discarded
@@ -568,7 +610,17 @@ struct ProducerSink: RecordSink {
         if let topic = topics[destination] {
             let begin = timesSends ? RunnerTimeline.now() : 0
             defer { if timesSends { sendSeconds += RunnerTimeline.now() - begin } }
-            try producer.send(to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp)
+            // The record's size is its token: its delivery report takes it off the backlog.
+            let size = (key?.count ?? 0) + (value?.count ?? 0)
+            backlog.sent(size)
+            do {
+                try producer.send(
+                    to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp,
+                    token: UInt64(size))
+            } catch {
+                backlog.acknowledged(size)
+                throw error
+            }
         } else if let writer = lines[destination] {
             try writer.write(value ?? UnsafeRawBufferPointer(start: nil, count: 0))
         } else if !discarded.contains(destination) {
@@ -585,6 +637,27 @@ public struct StageSummary: Sendable {
     public var elapsedMilliseconds: Int64
     public var committed: [TopicPartitionOffset]
     public var timeline = RunnerTimeline()
+    /// Times the input was paused because the output was behind, and the most bytes that
+    /// waited for acknowledgement at once.
+    public var pauses = 0
+    public var largestBacklog = 0
+}
+
+/// Bytes sent and not yet acknowledged. Sends add on the runner's thread; delivery reports
+/// subtract on whichever thread serves them.
+final class OutputBacklog: Sendable {
+    private let current = Atomic<Int>(0)
+    private let peak = Atomic<Int>(0)
+
+    var bytes: Int { current.load(ordering: .relaxed) }
+    var largest: Int { peak.load(ordering: .relaxed) }
+
+    func sent(_ size: Int) {
+        let now = current.add(size, ordering: .relaxed).newValue
+        if now > peak.load(ordering: .relaxed) { peak.store(now, ordering: .relaxed) }
+    }
+
+    func acknowledged(_ size: Int) { current.subtract(size, ordering: .relaxed) }
 }
 
 /// How a `StageRunner` meets Kafka: see `StageRunner`.
@@ -627,6 +700,8 @@ public struct RunnerSettings: Sendable {
     public var maxBatch: Int = 4_096
     /// Time every produce call for the timeline (`run --timings`).
     public var timings = false
+    /// Unacknowledged output (bytes) above which the input is paused; 0: never pause.
+    public var outputBacklogLimit = 32 << 20
 
     public init(
         topic: String, source: Source, bound: Bound, commits: Bool, consumer: KafkaConfig, producer: KafkaConfig,
