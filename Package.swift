@@ -52,6 +52,8 @@ let package = Package(
             name: "trackpipe-bench",
             dependencies: [
                 "Kafka", "TrackingDomain", "Windowing", "Pipeline", "HitGenerator",
+                // The soak checks its output with the tests' independent reference model.
+                "TrackpipeTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -13,6 +13,7 @@ struct TrackpipeBench: ParsableCommand {
             WindowingBenchmark.self,
             PipelineBenchmark.self,
             ReplayBenchmark.self,
+            SoakBenchmark.self,
         ]
     )
 }
