@@ -293,16 +293,7 @@ public struct AggregateStage: Stage {
 
     /// Every record's verdict, computed on `lanes` threads over contiguous chunks.
     private static func normalizeInParallel(_ records: [InputRecord], intake: HitIntake, lanes: Int) -> [HitIntake.Outcome] {
-        let chunk = (records.count + lanes - 1) / lanes
-        var parts = [[HitIntake.Outcome]](repeating: [], count: lanes)
-        parts.withUnsafeMutableBufferPointer { slots in
-            let box = UnsafeSendable(slots)
-            DispatchQueue.concurrentPerform(iterations: lanes) { lane in
-                let range = (lane * chunk)..<min(records.count, (lane + 1) * chunk)
-                box.value[lane] = range.isEmpty ? [] : range.map { intake.take(records[$0]) }
-            }
-        }
-        return parts.flatMap { $0 }
+        inParallelChunks(of: records.count, lanes: lanes) { range in range.map { intake.take(records[$0]) } }.flatMap { $0 }
     }
 
     /// The original message, unchanged, with the reason in headers. Behind the shuffle the

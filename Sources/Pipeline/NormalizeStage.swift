@@ -1,4 +1,3 @@
-import Dispatch
 import TrackingDomain
 import Windowing
 
@@ -146,45 +145,32 @@ public struct NormalizeStage: Stage {
     static func prepare(
         _ records: [InputRecord], intake: HitIntake, repartitionPartitions: Int32, lanes: Int
     ) -> [PreparedLane] {
-        let lanes = max(1, min(lanes, records.count))
-        let chunk = (records.count + lanes - 1) / lanes
-        var result = [PreparedLane](repeating: PreparedLane(), count: lanes)
-        result.withUnsafeMutableBufferPointer { slots in
-            let box = UnsafeSendable(slots)
-            let work: @Sendable (Int) -> Void = { lane in
-                let range = (lane * chunk)..<min(records.count, (lane + 1) * chunk)
-                var prepared = PreparedLane()
-                prepared.items.reserveCapacity(range.count)
-                prepared.arena.reserveCapacity(range.count * 320)
-                for index in range {
-                    let record = records[index]
-                    switch intake.take(record) {
-                    case .accepted(let event, let eventTime):
-                        let start = prepared.arena.count
-                        RepartitionRecord.appendEvent(
-                            event, eventTime: eventTime, sourcePartition: record.partition, sourceOffset: record.offset,
-                            sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
-                            originalValue: record.value, to: &prepared.arena)
-                        prepared.items.append(
-                            .event(
-                                eventTime: eventTime,
-                                partition: DeliveryHash.partition(of: event.deliveryId, count: repartitionPartitions),
-                                bytes: start..<prepared.arena.count))
-                    case .filtered(let reason):
-                        prepared.items.append(.filtered(reason))
-                    case .rejected(let reason, let detail):
-                        prepared.items.append(.rejected(reason: reason, detail: detail))
-                    }
+        inParallelChunks(of: records.count, lanes: lanes) { range in
+            var prepared = PreparedLane()
+            prepared.items.reserveCapacity(range.count)
+            prepared.arena.reserveCapacity(range.count * 320)
+            for index in range {
+                let record = records[index]
+                switch intake.take(record) {
+                case .accepted(let event, let eventTime):
+                    let start = prepared.arena.count
+                    RepartitionRecord.appendEvent(
+                        event, eventTime: eventTime, sourcePartition: record.partition, sourceOffset: record.offset,
+                        sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
+                        originalValue: record.value, to: &prepared.arena)
+                    prepared.items.append(
+                        .event(
+                            eventTime: eventTime,
+                            partition: DeliveryHash.partition(of: event.deliveryId, count: repartitionPartitions),
+                            bytes: start..<prepared.arena.count))
+                case .filtered(let reason):
+                    prepared.items.append(.filtered(reason))
+                case .rejected(let reason, let detail):
+                    prepared.items.append(.rejected(reason: reason, detail: detail))
                 }
-                box.value[lane] = prepared
             }
-            if lanes == 1 {
-                work(0)
-            } else {
-                DispatchQueue.concurrentPerform(iterations: lanes, execute: work)
-            }
+            return prepared
         }
-        return result
     }
 
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {

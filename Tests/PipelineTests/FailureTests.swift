@@ -11,22 +11,6 @@ import Windowing
 /// past what was delivered; errors librdkafka retries by itself are warnings and a counter.
 @Suite("Fatal and transient Kafka errors on the embedded broker", .serialized)
 struct FailureTests {
-    final class Captured: Sendable {
-        let lines = Mutex<[(Logger.Level, String)]>([])
-        var all: [(Logger.Level, String)] { lines.withLock { $0 } }
-    }
-
-    struct Handler: LogHandler {
-        let captured: Captured
-        var logLevel: Logger.Level = .info
-        var metadata: Logger.Metadata = [:]
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) { captured.lines.withLock { $0.append((event.level, "\(event.message)")) } }
-    }
-
     func config(_ broker: EmbeddedBroker, group: String) -> PipelineConfig {
         var config = TestTopics.config(
             broker, group: group, window: WindowConfig(size: 60_000, grace: 1_000, retention: 600_000, idleTimeout: 1_000))
@@ -93,8 +77,8 @@ struct FailureTests {
     func transientErrorsAreWarnings() throws {
         let broker = try TestTopics.broker(inputPartitions: 4, outputPartitions: 2)
         try broker.createTopic("flaky-repartition", partitions: 4)
-        let captured = Captured()
-        let logger = Logger(label: "test") { _ in Handler(captured: captured) }
+        let captured = CapturedLog()
+        let logger = captured.logger
         var settings = config(broker, group: "flaky")
         settings.kafkaProperties["log_level"] = "6"
         let worker = LiveWorker(settings, logger: logger)

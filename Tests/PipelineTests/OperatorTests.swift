@@ -12,22 +12,6 @@ import Windowing
 /// hits start going to the dead-letter topic as too late.
 @Suite("Operator signals on the embedded broker", .serialized)
 struct OperatorTests {
-    final class Captured: Sendable {
-        let lines = Mutex<[(Logger.Level, String)]>([])
-        var all: [(Logger.Level, String)] { lines.withLock { $0 } }
-    }
-
-    struct Handler: LogHandler {
-        let captured: Captured
-        var logLevel: Logger.Level = .info
-        var metadata: Logger.Metadata = [:]
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) { captured.lines.withLock { $0.append((event.level, "\(event.message)")) } }
-    }
-
     func config(_ broker: EmbeddedBroker, group: String) -> PipelineConfig {
         var config = TestTopics.config(
             broker, group: group, window: WindowConfig(size: 60_000, grace: 1_000, retention: 600_000, idleTimeout: 1_000))
@@ -65,8 +49,8 @@ struct OperatorTests {
         let broker = try makeBroker()
         // The coordinator refuses every join for a while.
         broker.failNextRequests(.joinGroup, with: Array(repeating: KafkaErrorCode.notCoordinator, count: 400))
-        let captured = Captured()
-        let logger = Logger(label: "test") { _ in Handler(captured: captured) }
+        let captured = CapturedLog()
+        let logger = captured.logger
         var settings = config(broker, group: "nojoin")
         settings.unhealthyAfter = 1_500
         let worker = LiveWorker(settings, logger: logger)
@@ -83,8 +67,8 @@ struct OperatorTests {
     @Test("progress lines every interval, and a warning naming the likely cause when too_late jumps")
     func progressAndTooLateWarning() throws {
         let broker = try makeBroker()
-        let captured = Captured()
-        let logger = Logger(label: "test") { _ in Handler(captured: captured) }
+        let captured = CapturedLog()
+        let logger = captured.logger
         let worker = LiveWorker(config(broker, group: "progress"), logger: logger)
         defer { _ = try? worker.stop() }
         // A stream, then far older hits: their windows are long gone.

@@ -204,7 +204,7 @@ struct RunCommandEndToEndTests {
         let consumedAll = try BackgroundTrackpipe.waitUntil(seconds: 30) { try processedTotal(broker, group: "gone") == 500 }
         #expect(consumedAll, "stderr: \(worker.stderr)")
         broker.setTopicError("hits", code: KafkaErrorCode.unknownTopicOrPartition)
-        let code = worker.waitForExit(seconds: 40)
+        let code = worker.waitForExit(seconds: 90)
         if code == nil { worker.signal(SIGKILL) }
         #expect(code == 1, "stderr: \(worker.stderr.suffix(2_000))")
         #expect(worker.stderr.contains("trackpipe run: normalize: the topic hits no longer exists on the cluster"))
