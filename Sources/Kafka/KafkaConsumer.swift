@@ -55,31 +55,48 @@ public final class KafkaConsumer: @unchecked Sendable {
     ) {
         let cooperative = String(cString: rd_kafka_rebalance_protocol(client)) == "COOPERATIVE"
         let list = NativePartitionList.offsets(of: partitions).map(\.topicPartition)
+        func failed(_ error: KafkaError?) {
+            guard let error else { return }
+            context?.logger.error("\(error)")
+            context?.rebalance?.assignmentFailed(error)
+        }
         switch err {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-            if cooperative {
-                if let error = rd_kafka_incremental_assign(client, partitions) {
-                    context?.logger.error("\(KafkaError.consuming(error, "incremental assign"))")
-                }
-            } else {
-                _ = rd_kafka_assign(client, partitions)
+            if let error = applyAssignment(client, partitions, cooperative: cooperative) {
+                failed(error)
+                return
             }
             context?.logger.info("partitions assigned", metadata: ["partitions": "\(list)"])
             context?.rebalance?.partitionsAssigned(list)
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             context?.logger.info("partitions revoked", metadata: ["partitions": "\(list)"])
             context?.rebalance?.partitionsRevoking(list)
-            if cooperative {
-                if let error = rd_kafka_incremental_unassign(client, partitions) {
-                    context?.logger.error("\(KafkaError.consuming(error, "incremental unassign"))")
-                }
-            } else {
-                _ = rd_kafka_assign(client, nil)
-            }
+            failed(applyAssignment(client, partitions, cooperative: cooperative, revoking: true))
         default:
             context?.logger.error("rebalance failed: \(KafkaError.from(err, "rebalance"))")
-            _ = rd_kafka_assign(client, nil)
+            failed(applyAssignment(client, nil, cooperative: false))
         }
+    }
+
+    /// Takes (or, `revoking`, gives up) partitions the way the group's protocol requires;
+    /// librdkafka's refusal, if any.
+    static func applyAssignment(
+        _ client: OpaquePointer, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?, cooperative: Bool,
+        revoking: Bool = false
+    ) -> KafkaError? {
+        if cooperative {
+            guard let partitions else { return nil }
+            let error = revoking ? rd_kafka_incremental_unassign(client, partitions) : rd_kafka_incremental_assign(client, partitions)
+            return error.map { KafkaError.consuming($0, revoking ? "giving up the revoked partitions" : "taking the assigned partitions") }
+        }
+        let err = rd_kafka_assign(client, revoking ? nil : partitions)
+        return err.isError ? KafkaError.from(err, revoking ? "giving up the revoked partitions" : "taking the assigned partitions") : nil
+    }
+
+    /// For tests: `applyAssignment` on this consumer's client.
+    func applyAssignment(_ partitions: [TopicPartition], cooperative: Bool) -> KafkaError? {
+        let list = NativePartitionList(partitions)
+        return Self.applyAssignment(client, list.pointer, cooperative: cooperative)
     }
 
     public func subscribe(topics: [String]) throws {

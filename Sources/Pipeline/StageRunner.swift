@@ -116,7 +116,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
             rebalance: RebalanceHandler(
                 partitionsAssigned: { [weak self] in self?.partitionsAssigned($0) },
-                partitionsRevoking: { [weak self] in self?.partitionsRevoking($0) }),
+                partitionsRevoking: { [weak self] in self?.partitionsRevoking($0) },
+                assignmentFailed: { [weak self] in self?.assignmentFailed($0) }),
             maxBatch: settings.maxBatch, onError: { [weak self] in self?.clientError($0, client: "consumer") })
         self.consumer = consumer
         var sink = ProducerSink(
@@ -549,6 +550,12 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         logger.info(
             "\(stage.name): revoked \(mine.count) partitions of \(settings.topic): \(mine.map(\.partition).sorted())",
             metadata: ["client": "\(settings.consumer["client.id"] ?? "")"])
+    }
+
+    private func assignmentFailed(_ error: KafkaError) {
+        guard fatal == nil else { return }
+        fatal = .kafka(
+            "\(stage.name): librdkafka refused the partitions the group \(settings.consumer["group.id"] ?? "") decided: \(error). This member and the group disagree on what it owns; stopping without committing further (a restart rejoins cleanly).")
     }
 
     /// Notes where each partition ends now; a partition already there is at its end.
