@@ -18,14 +18,22 @@ struct SoakBenchmark: ParsableCommand {
     @Option(help: "Hits per second.") var rate = 300.0
     @Option(help: "Input partitions (the embedded broker keeps about 5 MB per partition).") var partitions = 32
     @Option(help: "Seed of the stream and of the random moments.") var seed: UInt64 = 7
+    @Option(help: "Round-trip time (ms) of a second broker that leads every topic the worker writes: a slow output.")
+    var slowOutputMs = 0
+    @Option(help: "The workers' producer queue (queue.buffering.max.kbytes); they pause their input at half of it.")
+    var queueKbytes: Int?
     @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
 
     func run() throws {
         let binary = try BenchSupport.trackpipeBinary(trackpipe)
-        let broker = try EmbeddedBroker()
+        let broker = try EmbeddedBroker(brokers: slowOutputMs > 0 ? 2 : 1)
         for (topic, count) in [("hits", partitions), ("aggregates", 8), ("dlq", 4), ("soak-repartition", partitions)] {
             try broker.createTopic(topic, partitions: count)
+            for partition in 0..<count where slowOutputMs > 0 {
+                try broker.setLeader(topic, partition: Int32(partition), brokerId: topic == "hits" ? 1 : 2)
+            }
         }
+        if slowOutputMs > 0 { try broker.setRoundTripTime(2, milliseconds: slowOutputMs) }
         var random = SplitMix64(seed: seed)
         let seconds = minutes * 60
         let start = BenchSupport.now()
@@ -35,7 +43,7 @@ struct SoakBenchmark: ParsableCommand {
 
         let generator = LiveProducer(broker: broker, rate: rate, seed: seed)
         generator.start()
-        var worker = try Worker(binary: binary, broker: broker)
+        var worker = try Worker(binary: binary, broker: broker, queueKbytes: queueKbytes)
         var samples: [(elapsed: Double, incarnation: Int, age: Double, rssKiB: Int)] = []
         var pendingKills = killAt[...]
         var pendingOutages = outageAt[...]
@@ -47,7 +55,7 @@ struct SoakBenchmark: ParsableCommand {
                 pendingKills.removeFirst()
                 worker.kill()
                 print(String(format: "%7.1f s: SIGKILL worker %d (RSS %d KiB at %.0f s old); restarting", elapsed, incarnation, worker.lastRSS, worker.age))
-                worker = try Worker(binary: binary, broker: broker)
+                worker = try Worker(binary: binary, broker: broker, queueKbytes: queueKbytes)
                 incarnation += 1
             }
             if let next = pendingOutages.first, elapsed >= next {
@@ -63,16 +71,17 @@ struct SoakBenchmark: ParsableCommand {
             }
             if let code = worker.exitCode {
                 print(String(format: "%7.1f s: worker %d exited by itself with %d: %@", elapsed, incarnation, code, worker.stderrTail))
-                worker = try Worker(binary: binary, broker: broker)
+                worker = try Worker(binary: binary, broker: broker, queueKbytes: queueKbytes)
                 incarnation += 1
             }
             Thread.sleep(forTimeInterval: 0.2)
         }
         let hits = generator.stop()
+        if slowOutputMs > 0 { try broker.setRoundTripTime(2, milliseconds: 0) }
         print(String(format: "stream over: %d hits in %.0f s; stopping the worker with SIGTERM and reading to the end", hits.count, BenchSupport.now() - start))
         worker.terminate()
         // Event time of the last windows must pass: the final run flushes every window.
-        let final = try Worker(binary: binary, broker: broker, untilEnd: true)
+        let final = try Worker(binary: binary, broker: broker, queueKbytes: queueKbytes, untilEnd: true)
         guard final.wait(seconds: 600) == 0 else { throw BenchError("the final --until-end run failed: \(final.stderrTail)") }
 
         let out = try TopicContents(broker: broker, output: "aggregates", outputPartitions: 8, dlq: "dlq", dlqPartitions: 4)
@@ -141,7 +150,7 @@ struct Worker {
     private let errorFile: URL
     private(set) var lastRSS = 0
 
-    init(binary: String, broker: EmbeddedBroker, untilEnd: Bool = false) throws {
+    init(binary: String, broker: EmbeddedBroker, queueKbytes: Int? = nil, untilEnd: Bool = false) throws {
         errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("soak-\(UUID().uuidString).err")
         _ = FileManager.default.createFile(atPath: errorFile.path, contents: nil)
         process.executableURL = URL(fileURLWithPath: binary)
@@ -150,7 +159,7 @@ struct Worker {
                 "run", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", "aggregates",
                 "--dlq-topic", "dlq", "--group", "soak", "--repartition-topic", "soak-repartition", "--log-level", "warning",
                 "--commit-interval", "2s", "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
-            ] + (untilEnd ? ["--until-end"] : [])
+            ] + (untilEnd ? ["--until-end"] : []) + (queueKbytes.map { ["-X", "queue.buffering.max.kbytes=\($0)"] } ?? [])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: errorFile)
         try process.run()
