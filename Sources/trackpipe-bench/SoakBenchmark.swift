@@ -27,7 +27,10 @@ struct SoakBenchmark: ParsableCommand {
     func run() throws {
         let binary = try BenchSupport.trackpipeBinary(trackpipe)
         let broker = try EmbeddedBroker(brokers: slowOutputMs > 0 ? 2 : 1)
-        for (topic, count) in [("hits", partitions), ("aggregates", 8), ("dlq", 4), ("soak-repartition", partitions)] {
+        // The embedded broker keeps only the newest ~5 MB of a partition: the repartition topic
+        // (original messages plus events, plus re-sends after each kill) gets three times the
+        // partitions, so that nothing a restarted worker must re-read is gone.
+        for (topic, count) in [("hits", partitions), ("aggregates", 8), ("dlq", 4), ("soak-repartition", 3 * partitions)] {
             try broker.createTopic(topic, partitions: count)
             for partition in 0..<count where slowOutputMs > 0 {
                 try broker.setLeader(topic, partition: Int32(partition), brokerId: topic == "hits" ? 1 : 2)
