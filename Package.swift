@@ -81,5 +81,14 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
+        // libFuzzer harnesses for the pure parsers (docs/fuzzing.md). They live under Tests/
+        // because the image build copies only Sources/ and Tests/. Built plainly they replay the
+        // files given as arguments; scripts/fuzz.sh builds them with -sanitize=fuzzer,address and
+        // -D TRACKPIPE_LIBFUZZER, and then their main hands over to libFuzzer (CLibFuzzer).
+        .systemLibrary(name: "CLibFuzzer", path: "Tests/Fuzz/CLibFuzzer"),
+        .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], path: "Tests/Fuzz/Support"),
+        .executableTarget(name: "fuzz-normalizer", dependencies: ["TrackingDomain", "FuzzSupport"], path: "Tests/Fuzz/Normalizer"),
+        .executableTarget(name: "fuzz-rfc3339", dependencies: ["TrackingDomain", "FuzzSupport"], path: "Tests/Fuzz/RFC3339"),
+        .executableTarget(name: "fuzz-postback-url", dependencies: ["TrackingDomain", "FuzzSupport"], path: "Tests/Fuzz/PostbackURL"),
     ]
 )

@@ -1,13 +1,17 @@
 /// The ids carried by a tracking postback URL (`/r/?id=<broadlogId>,<deliveryId>,<action>&...`),
 /// as a tracking server logs it (shape G).
-struct PostbackURL: Sendable {
-    var broadlogId: String
-    var deliveryId: String
+///
+/// `package` rather than internal so that the fuzz harness in `Tests/Fuzz/PostbackURL` (an
+/// executable in this package, built without `-enable-testing`) can call the parser directly;
+/// `Equatable` so that tests can state the exact result they expect.
+package struct PostbackURL: Sendable, Equatable {
+    package var broadlogId: String
+    package var deliveryId: String
     /// The action part as written (a code such as "7"; read by the normalizer's action rule).
-    var action: String
+    package var action: String
 
     /// Why a URL could not be read, phrased for the `malformed_tracking_url` detail.
-    enum Failure: Error, Sendable {
+    package enum Failure: Error, Sendable, Equatable {
         case noQuery
         case noIdParameter
         case badPercentEncoding
@@ -20,7 +24,7 @@ struct PostbackURL: Sendable {
     /// strings write it), split on commas, exactly three non-empty parts. When `id` appears more
     /// than once the last one wins, like duplicate JSON keys. The path is not checked: tracking
     /// servers are mounted under different prefixes.
-    static func parse(_ url: UnsafeRawBufferPointer) -> Result<PostbackURL, Failure> {
+    package static func parse(_ url: UnsafeRawBufferPointer) -> Result<PostbackURL, Failure> {
         var index = 0
         let count = url.count
         while index < count, url[index] != UInt8(ascii: "?") {
@@ -109,7 +113,7 @@ struct PostbackURL: Sendable {
 }
 
 extension PostbackURL.Failure {
-    var explanation: String {
+    package var explanation: String {
         switch self {
         case .noQuery: "the url has no query string"
         case .noIdParameter: "the url's query has no \"id\" parameter"

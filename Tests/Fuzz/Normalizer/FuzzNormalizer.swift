@@ -1,0 +1,285 @@
+import FuzzSupport
+import TrackingDomain
+
+/// libFuzzer harness for `Normalizer.normalize(_:kafkaTimestamp:)` with the default limits:
+/// the one function that reads every byte producers send. For every input:
+///
+/// 1. Exactly one verdict, the same for a copy of the bytes at another address.
+/// 2. The Kafka timestamp only fills in a missing event time: normalizing with and without it
+///    gives the same verdict, except that an accepted event without a time of its own gets it.
+/// 3. JSON validity agrees with `JSONReference` below, an independent recursive-descent reader
+///    of RFC 8259 with the contract's strictness: the verdict is `too_deep` or `malformed_json`
+///    exactly when the reference meets, first in byte order, a container deeper than the limit
+///    or an error; `not_an_object` exactly when the valid message is not an object.
+/// 4. An accepted event has both ids non-empty and within `maxIdBytes` UTF-8 bytes, and an
+///    event time within years 0000–9999 (the Kafka timestamp when the hit has none).
+/// 5. An accepted event survives the trip through `JSONWriter`: written back as a flat hit
+///    (shape A, with the action's code, its explicit channel and platform, and its time as
+///    epoch ms or as RFC 3339 text), it normalizes to the same event as `sdk_context_data`.
+///    This checks the writer's escaping against the scanner's decoding for whatever ids the
+///    fuzzer finds.
+/// 6. A filtered hit is `tracking_off`; a rejection is never `too_late` (the window engine's)
+///    nor `too_large` (inputs stay under the 1 MiB limit), and its detail starts with its code.
+/// 7. The verdict's JSON line (what `trackpipe normalize` prints) is well-formed JSON: fed back
+///    to the normalizer it is read as an object with no ids, so it is `missing_delivery_id`.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzNormalizer(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    checkNormalizer(UnsafeRawBufferPointer(start: data, count: size))
+    return 0
+}
+
+let normalizer = Normalizer()
+/// A Kafka timestamp to fall back on (2026-11-21T06:13:20Z, as in the contract's examples).
+let kafkaTime: Int64 = 1_795_300_000_000
+
+func checkNormalizer(_ input: UnsafeRawBufferPointer) {
+    let verdict = normalizer.normalize(input, kafkaTimestamp: kafkaTime)
+    let copy = Array(input)
+    fuzzRequire(normalizer.normalize(copy, kafkaTimestamp: kafkaTime) == verdict, "\(describeInput(input)): a copy gets another verdict")
+
+    let withoutKafka = normalizer.normalize(input, kafkaTimestamp: nil)
+    switch (verdict, withoutKafka) {
+    case (.accepted(let event), .accepted(var other)) where other.eventTime == nil:
+        other.eventTime = kafkaTime
+        fuzzRequire(event == other, "\(describeInput(input)): \(event) with the Kafka time, \(other) without")
+    default:
+        fuzzRequire(verdict == withoutKafka, "\(describeInput(input)): \(verdict) with the Kafka time, \(withoutKafka) without")
+    }
+
+    let limits = normalizer.limits
+    if input.count <= limits.maxMessageBytes {
+        var reader = JSONReference(copy, maxDepth: limits.maxDepth)
+        let reference = reader.read()
+        let reason: RejectReason? = if case .rejected(let reason, _) = verdict { reason } else { nil }
+        let expected: RejectReason? = switch reference {
+        case .malformed: .malformedJSON
+        case .tooDeep: .tooDeep
+        case .valid(isObject: false): .notAnObject
+        case .valid(isObject: true): nil
+        }
+        let structural: Set<RejectReason> = [.malformedJSON, .tooDeep, .notAnObject]
+        if let expected {
+            fuzzRequire(reason == expected, "\(describeInput(input)): the reference reads \(reference), the normalizer says \(verdict)")
+        } else {
+            fuzzRequire(reason.map { !structural.contains($0) } ?? true, "\(describeInput(input)): the reference reads an object, the normalizer says \(verdict)")
+        }
+    }
+
+    switch verdict {
+    case .accepted(let event):
+        checkAccepted(event, input: input)
+    case .filtered(let reason):
+        fuzzRequire(reason == .trackingOff, "\(describeInput(input)): filtered as \(reason)")
+    case .rejected(let reason, let detail):
+        fuzzRequire(reason != .tooLate, "\(describeInput(input)): too_late comes from the window engine only")
+        fuzzRequire(reason != .tooLarge || input.count > limits.maxMessageBytes, "\(describeInput(input)): too_large under the limit")
+        fuzzRequire(detail.hasPrefix(reason.rawValue + ": "), "\(describeInput(input)): detail \(detail.debugDescription) does not start with \(reason.rawValue)")
+    }
+
+    let line = Array(verdict.jsonLine.utf8)
+    let reread = normalizer.normalize(line, kafkaTimestamp: nil)
+    if case .rejected(.missingDeliveryId, _) = reread {} else {
+        fuzzRequire(false, "\(describeInput(input)): its verdict line \(String(decoding: line, as: UTF8.self)) reads back as \(reread)")
+    }
+}
+
+func checkAccepted(_ event: TrackingEvent, input: UnsafeRawBufferPointer) {
+    let limit = normalizer.limits.maxIdBytes
+    for id in [event.deliveryId, event.broadlogId] {
+        fuzzRequire(!id.isEmpty && id.utf8.count <= limit, "\(describeInput(input)): accepted with id \(id.debugDescription)")
+    }
+    let time = event.eventTime ?? .min
+    fuzzRequire(time >= RFC3339.minEpochMillis && time <= RFC3339.maxEpochMillis, "\(describeInput(input)): event time \(String(describing: event.eventTime))")
+
+    var expected = event
+    expected.shape = .sdkContextData
+    for asText in [false, true] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("deliveryId"); writer.string(event.deliveryId)
+        writer.key("broadlogId"); writer.string(event.broadlogId)
+        writer.key("action"); writer.string(String(event.action.campaignCode))
+        if event.channel != .unknown { writer.key("channel"); writer.string(event.channel.name) }
+        if event.platform != .unknown { writer.key("platform"); writer.string(event.platform.name) }
+        writer.key("timestamp")
+        if asText { writer.string(RFC3339.format(epochMillis: time)) } else { writer.int(time) }
+        writer.endObject()
+        let rewritten = normalizer.normalize(writer.bytes, kafkaTimestamp: nil)
+        fuzzRequire(rewritten == .accepted(expected), "\(describeInput(input)): accepted as \(event), but \(writer.string) gives \(rewritten)")
+    }
+}
+
+/// An independent reading of a message as JSON (RFC 8259): recursive descent over the bytes,
+/// sharing no code with `JSONScanner`. Strict like the contract: UTF-8 only (checked by the
+/// standard library's decoder), no lone surrogate escapes, no leading zeros, no BOM, nothing
+/// after the value. It stops at the first of a syntax error and a container opened deeper than
+/// `maxDepth` (the top-level value is depth 1), as the normalizer does, so at most `maxDepth`
+/// frames of recursion.
+struct JSONReference {
+    enum Reading: Equatable {
+        case valid(isObject: Bool)
+        case malformed
+        case tooDeep
+    }
+
+    private enum Stop: Error { case malformed, tooDeep }
+
+    private let bytes: [UInt8]
+    private let maxDepth: Int
+    private var index = 0
+
+    init(_ bytes: [UInt8], maxDepth: Int) {
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+    }
+
+    mutating func read() -> Reading {
+        do throws(Stop) {
+            skipWhitespace()
+            let isObject = peek == UInt8(ascii: "{")
+            try value(depth: 1)
+            skipWhitespace()
+            guard index == bytes.count else { throw Stop.malformed }
+            return .valid(isObject: isObject)
+        } catch {
+            return error == .tooDeep ? .tooDeep : .malformed
+        }
+    }
+
+    private var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private mutating func skipWhitespace() {
+        while let b = peek, b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D { index += 1 }
+    }
+
+    private mutating func take(_ byte: UInt8) throws(Stop) {
+        guard peek == byte else { throw .malformed }
+        index += 1
+    }
+
+    private mutating func value(depth: Int) throws(Stop) {
+        guard let b = peek else { throw .malformed }
+        switch b {
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            guard depth <= maxDepth else { throw .tooDeep }
+            let close = b == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+            index += 1
+            skipWhitespace()
+            if peek == close { index += 1; return }
+            while true {
+                if close == UInt8(ascii: "}") {
+                    try string()
+                    skipWhitespace()
+                    try take(UInt8(ascii: ":"))
+                    skipWhitespace()
+                }
+                try value(depth: depth + 1)
+                skipWhitespace()
+                if peek == UInt8(ascii: ",") {
+                    index += 1
+                    skipWhitespace()
+                    continue
+                }
+                try take(close)
+                return
+            }
+        case UInt8(ascii: "\""):
+            try string()
+        case UInt8(ascii: "t"): try literal("true")
+        case UInt8(ascii: "f"): try literal("false")
+        case UInt8(ascii: "n"): try literal("null")
+        default:
+            try number()
+        }
+    }
+
+    private mutating func literal(_ word: String) throws(Stop) {
+        for byte in word.utf8 { try take(byte) }
+    }
+
+    private mutating func digits() throws(Stop) {
+        guard let b = peek, b >= UInt8(ascii: "0"), b <= UInt8(ascii: "9") else { throw .malformed }
+        while let b = peek, b >= UInt8(ascii: "0"), b <= UInt8(ascii: "9") { index += 1 }
+    }
+
+    private mutating func number() throws(Stop) {
+        if peek == UInt8(ascii: "-") { index += 1 }
+        if peek == UInt8(ascii: "0") {
+            index += 1
+        } else {
+            try digits()
+        }
+        if peek == UInt8(ascii: ".") {
+            index += 1
+            try digits()
+        }
+        if peek == UInt8(ascii: "e") || peek == UInt8(ascii: "E") {
+            index += 1
+            if peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-") { index += 1 }
+            try digits()
+        }
+    }
+
+    private mutating func hex4() throws(Stop) -> UInt32 {
+        var unit: UInt32 = 0
+        for _ in 0..<4 {
+            guard let b = peek, let digit = Self.hexDigits.firstIndex(of: b) else { throw .malformed }
+            unit = unit * 16 + UInt32(digit % 16)
+            index += 1
+        }
+        return unit
+    }
+
+    /// Both cases; a digit's value is its index modulo 16.
+    private static let hexDigits = Array("0123456789abcdef0123456789ABCDEF".utf8)
+
+    private mutating func string() throws(Stop) {
+        try take(UInt8(ascii: "\""))
+        while true {
+            guard let b = peek else { throw .malformed }
+            switch b {
+            case UInt8(ascii: "\""):
+                index += 1
+                return
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard let e = peek else { throw .malformed }
+                index += 1
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                     UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    break
+                case UInt8(ascii: "u"):
+                    let unit = try hex4()
+                    if (0xDC00...0xDFFF).contains(unit) { throw .malformed }
+                    if (0xD800...0xDBFF).contains(unit) {
+                        try take(UInt8(ascii: "\\"))
+                        try take(UInt8(ascii: "u"))
+                        guard (0xDC00...0xDFFF).contains(try hex4()) else { throw .malformed }
+                    }
+                default:
+                    throw .malformed
+                }
+            case 0..<0x20:
+                throw .malformed
+            case 0x20..<0x80:
+                index += 1
+            default:
+                // One multi-byte sequence: its length from the lead byte, its validity (no
+                // overlongs, no surrogates, nothing above U+10FFFF) from the standard library.
+                let length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2
+                guard index + length <= bytes.count,
+                      String(validating: bytes[index..<(index + length)], as: UTF8.self) != nil
+                else { throw .malformed }
+                index += length
+            }
+        }
+    }
+}
+
+@main
+enum FuzzNormalizerMain {
+    static func main() {
+        fuzzMain(testOneInput: fuzzNormalizer, check: checkNormalizer)
+    }
+}
