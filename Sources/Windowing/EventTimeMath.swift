@@ -17,4 +17,20 @@ public enum EventTimeMath {
         if overflow { return b > 0 ? .max : .min }
         return sum
     }
+
+    /// The later of a watermark and a newly seen time: a watermark never goes backwards, and nil
+    /// (nothing seen yet) gives way to any time.
+    @inline(__always)
+    public static func latest(_ watermark: Int64?, _ seen: Int64?) -> Int64? {
+        guard let watermark else { return seen }
+        guard let seen else { return watermark }
+        return Swift.max(watermark, seen)
+    }
+
+    /// `latest(_:_:)` for a time that is known.
+    @inline(__always)
+    public static func latest(_ watermark: Int64?, _ seen: Int64) -> Int64 {
+        guard let watermark else { return seen }
+        return Swift.max(watermark, seen)
+    }
 }

@@ -120,18 +120,29 @@ public final class ShardedWindowEngine: @unchecked Sendable {
     /// processed hit yet are absent (keep their previous commit).
     public func safeOffsets() -> [Int32: Int64] {
         serial.sync {
-            var lowest: [Int32: Int64] = [:]
-            for snapshot in snapshots() {
-                for (partition, offset) in snapshot.minOffsets {
-                    lowest[partition] = Swift.min(lowest[partition] ?? .max, offset)
-                }
-            }
+            let lowest = lowestHeldSerially()
             var safe: [Int32: Int64] = [:]
             for (partition, highest) in highestOffsets {
                 safe[partition] = Swift.min(EventTimeMath.add(highest, 1), lowest[partition] ?? .max)
             }
             return safe
         }
+    }
+
+    /// Per partition, the lowest offset of a hit that an open or retained window still holds;
+    /// partitions whose hits no window holds are absent. Everything below it may be committed.
+    public func lowestHeldOffsets() -> [Int32: Int64] {
+        serial.sync { lowestHeldSerially() }
+    }
+
+    private func lowestHeldSerially() -> [Int32: Int64] {
+        var lowest: [Int32: Int64] = [:]
+        for snapshot in snapshots() {
+            for (partition, offset) in snapshot.minOffsets {
+                lowest[partition] = Swift.min(lowest[partition] ?? .max, offset)
+            }
+        }
+        return lowest
     }
 
     /// Every window with end + retention <= this has been evicted; store it in the commit

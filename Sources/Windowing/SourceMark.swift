@@ -21,3 +21,26 @@ public struct SourceMark: Sendable, Hashable {
         self.idle = idle
     }
 }
+
+/// The marks of one batch, one per source: the latest watermark each source reported in it, and
+/// whether its last report said it was idle. The engine takes them at the end of the batch.
+public struct SourceMarks: Sendable, Equatable {
+    private var bySource: [Int32: SourceMark] = [:]
+
+    public init() {}
+
+    public var isEmpty: Bool { bySource.isEmpty }
+
+    /// A source reported its watermark (nil: none yet) and whether it is idle.
+    public mutating func note(source: Int32, watermark: Int64?, idle: Bool = false) {
+        let previous = bySource[source]?.watermark
+        bySource[source] = SourceMark(source: source, watermark: EventTimeMath.latest(previous, watermark), idle: idle)
+    }
+
+    public mutating func merge(_ other: SourceMarks) {
+        for mark in other.sorted { note(source: mark.source, watermark: mark.watermark, idle: mark.idle) }
+    }
+
+    /// In source order, so the engine sees the same sequence whatever the batch's history.
+    public var sorted: [SourceMark] { bySource.values.sorted { $0.source < $1.source } }
+}

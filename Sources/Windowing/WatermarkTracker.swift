@@ -44,9 +44,7 @@ struct WatermarkTracker: Sendable {
     /// report keeps the watermark it brings but does not count as activity.
     mutating func observe(partition: Int32, maxEventTime: Int64?, now: Int64, reportedIdle: Bool = false) {
         var clock = partitions[partition] ?? PartitionClock(maxEventTime: nil, lastActivity: now)
-        if let maxEventTime {
-            clock.maxEventTime = Swift.max(clock.maxEventTime ?? maxEventTime, maxEventTime)
-        }
+        clock.maxEventTime = EventTimeMath.latest(clock.maxEventTime, maxEventTime)
         clock.reportedIdle = reportedIdle
         if !reportedIdle {
             clock.lastActivity = Swift.max(clock.lastActivity, now)
