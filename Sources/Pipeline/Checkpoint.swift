@@ -14,7 +14,7 @@
 /// original came before the committed offset belongs to a window that was already final, which
 /// `evicted` recognises). Anything else (another tool's commit, an unknown format) decodes to
 /// nil and the partition replays from the offset alone.
-public struct Checkpoint: Sendable, Equatable {
+public struct Checkpoint: Sendable, Hashable {
     /// Every window with `windowEnd + retention <= evictedBefore` had been evicted (epoch ms).
     public var evictedBefore: Int64
     /// The next offset the previous owner had not yet processed.

@@ -21,14 +21,11 @@ import Windowing
 /// Any instance may own any partitions of either topic, so adding instances adds capacity and
 /// every delivery is still counted in one place. With `inputKeyedByDelivery` the input topic is
 /// windowed directly, as one stage.
-public final class Pipeline: @unchecked Sendable {
-    // @unchecked: `runners` is written once in `run` before any other thread can see a runner
-    // (under the lock), and read under the same lock by `requestStop` and `healthProblem`.
+public final class Pipeline: Sendable {
     public let config: PipelineConfig
     private let logger: Logger
     private let metrics: PipelineMetrics?
-    private let stopRequested = Atomic<Bool>(false)
-    private let runners = Mutex<[any StoppableRunner]>([])
+    private let runners = RunnerRegistry()
     private let watch = Mutex<BrokerWatch?>(nil)
 
     /// The dead-letter reason for hits stamped too far ahead of their arrival.
@@ -37,7 +34,7 @@ public final class Pipeline: @unchecked Sendable {
     /// Every reason the worker can put in `trackpipe.error.reason`: the normalizer's, and the
     /// worker's own (documented together, and registered in the metrics at zero).
     public static let deadLetterReasons =
-        RejectReason.allCases.map(\.rawValue) + [HitIntake.tooManyHeaders, HitIntake.futureTimestamp, AggregateStage.unreadableEvent]
+        RejectReason.allCases.map(\.rawValue) + [HitIntake.tooManyHeaders, HitIntake.futureTimestamp, RepartitionInput.unreadableRecord]
 
     /// The dead-letter reason for input records with more Kafka headers than `--max-headers`.
     public static let tooManyHeaders = HitIntake.tooManyHeaders
@@ -49,15 +46,12 @@ public final class Pipeline: @unchecked Sendable {
     }
 
     /// Asks every stage to stop after its batch in flight; each commits and returns. Any thread.
-    public func requestStop() {
-        stopRequested.store(true, ordering: .sequentiallyConsistent)
-        for runner in runners.withLock({ $0 }) { runner.requestStop() }
-    }
+    public func requestStop() { runners.requestStop() }
 
     /// nil while the worker is healthy; else why not (for `/health`).
     public var healthProblem: String? {
         if let problem = watch.withLock({ $0 })?.problem(limit: config.unhealthyAfter) { return problem }
-        return runners.withLock { $0 }.lazy.compactMap(\.healthProblem).first
+        return runners.healthProblem
     }
 
     /// Runs until `requestStop`, or (with `untilEnd`) until the input is read to the end offsets
@@ -84,12 +78,12 @@ public final class Pipeline: @unchecked Sendable {
     private func runSingleStage() throws -> [StageSummary] {
         let partitions = try inputPartitions()
         let stage = AggregateStage(
-            sourceTopic: config.inputTopic, input: .raw(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
+            sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: taskWindow(partitions: partitions), parallelism: config.shards)
         var settings = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.output, .deadLetter])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
         let runner = StageRunner(stage: stage, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
-        register(runner)
+        runners.register(runner.control)
         logger.info(
             "trackpipe running (one stage: the input is keyed by delivery)",
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "output": "\(config.outputTopic)",
@@ -113,7 +107,7 @@ public final class Pipeline: @unchecked Sendable {
             // A record larger than the producer's queue could never be queued.
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4))
         let aggregate = AggregateStage(
-            sourceTopic: config.inputTopic, input: .repartitioned, window: taskWindow(partitions: repartitions),
+            sourceTopic: config.inputTopic, input: RepartitionInput(), window: taskWindow(partitions: repartitions),
             parallelism: config.shards)
         let upstream = UpstreamSignal()
         var first = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.repartition, .deadLetter])
@@ -122,8 +116,8 @@ public final class Pipeline: @unchecked Sendable {
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let normalizer = StageRunner(stage: normalize, settings: first, logger: logger, metrics: metrics?.stage(normalize.name))
         let aggregator = StageRunner(stage: aggregate, settings: second, logger: logger, metrics: metrics?.stage(aggregate.name))
-        register(normalizer)
-        register(aggregator)
+        runners.register(normalizer.control)
+        runners.register(aggregator.control)
         logger.info(
             "trackpipe running (two stages: normalize, then aggregate behind the repartition topic)",
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "repartition": "\(repartitionTopic)",
@@ -152,11 +146,6 @@ public final class Pipeline: @unchecked Sendable {
     }
 
     // MARK: Pieces
-
-    private func register(_ runner: any StoppableRunner) {
-        runners.withLock { $0.append(runner) }
-        if stopRequested.load(ordering: .sequentiallyConsistent) { runner.requestStop() }
-    }
 
     private func runnerSettings(topic: String, group: String, destinations: Set<Destination>) -> RunnerSettings {
         var topics: [Destination: String] = [:]
@@ -232,14 +221,6 @@ public final class Pipeline: @unchecked Sendable {
         }
     }
 }
-
-/// What the pipeline needs of a runner of any stage.
-protocol StoppableRunner: Sendable {
-    func requestStop()
-    var healthProblem: String? { get }
-}
-
-extension StageRunner: StoppableRunner {}
 
 public func wallClockMillis() -> Int64 {
     var ts = timespec()

@@ -12,8 +12,7 @@ import Windowing
 /// so no repartition stage is needed. It starts early enough for late hits and event time to
 /// behave as they did live (`from` minus the retention, found with a time search where the
 /// broker answers one) and stops at the end offsets seen at the start.
-public final class Replay: @unchecked Sendable {
-    // @unchecked: `runner` is set once in `run` under the lock and read under it by `requestStop`.
+public final class Replay: Sendable {
     public struct Config: Sendable {
         public var brokers = "localhost:9092"
         public var inputTopic = "tracking-hits"
@@ -42,7 +41,7 @@ public final class Replay: @unchecked Sendable {
     public let config: Config
     private let logger: Logger
     private let onProgress: (@Sendable (RunnerProgress) -> Void)?
-    private let runner = LockedRunner()
+    private let runners = RunnerRegistry()
 
     public init(config: Config, logger: Logger, onProgress: (@Sendable (RunnerProgress) -> Void)? = nil) {
         self.config = config
@@ -50,7 +49,7 @@ public final class Replay: @unchecked Sendable {
         self.onProgress = onProgress
     }
 
-    public func requestStop() { runner.stop() }
+    public func requestStop() { runners.requestStop() }
 
     public func run() throws -> PipelineSummary {
         let started = wallClockMillis()
@@ -67,7 +66,7 @@ public final class Replay: @unchecked Sendable {
 
         let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
         let stage = AggregateStage(
-            sourceTopic: config.inputTopic, input: .raw(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
+            sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: config.window, parallelism: config.shards, tasking: .global, range: range)
         var settings = RunnerSettings(
             topic: config.inputTopic, source: .assignment(starts), bound: .endAtAssignment, commits: false,
@@ -78,7 +77,7 @@ public final class Replay: @unchecked Sendable {
         }
         if let dlq = config.deadLetterTopic { settings.destinations[.deadLetter] = dlq } else { settings.discarded.insert(.deadLetter) }
         let stageRunner = StageRunner(stage: stage, settings: settings, logger: logger, onProgress: onProgress)
-        runner.set(stageRunner)
+        runners.register(stageRunner.control)
         let summary = try stageRunner.run()
         return PipelineSummary(stages: [summary], elapsedMilliseconds: wallClockMillis() - started)
     }
@@ -106,29 +105,5 @@ public final class Replay: @unchecked Sendable {
             if position.offset < 0 { return ends.first { $0.topicPartition == position.topicPartition } ?? position }
             return position
         }
-    }
-}
-
-/// The runner of a replay, reachable from a signal handler.
-private final class LockedRunner: @unchecked Sendable {
-    // @unchecked: every access goes through `lock`.
-    private let lock = NSLock()
-    private var runner: StageRunner<AggregateStage>?
-    private var stopped = false
-
-    func set(_ runner: StageRunner<AggregateStage>) {
-        lock.lock()
-        self.runner = runner
-        let stop = stopped
-        lock.unlock()
-        if stop { runner.requestStop() }
-    }
-
-    func stop() {
-        lock.lock()
-        stopped = true
-        let runner = self.runner
-        lock.unlock()
-        runner?.requestStop()
     }
 }

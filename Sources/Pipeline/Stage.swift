@@ -55,15 +55,18 @@ public struct PartitionStart: Sendable, Hashable {
 }
 
 /// An offset to commit for a partition, with the checkpoint that lets the next owner replay
-/// from it exactly.
+/// from it exactly (nil: a plain offset, as the normalize stage commits).
 public struct CommitPoint: Sendable, Hashable {
     public var offset: Int64
-    public var metadata: String?
+    public var checkpoint: Checkpoint?
 
-    public init(offset: Int64, metadata: String? = nil) {
+    public init(offset: Int64, checkpoint: Checkpoint? = nil) {
         self.offset = offset
-        self.metadata = metadata
+        self.checkpoint = checkpoint
     }
+
+    /// The commit metadata: the checkpoint's text.
+    public var metadata: String? { checkpoint?.encoded }
 }
 
 /// Gauges a stage reports; zero or nil where they do not apply.

@@ -1,0 +1,55 @@
+/// Where one partition stands, every offset named for what it means. A runner keeps one per
+/// owned partition (what it has read and what it committed); a window task keeps one for its
+/// partition (what it has processed, and what the previous owner left behind). All offsets are
+/// Kafka's "next offset" convention: the first one not yet done.
+///
+/// | offset | meaning | kept by |
+/// |---|---|---|
+/// | `nextToRead` | the next offset the consumer should deliver; below it a record is stale, above it offsets were skipped | runner (admission guard) |
+/// | `processedThrough` | every offset below it has been handled: counted, dropped or dead-lettered | task |
+/// | `committed` | the offset stored in the group, where the next owner starts: the previous owner's at assignment, then this owner's last commit | runner and task |
+/// | `checkpoint` | the metadata committed with it: what the committing owner had settled | runner and task |
+/// | `restoredMark` | the previous owner's `processedThrough`, from its checkpoint: below it a record is a replay whose output that owner already sent | task |
+public struct PartitionOffsets: Sendable, Equatable {
+    public var nextToRead: Int64?
+    public var processedThrough: Int64?
+    public var committed: Int64?
+    public var checkpoint: Checkpoint?
+    public var restoredMark: Int64?
+
+    public init(nextToRead: Int64? = nil, committed: Int64? = nil, checkpoint: Checkpoint? = nil) {
+        self.nextToRead = nextToRead
+        self.committed = committed
+        self.checkpoint = checkpoint
+    }
+
+    /// What to do with a record the consumer delivered (the guard against librdkafka 2.0.x's
+    /// stale or skipped deliveries).
+    enum Admission: Equatable {
+        case take
+        /// An offset below one already read: a stale or repeated record.
+        case stale
+        /// Offsets jumped forward by this many (compaction, transactions, retention; or a
+        /// consumer bug): taken, and reported.
+        case gap(Int64)
+    }
+
+    mutating func admit(offset: Int64) -> Admission {
+        defer { if offset >= (nextToRead ?? .min) { nextToRead = offset + 1 } }
+        guard let expected = nextToRead else { return .take }
+        if offset < expected { return .stale }
+        if offset > expected { return .gap(offset - expected) }
+        return .take
+    }
+
+    /// Whether the record at `offset` re-reads what the previous owner had processed.
+    func isReplay(_ offset: Int64) -> Bool {
+        offset < (restoredMark ?? .min)
+    }
+
+    /// Still below the previous owner's mark: what is emitted now, that owner already emitted.
+    var isReplaying: Bool {
+        guard let restoredMark else { return false }
+        return (processedThrough ?? committed ?? 0) < restoredMark
+    }
+}

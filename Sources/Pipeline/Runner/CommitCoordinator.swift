@@ -1,0 +1,60 @@
+import Kafka
+import Logging
+
+/// Commits what a stage says is safe, and only once it is safe: every record sent so far, on
+/// every destination, must be acknowledged first (a producer flush), so a commit never covers
+/// input whose output could still be lost. Commits happen every `interval`, before partitions
+/// are given away, and at the end of a run.
+struct CommitCoordinator {
+    let stageName: String
+    let enabled: Bool
+    let interval: Int64
+    let logger: Logger
+    private var lastCommitAt: Int64 = 0
+
+    init(stageName: String, settings: RunnerSettings, logger: Logger) {
+        self.stageName = stageName
+        self.enabled = settings.commits
+        self.interval = settings.commitInterval
+        self.logger = logger
+    }
+
+    mutating func begin(at now: Int64) { lastCommitAt = now }
+
+    func isDue(now: Int64) -> Bool { enabled && now - lastCommitAt >= interval }
+
+    /// Waits for every record sent so far to be acknowledged, then commits each owned partition's
+    /// commit point (or only `partitions`'). A point that did not move is not committed again; a
+    /// checkpoint too large for the broker is refused here with what to do, never half-written.
+    /// A failed commit is retried at the next interval: the previous one still holds.
+    mutating func commit(
+        _ points: [Int32: CommitPoint], only partitions: Set<Int32>? = nil, now: Int64, tracker: inout PartitionTracker,
+        consumer: KafkaConsumer, output: OutputChannel, timeline: inout RunnerTimeline
+    ) throws {
+        lastCommitAt = now
+        guard enabled, !tracker.isEmpty else { return }
+        try output.awaitAcknowledgements(timeline: &timeline)
+        var offsets: [TopicPartitionOffset] = []
+        var committing: [(TopicPartition, CommitPoint)] = []
+        for tp in tracker.sortedPartitions where partitions?.contains(tp.partition) ?? true {
+            guard let point = points[tp.partition], let state = tracker[tp] else { continue }
+            guard point.offset != state.offsets.committed || point.checkpoint != state.offsets.checkpoint else { continue }
+            if let metadata = point.metadata, metadata.utf8.count > Checkpoint.maxEncodedBytes {
+                logger.error(
+                    "\(stageName): the checkpoint of \(tp) needs \(metadata.utf8.count) bytes of commit metadata, more than brokers accept (offset.metadata.max.bytes, 4096 by default); not committing it. Use fewer input partitions.")
+                continue
+            }
+            offsets.append(TopicPartitionOffset(tp, offset: point.offset, metadata: point.metadata))
+            committing.append((tp, point))
+        }
+        guard !offsets.isEmpty else { return }
+        let begin = RunnerTimeline.now()
+        defer { timeline.add(.committing, since: begin) }
+        do {
+            try consumer.commit(offsets)
+            for (tp, point) in committing { tracker.noteCommitted(tp, point) }
+        } catch {
+            logger.warning("\(stageName): commit failed, will retry at the next interval: \(error)")
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import Kafka
+
+/// The partitions a runner owns and where each stands: which records of a batch the stage may
+/// see (the admission guard), where a bounded run stops, how far behind each partition is.
+///
+/// The guard exists because librdkafka 2.0.x has handed out records of revoked partitions and
+/// repeated or skipped offsets around rebalances: a record of a partition not owned, or at an
+/// offset already read, is dropped; a jump forward is taken and reported.
+struct PartitionTracker {
+    let topic: String
+    private(set) var owned: [TopicPartition: TrackedPartition] = [:]
+
+    struct TrackedPartition {
+        var offsets = PartitionOffsets()
+        /// Where reading started, once known (for progress).
+        var first: Int64?
+        /// Where a bounded run stops (exclusive); nil while unbounded or not yet known.
+        var end: Int64?
+        /// Read up to `end`.
+        var atEnd = false
+    }
+
+    /// What the guard made of one batch.
+    struct Admitted {
+        var records: [InputRecord] = []
+        /// Records dropped: of partitions not owned, or at offsets already read.
+        var stale = 0
+        /// Jumps forward: (partition, expected offset, offset delivered).
+        var gaps: [(TopicPartition, Int64, Int64)] = []
+        /// Errors the consumer delivered among the records.
+        var errors: [KafkaError] = []
+    }
+
+    init(topic: String) {
+        self.topic = topic
+    }
+
+    var isEmpty: Bool { owned.isEmpty }
+    var partitions: [TopicPartition] { Array(owned.keys) }
+    var sortedPartitions: [TopicPartition] { owned.keys.sorted { $0.partition < $1.partition } }
+
+    subscript(partition: TopicPartition) -> TrackedPartition? { owned[partition] }
+
+    // MARK: Ownership
+
+    mutating func take(_ partition: TopicPartition, committed: Int64?, checkpoint: Checkpoint?) {
+        owned[partition] = TrackedPartition(offsets: PartitionOffsets(nextToRead: committed, committed: committed, checkpoint: checkpoint))
+    }
+
+    mutating func release(_ partitions: [TopicPartition]) {
+        for partition in partitions { owned[partition] = nil }
+    }
+
+    mutating func noteCommitted(_ partition: TopicPartition, _ point: CommitPoint) {
+        owned[partition]?.offsets.committed = point.offset
+        owned[partition]?.offsets.checkpoint = point.checkpoint
+    }
+
+    /// What this runner committed, per owned partition, in partition order.
+    var committed: [TopicPartitionOffset] {
+        sortedPartitions.compactMap { tp in
+            owned[tp]?.offsets.committed.map { TopicPartitionOffset(tp, offset: $0, metadata: owned[tp]?.offsets.checkpoint?.encoded) }
+        }
+    }
+
+    // MARK: Admission
+
+    /// Sorts a batch into the records the stage may see, in order, and what was dropped.
+    mutating func admit(_ batch: ConsumerBatch) -> Admitted {
+        var admitted = Admitted()
+        admitted.records.reserveCapacity(batch.count)
+        // Records come in runs of one partition: its state is taken out once per run.
+        var current: TopicPartition?
+        var state = TrackedPartition()
+        var isOwned = false
+        func putBack() {
+            if let current, isOwned { owned[current] = state }
+        }
+        for index in batch.indices {
+            switch batch[index] {
+            case .record(let record):
+                if current?.partition != record.partition {
+                    putBack()
+                    let key = TopicPartition(topic: topic, partition: record.partition)
+                    current = key
+                    if let known = owned[key] {
+                        state = known
+                        isOwned = true
+                    } else {
+                        isOwned = false
+                    }
+                }
+                guard isOwned else {
+                    admitted.stale += 1
+                    continue
+                }
+                if let end = state.end, record.offset >= end {
+                    state.atEnd = true
+                    continue
+                }
+                switch state.offsets.admit(offset: record.offset) {
+                case .stale:
+                    admitted.stale += 1
+                    continue
+                case .gap(let skipped):
+                    admitted.gaps.append((current!, record.offset - skipped, record.offset))
+                case .take:
+                    break
+                }
+                if let end = state.end, record.offset + 1 >= end { state.atEnd = true }
+                admitted.records.append(InputRecord(record))
+            case .partitionEOF(let tp, let offset):
+                putBack()
+                current = nil
+                if let end = owned[tp]?.end, offset >= end { owned[tp]?.atEnd = true }
+            case .error(let error):
+                admitted.errors.append(error)
+            }
+        }
+        putBack()
+        return admitted
+    }
+
+    // MARK: Bounds
+
+    /// Notes where each partition ends now; a partition already there is at its end.
+    mutating func takeEnds(of partitions: [TopicPartition], from consumer: KafkaConsumer) throws {
+        guard !partitions.isEmpty else { return }
+        let ends = try consumer.endOffsets(partitions)
+        let unknown = partitions.filter { owned[$0]?.offsets.nextToRead == nil }
+        let beginnings = unknown.isEmpty ? [] : try consumer.beginningOffsets(unknown)
+        for end in ends {
+            guard var state = owned[end.topicPartition] else { continue }
+            state.end = end.offset
+            let start =
+                state.offsets.nextToRead ?? beginnings.first { $0.topicPartition == end.topicPartition }?.offset ?? 0
+            state.first = state.first ?? start
+            if start >= end.offset { state.atEnd = true }
+            owned[end.topicPartition] = state
+        }
+    }
+
+    /// Every owned partition read to its end (a bounded run is done).
+    var allAtEnd: Bool { !owned.isEmpty && owned.values.allSatisfy(\.atEnd) }
+
+    /// Offsets read and to read over every partition's bounded range; nil until all are known.
+    var boundedProgress: (done: Int64, total: Int64)? {
+        guard !owned.isEmpty else { return nil }
+        var done: Int64 = 0
+        var total: Int64 = 0
+        for state in owned.values {
+            guard let end = state.end, let first = state.first else { return nil }
+            total += max(0, end - first)
+            done += max(0, min(state.offsets.nextToRead ?? first, end) - first)
+        }
+        return (done, total)
+    }
+
+    /// Messages behind the end of each owned partition, from the watermarks the consumer last
+    /// saw (no request is made).
+    func lags(from consumer: KafkaConsumer) -> [Int32: Int64] {
+        var lags: [Int32: Int64] = [:]
+        for (tp, state) in owned {
+            guard let marks = consumer.cachedWatermarks(tp) else { continue }
+            lags[tp.partition] = max(0, marks.high - (state.offsets.nextToRead ?? marks.low))
+        }
+        return lags
+    }
+}

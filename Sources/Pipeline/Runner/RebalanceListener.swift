@@ -1,0 +1,83 @@
+import Kafka
+import Logging
+
+/// What a runner does when the group moves partitions, apart from the stage's own part: which
+/// partitions are this runner's, where each starts (the previous owner's commit and checkpoint,
+/// read with retries, never guessed), and what the log says. The runner calls it from inside
+/// `poll`, on its own thread, and hands the results to its tracker and its stage.
+struct RebalanceListener {
+    let topic: String
+    let stageName: String
+    let group: String
+    let client: String
+    let logger: Logger
+    /// Whether the group ever gave this runner partitions: an unknown topic after that means the
+    /// topic was deleted.
+    private(set) var everAssigned = false
+
+    init(stageName: String, settings: RunnerSettings, logger: Logger) {
+        self.topic = settings.topic
+        self.stageName = stageName
+        self.group = settings.group
+        self.client = settings.consumer["client.id"] ?? ""
+        self.logger = logger
+    }
+
+    /// The partitions of this runner's topic among those assigned; nil if there are none.
+    mutating func claim(_ partitions: [TopicPartition]) -> [TopicPartition]? {
+        let mine = partitions.filter { $0.topic == topic }
+        guard !mine.isEmpty else { return nil }
+        everAssigned = true
+        return mine
+    }
+
+    /// Where each partition starts: what its previous owner committed. Without the checkpoints,
+    /// windows already final would be replayed partially and dead letters sent again, so a
+    /// failed read is retried and then stops the runner; it never carries on without them.
+    func starts(of partitions: [TopicPartition], readingFrom consumer: KafkaConsumer) throws -> [PartitionStart] {
+        for attempt in 1...3 {
+            do {
+                return Self.starts(of: partitions, committed: try consumer.committed(partitions))
+            } catch {
+                guard attempt < 3 else {
+                    throw PipelineError.kafka(
+                        "\(stageName): cannot read the committed offsets of \(topic) after 3 attempts (\(error)); stopping rather than replaying without checkpoints. Check the broker and the group's ACLs, then restart.")
+                }
+                logger.warning("\(stageName): reading committed offsets failed (attempt \(attempt) of 3): \(error)")
+            }
+        }
+        return []
+    }
+
+    /// Start points from explicit offsets (an assignment without a group, or what the group said).
+    static func starts(of partitions: [TopicPartition], committed: [TopicPartitionOffset]) -> [PartitionStart] {
+        partitions.map { tp in
+            let position = committed.first { $0.topicPartition == tp }
+            let offset = position.flatMap { $0.offset >= 0 ? $0.offset : nil }
+            return PartitionStart(partition: tp.partition, committedOffset: offset, metadata: position?.metadata)
+        }
+    }
+
+    /// The partitions being revoked that this runner owns.
+    func releasing(_ partitions: [TopicPartition], ownedBy tracker: PartitionTracker) -> [TopicPartition] {
+        partitions.filter { $0.topic == topic && tracker[$0] != nil }
+    }
+
+    func logAssigned(_ partitions: [TopicPartition]) {
+        logger.info(
+            "\(stageName): assigned \(partitions.count) partitions of \(topic): \(partitions.map(\.partition).sorted()); their state rebuilds from the committed offsets",
+            metadata: ["client": "\(client)"])
+    }
+
+    func logRevoked(_ partitions: [TopicPartition]) {
+        logger.info(
+            "\(stageName): revoked \(partitions.count) partitions of \(topic): \(partitions.map(\.partition).sorted())",
+            metadata: ["client": "\(client)"])
+    }
+
+    /// librdkafka refused the partitions the group decided.
+    func refusal(_ error: KafkaError) -> PipelineError {
+        .kafka(
+            "\(stageName): librdkafka refused the partitions the group \(group) decided: \(error). This member and the group disagree on what it owns; stopping without committing further (a restart rejoins cleanly).")
+    }
+}

@@ -1,0 +1,116 @@
+import Kafka
+import Synchronization
+
+/// The part of a running stage that other threads may touch: a stop request, the failures the
+/// producer's and librdkafka's callbacks report, and what `/health` needs to know. Everything
+/// else a runner holds stays on the thread inside `StageRunner.run`, so this is the one place
+/// where the runner's state is shared, and it is all atomics and one mutex.
+public final class RunnerControl: Sendable {
+    /// The stage's name and what health messages quote, fixed at creation: nothing here reads
+    /// the stage itself, which the run thread mutates.
+    let stageName: String
+    let topic: String
+    let group: String
+    let joinsGroup: Bool
+    let unhealthyAfter: Int64
+    private let clock: @Sendable () -> Int64
+
+    private let stopRequested = Atomic<Bool>(false)
+    private let failures = Mutex<Failures>(Failures())
+    private let lastLoopMillis = Atomic<Int64>(0)
+    private let startedMillis = Atomic<Int64>(0)
+    /// When the group last handed this member an assignment (possibly empty); 0: never.
+    private let assignedMillis = Atomic<Int64>(0)
+
+    struct Failures {
+        /// The first record the broker refused, as "topic[partition]: error".
+        var delivery: String?
+        /// The first fatal error librdkafka's error callback reported.
+        var client: KafkaError?
+    }
+
+    init(stageName: String, settings: RunnerSettings, clock: @escaping @Sendable () -> Int64) {
+        self.stageName = stageName
+        self.topic = settings.topic
+        self.group = settings.group
+        self.joinsGroup = settings.joinsGroup
+        self.unhealthyAfter = settings.unhealthyAfter
+        self.clock = clock
+    }
+
+    // MARK: Stopping
+
+    /// Asks the run to stop after the batch in flight; it then commits and returns. Any thread.
+    public func requestStop() {
+        stopRequested.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    var isStopRequested: Bool { stopRequested.load(ordering: .relaxed) }
+
+    /// A record was refused: the run stops, and commits nothing past it.
+    func deliveryFailed(_ text: String) {
+        failures.withLock { if $0.delivery == nil { $0.delivery = text } }
+        requestStop()
+    }
+
+    /// librdkafka reported an error retrying cannot fix: the run stops.
+    func clientFailed(_ error: KafkaError) {
+        failures.withLock { if $0.client == nil { $0.client = error } }
+        requestStop()
+    }
+
+    var deliveryFailure: String? { failures.withLock { $0.delivery } }
+    var clientFailure: KafkaError? { failures.withLock { $0.client } }
+
+    // MARK: Liveness, for `/health`
+
+    func started(at now: Int64) { startedMillis.store(now, ordering: .relaxed) }
+    func loopTurned(at now: Int64) { lastLoopMillis.store(now, ordering: .relaxed) }
+    func assigned(at now: Int64) { assignedMillis.store(now, ordering: .relaxed) }
+
+    /// A group member that has not been given partitions yet.
+    var awaitsAssignment: Bool { joinsGroup && assignedMillis.load(ordering: .relaxed) == 0 }
+
+    /// nil while healthy; else why not.
+    public var healthProblem: String? {
+        if let failure = deliveryFailure { return "\(stageName): delivery failed: \(failure)" }
+        let now = clock()
+        let last = lastLoopMillis.load(ordering: .relaxed)
+        if last > 0 && now - last > unhealthyAfter {
+            return "\(stageName): the consume loop has not turned for \((now - last) / 1000) s (stuck in a call to Kafka or in a stage)"
+        }
+        let started = startedMillis.load(ordering: .relaxed)
+        if awaitsAssignment, started > 0, now - started > unhealthyAfter {
+            return "\(stageName): the group \(group) has not assigned partitions of \(topic) for \((now - started) / 1000) s (a restarted member waits about session.timeout.ms; otherwise check the group coordinator)"
+        }
+        return nil
+    }
+}
+
+/// The runners of one process, for stopping them all and asking whether all are healthy; a
+/// runner registered after a stop request is stopped at once.
+final class RunnerRegistry: Sendable {
+    private let state = Mutex<(controls: [RunnerControl], stopped: Bool)>(([], false))
+
+    func register(_ control: RunnerControl) {
+        let stopped = state.withLock { state in
+            state.controls.append(control)
+            return state.stopped
+        }
+        if stopped { control.requestStop() }
+    }
+
+    func requestStop() {
+        let controls = state.withLock { state in
+            state.stopped = true
+            return state.controls
+        }
+        for control in controls { control.requestStop() }
+    }
+
+    var isStopRequested: Bool { state.withLock { $0.stopped } }
+
+    var healthProblem: String? {
+        state.withLock { $0.controls }.lazy.compactMap(\.healthProblem).first
+    }
+}

@@ -1,0 +1,170 @@
+import Kafka
+import Logging
+import TrackingDomain
+
+/// What a runner tells the people watching it: the running totals, the metrics (once a second),
+/// a progress line every `--progress-interval`, a notice while a group member waits for its
+/// assignment, the consumer guard's warnings, a progress callback for displays, and where the
+/// wall time went (`timeline`).
+struct RunnerObserver {
+    let stageName: String
+    let topic: String
+    let group: String
+    let logger: Logger
+    let metrics: StageMetrics?
+    let progressInterval: Int64
+    /// Whether the stage emits aggregate records (the progress line then says how many).
+    let emits: Bool
+    let onProgress: (@Sendable (RunnerProgress) -> Void)?
+    /// Wall-clock ms when the run started.
+    private(set) var started: Int64 = 0
+
+    private(set) var totals = Accounting()
+    var timeline = RunnerTimeline()
+    /// Records handed to the stage since the last report (for progress between reports).
+    private var pendingConsumed = 0
+    /// Messages behind the end of the owned partitions, as of the last report.
+    private var lastLag: Int64 = 0
+    /// Partitions whose lag gauge was last set, to zero it once they are given away.
+    private var lagReported: Set<Int32> = []
+    private var lastReport: Int64 = 0
+    private var lastProgress: Int64 = 0
+    private var lastProgressLine: Int64 = 0
+    private var lastWaitingLog: Int64 = 0
+    private var lastGuardLog: Int64 = .min / 2
+    /// The totals as of the last progress line.
+    private var lineBase = Accounting()
+
+    init(
+        stageName: String, settings: RunnerSettings, logger: Logger, metrics: StageMetrics?,
+        onProgress: (@Sendable (RunnerProgress) -> Void)?
+    ) {
+        self.stageName = stageName
+        self.topic = settings.topic
+        self.group = settings.group
+        self.logger = logger
+        self.metrics = metrics
+        self.progressInterval = settings.progressInterval
+        self.emits = settings.destinations[.output] != nil || settings.lineOutputs[.output] != nil
+        self.onProgress = onProgress
+    }
+
+    mutating func begin(at now: Int64) {
+        started = now
+        lastReport = now
+        lastProgress = now
+        lastProgressLine = now
+        lastWaitingLog = now
+    }
+
+    // MARK: Events of the loop
+
+    mutating func partitionsAssigned() {
+        if timeline.assignedAt == nil { timeline.assignedAt = timeline.elapsed() }
+    }
+
+    mutating func handedToStage(_ count: Int) {
+        pendingConsumed += count
+        guard count > 0 else { return }
+        let at = timeline.elapsed()
+        if timeline.firstRecordAt == nil { timeline.firstRecordAt = at }
+        timeline.lastRecordAt = at
+    }
+
+    /// The admission guard dropped `stale` records and saw offsets jump (`gaps`).
+    mutating func guarded(stale: Int, gaps: [(TopicPartition, Int64, Int64)], now: Int64) {
+        guard stale > 0 || !gaps.isEmpty else { return }
+        totals.staleDropped += stale
+        totals.offsetGaps += gaps.count
+        metrics?.guarded(stale: stale, gaps: gaps.count)
+        for (tp, expected, got) in gaps {
+            logger.warning(
+                "\(stageName): offsets of \(tp) jumped from \(expected) to \(got): \(got - expected) offsets were never delivered. Expected on compacted or transactional topics, or after retention deleted unread data; otherwise librdkafka skipped those messages (its 2.0.x batch call did, which trackpipe no longer uses): re-read them with trackpipe replay."
+            )
+        }
+        if stale > 0 && now - lastGuardLog >= 10_000 {
+            lastGuardLog = now
+            logger.warning(
+                "\(stageName): dropped \(stale) records of partitions not assigned to this worker, or at offsets already processed (the consumer guard against librdkafka 2.0.x's stale deliveries); nothing is lost: their owner reads them")
+        }
+    }
+
+    /// Once per turn of the loop: reports, the waiting notice, the progress line and callback,
+    /// each when it is due.
+    mutating func turn<S: Stage>(
+        now: Int64, stage: inout S, tracker: PartitionTracker, consumer: KafkaConsumer, awaitsAssignment: Bool
+    ) {
+        if now - lastReport >= 1_000 {
+            let begin = RunnerTimeline.now()
+            report(stage: &stage, tracker: tracker, consumer: consumer)
+            lastReport = now
+            timeline.add(.reporting, since: begin)
+        }
+        if awaitsAssignment, now - lastWaitingLog >= 10_000 {
+            lastWaitingLog = now
+            logger.notice(
+                "\(stageName): waiting for partition assignment of \(topic) (group \(group), \((now - started) / 1000) s so far; a member restarting in a group waits about session.timeout.ms)")
+        }
+        if progressInterval > 0, now - lastProgressLine >= progressInterval {
+            report(stage: &stage, tracker: tracker, consumer: consumer)
+            logProgress(seconds: Double(now - lastProgressLine) / 1000)
+            lineBase = totals
+            lastProgressLine = now
+        }
+        if let onProgress, now - lastProgress >= 250 {
+            onProgress(progress(tracker: tracker, now: now))
+            lastProgress = now
+        }
+    }
+
+    /// Takes the stage's report into the totals and the metrics, with gauges and lag.
+    mutating func report<S: Stage>(stage: inout S, tracker: PartitionTracker, consumer: KafkaConsumer?) {
+        let drained = stage.drainReport()
+        totals.add(drained.accounting)
+        pendingConsumed = 0
+        for eviction in drained.capacityEvictions {
+            logger.warning(
+                "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."
+            )
+        }
+        var lags = consumer.map { tracker.lags(from: $0) } ?? [:]
+        lastLag = lags.values.reduce(0, +)
+        // A partition given away keeps no stale lag: its new owner reports it.
+        let reporting = Set(lags.keys)
+        for partition in lagReported.subtracting(reporting) { lags[partition] = 0 }
+        lagReported = reporting
+        guard let metrics else { return }
+        metrics.record(drained)
+        metrics.gauges(stage.gauges())
+        metrics.lag(lags)
+    }
+
+    func progress(tracker: PartitionTracker, now: Int64, finished: Bool = false) -> RunnerProgress {
+        let bounded = tracker.boundedProgress
+        return RunnerProgress(
+            elapsedMilliseconds: now - started, consumed: totals.consumed + pendingConsumed, done: bounded?.done,
+            total: bounded?.total, finished: finished)
+    }
+
+    /// One line of what happened since the previous one, and a warning when the share of
+    /// `too_late` hits jumps: that is a clock or a replay far from now, not a trickle of
+    /// offline devices, and it silently fills the dead-letter topic.
+    private func logProgress(seconds: Double) {
+        let delta = totals.subtracting(lineBase)
+        let letters = delta.deadLettered.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        var line = "\(stageName): consumed \(delta.consumed) (\(Int(Double(delta.consumed) / max(seconds, 0.001)))/s), lag \(lastLag), accepted \(delta.accepted)"
+        if delta.filteredTotal > 0 { line += ", filtered \(delta.filteredTotal)" }
+        if emits { line += ", emitted \(delta.emitted)" }
+        if delta.duplicates > 0 { line += ", duplicates dropped \(delta.duplicates)" }
+        if delta.replayed > 0 { line += ", replayed \(delta.replayed)" }
+        line += ", dead-lettered \(delta.deadLetteredTotal)" + (letters.isEmpty ? "" : " (\(letters))")
+        line += " in the last \(Int(seconds.rounded())) s"
+        logger.info("\(line)")
+        let late = delta.deadLettered[RejectReason.tooLate.rawValue] ?? 0
+        let hits = delta.accepted + late
+        if late >= 10 && Double(late) > 0.01 * Double(hits) {
+            logger.warning(
+                "\(stageName): \(late) of the last \(hits) hits (\(Int((100 * Double(late) / Double(hits)).rounded())) %) were too late for their windows and went to the dead-letter topic. Event time is far ahead of them: a device or producer clock far in the future, or old input replayed into a live worker (backfill old data with trackpipe replay), or --retention too short for how late hits arrive.")
+        }
+    }
+}

@@ -1,0 +1,284 @@
+import Kafka
+import Logging
+
+/// Drives one `Stage` against Kafka, as a loop over named parts: poll a batch and let the
+/// `PartitionTracker` admit its records, hand them to the stage, let time pass (`tick`), serve
+/// the `OutputChannel`, commit through the `CommitCoordinator` when due, and tell the
+/// `RunnerObserver`. The group's moves come in through the `RebalanceListener`, librdkafka's
+/// errors through the `KafkaErrorTriage`, and other threads reach the run only through its
+/// `RunnerControl`.
+///
+/// Everything that differs between `run`, `run --until-end`, the two stages of the scaled-out
+/// worker and a replay is configuration (`RunnerSettings`): where partitions come from, where
+/// reading stops and whether offsets are committed.
+///
+/// Commit safety: an offset is committed only after every record sent so far is acknowledged,
+/// and only as far as the stage's commit point, which is below anything it still holds.
+public final class StageRunner<S: Stage>: @unchecked Sendable {
+    // @unchecked: every stored `var` is used only on the thread inside `run` (the rebalance
+    // callbacks run inside its polls); other threads use only `control`, which is Sendable.
+
+    public let settings: RunnerSettings
+    /// How other threads stop this run and ask about its health.
+    public let control: RunnerControl
+    private let logger: Logger
+    private let metrics: StageMetrics?
+    private let clock: @Sendable () -> Int64
+    private let triage: KafkaErrorTriage
+
+    // The parts. Each is reached through `self` and never held across a poll: a rebalance
+    // callback inside the poll uses them too.
+    private var stage: S
+    private var tracker: PartitionTracker
+    private var rebalance: RebalanceListener
+    private var committer: CommitCoordinator
+    private var observer: RunnerObserver
+    private var output: OutputChannel?
+    private var consumer: KafkaConsumer?
+
+    /// An error found where it cannot be thrown (inside a rebalance callback): the loop stops on it.
+    private var fatal: PipelineError?
+    private var upstreamEndsTaken = false
+    private var lastUnknownTopicLog: Int64 = .min / 2
+
+    public init(
+        stage: S, settings: RunnerSettings, logger: Logger, metrics: StageMetrics? = nil,
+        clock: @escaping @Sendable () -> Int64 = wallClockMillis, onProgress: (@Sendable (RunnerProgress) -> Void)? = nil
+    ) {
+        self.stage = stage
+        self.settings = settings
+        self.logger = logger
+        self.metrics = metrics
+        self.clock = clock
+        let control = RunnerControl(stageName: stage.name, settings: settings, clock: clock)
+        self.control = control
+        triage = KafkaErrorTriage(stageName: stage.name, topic: settings.topic, logger: logger, metrics: metrics, control: control)
+        tracker = PartitionTracker(topic: settings.topic)
+        rebalance = RebalanceListener(stageName: stage.name, settings: settings, logger: logger)
+        committer = CommitCoordinator(stageName: stage.name, settings: settings, logger: logger)
+        observer = RunnerObserver(stageName: stage.name, settings: settings, logger: logger, metrics: metrics, onProgress: onProgress)
+    }
+
+    /// Asks `run` to stop after the batch in flight; it then commits and returns. Any thread.
+    public func requestStop() { control.requestStop() }
+
+    /// nil while healthy; else why not (for `/health`). Any thread.
+    public var healthProblem: String? { control.healthProblem }
+
+    // MARK: The loop
+
+    public func run() throws -> StageSummary {
+        let started = clock()
+        control.started(at: started)
+        observer.begin(at: started)
+        committer.begin(at: started)
+        let consumer = try start()
+        var lastTick = started
+        do {
+            while !control.isStopRequested {
+                let polled = try pollPhase(consumer)
+                try throwIfFailed()
+                let now = clock()
+                control.loopTurned(at: now)
+                if !polled || now - lastTick >= settings.tickInterval {
+                    try punctuate(now: now)
+                    lastTick = now
+                }
+                try serveOutput(consumer)
+                if committer.isDue(now: now) { try commit() }
+                observer.turn(now: now, stage: &stage, tracker: tracker, consumer: consumer, awaitsAssignment: control.awaitsAssignment)
+                takeUpstreamBound()
+                if boundReached { break }
+            }
+            try throwIfFailed()
+            try finishRun()
+        } catch {
+            fatal = error as? PipelineError ?? .kafka("\(error)")
+            logger.error("\(stage.name): stopping without committing further: \(error)")
+            consumer.close()
+            observer.report(stage: &stage, tracker: tracker, consumer: consumer)
+            throw error
+        }
+        return close(consumer, started: started)
+    }
+
+    /// Creates the clients and takes the input: a subscription, or the fixed assignment.
+    private func start() throws -> KafkaConsumer {
+        output = try OutputChannel(
+            stageName: stage.name, settings: settings, control: control, logger: logger, metrics: metrics,
+            onClientError: { [triage] in triage.clientError($0, client: "producer") })
+        let consumer = try KafkaConsumer(
+            config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
+            rebalance: RebalanceHandler(
+                partitionsAssigned: { [weak self] in self?.partitionsAssigned($0) },
+                partitionsRevoking: { [weak self] in self?.partitionsRevoking($0) },
+                assignmentFailed: { [weak self] in self?.assignmentFailed($0) }),
+            maxBatch: settings.maxBatch, onError: { [triage] in triage.clientError($0, client: "consumer") })
+        self.consumer = consumer
+        switch settings.source {
+        case .group:
+            try consumer.subscribe(topics: [settings.topic])
+        case .assignment(let offsets):
+            try consumer.assign(offsets)
+            partitionsAssigned(offsets.map(\.topicPartition), startingAt: offsets)
+        }
+        return consumer
+    }
+
+    /// Polls one batch and hands what the guard admits to the stage; false if nothing came.
+    /// Time in the stage counts as processing, the rest of the call as polling.
+    private func pollPhase(_ consumer: KafkaConsumer) throws -> Bool {
+        let begin = RunnerTimeline.now()
+        var inBatch = 0.0
+        let polled: Void? = try consumer.pollBatch(timeoutMilliseconds: 100) { batch in
+            let admitted = tracker.admit(batch)
+            let now = clock()
+            for error in admitted.errors {
+                try triage.consumerError(
+                    error, bounded: settings.isBounded, everAssigned: rebalance.everAssigned, now: now,
+                    lastUnknownTopicLog: &lastUnknownTopicLog)
+            }
+            observer.guarded(stale: admitted.stale, gaps: admitted.gaps, now: now)
+            observer.handedToStage(admitted.records.count)
+            let processing = RunnerTimeline.now()
+            defer { inBatch = observer.timeline.add(.processing, since: processing) - processing }
+            try stage.process(admitted.records, now: clock(), into: &output!.sink)
+        }
+        observer.timeline.add(polled == nil ? .idlePolling : .polling, since: begin + inBatch)
+        return polled != nil
+    }
+
+    /// Lets wall-clock time pass in the stage: idle sources, closing windows, marks.
+    private func punctuate(now: Int64) throws {
+        let begin = RunnerTimeline.now()
+        defer { observer.timeline.add(.ticking, since: begin) }
+        try stage.tick(now: now, into: &output!.sink)
+    }
+
+    /// Delivery reports, then the input paused or resumed by how much output waits.
+    private func serveOutput(_ consumer: KafkaConsumer) throws {
+        let begin = RunnerTimeline.now()
+        output!.serveReports()
+        observer.timeline.add(.servingReports, since: begin)
+        try output!.applyBackpressure(to: consumer, owned: tracker.partitions)
+    }
+
+    private func throwIfFailed() throws {
+        if let fatal { throw fatal }
+        if let error = control.clientFailure { throw triage.fatal(error) }
+        if let failure = control.deliveryFailure { throw PipelineError.deliveryFailed(failure) }
+    }
+
+    /// The end of a bounded run or of a stop request: last emissions, every record
+    /// acknowledged, the last commit.
+    private func finishRun() throws {
+        let begin = RunnerTimeline.now()
+        if settings.isBounded { try stage.finish(now: clock(), into: &output!.sink) }
+        observer.timeline.add(.finishing, since: begin)
+        try output!.awaitAcknowledgements(timeline: &observer.timeline)
+        for writer in settings.lineOutputs.values { try writer.flush() }
+        try commit()
+    }
+
+    /// Leaves the group and sums the run up.
+    private func close(_ consumer: KafkaConsumer, started: Int64) -> StageSummary {
+        // Closing revokes the partitions, which forgets their offsets: read them first.
+        let committed = tracker.committed
+        let begin = RunnerTimeline.now()
+        consumer.close()
+        observer.timeline.add(.closing, since: begin)
+        observer.report(stage: &stage, tracker: tracker, consumer: consumer)
+        observer.onProgress?(observer.progress(tracker: tracker, now: clock(), finished: true))
+        observer.timeline.add(.producing, seconds: output!.sink.sendSeconds)
+        observer.timeline.total = observer.timeline.elapsed()
+        return StageSummary(
+            stage: stage.name, topic: settings.topic, accounting: observer.totals, elapsedMilliseconds: clock() - started,
+            committed: committed, timeline: observer.timeline, pauses: output!.pauses, largestBacklog: output!.largestBacklog)
+    }
+
+    private func commit(only partitions: Set<Int32>? = nil) throws {
+        guard fatal == nil, let consumer, let output else { return }
+        try committer.commit(
+            stage.commitPoints(), only: partitions, now: clock(), tracker: &tracker, consumer: consumer, output: output,
+            timeline: &observer.timeline)
+    }
+
+    // MARK: Bounds
+
+    private var boundReached: Bool {
+        switch settings.bound {
+        case .unbounded: return false
+        case .endAtAssignment: break
+        case .endWhenUpstreamFinishes: if !upstreamEndsTaken { return false }
+        }
+        return tracker.allAtEnd
+    }
+
+    /// Once the upstream runner has finished, the ends of this runner's input are final.
+    private func takeUpstreamBound() {
+        guard case .endWhenUpstreamFinishes(let upstream) = settings.bound, !upstreamEndsTaken, upstream.isFinished,
+            !tracker.isEmpty
+        else { return }
+        upstreamEndsTaken = true
+        takeEnds(of: tracker.partitions)
+    }
+
+    private func takeEnds(of partitions: [TopicPartition]) {
+        guard let consumer else { return }
+        do {
+            try tracker.takeEnds(of: partitions, from: consumer)
+        } catch {
+            fatal = fatal ?? .kafka("\(stage.name): cannot read the end offsets of \(settings.topic): \(error)")
+        }
+    }
+
+    // MARK: Rebalances (inside `poll`, on the run thread)
+
+    private func partitionsAssigned(_ partitions: [TopicPartition], startingAt explicit: [TopicPartitionOffset]? = nil) {
+        let now = clock()
+        control.assigned(at: now)
+        observer.partitionsAssigned()
+        guard let consumer, let mine = rebalance.claim(partitions) else { return }
+        let starts: [PartitionStart]
+        do {
+            starts = try explicit.map { RebalanceListener.starts(of: mine, committed: $0) }
+                ?? rebalance.starts(of: mine, readingFrom: consumer)
+        } catch {
+            fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
+            return
+        }
+        for start in starts {
+            tracker.take(
+                TopicPartition(topic: settings.topic, partition: start.partition), committed: start.committedOffset,
+                checkpoint: Checkpoint(decoding: start.metadata))
+        }
+        stage.assign(starts, now: now)
+        if output?.paused == true {
+            do {
+                try consumer.pause(mine)
+            } catch {
+                fatal = fatal ?? .kafka("\(stage.name): cannot pause newly assigned partitions while the output is behind: \(error)")
+            }
+        }
+        if case .endAtAssignment = settings.bound { takeEnds(of: mine) }
+        rebalance.logAssigned(mine)
+    }
+
+    private func partitionsRevoking(_ partitions: [TopicPartition]) {
+        let mine = rebalance.releasing(partitions, ownedBy: tracker)
+        guard !mine.isEmpty else { return }
+        do {
+            try commit(only: Set(mine.map(\.partition)))
+        } catch {
+            logger.error("\(stage.name): commit before revoke failed: \(error)")
+            fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
+        }
+        stage.revoke(mine.map(\.partition))
+        tracker.release(mine)
+        rebalance.logRevoked(mine)
+    }
+
+    private func assignmentFailed(_ error: KafkaError) {
+        fatal = fatal ?? rebalance.refusal(error)
+    }
+}
