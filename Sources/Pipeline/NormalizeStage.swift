@@ -90,7 +90,7 @@ public struct NormalizeStage: Stage {
                 source.processed = record.offset + 1
                 switch item {
                 case .event(let eventTime, let partition, let bytes):
-                    let watermark = max(source.watermark ?? eventTime, eventTime)
+                    let watermark = EventTimeMath.latest(source.watermark, eventTime)
                     source.watermark = watermark
                     source.lastEventAt = now
                     prepared[lane].arena.withUnsafeMutableBytes { arena in

@@ -16,8 +16,8 @@ struct StageTests {
             maxFutureSkew: 3_600_000, idleTimeout: 30_000, markInterval: 500)
     }
 
-    func aggregate() -> AggregateStage {
-        AggregateStage(sourceTopic: "hits", input: .repartitioned, window: Self.window, parallelism: 2)
+    func aggregate() -> AggregateStage<RepartitionInput> {
+        AggregateStage(sourceTopic: "hits", input: RepartitionInput(), window: Self.window, parallelism: 2)
     }
 
     /// The events of repartition records, in the order they were sent.
@@ -128,7 +128,7 @@ struct StageTests {
         try stage.process([arena.record(partition: 0, offset: 0, value: [9, 3, 1, 0, 0, 0, 0, 0])], now: 0, into: &sink)
         let letters = sink.to(.deadLetter)
         #expect(letters.count == 1)
-        #expect(letters[0].header[DeadLetter.Header.reason] == AggregateStage.unreadableEvent)
+        #expect(letters[0].header[DeadLetter.Header.reason] == RepartitionInput.unreadableRecord)
         #expect(letters[0].header[DeadLetter.Header.detail]?.contains("format version 9") == true)
         #expect(stage.drainReport().accounting.balanced)
     }
@@ -254,7 +254,7 @@ struct StageTests {
             (partition: 0, offset: 1, value: rawHit("d1", "b2", at: 1 * Self.minute)),
         ], arena: arena)
         var stage = AggregateStage(
-            sourceTopic: "hits", input: .repartitioned, window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000),
+            sourceTopic: "hits", input: RepartitionInput(), window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000),
             parallelism: 1)
         stage.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
@@ -294,7 +294,7 @@ struct StageTests {
         other.assign([PartitionStart(partition: 1)], now: 0)
         try other.tick(now: 40_000, into: &marks)  // source 1 idle: only source 0 counts
         var stage = AggregateStage(
-            sourceTopic: "hits", input: .repartitioned,
+            sourceTopic: "hits", input: RepartitionInput(),
             window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), parallelism: 1)
         stage.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
@@ -331,14 +331,14 @@ struct StageTests {
 
     @Test("the batch-consume guard drops repeated offsets and reports jumps")
     func partitionGuard() {
-        var progress = PartitionProgress(next: 10)
+        var progress = PartitionOffsets(nextToRead: 10)
         #expect(progress.admit(offset: 9) == .stale)
         #expect(progress.admit(offset: 10) == .take)
         #expect(progress.admit(offset: 10) == .stale)
         #expect(progress.admit(offset: 15) == .gap(4))
         #expect(progress.admit(offset: 16) == .take)
-        #expect(progress.next == 17)
-        var fresh = PartitionProgress()
+        #expect(progress.nextToRead == 17)
+        var fresh = PartitionOffsets()
         #expect(fresh.admit(offset: 500) == .take)
         #expect(fresh.admit(offset: 501) == .take)
     }

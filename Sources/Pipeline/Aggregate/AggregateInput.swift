@@ -1,0 +1,103 @@
+import Kafka
+import TrackingDomain
+import Windowing
+
+/// How the aggregate stage reads its input. The stage counts; an input turns each record into
+/// what counting needs (events with their source position, the sources' watermarks, and what
+/// must be dead-lettered or was filtered) and, for a dead letter, finds the bytes to send.
+///
+/// Two inputs exist: raw hits, for input already keyed by delivery and for `replay`
+/// (`RawHitInput`), and the repartition topic behind the shuffle (`RepartitionInput`).
+public protocol AggregateInput: Sendable {
+    /// Whether the records came through the repartition topic. Then the sources of event time
+    /// are the input partitions upstream (the records say how many), and an upstream that
+    /// crashed before its commit sends events again, recognised by their source position.
+    /// Otherwise each partition read is its own source, and nothing arrives twice.
+    static var crossesShuffle: Bool { get }
+
+    /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
+    func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch)
+
+    /// The record to send to the dead-letter topic for `reference`: the original key, value and
+    /// timestamp of the hit, with where it was first read.
+    func deadLetter(
+        _ reference: DeadLetterReference, of record: InputRecord, reason: String, detail: String, sourceTopic: String
+    ) -> OutgoingDeadLetter
+}
+
+/// Which message a dead letter is about: a record of the batch, and for a record that carries
+/// several events (the batched repartition format), which of them.
+public struct DeadLetterReference: Sendable, Hashable, Comparable {
+    /// The record's index in its batch.
+    public var record: Int
+    /// The event's index within the record; nil for the record as a whole.
+    public var event: Int?
+
+    public init(record: Int, event: Int? = nil) {
+        self.record = record
+        self.event = event
+    }
+
+    public static func < (a: Self, b: Self) -> Bool {
+        (a.record, a.event ?? -1) < (b.record, b.event ?? -1)
+    }
+}
+
+/// A dead letter ready to send: the original bytes and the context headers.
+public struct OutgoingDeadLetter {
+    public var letter: DeadLetter
+    public var key: UnsafeRawBufferPointer?
+    public var value: UnsafeRawBufferPointer?
+    public var timestamp: Int64?
+}
+
+/// What an input made of a task's share of a batch, in record order.
+public struct DecodedBatch: Sendable {
+    /// A hit to count, with where it was first read and where its record sits.
+    public struct Event: Sendable {
+        public var event: TrackingEvent
+        /// The input partition the hit was first read from, and its offset there: the key the
+        /// duplicate filter recognises a re-sent event by.
+        public var source: Int32
+        public var sourceOffset: Int64
+        /// The record that carried it, in the partition being read.
+        public var partition: Int32
+        public var offset: Int64
+        public var reference: DeadLetterReference
+    }
+
+    /// A message that cannot be counted.
+    public struct Rejection: Sendable {
+        public var reason: String
+        public var detail: String
+        public var reference: DeadLetterReference
+        /// The offset of the record it came in.
+        public var offset: Int64
+        /// The time the message is about (its Kafka timestamp), for a backfill's range; nil when
+        /// unknown.
+        public var time: Int64?
+    }
+
+    public var events: [Event] = []
+    public var rejections: [Rejection] = []
+    /// Hits the tracking rule filtered: the offset of each one's record, and the reason.
+    public var filtered: [(offset: Int64, reason: FilterReason)] = []
+    /// The sources' watermarks, as the events and marks records of the batch reported them.
+    public var marks = SourceMarks()
+    /// How many input partitions upstream the records say there are (0: not said).
+    public var sourcePartitions = 0
+    /// Marks records read (outside the balance: they are not messages of the input).
+    public var markRecords = 0
+
+    public init() {}
+
+    /// Appends a batch decoded from the records that follow this one's.
+    mutating func append(_ other: DecodedBatch) {
+        events += other.events
+        rejections += other.rejections
+        filtered += other.filtered
+        marks.merge(other.marks)
+        sourcePartitions = max(sourcePartitions, other.sourcePartitions)
+        markRecords += other.markRecords
+    }
+}

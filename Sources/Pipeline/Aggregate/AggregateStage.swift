@@ -1,0 +1,221 @@
+import Dispatch
+import TrackingDomain
+import Windowing
+
+/// Counts hits per delivery in event-time windows, one task per partition of its input (or one
+/// task over all of them, for `replay`), and emits aggregate records and `too_late` dead
+/// letters. What a record holds is the `Input`'s business: raw hits for input already keyed by
+/// delivery and for `replay`, repartition records behind the shuffle.
+public struct AggregateStage<Input: AggregateInput>: Stage {
+    /// How window state is split.
+    public enum Tasking: Sendable {
+        /// One task per partition: partitions hold disjoint deliveries (input keyed by
+        /// delivery, or the repartition topic). State moves with its partition; commits work.
+        case perPartition
+        /// One task over every partition, with `parallelism` shards: exact whatever the keys,
+        /// for a single process that reads everything (`replay`). No commit points.
+        case global
+    }
+
+    public let name = "aggregate"
+    /// The topic the hits were first read from, named in dead letters.
+    public let sourceTopic: String
+    public let input: Input
+    /// Settings of each task's engine (its `maxEntries` is a per-task share).
+    public let window: WindowConfig
+    /// How many tasks run at once (or, with `.global`, the engine's shards).
+    public let parallelism: Int
+    public let tasking: Tasking
+    /// Only windows starting in this range are emitted, and only dead letters that belong to
+    /// it are sent (a backfill of a time range); nil: everything.
+    public let range: Range<Int64>?
+
+    private var tasks: [TaskKey: AggregateTask] = [:]
+    private var pending = StageReport()
+    private var writer = JSONWriter()
+
+    public init(
+        sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, tasking: Tasking = .perPartition,
+        range: Range<Int64>? = nil
+    ) {
+        self.sourceTopic = sourceTopic
+        self.input = input
+        self.window = window
+        self.parallelism = max(1, parallelism)
+        self.tasking = tasking
+        self.range = range
+    }
+
+    // MARK: Partitions
+
+    public mutating func assign(_ starts: [PartitionStart], now: Int64) {
+        switch tasking {
+        case .global:
+            let task =
+                tasks[.global]
+                ?? AggregateTask(key: .global, config: window, start: nil, crossesShuffle: Input.crossesShuffle, now: now, shards: parallelism)
+            task.engine.assign(partitions: starts.map(\.partition), now: now)
+            tasks[.global] = task
+        case .perPartition:
+            for start in starts where tasks[.partition(start.partition)] == nil {
+                tasks[.partition(start.partition)] = AggregateTask(
+                    key: .partition(start.partition), config: window, start: start, crossesShuffle: Input.crossesShuffle, now: now)
+            }
+        }
+    }
+
+    public mutating func revoke(_ partitions: [Int32]) {
+        switch tasking {
+        case .global: tasks[.global]?.engine.revoke(partitions: partitions)
+        case .perPartition: for partition in partitions { tasks[.partition(partition)] = nil }
+        }
+    }
+
+    public var ownedPartitions: [Int32] { tasks.keys.compactMap(\.partition).sorted() }
+
+    // MARK: Records
+
+    public mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws {
+        guard !records.isEmpty else { return }
+        let shares = share(records)
+        // Each task of the batch is taken out, worked on by exactly one lane, and put back.
+        var working = shares.map { tasks.removeValue(forKey: $0.key) }
+        var results = [AggregateTask.Result](repeating: AggregateTask.Result(), count: shares.count)
+        let input = self.input, range = self.range
+        // One task (a replay, or a batch of one partition) would decode on one thread: decode
+        // its records on every lane first, in contiguous chunks, then count in order.
+        let decodedAhead: DecodedBatch? =
+            shares.count == 1 && parallelism > 1 && records.count >= 512 ? Self.decodeInParallel(records, input: input, lanes: parallelism) : nil
+        let lanes = min(parallelism, shares.count)
+        working.withUnsafeMutableBufferPointer { taskSlots in
+            results.withUnsafeMutableBufferPointer { resultSlots in
+                let tasksBox = UnsafeSendable(taskSlots), resultsBox = UnsafeSendable(resultSlots)
+                let work: @Sendable (Int) -> Void = { lane in
+                    for item in stride(from: lane, to: shares.count, by: lanes) {
+                        let indices = shares[item].indices
+                        guard tasksBox.value[item] != nil else {
+                            // Records of a partition this stage does not own (the runner's guard
+                            // should have dropped them): refused loudly, never counted nowhere.
+                            resultsBox.value[item].report.accounting.staleDropped = indices.count
+                            continue
+                        }
+                        var batch = DecodedBatch()
+                        if let decodedAhead {
+                            batch = decodedAhead
+                        } else {
+                            for index in indices { input.decode(records[index], at: index, into: &batch) }
+                        }
+                        resultsBox.value[item] = tasksBox.value[item]!.count(
+                            batch, through: records[indices.last!].offset, range: range, now: now)
+                    }
+                }
+                if lanes <= 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) }
+            }
+        }
+        for (share, task) in zip(shares, working) where task != nil { tasks[share.key] = task }
+        for result in results {
+            pending.accounting.add(result.report.accounting)
+            pending.capacityEvictions += result.report.capacityEvictions
+            for letter in result.deadLetters {
+                let record = records[letter.reference.record]
+                let outgoing = input.deadLetter(
+                    letter.reference, of: record, reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
+                try sink.send(
+                    .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
+                    timestamp: outgoing.timestamp)
+            }
+            try emit(result.emitted, now: now, into: &sink)
+        }
+    }
+
+    /// The batch's records by task, in task order; each task's records keep their batch order.
+    private func share(_ records: [InputRecord]) -> [(key: TaskKey, indices: [Int])] {
+        if case .global = tasking { return [(.global, Array(records.indices))] }
+        var byPartition: [Int32: [Int]] = [:]
+        for index in records.indices { byPartition[records[index].partition, default: []].append(index) }
+        return byPartition.keys.sorted().map { (.partition($0), byPartition[$0]!) }
+    }
+
+    /// Every record decoded on `lanes` threads over contiguous chunks, joined in record order.
+    private static func decodeInParallel(_ records: [InputRecord], input: Input, lanes: Int) -> DecodedBatch {
+        let chunks = inParallelChunks(of: records.count, lanes: lanes) { range in
+            var batch = DecodedBatch()
+            for index in range { input.decode(records[index], at: index, into: &batch) }
+            return batch
+        }
+        var joined = chunks[0]
+        for chunk in chunks.dropFirst() { joined.append(chunk) }
+        return joined
+    }
+
+    private mutating func emit(_ aggregates: [WindowAggregate], now: Int64, into sink: inout some RecordSink) throws {
+        for aggregate in aggregates {
+            writer.removeAll()
+            AggregateRecord.writeValue(aggregate, into: &writer)
+            var key = AggregateRecord.key(aggregate)
+            try key.withUTF8 { keyBytes in
+                try writer.bytes.withUnsafeBytes { value in
+                    try sink.send(.output, partition: nil, key: UnsafeRawBufferPointer(keyBytes), value: value, headers: [], timestamp: nil)
+                }
+            }
+            pending.emitDelays.append(max(0, Double(now - aggregate.windowEnd) / 1000))
+        }
+        pending.accounting.emitted += aggregates.count
+    }
+
+    // MARK: Time
+
+    public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {
+        for key in tasks.keys.sorted() {
+            let task = tasks[key]!
+            let output = task.engine.advance(now: now)
+            pending.capacityEvictions += output.capacityEvictions
+            if !task.offsets.isReplaying { try emit(inRange(output.emitted), now: now, into: &sink) }
+        }
+    }
+
+    public mutating func finish(now: Int64, into sink: inout some RecordSink) throws {
+        for key in tasks.keys.sorted() {
+            try emit(inRange(tasks[key]!.engine.flushAll().emitted), now: now, into: &sink)
+        }
+    }
+
+    private func inRange(_ aggregates: [WindowAggregate]) -> [WindowAggregate] {
+        guard let range else { return aggregates }
+        return aggregates.filter { range.contains($0.windowStart) }
+    }
+
+    // MARK: Observation
+
+    public func commitPoints() -> [Int32: CommitPoint] {
+        var points: [Int32: CommitPoint] = [:]
+        for task in tasks.values {
+            if let partition = task.key.partition, let point = task.commitPoint() { points[partition] = point }
+        }
+        return points
+    }
+
+    public mutating func drainReport() -> StageReport {
+        defer { pending = StageReport() }
+        return pending
+    }
+
+    public func gauges() -> StageGauges {
+        var gauges = StageGauges()
+        for task in tasks.values {
+            let stats = task.engine.stats
+            gauges.openWindows += stats.openWindows + stats.retainedWindows
+            gauges.entries += stats.entries
+            if let watermark = task.engine.watermark { gauges.watermark = min(gauges.watermark ?? watermark, watermark) }
+        }
+        return gauges
+    }
+}
+
+/// Lets a buffer be written by `concurrentPerform` workers, each to its own slots.
+struct UnsafeSendable<Value>: @unchecked Sendable {
+    // @unchecked: wraps only buffers whose slots are each written by exactly one worker and
+    // read after `concurrentPerform` returns.
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,40 @@
+import TrackingDomain
+import Windowing
+
+/// Raw hits, read where they were produced: normalized, filtered and dead-lettered here. For
+/// input already keyed by delivery (one stage) and for `replay`.
+public struct RawHitInput: AggregateInput {
+    public static let crossesShuffle = false
+    let intake: HitIntake
+
+    public init(limits: NormalizerLimits, maxFutureSkew: Int64) {
+        intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
+    }
+
+    public func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch) {
+        let reference = DeadLetterReference(record: index)
+        switch intake.take(record) {
+        case .accepted(var event, let eventTime):
+            event.eventTime = eventTime
+            batch.events.append(
+                DecodedBatch.Event(
+                    event: event, source: record.partition, sourceOffset: record.offset, partition: record.partition,
+                    offset: record.offset, reference: reference))
+            batch.marks.note(source: record.partition, watermark: eventTime)
+        case .filtered(let reason):
+            batch.filtered.append((record.offset, reason))
+        case .rejected(let reason, let detail):
+            batch.rejections.append(
+                DecodedBatch.Rejection(reason: reason, detail: detail, reference: reference, offset: record.offset, time: record.timestamp))
+        }
+    }
+
+    public func deadLetter(
+        _ reference: DeadLetterReference, of record: InputRecord, reason: String, detail: String, sourceTopic: String
+    ) -> OutgoingDeadLetter {
+        OutgoingDeadLetter(
+            letter: DeadLetter(
+                reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: record.partition, sourceOffset: record.offset),
+            key: record.key, value: record.value, timestamp: record.timestamp)
+    }
+}
