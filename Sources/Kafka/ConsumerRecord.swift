@@ -3,6 +3,8 @@ import CRdKafka
 /// One consumed record, read in place from librdkafka's buffer: nothing is copied unless
 /// the caller asks. Valid only inside the `poll` body that received it.
 public struct ConsumerRecord: @unchecked Sendable {
+    // @unchecked: a read-only view of a message librdkafka keeps unchanged until the poll body
+    // that received it returns; reading it from several threads inside that body is safe.
     let message: UnsafeMutablePointer<rd_kafka_message_t>
 
     public var partition: Int32 { message.pointee.partition }

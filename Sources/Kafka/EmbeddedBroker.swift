@@ -8,6 +8,8 @@ import Logging
 /// Its limits are librdkafka's: each partition keeps only its newest few megabytes, topics
 /// are created here (not by CreateTopics requests), transactions have no real semantics.
 public final class EmbeddedBroker: @unchecked Sendable {
+    // @unchecked: only `let`s; the mock cluster functions it calls either post a command to the
+    // cluster's own thread or take the cluster's lock, so any thread may call them.
     private let handle: OpaquePointer
     private let cluster: OpaquePointer
     private let context: Unmanaged<ClientContext>

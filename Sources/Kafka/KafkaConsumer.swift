@@ -7,9 +7,11 @@ import Logging
 /// commits and queries may come from that same thread. Defaults favour correctness:
 /// auto-commit is off, offsets are committed only when the caller says which.
 public final class KafkaConsumer: @unchecked Sendable {
+    // @unchecked: `closed` and the batch buffer are used only by the one thread that polls and
+    // closes (see Threading above); librdkafka's handle is thread-safe for the other calls.
     private let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
-    private var batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>?>
+    private let batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>?>
     private let batchCapacity: Int
     private var closed = false
     public let logger: Logger

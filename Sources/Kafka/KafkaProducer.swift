@@ -13,6 +13,8 @@ import Synchronization
 /// Delivery reports arrive on whichever thread calls `poll`, `send` or `flush`.
 /// `send` may be called from several threads; `poll` and `flush` should have one caller at a time.
 public final class KafkaProducer: @unchecked Sendable {
+    // @unchecked: only `let`s (the topic handles sit behind a mutex); librdkafka's producer
+    // handle is thread-safe for produce calls, and `poll`/`flush` are documented one caller at a time.
     private let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
     /// Topic handles by name, created on first use and destroyed with the client.
