@@ -16,6 +16,10 @@ final class ClientContext: Sendable {
     /// Client-level errors (connections, authentication, fatal producer states), called on
     /// the thread that polls the client. Without it they are logged.
     let onError: (@Sendable (KafkaError) -> Void)?
+    /// Messages gathered so far by the consumer's `pollBatch` in progress, and the partitions
+    /// revoked while it gathered: a rebalance callback runs inside a poll, between messages.
+    private let gathered = Atomic<Int>(0)
+    private let revocations = Mutex<[ConsumerBatch.Revocation]>([])
 
     init(
         logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, rebalance: RebalanceHandler? = nil,
@@ -25,6 +29,27 @@ final class ClientContext: Sendable {
         self.onDelivery = onDelivery
         self.rebalance = rebalance
         self.onError = onError
+    }
+
+    /// A batch begins: nothing gathered, nothing revoked.
+    func beginGathering() {
+        gathered.store(0, ordering: .relaxed)
+        revocations.withLock { $0.removeAll() }
+    }
+
+    func gatheredSoFar(_ count: Int) { gathered.store(count, ordering: .relaxed) }
+
+    /// Partitions (nil: all) are taken away while a batch is gathered.
+    func noteRevocation(_ partitions: [TopicPartition]?) {
+        let before = gathered.load(ordering: .relaxed)
+        revocations.withLock { $0.append(ConsumerBatch.Revocation(before: before, partitions: partitions)) }
+    }
+
+    func endGathering() -> [ConsumerBatch.Revocation] {
+        revocations.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
     }
 
     static func from(_ opaque: UnsafeMutableRawPointer?) -> ClientContext? {

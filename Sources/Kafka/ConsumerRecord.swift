@@ -71,6 +71,26 @@ public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
     // Read-only views of messages librdkafka owns until the body returns; safe to read from
     // several threads at once.
     let messages: UnsafeBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>?>
+    /// Partitions revoked while the batch was gathered, in order: the messages before
+    /// `before` of those partitions came from an assignment that no longer holds.
+    public let revocations: [Revocation]
+
+    public struct Revocation: Sendable, Equatable {
+        /// How many messages of the batch had been gathered when the partitions were revoked.
+        public var before: Int
+        /// The partitions revoked; nil: all of them (the assignment was lost).
+        public var partitions: [TopicPartition]?
+
+        public init(before: Int, partitions: [TopicPartition]?) {
+            self.before = before
+            self.partitions = partitions
+        }
+    }
+
+    init(messages: UnsafeBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>?>, revocations: [Revocation] = []) {
+        self.messages = messages
+        self.revocations = revocations
+    }
 
     public var startIndex: Int { 0 }
     public var endIndex: Int { messages.count }

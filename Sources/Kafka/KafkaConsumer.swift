@@ -72,10 +72,12 @@ public final class KafkaConsumer: @unchecked Sendable {
             context?.rebalance?.partitionsAssigned(list)
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             context?.logger.info("partitions revoked", metadata: ["partitions": "\(list)"])
+            context?.noteRevocation(list)
             context?.rebalance?.partitionsRevoking(list)
             failed(applyAssignment(client, partitions, cooperative: cooperative, revoking: true))
         default:
             context?.logger.error("rebalance failed: \(KafkaError.from(err, "rebalance"))")
+            context?.noteRevocation(nil)
             failed(applyAssignment(client, nil, cooperative: false))
         }
     }
@@ -145,18 +147,26 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// call skips offsets of partitions that stay assigned while a rebalance (or a pause or
     /// seek) changes others — measured here as 36-offset holes during a cooperative rebalance.
     /// The per-message call drops outdated messages without moving the position past them.
+    ///
+    /// A rebalance callback can run between two messages of the batch: the batch says which
+    /// partitions were revoked after how many messages (`ConsumerBatch.revocations`), since the
+    /// messages gathered before belong to an assignment that no longer holds.
     public func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (ConsumerBatch) throws -> R) rethrows -> R? {
+        let context = self.context.takeUnretainedValue()
+        context.beginGathering()
         var count = 0
         while count < batchCapacity {
+            context.gatheredSoFar(count)
             guard let message = rd_kafka_consumer_poll(client, count == 0 ? timeoutMilliseconds : 0) else { break }
             batch[count] = message
             count += 1
         }
+        let revocations = context.endGathering()
         guard count > 0 else { return nil }
         defer {
             for index in 0..<count { rd_kafka_message_destroy(batch[index]) }
         }
-        return try body(ConsumerBatch(messages: UnsafeBufferPointer(start: batch, count: count)))
+        return try body(ConsumerBatch(messages: UnsafeBufferPointer(start: batch, count: count), revocations: revocations))
     }
 
     /// Commits exactly these offsets (the next offset to read), with optional metadata, and waits

@@ -3,31 +3,37 @@
 /// from the offset exactly: recognise hits whose window was already final, skip dead letters
 /// already sent, and drop events an upstream stage sent twice.
 ///
-/// Two encodings, both text:
+/// Encodings, all text:
 /// - `trackpipe/1 evicted=<ms> processed=<offset>`: windows over the input topic itself.
-/// - `trackpipe/2 evicted=<ms> processed=<offset> seen=<map>`: behind the repartition topic,
-///   adding per source partition the highest source offset counted before `processed`.
+/// - `trackpipe/3 evicted=<ms> processed=<offset> seen=<map>`: behind the repartition topic,
+///   adding per source partition the highest source offset counted before `processed`, with
+///   the incarnation of the input (topic and epoch) it belongs to.
+/// - `trackpipe/2 …` (read only): the same without incarnations, written before they existed;
+///   its floors belong to the configured input topic's first epoch.
 ///
 /// The `seen` map is taken at `processed`, not at the committed offset, and is applied only to
 /// records at or after `processed`: records between the committed offset and `processed` are
 /// replayed, and the replay rebuilds the map for them (an event re-sent among them whose
 /// original came before the committed offset belongs to a window that was already final, which
 /// `evicted` recognises). Anything else (another tool's commit, an unknown format) decodes to
-/// nil and the partition replays from the offset alone.
+/// nil.
 public struct Checkpoint: Sendable, Hashable {
     /// Every window with `windowEnd + retention <= evictedBefore` had been evicted (epoch ms).
     public var evictedBefore: Int64
     /// The next offset the previous owner had not yet processed.
     public var processedThrough: Int64
     /// Highest source offset counted per source partition, before `processedThrough`.
-    public var seen: [Int32: Int64]
+    public var seen: [Int32: SourceFloor]
+
+    /// The incarnation of floors read from a version 2 checkpoint, which did not record one.
+    public static let unrecordedIncarnation: UInt64 = 0
 
     /// Kafka brokers refuse commit metadata above `offset.metadata.max.bytes` (4096 by default).
     public static let maxEncodedBytes = 4_000
     /// Source partitions whose `seen` map fits the metadata limit with offsets up to 2^42.
     public static let maxSourcePartitions = 400
 
-    public init(evictedBefore: Int64, processedThrough: Int64, seen: [Int32: Int64] = [:]) {
+    public init(evictedBefore: Int64, processedThrough: Int64, seen: [Int32: SourceFloor] = [:]) {
         self.evictedBefore = evictedBefore
         self.processedThrough = processedThrough
         self.seen = seen
@@ -36,16 +42,16 @@ public struct Checkpoint: Sendable, Hashable {
     public var encoded: String {
         let base = "evicted=\(evictedBefore) processed=\(processedThrough)"
         if seen.isEmpty { return "trackpipe/1 " + base }
-        return "trackpipe/2 " + base + " seen=" + Self.encode(seen)
+        return "trackpipe/3 " + base + " seen=" + Self.encode(seen)
     }
 
     public init?(decoding text: String?) {
-        guard let text else { return nil }
-        let isV2 = text.hasPrefix("trackpipe/2 ")
-        guard isV2 || text.hasPrefix("trackpipe/1 ") else { return nil }
+        guard let text, let space = text.firstIndex(of: " ") else { return nil }
+        let format = text[..<space]
+        guard ["trackpipe/1", "trackpipe/2", "trackpipe/3"].contains(format) else { return nil }
         var evicted: Int64?
         var processed: Int64?
-        var seen: [Int32: Int64] = [:]
+        var seen: [Int32: SourceFloor] = [:]
         for field in text.split(separator: " ").dropFirst() {
             let parts = field.split(separator: "=", maxSplits: 1)
             guard parts.count == 2 else { return nil }
@@ -53,7 +59,7 @@ public struct Checkpoint: Sendable, Hashable {
             case "evicted": evicted = Int64(parts[1])
             case "processed": processed = Int64(parts[1])
             case "seen":
-                guard let map = Self.decode(parts[1]) else { return nil }
+                guard let map = format == "trackpipe/2" ? Self.decodeUnrecorded(parts[1]) : Self.decode(parts[1]) else { return nil }
                 seen = map
             default: continue
             }
@@ -62,32 +68,74 @@ public struct Checkpoint: Sendable, Hashable {
         self.init(evictedBefore: evicted, processedThrough: processed, seen: seen)
     }
 
-    // MARK: The seen map: varints (source gap, offset + 1), base64url without padding
+    // MARK: The seen map
+    //
+    // Version 3: varint group count; per incarnation, its 8 bytes little-endian, a varint entry
+    // count, then per entry varints (source gap, offset + 1). Version 2 was the entries alone.
+    // Base64url without padding.
 
-    static func encode(_ seen: [Int32: Int64]) -> String {
+    static func encode(_ seen: [Int32: SourceFloor]) -> String {
+        var groups: [UInt64: [(Int32, Int64)]] = [:]
+        for (source, floor) in seen { groups[floor.incarnation, default: []].append((source, floor.offset)) }
         var bytes: [UInt8] = []
-        var previous: Int64 = -1
-        for (source, offset) in seen.sorted(by: { $0.key < $1.key }) {
-            appendVarint(UInt64(Int64(source) - previous - 1), to: &bytes)
-            appendVarint(UInt64(max(offset + 1, 0)), to: &bytes)
-            previous = Int64(source)
+        appendVarint(UInt64(groups.count), to: &bytes)
+        for incarnation in groups.keys.sorted() {
+            withUnsafeBytes(of: incarnation.littleEndian) { bytes.append(contentsOf: $0) }
+            let entries = groups[incarnation]!.sorted { $0.0 < $1.0 }
+            appendVarint(UInt64(entries.count), to: &bytes)
+            appendEntries(entries, to: &bytes)
         }
         return base64url(bytes)
     }
 
-    static func decode<Text: StringProtocol>(_ text: Text) -> [Int32: Int64]? {
+    static func decode<Text: StringProtocol>(_ text: Text) -> [Int32: SourceFloor]? {
         guard let bytes = unbase64url(text) else { return nil }
-        var map: [Int32: Int64] = [:]
         var position = 0
+        guard let groups = readVarint(bytes, &position) else { return nil }
+        var map: [Int32: SourceFloor] = [:]
+        for _ in 0..<groups {
+            guard position + 8 <= bytes.count else { return nil }
+            var incarnation: UInt64 = 0
+            for index in 0..<8 { incarnation |= UInt64(bytes[position + index]) << UInt64(8 * index) }
+            position += 8
+            guard let count = readVarint(bytes, &position),
+                let entries = readEntries(bytes, &position, count: Int(clamping: count))
+            else { return nil }
+            for (source, offset) in entries { map[source] = SourceFloor(incarnation: incarnation, offset: offset) }
+        }
+        return position == bytes.count ? map : nil
+    }
+
+    /// A version 2 map: entries only, their incarnation not recorded.
+    static func decodeUnrecorded<Text: StringProtocol>(_ text: Text) -> [Int32: SourceFloor]? {
+        guard let bytes = unbase64url(text) else { return nil }
+        var position = 0
+        guard let entries = readEntries(bytes, &position, count: .max), position == bytes.count else { return nil }
+        return Dictionary(uniqueKeysWithValues: entries.map { ($0.0, SourceFloor(incarnation: unrecordedIncarnation, offset: $0.1)) })
+    }
+
+    private static func appendEntries(_ entries: [(Int32, Int64)], to bytes: inout [UInt8]) {
         var previous: Int64 = -1
-        while position < bytes.count {
+        for (source, offset) in entries {
+            appendVarint(UInt64(Int64(source) - previous - 1), to: &bytes)
+            appendVarint(UInt64(max(offset + 1, 0)), to: &bytes)
+            previous = Int64(source)
+        }
+    }
+
+    /// Up to `count` entries, or to the end of the bytes.
+    private static func readEntries(_ bytes: [UInt8], _ position: inout Int, count: Int) -> [(Int32, Int64)]? {
+        var entries: [(Int32, Int64)] = []
+        var previous: Int64 = -1
+        while entries.count < count, position < bytes.count {
             guard let gap = readVarint(bytes, &position), let offset = readVarint(bytes, &position) else { return nil }
             let source = previous + 1 + Int64(truncatingIfNeeded: gap)
-            guard source <= Int64(Int32.max), offset >= 1 || offset == 0 else { return nil }
-            map[Int32(source)] = Int64(truncatingIfNeeded: offset) - 1
+            guard source <= Int64(Int32.max) else { return nil }
+            entries.append((Int32(source), Int64(truncatingIfNeeded: offset) - 1))
             previous = source
         }
-        return map
+        guard count == .max || entries.count == count else { return nil }
+        return entries
     }
 
     private static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
@@ -146,5 +194,44 @@ public struct Checkpoint: Sendable, Hashable {
             index += 4
         }
         return out
+    }
+}
+
+/// What the normalize stage stores in its commit metadata: which incarnation of the input
+/// partition its offsets belong to, and how far the partition's event time had got. A partition
+/// whose commit turns out to lie beyond its log (the topic was deleted and created again) starts
+/// a new epoch, so that downstream the new offsets are never mistaken for copies of the old
+/// ones; the progress lets the next owner carry on with the same watermark instead of
+/// rebuilding it from the hits after the commit.
+public struct SourceCheckpoint: Sendable, Hashable {
+    public var epoch: UInt32
+    /// The source's watermark over the hits before the committed offset (epoch ms); nil: none yet.
+    public var progress: Int64?
+
+    public init(epoch: UInt32, progress: Int64? = nil) {
+        self.epoch = epoch
+        self.progress = progress
+    }
+
+    public var encoded: String {
+        "trackpipe/source epoch=\(epoch)" + (progress.map { " progress=\($0)" } ?? "")
+    }
+
+    public init?(decoding text: String?) {
+        guard let text, text.hasPrefix("trackpipe/source ") else { return nil }
+        var epoch: UInt32?
+        var progress: Int64?
+        for field in text.split(separator: " ").dropFirst() {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else { return nil }
+            switch parts[0] {
+            case "epoch": epoch = UInt32(parts[1])
+            case "progress": progress = Int64(parts[1])
+            default: continue
+            }
+        }
+        guard let epoch else { return nil }
+        self.epoch = epoch
+        self.progress = progress
     }
 }

@@ -27,6 +27,8 @@ public struct NormalizeStage: Stage {
     public let batchBytes: Int
 
     private let intake: HitIntake
+    /// What every record says of where its events come from and how they were routed.
+    private let origin: RepartitionRecord.Source
     private var sources: [Int32: SourceState] = [:]
     /// Wall-clock ms of the last marks sent; nil: send at the next tick.
     private var lastMarks: Int64?
@@ -36,12 +38,16 @@ public struct NormalizeStage: Stage {
     private var batches: [RepartitionRecord.EventBatch]
 
     struct SourceState {
-        /// Highest event time of an accepted hit; nil until the first.
+        /// How far the partition's event time has got: the latest of its accepted hits' times,
+        /// each taken no later than its arrival (its Kafka timestamp), so that a device whose
+        /// clock runs ahead moves no one's event time. nil until the first.
         var watermark: Int64?
         /// Wall-clock ms of the last accepted hit, or of the assignment.
         var lastEventAt: Int64
         /// Next offset to process; nil until the first record (then the committed offset holds).
         var processed: Int64?
+        /// Which incarnation of the partition its offsets belong to (see `SourceCheckpoint`).
+        var epoch: UInt32 = 0
     }
 
     public init(
@@ -56,14 +62,15 @@ public struct NormalizeStage: Stage {
         self.sourcePartitions = sourcePartitions
         self.repartitionPartitions = repartitionPartitions
         self.intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
+        self.origin = RepartitionRecord.Source(topic: inputTopic, partitions: sourcePartitions, routedPartitions: repartitionPartitions)
         self.idleTimeout = idleTimeout
         self.markInterval = markInterval
         self.batches = Array(repeating: RepartitionRecord.EventBatch(), count: Int(repartitionPartitions))
     }
 
-    public mutating func assign(_ starts: [PartitionStart], now: Int64) {
+    public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
         for start in starts where sources[start.partition] == nil {
-            sources[start.partition] = SourceState(watermark: nil, lastEventAt: now, processed: nil)
+            sources[start.partition] = try Self.resume(from: start, topic: inputTopic, now: now)
         }
         // Tell the aggregate tasks at once that these sources are alive again.
         lastMarks = nil
@@ -71,6 +78,27 @@ public struct NormalizeStage: Stage {
 
     public mutating func revoke(_ partitions: [Int32]) {
         for partition in partitions { sources[partition] = nil }
+    }
+
+    /// A partition's state from what its previous owner committed. A commit beyond the log means
+    /// the topic was recreated: a new epoch, and the watermark starts over. A commit carrying a
+    /// window checkpoint was made by the one-stage mode on this group: refused, since resuming
+    /// from it would skip hits whose windows were still open.
+    static func resume(from start: PartitionStart, topic: String, now: Int64) throws -> SourceState {
+        var state = SourceState(watermark: nil, lastEventAt: now, processed: nil)
+        guard start.committedOffset != nil else { return state }
+        if Checkpoint(decoding: start.metadata) != nil {
+            throw PipelineError.groupMismatch(
+                "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint: the group was last run with --input-keyed-by-delivery (one stage), whose commits trail by --retention. Resuming two stages from it would count a partial window. Run two stages under a --group of their own (a new group counts the input from its beginning), or keep --input-keyed-by-delivery")
+        }
+        let previous = SourceCheckpoint(decoding: start.metadata)
+        if start.commitIsBeyondTheLog {
+            state.epoch = (previous?.epoch ?? 0) &+ 1
+        } else {
+            state.epoch = previous?.epoch ?? 0
+            state.watermark = previous?.progress
+        }
+        return state
     }
 
     public mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws {
@@ -90,14 +118,15 @@ public struct NormalizeStage: Stage {
                 source.processed = record.offset + 1
                 switch item {
                 case .event(let eventTime, let partition, let bytes):
-                    let watermark = EventTimeMath.latest(source.watermark, eventTime)
+                    let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime))
                     source.watermark = watermark
                     source.lastEventAt = now
+                    let epoch = source.epoch
+                    let origin = self.origin
                     prepared[lane].arena.withUnsafeMutableBytes { arena in
-                        RepartitionRecord.setSourceWatermark(watermark, ofEventAt: bytes.lowerBound, in: arena)
+                        RepartitionRecord.setSourceFacts(watermark: watermark, epoch: epoch, ofEventAt: bytes.lowerBound, in: arena)
                         batches[Int(partition)].append(
-                            encodedEvent: UnsafeRawBufferPointer(rebasing: arena[bytes]), timestamp: record.timestamp,
-                            sourcePartitions: sourcePartitions)
+                            encodedEvent: UnsafeRawBufferPointer(rebasing: arena[bytes]), timestamp: record.timestamp, source: origin)
                     }
                     if batches[Int(partition)].bytes.count >= batchBytes {
                         try send(batchOf: partition, into: &sink)
@@ -155,7 +184,7 @@ public struct NormalizeStage: Stage {
                 case .accepted(let event, let eventTime):
                     let start = prepared.arena.count
                     RepartitionRecord.appendEvent(
-                        event, eventTime: eventTime, sourcePartition: record.partition, sourceOffset: record.offset,
+                        event, eventTime: eventTime, sourcePartition: record.partition, sourceEpoch: 0, sourceOffset: record.offset,
                         sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
                         originalValue: record.value, to: &prepared.arena)
                     prepared.items.append(
@@ -186,10 +215,11 @@ public struct NormalizeStage: Stage {
     /// none of a source's events still learns its event time.
     private mutating func sendMarks(now: Int64, into sink: inout some RecordSink) throws {
         lastMarks = now
-        let marks = sources.sorted { $0.key < $1.key }.map { partition, state in
+        let owned = sources.sorted { $0.key < $1.key }
+        let marks = owned.map { partition, state in
             SourceMark(source: partition, watermark: state.watermark, idle: now - state.lastEventAt >= idleTimeout)
         }
-        RepartitionRecord.encodeMarks(marks, sourcePartitions: sourcePartitions, into: &buffer)
+        RepartitionRecord.encodeMarks(marks, epochs: owned.map(\.value.epoch), source: origin, into: &buffer)
         for partition in 0..<repartitionPartitions {
             try buffer.withUnsafeBytes { value in
                 try sink.send(.repartition, partition: partition, key: nil, value: value, headers: [], timestamp: now)
@@ -200,7 +230,10 @@ public struct NormalizeStage: Stage {
     public func commitPoints() -> [Int32: CommitPoint] {
         var points: [Int32: CommitPoint] = [:]
         for (partition, state) in sources {
-            if let processed = state.processed { points[partition] = CommitPoint(offset: processed) }
+            if let processed = state.processed {
+                points[partition] = CommitPoint(
+                    offset: processed, metadata: SourceCheckpoint(epoch: state.epoch, progress: state.watermark).encoded)
+            }
         }
         return points
     }

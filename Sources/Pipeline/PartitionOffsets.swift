@@ -8,19 +8,19 @@
 /// | `nextToRead` | the next offset the consumer should deliver; below it a record is stale, above it offsets were skipped | runner (admission guard) |
 /// | `processedThrough` | every offset below it has been handled: counted, dropped or dead-lettered | task |
 /// | `committed` | the offset stored in the group, where the next owner starts: the previous owner's at assignment, then this owner's last commit | runner and task |
-/// | `checkpoint` | the metadata committed with it: what the committing owner had settled | runner and task |
+/// | `metadata` | what was committed with it: what the committing owner had settled (a `Checkpoint` or `SourceCheckpoint`) | runner and task |
 /// | `restoredMark` | the previous owner's `processedThrough`, from its checkpoint: below it a record is a replay whose output that owner already sent | task |
 public struct PartitionOffsets: Sendable, Equatable {
     public var nextToRead: Int64?
     public var processedThrough: Int64?
     public var committed: Int64?
-    public var checkpoint: Checkpoint?
+    public var metadata: String?
     public var restoredMark: Int64?
 
-    public init(nextToRead: Int64? = nil, committed: Int64? = nil, checkpoint: Checkpoint? = nil) {
+    public init(nextToRead: Int64? = nil, committed: Int64? = nil, metadata: String? = nil) {
         self.nextToRead = nextToRead
         self.committed = committed
-        self.checkpoint = checkpoint
+        self.metadata = metadata
     }
 
     /// What to do with a record the consumer delivered (the guard against librdkafka 2.0.x's

@@ -107,7 +107,7 @@ public final class Pipeline: Sendable {
             // A record larger than the producer's queue could never be queued.
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4))
         let aggregate = AggregateStage(
-            sourceTopic: config.inputTopic, input: RepartitionInput(), window: taskWindow(partitions: repartitions),
+            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), inputTopic: config.inputTopic), window: taskWindow(partitions: repartitions),
             parallelism: config.shards)
         let upstream = UpstreamSignal()
         var first = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.repartition, .deadLetter])

@@ -120,6 +120,10 @@ public struct PipelineConfig: Sendable {
                 "\(key)=true: trackpipe commits only offsets below its safe mark; automatic commits would lose hits after a crash. Remove -X \(key)"
             )
         }
+        if let idempotence = kafkaProperties["enable.idempotence"], ["false", "0"].contains(idempotence.lowercased()) {
+            throw PipelineError.configuration(
+                "enable.idempotence=\(idempotence): the aggregate stage recognises events sent twice by their input position, which needs each partition's records in the order they were sent; without the idempotent producer a retried send can overtake a later one, and a hit would be dropped as a copy. Remove -X enable.idempotence")
+        }
         guard shards >= 1 else { throw PipelineError.configuration("--shards must be at least 1") }
         guard !inputTopic.isEmpty, !outputTopic.isEmpty, !deadLetterTopic.isEmpty else {
             throw PipelineError.configuration("topic names must not be empty")
@@ -143,6 +147,11 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     case deliveryFailed(String)
     case inputTopicMissing(String)
     case repartitionTopicMissing(topic: String, partitions: Int, brokers: String, reason: String)
+    /// The group's commits were made by another mode of trackpipe, or by another tool, and
+    /// resuming from them would lose counts.
+    case groupMismatch(String)
+    /// Instances route the repartition topic by different partition counts.
+    case routingMismatch(String)
     case kafka(String)
 
     public var description: String {
@@ -154,6 +163,8 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
             "the input topic \(topic) does not exist on the cluster: create it (or check --brokers and --input-topic)"
         case .repartitionTopicMissing(let topic, let partitions, let brokers, let reason):
             "the repartition topic \(topic) does not exist and could not be created (\(reason)). Create it with as many partitions as the input topic, then start again: kafka-topics.sh --bootstrap-server \(brokers) --create --topic \(topic) --partitions \(partitions) --config retention.ms=604800000 (or pass --input-keyed-by-delivery if the input is keyed by deliveryId)"
+        case .groupMismatch(let text): "this consumer group cannot be resumed by this stage: \(text)."
+        case .routingMismatch(let text): text
         case .kafka(let text): text
         }
     }

@@ -19,13 +19,17 @@ import Windowing
 ///   of a source's events still learns how far that source's event time has moved.
 ///
 /// Every record starts with a format version byte; a reader refuses versions it does not know
-/// rather than guess. Version 1 (trackpipe before the batched format) sent one event per
-/// record with the delivery id as the record key; this reader still reads it, so records left
-/// in the topic by an older instance are counted after an upgrade. Every record carries the
-/// input topic's partition count, so the aggregate stage knows how many sources must report
-/// before the watermark can move.
+/// rather than guess. Version 1 sent one event per record with the delivery id as the record
+/// key, version 2 batched events; this reader still reads both, so records left in the topic by
+/// an older instance are counted after an upgrade. Every record carries the input topic's
+/// partition count, so the aggregate stage knows how many sources must report before the
+/// watermark can move. Version 3 adds where the events come from and how they were routed: the
+/// input topic's name and, per event and mark, the epoch of its input partition (a new epoch
+/// begins when the topic is found recreated), so that positions of another topic or of a
+/// recreated one are never taken for copies of old ones; and the repartition topic's partition
+/// count the writer routed by, so that instances that disagree on it are caught.
 public enum RepartitionRecord {
-    public static let version: UInt8 = 2
+    public static let version: UInt8 = 3
 
     enum Kind: UInt8 {
         /// Version 1 only: one event, its delivery id in the record key.
@@ -34,10 +38,23 @@ public enum RepartitionRecord {
         case events = 3
     }
 
+    /// What a record says of where its events come from and how they were routed.
+    public struct Origin {
+        /// The input topic's partition count.
+        public var sourcePartitions: Int
+        /// The input topic's name; nil in records older than version 3.
+        public var sourceTopic: UnsafeRawBufferPointer?
+        /// The repartition partition count the writer routed by; nil in records older than version 3.
+        public var routedPartitions: Int?
+    }
+
     /// An event as read back: views into the record's bytes, valid as long as they are.
     public struct Event {
-        public var sourcePartitions: Int
+        public var origin: Origin
+        public var sourcePartitions: Int { origin.sourcePartitions }
         public var sourcePartition: Int32
+        /// The epoch of the source partition (0 in records older than version 3).
+        public var sourceEpoch: UInt32
         public var sourceOffset: Int64
         public var sourceWatermark: Int64
         public var eventTime: Int64
@@ -57,7 +74,15 @@ public enum RepartitionRecord {
         /// A version 1 record of one event.
         case event(Event)
         case events([Event])
-        case marks(sourcePartitions: Int, [SourceMark])
+        case marks(Marks)
+    }
+
+    /// A marks record as read back.
+    public struct Marks {
+        public var origin: Origin
+        public var marks: [SourceMark]
+        /// The epoch of each mark's source partition, in the same order (0 before version 3).
+        public var epochs: [UInt32]
     }
 
     public struct DecodingError: Error, CustomStringConvertible {
@@ -70,28 +95,31 @@ public enum RepartitionRecord {
 
     // MARK: Encoding
 
-    /// Where an event's source watermark sits from the start of its encoding (see
-    /// `appendEvent`): events are encoded in parallel before their watermark is known, and get
-    /// it written in by the one thread that knows the order.
+    /// Where an event's source watermark and epoch sit from the start of its encoding (see
+    /// `appendEvent`): events are encoded in parallel before these are known, and get them
+    /// written in by the one thread that knows the order.
     static let sourceWatermarkOffset = 12
+    static let sourceEpochOffset = 36
 
-    /// Writes `watermark` into the event encoded at `start` of `bytes`.
-    static func setSourceWatermark(_ watermark: Int64, ofEventAt start: Int, in bytes: UnsafeMutableRawBufferPointer) {
+    /// Writes the source's watermark and epoch into the event encoded at `start` of `bytes`.
+    static func setSourceFacts(watermark: Int64, epoch: UInt32, ofEventAt start: Int, in bytes: UnsafeMutableRawBufferPointer) {
         bytes.storeBytes(of: watermark.littleEndian, toByteOffset: start + sourceWatermarkOffset, as: Int64.self)
+        bytes.storeBytes(of: epoch.littleEndian, toByteOffset: start + sourceEpochOffset, as: UInt32.self)
     }
 
     /// Appends one event's encoding (as it appears inside an events record, without its
     /// length) to `bytes`, which may hold other data before it.
     static func appendEvent(
-        _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, sourceOffset: Int64, sourceWatermark: Int64,
-        originalTimestamp: Int64?, originalKey: UnsafeRawBufferPointer?, originalValue: UnsafeRawBufferPointer?,
-        to bytes: inout [UInt8]
+        _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, sourceEpoch: UInt32, sourceOffset: Int64,
+        sourceWatermark: Int64, originalTimestamp: Int64?, originalKey: UnsafeRawBufferPointer?,
+        originalValue: UnsafeRawBufferPointer?, to bytes: inout [UInt8]
     ) {
         append(sourcePartition, to: &bytes)
         append(sourceOffset, to: &bytes)
         append(sourceWatermark, to: &bytes)
         append(eventTime, to: &bytes)
         append(originalTimestamp ?? -1, to: &bytes)
+        append(sourceEpoch, to: &bytes)
         bytes.append(event.action.rawValue)
         bytes.append(event.channel.rawValue)
         bytes.append(event.platform.rawValue)
@@ -102,22 +130,45 @@ public enum RepartitionRecord {
         appendBlob(originalValue, to: &bytes)
     }
 
+    /// Where a writer's records come from and how it routes: the same for every record it sends.
+    public struct Source: Sendable, Hashable {
+        public var topic: String
+        public var partitions: Int
+        public var routedPartitions: Int32
+
+        public init(topic: String, partitions: Int, routedPartitions: Int32) {
+            self.topic = topic
+            self.partitions = partitions
+            self.routedPartitions = routedPartitions
+        }
+    }
+
+    /// The header every version 3 record starts with, after its version and kind.
+    private static func appendOrigin(_ source: Source, to bytes: inout [UInt8]) {
+        append(UInt16(clamping: source.partitions), to: &bytes)
+        append(UInt16(clamping: source.routedPartitions), to: &bytes)
+        appendShortText(source.topic, to: &bytes)
+    }
+
     /// The events bound for one repartition partition, becoming one record.
     struct EventBatch {
         private(set) var bytes: [UInt8] = []
         private(set) var count = 0
+        /// Where the event count sits in `bytes` (after the variable-length header).
+        private var countOffset = 0
         /// The newest Kafka timestamp of the input records, the record's own timestamp.
         private(set) var timestamp: Int64?
 
         var isEmpty: Bool { count == 0 }
 
         /// Adds one event encoded by `appendEvent`.
-        mutating func append(encodedEvent: UnsafeRawBufferPointer, timestamp: Int64?, sourcePartitions: Int) {
+        mutating func append(encodedEvent: UnsafeRawBufferPointer, timestamp: Int64?, source: Source) {
             if count == 0 {
                 bytes.removeAll(keepingCapacity: true)
                 bytes.append(RepartitionRecord.version)
                 bytes.append(Kind.events.rawValue)
-                RepartitionRecord.append(UInt16(clamping: sourcePartitions), to: &bytes)
+                RepartitionRecord.appendOrigin(source, to: &bytes)
+                countOffset = bytes.count
                 RepartitionRecord.append(UInt32(0), to: &bytes)
             }
             RepartitionRecord.append(UInt32(encodedEvent.count), to: &bytes)
@@ -128,23 +179,26 @@ public enum RepartitionRecord {
 
         /// The finished record; the batch is empty afterwards (keeping its buffer).
         mutating func take(_ body: (UnsafeRawBufferPointer, _ timestamp: Int64?) throws -> Void) rethrows {
-            bytes.withUnsafeMutableBytes { $0.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 4, as: UInt32.self) }
+            let at = countOffset
+            bytes.withUnsafeMutableBytes { $0.storeBytes(of: UInt32(count).littleEndian, toByteOffset: at, as: UInt32.self) }
             try bytes.withUnsafeBytes { try body($0, timestamp) }
             count = 0
             timestamp = nil
         }
     }
 
-    public static func encodeMarks(_ marks: [SourceMark], sourcePartitions: Int, into bytes: inout [UInt8]) {
+    /// A marks record: each mark with the epoch of its source partition.
+    public static func encodeMarks(_ marks: [SourceMark], epochs: [UInt32], source: Source, into bytes: inout [UInt8]) {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(version)
         bytes.append(Kind.marks.rawValue)
-        append(UInt16(clamping: sourcePartitions), to: &bytes)
+        appendOrigin(source, to: &bytes)
         append(UInt16(clamping: marks.count), to: &bytes)
-        for mark in marks.prefix(Int(UInt16.max)) {
+        for (index, mark) in marks.prefix(Int(UInt16.max)).enumerated() {
             append(mark.source, to: &bytes)
             append(mark.watermark ?? Int64.min, to: &bytes)
             bytes.append(mark.idle ? 1 : 0)
+            append(index < epochs.count ? epochs[index] : 0, to: &bytes)
         }
     }
 
@@ -172,15 +226,19 @@ public enum RepartitionRecord {
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Decoded {
         var reader = Reader(bytes: bytes)
         let version = try reader.byte()
-        guard version == 1 || version == Self.version else {
+        guard (1...Self.version).contains(version) else {
             throw DecodingError(
-                description: "repartition record of format version \(version); this trackpipe reads versions 1 and \(Self.version)")
+                description: "repartition record of format version \(version); this trackpipe reads versions 1 to \(Self.version)")
         }
         let kindByte = try reader.byte()
-        let sourcePartitions = Int(try reader.integer(UInt16.self))
+        var origin = Origin(sourcePartitions: Int(try reader.integer(UInt16.self)))
+        if version >= 3 {
+            origin.routedPartitions = Int(try reader.integer(UInt16.self))
+            origin.sourceTopic = try reader.slice(Int(try reader.integer(UInt16.self)))
+        }
         switch Kind(rawValue: kindByte) {
         case .event where version == 1:
-            return .event(try readEvent(&reader, sourcePartitions: sourcePartitions, withDeliveryId: false))
+            return .event(try readEvent(&reader, origin: origin, version: version))
         case .events where version >= 2:
             let count = Int(try reader.integer(UInt32.self))
             var events: [Event] = []
@@ -188,7 +246,7 @@ public enum RepartitionRecord {
             for _ in 0..<count {
                 let length = Int(try reader.integer(UInt32.self))
                 var inner = Reader(bytes: try reader.slice(length))
-                events.append(try readEvent(&inner, sourcePartitions: sourcePartitions, withDeliveryId: true))
+                events.append(try readEvent(&inner, origin: origin, version: version))
                 guard inner.position == length else { throw DecodingError(description: "repartition event with trailing bytes") }
             }
             guard reader.position == bytes.count else { throw DecodingError(description: "repartition record with trailing bytes") }
@@ -196,34 +254,38 @@ public enum RepartitionRecord {
         case .marks:
             let count = Int(try reader.integer(UInt16.self))
             var marks: [SourceMark] = []
+            var epochs: [UInt32] = []
             marks.reserveCapacity(count)
+            epochs.reserveCapacity(count)
             for _ in 0..<count {
                 let source = try reader.integer(Int32.self)
                 let watermark = try reader.integer(Int64.self)
                 let idle = try reader.byte() != 0
                 marks.append(SourceMark(source: source, watermark: watermark == Int64.min ? nil : watermark, idle: idle))
+                epochs.append(version >= 3 ? try reader.integer(UInt32.self) : 0)
             }
-            return .marks(sourcePartitions: sourcePartitions, marks)
+            return .marks(Marks(origin: origin, marks: marks, epochs: epochs))
         default:
             throw DecodingError(description: "repartition record of unknown kind \(kindByte) in format version \(version)")
         }
     }
 
-    private static func readEvent(_ reader: inout Reader, sourcePartitions: Int, withDeliveryId: Bool) throws(DecodingError) -> Event {
+    private static func readEvent(_ reader: inout Reader, origin: Origin, version: UInt8) throws(DecodingError) -> Event {
         let sourcePartition = try reader.integer(Int32.self)
         let sourceOffset = try reader.integer(Int64.self)
         let sourceWatermark = try reader.integer(Int64.self)
         let eventTime = try reader.integer(Int64.self)
         let timestamp = try reader.integer(Int64.self)
+        let epoch = version >= 3 ? try reader.integer(UInt32.self) : 0
         guard let action = HitAction(rawValue: try reader.byte()), let channel = Channel(rawValue: try reader.byte()),
             let platform = Platform(rawValue: try reader.byte()), let shape = HitShape(rawValue: try reader.byte())
         else { throw DecodingError(description: "repartition event with an unknown action, channel, platform or shape code") }
-        let deliveryId = withDeliveryId ? try reader.slice(Int(try reader.integer(UInt16.self))) : nil
+        let deliveryId = version >= 2 ? try reader.slice(Int(try reader.integer(UInt16.self))) : nil
         let broadlog = try reader.slice(Int(try reader.integer(UInt16.self)))
         let key = try reader.blob()
         let value = try reader.blob()
         return Event(
-            sourcePartitions: sourcePartitions, sourcePartition: sourcePartition, sourceOffset: sourceOffset,
+            origin: origin, sourcePartition: sourcePartition, sourceEpoch: epoch, sourceOffset: sourceOffset,
             sourceWatermark: sourceWatermark, eventTime: eventTime, originalTimestamp: timestamp < 0 ? nil : timestamp,
             action: action, channel: channel, platform: platform, shape: shape, deliveryId: deliveryId, broadlogId: broadlog,
             originalKey: key, originalValue: value)

@@ -6,32 +6,65 @@
 /// at a time owns a source partition, and the idempotent producer keeps order), so an event
 /// whose source offset is not above the highest one already seen from its source is a copy.
 ///
+/// A source partition's floor belongs to one incarnation of it (`SourceKey`): an event of
+/// another incarnation (another input topic under the same group, or the topic recreated) is
+/// never a copy of the old positions; it starts a new floor, and `admit` says so.
+///
 /// `restored` is the map the previous owner checkpointed at its processed mark; it applies only
 /// from that mark on, because the replay below it rebuilds `live` (see `Checkpoint`).
 struct SourceDedup: Sendable, Equatable {
-    private(set) var live: [Int32: Int64] = [:]
-    private(set) var restored: [Int32: Int64] = [:]
+    private(set) var live: [Int32: SourceFloor] = [:]
+    private(set) var restored: [Int32: SourceFloor] = [:]
     private(set) var restoredAt: Int64 = .max
+
+    enum Verdict: Equatable {
+        case first
+        case copy
+        /// A first sighting, of an incarnation other than the one the floor belonged to.
+        case firstOfNewIncarnation(previous: UInt64)
+    }
 
     init() {}
 
-    init(restored: [Int32: Int64], at position: Int64) {
+    init(restored: [Int32: SourceFloor], at position: Int64) {
         self.restored = restored
         self.restoredAt = position
     }
 
-    /// True for a first sighting (and remembers it), false for a copy.
     @inline(__always)
-    mutating func admit(source: Int32, sourceOffset: Int64, position: Int64) -> Bool {
-        var floor = live[source] ?? -1
-        if position >= restoredAt, let restoredOffset = restored[source] { floor = max(floor, restoredOffset) }
-        guard sourceOffset > floor else { return false }
-        live[source] = sourceOffset
-        return true
+    mutating func admit(_ source: SourceKey, sourceOffset: Int64, position: Int64) -> Verdict {
+        if position >= restoredAt { foldRestored() }
+        let floor = live[source.partition]
+        if let floor, floor.incarnation == source.incarnation, sourceOffset <= floor.offset { return .copy }
+        live[source.partition] = SourceFloor(incarnation: source.incarnation, offset: sourceOffset)
+        if let floor, floor.incarnation != source.incarnation { return .firstOfNewIncarnation(previous: floor.incarnation) }
+        return .first
+    }
+
+    /// From the mark on, the checkpointed floors hold: they are the previous owner's state there,
+    /// newer than anything the replay below the mark rebuilt.
+    private mutating func foldRestored() {
+        live = checkpoint
+        restored = [:]
+        restoredAt = .max
     }
 
     /// The map to checkpoint at the current processed position.
-    var checkpoint: [Int32: Int64] {
-        live.merging(restored) { max($0, $1) }
+    var checkpoint: [Int32: SourceFloor] {
+        live.merging(restored) { live, restored in
+            live.incarnation == restored.incarnation && live.offset > restored.offset ? live : restored
+        }
+    }
+}
+
+/// The highest source offset counted from one source partition, and the incarnation it
+/// belongs to.
+public struct SourceFloor: Sendable, Hashable {
+    public var incarnation: UInt64
+    public var offset: Int64
+
+    public init(incarnation: UInt64, offset: Int64) {
+        self.incarnation = incarnation
+        self.offset = offset
     }
 }

@@ -13,8 +13,9 @@ public protocol Stage: Sendable {
     var name: String { get }
 
     /// Takes over partitions of the input topic; `starts` says what their previous owner
-    /// committed, so that the stage can rebuild its state by replay.
-    mutating func assign(_ starts: [PartitionStart], now: Int64)
+    /// committed, so that the stage can rebuild its state by replay. Throws when it cannot
+    /// resume from what it found (a commit another mode or tool made): the runner stops.
+    mutating func assign(_ starts: [PartitionStart], now: Int64) throws
 
     /// Forgets partitions that moved to another owner; their commit has been made.
     mutating func revoke(_ partitions: [Int32])
@@ -40,33 +41,44 @@ public protocol Stage: Sendable {
 }
 
 /// What the previous owner of a partition left in the group: its committed offset and the
-/// commit metadata (a `Checkpoint`), or nothing.
+/// commit metadata (a `Checkpoint`), or nothing; and where the partition's log begins and ends
+/// now, which tells a commit beyond the end (the topic was recreated since) from one within it.
 public struct PartitionStart: Sendable, Hashable {
     public var partition: Int32
     /// The next offset to read, as committed; nil when nothing was committed.
     public var committedOffset: Int64?
     public var metadata: String?
+    /// The first offset the partition still holds, and the next one to be written, when the
+    /// runner asked (nil: not known).
+    public var logStart: Int64?
+    public var logEnd: Int64?
 
-    public init(partition: Int32, committedOffset: Int64? = nil, metadata: String? = nil) {
+    public init(partition: Int32, committedOffset: Int64? = nil, metadata: String? = nil, logStart: Int64? = nil, logEnd: Int64? = nil) {
         self.partition = partition
         self.committedOffset = committedOffset
         self.metadata = metadata
+        self.logStart = logStart
+        self.logEnd = logEnd
+    }
+
+    /// The commit lies beyond the partition's end: the topic was deleted and created again (or
+    /// truncated) since it was made, and its offsets mean nothing in the log there is now.
+    public var commitIsBeyondTheLog: Bool {
+        guard let committedOffset, let logEnd else { return false }
+        return committedOffset > logEnd
     }
 }
 
-/// An offset to commit for a partition, with the checkpoint that lets the next owner replay
-/// from it exactly (nil: a plain offset, as the normalize stage commits).
+/// An offset to commit for a partition, with the metadata that lets the next owner resume from
+/// it exactly (a `Checkpoint` behind windows, a `SourceCheckpoint` in the normalize stage).
 public struct CommitPoint: Sendable, Hashable {
     public var offset: Int64
-    public var checkpoint: Checkpoint?
+    public var metadata: String?
 
-    public init(offset: Int64, checkpoint: Checkpoint? = nil) {
+    public init(offset: Int64, metadata: String? = nil) {
         self.offset = offset
-        self.checkpoint = checkpoint
+        self.metadata = metadata
     }
-
-    /// The commit metadata: the checkpoint's text.
-    public var metadata: String? { checkpoint?.encoded }
 }
 
 /// Gauges a stage reports; zero or nil where they do not apply.
@@ -87,6 +99,9 @@ public struct StageReport: Sendable {
     public var emitDelays: [Double] = []
     /// Windows finalized early because window state reached its cap.
     public var capacityEvictions: [CapacityEviction] = []
+    /// What the operator should read in the log: something the stage recognised and handled
+    /// (input from a new incarnation of a topic, say).
+    public var notices: [String] = []
 
     public init() {}
 }

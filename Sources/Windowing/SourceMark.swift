@@ -24,23 +24,34 @@ public struct SourceMark: Sendable, Hashable {
 
 /// The marks of one batch, one per source: the latest watermark each source reported in it, and
 /// whether its last report said it was idle. The engine takes them at the end of the batch.
-public struct SourceMarks: Sendable, Equatable {
-    private var bySource: [Int32: SourceMark] = [:]
+/// Generic over how sources are named, so that a caller that tells sources apart by more than a
+/// partition number (a topic's incarnation, say) keeps its own names until it maps them.
+public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
+    public private(set) var bySource: [Source: Report] = [:]
+
+    public struct Report: Sendable, Equatable {
+        public var watermark: Int64?
+        public var idle: Bool
+    }
 
     public init() {}
 
     public var isEmpty: Bool { bySource.isEmpty }
 
     /// A source reported its watermark (nil: none yet) and whether it is idle.
-    public mutating func note(source: Int32, watermark: Int64?, idle: Bool = false) {
+    public mutating func note(source: Source, watermark: Int64?, idle: Bool = false) {
         let previous = bySource[source]?.watermark
-        bySource[source] = SourceMark(source: source, watermark: EventTimeMath.latest(previous, watermark), idle: idle)
+        bySource[source] = Report(watermark: EventTimeMath.latest(previous, watermark), idle: idle)
     }
 
     public mutating func merge(_ other: SourceMarks) {
-        for mark in other.sorted { note(source: mark.source, watermark: mark.watermark, idle: mark.idle) }
+        for (source, report) in other.bySource { note(source: source, watermark: report.watermark, idle: report.idle) }
     }
+}
 
+extension SourceMarks where Source == Int32 {
     /// In source order, so the engine sees the same sequence whatever the batch's history.
-    public var sorted: [SourceMark] { bySource.values.sorted { $0.source < $1.source } }
+    public var sorted: [SourceMark] {
+        bySource.sorted { $0.key < $1.key }.map { SourceMark(source: $0.key, watermark: $0.value.watermark, idle: $0.value.idle) }
+    }
 }

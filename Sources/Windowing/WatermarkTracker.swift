@@ -4,8 +4,9 @@
 /// the lowest among partitions that are still active, so a lagging partition holds windows
 /// open instead of having its hits arrive late. A partition that delivered nothing for
 /// `idleTimeout` of wall-clock time stops holding back; when every partition is idle the
-/// watermark follows the wall clock from where the input went quiet, so a quiet topic still
-/// gets its windows. Wall-clock time is always passed in, never read.
+/// watermark follows the wall clock from the slowest partition that was still delivering when
+/// the input went quiet, so a quiet topic still gets its windows and a pause makes no lagging
+/// partition's hits late. Wall-clock time is always passed in, never read.
 struct WatermarkTracker: Sendable {
     struct PartitionClock: Sendable, Hashable {
         /// Highest event time seen; nil while the partition has delivered nothing with a time.
@@ -58,6 +59,13 @@ struct WatermarkTracker: Sendable {
     }
 
     /// Recomputes the global watermark for wall-clock `now` and returns it.
+    ///
+    /// When every partition is idle, event time goes on from the slowest of the partitions that
+    /// were still delivering when the input went quiet (within the idle timeout of the last
+    /// hit), plus the wall-clock time since: a quiet topic still closes its windows, and a pause
+    /// of everyone (backpressure, a fetch outage, a slow producer) never makes a lagging
+    /// partition's hits late. A partition that went quiet long before the others does not hold
+    /// a quiet topic back for ever.
     @discardableResult
     mutating func advance(now: Int64) -> Int64? {
         guard !partitions.isEmpty else { return current }
@@ -65,9 +73,7 @@ struct WatermarkTracker: Sendable {
         var anyActive = false
         var activeHoldsBack = false
         var lowestActive = Int64.max
-        var highestSeen: Int64?
         for clock in partitions.values {
-            if let seen = clock.maxEventTime { highestSeen = Swift.max(highestSeen ?? seen, seen) }
             guard !isIdle(clock, now: now) else { continue }
             anyActive = true
             if let seen = clock.maxEventTime {
@@ -78,8 +84,11 @@ struct WatermarkTracker: Sendable {
         }
         if anyActive {
             candidate = activeHoldsBack ? nil : lowestActive
-        } else if let highestSeen, let lastInputAt {
-            candidate = EventTimeMath.add(highestSeen, Swift.max(0, now - lastInputAt))
+        } else if let lastInputAt {
+            let stillDelivering = partitions.values.filter { $0.lastActivity >= lastInputAt - idleTimeout }.compactMap(\.maxEventTime)
+            if let slowest = stillDelivering.min() {
+                candidate = EventTimeMath.add(slowest, Swift.max(0, now - lastInputAt))
+            }
         }
         if let candidate {
             current = Swift.max(current ?? candidate, candidate)

@@ -23,14 +23,14 @@ struct InputLimitTests {
             var stage = NormalizeStage(
                 inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 2, limits: limits, maxFutureSkew: 3_600_000,
                 idleTimeout: 30_000)
-            stage.assign([PartitionStart(partition: 0)], now: Self.hitTime)
+            try stage.assign([PartitionStart(partition: 0)], now: Self.hitTime)
             try stage.process(records, now: Self.hitTime, into: &sink)
             report = stage.drainReport()
         case .singleStage:
             var stage = AggregateStage(
                 sourceTopic: "hits", input: RawHitInput(limits: limits, maxFutureSkew: 3_600_000),
                 window: WindowConfig(size: 60_000, grace: 10_000, retention: 600_000, idleTimeout: 30_000), parallelism: 1)
-            stage.assign([PartitionStart(partition: 0)], now: Self.hitTime)
+            try stage.assign([PartitionStart(partition: 0)], now: Self.hitTime)
             try stage.process(records, now: Self.hitTime, into: &sink)
             report = stage.drainReport()
         }

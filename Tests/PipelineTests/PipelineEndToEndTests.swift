@@ -192,5 +192,17 @@ struct PipelineEndToEndTests {
         #expect(throws: PipelineError.self) { try settings.validate() }
         settings.inputKeyedByDelivery = true
         #expect(throws: Never.self) { try settings.validate() }
+        // The duplicate filter needs the order the idempotent producer keeps.
+        for value in ["false", "FALSE", "0"] {
+            settings.kafkaProperties = ["enable.idempotence": value]
+            do {
+                try settings.validate()
+                Issue.record("enable.idempotence=\(value) accepted")
+            } catch {
+                #expect("\(error)".contains("Remove -X enable.idempotence"))
+            }
+        }
+        settings.kafkaProperties = ["enable.idempotence": "true"]
+        #expect(throws: Never.self) { try settings.validate() }
     }
 }

@@ -65,7 +65,7 @@ struct ScaleOutTests {
         #expect(routed > 5_000 && crashed.committed.isEmpty)
 
         // 2. The aggregate stage counts those events and commits its checkpoint (the seen map).
-        let aggregate = AggregateStage(sourceTopic: "hits", input: RepartitionInput(), window: settings.window, parallelism: 2)
+        let aggregate = AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 4), window: settings.window, parallelism: 2)
         var second = first
         second.topic = "resend-repartition"
         second.commits = true

@@ -17,7 +17,7 @@ struct StageTests {
     }
 
     func aggregate() -> AggregateStage<RepartitionInput> {
-        AggregateStage(sourceTopic: "hits", input: RepartitionInput(), window: Self.window, parallelism: 2)
+        AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 2)
     }
 
     /// The events of repartition records, in the order they were sent.
@@ -38,7 +38,7 @@ struct StageTests {
     func routesByDelivery() throws {
         let arena = RecordArena()
         var stage = normalize()
-        stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        try stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
         var sink = RecordingSink()
         var records: [InputRecord] = []
         for index in 0..<40 {
@@ -75,7 +75,8 @@ struct StageTests {
         let source0 = events.filter { $0.event.sourcePartition == 0 }.sorted { $0.event.sourceOffset < $1.event.sourceOffset }
         #expect(source0.map(\.event.sourceWatermark) == source0.map { 1_000 + 2 * $0.event.sourceOffset })
         #expect(Set(partitionOf.values).count > 1, "seven deliveries over four partitions use more than one")
-        #expect(stage.commitPoints() == [0: CommitPoint(offset: 20), 1: CommitPoint(offset: 20)])
+        #expect(stage.commitPoints().mapValues(\.offset) == [0: 20, 1: 20])
+        #expect(stage.commitPoints().values.allSatisfy { SourceCheckpoint(decoding: $0.metadata)?.epoch == 0 })
         let report = stage.drainReport()
         #expect(report.accounting.consumed == 40 && report.accounting.accepted == 40 && report.accounting.balanced)
     }
@@ -84,7 +85,7 @@ struct StageTests {
     func bigBatchesSplit() throws {
         let arena = RecordArena()
         var stage = normalize(repartitions: 1)
-        stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         let padding = String(repeating: "x", count: 2_000)
         let records = (0..<600).map { index in
@@ -110,7 +111,7 @@ struct StageTests {
         put(Int32(-1)); put(Int32(3)); bytes += Array("raw".utf8)
         let arena = RecordArena()
         var stage = aggregate()
-        stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process([arena.record(partition: 0, offset: 0, key: Array("d1".utf8), value: bytes)], now: 0, into: &sink)
         try stage.finish(now: 0, into: &sink)
@@ -123,7 +124,7 @@ struct StageTests {
     func refusesUnknownVersions() throws {
         let arena = RecordArena()
         var stage = aggregate()
-        stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process([arena.record(partition: 0, offset: 0, value: [9, 3, 1, 0, 0, 0, 0, 0])], now: 0, into: &sink)
         let letters = sink.to(.deadLetter)
@@ -137,7 +138,7 @@ struct StageTests {
     func deadLettersFiltersAndMarks() throws {
         let arena = RecordArena()
         var stage = normalize(repartitions: 3)
-        stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         let off = Array("{\"action\":\"7\",\"timestamp\":5000,\"message\":{\"data\":{\"_dId\":\"d1\",\"_mId\":\"b1\",\"_acsDeliveryTracking\":\"off\"}}}".utf8)
         try stage.process(
@@ -157,18 +158,19 @@ struct StageTests {
         let marks = sink.to(.repartition)
         #expect(marks.map(\.partition) == [0, 1, 2])
         let decoded = try marks[0].value!.withUnsafeBytes { try RepartitionRecord.decode($0) }
-        guard case .marks(let count, let sourceMarks) = decoded else {
+        guard case .marks(let record) = decoded else {
             Issue.record("not marks")
             return
         }
-        #expect(count == 2)
-        #expect(sourceMarks == [SourceMark(source: 0, watermark: 5_000, idle: false)])
+        #expect(record.origin.sourcePartitions == 2 && record.origin.routedPartitions == 3)
+        #expect(record.origin.sourceTopic.map { String(decoding: $0, as: UTF8.self) } == "hits")
+        #expect(record.marks == [SourceMark(source: 0, watermark: 5_000, idle: false)] && record.epochs == [0])
         // Quiet for the idle timeout: the marks say so, and the watermark stays.
         _ = sink.take()
         try stage.tick(now: 40_000, into: &sink)
         let later = try sink.to(.repartition)[0].value!.withUnsafeBytes { try RepartitionRecord.decode($0) }
-        guard case .marks(_, let idleMarks) = later else { return }
-        #expect(idleMarks == [SourceMark(source: 0, watermark: 5_000, idle: true)])
+        guard case .marks(let idleRecord) = later else { return }
+        #expect(idleRecord.marks == [SourceMark(source: 0, watermark: 5_000, idle: true)])
         let a = stage.drainReport().accounting
         #expect(a.deadLettered == ["malformed_json": 1] && a.filtered == ["tracking_off": 1] && a.accepted == 1 && a.balanced)
     }
@@ -177,7 +179,7 @@ struct StageTests {
     /// One record per hit: each processed as a batch of its own.
     func shuffled(_ hits: [(partition: Int32, offset: Int64, value: [UInt8])], arena: RecordArena) throws -> [RecordingSink.Sent] {
         var stage = normalize(repartitions: 1)
-        stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        try stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
         var sink = RecordingSink()
         for hit in hits {
             try stage.process([arena.record(partition: hit.partition, offset: hit.offset, value: hit.value)], now: 0, into: &sink)
@@ -194,7 +196,7 @@ struct StageTests {
         // The upstream re-sends the last four after a crash.
         let input = events + events.suffix(4)
         var stage = aggregate()
-        stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process(input.enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
         try stage.finish(now: 0, into: &sink)
@@ -213,26 +215,27 @@ struct StageTests {
         // evicted, and commits: everything processed, nothing held.
         let old = try shuffled((0..<3).map { (partition: 0, offset: Int64($0), value: rawHit("d1", "b\($0)", at: 1_000)) }, arena: arena)
         var first = aggregate()
-        first.assign([PartitionStart(partition: 0)], now: 0)
+        try first.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try first.process(old.enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
         // Far later events of source 1 move event time past the first window's retention.
         let late = try shuffled([(partition: 1, offset: 0, value: rawHit("d2", "x", at: 100 * Self.minute))], arena: arena)
-        try first.process([arena.record(late[0], offset: 3)], now: 1, into: &sink)
+        try first.process([arena.record(late[0], offset: 3)], now: 100_000, into: &sink)
         var idle = RecordingSink()
         var upstream = normalize(repartitions: 1)
-        upstream.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
-        try upstream.tick(now: 100_000, into: &idle)  // both sources idle: the watermark follows the far event
+        try upstream.assign([PartitionStart(partition: 0)], now: 0)
+        try upstream.tick(now: 100_000, into: &idle)  // source 0 idle: the watermark follows source 1's far event
         try first.process([arena.record(idle.sent[0], offset: 4)], now: 100_001, into: &sink)
         let point = try #require(first.commitPoints()[0])
         let checkpoint = try #require(Checkpoint(decoding: point.metadata))
         #expect(checkpoint.processedThrough == 5)
-        #expect(checkpoint.seen == [0: 2, 1: 0])
+        #expect(checkpoint.seen.mapValues(\.offset) == [0: 2, 1: 0])
+        #expect(Set(checkpoint.seen.values.map(\.incarnation)) == [SourceKey.incarnation(topic: "hits", epoch: 0)])
         #expect(checkpoint.evictedBefore > 2 * Self.minute, "the first window was evicted")
 
         // The next owner resumes at the commit; the crashed upstream re-sends source 0's events.
         var second = aggregate()
-        second.assign([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: 200_000)
+        try second.assign([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: 200_000)
         var out = RecordingSink()
         let replay = (Int(point.offset)..<5).map { offset -> InputRecord in
             let sent = [old[0], old[1], old[2], late[0], idle.sent[0]][offset]
@@ -254,12 +257,12 @@ struct StageTests {
             (partition: 0, offset: 1, value: rawHit("d1", "b2", at: 1 * Self.minute)),
         ], arena: arena)
         var stage = AggregateStage(
-            sourceTopic: "hits", input: RepartitionInput(), window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000),
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000),
             parallelism: 1)
-        stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         var upstream = normalize(repartitions: 1)
-        upstream.assign([PartitionStart(partition: 1)], now: 0)
+        try upstream.assign([PartitionStart(partition: 1)], now: 0)
         var marks = RecordingSink()
         try upstream.tick(now: 40_000, into: &marks)  // source 1 idle: only source 0 counts
         try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(events[0], offset: 1)], now: 0, into: &sink)
@@ -278,7 +281,7 @@ struct StageTests {
     func tooLateInsideABatch() throws {
         let arena = RecordArena()
         var upstream = normalize(repartitions: 1)
-        upstream.assign([PartitionStart(partition: 0)], now: 0)
+        try upstream.assign([PartitionStart(partition: 0)], now: 0)
         var shuffle = RecordingSink()
         try upstream.process([arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: 100 * Self.minute))], now: 0, into: &shuffle)
         try upstream.process(
@@ -291,12 +294,12 @@ struct StageTests {
         #expect(records.count == 2, "one record per batch")
         var marks = RecordingSink()
         var other = normalize(repartitions: 1)
-        other.assign([PartitionStart(partition: 1)], now: 0)
+        try other.assign([PartitionStart(partition: 1)], now: 0)
         try other.tick(now: 40_000, into: &marks)  // source 1 idle: only source 0 counts
         var stage = AggregateStage(
-            sourceTopic: "hits", input: RepartitionInput(),
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 1),
             window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), parallelism: 1)
-        stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
         try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
@@ -314,8 +317,11 @@ struct StageTests {
 
     @Test("checkpoints round-trip, the seen map is compact, and other tools' metadata is ignored")
     func checkpoints() {
-        var seen: [Int32: Int64] = [:]
-        for source in 0..<Int32(Checkpoint.maxSourcePartitions) { seen[source] = Int64(source) * 1_000_003 + (1 << 40) }
+        var seen: [Int32: SourceFloor] = [:]
+        let incarnation = SourceKey.incarnation(topic: "tracking-hits", epoch: 0)
+        for source in 0..<Int32(Checkpoint.maxSourcePartitions) {
+            seen[source] = SourceFloor(incarnation: incarnation, offset: Int64(source) * 1_000_003 + (1 << 40))
+        }
         let checkpoint = Checkpoint(evictedBefore: 1_795_000_000_000, processedThrough: 123_456_789, seen: seen)
         #expect(Checkpoint(decoding: checkpoint.encoded) == checkpoint)
         #expect(checkpoint.encoded.utf8.count <= Checkpoint.maxEncodedBytes)
@@ -325,8 +331,14 @@ struct StageTests {
         #expect(Checkpoint(decoding: "trackpipe/2 evicted=1 processed=2 seen=%%%") == nil)
         #expect(Checkpoint(decoding: "some other tool") == nil)
         #expect(Checkpoint(decoding: nil) == nil)
-        let sparse = Checkpoint(evictedBefore: 1, processedThrough: 2, seen: [3: -1, 70_000: 0])
+        let sparse = Checkpoint(
+            evictedBefore: 1, processedThrough: 2,
+            seen: [3: SourceFloor(incarnation: 7, offset: -1), 70_000: SourceFloor(incarnation: incarnation, offset: 0)])
         #expect(Checkpoint(decoding: sparse.encoded) == sparse)
+        // Written before incarnations existed: read, its floors marked as not naming one.
+        #expect(
+            Checkpoint(decoding: "trackpipe/2 evicted=1 processed=2 seen=AAMAAQ")?.seen
+                == [0: SourceFloor(incarnation: Checkpoint.unrecordedIncarnation, offset: 2), 1: SourceFloor(incarnation: Checkpoint.unrecordedIncarnation, offset: 0)])
     }
 
     @Test("the batch-consume guard drops repeated offsets and reports jumps")
@@ -348,14 +360,14 @@ struct StageTests {
         let arena = RecordArena()
         let events = try shuffled((0..<4).map { (partition: 0, offset: Int64($0), value: rawHit("d1", "b\($0)", at: 1_000)) }, arena: arena)
         var stage = aggregate()
-        stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        try stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
         var sink = RecordingSink()
         try stage.process(events.prefix(2).enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
         let kept = stage.commitPoints()[0]
         // A cooperative rebalance: partition 1 leaves, partition 2 arrives with a checkpoint.
         stage.revoke([1])
         let previous = Checkpoint(evictedBefore: .min, processedThrough: 5)
-        stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
+        try stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
         #expect(stage.ownedPartitions == [0, 2])
         #expect(stage.commitPoints()[0] == kept, "partition 0's task is the same one")
         _ = stage.drainReport()
@@ -385,11 +397,11 @@ struct StageTests {
         // not emitted d1's window; it committed offset 0 with processed = 5.
         let checkpoint = Checkpoint(evictedBefore: .min, processedThrough: 5)
         var stage = aggregate()
-        stage.assign([PartitionStart(partition: 0, committedOffset: 0, metadata: checkpoint.encoded)], now: 0)
+        try stage.assign([PartitionStart(partition: 0, committedOffset: 0, metadata: checkpoint.encoded)], now: 0)
         var sink = RecordingSink()
         // Source 1 is declared idle: source 0 alone moves event time past d1's window.
         var upstream = normalize(repartitions: 1)
-        upstream.assign([PartitionStart(partition: 1)], now: 0)
+        try upstream.assign([PartitionStart(partition: 1)], now: 0)
         var idle = RecordingSink()
         try upstream.tick(now: 40_000, into: &idle)
         try stage.process(

@@ -69,13 +69,33 @@ import Testing
         tracker.observe(partition: 1, maxEventTime: 1_000_400, now: 1_000)
         let bothActive = tracker.advance(now: 1_000)
         let firstIdle = tracker.advance(now: 30_999)  // partition 0 idle, partition 1 active
-        // Both idle: highest event time plus wall-clock time since the last hit.
+        // Both idle: the slowest partition still delivering when the input went quiet, plus
+        // the wall-clock time since the last hit (never below what was reached).
         let allIdle = tracker.advance(now: 31_000)
         let later = tracker.advance(now: 91_000)
         #expect(bothActive == 1_000_000)
         #expect(firstIdle == 1_000_400)
-        #expect(allIdle == 1_030_400)
-        #expect(later == 1_090_400)
+        #expect(allIdle == 1_030_000)
+        #expect(later == 1_090_000)
+    }
+
+    @Test func allIdleGoesOnFromTheSlowestSoThatAPauseMakesNoLaggingHitLate() {
+        var tracker = WatermarkTracker(idleTimeout: 2_000)
+        let hour: Int64 = 3_600_000
+        tracker.observe(partition: 0, maxEventTime: 10 * hour - 3 * hour, now: 0)  // three hours behind
+        tracker.observe(partition: 1, maxEventTime: 10 * hour - hour, now: 0)  // one hour behind
+        #expect(tracker.advance(now: 0) == 7 * hour)
+        // A 5 s pause of both: event time moves 5 s from the slowest, not from the fastest.
+        #expect(tracker.advance(now: 5_000) == 7 * hour + 5_000)
+    }
+
+    @Test func aPartitionQuietLongBeforeTheOthersDoesNotHoldAQuietTopicBack() {
+        var tracker = WatermarkTracker(idleTimeout: 2_000)
+        tracker.observe(partition: 0, maxEventTime: 1_000, now: 0)  // one old hit, then silence
+        tracker.observe(partition: 1, maxEventTime: 900_000, now: 60_000)
+        #expect(tracker.advance(now: 60_000) == 900_000)
+        // Everyone quiet: partition 1 was the one still delivering.
+        #expect(tracker.advance(now: 70_000) == 910_000)
     }
 
     @Test func nothingSeenMeansNoWatermark() {

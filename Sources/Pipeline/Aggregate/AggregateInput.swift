@@ -15,6 +15,10 @@ public protocol AggregateInput: Sendable {
     /// Otherwise each partition read is its own source, and nothing arrives twice.
     static var crossesShuffle: Bool { get }
 
+    /// The incarnation of sources whose records do not name their topic (written before they
+    /// did), and of floors an older checkpoint did not name.
+    var unnamedIncarnation: UInt64 { get }
+
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
     func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch)
 
@@ -58,7 +62,7 @@ public struct DecodedBatch: Sendable {
         public var event: TrackingEvent
         /// The input partition the hit was first read from, and its offset there: the key the
         /// duplicate filter recognises a re-sent event by.
-        public var source: Int32
+        public var source: SourceKey
         public var sourceOffset: Int64
         /// The record that carried it, in the partition being read.
         public var partition: Int32
@@ -83,11 +87,14 @@ public struct DecodedBatch: Sendable {
     /// Hits the tracking rule filtered: the offset of each one's record, and the reason.
     public var filtered: [(offset: Int64, reason: FilterReason)] = []
     /// The sources' watermarks, as the events and marks records of the batch reported them.
-    public var marks = SourceMarks()
-    /// How many input partitions upstream the records say there are (0: not said).
-    public var sourcePartitions = 0
+    public var marks = SourceMarks<SourceKey>()
+    /// How many partitions each input incarnation upstream has, as the records say.
+    public var sourcePartitions: [UInt64: Int] = [:]
     /// Marks records read (outside the balance: they are not messages of the input).
     public var markRecords = 0
+    /// A record routed by another repartition partition count than the topic has: (the count
+    /// it was routed by, the topic's).
+    public var misrouted: (routed: Int, expected: Int)?
 
     public init() {}
 
@@ -97,7 +104,8 @@ public struct DecodedBatch: Sendable {
         rejections += other.rejections
         filtered += other.filtered
         marks.merge(other.marks)
-        sourcePartitions = max(sourcePartitions, other.sourcePartitions)
+        sourcePartitions.merge(other.sourcePartitions, uniquingKeysWith: max)
         markRecords += other.markRecords
+        misrouted = misrouted ?? other.misrouted
     }
 }

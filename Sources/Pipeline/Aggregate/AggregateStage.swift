@@ -48,21 +48,29 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     // MARK: Partitions
 
-    public mutating func assign(_ starts: [PartitionStart], now: Int64) {
+    public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
         switch tasking {
         case .global:
             let task =
                 tasks[.global]
-                ?? AggregateTask(key: .global, config: window, start: nil, crossesShuffle: Input.crossesShuffle, now: now, shards: parallelism)
+                ?? AggregateTask(
+                    key: .global, config: window, start: nil, crossesShuffle: Input.crossesShuffle,
+                    unnamedIncarnation: input.unnamedIncarnation, now: now, shards: parallelism)
             task.engine.assign(partitions: starts.map(\.partition), now: now)
             tasks[.global] = task
         case .perPartition:
+            let topic = inputName
+            if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic) }).first { throw refusal }
             for start in starts where tasks[.partition(start.partition)] == nil {
                 tasks[.partition(start.partition)] = AggregateTask(
-                    key: .partition(start.partition), config: window, start: start, crossesShuffle: Input.crossesShuffle, now: now)
+                    key: .partition(start.partition), config: window, start: start, crossesShuffle: Input.crossesShuffle,
+                    unnamedIncarnation: input.unnamedIncarnation, now: now)
             }
         }
     }
+
+    /// The topic this stage reads, for messages: the repartition topic behind the shuffle.
+    private var inputName: String { Input.crossesShuffle ? "the repartition topic" : sourceTopic }
 
     public mutating func revoke(_ partitions: [Int32]) {
         switch tasking {
@@ -113,9 +121,14 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             }
         }
         for (share, task) in zip(shares, working) where task != nil { tasks[share.key] = task }
+        if let misrouted = results.lazy.compactMap(\.misrouted).first {
+            throw PipelineError.routingMismatch(
+                "the repartition topic holds records routed by \(misrouted.routed) partitions, but it has \(misrouted.expected): instances disagree on its partition count (partitions were added while instances ran, or instances started at different times saw different counts), and one delivery's windows would be counted in two places. Stop every instance. The repartition topic's partition count cannot change under a group: to use more partitions, start the deployment under a new --group (its repartition topic and aggregate group follow the name; it counts the input from its beginning)")
+        }
         for result in results {
             pending.accounting.add(result.report.accounting)
             pending.capacityEvictions += result.report.capacityEvictions
+            pending.notices += result.report.notices
             for letter in result.deadLetters {
                 let record = records[letter.reference.record]
                 let outgoing = input.deadLetter(

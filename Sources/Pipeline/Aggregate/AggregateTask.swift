@@ -8,15 +8,19 @@ import Windowing
 struct AggregateTask: Sendable {
     let key: TaskKey
     let engine: ShardedWindowEngine
-    /// Wall-clock ms of the task's creation: sources declared later hold the watermark back from
-    /// then, not from when they were declared.
+    /// Wall-clock ms of the task's creation: the first input's sources hold the watermark back
+    /// from then, not from when they were declared.
     let createdAt: Int64
     /// Whether the records came through the repartition topic (`AggregateInput.crossesShuffle`).
     let crossesShuffle: Bool
+    /// The incarnation of floors a version 2 checkpoint did not name (the configured topic's).
+    let unnamedIncarnation: UInt64
     var offsets = PartitionOffsets()
     var dedup = SourceDedup()
-    /// Source partitions declared to the engine (it holds the watermark back for them).
-    private var declaredSources = 0
+    /// The engine's number for each source (an input partition of one incarnation), and how many
+    /// partitions of each incarnation have been declared to the engine.
+    private var incarnations: [UInt64: Int] = [:]
+    private var declared: [UInt64: Int] = [:]
 
     /// What the task made of its share of a batch, for the stage to send in partition order.
     struct Result {
@@ -25,6 +29,8 @@ struct AggregateTask: Sendable {
         /// Dead letters to send (not those of a replay, whose previous owner sent them), in
         /// record order.
         var deadLetters: [PendingDeadLetter] = []
+        /// The batch was routed by another partition count: nothing was counted.
+        var misrouted: (routed: Int, expected: Int)?
     }
 
     struct PendingDeadLetter {
@@ -33,32 +39,87 @@ struct AggregateTask: Sendable {
         var detail: String
     }
 
-    init(key: TaskKey, config: WindowConfig, start: PartitionStart?, crossesShuffle: Bool, now: Int64, shards: Int = 1) {
+    init(
+        key: TaskKey, config: WindowConfig, start: PartitionStart?, crossesShuffle: Bool, unnamedIncarnation: UInt64 = 0,
+        now: Int64, shards: Int = 1
+    ) {
         self.key = key
         self.engine = ShardedWindowEngine(config: config, shards: shards)
         self.createdAt = now
         self.crossesShuffle = crossesShuffle
+        self.unnamedIncarnation = unnamedIncarnation
         guard let partition = key.partition else { return }
         if !crossesShuffle {
             // The partition is its own only source.
             engine.assign(partitions: [partition], now: now)
-            declaredSources = 1
         }
-        offsets.committed = start?.committedOffset
-        if offsets.committed != nil, let checkpoint = Checkpoint(decoding: start?.metadata) {
-            engine.restore(partition: partition, replayBefore: checkpoint.processedThrough, evictedBefore: checkpoint.evictedBefore)
-            offsets.checkpoint = checkpoint
-            offsets.restoredMark = checkpoint.processedThrough
-            if crossesShuffle { dedup = SourceDedup(restored: checkpoint.seen, at: checkpoint.processedThrough) }
+        guard let start, start.committedOffset != nil else { return }
+        let checkpoint = Checkpoint(decoding: start.metadata)
+        let floors = (checkpoint?.seen ?? [:]).mapValues { floor in
+            floor.incarnation == Checkpoint.unrecordedIncarnation ? SourceFloor(incarnation: unnamedIncarnation, offset: floor.offset) : floor
         }
+        if start.commitIsBeyondTheLog {
+            // The topic was recreated: its offsets start over, so nothing below any mark is a
+            // replay. What the checkpoint says in event time still holds: windows it had closed
+            // stay closed, and source positions it had counted stay counted.
+            if let checkpoint {
+                engine.restore(partition: partition, replayBefore: 0, evictedBefore: checkpoint.evictedBefore)
+                if crossesShuffle { dedup = SourceDedup(restored: floors, at: 0) }
+            }
+            return
+        }
+        offsets.committed = start.committedOffset
+        guard let checkpoint else { return }
+        engine.restore(partition: partition, replayBefore: checkpoint.processedThrough, evictedBefore: checkpoint.evictedBefore)
+        offsets.metadata = start.metadata
+        offsets.restoredMark = checkpoint.processedThrough
+        if crossesShuffle { dedup = SourceDedup(restored: floors, at: checkpoint.processedThrough) }
     }
 
-    /// Declares sources 0..<count the first time the count is known, as of the task's creation:
-    /// a source that has not reported holds the watermark back until the idle timeout.
-    mutating func declareSources(_ count: Int) {
-        guard count > declaredSources else { return }
-        engine.assign(partitions: (Int32(declaredSources)..<Int32(count)).map { $0 }, now: createdAt)
-        declaredSources = count
+    /// Why a window task cannot resume from `start`, if it cannot: a commit without a window
+    /// checkpoint, other than one at the very beginning of the partition (a full recount), was
+    /// made by another mode or tool, and resuming from it would count only the hits after it,
+    /// overwriting full records with partial ones.
+    static func refusal(of start: PartitionStart, topic: String) -> PipelineError? {
+        guard let committed = start.committedOffset, !start.commitIsBeyondTheLog, Checkpoint(decoding: start.metadata) == nil,
+            committed != (start.logStart ?? 0)
+        else { return nil }
+        let who =
+            SourceCheckpoint(decoding: start.metadata) != nil
+            ? "by trackpipe's normalize stage (the group was last run with two stages, whose commits on the input hold no window state)"
+            : "without a trackpipe checkpoint (by another tool, or by an offset reset)"
+        return .groupMismatch(
+            "the group's commit at offset \(committed) of \(topic)[\(start.partition)] was made \(who). Counting windows from it would miss the hits before it and overwrite full records with partial ones. Run this mode under a --group of its own (a new group counts the input from its beginning), or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount")
+    }
+
+    // MARK: Sources
+
+    /// The engine's number for a source: its partition for the first incarnation seen (or for
+    /// input read where it was produced), a number of its own for any later one.
+    private mutating func sourceId(_ source: SourceKey) -> Int32 {
+        guard crossesShuffle else { return source.partition }
+        let index: Int
+        if let known = incarnations[source.incarnation] {
+            index = known
+        } else {
+            index = incarnations.count
+            incarnations[source.incarnation] = index
+        }
+        return Int32(truncatingIfNeeded: index << 16 | Int(UInt16(truncatingIfNeeded: source.partition)))
+    }
+
+    /// Declares the partitions of each incarnation the batch names, the first time their count
+    /// is known: a source that has not reported holds the watermark back until the idle
+    /// timeout, counted from the task's creation for the first input, from now for a later one
+    /// (another topic switched to under the same group).
+    private mutating func declareSources(_ counts: [UInt64: Int], now: Int64) {
+        for (incarnation, count) in counts.sorted(by: { $0.key < $1.key }) where count > (declared[incarnation] ?? 0) {
+            let since = declared.isEmpty || declared[incarnation] != nil ? createdAt : now
+            let first = declared[incarnation] ?? 0
+            declared[incarnation] = count
+            let ids = (first..<count).map { sourceId(SourceKey(incarnation: incarnation, partition: Int32($0))) }
+            engine.assign(partitions: ids, now: since)
+        }
     }
 
     // MARK: Counting
@@ -66,6 +127,7 @@ struct AggregateTask: Sendable {
     /// Counts what an input decoded from this task's records, the last of which is at
     /// `lastOffset`. Runs on a worker thread, touching only this task.
     mutating func count(_ batch: DecodedBatch, through lastOffset: Int64, range: Range<Int64>?, now: Int64) -> Result {
+        if let misrouted = batch.misrouted { return Result(misrouted: misrouted) }
         let wasReplaying = offsets.isReplaying
         if key.partition != nil { offsets.processedThrough = lastOffset + 1 }
         let windowSize = engine.config.size
@@ -78,7 +140,7 @@ struct AggregateTask: Sendable {
         var result = Result()
         var accounting = Accounting()
         accounting.marks = batch.markRecords
-        declareSources(batch.sourcePartitions)
+        declareSources(batch.sourcePartitions, now: now)
         func consumed(at offset: Int64) {
             accounting.consumed += 1
             if offsets.isReplay(offset) { accounting.replayed += 1 }
@@ -96,15 +158,31 @@ struct AggregateTask: Sendable {
         }
         var inputs: [WindowInput] = []
         inputs.reserveCapacity(batch.events.count)
+        var switched: Set<Int32> = []
         for (tag, decoded) in batch.events.enumerated() {
             consumed(at: decoded.offset)
-            if crossesShuffle, !dedup.admit(source: decoded.source, sourceOffset: decoded.sourceOffset, position: decoded.offset) {
-                accounting.duplicates += 1
-                continue
+            if crossesShuffle {
+                switch dedup.admit(decoded.source, sourceOffset: decoded.sourceOffset, position: decoded.offset) {
+                case .copy:
+                    accounting.duplicates += 1
+                    continue
+                case .firstOfNewIncarnation:
+                    switched.insert(decoded.source.partition)
+                case .first:
+                    break
+                }
             }
             inputs.append(WindowInput(event: decoded.event, partition: decoded.partition, offset: decoded.offset, tag: tag))
         }
-        let output = engine.process(inputs, marks: batch.marks.sorted, now: now)
+        if !switched.isEmpty {
+            result.report.notices.append(
+                "events of input partitions \(switched.sorted()) now come from another incarnation of the input (another topic under this group, or the topic deleted and created again): their offsets start afresh, and earlier positions no longer mark copies")
+        }
+        var marks = SourceMarks<Int32>()
+        for (source, report) in batch.marks.bySource {
+            marks.note(source: sourceId(source), watermark: report.watermark, idle: report.idle)
+        }
+        let output = engine.process(inputs, marks: marks.sorted, now: now)
         accounting.accepted += inputs.count - output.tooLate.count
         accounting.replayedFinal += output.replayedFinal
         for late in output.tooLate {
@@ -124,14 +202,27 @@ struct AggregateTask: Sendable {
             result.emitted = []
         } else if wasReplaying {
             // Caught up with the previous owner: windows that ripened during the silent replay
-            // may hold more than that owner had emitted. Send the current state of every
-            // emitted window once (equal counts give equal revisions, so repeats are harmless).
-            result.emitted = engine.emittedRecords()
+            // may hold more than that owner had emitted, and this very batch may have corrected
+            // windows and then evicted them. Send the current record of every emitted window and
+            // what the batch emitted, once per key (equal counts give equal revisions, so
+            // repeats are harmless).
+            result.emitted = Self.latestPerKey(output.emitted + engine.emittedRecords())
         } else {
             result.emitted = output.emitted
         }
         if let range { result.emitted.removeAll { !range.contains($0.windowStart) } }
         return result
+    }
+
+    /// One record per (delivery, window): the one with the highest revision, in emission order.
+    static func latestPerKey(_ records: [WindowAggregate]) -> [WindowAggregate] {
+        var latest: [String: WindowAggregate] = [:]
+        for record in records {
+            let key = "\(record.deliveryId)@\(record.windowStart)"
+            if let kept = latest[key], kept.revision >= record.revision { continue }
+            latest[key] = record
+        }
+        return latest.values.sorted { ($0.windowStart, $0.deliveryId, $0.revision) < ($1.windowStart, $1.deliveryId, $1.revision) }
     }
 
     // MARK: Committing
@@ -144,6 +235,6 @@ struct AggregateTask: Sendable {
         let checkpoint = Checkpoint(
             evictedBefore: engine.evictionHorizon, processedThrough: max(processed, offsets.restoredMark ?? 0),
             seen: crossesShuffle ? dedup.checkpoint : [:])
-        return CommitPoint(offset: safe, checkpoint: checkpoint)
+        return CommitPoint(offset: safe, metadata: checkpoint.encoded)
     }
 }

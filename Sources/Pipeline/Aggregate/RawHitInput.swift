@@ -5,6 +5,8 @@ import Windowing
 /// input already keyed by delivery (one stage) and for `replay`.
 public struct RawHitInput: AggregateInput {
     public static let crossesShuffle = false
+    /// Raw hits are read where they were produced: sources are the partitions themselves.
+    public let unnamedIncarnation: UInt64 = 0
     let intake: HitIntake
 
     public init(limits: NormalizerLimits, maxFutureSkew: Int64) {
@@ -16,11 +18,14 @@ public struct RawHitInput: AggregateInput {
         switch intake.take(record) {
         case .accepted(var event, let eventTime):
             event.eventTime = eventTime
+            let source = SourceKey(incarnation: 0, partition: record.partition)
             batch.events.append(
                 DecodedBatch.Event(
-                    event: event, source: record.partition, sourceOffset: record.offset, partition: record.partition,
-                    offset: record.offset, reference: reference))
-            batch.marks.note(source: record.partition, watermark: eventTime)
+                    event: event, source: source, sourceOffset: record.offset, partition: record.partition, offset: record.offset,
+                    reference: reference))
+            // A hit moves its partition's event time no further than its arrival: a device clock
+            // ahead of the collector's must not make everyone else's hits late.
+            batch.marks.note(source: source, watermark: min(eventTime, record.timestamp ?? eventTime))
         case .filtered(let reason):
             batch.filtered.append((record.offset, reason))
         case .rejected(let reason, let detail):

@@ -9,7 +9,30 @@ public struct RepartitionInput: AggregateInput {
     /// The dead-letter reason for a repartition record this version cannot read.
     public static let unreadableRecord = "unreadable_repartition_record"
 
-    public init() {}
+    /// The repartition topic's partition count, which every instance must route by.
+    public let partitionCount: Int32
+    /// The incarnation of events from records that do not name their topic (written before
+    /// format 3): the configured input topic's first epoch.
+    public let unnamedIncarnation: UInt64
+
+    public init(partitionCount: Int32, inputTopic: String = "hits") {
+        self.partitionCount = partitionCount
+        self.unnamedIncarnation = SourceKey.incarnation(topic: inputTopic, epoch: 0)
+    }
+
+    /// The incarnation of a source partition of `origin`.
+    func incarnation(of origin: RepartitionRecord.Origin, epoch: UInt32) -> UInt64 {
+        guard let topic = origin.sourceTopic else { return unnamedIncarnation }
+        return SourceKey.incarnation(topic: topic, epoch: epoch)
+    }
+
+    /// Notes how the record's events were routed; a record routed by another partition count
+    /// than the topic has means instances disagree on it.
+    private func checkRouting(_ origin: RepartitionRecord.Origin, into batch: inout DecodedBatch) {
+        if let routed = origin.routedPartitions, routed != Int(partitionCount), batch.misrouted == nil {
+            batch.misrouted = (routed, Int(partitionCount))
+        }
+    }
 
     public func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch) {
         guard let value = record.value else {
@@ -26,36 +49,43 @@ public struct RepartitionInput: AggregateInput {
                 DeadLetterReference(record: index), of: record, into: &batch)
         }
         switch decoded {
-        case .marks(let count, let sourceMarks):
+        case .marks(let record):
             batch.markRecords += 1
-            batch.sourcePartitions = max(batch.sourcePartitions, count)
-            for mark in sourceMarks { batch.marks.note(source: mark.source, watermark: mark.watermark, idle: mark.idle) }
+            checkRouting(record.origin, into: &batch)
+            for (mark, epoch) in zip(record.marks, record.epochs) {
+                let incarnation = incarnation(of: record.origin, epoch: epoch)
+                batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, record.origin.sourcePartitions)
+                batch.marks.note(
+                    source: SourceKey(incarnation: incarnation, partition: mark.source), watermark: mark.watermark, idle: mark.idle)
+            }
         case .event(let event):
-            Self.take(event, deliveryId: record.key, reference: DeadLetterReference(record: index), of: record, into: &batch)
+            take(event, deliveryId: record.key, reference: DeadLetterReference(record: index), of: record, into: &batch)
         case .events(let events):
+            if let first = events.first { checkRouting(first.origin, into: &batch) }
             for (number, event) in events.enumerated() {
-                Self.take(
+                take(
                     event, deliveryId: event.deliveryId, reference: DeadLetterReference(record: index, event: number), of: record,
                     into: &batch)
             }
         }
     }
 
-    private static func take(
+    private func take(
         _ event: RepartitionRecord.Event, deliveryId: UnsafeRawBufferPointer?, reference: DeadLetterReference, of record: InputRecord,
         into batch: inout DecodedBatch
     ) {
-        batch.sourcePartitions = max(batch.sourcePartitions, event.sourcePartitions)
-        batch.marks.note(source: event.sourcePartition, watermark: event.sourceWatermark)
+        let source = SourceKey(incarnation: incarnation(of: event.origin, epoch: event.sourceEpoch), partition: event.sourcePartition)
+        batch.sourcePartitions[source.incarnation] = max(batch.sourcePartitions[source.incarnation] ?? 0, event.sourcePartitions)
+        batch.marks.note(source: source, watermark: event.sourceWatermark)
         guard let deliveryId, !deliveryId.isEmpty else {
-            return reject("an event without its delivery id", reference, of: record, into: &batch)
+            return Self.reject("an event without its delivery id", reference, of: record, into: &batch)
         }
         let tracking = TrackingEvent(
             deliveryId: String(decoding: deliveryId, as: UTF8.self), broadlogId: String(decoding: event.broadlogId, as: UTF8.self),
             action: event.action, channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
         batch.events.append(
             DecodedBatch.Event(
-                event: tracking, source: event.sourcePartition, sourceOffset: event.sourceOffset, partition: record.partition,
+                event: tracking, source: source, sourceOffset: event.sourceOffset, partition: record.partition,
                 offset: record.offset, reference: reference))
     }
 

@@ -38,7 +38,7 @@ struct CommitCoordinator {
         var committing: [(TopicPartition, CommitPoint)] = []
         for tp in tracker.sortedPartitions where partitions?.contains(tp.partition) ?? true {
             guard let point = points[tp.partition], let state = tracker[tp] else { continue }
-            guard point.offset != state.offsets.committed || point.checkpoint != state.offsets.checkpoint else { continue }
+            guard point.offset != state.offsets.committed || point.metadata != state.offsets.metadata else { continue }
             if let metadata = point.metadata, metadata.utf8.count > Checkpoint.maxEncodedBytes {
                 logger.error(
                     "\(stageName): the checkpoint of \(tp) needs \(metadata.utf8.count) bytes of commit metadata, more than brokers accept (offset.metadata.max.bytes, 4096 by default); not committing it. Use fewer input partitions.")

@@ -38,6 +38,7 @@ struct KafkaErrorTriage: Sendable {
                 lastUnknownTopicLog = now
             }
         } else if error.severity == .fatal {
+            metrics?.kafkaError(error.severity)
             throw fatal(error)
         } else {
             metrics?.kafkaError(error.severity)

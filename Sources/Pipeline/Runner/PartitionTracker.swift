@@ -20,7 +20,7 @@ struct PartitionTracker {
         var atEnd = false
     }
 
-    /// What the guard made of one batch.
+    /// What the guard made of one batch, with the records themselves.
     struct Admitted {
         var records: [InputRecord] = []
         /// Records dropped: of partitions not owned, or at offsets already read.
@@ -43,8 +43,10 @@ struct PartitionTracker {
 
     // MARK: Ownership
 
-    mutating func take(_ partition: TopicPartition, committed: Int64?, checkpoint: Checkpoint?) {
-        owned[partition] = TrackedPartition(offsets: PartitionOffsets(nextToRead: committed, committed: committed, checkpoint: checkpoint))
+    /// Takes a partition that reading resumes at `committed` (nil: where the consumer's reset
+    /// policy puts it).
+    mutating func take(_ partition: TopicPartition, committed: Int64?, metadata: String?) {
+        owned[partition] = TrackedPartition(offsets: PartitionOffsets(nextToRead: committed, committed: committed, metadata: metadata))
     }
 
     mutating func release(_ partitions: [TopicPartition]) {
@@ -53,22 +55,77 @@ struct PartitionTracker {
 
     mutating func noteCommitted(_ partition: TopicPartition, _ point: CommitPoint) {
         owned[partition]?.offsets.committed = point.offset
-        owned[partition]?.offsets.checkpoint = point.checkpoint
+        owned[partition]?.offsets.metadata = point.metadata
     }
 
     /// What this runner committed, per owned partition, in partition order.
     var committed: [TopicPartitionOffset] {
         sortedPartitions.compactMap { tp in
-            owned[tp]?.offsets.committed.map { TopicPartitionOffset(tp, offset: $0, metadata: owned[tp]?.offsets.checkpoint?.encoded) }
+            owned[tp]?.offsets.committed.map { TopicPartitionOffset(tp, offset: $0, metadata: owned[tp]?.offsets.metadata) }
         }
     }
 
     // MARK: Admission
 
+    /// One event of a batch, as the guard sees it.
+    enum Sighting {
+        case record(partition: Int32, offset: Int64)
+        /// The partition had nothing more than `offset`.
+        case partitionEnd(partition: Int32, offset: Int64)
+        case other
+    }
+
+    /// What the guard decided about a batch.
+    struct Sifted {
+        /// The indices of the records the stage may see, in order.
+        var taken: [Int] = []
+        /// Records dropped: of partitions not owned, at offsets already read, or gathered before
+        /// their partition was revoked.
+        var stale = 0
+        /// Jumps forward: (partition, expected offset, offset delivered).
+        var gaps: [(TopicPartition, Int64, Int64)] = []
+    }
+
     /// Sorts a batch into the records the stage may see, in order, and what was dropped.
     mutating func admit(_ batch: ConsumerBatch) -> Admitted {
         var admitted = Admitted()
-        admitted.records.reserveCapacity(batch.count)
+        var sightings: [(index: Int, sighting: Sighting)] = []
+        sightings.reserveCapacity(batch.count)
+        for index in batch.indices {
+            switch batch[index] {
+            case .record(let record): sightings.append((index, .record(partition: record.partition, offset: record.offset)))
+            case .partitionEOF(let tp, let offset):
+                sightings.append((index, tp.topic == topic ? .partitionEnd(partition: tp.partition, offset: offset) : .other))
+            case .error(let error): admitted.errors.append(error)
+            }
+        }
+        let sifted = sift(sightings, revocations: batch.revocations)
+        admitted.stale = sifted.stale
+        admitted.gaps = sifted.gaps
+        admitted.records.reserveCapacity(sifted.taken.count)
+        for index in sifted.taken {
+            if case .record(let record) = batch[index] { admitted.records.append(InputRecord(record)) }
+        }
+        return admitted
+    }
+
+    /// The guard itself, on what it needs of each event: the partition and offset of records,
+    /// the ends of partitions, and which partitions were revoked after how many events (those
+    /// gathered before belong to an assignment that no longer holds, even if the partition was
+    /// assigned again since).
+    mutating func sift(_ sightings: [(index: Int, sighting: Sighting)], revocations: [ConsumerBatch.Revocation]) -> Sifted {
+        var sifted = Sifted()
+        var revokedBefore: [Int32: Int] = [:]
+        var allRevokedBefore = 0
+        for revocation in revocations {
+            guard let partitions = revocation.partitions else {
+                allRevokedBefore = max(allRevokedBefore, revocation.before)
+                continue
+            }
+            for tp in partitions where tp.topic == topic {
+                revokedBefore[tp.partition] = max(revokedBefore[tp.partition] ?? 0, revocation.before)
+            }
+        }
         // Records come in runs of one partition: its state is taken out once per run.
         var current: TopicPartition?
         var state = TrackedPartition()
@@ -76,12 +133,12 @@ struct PartitionTracker {
         func putBack() {
             if let current, isOwned { owned[current] = state }
         }
-        for index in batch.indices {
-            switch batch[index] {
-            case .record(let record):
-                if current?.partition != record.partition {
+        for (index, sighting) in sightings {
+            switch sighting {
+            case .record(let partition, let offset):
+                if current?.partition != partition {
                     putBack()
-                    let key = TopicPartition(topic: topic, partition: record.partition)
+                    let key = TopicPartition(topic: topic, partition: partition)
                     current = key
                     if let known = owned[key] {
                         state = known
@@ -90,35 +147,36 @@ struct PartitionTracker {
                         isOwned = false
                     }
                 }
-                guard isOwned else {
-                    admitted.stale += 1
+                guard isOwned, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0) else {
+                    sifted.stale += 1
                     continue
                 }
-                if let end = state.end, record.offset >= end {
+                if let end = state.end, offset >= end {
                     state.atEnd = true
                     continue
                 }
-                switch state.offsets.admit(offset: record.offset) {
+                switch state.offsets.admit(offset: offset) {
                 case .stale:
-                    admitted.stale += 1
+                    sifted.stale += 1
                     continue
                 case .gap(let skipped):
-                    admitted.gaps.append((current!, record.offset - skipped, record.offset))
+                    sifted.gaps.append((current!, offset - skipped, offset))
                 case .take:
                     break
                 }
-                if let end = state.end, record.offset + 1 >= end { state.atEnd = true }
-                admitted.records.append(InputRecord(record))
-            case .partitionEOF(let tp, let offset):
+                if let end = state.end, offset + 1 >= end { state.atEnd = true }
+                sifted.taken.append(index)
+            case .partitionEnd(let partition, let offset):
                 putBack()
                 current = nil
+                let tp = TopicPartition(topic: topic, partition: partition)
                 if let end = owned[tp]?.end, offset >= end { owned[tp]?.atEnd = true }
-            case .error(let error):
-                admitted.errors.append(error)
+            case .other:
+                continue
             }
         }
         putBack()
-        return admitted
+        return sifted
     }
 
     // MARK: Bounds

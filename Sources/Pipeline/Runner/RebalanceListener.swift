@@ -31,13 +31,20 @@ struct RebalanceListener {
         return mine
     }
 
-    /// Where each partition starts: what its previous owner committed. Without the checkpoints,
-    /// windows already final would be replayed partially and dead letters sent again, so a
-    /// failed read is retried and then stops the runner; it never carries on without them.
+    /// Where each partition starts: what its previous owner committed, and where the
+    /// partition's log begins and ends now. Without the checkpoints, windows already final would
+    /// be replayed partially and dead letters sent again, so a failed read is retried and then
+    /// stops the runner; it never carries on without them.
     func starts(of partitions: [TopicPartition], readingFrom consumer: KafkaConsumer) throws -> [PartitionStart] {
         for attempt in 1...3 {
             do {
-                return Self.starts(of: partitions, committed: try consumer.committed(partitions))
+                let committed = try consumer.committed(partitions)
+                // The log's bounds matter only where there is a commit to judge against them;
+                // a rebalance callback that asks the cluster less ends sooner.
+                let resumed = committed.filter { $0.offset >= 0 }.map(\.topicPartition)
+                let beginnings = resumed.isEmpty ? [] : try consumer.beginningOffsets(resumed)
+                let ends = resumed.isEmpty ? [] : try consumer.endOffsets(resumed)
+                return Self.starts(of: partitions, committed: committed, beginnings: beginnings, ends: ends)
             } catch {
                 guard attempt < 3 else {
                     throw PipelineError.kafka(
@@ -49,13 +56,29 @@ struct RebalanceListener {
         return []
     }
 
-    /// Start points from explicit offsets (an assignment without a group, or what the group said).
-    static func starts(of partitions: [TopicPartition], committed: [TopicPartitionOffset]) -> [PartitionStart] {
+    /// Start points from explicit offsets (an assignment without a group, or what the group
+    /// said), with the log's bounds where known.
+    static func starts(
+        of partitions: [TopicPartition], committed: [TopicPartitionOffset], beginnings: [TopicPartitionOffset] = [],
+        ends: [TopicPartitionOffset] = []
+    ) -> [PartitionStart] {
         partitions.map { tp in
             let position = committed.first { $0.topicPartition == tp }
             let offset = position.flatMap { $0.offset >= 0 ? $0.offset : nil }
-            return PartitionStart(partition: tp.partition, committedOffset: offset, metadata: position?.metadata)
+            func bound(_ offsets: [TopicPartitionOffset]) -> Int64? {
+                offsets.first { $0.topicPartition == tp }.flatMap { $0.offset >= 0 ? $0.offset : nil }
+            }
+            return PartitionStart(
+                partition: tp.partition, committedOffset: offset, metadata: position?.metadata, logStart: bound(beginnings),
+                logEnd: bound(ends))
         }
+    }
+
+    /// Says that a partition's commit lies beyond its log: the topic was deleted and created
+    /// again (or truncated) since, and reading starts over from its beginning.
+    func logCommitBeyondTheLog(_ start: PartitionStart) {
+        logger.warning(
+            "\(stageName): the group \(group) committed offset \(start.committedOffset ?? 0) of \(topic)[\(start.partition)], but the partition now ends at \(start.logEnd ?? 0): the topic was deleted and created again (or truncated) since. Reading it from its beginning as a new incarnation: its positions are never taken for the old ones. If the topic was not meant to be replaced, check which cluster --brokers points at.")
     }
 
     /// The partitions being revoked that this runner owns.

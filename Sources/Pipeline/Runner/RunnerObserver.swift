@@ -122,6 +122,7 @@ struct RunnerObserver {
         let drained = stage.drainReport()
         totals.add(drained.accounting)
         pendingConsumed = 0
+        for notice in drained.notices { logger.notice("\(stageName): \(notice)") }
         for eviction in drained.capacityEvictions {
             logger.warning(
                 "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."

@@ -248,11 +248,18 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             return
         }
         for start in starts {
+            let resumes = !start.commitIsBeyondTheLog
+            if !resumes { rebalance.logCommitBeyondTheLog(start) }
             tracker.take(
-                TopicPartition(topic: settings.topic, partition: start.partition), committed: start.committedOffset,
-                checkpoint: Checkpoint(decoding: start.metadata))
+                TopicPartition(topic: settings.topic, partition: start.partition), committed: resumes ? start.committedOffset : nil,
+                metadata: start.metadata)
         }
-        stage.assign(starts, now: now)
+        do {
+            try stage.assign(starts, now: now)
+        } catch {
+            fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
+            return
+        }
         if output?.paused == true {
             do {
                 try consumer.pause(mine)

@@ -1,0 +1,44 @@
+import Kafka
+import Testing
+@testable import Pipeline
+
+/// The admission guard, on what it needs of each event.
+@Suite("partition tracker")
+struct PartitionTrackerTests {
+    let tp = TopicPartition(topic: "hits", partition: 0)
+
+    func records(_ offsets: ClosedRange<Int64>, from index: Int) -> [(index: Int, sighting: PartitionTracker.Sighting)] {
+        offsets.enumerated().map { (index + $0.offset, .record(partition: 0, offset: $0.element)) }
+    }
+
+    @Test("a partition revoked and assigned again while one batch was gathered: the records from before the revoke are dropped, the re-read ones taken")
+    func revokedAndReassignedWithinABatch() {
+        var tracker = PartitionTracker(topic: "hits")
+        // The batch began with records 100-149 of the old assignment. Then, inside the same
+        // poll, the partition was revoked (its commit said 40) and assigned again from 40.
+        tracker.take(tp, committed: 40, metadata: nil)
+        let sightings = records(100...149, from: 0) + records(40...60, from: 50)
+        let sifted = tracker.sift(sightings, revocations: [ConsumerBatch.Revocation(before: 50, partitions: [tp])])
+        #expect(sifted.taken == Array(50...70), "the re-read records, from the new assignment's start")
+        #expect(sifted.stale == 50 && sifted.gaps.isEmpty)
+        #expect(tracker[tp]?.offsets.nextToRead == 61)
+    }
+
+    @Test("an assignment lost while gathering drops every record gathered before")
+    func lostAssignment() {
+        var tracker = PartitionTracker(topic: "hits")
+        tracker.take(tp, committed: 0, metadata: nil)
+        let sifted = tracker.sift(records(5...9, from: 0) + records(0...2, from: 5), revocations: [ConsumerBatch.Revocation(before: 5, partitions: nil)])
+        #expect(sifted.taken == [5, 6, 7] && sifted.stale == 5)
+    }
+
+    @Test("stale offsets are dropped, jumps are taken and reported, records of partitions not owned are dropped")
+    func guardWithoutRebalance() {
+        var tracker = PartitionTracker(topic: "hits")
+        tracker.take(tp, committed: 10, metadata: nil)
+        let sightings = records(9...10, from: 0) + records(15...15, from: 2) + [(3, .record(partition: 7, offset: 0))]
+        let sifted = tracker.sift(sightings, revocations: [])
+        #expect(sifted.taken == [1, 2] && sifted.stale == 2)
+        #expect(sifted.gaps.map { "\($0.0)@\($0.1)->\($0.2)" } == ["hits[0]@11->15"])
+    }
+}
