@@ -76,6 +76,25 @@ public final class EmbeddedBroker: @unchecked Sendable {
         }
     }
 
+    /// The next `count` requests of this API that broker `brokerId` receives fail with `error`.
+    /// Unlike `failNextRequests`, the errors are the broker's own and how many are left can be
+    /// read back (`injectedErrorsLeft`): a test learns from it that a request has arrived.
+    public func failNextRequests(_ api: KafkaAPI, on brokerId: Int32, with error: Int32, count: Int) throws {
+        for _ in 0..<count {
+            let err = trackpipe_mock_broker_push_error(cluster, brokerId, api.rawValue, rd_kafka_resp_err_t(rawValue: error), 0)
+            if err.isError { throw KafkaError.from(err, "injecting errors into embedded broker \(brokerId)") }
+        }
+    }
+
+    /// How many errors injected with `failNextRequests(_:on:with:count:)` broker `brokerId` has
+    /// still to answer with.
+    public func injectedErrorsLeft(_ api: KafkaAPI, on brokerId: Int32) throws -> Int {
+        var count = 0
+        let err = rd_kafka_mock_broker_error_stack_cnt(cluster, brokerId, api.rawValue, &count)
+        if err.isError { throw KafkaError.from(err, "reading the injected errors of embedded broker \(brokerId)") }
+        return count
+    }
+
     /// Makes the cluster answer metadata requests for `topic` with this error (e.g.
     /// `KafkaErrorCode.unknownTopicOrPartition`), as a real cluster does for a missing topic;
     /// the embedded broker otherwise creates unknown topics on first use.

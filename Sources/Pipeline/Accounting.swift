@@ -32,37 +32,31 @@ public struct Accounting: Sendable, Equatable {
     public var deadLetteredTotal: Int { deadLettered.values.reduce(0, +) }
     public var balanced: Bool { consumed == accepted + filteredTotal + deadLetteredTotal + duplicates }
 
+    /// Every integer counter, once: `add` and `subtracting` go through this list, so a new
+    /// counter cannot be summed in one and forgotten in the other (a test checks that the
+    /// list names every stored `Int`).
+    static let counters: [WritableKeyPath<Accounting, Int> & Sendable] = [
+        \.consumed, \.accepted, \.replayedFinal, \.duplicates, \.replayed, \.marks, \.emitted, \.staleDropped, \.offsetGaps,
+    ]
+
+    /// Every count by reason, once, for the same purpose.
+    static let countsByReason: [WritableKeyPath<Accounting, [String: Int]> & Sendable] = [\.filtered, \.deadLettered]
+
     public mutating func add(_ other: Accounting) {
-        consumed += other.consumed
-        accepted += other.accepted
-        replayedFinal += other.replayedFinal
-        emitted += other.emitted
-        duplicates += other.duplicates
-        replayed += other.replayed
-        marks += other.marks
-        staleDropped += other.staleDropped
-        offsetGaps += other.offsetGaps
-        filtered.merge(other.filtered, uniquingKeysWith: +)
-        deadLettered.merge(other.deadLettered, uniquingKeysWith: +)
+        for counter in Self.counters { self[keyPath: counter] += other[keyPath: counter] }
+        for tally in Self.countsByReason { self[keyPath: tally].merge(other[keyPath: tally], uniquingKeysWith: +) }
     }
 
-    /// What happened since `earlier`, a snapshot of the same running totals.
+    /// What happened since `earlier`, a snapshot of the same running totals. A reason whose
+    /// count did not grow is left out.
     public func subtracting(_ earlier: Accounting) -> Accounting {
-        func minus(_ a: [String: Int], _ b: [String: Int]) -> [String: Int] {
-            a.merging(b.mapValues { -$0 }, uniquingKeysWith: +).filter { $0.value > 0 }
-        }
         var delta = self
-        delta.consumed -= earlier.consumed
-        delta.accepted -= earlier.accepted
-        delta.replayedFinal -= earlier.replayedFinal
-        delta.emitted -= earlier.emitted
-        delta.duplicates -= earlier.duplicates
-        delta.replayed -= earlier.replayed
-        delta.marks -= earlier.marks
-        delta.staleDropped -= earlier.staleDropped
-        delta.offsetGaps -= earlier.offsetGaps
-        delta.filtered = minus(filtered, earlier.filtered)
-        delta.deadLettered = minus(deadLettered, earlier.deadLettered)
+        for counter in Self.counters { delta[keyPath: counter] -= earlier[keyPath: counter] }
+        for tally in Self.countsByReason {
+            delta[keyPath: tally] = self[keyPath: tally]
+                .merging(earlier[keyPath: tally].mapValues { -$0 }, uniquingKeysWith: +)
+                .filter { $0.value > 0 }
+        }
         return delta
     }
 }

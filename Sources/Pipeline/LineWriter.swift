@@ -43,13 +43,10 @@ public final class LineWriter: @unchecked Sendable {
     }
 
     public func flush() throws {
-        var offset = 0
-        while offset < buffer.count {
-            let written = buffer.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            guard written > 0 else {
-                throw PipelineError.configuration("--output-file \(path): writing failed: \(String(cString: strerror(errno)))")
-            }
-            offset += written
+        do {
+            try buffer.withUnsafeBytes { try writeAll($0, to: descriptor) }
+        } catch let error as WriteAllError {
+            throw PipelineError.configuration("--output-file \(path): writing failed: \(error.reason)")
         }
         buffer.removeAll(keepingCapacity: true)
     }

@@ -17,7 +17,7 @@ struct GenerateCommand: ParsableCommand {
 
             Live mode (--rate, with --brokers): messages are produced as they happen, paced by the clock, so event times follow the clock and a worker's windows close as time passes; it runs until SIGINT or SIGTERM, or until --count messages if given.
 
-            Into Kafka (--brokers), each message has \(defaultDeliveryTimeoutMillis / 1000) s to be delivered (librdkafka's message.timeout.ms; change it with -X message.timeout.ms=MS): against a broker that cannot be reached, generate gives up after that long, says how many messages were not delivered and exits 1. On SIGINT or SIGTERM it stops sending, waits briefly for what is in flight, prints its summary and exits 0.
+            Into Kafka (--brokers), each message has \(defaultDeliveryTimeoutMillis / 1000) s to be delivered (librdkafka's message.timeout.ms; change it with -X message.timeout.ms=MS): against a broker that cannot be reached, generate gives up after that long, says how many messages were not delivered and exits 1. On SIGINT or SIGTERM it stops sending, waits for what is in flight as long as the broker keeps acknowledging it (\(drainAfterStopMillis / 1000) s without an acknowledgement ends the wait), prints its summary and exits 0.
             """)
 
     static let defaultCount = 10_000
@@ -25,8 +25,9 @@ struct GenerateCommand: ParsableCommand {
     /// How long a message may wait for delivery. librdkafka's own default is 5 minutes, so an
     /// unreachable broker kept generate silent for minutes; a reachable broker needs far less.
     static let defaultDeliveryTimeoutMillis = 15_000
-    /// After a signal or the first failed delivery, how long to wait for messages in flight:
-    /// a healthy broker acknowledges them within this, an unreachable one never will.
+    /// After a signal or the first failed delivery, how long to wait for the next
+    /// acknowledgement of a message in flight: an answering broker sends one within this, an
+    /// unreachable one never will.
     static let drainAfterStopMillis: Int64 = 2_000
 
     // Optional, with the defaults in the help, so that live mode can tell an explicit --count
@@ -264,19 +265,21 @@ final class KafkaTarget {
     }
 
     /// Waits for the messages in flight: as long as librdkafka may still deliver them (the
-    /// timeout, plus a margin for its once-a-second timeout scan), but only briefly once a
-    /// signal came or a delivery failed, since then the rest usually fails the same way.
+    /// timeout, plus a margin for its once-a-second timeout scan). Once a signal came or a
+    /// delivery failed, only while the broker keeps acknowledging: a broker that has answered
+    /// nothing for `drainAfterStopMillis` would let the rest fail the same way, whereas one
+    /// that answers slowly (a busy cluster, a loaded machine) still gets every message.
     func drain(stopped: LockedValue<String?>) -> Outcome {
         let now = GenerateCommand.nowMillis
-        var deadline = timeoutMillis == 0 ? Int64.max : now() + Int64(timeoutMillis) + 2_000
-        var cut = false
-        while producer.outstanding > 0 {
-            if !cut && (stopped.get() != nil || hasFailed) {
-                deadline = min(deadline, now() + GenerateCommand.drainAfterStopMillis)
-                cut = true
-            }
-            if now() >= deadline { break }
+        let deadline = timeoutMillis == 0 ? Int64.max : now() + Int64(timeoutMillis) + 2_000
+        var outstanding = producer.outstanding
+        var lastAcknowledged = now()
+        while outstanding > 0 && now() < deadline {
+            if (stopped.get() != nil || hasFailed) && now() - lastAcknowledged >= GenerateCommand.drainAfterStopMillis { break }
             producer.poll(timeoutMilliseconds: 100)
+            let left = producer.outstanding
+            if left < outstanding { lastAcknowledged = now() }
+            outstanding = left
         }
         let failed = failures.get()
         return Outcome(undelivered: failed.count + producer.outstanding, firstError: failed.first, timeoutMillis: timeoutMillis)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Pipeline
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -51,15 +52,9 @@ struct NormalizeCommand: ParsableCommand {
     }
 }
 
+/// Best effort: when standard error itself cannot be written, there is nowhere left to say so.
 func printToStandardError(_ message: String) {
     var line = Array(message.utf8)
     line.append(0x0A)
-    line.withUnsafeBytes { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
-            if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
-            offset += n
-        }
-    }
+    line.withUnsafeBytes { bytes in try? writeAll(bytes, to: STDERR_FILENO) }
 }

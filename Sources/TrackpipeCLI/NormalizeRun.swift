@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Pipeline
 import TrackingDomain
 
 /// Counts for the summary `trackpipe normalize` prints to stderr.
@@ -42,7 +43,7 @@ public enum NormalizeIOError: Error, Equatable {
     public var message: String {
         switch self {
         case .read(let code): "read failed: \(String(cString: strerror(code)))"
-        case .write(let code): "write failed: \(String(cString: strerror(code)))"
+        case .write(let code): "write failed: \(WriteAllError.reason(code: code))"
         }
     }
 }
@@ -152,14 +153,10 @@ public struct NormalizeRun: Sendable {
                 }
             },
             write: { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let n = systemWrite(output, bytes.baseAddress! + offset, bytes.count - offset)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        throw NormalizeIOError.write(errno: errno)
-                    }
-                    offset += n
+                do {
+                    try writeAll(bytes, to: output)
+                } catch let error as WriteAllError {
+                    throw NormalizeIOError.write(errno: error.code)
                 }
             })
     }
@@ -168,9 +165,4 @@ public struct NormalizeRun: Sendable {
 @inline(__always)
 private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
     read(fd, buffer, count)
-}
-
-@inline(__always)
-private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-    write(fd, buffer, count)
 }

@@ -9,6 +9,7 @@ struct TrackpipeBench: ParsableCommand {
         abstract: "Benchmarks for trackpipe (build with -c release).",
         subcommands: [
             ConsumeBenchmark.self,
+            GenerateBenchmark.self,
             NormalizeBenchmark.self,
             WindowingBenchmark.self,
             PipelineBenchmark.self,

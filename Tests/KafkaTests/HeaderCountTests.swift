@@ -13,11 +13,11 @@ struct HeaderCountTests {
             let headers = (0..<count).map { KafkaHeader(key: "h\($0)", string: "v") }
             try producer.send(topic: "headers", partition: 0, key: nil, value: Array("\(count)".utf8), headers: headers)
         }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
         let consumer = try KafkaConsumer(config: KafkaTestSupport.consumerConfig(broker, group: "headers"))
         try consumer.subscribe(topics: ["headers"])
         var seen: [Int: Int] = [:]
-        KafkaTestSupport.pollUntil(consumer, seconds: 20, { record in
+        KafkaTestSupport.pollUntil(consumer, { record in
             seen[Int(String(decoding: record.value!, as: UTF8.self))!] = record.headerCount
         }, stop: { seen.count == counts.count })
         consumer.close()

@@ -46,7 +46,7 @@ struct KafkaFaultTests {
         try broker.createTopic("split", partitions: 6)
         let (producer, _) = try KafkaTestSupport.makeProducer(broker)
         for i in 0..<600 { try producer.send(topic: "split", partition: Int32(i % 6), key: nil, value: Array("\(i)".utf8)) }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
 
         let revokedFromA = Mutex<[TopicPartition]>([])
         let a = try KafkaConsumer(
@@ -58,7 +58,7 @@ struct KafkaFaultTests {
 
         var fromA = Set<Int32>()
         var fromB = Set<Int32>()
-        let deadline = Date().addingTimeInterval(40)
+        let deadline = Date().addingTimeInterval(KafkaTestSupport.safetySeconds)
         while Date() < deadline {
             a.poll(timeoutMilliseconds: 50) { if case .record(let r) = $0 { fromA.insert(r.partition) } }
             b.poll(timeoutMilliseconds: 50) { if case .record(let r) = $0 { fromB.insert(r.partition) } }
@@ -76,7 +76,7 @@ struct KafkaFaultTests {
         // A leaves: its revoke hook runs first, then B takes every partition.
         a.close()
         #expect(Set(revokedFromA.withLock { $0 }.map(\.partition)) == assignedA)
-        let handover = Date().addingTimeInterval(30)
+        let handover = Date().addingTimeInterval(KafkaTestSupport.safetySeconds)
         while Date() < handover {
             b.poll(timeoutMilliseconds: 100) { _ in }
             if try b.assignment().count == 6 { break }
@@ -89,31 +89,36 @@ struct KafkaFaultTests {
     func brokerDownThenUp() throws {
         let broker = try EmbeddedBroker(brokers: 1)
         try broker.createTopic("outage", partitions: 2)
+        let errors = ClientErrors()
         let (producer, deliveries) = try KafkaTestSupport.makeProducer(
-            broker, extra: ["message.timeout.ms": "60000", "reconnect.backoff.max.ms": "500"])
+            broker, extra: ["message.timeout.ms": "\(KafkaTestSupport.safetyMilliseconds)", "reconnect.backoff.max.ms": "500"],
+            errors: errors)
         let consumer = try KafkaConsumer(
             config: KafkaTestSupport.consumerConfig(broker, group: "outage-group", extra: ["reconnect.backoff.max.ms": "500"]))
         try consumer.subscribe(topics: ["outage"])
 
         var values = Set<String>()
         for i in 0..<500 { try producer.send(topic: "outage", key: nil, value: Array("\(i)".utf8)) }
-        try producer.flush()
-        KafkaTestSupport.pollUntil(consumer, seconds: 30, { values.insert(String(decoding: $0.value!, as: UTF8.self)) }, stop: { values.count == 500 })
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
+        KafkaTestSupport.pollUntil(consumer, { values.insert(String(decoding: $0.value!, as: UTF8.self)) }, stop: { values.count == 500 })
         #expect(values.count == 500)
 
+        let errorsBefore = errors.count
         try broker.setBrokerDown(1)
         for i in 500..<1000 { try producer.send(topic: "outage", key: nil, value: Array("\(i)".utf8)) }
-        let downUntil = Date().addingTimeInterval(3)
-        while Date() < downUntil {
+        // Down until the producer has tried and failed to reach it: it reports the broker gone.
+        let deadline = Date().addingTimeInterval(KafkaTestSupport.safetySeconds)
+        while errors.count == errorsBefore && Date() < deadline {
             producer.poll(timeoutMilliseconds: 100)
             consumer.poll(timeoutMilliseconds: 100) { _ in }
         }
+        #expect(errors.count > errorsBefore, "the producer never reported the broker down")
         #expect(deliveries.delivered == 500, "nothing can be acknowledged while the only broker is down")
         try broker.setBrokerUp(1)
-        try producer.flush(timeoutMilliseconds: 60_000)
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
         #expect(deliveries.delivered == 1000)
         #expect(deliveries.failures.isEmpty)
-        KafkaTestSupport.pollUntil(consumer, seconds: 60, { values.insert(String(decoding: $0.value!, as: UTF8.self)) }, stop: { values.count == 1000 })
+        KafkaTestSupport.pollUntil(consumer, { values.insert(String(decoding: $0.value!, as: UTF8.self)) }, stop: { values.count == 1000 })
         #expect(values.count == 1000)
         consumer.close()
     }
@@ -125,7 +130,7 @@ struct KafkaFaultTests {
         broker.failNextRequests(.produce, with: Array(repeating: KafkaErrorCode.notEnoughReplicas, count: 4))
         let (producer, deliveries) = try KafkaTestSupport.makeProducer(broker, extra: ["retry.backoff.ms": "10"])
         for i in 0..<200 { try producer.send(topic: "flaky", partition: 0, key: nil, value: Array("\(i)".utf8)) }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
         #expect(deliveries.delivered == 200)
         #expect(deliveries.failures.isEmpty)
         let consumer = try KafkaConsumer(config: KafkaTestSupport.consumerConfig(broker, group: "flaky-group"))
@@ -141,7 +146,7 @@ struct KafkaFaultTests {
         let (producer, deliveries) = try KafkaTestSupport.makeProducer(
             broker, extra: ["queue.buffering.max.messages": "100", "linger.ms": "1"])
         for i in 0..<3000 { try producer.send(topic: "tight", partition: 0, key: nil, value: Array("\(i)".utf8), token: UInt64(i)) }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
         #expect(deliveries.delivered == 3000)
         #expect(deliveries.failures.isEmpty)
     }

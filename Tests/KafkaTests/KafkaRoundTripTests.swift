@@ -17,7 +17,7 @@ struct KafkaRoundTripTests {
                 headers: [KafkaHeader(key: "seq", string: "\(i)"), KafkaHeader(key: "empty", value: nil)],
                 timestamp: baseTime + Int64(i), token: UInt64(i))
         }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
         #expect(deliveries.delivered == count)
         #expect(deliveries.failures.isEmpty)
 
@@ -27,7 +27,7 @@ struct KafkaRoundTripTests {
         var received = 0
         var mismatches = 0
         var next: [Int32: Int64] = [:]
-        KafkaTestSupport.pollUntil(consumer, seconds: 60, { record in
+        KafkaTestSupport.pollUntil(consumer, { record in
             let value = String(decoding: record.value!, as: UTF8.self)
             let i = Int(value.dropFirst("value-".count))!
             let headers = record.headers
@@ -58,13 +58,13 @@ struct KafkaRoundTripTests {
         try broker.createTopic("resume", partitions: 1)
         let (producer, _) = try KafkaTestSupport.makeProducer(broker)
         for i in 0..<100 { try producer.send(topic: "resume", partition: 0, key: nil, value: Array("\(i)".utf8)) }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
 
         do {
             let first = try KafkaConsumer(config: KafkaTestSupport.consumerConfig(broker, group: "resume-group"))
             try first.subscribe(topics: ["resume"])
             var read = 0
-            KafkaTestSupport.pollUntil(first, seconds: 30, { _ in read += 1 }, stop: { read >= 100 })
+            KafkaTestSupport.pollUntil(first, { _ in read += 1 }, stop: { read >= 100 })
             #expect(read == 100)
             // Only the first 40 were "processed": commit 40 (the next offset to read).
             try first.commit([TopicPartitionOffset(topic: "resume", partition: 0, offset: 40)])
@@ -75,7 +75,7 @@ struct KafkaRoundTripTests {
         try second.subscribe(topics: ["resume"])
         var firstOffset: Int64?
         var values: [String] = []
-        KafkaTestSupport.pollUntil(second, seconds: 30, { record in
+        KafkaTestSupport.pollUntil(second, { record in
             if firstOffset == nil { firstOffset = record.offset }
             values.append(String(decoding: record.value!, as: UTF8.self))
         }, stop: { values.count >= 60 })
@@ -93,7 +93,7 @@ struct KafkaRoundTripTests {
         for i in 0..<50 {
             try producer.send(topic: "wm", partition: 0, key: nil, value: Array("\(i)".utf8), timestamp: 1_000_000 + Int64(i) * 1000)
         }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
         let consumer = try KafkaConsumer(config: KafkaTestSupport.consumerConfig(broker, group: "wm-group"))
         let tp = TopicPartition(topic: "wm", partition: 0)
         let marks = try consumer.watermarks(tp)
@@ -108,10 +108,10 @@ struct KafkaRoundTripTests {
 
         try consumer.assign([TopicPartitionOffset(tp, offset: 0)])
         var firstSeen: [Int64] = []
-        KafkaTestSupport.pollUntil(consumer, seconds: 10, { firstSeen.append($0.offset) }, stop: { !firstSeen.isEmpty })
+        KafkaTestSupport.pollUntil(consumer, { firstSeen.append($0.offset) }, stop: { !firstSeen.isEmpty })
         try consumer.seek([TopicPartitionOffset(tp, offset: 45)])
         var afterSeek: [Int64] = []
-        KafkaTestSupport.pollUntil(consumer, seconds: 10, { afterSeek.append($0.offset) }, stop: { afterSeek.contains(49) })
+        KafkaTestSupport.pollUntil(consumer, { afterSeek.append($0.offset) }, stop: { afterSeek.contains(49) })
         #expect(afterSeek.contains(45))
         #expect(afterSeek.last == 49)
     }
@@ -122,13 +122,13 @@ struct KafkaRoundTripTests {
         try broker.createTopic("eof", partitions: 2)
         let (producer, _) = try KafkaTestSupport.makeProducer(broker)
         for i in 0..<10 { try producer.send(topic: "eof", partition: Int32(i % 2), key: nil, value: [UInt8(i)]) }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
         let consumer = try KafkaConsumer(
             config: KafkaTestSupport.consumerConfig(broker, group: "eof-group", extra: ["enable.partition.eof": "true"]))
         try consumer.subscribe(topics: ["eof"])
         var ends: [Int32: Int64] = [:]
         var records = 0
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(KafkaTestSupport.safetySeconds)
         while ends.count < 2 && Date() < deadline {
             consumer.poll(timeoutMilliseconds: 100) { event in
                 switch event {

@@ -5,6 +5,12 @@ import Synchronization
 
 /// Shared setup for tests that talk the Kafka protocol to an embedded broker.
 enum KafkaTestSupport {
+    /// How long a test waits for records, a rebalance or a flush before it gives up: a bound on
+    /// a hang, never what a test checks. Tests go on the moment the event happens; CI runs the
+    /// suite in parallel on a loaded 2-core machine, so the bound is minutes.
+    static let safetySeconds: Double = 300
+    static var safetyMilliseconds: Int32 { Int32(safetySeconds * 1_000) }
+
     static func consumerConfig(_ broker: EmbeddedBroker, group: String, extra: [String: String] = [:]) -> KafkaConfig {
         KafkaConfig([
             "bootstrap.servers": broker.bootstrapServers,
@@ -24,17 +30,23 @@ enum KafkaTestSupport {
         ]).merging(KafkaConfig(extra))
     }
 
-    /// A producer whose delivery reports are collected for inspection.
-    static func makeProducer(_ broker: EmbeddedBroker, extra: [String: String] = [:]) throws -> (KafkaProducer, DeliveryLog) {
+    /// A producer whose delivery reports are collected for inspection, and its client-level
+    /// errors too when `errors` is given.
+    static func makeProducer(
+        _ broker: EmbeddedBroker, extra: [String: String] = [:], errors: ClientErrors? = nil
+    ) throws -> (KafkaProducer, DeliveryLog) {
         let log = DeliveryLog()
-        let producer = try KafkaProducer(config: producerConfig(broker, extra: extra)) { report in log.record(report) }
+        var onError: (@Sendable (KafkaError) -> Void)?
+        if let errors { onError = { errors.record($0) } }
+        let producer = try KafkaProducer(
+            config: producerConfig(broker, extra: extra), onDelivery: { report in log.record(report) }, onError: onError)
         return (producer, log)
     }
 
     /// Polls until `stop` says so or the deadline passes; returns whether `stop` was met.
     @discardableResult
     static func pollUntil(
-        _ consumer: KafkaConsumer, seconds: Double, _ onRecord: (ConsumerRecord) -> Void, stop: () -> Bool
+        _ consumer: KafkaConsumer, seconds: Double = safetySeconds, _ onRecord: (ConsumerRecord) -> Void, stop: () -> Bool
     ) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
@@ -63,4 +75,13 @@ final class DeliveryLog: Sendable {
 
     var delivered: Int { state.withLock { $0.ok } }
     var failures: [KafkaError] { state.withLock { $0.failed } }
+}
+
+/// Client-level errors a client reported (connections refused, all brokers down, ...).
+final class ClientErrors: Sendable {
+    private let state = Mutex<[KafkaError]>([])
+
+    func record(_ error: KafkaError) { state.withLock { $0.append(error) } }
+
+    var count: Int { state.withLock { $0.count } }
 }

@@ -34,12 +34,15 @@ struct LogBridgeTests {
         let producer = try KafkaProducer(
             config: KafkaConfig(["bootstrap.servers": "127.0.0.1:1", "reconnect.backoff.ms": "50"]), logger: logger)
         try producer.send(topic: "t", key: nil, value: Array("x".utf8))
-        let logged = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < logged && sink.entries.withLock({ $0.isEmpty }) {
+        func refusal() -> (level: Logger.Level, message: String, facility: String)? {
+            sink.entries.withLock { $0.first { $0.message.contains("127.0.0.1:1") && $0.message.contains("Connection refused") } }
+        }
+        let logged = ContinuousClock.now + .seconds(KafkaTestSupport.safetySeconds)
+        while ContinuousClock.now < logged && refusal() == nil {
             producer.poll(timeoutMilliseconds: 100)
         }
         let entries = sink.entries.withLock { $0 }
-        let refused = entries.first { $0.message.contains("127.0.0.1:1") && $0.message.contains("Connection refused") }
+        let refused = refusal()
         #expect(refused != nil, "\(entries.map(\.message).prefix(3))")
         #expect(refused.map { $0.level >= .warning } == true)
         #expect(refused.map { !$0.facility.isEmpty } == true)

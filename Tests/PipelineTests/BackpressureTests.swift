@@ -37,10 +37,10 @@ struct BackpressureTests {
         config.kafkaProperties["queue.buffering.max.kbytes"] = "1024"
         config.kafkaProperties["linger.ms"] = "5"
         let worker = LiveWorker(config)
-        let outcome = worker.ended(within: 240)
+        let outcome = worker.ended()
         guard let result = outcome else {
             _ = try? worker.stop()
-            Issue.record("the run did not end within 240 s")
+            Issue.record("the run did not end within \(SafetyDeadline.seconds) s")
             return
         }
         let summary = try result.get()

@@ -129,7 +129,7 @@ struct PipelineEndToEndTests {
             topic: "hits", key: nil,
             value: Array("{\"deliveryId\":\"dfuture\",\"broadlogId\":\"h1\",\"action\":\"7\",\"timestamp\":\(future)}".utf8),
             timestamp: received)
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: SafetyDeadline.milliseconds)
         try corpus.produce(1_000..<2_000, to: "hits", on: broker)
 
         let summary = try Pipeline(config: config(broker, group: "future")).run()

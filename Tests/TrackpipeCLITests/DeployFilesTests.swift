@@ -8,6 +8,7 @@ import Foundation
 import Logging
 import Pipeline
 import Testing
+import TrackpipeTestSupport
 import Yams
 
 @testable import TrackpipeCLI
@@ -877,7 +878,8 @@ enum HTTPGet {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw DeployFileError("socket() failed") }
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        // Bounds a hang only (see SafetyDeadline): a loaded machine may take seconds to answer.
+        var timeout = timeval(tv_sec: Int(SafetyDeadline.seconds), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -895,6 +897,7 @@ enum HTTPGet {
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
             received += buffer[0..<count]
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Testing
+import TrackpipeTestSupport
 @testable import TrackpipeCLI
 
 @Suite("trackpipe embedded-broker")
@@ -10,7 +11,7 @@ struct EmbeddedBrokerCommandTests {
         let broker = try BackgroundTrackpipe(
             TrackpipeBinary.locate(), ["embedded-broker", "--topic", "events", "--topic", "other", "--partitions", "3"])
         var bootstrap = ""
-        let started = BackgroundTrackpipe.waitUntil(seconds: 10) {
+        let started = BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) {
             bootstrap = broker.stdout.split(separator: "\n").first { $0.hasPrefix("bootstrap: ") }.map { String($0.dropFirst(11)) } ?? ""
             return !bootstrap.isEmpty
         }
@@ -20,14 +21,14 @@ struct EmbeddedBrokerCommandTests {
         // A real client round trip against the printed address.
         let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": bootstrap, "log_level": "3"]))
         try producer.send(topic: "events", partition: 2, key: Array("k".utf8), value: Array("hello".utf8))
-        try producer.flush(timeoutMilliseconds: 10_000)
+        try producer.flush(timeoutMilliseconds: SafetyDeadline.milliseconds)
         let consumer = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": bootstrap, "group.id": "probe", "log_level": "3"]))
         #expect(try consumer.watermarks(TopicPartition(topic: "events", partition: 2)).high == 1)
-        let records = try consumer.readToEnd(topic: "events", partitions: 3)
+        let records = try consumer.readToEnd(topic: "events", partitions: 3, timeoutSeconds: SafetyDeadline.seconds)
         #expect(records.map { $0.value.map { String(decoding: $0, as: UTF8.self) } } == ["hello"])
 
         broker.signal(SIGTERM)
-        #expect(broker.waitForExit(seconds: 10) == 0)
+        #expect(broker.waitForExit(seconds: SafetyDeadline.seconds) == 0)
     }
 
     @Test("refuses nonsense sizes with a message")
@@ -46,14 +47,14 @@ struct EmbeddedBrokerCommandTests {
         let binary = try TrackpipeBinary.locate()
         let broker = try BackgroundTrackpipe(binary, ["embedded-broker", "--broker-count", "2", "--topic", "t"])
         var bootstrap = ""
-        let started = BackgroundTrackpipe.waitUntil(seconds: 10) {
+        let started = BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) {
             bootstrap = broker.stdout.split(separator: "\n").first { $0.hasPrefix("bootstrap: ") }.map { String($0.dropFirst(11)) } ?? ""
             return !bootstrap.isEmpty
         }
         #expect(started, "no bootstrap line; stderr: \(broker.stderr)")
         #expect(bootstrap.split(separator: ",").count == 2, "\(bootstrap)")
         broker.signal(SIGTERM)
-        #expect(broker.waitForExit(seconds: 10) == 0)
+        #expect(broker.waitForExit(seconds: SafetyDeadline.seconds) == 0)
 
         let renamed = try binary.run(["embedded-broker", "--brokers", "3"])
         #expect(renamed.exitCode == 64)

@@ -9,6 +9,7 @@ import Kafka
 import Testing
 import TrackingDomain
 @testable import TrackpipeCLI
+import TrackpipeTestSupport
 
 @Suite("trackpipe generate")
 struct GenerateCommandTests {
@@ -67,55 +68,92 @@ struct GenerateCommandTests {
         try broker.createTopic("gen", partitions: 2)
         let result = try TrackpipeBinary.locate().run([
             "generate", "--count", "300", "--brokers", broker.bootstrapServers, "--topic", "gen", "-X", "log_level=3",
+            "-X", Self.patientDelivery,
         ])
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stdout.isEmpty)
         let consumer = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "r", "log_level": "3"]))
-        let records = try consumer.readToEnd(topic: "gen", partitions: 2)
+        let records = try consumer.readToEnd(topic: "gen", partitions: 2, timeoutSeconds: SafetyDeadline.seconds)
         #expect(records.count == 300)
         #expect(records.allSatisfy { $0.timestamp != nil })
         #expect(records.contains { $0.key != nil })
     }
 
-    @Test("--rate produces live, paced by the clock, event times never ahead of it, until SIGTERM")
-    func liveUntilSignalled() throws {
+    /// A delivery timeout longer than any stall of a loaded machine, for runs against a working
+    /// broker: one message expiring would end a live run and fail a batch (exit 1).
+    static let patientDelivery = "message.timeout.ms=\(SafetyDeadline.milliseconds)"
+
+    /// What a reader of `topic` finds now, and the moment it finished reading.
+    static func read(_ broker: EmbeddedBroker, topic: String, partitions: Int32) throws -> (records: [StoredRecord], readAt: Int64) {
+        let consumer = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "r", "log_level": "3"]))
+        let records = try consumer.readToEnd(topic: topic, partitions: partitions, timeoutSeconds: SafetyDeadline.seconds)
+        return (records, nowMillis())
+    }
+
+    /// Live event times (the records' timestamps) are never ahead of the clock, and behind it by
+    /// the generator's own delays only: late hits and their retries reach back up to 140 s,
+    /// nearly all others 2 s. A fact about the stream, whatever the machine's speed: the
+    /// generator starts after `testStart` and hands out each message once the clock reaches it.
+    static func expectLiveEventTimes(
+        _ read: (records: [StoredRecord], readAt: Int64), since testStart: Int64, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        let stamps = read.records.compactMap(\.timestamp)
+        #expect(stamps.count == read.records.count, "every record carries its event time", sourceLocation: sourceLocation)
+        #expect(stamps.allSatisfy { $0 <= read.readAt }, "an event time ahead of the clock: \(stamps.max() ?? 0) > \(read.readAt)", sourceLocation: sourceLocation)
+        #expect(stamps.allSatisfy { $0 >= testStart - 141_000 }, "\(stamps.min() ?? 0) vs start \(testStart)", sourceLocation: sourceLocation)
+        #expect(Double(stamps.filter { $0 >= testStart - 3_000 }.count) > 0.8 * Double(stamps.count), sourceLocation: sourceLocation)
+    }
+
+    /// What a user of `generate --rate` notices, each step waiting on the event itself: a rate
+    /// or a delay would be a figure of the machine, not of the command (the pacing is measured
+    /// by `trackpipe-bench generate`).
+    @Test(
+        "--rate produces live until SIGTERM or SIGINT: records arrive while it runs, event times follow the clock and never lead it, the summary counts what was delivered",
+        arguments: [SIGTERM, SIGINT])
+    func liveUntilSignalled(_ signal: Int32) throws {
         let broker = try EmbeddedBroker()
         try broker.createTopic("live", partitions: 2)
         let testStart = Self.nowMillis()
         let generator = try BackgroundTrackpipe(
             TrackpipeBinary.locate(),
-            ["generate", "--rate", "500", "--brokers", broker.bootstrapServers, "--topic", "live", "-X", "log_level=3"])
-        let started = Date()
-        Thread.sleep(forTimeInterval: 2.5)
-        generator.signal(SIGTERM)
-        let elapsed = Date().timeIntervalSince(started)
-        let status = generator.waitForExit(seconds: 15)
-        #expect(status == 0, "\(generator.stderr)")
-        #expect(generator.stderr.contains("messages to topic live on \(broker.bootstrapServers)"), "\(generator.stderr)")
-
-        let consumer = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "r", "log_level": "3"]))
-        let records = try consumer.readToEnd(topic: "live", partitions: 2)
-        let readAt = Self.nowMillis()
-        // Loose: process start-up and a shared machine shift the count either way.
-        let expected = 500 * elapsed
-        #expect(Double(records.count) > 0.4 * expected && Double(records.count) < 1.6 * expected, "\(records.count) in \(elapsed) s")
-        #expect(generator.stderr.contains("generate: \(records.count) messages"), "the summary counts what was delivered")
-
-        let stamps = records.compactMap(\.timestamp)
-        #expect(stamps.count == records.count)
-        // Never ahead of the clock; behind it by the generator's own delays only (late hits
-        // and their retries reach back up to 140 s, nearly all others 2 s).
-        #expect(stamps.allSatisfy { $0 <= readAt })
-        #expect(stamps.allSatisfy { $0 >= testStart - 141_000 })
-        #expect(Double(stamps.filter { $0 >= testStart - 3_000 }.count) > 0.8 * Double(stamps.count))
-        // Event time moves with the run: compare in production order (per partition, by offset).
-        let byProduction = records.sorted { ($0.partition, $0.offset) < ($1.partition, $1.offset) }
-        for partition in Set(records.map(\.partition)) {
-            let ordered = byProduction.filter { $0.partition == partition }.compactMap(\.timestamp)
-            guard ordered.count >= 40 else { continue }
-            let quarter = ordered.count / 4
-            #expect(Self.median(ordered.suffix(quarter)) > Self.median(ordered.prefix(quarter)), "partition \(partition)")
+            ["generate", "--rate", "200", "--brokers", broker.bootstrapServers, "--topic", "live", "-X", "log_level=3", "-X", Self.patientDelivery])
+        let watcher = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "w", "log_level": "3"]))
+        func produced() throws -> Int64 {
+            try (0..<2).map { try watcher.watermarks(TopicPartition(topic: "live", partition: $0)).high }.reduce(0, +)
         }
+
+        // Records arrive while generate runs, not when it stops.
+        let arrived = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds, every: 0.1) {
+            try produced() >= 100 || !generator.process.isRunning
+        }
+        let count = try produced()
+        try #require(arrived && generator.process.isRunning, "\(count) records; stderr: \(generator.stderr)")
+        let early = try Self.read(broker, topic: "live", partitions: 2)
+        #expect(early.records.count >= 100)
+        Self.expectLiveEventTimes(early, since: testStart)
+
+        // Event times follow the clock: records produced from now on are stamped after this
+        // moment, later than every record read so far.
+        let looked = Self.nowMillis()
+        var latest: Int64 = 0
+        let followed = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds, every: 0.25) {
+            latest = try Self.read(broker, topic: "live", partitions: 2).records.compactMap(\.timestamp).max() ?? 0
+            return latest > looked || !generator.process.isRunning
+        }
+        #expect(followed && generator.process.isRunning, "no event time after \(looked); latest \(latest); stderr: \(generator.stderr)")
+
+        // The signal stops it: the summary, exit 0.
+        generator.signal(signal)
+        let status = generator.waitForExit(seconds: SafetyDeadline.seconds)
+        try #require(status != nil, "still running \(SafetyDeadline.seconds) s after the signal")
+        #expect(generator.process.terminationReason == .exit, "killed by the signal instead of handling it")
+        #expect(status == 0, "\(generator.stderr)")
+        let all = try Self.read(broker, topic: "live", partitions: 2)
+        #expect(all.records.count > early.records.count)
+        #expect(
+            generator.stderr.contains("generate: \(all.records.count) messages to topic live on \(broker.bootstrapServers)"),
+            "the summary counts what was delivered (\(all.records.count)): \(generator.stderr)")
+        Self.expectLiveEventTimes(all, since: testStart)
     }
 
     @Test("--rate with --count stops after that many messages, exit 0")
@@ -124,11 +162,12 @@ struct GenerateCommandTests {
         try broker.createTopic("live", partitions: 1)
         let result = try TrackpipeBinary.locate().run([
             "generate", "--rate", "1000", "--count", "300", "--brokers", broker.bootstrapServers, "--topic", "live", "-X", "log_level=3",
+            "-X", Self.patientDelivery,
         ])
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stderr.contains("generate: 300 messages to topic live"))
         let consumer = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "r", "log_level": "3"]))
-        #expect(try consumer.readToEnd(topic: "live", partitions: 1).count == 300)
+        #expect(try consumer.readToEnd(topic: "live", partitions: 1, timeoutSeconds: SafetyDeadline.seconds).count == 300)
     }
 
     @Test("--rate without --brokers, or with batch-only options, is refused with why")
@@ -148,39 +187,56 @@ struct GenerateCommandTests {
 
     private static func nowMillis() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
-    private static func median(_ values: some Collection<Int64>) -> Int64 {
-        let sorted = values.sorted()
-        return sorted[sorted.count / 2]
-    }
-
     @Test("an unreachable broker: generate gives up after the 15 s delivery timeout, says how many were lost, exit 1")
     func unreachableBroker() throws {
-        let started = Date()
-        let result = try TrackpipeBinary.locate().run(["generate", "--count", "200", "--brokers", "127.0.0.1:1", "-X", "log_level=0"])
-        let elapsed = Date().timeIntervalSince(started)
-        #expect(result.exitCode == 1)
-        #expect(elapsed > 10 && elapsed < 40, "\(elapsed) s")
-        #expect(result.stderr.contains("generate: 200 messages to topic tracking-hits on 127.0.0.1:1:"), "\(result.stderr)")
+        let generator = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(), ["generate", "--count", "200", "--brokers", "127.0.0.1:1", "-X", "log_level=0"])
+        // A bound of its own, still minutes: librdkafka's default timeout is 300 s, and a run
+        // waiting that long (the 15 s default lost) must fail here rather than pass slowly.
+        let status = generator.waitForExit(seconds: 150)
+        try #require(status != nil, "still waiting after 150 s: the 15 s delivery timeout is not in force; stderr: \(generator.stderr)")
+        #expect(status == 1)
+        #expect(generator.stderr.contains("generate: 200 messages to topic tracking-hits on 127.0.0.1:1:"), "\(generator.stderr)")
+        // _MSG_TIMED_OUT: librdkafka gave each message up only once its timeout had passed.
         #expect(
-            result.stderr.contains(
+            generator.stderr.contains(
                 "generate: 200 of 200 messages were not delivered to topic tracking-hits on 127.0.0.1:1: delivery failed: _MSG_TIMED_OUT"),
-            "\(result.stderr)")
-        #expect(result.stderr.contains("is the broker reachable? (each message waits up to 15 s; -X message.timeout.ms=MS changes that)"))
+            "\(generator.stderr)")
+        #expect(generator.stderr.contains("is the broker reachable? (each message waits up to 15 s; -X message.timeout.ms=MS changes that)"))
     }
 
-    @Test("SIGTERM during a batch into Kafka: generate stops waiting within seconds and prints its summary")
+    @Test("SIGTERM while a batch waits for acknowledgements: generate stops waiting, prints its summary and how many were not delivered")
     func batchSummaryOnSignal() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("held", partitions: 1)
+        // Every produce request is answered with a retriable error: librdkafka retries for as
+        // long as a message may wait, and nothing is ever acknowledged.
+        let held = 10_000
+        try broker.failNextRequests(.produce, on: 1, with: KafkaErrorCode.notEnoughReplicas, count: held)
         let generator = try BackgroundTrackpipe(
-            TrackpipeBinary.locate(), ["generate", "--count", "300", "--brokers", "127.0.0.1:1", "-X", "log_level=0"])
-        Thread.sleep(forTimeInterval: 1.5)
-        let signalled = Date()
+            TrackpipeBinary.locate(),
+            [
+                "generate", "--count", "300", "--brokers", broker.bootstrapServers, "--topic", "held", "-X", "log_level=0",
+                // The 300 messages go in one request (one partition, batches of 300, no linger
+                // expiry): the broker's first produce request says that generate has sent the
+                // whole batch and now only waits.
+                "-X", "batch.num.messages=300", "-X", "linger.ms=900000",
+                // An hour: only the signal can end the wait before the test gives up.
+                "-X", "message.timeout.ms=3600000",
+            ])
+        let waiting = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) {
+            try broker.injectedErrorsLeft(.produce, on: 1) < held || !generator.process.isRunning
+        }
+        try #require(waiting && generator.process.isRunning, "no produce request reached the broker; stderr: \(generator.stderr)")
         generator.signal(SIGTERM)
-        let status = generator.waitForExit(seconds: 10)
-        #expect(status != nil, "still running 10 s after SIGTERM")
-        #expect(Date().timeIntervalSince(signalled) < 6)
+        let status = generator.waitForExit(seconds: SafetyDeadline.seconds)
+        try #require(status != nil, "still waiting \(SafetyDeadline.seconds) s after SIGTERM")
         #expect(generator.process.terminationReason == .exit, "killed by the signal instead of handling it")
-        #expect(generator.stderr.contains("generate: 300 messages to topic tracking-hits on 127.0.0.1:1:"), "\(generator.stderr)")
-        #expect(generator.stderr.contains("generate: 300 of 300 messages were not delivered"), "\(generator.stderr)")
+        let destination = "topic held on \(broker.bootstrapServers)"
+        #expect(generator.stderr.contains("generate: 300 messages to \(destination):"), "\(generator.stderr)")
+        #expect(
+            generator.stderr.contains("generate: 300 of 300 messages were not delivered to \(destination): still unacknowledged when generate stopped waiting"),
+            "\(generator.stderr)")
         #expect(status == 1)
     }
 

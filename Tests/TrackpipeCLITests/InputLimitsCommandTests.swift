@@ -43,7 +43,7 @@ struct InputLimitsCommandTests {
                 topic: "hits", key: Array("device-\(index)".utf8), value: value,
                 headers: (0..<headers).map { KafkaHeader(key: "trace-\($0)", string: "x") })
         }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: SafetyDeadline.milliseconds)
 
         let binary = try TrackpipeBinary.locate()
         let arguments = [

@@ -47,8 +47,8 @@ struct ReplayCommandTests {
         #expect(try reader.committed(inputPartitions) == committedBefore, "the live group's commits are untouched")
 
         let fromMillis = Self.start + 4 * 60_000, toMillis = Self.start + 9 * 60_000
-        let liveRecords = try lastByKey(try reader.readToEnd(topic: "aggregates", partitions: 4))
-        let backfill = try lastByKey(try reader.readToEnd(topic: "backfill", partitions: 4))
+        let liveRecords = try lastByKey(try reader.readToEnd(topic: "aggregates", partitions: 4, timeoutSeconds: SafetyDeadline.seconds))
+        let backfill = try lastByKey(try reader.readToEnd(topic: "backfill", partitions: 4, timeoutSeconds: SafetyDeadline.seconds))
         let expectedKeys = liveRecords.keys.filter { key in
             let start = RFC3339.parse(Array(key.split(separator: "@")[1].utf8))!
             return start >= fromMillis && start < toMillis

@@ -177,18 +177,16 @@ struct RunCommandEndToEndTests {
         return try reader.committed(partitions).map { max(0, $0.offset) }.reduce(0, +)
     }
 
-    @Test("SIGTERM: the worker commits its safe offsets, prints its summary and exits 0 within seconds")
+    @Test("SIGTERM: the worker commits its safe offsets, prints its summary and exits 0")
     func gracefulStop() throws {
         let broker = try makeBroker()
         let corpus = Corpus(HitStream(HitStreamConfig(count: 3_000, seed: 2, deliveries: 4)).generate())
         try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
         let worker = try BackgroundTrackpipe(TrackpipeBinary.locate(), workerArguments(broker, group: "term"))
-        let consumedAll = try BackgroundTrackpipe.waitUntil(seconds: 30) { try processedTotal(broker, group: "term") == 3_000 }
+        let consumedAll = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) { try processedTotal(broker, group: "term") == 3_000 }
         #expect(consumedAll, "nothing committed; stderr: \(worker.stderr)")
-        let signalled = Date()
         worker.signal(SIGTERM)
-        #expect(worker.waitForExit(seconds: 15) == 0, "stderr: \(worker.stderr)")
-        #expect(Date().timeIntervalSince(signalled) < 15)
+        #expect(worker.waitForExit(seconds: SafetyDeadline.seconds) == 0, "stderr: \(worker.stderr)")
         #expect(worker.stdout.contains("consumed      3000 messages"))
         #expect(worker.stdout.contains("balanced      yes"))
     }
@@ -201,10 +199,10 @@ struct RunCommandEndToEndTests {
         try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
         let worker = try BackgroundTrackpipe(
             TrackpipeBinary.locate(), workerArguments(broker, group: "gone") + ["-X", "topic.metadata.refresh.interval.ms=1000"])
-        let consumedAll = try BackgroundTrackpipe.waitUntil(seconds: 30) { try processedTotal(broker, group: "gone") == 500 }
+        let consumedAll = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) { try processedTotal(broker, group: "gone") == 500 }
         #expect(consumedAll, "stderr: \(worker.stderr)")
         broker.setTopicError("hits", code: KafkaErrorCode.unknownTopicOrPartition)
-        let code = worker.waitForExit(seconds: 90)
+        let code = worker.waitForExit(seconds: SafetyDeadline.seconds)
         if code == nil { worker.signal(SIGKILL) }
         #expect(code == 1, "stderr: \(worker.stderr.suffix(2_000))")
         #expect(worker.stderr.contains("trackpipe run: normalize: the topic hits no longer exists on the cluster"))
@@ -220,13 +218,17 @@ struct RunCommandEndToEndTests {
         try corpus.produce(0..<8_000, to: "hits", on: broker)
         let binary = try TrackpipeBinary.locate()
         let worker = try BackgroundTrackpipe(binary, workerArguments(broker, group: "kill"))
-        let committed = try BackgroundTrackpipe.waitUntil(seconds: 30) { try processedTotal(broker, group: "kill") > 0 }
+        let committed = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) { try processedTotal(broker, group: "kill") > 0 }
         #expect(committed, "the worker never committed; stderr: \(worker.stderr)")
-        // More input arrives while it runs; kill it without warning part-way through.
+        // More input arrives while it runs; kill it without warning part-way through. Where the
+        // kill lands does not matter (the pause only makes a kill mid-batch likely): every check
+        // below holds wherever it lands.
         try corpus.produce(8_000..<16_000, to: "hits", on: broker)
         usleep(150_000)
         worker.signal(SIGKILL)
-        #expect(worker.waitForExit(seconds: 10) == 9 || worker.process.terminationReason == .uncaughtSignal)
+        let killed = worker.waitForExit(seconds: SafetyDeadline.seconds)
+        try #require(killed != nil, "still running after SIGKILL")
+        #expect(killed == SIGKILL || worker.process.terminationReason == .uncaughtSignal)
 
         let restart = try binary.run(workerArguments(broker, group: "kill") + ["--until-end"])
         #expect(restart.exitCode == 0, "\(restart.stderr)")

@@ -67,13 +67,13 @@ struct SecretRedactionTests {
                 "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
             ] + arguments,
             environment: environment)
-        let done = try BackgroundTrackpipe.waitUntil(seconds: 60) { try committed(broker, group: group) == 400 }
+        let done = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) { try committed(broker, group: group) == 400 }
         #expect(done, "the worker did not commit its input; stderr: \(worker.stderr.suffix(2_000))")
         let metrics = try HTTPGet.fetch(port: port, path: "/metrics")
         let health = try HTTPGet.fetch(port: port, path: "/health")
         #expect(metrics.body.contains("trackpipe_dead_letters_total"), "the scrape reached the worker")
         worker.signal(SIGTERM)
-        #expect(worker.waitForExit(seconds: 20) == 0, "stderr: \(worker.stderr.suffix(2_000))")
+        #expect(worker.waitForExit(seconds: SafetyDeadline.seconds) == 0, "stderr: \(worker.stderr.suffix(2_000))")
         #expect(worker.stdout.contains("balanced      yes"), "the summary was printed")
         return [worker.stdout, worker.stderr, metrics.body, health.body].joined(separator: "\n")
     }

@@ -111,12 +111,13 @@ final class BackgroundTrackpipe {
         return process.isRunning ? nil : process.terminationStatus
     }
 
-    /// Polls until `condition` holds or `seconds` pass; returns whether it held.
-    static func waitUntil(seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+    /// Polls every `interval` seconds until `condition` holds or `seconds` pass; returns whether
+    /// it held. `seconds` bounds a hang (see `SafetyDeadline`); it is not what a test checks.
+    static func waitUntil(seconds: Double, every interval: Double = 0.05, _ condition: () throws -> Bool) rethrows -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if try condition() { return true }
-            usleep(50_000)
+            usleep(useconds_t(interval * 1_000_000))
         }
         return try condition()
     }

@@ -23,7 +23,7 @@ public final class Corpus: Sendable {
             let hit = hits[index]
             try producer.send(topic: topic, key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp, token: UInt64(index))
         }
-        try producer.flush()
+        try producer.flush(timeoutMilliseconds: SafetyDeadline.milliseconds)
         let delivered = positions.withLock { $0.count }
         if delivered < range.upperBound { throw CorpusError("only \(delivered) of \(range.upperBound) messages were acknowledged") }
     }
@@ -53,7 +53,7 @@ public struct TopicContents {
     public init(broker: EmbeddedBroker, output: String, outputPartitions: Int32, dlq: String, dlqPartitions: Int32) throws {
         let reader = try KafkaConsumer(
             config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "reader-\(UUID())", "log_level": "3"]))
-        let records = try reader.readToEnd(topic: output, partitions: outputPartitions)
+        let records = try reader.readToEnd(topic: output, partitions: outputPartitions, timeoutSeconds: SafetyDeadline.seconds)
         outputRecords = records.count
         for record in records.sorted(by: { ($0.partition, $0.offset) < ($1.partition, $1.offset) }) {
             guard let key = record.key.map({ String(decoding: $0, as: UTF8.self) }), let value = record.value,
@@ -64,7 +64,7 @@ public struct TopicContents {
             if revision > (highestByKey[key]?["revision"] as? Int ?? -2) { highestByKey[key] = object }
             revisions[key, default: []].append(revision)
         }
-        deadLetters = try reader.readToEnd(topic: dlq, partitions: dlqPartitions)
+        deadLetters = try reader.readToEnd(topic: dlq, partitions: dlqPartitions, timeoutSeconds: SafetyDeadline.seconds)
     }
 
     /// Keys whose last record differs from the reference, with both sides, for a failure message.

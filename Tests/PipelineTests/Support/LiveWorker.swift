@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Pipeline
 import Synchronization
+import TrackpipeTestSupport
 
 /// A `Pipeline` running on a thread of its own, as one instance of a deployment: started,
 /// observed through its metrics, and stopped as SIGTERM would.
@@ -28,8 +29,9 @@ final class LiveWorker: Sendable {
         thread.start()
     }
 
-    /// Stops as on SIGTERM and returns the summary.
-    func stop(timeoutSeconds: Double = 60) throws -> PipelineSummary {
+    /// Stops as on SIGTERM and returns the summary; throws if the worker has not stopped
+    /// within `timeoutSeconds` (a hang).
+    func stop(timeoutSeconds: Double = SafetyDeadline.seconds) throws -> PipelineSummary {
         pipeline.requestStop()
         if let done = result.value.withLock({ $0 }) { return try done.get() }
         guard finished.wait(timeout: .now() + timeoutSeconds) == .success else {
@@ -38,8 +40,9 @@ final class LiveWorker: Sendable {
         return try result.value.withLock { $0 }!.get()
     }
 
-    /// How the run ended, if it ended by itself within `seconds` (no stop requested).
-    func ended(within seconds: Double) -> Result<PipelineSummary, any Error>? {
+    /// How the run ended, if it ended by itself within `seconds` (no stop requested): a bound
+    /// on a hang, as in `eventually`.
+    func ended(within seconds: Double = SafetyDeadline.seconds) -> Result<PipelineSummary, any Error>? {
         if let done = result.value.withLock({ $0 }) { return done }
         guard finished.wait(timeout: .now() + seconds) == .success else { return nil }
         finished.signal()  // for a later `stop`
@@ -55,12 +58,13 @@ final class LiveWorker: Sendable {
     }
 }
 
-/// Polls until `condition` holds or `seconds` pass; returns whether it held.
-func eventually(seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+/// Polls until `condition` holds or `seconds` pass; returns whether it held. `seconds` bounds
+/// a hang (see `SafetyDeadline`), it is not what a test checks.
+func eventually(seconds: Double = SafetyDeadline.seconds, every interval: Double = 0.1, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if try condition() { return true }
-        usleep(100_000)
+        usleep(useconds_t(interval * 1_000_000))
     }
     return try condition()
 }

@@ -1,0 +1,83 @@
+import Testing
+@testable import Pipeline
+
+/// `add` sums the reports of a run and `subtracting` gives the figures of one progress line:
+/// a counter left out of either would show as 0 in the summary, the metrics or the progress
+/// lines while the work was done. Both go through `Accounting.counters` and
+/// `Accounting.countsByReason`; these tests hold those lists to every stored field.
+@Suite("accounting arithmetic")
+struct AccountingTests {
+    /// The name of the stored property each key path writes, found by writing a marker through
+    /// it and looking for the marker among the fields Mirror lists.
+    static func names<Value: Equatable>(
+        of paths: [WritableKeyPath<Accounting, Value> & Sendable], marker: Value
+    ) -> [String] {
+        paths.map { path in
+            var accounting = Accounting()
+            accounting[keyPath: path] = marker
+            let written = Mirror(reflecting: accounting).children.filter { ($0.value as? Value) == marker }
+            return written.count == 1 ? written[0].label ?? "?" : "(\(written.count) fields)"
+        }
+    }
+
+    static func storedFields<Value>(of type: Value.Type) -> Set<String> {
+        Set(Mirror(reflecting: Accounting()).children.filter { $0.value is Value }.compactMap(\.label))
+    }
+
+    @Test("the counter lists name every stored field once: every Int, every count by reason")
+    func listsCoverEveryField() {
+        let counters = Self.names(of: Accounting.counters, marker: 7)
+        #expect(counters.count == Set(counters).count, "a counter listed twice: \(counters.sorted())")
+        #expect(Set(counters) == Self.storedFields(of: Int.self), "listed \(counters.sorted())")
+        let byReason = Self.names(of: Accounting.countsByReason, marker: ["marker": 7])
+        #expect(byReason.count == Set(byReason).count, "a count by reason listed twice: \(byReason.sorted())")
+        #expect(Set(byReason) == Self.storedFields(of: [String: Int].self), "listed \(byReason.sorted())")
+        // Nothing stored is of another kind, which neither list could cover.
+        let all = Set(Mirror(reflecting: Accounting()).children.compactMap(\.label))
+        #expect(all == Self.storedFields(of: Int.self).union(Self.storedFields(of: [String: Int].self)))
+    }
+
+    /// An accounting whose counter number `i` (in list order) is `(i + 1) * scale`, with
+    /// reasons that overlap between two such values and some that do not.
+    static func distinct(scale: Int, reasons: [String]) -> Accounting {
+        var accounting = Accounting()
+        for (index, counter) in Accounting.counters.enumerated() { accounting[keyPath: counter] = (index + 1) * scale }
+        for (index, tally) in Accounting.countsByReason.enumerated() {
+            for (position, reason) in reasons.enumerated() { accounting[keyPath: tally][reason] = (index + 1) * scale + position }
+        }
+        return accounting
+    }
+
+    @Test("add sums every counter and every count by reason, field by field")
+    func addSumsEveryField() {
+        var total = Self.distinct(scale: 1, reasons: ["a", "b"])
+        let more = Self.distinct(scale: 100, reasons: ["b", "c"])
+        total.add(more)
+        for (index, counter) in Accounting.counters.enumerated() {
+            #expect(total[keyPath: counter] == (index + 1) * 101, "counter \(index): \(total)")
+        }
+        for (index, tally) in Accounting.countsByReason.enumerated() {
+            let base = index + 1
+            #expect(total[keyPath: tally] == ["a": base, "b": base + 1 + base * 100, "c": base * 100 + 1], "by reason \(index)")
+        }
+    }
+
+    @Test("subtracting leaves what happened since the earlier snapshot, field by field; reasons that did not grow are left out")
+    func subtractingEveryField() {
+        let earlier = Self.distinct(scale: 1, reasons: ["a", "b"])
+        var later = Self.distinct(scale: 1_000, reasons: ["a", "b", "c"])
+        for tally in Accounting.countsByReason { later[keyPath: tally]["b"] = earlier[keyPath: tally]["b"] }
+        let delta = later.subtracting(earlier)
+        for (index, counter) in Accounting.counters.enumerated() {
+            #expect(delta[keyPath: counter] == (index + 1) * 999, "counter \(index): \(delta)")
+        }
+        for (index, tally) in Accounting.countsByReason.enumerated() {
+            let base = index + 1
+            #expect(delta[keyPath: tally] == ["a": base * 999, "c": base * 1_000 + 2], "by reason \(index): \(delta[keyPath: tally])")
+        }
+        // Adding the difference back gives the later totals again.
+        var rebuilt = earlier
+        rebuilt.add(delta)
+        #expect(rebuilt == later)
+    }
+}
