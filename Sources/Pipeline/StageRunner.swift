@@ -418,7 +418,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         lagReported = reporting
         guard let metrics else { return }
         metrics.record(drained)
-        metrics.gauges(stage.gauges())
+        metrics.gauges(stage.gauges(), now: clock())
         metrics.lag(lags)
     }
 
