@@ -104,9 +104,13 @@ public final class PipelineMetrics: Sendable {
         let metrics = StageMetrics(parent: self, stage: name)
         _ = counter("trackpipe_hits_filtered", stage: name, ("reason", FilterReason.trackingOff.rawValue))
         for reason in Pipeline.deadLetterReasons { _ = counter("trackpipe_dead_letters", stage: name, ("reason", reason)) }
+        // The counters alerts divide or compare over time (consumed, marks) must exist before
+        // the first message: a stage stuck from its start would otherwise have no series to
+        // alert on.
         for name in [
-            "trackpipe_duplicates_dropped", "trackpipe_messages_replayed", "trackpipe_stale_records_dropped", "trackpipe_offset_gaps",
-            "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
+            "trackpipe_messages_consumed", "trackpipe_hits_accepted", "trackpipe_watermark_marks", "trackpipe_aggregates_emitted",
+            "trackpipe_hits_replayed_final", "trackpipe_duplicates_dropped", "trackpipe_messages_replayed",
+            "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
         ] {
             _ = counter(name, stage: metrics.stage)
         }
