@@ -84,7 +84,7 @@ struct StatusCommand: ParsableCommand {
     /// checkpoint is one more entry here (and one more property of `CheckpointStatus`).
     static let checkpointColumns: [Column] = [
         Column(header: "checkpoint") { $0.checkpoint?.format ?? ($0.foreignMetadata == nil ? "-" : "foreign") },
-        Column(header: "evicted before") { $0.checkpoint.map { $0.evictedBefore ?? "none yet" } ?? "-" },
+        Column(header: "evicted before") { $0.checkpoint.map { $0.evictedBefore ?? "none" } ?? "-" },
         Column(header: "processed") { $0.checkpoint.map { "\($0.processedThrough)" } ?? "-" },
         Column(header: "unprocessed") { $0.checkpoint.map { "\($0.unprocessed)" } ?? "-" },
         Column(header: "duplicate floors") { $0.checkpoint.map { "\($0.duplicateFloors)" } ?? "-" },
