@@ -13,6 +13,13 @@ public final class PipelineMetrics: Sendable {
     let emitDelay: ValueHistogram
     /// 1 while a broker answers metadata requests, 0 while none does.
     let brokerReachable: Gauge
+    /// What `/health` would answer at the moment of a scrape: Prometheus cannot read `/health`
+    /// itself, and an alert on it needs a series.
+    private let healthy: Gauge
+    /// 1 once the run has stopped on a failure (the worker then exits 1): without it a fatal
+    /// error would be visible to Prometheus only as a target that went away.
+    private let runFailed: Gauge
+    private let process: ProcessMetrics
     private let counters: MetricFamily<Counter>
     private let gauges: MetricFamily<Gauge>
 
@@ -27,15 +34,43 @@ public final class PipelineMetrics: Sendable {
             descriptor: MetricNameDescriptor(
                 metricName: "trackpipe_broker_reachable", unitName: "",
                 helpText: "1 while a Kafka broker answers, 0 while none has answered the last check."))
-        counters = MetricFamily { name, labels in
-            registry.makeCounter(
-                descriptor: MetricNameDescriptor(metricName: name, unitName: "total", helpText: Self.help[name] ?? name),
-                labels: labels)
-        }
-        gauges = MetricFamily { name, labels in
-            registry.makeGauge(
-                descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: Self.help[name] ?? name), labels: labels)
-        }
+        healthy = registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                metricName: "trackpipe_healthy", unitName: "",
+                helpText: "1 while /health answers 200, 0 while it answers 503 (read at each scrape)."))
+        runFailed = registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                metricName: "trackpipe_run_failed", unitName: "",
+                helpText: "1 once the worker has stopped on an error that retrying cannot fix; it exits 1 after the next scrape."))
+        healthy.set(Double(1))
+        runFailed.set(Double(0))
+        process = ProcessMetrics(registry: registry)
+        counters = MetricFamily(
+            make: { name, labels in
+                registry.makeCounter(
+                    descriptor: MetricNameDescriptor(metricName: name, unitName: "total", helpText: Self.help[name] ?? name),
+                    labels: labels)
+            }, drop: { registry.unregisterCounter($0) })
+        gauges = MetricFamily(
+            make: { name, labels in
+                registry.makeGauge(
+                    descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: Self.help[name] ?? name), labels: labels)
+            }, drop: { registry.unregisterGauge($0) })
+    }
+
+    /// The Prometheus text for one scrape, with the gauges that are read rather than pushed
+    /// (health, the process's memory) brought up to date first.
+    /// - Parameter healthProblem: what `/health` would answer: nil when healthy.
+    public func exposition(healthProblem: String?) -> [UInt8] {
+        healthy.set(Double(healthProblem == nil ? 1 : 0))
+        process.refresh()
+        return registry.emitToBuffer()
+    }
+
+    /// Marks the run as failed, for the scrape the worker waits for before it exits.
+    public func markRunFailed() {
+        runFailed.set(Double(1))
+        healthy.set(Double(0))
     }
 
     static let help: [String: String] = [
@@ -55,6 +90,7 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_windows_open": "Delivery windows held in memory (open or retained).",
         "trackpipe_window_entries": "Broadlog entries held in window state.",
         "trackpipe_watermark_ms": "Lowest event-time watermark over the stage's partitions (epoch ms).",
+        "trackpipe_event_time_lag_seconds": "Seconds from the stage's lowest event-time watermark to the wall clock; absent while the stage has no watermark.",
         "trackpipe_consumer_lag": "Messages behind the end of the stage's input topic, all owned partitions.",
         "trackpipe_consumer_lag_partition": "Messages behind the end of one partition of the stage's input topic.",
         "trackpipe_input_paused": "1 while the stage's input is paused because its output waits for the broker (more than half of queue.buffering.max.kbytes unacknowledged).",
@@ -68,9 +104,13 @@ public final class PipelineMetrics: Sendable {
         let metrics = StageMetrics(parent: self, stage: name)
         _ = counter("trackpipe_hits_filtered", stage: name, ("reason", FilterReason.trackingOff.rawValue))
         for reason in Pipeline.deadLetterReasons { _ = counter("trackpipe_dead_letters", stage: name, ("reason", reason)) }
+        // The counters alerts divide or compare over time (consumed, marks) must exist before
+        // the first message: a stage stuck from its start would otherwise have no series to
+        // alert on.
         for name in [
-            "trackpipe_duplicates_dropped", "trackpipe_messages_replayed", "trackpipe_stale_records_dropped", "trackpipe_offset_gaps",
-            "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
+            "trackpipe_messages_consumed", "trackpipe_hits_accepted", "trackpipe_watermark_marks", "trackpipe_aggregates_emitted",
+            "trackpipe_hits_replayed_final", "trackpipe_duplicates_dropped", "trackpipe_messages_replayed",
+            "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
         ] {
             _ = counter(name, stage: metrics.stage)
         }
@@ -86,6 +126,10 @@ public final class PipelineMetrics: Sendable {
 
     func gauge(_ name: String, stage: String, _ extra: (String, String)...) -> Gauge {
         gauges[name, [("stage", stage)] + extra]
+    }
+
+    func removeGauge(_ name: String, stage: String) {
+        gauges.remove(name, [("stage", stage)])
     }
 }
 
@@ -129,10 +173,20 @@ public struct StageMetrics: Sendable {
         bump("trackpipe_offset_gaps", gaps)
     }
 
-    func gauges(_ gauges: StageGauges) {
+    /// - Parameter now: the runner's wall clock (epoch ms), for the event-time lag.
+    func gauges(_ gauges: StageGauges, now: Int64) {
         parent.gauge("trackpipe_windows_open", stage: stage).set(Double(gauges.openWindows))
         parent.gauge("trackpipe_window_entries", stage: stage).set(Double(gauges.entries))
-        if let watermark = gauges.watermark { parent.gauge("trackpipe_watermark_ms", stage: stage).set(Double(watermark)) }
+        if let watermark = gauges.watermark {
+            parent.gauge("trackpipe_watermark_ms", stage: stage).set(Double(watermark))
+            // Negative when event time runs ahead of this machine's clock (a producer's clock
+            // ahead, within --max-future-skew): shown as is rather than hidden at zero.
+            parent.gauge("trackpipe_event_time_lag_seconds", stage: stage).set(Double(now - watermark) / 1000)
+        } else {
+            // No partition or no hit yet: there is no lag to report, and a value frozen at the
+            // last partition's would keep an alert firing on a stage that owns nothing.
+            parent.removeGauge("trackpipe_event_time_lag_seconds", stage: stage)
+        }
     }
 
     func lag(_ byPartition: [Int32: Int64]) {
@@ -148,20 +202,34 @@ public struct StageMetrics: Sendable {
     }
 }
 
-/// One metric per name and label set, made on first use and then reused.
+/// One metric per name and label set, made on first use and then reused until removed.
 private final class MetricFamily<Metric: Sendable>: Sendable {
     private let make: @Sendable (String, [(String, String)]) -> Metric
+    private let drop: @Sendable (Metric) -> Void
     private let members = Mutex<[String: Metric]>([:])
 
-    init(_ make: @escaping @Sendable (String, [(String, String)]) -> Metric) { self.make = make }
+    init(make: @escaping @Sendable (String, [(String, String)]) -> Metric, drop: @escaping @Sendable (Metric) -> Void) {
+        self.make = make
+        self.drop = drop
+    }
 
     subscript(name: String, labels: [(String, String)]) -> Metric {
-        let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
+        let key = Self.key(name, labels)
         return members.withLock { members in
             if let metric = members[key] { return metric }
             let metric = make(name, labels)
             members[key] = metric
             return metric
         }
+    }
+
+    /// Takes the series out of the exposition; a later use makes it again.
+    func remove(_ name: String, _ labels: [(String, String)]) {
+        let key = Self.key(name, labels)
+        if let metric = members.withLock({ $0.removeValue(forKey: key) }) { drop(metric) }
+    }
+
+    private static func key(_ name: String, _ labels: [(String, String)]) -> String {
+        name + labels.map { "|\($0.0)=\($0.1)" }.joined()
     }
 }

@@ -179,38 +179,34 @@ enum WorkerRun {
     static func execute(_ resolved: ResolvedRun, logger: Logger, report: (any Error) -> Void) -> PipelineSummary {
         let metrics = PipelineMetrics()
         let pipeline = Pipeline(config: resolved.config, logger: logger, metrics: metrics)
+        // /health and the failure text quote errors; scrubbed like a log line.
+        let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
+        var endpoint: MetricsEndpoint?
+        // SIGTERM or SIGINT also ends the wait for a last scrape after a failure.
+        let signalled = LockedValue(false)
+        let signals = ShutdownSignal.install { name in
+            logger.notice("\(name) received: finishing the batch in flight, committing safe offsets")
+            signalled.set(true)
+            pipeline.requestStop()
+        }
+        defer { withExtendedLifetime(signals) {} }
         do {
-            return try execute(pipeline, metrics: metrics, resolved, logger: logger)
+            if resolved.metricsPort > 0 {
+                endpoint = try MetricsEndpoint(
+                    port: resolved.metricsPort, metrics: metrics, pipeline: pipeline, redactor: redactor, logger: logger)
+                logger.info("metrics on :\(resolved.metricsPort)/metrics, health on :\(resolved.metricsPort)/health")
+            }
+            let summary = try pipeline.run()
+            endpoint?.stop()
+            return summary
         } catch {
             // Exit here, with the Kafka clients still alive: after some fatal errors (a topic
             // deleted under a consumer, measured with librdkafka 2.0.2) destroying a client
             // waits forever for one of its threads. Nothing is pending: a failed run commits
             // nothing further, and what was sent has been flushed or is abandoned on purpose.
             report(error)
+            endpoint?.lingerAfterFailure(redactor.redact("\(error)"), logger: logger) { signalled.get() }
             exit(1)
         }
-    }
-
-    private static func execute(
-        _ pipeline: Pipeline, metrics: PipelineMetrics, _ resolved: ResolvedRun, logger: Logger
-    ) throws -> PipelineSummary {
-        var server: MetricsServer?
-        if resolved.metricsPort > 0 {
-            // /health quotes a delivery failure's text; scrubbed like a log line.
-            let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
-            server = try MetricsServer(
-                port: resolved.metricsPort, logger: logger, metrics: { metrics.registry.emitToBuffer() },
-                health: { pipeline.healthProblem.map(redactor.redact) })
-            logger.info("metrics on :\(resolved.metricsPort)/metrics, health on :\(resolved.metricsPort)/health")
-        }
-        let signals = ShutdownSignal.install { name in
-            logger.notice("\(name) received: finishing the batch in flight, committing safe offsets")
-            pipeline.requestStop()
-        }
-        defer {
-            server?.stop()
-            withExtendedLifetime(signals) {}
-        }
-        return try pipeline.run()
     }
 }

@@ -12,6 +12,7 @@ public struct Trackpipe: ParsableCommand {
             VersionCommand.self,
             RunCommand.self,
             ReplayCommand.self,
+            StatusCommand.self,
             GenerateCommand.self,
             DemoCommand.self,
             EmbeddedBrokerCommand.self,

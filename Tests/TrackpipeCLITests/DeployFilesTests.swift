@@ -26,7 +26,9 @@ import Yams
         let files = try DeployFiles.yamlFiles()
         let names = Set(files.map { DeployFiles.relative($0) })
         for expected in [
-            "deploy/docker-compose.yml", "deploy/prometheus.yml", "deploy/k8s/configmap.yaml",
+            "deploy/docker-compose.yml", "deploy/prometheus/prometheus.yml", "deploy/prometheus/alerts.yml",
+            "deploy/prometheus/alerts.test.yml", "deploy/grafana/provisioning/datasources/prometheus.yml",
+            "deploy/grafana/provisioning/dashboards/trackpipe.yml", "deploy/k8s/configmap.yaml",
             "deploy/k8s/secret.example.yaml", "deploy/k8s/deployment.yaml", "deploy/k8s/pdb.yaml", "deploy/k8s/service.yaml",
         ] {
             #expect(names.contains(expected), "missing \(expected)")
@@ -215,7 +217,7 @@ import Yams
         }
 
         // Every instance is a target of its own: each reports only the partitions it owns.
-        let prometheus = try DeployFiles.yaml("deploy/prometheus.yml")
+        let prometheus = try DeployFiles.yaml("deploy/prometheus/prometheus.yml")
         let jobs = prometheus["scrape_configs"].sequence ?? []
         let targets = jobs.flatMap { job in
             (YAMLNode(job)["static_configs"].sequence ?? []).flatMap { (YAMLNode($0)["targets"].sequence ?? []).map { "\($0)" } }
@@ -238,6 +240,47 @@ import Yams
         let service = try DeployFiles.manifest(kind: "Service")
         let servicePorts = (service["spec"]["ports"].sequence ?? []).map(YAMLNode.init)
         #expect(servicePorts.contains { $0["name"].string == "metrics" && ($0["targetPort"].int == port || $0["targetPort"].string == "metrics") })
+    }
+
+    @Test func composePrometheusLoadsTheAlertRulesAndGrafanaShowsTheDashboard() throws {
+        let services = try DeployFiles.compose()["services"]
+        let config = try DeployFiles.yaml("deploy/prometheus/prometheus.yml")
+        // The alerts select job="trackpipe": the scrape job must carry that name.
+        #expect((config["scrape_configs"].sequence ?? []).map { YAMLNode($0)["job_name"].string } == ["trackpipe"])
+        let ruleFiles = (config["rule_files"].sequence ?? []).map { "\($0)" }
+        #expect(ruleFiles == ["alerts.yml"], "prometheus.yml loads the alert rules")
+
+        // What each compose service mounts, as container path -> file or folder under deploy/.
+        func mounts(_ service: String) -> [String: String] {
+            var result: [String: String] = [:]
+            for entry in services[service]["volumes"].sequence ?? [] {
+                let parts = "\(entry)".split(separator: ":").map(String.init)
+                guard parts.count >= 2, parts[0].hasPrefix("./") else { continue }
+                result[parts[1]] = "deploy/" + parts[0].dropFirst(2)
+            }
+            return result
+        }
+        let prometheus = mounts("prometheus")
+        #expect(prometheus["/etc/prometheus/prometheus.yml"] == "deploy/prometheus/prometheus.yml")
+        for file in ruleFiles {
+            #expect(prometheus["/etc/prometheus/\(file)"] == "deploy/prometheus/\(file)", "the rule file \(file) is mounted beside the config")
+        }
+
+        // Grafana: the provisioning folder, and the dashboards where the provider looks.
+        let grafana = mounts("grafana")
+        #expect(grafana["/etc/grafana/provisioning"] == "deploy/grafana/provisioning")
+        let provider = try DeployFiles.yaml("deploy/grafana/provisioning/dashboards/trackpipe.yml")
+        let path = try #require((provider["providers"].sequence ?? []).first.map { YAMLNode($0)["options"]["path"].string } ?? nil)
+        let dashboards = try #require(grafana[path], "grafana mounts nothing at the provider's path \(path)")
+        #expect(FileManager.default.fileExists(atPath: DeployFiles.root.appendingPathComponent(dashboards + "/trackpipe.json").path))
+        let home = DeployFiles.environment(of: services["grafana"])["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] ?? ""
+        #expect(home == path + "/trackpipe.json", "the home dashboard is the trackpipe dashboard")
+        // The data source is the compose Prometheus, on the port it serves.
+        let source = try DeployFiles.yaml("deploy/grafana/provisioning/datasources/prometheus.yml")
+        let url = (source["datasources"].sequence ?? []).first.map { YAMLNode($0)["url"].string } ?? nil
+        #expect(url == "http://prometheus:9090")
+        #expect(DeployFiles.publishedPorts(services["prometheus"]).contains { $0.container == "9090" })
+        #expect(services["grafana"]["depends_on"].sequence?.contains { "\($0)" == "prometheus" } == true)
     }
 
     @Test func metricsServerAnswersTheHealthPathTheProbesUse() throws {

@@ -96,7 +96,7 @@ struct RunnerObserver {
     ) {
         if now - lastReport >= 1_000 {
             let begin = RunnerTimeline.now()
-            report(stage: &stage, tracker: tracker, consumer: consumer)
+            report(stage: &stage, tracker: tracker, consumer: consumer, now: now)
             lastReport = now
             timeline.add(.reporting, since: begin)
         }
@@ -106,7 +106,7 @@ struct RunnerObserver {
                 "\(stageName): waiting for partition assignment of \(topic) (group \(group), \((now - started) / 1000) s so far; a member restarting in a group waits about session.timeout.ms)")
         }
         if progressInterval > 0, now - lastProgressLine >= progressInterval {
-            report(stage: &stage, tracker: tracker, consumer: consumer)
+            report(stage: &stage, tracker: tracker, consumer: consumer, now: now)
             logProgress(seconds: Double(now - lastProgressLine) / 1000)
             lineBase = totals
             lastProgressLine = now
@@ -118,7 +118,7 @@ struct RunnerObserver {
     }
 
     /// Takes the stage's report into the totals and the metrics, with gauges and lag.
-    mutating func report<S: Stage>(stage: inout S, tracker: PartitionTracker, consumer: KafkaConsumer?) {
+    mutating func report<S: Stage>(stage: inout S, tracker: PartitionTracker, consumer: KafkaConsumer?, now: Int64) {
         let drained = stage.drainReport()
         totals.add(drained.accounting)
         pendingConsumed = 0
@@ -136,7 +136,7 @@ struct RunnerObserver {
         lagReported = reporting
         guard let metrics else { return }
         metrics.record(drained)
-        metrics.gauges(stage.gauges())
+        metrics.gauges(stage.gauges(), now: now)
         metrics.lag(lags)
     }
 

@@ -96,7 +96,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             fatal = error as? PipelineError ?? .kafka("\(error)")
             logger.error("\(stage.name): stopping without committing further: \(error)")
             consumer.close()
-            observer.report(stage: &stage, tracker: tracker, consumer: consumer)
+            observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
             throw error
         }
         return close(consumer, started: started)
@@ -187,7 +187,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let begin = RunnerTimeline.now()
         consumer.close()
         observer.timeline.add(.closing, since: begin)
-        observer.report(stage: &stage, tracker: tracker, consumer: consumer)
+        observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
         observer.onProgress?(observer.progress(tracker: tracker, now: clock(), finished: true))
         observer.timeline.add(.producing, seconds: output!.sink.sendSeconds)
         observer.timeline.total = observer.timeline.elapsed()

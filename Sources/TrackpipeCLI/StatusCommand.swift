@@ -1,0 +1,135 @@
+import ArgumentParser
+import Foundation
+import Kafka
+import Logging
+import Pipeline
+
+/// `trackpipe status`: where a worker's consumer groups stand, checkpoints decoded, without
+/// joining the groups.
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show a worker's consumer groups per partition: committed and end offsets, lag, and the decoded checkpoints.",
+        discussion: """
+            For the normalize group (<group>, on the input topic) and the aggregate group (<group>-aggregate, on the repartition topic): per partition the committed offset, the end offset and the lag between them; for the aggregate group also the checkpoint stored with each commit: its format, the evicted horizon (RFC 3339), the processed mark (an offset), the messages after it, and the number of duplicate floors (source partitions whose re-sent events are dropped).
+
+            The aggregate group's committed offsets trail by up to --retention on purpose (a restarted worker rebuilds its windows from there): its lag column is large; "unprocessed" is its real backlog as of the last commit.
+
+            Nothing is joined or committed: safe against a live worker. Flags take TRACKPIPE_<FLAG> like run's (TRACKPIPE_BROKERS, TRACKPIPE_GROUP, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_REPARTITION_TOPIC, TRACKPIPE_X...).
+
+            Exit codes: 0 with the status; 1 for an unknown group, a group that is not trackpipe's, or Kafka out of reach (the message says which); 64 for a usage error.
+            """)
+
+    @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
+    @Option(help: "The worker's --group; the aggregate stage's is <group>-aggregate. (env TRACKPIPE_GROUP, default trackpipe)") var group: String?
+    @Option(help: "The worker's input topic. (env TRACKPIPE_INPUT_TOPIC, default tracking-hits)") var inputTopic: String?
+    @Option(help: "The worker's repartition topic. (env TRACKPIPE_REPARTITION_TOPIC, default <group>-repartition)") var repartitionTopic: String?
+    @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable), for security settings.", valueName: "key=value"))
+    var kafkaProperties: [String] = []
+    @Flag(help: "Print one JSON document instead of tables, for scripts.") var json = false
+    @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default warning)") var logLevel: String?
+
+    func resolve(_ environment: Environment = Environment()) throws -> (config: PipelineConfig, logLevel: Logger.Level, logFormat: LogFormat) {
+        var config = PipelineConfig()
+        config.brokers = try environment.brokers(brokers)
+        config.group = environment.setting("group", group, default: "trackpipe").text
+        config.inputTopic = environment.setting("input-topic", inputTopic, default: "tracking-hits").text
+        config.repartitionTopic = repartitionTopic ?? environment.value(forFlag: "repartition-topic")
+        config.kafkaProperties = try KafkaPropertyArguments.parse(
+            pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
+        let (level, format) = try environment.logSettings(level: logLevel, format: nil, defaultLevel: "warning")
+        return (config, level, format)
+    }
+
+    func validate() throws {
+        _ = try resolve()
+    }
+
+    func run() throws {
+        let (config, level, format) = try resolve()
+        let redactor = SecretRedactor(properties: config.kafkaProperties.map { (key: $0.key, value: $0.value) })
+        LogSetup.bootstrap(level: level, format: format, redactor: redactor)
+        let status: WorkerStatus
+        do {
+            status = try WorkerStatus.read(config: config, logger: Logger(label: "trackpipe"))
+        } catch {
+            FileHandle.standardError.write(Data("trackpipe status: \(redactor.redact("\(error)"))\n".utf8))
+            throw ExitCode(1)
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(status), as: UTF8.self))
+        } else {
+            print(Self.text(status), terminator: "")
+        }
+    }
+
+    // MARK: The tables
+
+    /// One column of a group's table.
+    struct Column: Sendable {
+        var header: String
+        var value: @Sendable (PartitionStatus) -> String
+    }
+
+    static let offsetColumns: [Column] = [
+        Column(header: "partition") { "\($0.partition)" },
+        Column(header: "committed") { $0.committed.map(String.init) ?? "-" },
+        Column(header: "end") { "\($0.end)" },
+        Column(header: "lag") { "\($0.lag)" },
+    ]
+
+    /// The decoded checkpoint, shown for a group whose commits carry one. A new field of the
+    /// checkpoint is one more entry here (and one more property of `CheckpointStatus`).
+    static let checkpointColumns: [Column] = [
+        Column(header: "checkpoint") { $0.checkpoint?.format ?? ($0.foreignMetadata == nil ? "-" : "foreign") },
+        Column(header: "evicted before") { $0.checkpoint.map { $0.evictedBefore ?? "none" } ?? "-" },
+        Column(header: "processed") { $0.checkpoint.map { "\($0.processedThrough)" } ?? "-" },
+        Column(header: "unprocessed") { $0.checkpoint.map { "\($0.unprocessed)" } ?? "-" },
+        Column(header: "duplicate floors") { $0.checkpoint.map { "\($0.duplicateFloors)" } ?? "-" },
+        Column(header: "inputs") { $0.checkpoint.map { "\($0.inputIncarnations)" } ?? "-" },
+    ]
+
+    /// What the normalize stage committed with each input partition.
+    static let sourceColumns: [Column] = [
+        Column(header: "epoch") { $0.source.map { "\($0.epoch)" } ?? "-" },
+        Column(header: "event time") { $0.source.map { $0.progress ?? "none" } ?? "-" },
+    ]
+
+    static func text(_ status: WorkerStatus) -> String {
+        var out = "trackpipe status of \(status.brokers) at \(status.readAt)\n"
+        for group in status.groups {
+            let withCheckpoints = group.partitions.contains { $0.checkpoint != nil }
+            var title = "\ngroup \(group.group) (\(group.stage) stage) on \(group.topic): lag \(group.lag) over \(group.partitions.count) partitions"
+            if withCheckpoints {
+                let unprocessed = group.partitions.reduce(Int64(0)) { $0 + ($1.checkpoint?.unprocessed ?? $1.lag) }
+                title += ", \(unprocessed) unprocessed"
+            }
+            out += title + "\n"
+            let withSources = group.partitions.contains { $0.source != nil }
+            out += table(
+                group.partitions,
+                columns: offsetColumns + (withCheckpoints ? checkpointColumns : []) + (withSources ? sourceColumns : []))
+        }
+        return out
+    }
+
+    /// Columns separated by two spaces; numbers (and dashes) right-aligned, text left-aligned.
+    static func table(_ rows: [PartitionStatus], columns: [Column]) -> String {
+        let cells = rows.map { row in columns.map { $0.value(row) } }
+        let widths = columns.indices.map { index in
+            ([columns[index].header] + cells.map { $0[index] }).map(\.count).max() ?? 0
+        }
+        let numeric = columns.indices.map { index in
+            cells.allSatisfy { Int64($0[index]) != nil || $0[index] == "-" }
+        }
+        func line(_ values: [String]) -> String {
+            values.indices.map { index in
+                let pad = String(repeating: " ", count: widths[index] - values[index].count)
+                return numeric[index] ? pad + values[index] : values[index] + pad
+            }.joined(separator: "  ").replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression) + "\n"
+        }
+        return ([line(columns.map(\.header))] + cells.map(line)).joined()
+    }
+}
