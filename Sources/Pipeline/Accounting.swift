@@ -25,6 +25,9 @@ public struct Accounting: Sendable, Equatable {
     /// Times a partition's offsets jumped forward (compaction, transactions, retention, or a
     /// consumer bug): logged loudly.
     public var offsetGaps = 0
+    /// Changelog records read back to restore window state (not messages of the input, so
+    /// outside the balance).
+    public var restored = 0
 
     public init() {}
 
@@ -36,7 +39,7 @@ public struct Accounting: Sendable, Equatable {
     /// counter cannot be summed in one and forgotten in the other (a test checks that the
     /// list names every stored `Int`).
     static let counters: [WritableKeyPath<Accounting, Int> & Sendable] = [
-        \.consumed, \.accepted, \.replayedFinal, \.duplicates, \.replayed, \.marks, \.emitted, \.staleDropped, \.offsetGaps,
+        \.consumed, \.accepted, \.replayedFinal, \.duplicates, \.replayed, \.marks, \.emitted, \.staleDropped, \.offsetGaps, \.restored,
     ]
 
     /// Every count by reason, once, for the same purpose.

@@ -8,6 +8,9 @@
 /// - `trackpipe/3 evicted=<ms> processed=<offset> seen=<map>`: behind the repartition topic,
 ///   adding per source partition the highest source offset counted before `processed`, with
 ///   the incarnation of the input (topic and epoch) it belongs to.
+/// - `trackpipe/4 evicted=<ms> processed=<offset> changelog=<offset> [seen=<map>]`: a task whose
+///   windows live in its changelog: the commit is at `processed`, and `changelog` says how far
+///   the changelog partition had been written and acknowledged (its end offset then).
 /// - `trackpipe/2 …` (read only): the same without incarnations, written before they existed;
 ///   its floors belong to the configured input topic's first epoch.
 ///
@@ -24,6 +27,9 @@ public struct Checkpoint: Sendable, Hashable {
     public var processedThrough: Int64
     /// Highest source offset counted per source partition, before `processedThrough`.
     public var seen: [Int32: SourceFloor]
+    /// Where the task's changelog partition ended, acknowledged, when this was committed; nil
+    /// for a task without a changelog (its commit trails by what its windows hold).
+    public var changelog: Int64?
 
     /// The incarnation of floors read from a version 2 checkpoint, which did not record one.
     public static let unrecordedIncarnation: UInt64 = 0
@@ -33,24 +39,28 @@ public struct Checkpoint: Sendable, Hashable {
     /// Source partitions whose `seen` map fits the metadata limit with offsets up to 2^42.
     public static let maxSourcePartitions = 400
 
-    public init(evictedBefore: Int64, processedThrough: Int64, seen: [Int32: SourceFloor] = [:]) {
+    public init(evictedBefore: Int64, processedThrough: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64? = nil) {
         self.evictedBefore = evictedBefore
         self.processedThrough = processedThrough
         self.seen = seen
+        self.changelog = changelog
     }
 
     public var encoded: String {
         let base = "evicted=\(evictedBefore) processed=\(processedThrough)"
+        let seenField = seen.isEmpty ? "" : " seen=" + Self.encode(seen)
+        if let changelog { return "trackpipe/4 " + base + " changelog=\(changelog)" + seenField }
         if seen.isEmpty { return "trackpipe/1 " + base }
-        return "trackpipe/3 " + base + " seen=" + Self.encode(seen)
+        return "trackpipe/3 " + base + seenField
     }
 
     public init?(decoding text: String?) {
         guard let text, let space = text.firstIndex(of: " ") else { return nil }
         let format = text[..<space]
-        guard ["trackpipe/1", "trackpipe/2", "trackpipe/3"].contains(format) else { return nil }
+        guard ["trackpipe/1", "trackpipe/2", "trackpipe/3", "trackpipe/4"].contains(format) else { return nil }
         var evicted: Int64?
         var processed: Int64?
+        var changelog: Int64?
         var seen: [Int32: SourceFloor] = [:]
         for field in text.split(separator: " ").dropFirst() {
             let parts = field.split(separator: "=", maxSplits: 1)
@@ -58,14 +68,15 @@ public struct Checkpoint: Sendable, Hashable {
             switch parts[0] {
             case "evicted": evicted = Int64(parts[1])
             case "processed": processed = Int64(parts[1])
+            case "changelog": changelog = Int64(parts[1])
             case "seen":
                 guard let map = format == "trackpipe/2" ? Self.decodeUnrecorded(parts[1]) : Self.decode(parts[1]) else { return nil }
                 seen = map
             default: continue
             }
         }
-        guard let evicted, let processed else { return nil }
-        self.init(evictedBefore: evicted, processedThrough: processed, seen: seen)
+        guard let evicted, let processed, (format == "trackpipe/4") == (changelog != nil) else { return nil }
+        self.init(evictedBefore: evicted, processedThrough: processed, seen: seen, changelog: changelog)
     }
 
     // MARK: The seen map

@@ -77,10 +77,11 @@ public final class Pipeline: Sendable {
 
     private func runSingleStage() throws -> [StageSummary] {
         let partitions = try inputPartitions()
+        try ensureStateTopic(partitions: partitions)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
-            window: taskWindow(partitions: partitions), parallelism: config.shards)
-        var settings = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.output, .deadLetter])
+            window: taskWindow(partitions: partitions), parallelism: config.shards, keepsChangelog: true)
+        var settings = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.output, .deadLetter, .changelog])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
         let runner = StageRunner(stage: stage, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
         runners.register(runner.control)
@@ -100,6 +101,7 @@ public final class Pipeline: Sendable {
         }
         let repartitionTopic = config.effectiveRepartitionTopic
         let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
+        try ensureStateTopic(partitions: repartitions)
         let normalize = NormalizeStage(
             inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
             limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
@@ -108,11 +110,12 @@ public final class Pipeline: Sendable {
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4))
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), inputTopic: config.inputTopic), window: taskWindow(partitions: repartitions),
-            parallelism: config.shards)
+            parallelism: config.shards, keepsChangelog: true)
         let upstream = UpstreamSignal()
         var first = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.repartition, .deadLetter])
         first.bound = config.untilEnd ? .endAtAssignment : .unbounded
-        var second = runnerSettings(topic: repartitionTopic, group: config.aggregateGroup, destinations: [.output, .deadLetter])
+        var second = runnerSettings(
+            topic: repartitionTopic, group: config.aggregateGroup, destinations: [.output, .deadLetter, .changelog])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let normalizer = StageRunner(stage: normalize, settings: first, logger: logger, metrics: metrics?.stage(normalize.name))
         let aggregator = StageRunner(stage: aggregate, settings: second, logger: logger, metrics: metrics?.stage(aggregate.name))
@@ -154,6 +157,7 @@ public final class Pipeline: Sendable {
             case .output: topics[.output] = config.outputTopic
             case .deadLetter: topics[.deadLetter] = config.deadLetterTopic
             case .repartition: topics[.repartition] = config.effectiveRepartitionTopic
+            case .changelog: topics[.changelog] = config.effectiveStateTopic
             }
         }
         var settings = RunnerSettings(
@@ -193,6 +197,33 @@ public final class Pipeline: Sendable {
         }
         guard let count else { throw PipelineError.inputTopicMissing(topic) }
         return count
+    }
+
+    /// Makes sure the state topic exists, compacted, with one partition per window task; creates
+    /// it where the cluster allows.
+    private func ensureStateTopic(partitions: Int) throws {
+        let topic = config.effectiveStateTopic
+        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
+        if let count = try? admin.partitionCount(of: topic) {
+            guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
+            return
+        }
+        do {
+            try admin.createTopic(topic, partitions: partitions, config: ["cleanup.policy": "compact"])
+            for _ in 0..<50 {
+                if let count = try? admin.partitionCount(of: topic) {
+                    guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
+                    logger.notice("created the state topic \(topic) with \(count) partitions")
+                    return
+                }
+                usleep(200_000)
+            }
+            throw KafkaError(.librdkafka(code: -1), "created, but it did not appear in the cluster's metadata within 10 s")
+        } catch let error as PipelineError {
+            throw error
+        } catch {
+            throw PipelineError.stateTopicMissing(topic: topic, partitions: partitions, brokers: config.brokers, reason: "\(error)")
+        }
     }
 
     /// The repartition topic's partition count, creating the topic (as many partitions as the

@@ -11,6 +11,8 @@ public struct PipelineConfig: Sendable {
     public var group: String = "trackpipe"
     /// The internal topic between the two stages; nil means `<group>-repartition`.
     public var repartitionTopic: String?
+    /// The compacted topic the window tasks keep their state in; nil means `<group>-state`.
+    public var stateTopic: String?
     /// The input is already keyed by `deliveryId`: skip the repartition stage and window the
     /// input topic directly (one stage). Exact with many instances only if that is true.
     public var inputKeyedByDelivery: Bool = false
@@ -49,6 +51,9 @@ public struct PipelineConfig: Sendable {
 
     /// The repartition topic's name in effect.
     public var effectiveRepartitionTopic: String { repartitionTopic ?? "\(group)-repartition" }
+
+    /// The state topic's name in effect.
+    public var effectiveStateTopic: String { stateTopic ?? "\(group)-state" }
 
     /// The consumer group of the aggregate stage behind the repartition topic; the group that
     /// reads the input topic is always `group`, so lag tools on it show the input's lag.
@@ -139,6 +144,12 @@ public struct PipelineConfig: Sendable {
                     "--repartition-topic \(repartition) must differ from the input, output and dead-letter topics: it is trackpipe's internal topic")
             }
         }
+        let state = effectiveStateTopic
+        let others = [inputTopic, outputTopic, deadLetterTopic] + (inputKeyedByDelivery ? [] : [effectiveRepartitionTopic])
+        guard !state.isEmpty, !others.contains(state) else {
+            throw PipelineError.configuration(
+                "--state-topic \(state) must differ from the input, output, dead-letter and repartition topics: it holds the window tasks' state")
+        }
     }
 }
 
@@ -147,6 +158,9 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     case deliveryFailed(String)
     case inputTopicMissing(String)
     case repartitionTopicMissing(topic: String, partitions: Int, brokers: String, reason: String)
+    case stateTopicMissing(topic: String, partitions: Int, brokers: String, reason: String)
+    /// The state topic has another partition count than the window tasks' input.
+    case stateTopicMismatch(topic: String, has: Int, needs: Int)
     /// The group's commits were made by another mode of trackpipe, or by another tool, and
     /// resuming from them would lose counts.
     case groupMismatch(String)
@@ -163,6 +177,10 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
             "the input topic \(topic) does not exist on the cluster: create it (or check --brokers and --input-topic)"
         case .repartitionTopicMissing(let topic, let partitions, let brokers, let reason):
             "the repartition topic \(topic) does not exist and could not be created (\(reason)). Create it with as many partitions as the input topic, then start again: kafka-topics.sh --bootstrap-server \(brokers) --create --topic \(topic) --partitions \(partitions) --config retention.ms=604800000 (or pass --input-keyed-by-delivery if the input is keyed by deliveryId)"
+        case .stateTopicMissing(let topic, let partitions, let brokers, let reason):
+            "the state topic \(topic) does not exist and could not be created (\(reason)). Create it compacted, with as many partitions as the window tasks' input, then start again: kafka-topics.sh --bootstrap-server \(brokers) --create --topic \(topic) --partitions \(partitions) --config cleanup.policy=compact"
+        case .stateTopicMismatch(let topic, let has, let needs):
+            "the state topic \(topic) has \(has) partitions, but the window tasks' input has \(needs): each task keeps its state in the partition of its own number, so the counts must be equal. Point --state-topic at the topic this group has used, or, for a new deployment, give it a new one with \(needs) partitions (cleanup.policy=compact) or none and let trackpipe create it"
         case .groupMismatch(let text): "this consumer group cannot be resumed by this stage: \(text)."
         case .routingMismatch(let text): text
         case .kafka(let text): text

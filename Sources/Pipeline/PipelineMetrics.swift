@@ -95,6 +95,9 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_consumer_lag_partition": "Messages behind the end of one partition of the stage's input topic.",
         "trackpipe_input_paused": "1 while the stage's input is paused because its output waits for the broker (more than half of queue.buffering.max.kbytes unacknowledged).",
         "trackpipe_input_pauses": "Times the stage paused its input because its output was behind.",
+        "trackpipe_tasks_restoring": "Window tasks reading their state back from the state topic (their input waits meanwhile).",
+        "trackpipe_restore_records": "Records read back from the state topic to restore window tasks.",
+        "trackpipe_changelog_records": "Records written to the state topic (window states, tombstones of evicted windows, task records).",
         "trackpipe_kafka_errors": "Errors librdkafka reported, by severity: transient ones (connections, leaders, timeouts) it retries by itself; a fatal one stops the worker.",
     ]
 
@@ -111,12 +114,14 @@ public final class PipelineMetrics: Sendable {
             "trackpipe_messages_consumed", "trackpipe_hits_accepted", "trackpipe_watermark_marks", "trackpipe_aggregates_emitted",
             "trackpipe_hits_replayed_final", "trackpipe_duplicates_dropped", "trackpipe_messages_replayed",
             "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
+            "trackpipe_restore_records", "trackpipe_changelog_records",
         ] {
             _ = counter(name, stage: metrics.stage)
         }
         for severity in ["transient", "fatal", "other"] { _ = counter("trackpipe_kafka_errors", stage: name, ("severity", severity)) }
         _ = counter("trackpipe_input_pauses", stage: name)
         metrics.paused(false)
+        metrics.restoring(0)
         return metrics
     }
 
@@ -167,6 +172,14 @@ public struct StageMetrics: Sendable {
     func kafkaError(_ severity: KafkaError.Severity) {
         parent.counter("trackpipe_kafka_errors", stage: stage, ("severity", severity.rawValue)).increment()
     }
+
+    func restoring(_ tasks: Int) {
+        parent.gauge("trackpipe_tasks_restoring", stage: stage).set(Double(tasks))
+    }
+
+    func restoredRecords(_ count: Int) { bump("trackpipe_restore_records", count) }
+
+    func changelogRecords(_ count: Int) { bump("trackpipe_changelog_records", count) }
 
     func guarded(stale: Int, gaps: Int) {
         bump("trackpipe_stale_records_dropped", stale)

@@ -9,6 +9,8 @@ public enum Destination: Sendable, Hashable, CaseIterable {
     case repartition
     /// Messages that could not be counted, with the reason in headers.
     case deadLetter
+    /// The state of the window tasks, one partition per task (the compacted state topic).
+    case changelog
 }
 
 /// The way out of a stage. The runner's sink hands records to a Kafka producer; tests use a

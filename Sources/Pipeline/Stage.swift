@@ -38,6 +38,49 @@ public protocol Stage: Sendable {
 
     /// Point-in-time figures for gauges.
     func gauges() -> StageGauges
+
+    // MARK: State kept in a changelog (the window stage; the others keep none)
+
+    /// Partitions assigned whose state must be read back from the changelog before any of their
+    /// records is processed: the runner holds their input back meanwhile.
+    var partitionsAwaitingState: [Int32] { get }
+
+    /// Records of a partition's changelog, in order, from its beginning.
+    mutating func restoreState(_ records: [StateRecord], partition: Int32)
+
+    /// The partition's changelog has been read to its end: its records may come. Throws when
+    /// the state read back cannot be trusted (the changelog behind the last commit).
+    mutating func stateRestored(partition: Int32, now: Int64) throws
+
+    /// Before a commit: writes what changed in the state since the last one (to the
+    /// `.changelog` destination). The runner then waits for it to be acknowledged.
+    mutating func prepareCommit(into sink: inout some RecordSink) throws
+
+    /// The state written by `prepareCommit` is acknowledged, and each partition's changelog ends
+    /// at `changelogEnds`: sends what was held back until it was (aggregate records).
+    mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws
+}
+
+extension Stage {
+    public var partitionsAwaitingState: [Int32] { [] }
+    public mutating func restoreState(_ records: [StateRecord], partition: Int32) {}
+    public mutating func stateRestored(partition: Int32, now: Int64) throws {}
+    public mutating func prepareCommit(into sink: inout some RecordSink) throws {}
+    public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {}
+}
+
+/// One record of a stage's changelog, read back.
+public struct StateRecord: Sendable {
+    public var offset: Int64
+    public var key: [UInt8]
+    /// nil: a tombstone.
+    public var value: [UInt8]?
+
+    public init(offset: Int64, key: [UInt8], value: [UInt8]?) {
+        self.offset = offset
+        self.key = key
+        self.value = value
+    }
 }
 
 /// What the previous owner of a partition left in the group: its committed offset and the

@@ -53,6 +53,7 @@ struct DemoCommand: ParsableCommand {
         // trackpipe creates its repartition topic itself where the cluster allows; the embedded
         // broker cannot create topics on request, so the demo makes it here.
         try broker.createTopic("trackpipe-demo-repartition", partitions: partitions)
+        try broker.createTopic("trackpipe-demo-state", partitions: partitions)
         out.line("1. embedded Kafka on \(broker.bootstrapServers): \(input) (\(partitions) partitions), \(output), \(dlq)")
 
         let hits = HitStream(HitStreamConfig(count: count, seed: seed, deliveries: deliveries, trackingOffEvery: 4)).generate()

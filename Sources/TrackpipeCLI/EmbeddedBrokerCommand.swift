@@ -22,8 +22,8 @@ struct EmbeddedBrokerCommand: ParsableCommand {
     /// The old name of --broker-count, kept hidden to explain the rename: on run and generate,
     /// --brokers takes bootstrap addresses, and a number there would be a confusing mistake.
     @Option(name: .customLong("brokers"), help: .hidden) var renamedBrokers: String?
-    @Option(name: .customLong("topic"), help: "A topic to create (repeatable). The defaults include trackpipe-repartition, the internal topic of run's default group.")
-    var topics: [String] = ["tracking-hits", "tracking-aggregates", "tracking-hits-dlq", "trackpipe-repartition"]
+    @Option(name: .customLong("topic"), help: "A topic to create (repeatable). The defaults include trackpipe-repartition and trackpipe-state, the internal topics of run's default group.")
+    var topics: [String] = ["tracking-hits", "tracking-aggregates", "tracking-hits-dlq", "trackpipe-repartition", "trackpipe-state"]
     @Option(help: "Partitions of each topic.") var partitions = 8
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel: Logger.Level = .warning
 

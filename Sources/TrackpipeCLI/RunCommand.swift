@@ -28,6 +28,8 @@ struct RunCommand: ParsableCommand {
     var group: String?
     @Option(help: "Internal topic between the normalize and aggregate stages, keyed by delivery. (env TRACKPIPE_REPARTITION_TOPIC, default <group>-repartition)")
     var repartitionTopic: String?
+    @Option(help: "Compacted topic the window tasks keep their state in, one partition per task; created if missing. (env TRACKPIPE_STATE_TOPIC, default <group>-state)")
+    var stateTopic: String?
     @Flag(help: "The input is already keyed by deliveryId: skip the repartition stage and window the input directly. (env TRACKPIPE_INPUT_KEYED_BY_DELIVERY)")
     var inputKeyedByDelivery = false
     @Option(parsing: .unconditional, help: "Tumbling window size. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
@@ -63,7 +65,7 @@ struct RunCommand: ParsableCommand {
 
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
-        "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
+        "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "state-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
         "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
@@ -83,6 +85,7 @@ struct RunCommand: ParsableCommand {
         config.deadLetterTopic = text("dlq-topic", dlqTopic, "tracking-hits-dlq").text
         config.group = text("group", group, "trackpipe").text
         config.repartitionTopic = repartitionTopic ?? environment.value(forFlag: "repartition-topic")
+        config.stateTopic = stateTopic ?? environment.value(forFlag: "state-topic")
         config.inputKeyedByDelivery = try environment.switch("input-keyed-by-delivery", inputKeyedByDelivery)
         let size = try environment.duration("window", window, default: "1m")
         let graceMillis = try environment.duration("grace", grace, default: "10s")

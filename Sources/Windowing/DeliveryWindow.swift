@@ -28,11 +28,22 @@ struct DeliveryWindow: Sendable {
     var unknownPlatform: UInt32 = 0
     /// Changed since the last emission (only tracked once the window has been emitted).
     var dirty = false
+    /// The input position (`WindowInput.position`) of the last hit counted, kept only by stores
+    /// that track state: a restored window skips replayed hits it already holds.
+    var countedThrough: Int64 = .min
+    /// The revision of the last record emitted; 0 when none was.
+    var emittedRevision: UInt32 = 0
+    /// Changed since its state was last handed out for the changelog.
+    var stateChanged = false
 
     /// Outcome of one `record` call, for the store's bookkeeping.
     struct Change {
         var newEntry: Bool
         var becameDirty: Bool
+        /// The window already held this hit (its offset is at or below `countedThrough`).
+        var alreadyCounted = false
+        /// The hit changed state not yet handed out for the changelog.
+        var becameStateChanged = false
     }
 
     @inline(__always)
@@ -51,8 +62,18 @@ struct DeliveryWindow: Sendable {
     /// store learns which records need a corrected re-emission.
     @inline(__always)
     mutating func record(
-        broadlogId: String, action: HitAction, channel: Channel, platform: Platform, trackDirty: Bool
+        broadlogId: String, action: HitAction, channel: Channel, platform: Platform, trackDirty: Bool, position: Int64 = 0,
+        tracksState: Bool = false
     ) -> Change {
+        var becameStateChanged = false
+        if tracksState {
+            if position <= countedThrough { return Change(newEntry: false, becameDirty: false, alreadyCounted: true) }
+            countedThrough = position
+            if !stateChanged {
+                stateChanged = true
+                becameStateChanged = true
+            }
+        }
         let bit: UInt8 = 1 << action.rawValue
         let old = Self.merge(&broadlogs[broadlogId, default: 0], bit)
         let isNewForAction = old & bit == 0
@@ -89,8 +110,35 @@ struct DeliveryWindow: Sendable {
             dirty = true
             becameDirty = true
         }
-        return Change(newEntry: old == 0, becameDirty: becameDirty)
+        return Change(newEntry: old == 0, becameDirty: becameDirty, becameStateChanged: becameStateChanged)
     }
+
+    // MARK: State
+
+    func state(deliveryId: String, windowStart: Int64) -> WindowState {
+        WindowState(
+            deliveryId: deliveryId, windowStart: windowStart,
+            counters: [
+                impressions, clicks, opens, uniqueImpressions, uniqueClicks, uniqueOpens, dismissals, push, local, unknownChannel,
+                ios, android, unknownPlatform,
+            ],
+            broadlogs: broadlogs.map { WindowState.BroadlogActions(id: $0.key, actions: $0.value) }, countedThrough: countedThrough,
+            emittedRevision: emittedRevision)
+    }
+
+    /// The window a state describes (nil if its counters are malformed).
+    init?(_ state: WindowState) {
+        guard state.counters.count == WindowState.counterNames.count else { return nil }
+        let c = state.counters
+        (impressions, clicks, opens, uniqueImpressions, uniqueClicks, uniqueOpens, dismissals) = (c[0], c[1], c[2], c[3], c[4], c[5], c[6])
+        (push, local, unknownChannel, ios, android, unknownPlatform) = (c[7], c[8], c[9], c[10], c[11], c[12])
+        broadlogs.reserveCapacity(state.broadlogs.count)
+        for entry in state.broadlogs where entry.actions != 0 { broadlogs[entry.id] = entry.actions }
+        countedThrough = state.countedThrough
+        emittedRevision = state.emittedRevision
+    }
+
+    init() {}
 
     /// Hits counted so far: the record's revision. It grows with every correction (each one
     /// adds at least a hit) and is the same whoever rebuilds the window from the same input,

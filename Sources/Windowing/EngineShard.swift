@@ -9,8 +9,8 @@ final class EngineShard: @unchecked Sendable {
     let queue: DispatchQueue
     var store: WindowStore
 
-    init(index: Int, config: WindowConfig) {
+    init(index: Int, config: WindowConfig, tracksState: Bool = false) {
         queue = DispatchQueue(label: "trackpipe.windowing.shard.\(index)")
-        store = WindowStore(config: config)
+        store = WindowStore(config: config, tracksState: tracksState)
     }
 }

@@ -25,11 +25,13 @@ public final class ShardedWindowEngine: @unchecked Sendable {
     private var totals = EngineStats()
     private var retainedEntries = 0
 
-    public init(config: WindowConfig = WindowConfig(), shards: Int = 1) {
+    /// - Parameter tracksState: keep what a changelog needs (see `exportChanges`, `restore`):
+    ///   for an engine over one partition's input only.
+    public init(config: WindowConfig = WindowConfig(), shards: Int = 1, tracksState: Bool = false) {
         precondition(shards >= 1, "at least one shard")
         self.config = config
         self.shardCount = shards
-        self.shards = (0..<shards).map { EngineShard(index: $0, config: config) }
+        self.shards = (0..<shards).map { EngineShard(index: $0, config: config, tracksState: tracksState) }
         self.clock = WatermarkTracker(idleTimeout: config.idleTimeout)
     }
 
@@ -110,6 +112,67 @@ public final class ShardedWindowEngine: @unchecked Sendable {
                 store.emittedRecords(into: &out)
                 return out
             }).emitted
+        }
+    }
+
+    // MARK: State
+
+    /// The windows whose state changed, and those evicted, since the last call: what a
+    /// changelog must write so that `restore` can rebuild this engine's windows.
+    public func exportChanges() -> StateChanges {
+        serial.sync {
+            var changes = StateChanges()
+            for part in runOnShards({ store -> StateChanges in
+                var changes = StateChanges()
+                store.exportChanges(into: &changes)
+                return changes
+            }) {
+                changes.windows += part.windows
+                changes.evicted += part.evicted
+            }
+            return changes
+        }
+    }
+
+    /// Puts windows back as a changelog held them (call `finishRestore` after the last);
+    /// returns how many were malformed and skipped.
+    @discardableResult
+    public func restore(_ states: [WindowState]) -> Int {
+        serial.sync {
+            let shardCount = shardCount
+            return runOnShards { store, shard in
+                var malformed = 0
+                for state in states where shardCount == 1 || DeliveryHash.shard(of: state.deliveryId, count: shardCount) == shard {
+                    if !store.restore(state) { malformed += 1 }
+                }
+                return malformed
+            }.reduce(0, +)
+        }
+    }
+
+    /// The current record of each of these windows that is still held, sorted for emission.
+    public func currentRecords(_ keys: [(Int64, String)]) -> [WindowAggregate] {
+        guard !keys.isEmpty else { return [] }
+        return serial.sync {
+            let shardCount = shardCount
+            let records = runOnShards { store, shard in
+                var out = StoreOutput()
+                let mine = keys.filter { shardCount == 1 || DeliveryHash.shard(of: $0.1, count: shardCount) == shard }
+                store.currentRecords(mine.map { (windowStart: $0.0, deliveryId: $0.1) }, into: &out)
+                return out
+            }.flatMap(\.emitted)
+            return Self.sortedForEmission(records)
+        }
+    }
+
+    /// Every restored window is back: emitted windows whose counts moved on since their last
+    /// emission owe a correction.
+    public func finishRestore() {
+        serial.sync {
+            _ = runOnShards { store -> Int in
+                store.finishRestore()
+                return 0
+            }
         }
     }
 

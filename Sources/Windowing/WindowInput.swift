@@ -12,11 +12,16 @@ public struct WindowInput: Sendable, Hashable {
     /// hits can share one offset (events batched in one record), and the caller needs to know
     /// which one to dead-letter.
     public var tag: Int
+    /// Where the hit sits in its task's input, finer than `offset` (several hits can share one
+    /// record): increasing in input order. A store that tracks state remembers the position of
+    /// each window's last hit, so that a restored window skips replayed hits it already holds.
+    public var position: Int64
 
-    public init(event: TrackingEvent, partition: Int32, offset: Int64, tag: Int = 0) {
+    public init(event: TrackingEvent, partition: Int32, offset: Int64, tag: Int = 0, position: Int64? = nil) {
         self.event = event
         self.partition = partition
         self.offset = offset
         self.tag = tag
+        self.position = position ?? offset
     }
 }

@@ -14,6 +14,9 @@ struct WindowSlot: Sendable {
     var emitted = false
     /// Deliveries changed since the last emission, each listed once.
     var dirtyIds: [String] = []
+    /// Deliveries whose state changed since it was last handed out for the changelog, each
+    /// listed once (kept only by stores that track state).
+    var stateChangedIds: [String] = []
     // Offsets of one partition arrive in increasing order, so the common case is "same
     // partition, offset not lower than its known minimum": checked without a hash lookup.
     private var cachedPartition: Int32 = -1

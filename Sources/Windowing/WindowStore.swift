@@ -7,6 +7,13 @@ import TrackingDomain
 /// the same code serves the one-shard fast path, each shard of the sharded engine, and tests.
 struct WindowStore: Sendable {
     let config: WindowConfig
+    /// Whether the store keeps what a changelog needs: how far each window has counted (so that
+    /// a restored window skips replayed hits it already holds), what was emitted, and what
+    /// changed since the state was last handed out. A store over one partition's input only:
+    /// offsets of different partitions cannot be compared.
+    let tracksState: Bool
+    /// Windows evicted since the state was last handed out.
+    private var evictedSinceExport: [(windowStart: Int64, deliveryId: String)] = []
     /// Alive window starts, ascending.
     private(set) var slots: [WindowSlot] = []
     /// Index of the slot the previous hit went to: hits are mostly in order, so usually the
@@ -17,8 +24,9 @@ struct WindowStore: Sendable {
     private(set) var watermark: Int64?
     private(set) var entries = 0
 
-    init(config: WindowConfig) {
+    init(config: WindowConfig, tracksState: Bool = false) {
         self.config = config
+        self.tracksState = tracksState
     }
 
     // MARK: Ingest
@@ -49,11 +57,17 @@ struct WindowStore: Sendable {
             return
         }
         let index = slotIndex(start: start, end: end)
-        slots[index].noteOffset(partition: input.partition, offset: input.offset)
         let change = slots[index].deliveries[input.event.deliveryId, default: DeliveryWindow()].record(
             broadlogId: input.event.broadlogId, action: input.event.action,
             channel: input.event.channel, platform: input.event.platform,
-            trackDirty: slots[index].emitted)
+            trackDirty: slots[index].emitted, position: input.position, tracksState: tracksState)
+        if change.alreadyCounted {
+            // A restored window that holds this replayed hit already.
+            out.replayedFinal += 1
+            return
+        }
+        slots[index].noteOffset(partition: input.partition, offset: input.offset)
+        if change.becameStateChanged { slots[index].stateChangedIds.append(input.event.deliveryId) }
         if change.newEntry {
             slots[index].entries += 1
             entries += 1
@@ -99,6 +113,7 @@ struct WindowStore: Sendable {
                 emitDirty(of: slot, into: &out)
             }
             out.windowsEvicted += slot.deliveries.count
+            if tracksState { for id in slot.deliveries.keys { evictedSinceExport.append((slot.start, id)) } }
             out.entriesFreed += slot.entries
             entries -= slot.entries
             out.oldestEvictedStart = Swift.min(out.oldestEvictedStart ?? slot.start, slot.start)
@@ -150,6 +165,7 @@ struct WindowStore: Sendable {
         var position = slots[index].deliveries.startIndex
         while position != slots[index].deliveries.endIndex {
             slots[index].deliveries.values[position].dirty = false
+            noteEmitted(slot: index, at: position)
             let (id, window) = slots[index].deliveries[position]
             out.emitted.append(window.aggregate(deliveryId: id, start: start, end: end))
             slots[index].deliveries.formIndex(after: &position)
@@ -164,9 +180,22 @@ struct WindowStore: Sendable {
         for id in slots[index].dirtyIds {
             guard let position = slots[index].deliveries.index(forKey: id) else { continue }
             slots[index].deliveries.values[position].dirty = false
+            noteEmitted(slot: index, at: position)
             out.emitted.append(slots[index].deliveries.values[position].aggregate(deliveryId: id, start: start, end: end))
         }
         slots[index].dirtyIds.removeAll()
+    }
+
+    /// The window at `position` is being emitted: remember its revision, a change of state.
+    @inline(__always)
+    private mutating func noteEmitted(slot index: Int, at position: Dictionary<String, DeliveryWindow>.Index) {
+        guard tracksState else { return }
+        let revision = UInt32(truncatingIfNeeded: slots[index].deliveries.values[position].hitCount)
+        slots[index].deliveries.values[position].emittedRevision = revision
+        if !slots[index].deliveries.values[position].stateChanged {
+            slots[index].deliveries.values[position].stateChanged = true
+            slots[index].stateChangedIds.append(slots[index].deliveries.keys[position])
+        }
     }
 
     private func emitAll(of slot: WindowSlot, into out: inout StoreOutput) {
@@ -179,6 +208,62 @@ struct WindowStore: Sendable {
         for id in slot.dirtyIds {
             guard let window = slot.deliveries[id] else { continue }
             out.emitted.append(window.aggregate(deliveryId: id, start: slot.start, end: slot.end))
+        }
+    }
+
+    // MARK: State
+
+    /// The windows whose state changed, and the windows evicted, since the last call.
+    mutating func exportChanges(into changes: inout StateChanges) {
+        guard tracksState else { return }
+        for index in slots.indices where !slots[index].stateChangedIds.isEmpty {
+            let start = slots[index].start
+            for id in slots[index].stateChangedIds {
+                guard let position = slots[index].deliveries.index(forKey: id) else { continue }
+                slots[index].deliveries.values[position].stateChanged = false
+                changes.windows.append(slots[index].deliveries.values[position].state(deliveryId: id, windowStart: start))
+            }
+            slots[index].stateChangedIds.removeAll()
+        }
+        changes.evicted += evictedSinceExport
+        evictedSinceExport.removeAll()
+    }
+
+    /// The current record of each of these windows that is still held.
+    func currentRecords(_ keys: [(windowStart: Int64, deliveryId: String)], into out: inout StoreOutput) {
+        for (start, id) in keys {
+            guard let slot = slots.first(where: { $0.start == start }), let window = slot.deliveries[id] else { continue }
+            out.emitted.append(window.aggregate(deliveryId: id, start: slot.start, end: slot.end))
+        }
+    }
+
+    /// Puts a window back as a changelog held it. A window already emitted makes its window
+    /// start emitted (the first emission covers every delivery of a window).
+    mutating func restore(_ state: WindowState) -> Bool {
+        guard var window = DeliveryWindow(state) else { return false }
+        let start = state.windowStart
+        let index = slotIndex(start: start, end: EventTimeMath.add(start, config.size))
+        if let previous = slots[index].deliveries[state.deliveryId] {
+            slots[index].entries -= previous.broadlogs.count
+            entries -= previous.broadlogs.count
+        }
+        window.dirty = false
+        window.stateChanged = false
+        slots[index].deliveries[state.deliveryId] = window
+        slots[index].entries += window.broadlogs.count
+        entries += window.broadlogs.count
+        if window.emittedRevision > 0 { slots[index].emitted = true }
+        return true
+    }
+
+    /// After every restored window is back: in a window start already emitted, a delivery whose
+    /// last emission is older than its counts (or that was never emitted) owes a correction.
+    mutating func finishRestore() {
+        for index in slots.indices where slots[index].emitted {
+            for (id, window) in slots[index].deliveries where !window.dirty && Int(window.emittedRevision) != window.hitCount {
+                slots[index].deliveries[id]!.dirty = true
+                slots[index].dirtyIds.append(id)
+            }
         }
     }
 

@@ -37,11 +37,12 @@ struct PipelineBenchmark: ParsableCommand {
         let chosen = contenders.split(separator: ",").map(String.init)
         let groups = (1...rounds).map { "bench-\(UUID().uuidString.prefix(6).lowercased())-\($0)" }
         // The embedded broker creates only what it is told to (every topic with the same
-        // partition count): the input, the outputs and each two-stage round's repartition topic.
+        // partition count): the input, the outputs, each two-stage round's repartition and state
+        // topics, and each one-stage round's state topic.
         let broker = try BrokerProcess(
             binary: binary,
             topics: ["tracking-hits", "tracking-hits-by-delivery", "tracking-aggregates", "tracking-hits-dlq"]
-                + groups.map { "\($0)-repartition" },
+                + groups.flatMap { ["\($0)-repartition", "\($0)-state", "\($0)-one-state"] },
             partitions: partitions)
         defer { broker.stop() }
         let hits = HitStream(

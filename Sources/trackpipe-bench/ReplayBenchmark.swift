@@ -30,6 +30,7 @@ struct ReplayBenchmark: ParsableCommand {
         for round in 1...rounds {
             let group = "bench-\(UUID().uuidString.prefix(8))"
             try broker.createTopic("\(group)-repartition", partitions: partitions)
+            try broker.createTopic("\(group)-state", partitions: partitions)
             runs.append(try time(binary, ["run", "--group", group, "--until-end"], broker))
             replays.append(try time(binary, ["replay", "--output-topic", "replay-out"], broker))
             print(String(format: "round %d: run --until-end %.2f s (%@), replay %.2f s (%@)", round, runs.last!,

@@ -30,7 +30,7 @@ struct SoakBenchmark: ParsableCommand {
         // The embedded broker keeps only the newest ~5 MB of a partition: the repartition topic
         // (original messages plus events, plus re-sends after each kill) gets three times the
         // partitions, so that nothing a restarted worker must re-read is gone.
-        for (topic, count) in [("hits", partitions), ("aggregates", 8), ("dlq", 4), ("soak-repartition", 3 * partitions)] {
+        for (topic, count) in [("hits", partitions), ("aggregates", 8), ("dlq", 4), ("soak-repartition", 3 * partitions), ("soak-state", 3 * partitions)] {
             try broker.createTopic(topic, partitions: count)
             for partition in 0..<count where slowOutputMs > 0 {
                 try broker.setLeader(topic, partition: Int32(partition), brokerId: topic == "hits" ? 1 : 2)

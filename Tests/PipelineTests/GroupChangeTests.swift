@@ -45,7 +45,9 @@ struct GroupChangeTests {
 
     @Test("switching a two-stage group to --input-keyed-by-delivery is refused with the remedy, and overwrites nothing")
     func modeSwitchRefused() throws {
-        let broker = try TestTopics.broker()
+        // As many input partitions as the two-stage run's state topic gets on the embedded
+        // broker (4), so that it is the group's commits that are refused, not the state topic.
+        let broker = try TestTopics.broker(inputPartitions: 4)
         let corpus = Corpus(HitStream(HitStreamConfig(count: 2_000, seed: 73, deliveries: 6)).generate())
         try corpus.produce(0..<1_000, to: "hits", on: broker)
         _ = try Pipeline(config: config(broker, group: "modes", input: "hits")).run()

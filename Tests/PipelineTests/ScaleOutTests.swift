@@ -127,6 +127,7 @@ struct ScaleOutTests {
     func joiningInstance() throws {
         let broker = try makeBroker()
         try broker.createTopic("join-repartition", partitions: 8)
+        try broker.createTopic("join-state", partitions: 8)
         let corpus = Corpus(HitStream(HitStreamConfig(count: 8_000, seed: 51, deliveries: 12, span: 5 * 60_000)).generate())
         try produce(corpus, 0..<4_000, on: broker)
         func instance(_ number: Int) -> PipelineConfig {

@@ -28,6 +28,7 @@ struct ReplayCommandTests {
         try broker.createTopic("backfill", partitions: 4)
         try broker.createTopic("dlq", partitions: 2)
         try broker.createTopic("live-repartition", partitions: 8)
+        try broker.createTopic("live-state", partitions: 8)
         let corpus = Corpus(HitStream(HitStreamConfig(count: 12_000, seed: 71, deliveries: 8, span: 15 * 60_000)).generate())
         try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
         let binary = try TrackpipeBinary.locate()

@@ -195,6 +195,7 @@ struct RunCommandEndToEndTests {
     func inputTopicDeleted() throws {
         let broker = try makeBroker()
         try broker.createTopic("gone-repartition", partitions: 8)
+        try broker.createTopic("gone-state", partitions: 8)
         let corpus = Corpus(HitStream(HitStreamConfig(count: 500, seed: 3, deliveries: 4)).generate())
         try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
         let worker = try BackgroundTrackpipe(

@@ -34,6 +34,7 @@ struct ScaleOutCommandTests {
         try broker.createTopic("aggregates", partitions: 4)
         try broker.createTopic("dlq", partitions: 2)
         try broker.createTopic("fleet-repartition", partitions: 8)
+        try broker.createTopic("fleet-state", partitions: 8)
         let corpus = Corpus(HitStream(HitStreamConfig(count: 12_000, seed: 61, deliveries: 15, span: 5 * 60_000)).generate())
         #expect(corpus.hits.filter { $0.key != nil }.count > 8_000, "keyed by device, not by delivery")
         try corpus.produce(0..<6_000, to: "hits", on: broker)

@@ -29,6 +29,11 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     /// Only windows starting in this range are emitted, and only dead letters that belong to
     /// it are sent (a backfill of a time range); nil: everything.
     public let range: Range<Int64>?
+    /// Whether each task keeps its windows in a changelog (the `.changelog` destination, one
+    /// partition per task): then a task reads its state back when assigned instead of re-reading
+    /// its input for the retention, commits at its processed mark, and sends its aggregate
+    /// records at commits, once the state they carry is written.
+    public let keepsChangelog: Bool
 
     private var tasks: [TaskKey: AggregateTask] = [:]
     private var pending = StageReport()
@@ -36,8 +41,9 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     public init(
         sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, tasking: Tasking = .perPartition,
-        range: Range<Int64>? = nil
+        range: Range<Int64>? = nil, keepsChangelog: Bool = false
     ) {
+        self.keepsChangelog = keepsChangelog && tasking == .perPartition
         self.sourceTopic = sourceTopic
         self.input = input
         self.window = window
@@ -64,7 +70,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             for start in starts where tasks[.partition(start.partition)] == nil {
                 tasks[.partition(start.partition)] = AggregateTask(
                     key: .partition(start.partition), config: window, start: start, crossesShuffle: Input.crossesShuffle,
-                    unnamedIncarnation: input.unnamedIncarnation, now: now)
+                    unnamedIncarnation: input.unnamedIncarnation, stateful: keepsChangelog, now: now)
             }
         }
     }
@@ -179,17 +185,60 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     // MARK: Time
 
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {
-        for key in tasks.keys.sorted() {
-            let task = tasks[key]!
-            let output = task.engine.advance(now: now)
+        for key in tasks.keys.sorted() where !tasks[key]!.awaitingState {
+            let output = tasks[key]!.engine.advance(now: now)
             pending.capacityEvictions += output.capacityEvictions
-            if !task.offsets.isReplaying { try emit(inRange(output.emitted), now: now, into: &sink) }
+            try emit(inRange(tasks[key]!.takeEmissions(output.emitted)), now: now, into: &sink)
         }
     }
 
     public mutating func finish(now: Int64, into sink: inout some RecordSink) throws {
+        for key in tasks.keys.sorted() where !tasks[key]!.awaitingState {
+            let output = tasks[key]!.engine.flushAll()
+            try emit(inRange(tasks[key]!.takeEmissions(output.emitted)), now: now, into: &sink)
+        }
+    }
+
+    // MARK: State
+
+    public var partitionsAwaitingState: [Int32] {
+        tasks.values.filter(\.awaitingState).compactMap(\.key.partition).sorted()
+    }
+
+    public mutating func restoreState(_ records: [StateRecord], partition: Int32) {
+        tasks[.partition(partition)]?.restoreState(records)
+    }
+
+    public mutating func stateRestored(partition: Int32, now: Int64) throws {
+        guard let restored = try tasks[.partition(partition)]?.stateRestored(now: now) else { return }
+        pending.notices.append(
+            "partition \(partition): read back \(restored.windows.count) windows from \(restored.records) changelog records"
+                + (restored.unreadable > 0 ? ", \(restored.unreadable) of them unreadable and skipped" : "")
+                + (restored.task.map { "; its state had counted the input through offset \($0.processedThrough)" } ?? ""))
+        pending.accounting.restored += restored.records
+    }
+
+    public mutating func prepareCommit(into sink: inout some RecordSink) throws {
         for key in tasks.keys.sorted() {
-            try emit(inRange(tasks[key]!.engine.flushAll().emitted), now: now, into: &sink)
+            guard let partition = key.partition else { continue }
+            for entry in tasks[key]!.changelogEntries() {
+                try entry.key.withUnsafeBytes { keyBytes in
+                    if let value = entry.value {
+                        try value.withUnsafeBytes { valueBytes in
+                            try sink.send(.changelog, partition: partition, key: keyBytes, value: valueBytes, headers: [], timestamp: nil)
+                        }
+                    } else {
+                        try sink.send(.changelog, partition: partition, key: keyBytes, value: nil, headers: [], timestamp: nil)
+                    }
+                }
+            }
+        }
+    }
+
+    public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {
+        for key in tasks.keys.sorted() where tasks[key]!.stateful {
+            let records = tasks[key]!.releaseHeld(changelogEnd: key.partition.flatMap { changelogEnds[$0] })
+            try emit(records, now: now, into: &sink)
         }
     }
 

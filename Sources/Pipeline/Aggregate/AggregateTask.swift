@@ -15,8 +15,24 @@ struct AggregateTask: Sendable {
     let crossesShuffle: Bool
     /// The incarnation of floors a version 2 checkpoint did not name (the configured topic's).
     let unnamedIncarnation: UInt64
+    /// Whether the task keeps its windows in a changelog: then it reads them back when it is
+    /// assigned, commits at its processed mark, and holds its aggregate records back until the
+    /// state they carry is written (see `prepareCommit`), so that no restart can step a key back.
+    let stateful: Bool
     var offsets = PartitionOffsets()
     var dedup = SourceDedup()
+    var changelog = TaskChangelog()
+    /// The state is being read back from the changelog: no record may be processed yet.
+    private(set) var awaitingState = false
+    /// The changelog position the last commit recorded (checkpoint format 4).
+    private var committedChangelog: Int64?
+    /// Records waiting for the next commit, latest per key (stateful tasks).
+    private var held: [String: WindowAggregate] = [:]
+    /// What the engine emitted during a silent replay, latest per key: sent once the replay
+    /// catches up, since the previous owner may not have emitted it.
+    private var suppressed: [String: WindowAggregate] = [:]
+    /// Windows read back whose last emission may not have reached the output.
+    private var unconfirmed: [ChangelogRecord.WindowKey] = []
     /// The engine's number for each source (an input partition of one incarnation), and how many
     /// partitions of each incarnation have been declared to the engine.
     private var incarnations: [UInt64: Int] = [:]
@@ -41,14 +57,19 @@ struct AggregateTask: Sendable {
 
     init(
         key: TaskKey, config: WindowConfig, start: PartitionStart?, crossesShuffle: Bool, unnamedIncarnation: UInt64 = 0,
-        now: Int64, shards: Int = 1
+        stateful: Bool = false, now: Int64, shards: Int = 1
     ) {
         self.key = key
-        self.engine = ShardedWindowEngine(config: config, shards: shards)
+        self.stateful = stateful && key.partition != nil
+        self.engine = ShardedWindowEngine(config: config, shards: shards, tracksState: self.stateful)
         self.createdAt = now
         self.crossesShuffle = crossesShuffle
         self.unnamedIncarnation = unnamedIncarnation
         guard let partition = key.partition else { return }
+        if self.stateful {
+            awaitingState = true
+            changelog.beginRestore()
+        }
         if !crossesShuffle {
             // The partition is its own only source.
             engine.assign(partitions: [partition], now: now)
@@ -70,10 +91,18 @@ struct AggregateTask: Sendable {
         }
         offsets.committed = start.committedOffset
         guard let checkpoint else { return }
-        engine.restore(partition: partition, replayBefore: checkpoint.processedThrough, evictedBefore: checkpoint.evictedBefore)
         offsets.metadata = start.metadata
-        offsets.restoredMark = checkpoint.processedThrough
         if crossesShuffle { dedup = SourceDedup(restored: floors, at: checkpoint.processedThrough) }
+        if let written = checkpoint.changelog {
+            // Format 4: the windows are in the changelog, read back before any record; the task
+            // record there says how far they had counted.
+            committedChangelog = written
+            return
+        }
+        // Before changelogs: the commit trails by what the windows held, and the replay from it
+        // rebuilds them; below the previous owner's mark it is silent.
+        engine.restore(partition: partition, replayBefore: checkpoint.processedThrough, evictedBefore: checkpoint.evictedBefore)
+        offsets.restoredMark = checkpoint.processedThrough
     }
 
     /// Why a window task cannot resume from `start`, if it cannot: a commit without a window
@@ -120,6 +149,94 @@ struct AggregateTask: Sendable {
             let ids = (first..<count).map { sourceId(SourceKey(incarnation: incarnation, partition: Int32($0))) }
             engine.assign(partitions: ids, now: since)
         }
+    }
+
+    // MARK: Reading the state back
+
+    mutating func restoreState(_ records: [StateRecord]) {
+        for record in records { changelog.apply(offset: record.offset, key: record.key, value: record.value) }
+    }
+
+    /// The changelog is read: the windows go back into the engine, the silent replay runs to
+    /// where the state was written, and windows whose last emission may be lost are sent again
+    /// once it has. Returns what was read, for the log.
+    mutating func stateRestored(now: Int64) throws -> TaskChangelog.Restored {
+        guard awaitingState, let partition = key.partition else { return TaskChangelog.Restored() }
+        awaitingState = false
+        let restored = changelog.finishRestore(committedChangelog: committedChangelog)
+        if let committedChangelog, (changelog.end ?? 0) < committedChangelog {
+            throw PipelineError.kafka(
+                "the changelog of partition \(partition) ends at offset \(changelog.end ?? 0), before the \(committedChangelog) its last commit recorded: the state topic was deleted, recreated or truncated, and the windows cannot be read back exactly. Stop every instance, then either restore the state topic, or start the deployment under a new --group (it counts the input from its beginning)")
+        }
+        let malformed = engine.restore(restored.windows)
+        engine.finishRestore()
+        if let task = restored.task {
+            if let committed = offsets.committed, committedChangelog != nil, task.processedThrough < committed {
+                throw PipelineError.kafka(
+                    "the changelog of partition \(partition) holds state as of offset \(task.processedThrough), before the \(committed) the group committed: it lost records (retention, or the topic recreated). Stop every instance, then restore the state topic or start under a new --group")
+            }
+            engine.restore(partition: partition, replayBefore: task.processedThrough, evictedBefore: task.evictedBefore)
+            offsets.restoredMark = task.processedThrough
+        } else if committedChangelog != nil, restored.records == 0, (committedChangelog ?? 0) > 0 {
+            throw PipelineError.kafka(
+                "the changelog of partition \(partition) is empty, but its last commit recorded state in it: the state topic was deleted or recreated. Stop every instance, then restore the state topic or start under a new --group")
+        }
+        unconfirmed = restored.unconfirmed
+        if !offsets.isReplaying { catchUp() }
+        var report = restored
+        report.unreadable += malformed
+        return report
+    }
+
+    // MARK: What goes out
+
+    /// Emissions of a stateful task: held until the next commit, or, during a silent replay,
+    /// kept for when it catches up.
+    private mutating func route(_ emitted: [WindowAggregate]) {
+        for record in emitted {
+            let key = Self.key(record)
+            if offsets.isReplaying {
+                suppressed[key] = record
+            } else {
+                held[key] = record
+            }
+        }
+    }
+
+    /// The silent replay reached the state read back: what it emitted, and windows whose last
+    /// emission may have been lost, go out with the next commit, as they stand now.
+    private mutating func catchUp() {
+        for (key, record) in suppressed { held[key] = record }
+        suppressed = [:]
+        for record in engine.currentRecords(unconfirmed.map { ($0.windowStart, $0.deliveryId) }) { held[Self.key(record)] = record }
+        unconfirmed = []
+    }
+
+    /// Records the engine emitted for time passing (a tick or the end of a bounded run): sent at
+    /// once by a task without a changelog (unless it replays silently), held by one with.
+    mutating func takeEmissions(_ emitted: [WindowAggregate]) -> [WindowAggregate] {
+        if stateful {
+            route(emitted)
+            return []
+        }
+        return offsets.isReplaying ? [] : emitted
+    }
+
+    private static func key(_ record: WindowAggregate) -> String { "\(record.deliveryId)@\(record.windowStart)" }
+
+    /// The changelog records for what changed since the last commit.
+    mutating func changelogEntries() -> [ChangelogRecord.Entry] {
+        guard stateful, !awaitingState, let processed = offsets.processedThrough ?? offsets.committed else { return [] }
+        let task = ChangelogRecord.TaskState(
+            processedThrough: max(processed, offsets.restoredMark ?? processed), evictedBefore: engine.evictionHorizon)
+        return changelog.entries(for: engine.exportChanges(), task: task)
+    }
+
+    /// The state written is acknowledged (the changelog ends at `end`): the held records go out.
+    mutating func releaseHeld(changelogEnd end: Int64?) -> [WindowAggregate] {
+        if let end { changelog.written(end: end) }
+        defer { held = [:] }
+        return held.values.sorted { ($0.windowStart, $0.deliveryId, $0.revision) < ($1.windowStart, $1.deliveryId, $1.revision) }
     }
 
     // MARK: Counting
@@ -172,7 +289,10 @@ struct AggregateTask: Sendable {
                     break
                 }
             }
-            inputs.append(WindowInput(event: decoded.event, partition: decoded.partition, offset: decoded.offset, tag: tag))
+            // Several events can share a record: the position tells them apart, in order.
+            let position = decoded.offset << 16 | Int64(UInt16(truncatingIfNeeded: decoded.reference.event ?? 0))
+            inputs.append(
+                WindowInput(event: decoded.event, partition: decoded.partition, offset: decoded.offset, tag: tag, position: position))
         }
         if !switched.isEmpty {
             result.report.notices.append(
@@ -195,6 +315,11 @@ struct AggregateTask: Sendable {
         result.report.accounting = accounting
         result.report.capacityEvictions = output.capacityEvictions
         result.deadLetters.sort { $0.reference < $1.reference }
+        if stateful {
+            route(output.emitted)
+            if wasReplaying && !offsets.isReplaying { catchUp() }
+            return result
+        }
         // Below the previous owner's processed mark, everything this replay would emit was
         // emitted and acknowledged before that owner's commit, with the same counts: sending it
         // again would only repeat records (and, for a sink reading the stream, step back).
@@ -227,14 +352,20 @@ struct AggregateTask: Sendable {
 
     // MARK: Committing
 
-    /// The offset and checkpoint to commit: below what any open or retained window still
+    /// The offset and checkpoint to commit. With a changelog: the processed mark, since the
+    /// windows are in the changelog. Without: below what any open or retained window still
     /// needs, and never beyond what was processed. The global task commits nothing.
     func commitPoint() -> CommitPoint? {
-        guard let partition = key.partition, let processed = offsets.processedThrough else { return nil }
+        guard let partition = key.partition, !awaitingState, let processed = offsets.processedThrough else { return nil }
+        let seen = crossesShuffle ? dedup.checkpoint : [:]
+        if stateful {
+            let checkpoint = Checkpoint(
+                evictedBefore: engine.evictionHorizon, processedThrough: processed, seen: seen, changelog: changelog.end ?? 0)
+            return CommitPoint(offset: processed, metadata: checkpoint.encoded)
+        }
         let safe = engine.lowestHeldOffsets()[partition].map { min($0, processed) } ?? processed
         let checkpoint = Checkpoint(
-            evictedBefore: engine.evictionHorizon, processedThrough: max(processed, offsets.restoredMark ?? 0),
-            seen: crossesShuffle ? dedup.checkpoint : [:])
+            evictedBefore: engine.evictionHorizon, processedThrough: max(processed, offsets.restoredMark ?? 0), seen: seen)
         return CommitPoint(offset: safe, metadata: checkpoint.encoded)
     }
 }

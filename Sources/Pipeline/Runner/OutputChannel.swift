@@ -12,6 +12,8 @@ struct OutputChannel {
     /// Unacknowledged bytes above which the input is paused (it resumes below half); 0: never.
     let limit: Int
     private let backlog: OutputBacklog
+    /// Where each partition of the state topic ends, as far as acknowledged.
+    private let changelogEnds: AcknowledgedEnds
     private let control: RunnerControl
     private let stageName: String
     private let logger: Logger
@@ -25,11 +27,16 @@ struct OutputChannel {
         onClientError: @escaping @Sendable (KafkaError) -> Void
     ) throws {
         let backlog = OutputBacklog()
+        let changelogEnds = AcknowledgedEnds()
+        let stateTopic = settings.destinations[.changelog]
         producer = try KafkaProducer(
             config: settings.producer, logger: logger.with(label: "trackpipe.kafka.producer"),
             onDelivery: { report in
                 backlog.acknowledged(Int(report.token))
-                guard let error = report.error else { return }
+                guard let error = report.error else {
+                    if report.topic == stateTopic { changelogEnds.acknowledged(partition: report.partition, offset: report.offset) }
+                    return
+                }
                 control.deliveryFailed("\(report.topic)[\(report.partition)]: \(error)")
             },
             onError: onClientError,
@@ -38,6 +45,7 @@ struct OutputChannel {
             producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded,
             backlog: backlog, timesSends: settings.timings)
         self.backlog = backlog
+        self.changelogEnds = changelogEnds
         self.control = control
         self.limit = settings.outputBacklogLimit
         self.stageName = stageName
@@ -47,6 +55,9 @@ struct OutputChannel {
 
     /// The most bytes that waited for acknowledgement at once.
     var largestBacklog: Int { backlog.largest }
+
+    /// Per partition of the state topic, the offset after the last record acknowledged.
+    var acknowledgedChangelogEnds: [Int32: Int64] { changelogEnds.ends }
 
     /// Serves the producer's delivery reports that arrived since the last call.
     func serveReports() { producer.poll() }
@@ -94,6 +105,8 @@ struct ProducerSink: RecordSink {
     /// Whether to time each produce call (two clock reads a record) into `sendSeconds`.
     var timesSends = false
     private(set) var sendSeconds = 0.0
+    /// Records sent to the state topic, for its metric.
+    private(set) var changelogRecords = 0
 
     init(
         producer: KafkaProducer, topics: [Destination: String], lines: [Destination: LineWriter], discarded: Set<Destination>,
@@ -117,6 +130,7 @@ struct ProducerSink: RecordSink {
             // The record's size is its token: its delivery report takes it off the backlog.
             let size = (key?.count ?? 0) + (value?.count ?? 0)
             backlog.sent(size)
+            if destination == .changelog { changelogRecords += 1 }
             do {
                 try producer.send(
                     to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp,
@@ -131,6 +145,19 @@ struct ProducerSink: RecordSink {
             throw PipelineError.configuration("a stage sent a record to the \(destination) destination, which has no topic here")
         }
     }
+}
+
+/// The end of each partition of one topic as far as its records are acknowledged. Delivery
+/// reports write it on whichever thread serves them; the runner reads it after a flush.
+final class AcknowledgedEnds: Sendable {
+    private let state = Mutex<[Int32: Int64]>([:])
+
+    func acknowledged(partition: Int32, offset: Int64) {
+        guard offset >= 0 else { return }
+        state.withLock { $0[partition] = max($0[partition] ?? 0, offset + 1) }
+    }
+
+    var ends: [Int32: Int64] { state.withLock { $0 } }
 }
 
 /// Bytes sent and not yet acknowledged. Sends add on the runner's thread; delivery reports

@@ -9,6 +9,10 @@ import Kafka
 struct PartitionTracker {
     let topic: String
     private(set) var owned: [TopicPartition: TrackedPartition] = [:]
+    /// Partitions whose state is being read back: their input is held back (paused), and a
+    /// record of theirs that slips through is dropped without moving them on (the partition is
+    /// sought back to its start once the state is in).
+    private(set) var restoring: Set<Int32> = []
 
     struct TrackedPartition {
         var offsets = PartitionOffsets()
@@ -50,8 +54,23 @@ struct PartitionTracker {
     }
 
     mutating func release(_ partitions: [TopicPartition]) {
-        for partition in partitions { owned[partition] = nil }
+        for partition in partitions {
+            owned[partition] = nil
+            restoring.remove(partition.partition)
+        }
     }
+
+    mutating func holdBack(_ partitions: [Int32]) { restoring.formUnion(partitions) }
+
+    /// A partition's state is in: where its input starts again (nil: where the reset policy
+    /// puts it, the beginning).
+    mutating func letThrough(_ partition: Int32) -> Int64? {
+        restoring.remove(partition)
+        return owned[TopicPartition(topic: topic, partition: partition)]?.offsets.nextToRead
+    }
+
+    /// Owned partitions whose input flows (not held back for a restore).
+    var flowing: [TopicPartition] { owned.keys.filter { !restoring.contains($0.partition) } }
 
     mutating func noteCommitted(_ partition: TopicPartition, _ point: CommitPoint) {
         owned[partition]?.offsets.committed = point.offset
@@ -147,7 +166,7 @@ struct PartitionTracker {
                         isOwned = false
                     }
                 }
-                guard isOwned, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0) else {
+                guard isOwned, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0), !restoring.contains(partition) else {
                     sifted.stale += 1
                     continue
                 }
@@ -198,8 +217,9 @@ struct PartitionTracker {
         }
     }
 
-    /// Every owned partition read to its end (a bounded run is done).
-    var allAtEnd: Bool { !owned.isEmpty && owned.values.allSatisfy(\.atEnd) }
+    /// Every owned partition read to its end (a bounded run is done); a partition still being
+    /// restored is not.
+    var allAtEnd: Bool { !owned.isEmpty && restoring.isEmpty && owned.values.allSatisfy(\.atEnd) }
 
     /// Offsets read and to read over every partition's bounded range; nil until all are known.
     var boundedProgress: (done: Int64, total: Int64)? {

@@ -21,6 +21,8 @@ public final class RunnerControl: Sendable {
     private let startedMillis = Atomic<Int64>(0)
     /// When the group last handed this member an assignment (possibly empty); 0: never.
     private let assignedMillis = Atomic<Int64>(0)
+    /// How long the slowest restore of window state has read nothing (ms); 0: none stalled.
+    private let restoreStalledMillis = Atomic<Int64>(0)
 
     struct Failures {
         /// The first record the broker refused, as "topic[partition]: error".
@@ -67,6 +69,7 @@ public final class RunnerControl: Sendable {
     func started(at now: Int64) { startedMillis.store(now, ordering: .relaxed) }
     func loopTurned(at now: Int64) { lastLoopMillis.store(now, ordering: .relaxed) }
     func assigned(at now: Int64) { assignedMillis.store(now, ordering: .relaxed) }
+    func restoreStalled(for millis: Int64) { restoreStalledMillis.store(millis, ordering: .relaxed) }
 
     /// A group member that has not been given partitions yet.
     var awaitsAssignment: Bool { joinsGroup && assignedMillis.load(ordering: .relaxed) == 0 }
@@ -78,6 +81,10 @@ public final class RunnerControl: Sendable {
         let last = lastLoopMillis.load(ordering: .relaxed)
         if last > 0 && now - last > unhealthyAfter {
             return "\(stageName): the consume loop has not turned for \((now - last) / 1000) s (stuck in a call to Kafka or in a stage)"
+        }
+        let stalled = restoreStalledMillis.load(ordering: .relaxed)
+        if stalled > unhealthyAfter {
+            return "\(stageName): reading window state back from the state topic has got nothing for \(stalled / 1000) s (check the brokers that lead the state topic's partitions)"
         }
         let started = startedMillis.load(ordering: .relaxed)
         if awaitsAssignment, started > 0, now - started > unhealthyAfter {

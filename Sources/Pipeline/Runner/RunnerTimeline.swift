@@ -26,6 +26,8 @@ public struct RunnerTimeline: Sendable {
         case reporting
         /// The end of a bounded run: the stage's last emissions.
         case finishing
+        /// Reading window state back from the state topic.
+        case restoring
         case closing
 
         var label: String {
@@ -40,6 +42,7 @@ public struct RunnerTimeline: Sendable {
             case .committing: "commit"
             case .reporting: "report"
             case .finishing: "finish"
+            case .restoring: "restore"
             case .closing: "close"
             }
         }

@@ -5,7 +5,8 @@ import Logging
 /// `PartitionTracker` admit its records, hand them to the stage, let time pass (`tick`), serve
 /// the `OutputChannel`, commit through the `CommitCoordinator` when due, and tell the
 /// `RunnerObserver`. The group's moves come in through the `RebalanceListener`, librdkafka's
-/// errors through the `KafkaErrorTriage`, and other threads reach the run only through its
+/// errors through the `KafkaErrorTriage`, a stage's state comes back from the state topic
+/// through the `StateRestorer`, and other threads reach the run only through its
 /// `RunnerControl`.
 ///
 /// Everything that differs between `run`, `run --until-end`, the two stages of the scaled-out
@@ -35,6 +36,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private var observer: RunnerObserver
     private var output: OutputChannel?
     private var consumer: KafkaConsumer?
+    private var restorer: StateRestorer?
 
     /// An error found where it cannot be thrown (inside a rebalance callback): the loop stops on it.
     private var fatal: PipelineError?
@@ -57,6 +59,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         rebalance = RebalanceListener(stageName: stage.name, settings: settings, logger: logger)
         committer = CommitCoordinator(stageName: stage.name, settings: settings, logger: logger)
         observer = RunnerObserver(stageName: stage.name, settings: settings, logger: logger, metrics: metrics, onProgress: onProgress)
+        if let stateTopic = settings.destinations[.changelog] {
+            restorer = StateRestorer(topic: stateTopic, stageName: stage.name, settings: settings, logger: logger, metrics: metrics)
+        }
     }
 
     /// Asks `run` to stop after the batch in flight; it then commits and returns. Any thread.
@@ -76,10 +81,13 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         var lastTick = started
         do {
             while !control.isStopRequested {
-                let polled = try pollPhase(consumer)
+                let restoring = restorer?.isRestoring == true
+                let polled = try pollPhase(consumer, timeoutMilliseconds: restoring ? 10 : 100)
+                if restoring { try restorePhase(consumer) }
                 try throwIfFailed()
                 let now = clock()
                 control.loopTurned(at: now)
+                control.restoreStalled(for: restorer?.stalledFor(now: now) ?? 0)
                 if !polled || now - lastTick >= settings.tickInterval {
                     try punctuate(now: now)
                     lastTick = now
@@ -127,10 +135,10 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// Polls one batch and hands what the guard admits to the stage; false if nothing came.
     /// Time in the stage counts as processing, the rest of the call as polling.
-    private func pollPhase(_ consumer: KafkaConsumer) throws -> Bool {
+    private func pollPhase(_ consumer: KafkaConsumer, timeoutMilliseconds: Int32) throws -> Bool {
         let begin = RunnerTimeline.now()
         var inBatch = 0.0
-        let polled: Void? = try consumer.pollBatch(timeoutMilliseconds: 100) { batch in
+        let polled: Void? = try consumer.pollBatch(timeoutMilliseconds: timeoutMilliseconds) { batch in
             let admitted = tracker.admit(batch)
             let now = clock()
             for error in admitted.errors {
@@ -148,6 +156,26 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         return polled != nil
     }
 
+    /// Reads a batch of state back; partitions whose state is in may have their records.
+    private func restorePhase(_ consumer: KafkaConsumer) throws {
+        let begin = RunnerTimeline.now()
+        defer { observer.timeline.add(.restoring, since: begin) }
+        guard var restorer else { return }
+        let done = try restorer.step(&stage, now: clock(), timeoutMilliseconds: 20)
+        self.restorer = restorer
+        for partition in done { try stateIsIn(partition, consumer: consumer) }
+    }
+
+    /// A partition's state is back: the stage checks it, and its input starts where the
+    /// group's commit says (records that slipped through while it was held back were dropped).
+    private func stateIsIn(_ partition: Int32, consumer: KafkaConsumer) throws {
+        try stage.stateRestored(partition: partition, now: clock())
+        let start = tracker.letThrough(partition) ?? KafkaOffset.beginning
+        let tp = TopicPartition(topic: settings.topic, partition: partition)
+        try consumer.seek([TopicPartitionOffset(tp, offset: start)])
+        if output?.paused != true { try consumer.resume([tp]) }
+    }
+
     /// Lets wall-clock time pass in the stage: idle sources, closing windows, marks.
     private func punctuate(now: Int64) throws {
         let begin = RunnerTimeline.now()
@@ -160,7 +188,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let begin = RunnerTimeline.now()
         output!.serveReports()
         observer.timeline.add(.servingReports, since: begin)
-        try output!.applyBackpressure(to: consumer, owned: tracker.partitions)
+        try output!.applyBackpressure(to: consumer, owned: tracker.flowing)
     }
 
     private func throwIfFailed() throws {
@@ -186,6 +214,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let committed = tracker.committed
         let begin = RunnerTimeline.now()
         consumer.close()
+        restorer?.close()
         observer.timeline.add(.closing, since: begin)
         observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
         observer.onProgress?(observer.progress(tracker: tracker, now: clock(), finished: true))
@@ -196,10 +225,20 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             committed: committed, timeline: observer.timeline, pauses: output!.pauses, largestBacklog: output!.largestBacklog)
     }
 
+    /// The stage's state changes are written and acknowledged first, then what it held back
+    /// until they were (aggregate records) goes out, then the offsets are committed once that
+    /// is acknowledged too.
     private func commit(only partitions: Set<Int32>? = nil) throws {
-        guard fatal == nil, let consumer, let output else { return }
+        guard fatal == nil, settings.commits, let consumer, output != nil, !tracker.isEmpty else { return }
+        let written = output!.sink.changelogRecords
+        try stage.prepareCommit(into: &output!.sink)
+        if output!.sink.changelogRecords > written {
+            metrics?.changelogRecords(output!.sink.changelogRecords - written)
+            try output!.awaitAcknowledgements(timeline: &observer.timeline)
+        }
+        try stage.completeCommit(changelogEnds: output!.acknowledgedChangelogEnds, now: clock(), into: &output!.sink)
         try committer.commit(
-            stage.commitPoints(), only: partitions, now: clock(), tracker: &tracker, consumer: consumer, output: output,
+            stage.commitPoints(), only: partitions, now: clock(), tracker: &tracker, consumer: consumer, output: output!,
             timeline: &observer.timeline)
     }
 
@@ -260,15 +299,25 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
             return
         }
-        if output?.paused == true {
-            do {
-                try consumer.pause(mine)
-            } catch {
-                fatal = fatal ?? .kafka("\(stage.name): cannot pause newly assigned partitions while the output is behind: \(error)")
-            }
+        let awaiting = Set(stage.partitionsAwaitingState).intersection(mine.map(\.partition))
+        tracker.holdBack(Array(awaiting))
+        let paused = mine.filter { output?.paused == true || awaiting.contains($0.partition) }
+        do {
+            try consumer.pause(paused)
+        } catch {
+            fatal = fatal ?? .kafka("\(stage.name): cannot hold back newly assigned partitions (the output is behind, or their state is being read back): \(error)")
         }
         if case .endAtAssignment = settings.bound { takeEnds(of: mine) }
         rebalance.logAssigned(mine)
+        if !awaiting.isEmpty, var restorer {
+            do {
+                let empty = try restorer.begin(awaiting.sorted(), now: now)
+                self.restorer = restorer
+                for partition in empty { try stateIsIn(partition, consumer: consumer) }
+            } catch {
+                fatal = fatal ?? (error as? PipelineError ?? .kafka("\(stage.name): cannot read the state of partitions \(awaiting.sorted()) back from \(restorer.topic): \(error)"))
+            }
+        }
     }
 
     private func partitionsRevoking(_ partitions: [TopicPartition]) {
@@ -279,6 +328,14 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         } catch {
             logger.error("\(stage.name): commit before revoke failed: \(error)")
             fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
+        }
+        if var restorer {
+            do {
+                try restorer.cancel(mine.map(\.partition))
+            } catch {
+                fatal = fatal ?? .kafka("\(stage.name): cannot stop reading the state of revoked partitions: \(error)")
+            }
+            self.restorer = restorer
         }
         stage.revoke(mine.map(\.partition))
         tracker.release(mine)

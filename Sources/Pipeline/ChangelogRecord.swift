@@ -1,0 +1,262 @@
+import Windowing
+
+/// The format of a window task's changelog: one compacted topic partition per task, holding
+/// the latest state of every window the task retains, so that a new owner reads the state back
+/// instead of re-reading the input for `--retention`.
+///
+/// Keys say what a record is; compaction keeps the latest value per key, and a deleted
+/// (evicted) window's keys get tombstones (null values):
+/// - `W` window start (Int64, big-endian) delivery id (UInt16 length, bytes): a window's head:
+///   its counters, how far into the input it has counted, the revision last emitted, and its
+///   broadlogs when they fit in one record;
+/// - `C` window start, delivery id, chunk set (UInt8), chunk index (UInt16): the broadlogs of a
+///   window too large for one record (brokers refuse records over 1 MB). A large window's
+///   chunks alternate between two sets, and its head, written after them, names the set: a
+///   crash in the middle of writing one set leaves the head pointing at the other, complete one;
+/// - `T`: the task's own state as of the write: how far it had processed its input and the
+///   eviction horizon.
+///
+/// Values start with a format version byte; a reader refuses versions it does not know.
+public enum ChangelogRecord {
+    public static let version: UInt8 = 1
+    /// Broadlog bytes a head carries itself; beyond, they go to chunks of at most this size.
+    public static let chunkBytes = 512 * 1024
+
+    enum Tag: UInt8 {
+        case head = 0x57  // W
+        case chunk = 0x43  // C
+        case task = 0x54  // T
+    }
+
+    /// The task record's key.
+    public static let taskKey: [UInt8] = [Tag.task.rawValue]
+
+    /// A window, as its keys name it.
+    public struct WindowKey: Hashable, Sendable {
+        public var windowStart: Int64
+        public var deliveryId: String
+    }
+
+    /// What the task record says.
+    public struct TaskState: Sendable, Equatable {
+        /// The next input offset the task had not processed when it wrote its state.
+        public var processedThrough: Int64
+        /// Every window with end + retention at or before this had been evicted.
+        public var evictedBefore: Int64
+    }
+
+    /// One record to write.
+    public struct Entry: Sendable {
+        public var key: [UInt8]
+        /// nil: a tombstone.
+        public var value: [UInt8]?
+    }
+
+    // MARK: Keys
+
+    static func headKey(_ window: WindowKey) -> [UInt8] {
+        var key: [UInt8] = [Tag.head.rawValue]
+        appendWindow(window, to: &key)
+        return key
+    }
+
+    static func chunkKey(_ window: WindowKey, set: UInt8, index: UInt16) -> [UInt8] {
+        var key: [UInt8] = [Tag.chunk.rawValue]
+        appendWindow(window, to: &key)
+        key.append(set)
+        key.append(UInt8(index >> 8))
+        key.append(UInt8(index & 0xFF))
+        return key
+    }
+
+    private static func appendWindow(_ window: WindowKey, to key: inout [UInt8]) {
+        withUnsafeBytes(of: window.windowStart.bigEndian) { key.append(contentsOf: $0) }
+        let id = Array(window.deliveryId.utf8.prefix(Int(UInt16.max)))
+        key.append(UInt8(id.count >> 8))
+        key.append(UInt8(id.count & 0xFF))
+        key.append(contentsOf: id)
+    }
+
+    /// What a key names.
+    public enum Key: Hashable, Sendable {
+        case head(WindowKey)
+        case chunk(WindowKey, set: UInt8, index: UInt16)
+        case task
+    }
+
+    public static func decodeKey(_ bytes: some Collection<UInt8>) -> Key? {
+        let key = Array(bytes)
+        guard let first = key.first, let tag = Tag(rawValue: first) else { return nil }
+        if tag == .task { return key.count == 1 ? .task : nil }
+        guard key.count >= 11 else { return nil }
+        var start: Int64 = 0
+        for index in 1...8 { start = start << 8 | Int64(key[index]) }
+        let length = Int(key[9]) << 8 | Int(key[10])
+        guard key.count >= 11 + length else { return nil }
+        let window = WindowKey(windowStart: start, deliveryId: String(decoding: key[11..<(11 + length)], as: UTF8.self))
+        switch tag {
+        case .head:
+            return key.count == 11 + length ? .head(window) : nil
+        case .chunk:
+            guard key.count == 11 + length + 3 else { return nil }
+            let rest = 11 + length
+            return .chunk(window, set: key[rest], index: UInt16(key[rest + 1]) << 8 | UInt16(key[rest + 2]))
+        case .task:
+            return nil
+        }
+    }
+
+    // MARK: Values
+
+    /// The records for one window's state. `previousSet` is the chunk set the changelog's
+    /// head points at now (nil: none); a window that needs chunks writes the other set, then
+    /// the head. Returns the records and the set the head now names (nil: inline).
+    static func entries(for state: WindowState, previousSet: UInt8?) -> (entries: [Entry], set: UInt8?, chunks: UInt16) {
+        let window = WindowKey(windowStart: state.windowStart, deliveryId: state.deliveryId)
+        var broadlogs: [UInt8] = []
+        broadlogs.reserveCapacity(state.broadlogs.count * 12)
+        var chunkStarts: [Int] = [0]
+        for entry in state.broadlogs {
+            let id = Array(entry.id.utf8.prefix(Int(UInt16.max)))
+            if broadlogs.count - chunkStarts.last! + id.count + 3 > chunkBytes { chunkStarts.append(broadlogs.count) }
+            appendUInt16(UInt16(id.count), to: &broadlogs)
+            broadlogs.append(contentsOf: id)
+            broadlogs.append(entry.actions)
+        }
+        var head: [UInt8] = [version, Tag.head.rawValue]
+        append(state.countedThrough, to: &head)
+        append(state.emittedRevision, to: &head)
+        for counter in state.counters { append(counter, to: &head) }
+        if broadlogs.count <= chunkBytes {
+            head.append(0)
+            head.append(contentsOf: broadlogs)
+            return ([Entry(key: headKey(window), value: head)], nil, 0)
+        }
+        let set: UInt8 = previousSet == 0 ? 1 : 0
+        var entries: [Entry] = []
+        for (index, start) in chunkStarts.enumerated() {
+            let end = index + 1 < chunkStarts.count ? chunkStarts[index + 1] : broadlogs.count
+            entries.append(
+                Entry(key: chunkKey(window, set: set, index: UInt16(index)), value: [version, Tag.chunk.rawValue] + broadlogs[start..<end]))
+        }
+        head.append(1)
+        head.append(set)
+        appendUInt16(UInt16(chunkStarts.count), to: &head)
+        entries.append(Entry(key: headKey(window), value: head))
+        return (entries, set, UInt16(chunkStarts.count))
+    }
+
+    /// A window's head as read back.
+    public struct Head: Sendable {
+        public var countedThrough: Int64
+        public var emittedRevision: UInt32
+        public var counters: [UInt32]
+        /// The broadlogs, when the head carries them.
+        public var broadlogs: [WindowState.BroadlogActions]?
+        /// Where they are otherwise: the chunk set and how many chunks.
+        public var chunks: (set: UInt8, count: UInt16)?
+    }
+
+    public struct DecodingError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    static func decodeHead(_ bytes: [UInt8]) throws(DecodingError) -> Head {
+        var reader = Reader(bytes: bytes)
+        try reader.expect(version: version, tag: Tag.head.rawValue)
+        let counted = try reader.int64()
+        let emitted = try reader.uint32()
+        var counters: [UInt32] = []
+        for _ in WindowState.counterNames { counters.append(try reader.uint32()) }
+        switch try reader.byte() {
+        case 0:
+            return Head(countedThrough: counted, emittedRevision: emitted, counters: counters, broadlogs: try decodeBroadlogs(&reader))
+        case 1:
+            let set = try reader.byte()
+            let count = try reader.uint16()
+            guard reader.isAtEnd else { throw DecodingError(description: "changelog head with trailing bytes") }
+            return Head(countedThrough: counted, emittedRevision: emitted, counters: counters, chunks: (set, count))
+        case let other:
+            throw DecodingError(description: "changelog head with unknown storage \(other)")
+        }
+    }
+
+    static func decodeChunk(_ bytes: [UInt8]) throws(DecodingError) -> [WindowState.BroadlogActions] {
+        var reader = Reader(bytes: bytes)
+        try reader.expect(version: version, tag: Tag.chunk.rawValue)
+        return try decodeBroadlogs(&reader)
+    }
+
+    private static func decodeBroadlogs(_ reader: inout Reader) throws(DecodingError) -> [WindowState.BroadlogActions] {
+        var broadlogs: [WindowState.BroadlogActions] = []
+        while !reader.isAtEnd {
+            let length = Int(try reader.uint16())
+            let id = try reader.slice(length)
+            broadlogs.append(WindowState.BroadlogActions(id: String(decoding: id, as: UTF8.self), actions: try reader.byte()))
+        }
+        return broadlogs
+    }
+
+    static func taskValue(_ state: TaskState) -> [UInt8] {
+        var value: [UInt8] = [version, Tag.task.rawValue]
+        append(state.processedThrough, to: &value)
+        append(state.evictedBefore, to: &value)
+        return value
+    }
+
+    static func decodeTask(_ bytes: [UInt8]) throws(DecodingError) -> TaskState {
+        var reader = Reader(bytes: bytes)
+        try reader.expect(version: version, tag: Tag.task.rawValue)
+        let state = TaskState(processedThrough: try reader.int64(), evictedBefore: try reader.int64())
+        guard reader.isAtEnd else { throw DecodingError(description: "changelog task record with trailing bytes") }
+        return state
+    }
+
+    // MARK: Bytes
+
+    private static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    private static func appendUInt16(_ value: UInt16, to bytes: inout [UInt8]) { append(value, to: &bytes) }
+
+    private struct Reader {
+        let bytes: [UInt8]
+        var position = 0
+
+        var isAtEnd: Bool { position == bytes.count }
+
+        mutating func expect(version: UInt8, tag: UInt8) throws(DecodingError) {
+            let found = try byte()
+            guard found == version else {
+                throw DecodingError(description: "changelog record of format version \(found); this trackpipe reads version \(version)")
+            }
+            guard try byte() == tag else { throw DecodingError(description: "changelog record of another kind than its key says") }
+        }
+
+        mutating func byte() throws(DecodingError) -> UInt8 {
+            guard position < bytes.count else { throw DecodingError(description: "changelog record cut short") }
+            defer { position += 1 }
+            return bytes[position]
+        }
+
+        mutating func integer<T: FixedWidthInteger>(_: T.Type) throws(DecodingError) -> T {
+            let size = MemoryLayout<T>.size
+            guard position + size <= bytes.count else { throw DecodingError(description: "changelog record cut short") }
+            var value: T = 0
+            for index in 0..<size { value |= T(bytes[position + index]) << (8 * index) }
+            position += size
+            return value
+        }
+
+        mutating func int64() throws(DecodingError) -> Int64 { try integer(Int64.self) }
+        mutating func uint32() throws(DecodingError) -> UInt32 { try integer(UInt32.self) }
+        mutating func uint16() throws(DecodingError) -> UInt16 { try integer(UInt16.self) }
+
+        mutating func slice(_ count: Int) throws(DecodingError) -> ArraySlice<UInt8> {
+            guard count >= 0, position + count <= bytes.count else { throw DecodingError(description: "changelog record cut short") }
+            defer { position += count }
+            return bytes[position..<(position + count)]
+        }
+    }
+}

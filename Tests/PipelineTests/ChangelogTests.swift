@@ -1,0 +1,266 @@
+import Kafka
+import Testing
+import TrackingDomain
+import Windowing
+@testable import Pipeline
+
+/// A window task's state in its changelog, without Kafka: written at commits, read back by a
+/// new owner, exact whatever the crash point, with older versions compacted away.
+@Suite("window state in a changelog")
+struct ChangelogTests {
+    static let minute: Int64 = 60_000
+    static let base: Int64 = 1_795_300_000_000 - 1_795_300_000_000 % 60_000
+    static let window = WindowConfig(size: minute, grace: 0, retention: 10 * minute, idleTimeout: 30_000)
+
+    /// A changelog partition and an output topic, as the broker would hold them.
+    struct Topics {
+        var changelog: [StateRecord] = []
+        var output: [(key: String, value: String)] = []
+
+        /// The changelog as compaction leaves it: the latest record per key, tombstones gone.
+        var compacted: [StateRecord] {
+            var latest: [[UInt8]: StateRecord] = [:]
+            for record in changelog { latest[record.key] = record }
+            return latest.values.filter { $0.value != nil }.sorted { $0.offset < $1.offset }
+        }
+
+        mutating func take(_ sink: inout RecordingSink) {
+            for sent in sink.take() {
+                switch sent.destination {
+                case .changelog:
+                    changelog.append(StateRecord(offset: Int64(changelog.count), key: sent.key ?? [], value: sent.value))
+                case .output:
+                    output.append((sent.keyText ?? "", String(decoding: sent.value ?? [], as: UTF8.self)))
+                default: break
+                }
+            }
+        }
+
+        /// The highest revision seen per key, failing if a key ever steps back.
+        func revisions() -> (last: [String: Int], steppedBack: [String]) {
+            var last: [String: Int] = [:]
+            var steppedBack: [String] = []
+            for (key, value) in output {
+                let revision = Int(value.split(separator: "\"revision\":").last!.prefix { $0.isNumber })!
+                if let previous = last[key], revision < previous { steppedBack.append("\(key): \(previous) then \(revision)") }
+                last[key] = revision
+            }
+            return (last, steppedBack)
+        }
+
+        var lastValues: [String: String] {
+            var last: [String: String] = [:]
+            for (key, value) in output { last[key] = value }
+            return last
+        }
+    }
+
+    func stage() -> AggregateStage<RawHitInput> {
+        AggregateStage(
+            sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: Self.window,
+            parallelism: 1, keepsChangelog: true)
+    }
+
+    /// The runner's commit, by hand: state written and acknowledged, then the held records, then
+    /// the commit point.
+    func commit(_ stage: inout AggregateStage<RawHitInput>, into topics: inout Topics, now: Int64) throws -> CommitPoint? {
+        var sink = RecordingSink()
+        try stage.prepareCommit(into: &sink)
+        topics.take(&sink)
+        try stage.completeCommit(changelogEnds: [0: Int64(topics.changelog.count)], now: now, into: &sink)
+        topics.take(&sink)
+        return stage.commitPoints()[0]
+    }
+
+    /// A new owner: assigned with the commit, its state read back from `records`.
+    func takeOver(from point: CommitPoint?, changelog records: [StateRecord], now: Int64) throws -> AggregateStage<RawHitInput> {
+        var next = stage()
+        try next.assign([PartitionStart(partition: 0, committedOffset: point?.offset, metadata: point?.metadata, logStart: 0)], now: now)
+        #expect(next.partitionsAwaitingState == [0])
+        next.restoreState(records, partition: 0)
+        try next.stateRestored(partition: 0, now: now)
+        #expect(next.partitionsAwaitingState.isEmpty)
+        return next
+    }
+
+    /// Hits of a few deliveries over a few minutes, some late, each arriving a second after it
+    /// happened; offsets 0..<count on partition 0.
+    func input(_ arena: RecordArena, count: Int) -> [InputRecord] {
+        (0..<count).map { index in
+            let late = index % 7 == 3
+            let time = Self.base + Int64(index) * 4_000 - (late ? 90_000 : 0)
+            let hit = rawHit("d\(index % 3)", "b\(index % 11)", action: ["7", "2", "1"][index % 3], at: time)
+            return arena.record(partition: 0, offset: Int64(index), value: hit, timestamp: time + 1_000)
+        }
+    }
+
+    /// The last record per key of an uninterrupted run over `records`, cut into batches of `size`.
+    func reference(_ records: [InputRecord], batch size: Int) throws -> [String: String] {
+        var only = stage()
+        try only.assign([PartitionStart(partition: 0)], now: Self.base)
+        only.restoreState([], partition: 0)
+        try only.stateRestored(partition: 0, now: Self.base)
+        var topics = Topics()
+        var sink = RecordingSink()
+        for (number, start) in stride(from: 0, to: records.count, by: size).enumerated() {
+            try only.process(Array(records[start..<min(records.count, start + size)]), now: Self.base + Int64(number), into: &sink)
+            topics.take(&sink)
+            _ = try commit(&only, into: &topics, now: Self.base + Int64(number))
+        }
+        try only.finish(now: Self.base + 10_000, into: &sink)
+        topics.take(&sink)
+        _ = try commit(&only, into: &topics, now: Self.base + 10_000)
+        #expect(topics.revisions().steppedBack.isEmpty)
+        return topics.lastValues
+    }
+
+    @Test("a new owner reads the state back and replays only what came after the commit: exact, nothing re-read before it")
+    func restartAtTheCommit() throws {
+        let arena = RecordArena()
+        let records = input(arena, count: 120)
+        let expected = try reference(records, batch: 10)
+
+        var first = stage()
+        try first.assign([PartitionStart(partition: 0)], now: Self.base)
+        first.restoreState([], partition: 0)
+        try first.stateRestored(partition: 0, now: Self.base)
+        var topics = Topics()
+        var sink = RecordingSink()
+        try first.process(Array(records[0..<60]), now: Self.base, into: &sink)
+        topics.take(&sink)
+        let point = try #require(try commit(&first, into: &topics, now: Self.base))
+        #expect(point.offset == 60, "the commit is at the processed mark, not at what the windows hold")
+        #expect(Checkpoint(decoding: point.metadata)?.changelog == Int64(topics.changelog.count))
+
+        var next = try takeOver(from: point, changelog: topics.compacted, now: Self.base + 1)
+        try next.process(Array(records[60...]), now: Self.base + 2, into: &sink)
+        try next.finish(now: Self.base + 10_000, into: &sink)
+        topics.take(&sink)
+        _ = try commit(&next, into: &topics, now: Self.base + 10_000)
+        let a = next.drainReport().accounting
+        #expect(a.consumed == 60 && a.replayed == 0, "only what came after the commit is read")
+        #expect(topics.lastValues == expected)
+        #expect(topics.revisions().steppedBack.isEmpty)
+    }
+
+    @Test("a crash after the state was written and before the commit: the replayed hits the state holds are not counted twice, and no revision steps back", arguments: [1, 3, 7])
+    func crashBetweenChangelogAndCommit(batch: Int) throws {
+        let arena = RecordArena()
+        let records = input(arena, count: 90)
+        let expected = try reference(records, batch: 10)
+
+        var first = stage()
+        try first.assign([PartitionStart(partition: 0)], now: Self.base)
+        first.restoreState([], partition: 0)
+        try first.stateRestored(partition: 0, now: Self.base)
+        var topics = Topics()
+        var sink = RecordingSink()
+        try first.process(Array(records[0..<30]), now: Self.base, into: &sink)
+        topics.take(&sink)
+        let point = try commit(&first, into: &topics, now: Self.base)
+        try first.process(Array(records[30..<50]), now: Self.base + 1, into: &sink)
+        topics.take(&sink)
+        // The state is written and acknowledged; the process dies before its records go out and
+        // before the commit.
+        try first.prepareCommit(into: &sink)
+        topics.take(&sink)
+
+        var next = try takeOver(from: point, changelog: topics.changelog, now: Self.base + 2)
+        for start in stride(from: 30, to: records.count, by: batch) {
+            try next.process(Array(records[start..<min(records.count, start + batch)]), now: Self.base + 3, into: &sink)
+        }
+        try next.finish(now: Self.base + 10_000, into: &sink)
+        topics.take(&sink)
+        _ = try commit(&next, into: &topics, now: Self.base + 10_000)
+        #expect(topics.lastValues == expected)
+        #expect(topics.revisions().steppedBack.isEmpty, "\(topics.revisions().steppedBack)")
+        let a = next.drainReport().accounting
+        #expect(a.replayed == 20, "the records between the commit and the state were read again, silently")
+    }
+
+    @Test("older versions compacted away and evicted windows deleted: the state read back is the same")
+    func compaction() throws {
+        let arena = RecordArena()
+        // Enough event time for the first windows to be evicted (retention 10 min).
+        let records = input(arena, count: 400)
+        let expected = try reference(records, batch: 25)
+        var first = stage()
+        try first.assign([PartitionStart(partition: 0)], now: Self.base)
+        first.restoreState([], partition: 0)
+        try first.stateRestored(partition: 0, now: Self.base)
+        var topics = Topics()
+        var sink = RecordingSink()
+        var point: CommitPoint?
+        for start in stride(from: 0, to: 300, by: 25) {
+            try first.process(Array(records[start..<(start + 25)]), now: Self.base, into: &sink)
+            topics.take(&sink)
+            point = try commit(&first, into: &topics, now: Self.base)
+        }
+        #expect(topics.changelog.contains { $0.value == nil }, "evicted windows were deleted")
+        #expect(topics.compacted.count < topics.changelog.count / 2, "most records are older versions")
+        var next = try takeOver(from: point, changelog: topics.compacted, now: Self.base + 1)
+        try next.process(Array(records[300...]), now: Self.base + 2, into: &sink)
+        try next.finish(now: Self.base + 10_000, into: &sink)
+        topics.take(&sink)
+        _ = try commit(&next, into: &topics, now: Self.base + 10_000)
+        #expect(topics.lastValues == expected)
+        #expect(topics.revisions().steppedBack.isEmpty)
+    }
+
+    @Test("a window too large for one record is written in chunks, and a crash in the middle of rewriting them leaves the previous complete version")
+    func largeWindows() throws {
+        let arena = RecordArena()
+        // One delivery, one window, 60 000 recipients with 12-byte ids: about 900 KB of state.
+        let records = (0..<60_000).map { index in
+            arena.record(
+                partition: 0, offset: Int64(index), value: rawHit("big", "r\(String(100_000_000_000 + index))", at: Self.base + 1_000),
+                timestamp: Self.base + 2_000)
+        }
+        var first = stage()
+        try first.assign([PartitionStart(partition: 0)], now: Self.base)
+        first.restoreState([], partition: 0)
+        try first.stateRestored(partition: 0, now: Self.base)
+        var topics = Topics()
+        var sink = RecordingSink()
+        try first.process(Array(records[0..<59_000]), now: Self.base, into: &sink)
+        let point = try commit(&first, into: &topics, now: Self.base)
+        #expect(topics.changelog.allSatisfy { ($0.value?.count ?? 0) < 1_000_000 }, "every record under 1 MB")
+        #expect(topics.changelog.count >= 3, "head and chunks")
+        // More hits, and a rewrite cut short: its chunks are written, its head is not.
+        try first.process(Array(records[59_000...]), now: Self.base, into: &sink)
+        try first.prepareCommit(into: &sink)
+        let rewrite = sink.take().filter { $0.destination == .changelog && ChangelogRecord.decodeKey($0.key ?? []).map { if case .chunk = $0 { true } else { false } } == true }
+        #expect(!rewrite.isEmpty)
+        for sent in rewrite { topics.changelog.append(StateRecord(offset: Int64(topics.changelog.count), key: sent.key!, value: sent.value)) }
+
+        var next = try takeOver(from: point, changelog: topics.changelog, now: Self.base + 1)
+        try next.process(Array(records[59_000...]), now: Self.base + 2, into: &sink)
+        try next.finish(now: Self.base + 10_000, into: &sink)
+        topics.take(&sink)
+        _ = try commit(&next, into: &topics, now: Self.base + 10_000)
+        let big = topics.lastValues.first { $0.key.hasPrefix("big@") }?.value ?? ""
+        #expect(big.contains("\"impressions\":60000") && big.contains("\"uniqueImpressions\":60000"), "\(big.prefix(200))")
+    }
+
+    @Test("a changelog behind the last commit (deleted or truncated) is refused with what to do")
+    func changelogBehindTheCommit() throws {
+        let arena = RecordArena()
+        var first = stage()
+        try first.assign([PartitionStart(partition: 0)], now: Self.base)
+        first.restoreState([], partition: 0)
+        try first.stateRestored(partition: 0, now: Self.base)
+        var topics = Topics()
+        var sink = RecordingSink()
+        try first.process(input(arena, count: 20), now: Self.base, into: &sink)
+        let point = try commit(&first, into: &topics, now: Self.base)
+        var next = stage()
+        try next.assign([PartitionStart(partition: 0, committedOffset: point?.offset, metadata: point?.metadata)], now: Self.base)
+        next.restoreState([], partition: 0)
+        do {
+            try next.stateRestored(partition: 0, now: Self.base)
+            Issue.record("an empty changelog was taken for the state the commit recorded")
+        } catch {
+            #expect("\(error)".contains("--group"), "\(error)")
+        }
+    }
+}
