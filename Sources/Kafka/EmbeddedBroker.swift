@@ -127,6 +127,7 @@ public enum KafkaErrorCode {
     public static let unknownTopicOrPartition: Int32 = 3
     public static let notLeaderForPartition: Int32 = 6
     public static let requestTimedOut: Int32 = 7
+    public static let offsetMetadataTooLarge: Int32 = 12
     public static let notCoordinator: Int32 = 16
     public static let notEnoughReplicas: Int32 = 19
 }

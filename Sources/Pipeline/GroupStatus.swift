@@ -62,8 +62,8 @@ public struct CheckpointStatus: Sendable, Encodable {
     /// before the first watermark (nothing evicted yet).
     public var evictedBefore: String?
     public var evictedBeforeMillis: Int64
-    /// The next offset the previous owner had not processed: a new owner replays up to here
-    /// silently, then emits.
+    /// The next offset the committing owner had not processed: with a changelog, the committed
+    /// offset itself; before changelogs, a new owner replayed up to here silently.
     public var processedThrough: Int64
     /// Messages after the processed mark, as of the commit: the real backlog of the
     /// aggregate stage (its committed offset trails by up to --retention on purpose).
@@ -71,6 +71,9 @@ public struct CheckpointStatus: Sendable, Encodable {
     /// Source partitions with a duplicate floor (the highest source offset counted): events
     /// at or below it, sent again by a crashed normalize stage, are dropped.
     public var duplicateFloors: Int
+    /// Where the task's state topic partition had been written when it committed (format 4);
+    /// nil for a task that keeps no changelog.
+    public var changelog: Int64?
     /// How many incarnations of the input the floors belong to (more than one after the input
     /// topic was switched or recreated under the group, until the old floors are replaced).
     public var inputIncarnations: Int
@@ -84,6 +87,7 @@ public struct CheckpointStatus: Sendable, Encodable {
         unprocessed = max(0, end - checkpoint.processedThrough)
         duplicateFloors = checkpoint.seen.count
         inputIncarnations = Set(checkpoint.seen.values.map(\.incarnation)).count
+        changelog = checkpoint.changelog
     }
 }
 

@@ -76,19 +76,19 @@ struct StatusCommandTests {
         let aggregate = rows(text, group: "st-aggregate")
         #expect(aggregate.count == 4)
         for row in aggregate {
-            // partition committed end lag checkpoint evicted processed unprocessed floors inputs
-            #expect(row.count == 10, "\(row)")
-            guard row.count == 10, let committedOffset = Int64(row[1]), let end = Int64(row[2]), let processed = Int64(row[6]) else { continue }
-            // trackpipe/3 carries the duplicate floors; a partition that no event reached has
-            // none and is written as trackpipe/1.
-            #expect(row[4] == (row[8] == "0" ? "trackpipe/1" : "trackpipe/3"), "\(row)")
+            // partition committed end lag checkpoint evicted processed unprocessed floors inputs changelog
+            #expect(row.count == 11, "\(row)")
+            guard row.count == 11, let committedOffset = Int64(row[1]), let end = Int64(row[2]), let processed = Int64(row[6]) else { continue }
+            // The windows live in the state topic: format 4, committed at the processed mark,
+            // with the position the state topic had been written to.
+            #expect(row[4] == "trackpipe/4" && committedOffset == processed && Int64(row[10]) != nil, "\(row)")
             #expect(row[9] == (row[8] == "0" ? "0" : "1"), "the floors belong to one incarnation of the input: \(row)")
             #expect(RFC3339.parse(Array(row[5].utf8)) != nil, "evicted before as RFC 3339: \(row)")
             #expect(committedOffset <= processed && processed <= end, "\(row)")
             #expect(Int64(row[3]) == end - committedOffset && Int64(row[7]) == end - processed, "\(row)")
             #expect(["0", "4"].contains(row[8]), "a duplicate floor per input partition: \(row)")
         }
-        #expect(aggregate.contains { $0.count == 10 && $0[8] == "4" }, "events reached the aggregate stage: \(aggregate)")
+        #expect(aggregate.contains { $0.count == 11 && $0[8] == "4" }, "events reached the aggregate stage: \(aggregate)")
 
         // Live: JSON for scripts.
         let liveJSON = try status(broker, group: "st", ["--json"])

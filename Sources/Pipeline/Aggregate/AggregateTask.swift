@@ -194,22 +194,29 @@ struct AggregateTask: Sendable {
     /// kept for when it catches up.
     private mutating func route(_ emitted: [WindowAggregate]) {
         for record in emitted {
-            let key = Self.key(record)
             if offsets.isReplaying {
-                suppressed[key] = record
+                Self.keepLatest(record, in: &suppressed)
             } else {
-                held[key] = record
+                Self.keepLatest(record, in: &held)
             }
         }
     }
 
     /// The silent replay reached the state read back: what it emitted, and windows whose last
-    /// emission may have been lost, go out with the next commit, as they stand now.
+    /// emission may have been lost, go out with the next commit, as they stand now. The batch
+    /// that caught up may already have emitted newer records of the same windows: per key, the
+    /// highest revision wins.
     private mutating func catchUp() {
-        for (key, record) in suppressed { held[key] = record }
+        for record in suppressed.values { Self.keepLatest(record, in: &held) }
         suppressed = [:]
-        for record in engine.currentRecords(unconfirmed.map { ($0.windowStart, $0.deliveryId) }) { held[Self.key(record)] = record }
+        for record in engine.currentRecords(unconfirmed.map { ($0.windowStart, $0.deliveryId) }) { Self.keepLatest(record, in: &held) }
         unconfirmed = []
+    }
+
+    private static func keepLatest(_ record: WindowAggregate, in records: inout [String: WindowAggregate]) {
+        let key = key(record)
+        if let kept = records[key], kept.revision > record.revision { return }
+        records[key] = record
     }
 
     /// Records the engine emitted for time passing (a tick or the end of a bounded run): sent at
