@@ -52,8 +52,14 @@ extension rd_kafka_resp_err_t {
 
 extension KafkaError {
     /// The topic does not exist on the cluster (or this client may not see it).
+    ///
+    /// librdkafka reports a topic deleted under a consumer either way: as an unknown topic, or,
+    /// when the metadata refresh lands first, as each assigned partition being "no longer
+    /// available". Partitions never go away otherwise (Kafka cannot shrink a topic), so both mean
+    /// the topic is gone.
     public var isUnknownTopic: Bool {
         code == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC.rawValue || code == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART.rawValue
+            || code == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION.rawValue
     }
 }
 

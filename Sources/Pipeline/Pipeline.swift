@@ -77,6 +77,10 @@ public final class Pipeline: Sendable {
 
     private func runSingleStage() throws -> [StageSummary] {
         let partitions = try inputPartitions()
+        // A group last run with two stages (or by another tool) is refused before it is joined.
+        for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: partitions, config: config, logger: logger) {
+            if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic) { throw refusal }
+        }
         try ensureStateTopic(partitions: partitions)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
@@ -84,7 +88,7 @@ public final class Pipeline: Sendable {
         var settings = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.output, .deadLetter, .changelog])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
         let runner = StageRunner(stage: stage, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
-        runners.register(runner.control)
+        runners.register(runner)
         logger.info(
             "trackpipe running (one stage: the input is keyed by delivery)",
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "output": "\(config.outputTopic)",
@@ -100,7 +104,17 @@ public final class Pipeline: Sendable {
                 "the input topic \(config.inputTopic) has \(sources) partitions; the aggregate stage's checkpoint (one offset per input partition, in Kafka's commit metadata) fits at most \(Checkpoint.maxSourcePartitions). Use fewer input partitions, or --input-keyed-by-delivery for input keyed by deliveryId")
         }
         let repartitionTopic = config.effectiveRepartitionTopic
+        // A group last run with one stage is refused before it is joined, as is an aggregate
+        // group whose commits another tool made.
+        for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: sources, config: config, logger: logger) {
+            _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, now: 0)
+        }
         let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
+        for start in try GroupCommits.starts(
+            group: config.aggregateGroup, topic: repartitionTopic, partitions: repartitions, config: config, logger: logger)
+        {
+            if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic) { throw refusal }
+        }
         try ensureStateTopic(partitions: repartitions)
         let normalize = NormalizeStage(
             inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
@@ -119,8 +133,8 @@ public final class Pipeline: Sendable {
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let normalizer = StageRunner(stage: normalize, settings: first, logger: logger, metrics: metrics?.stage(normalize.name))
         let aggregator = StageRunner(stage: aggregate, settings: second, logger: logger, metrics: metrics?.stage(aggregate.name))
-        runners.register(normalizer.control)
-        runners.register(aggregator.control)
+        runners.register(normalizer)
+        runners.register(aggregator)
         logger.info(
             "trackpipe running (two stages: normalize, then aggregate behind the repartition topic)",
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "repartition": "\(repartitionTopic)",

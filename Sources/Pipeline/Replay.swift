@@ -77,7 +77,7 @@ public final class Replay: Sendable {
         }
         if let dlq = config.deadLetterTopic { settings.destinations[.deadLetter] = dlq } else { settings.discarded.insert(.deadLetter) }
         let stageRunner = StageRunner(stage: stage, settings: settings, logger: logger, onProgress: onProgress)
-        runners.register(stageRunner.control)
+        runners.register(stageRunner)
         let summary = try stageRunner.run()
         return PipelineSummary(stages: [summary], elapsedMilliseconds: wallClockMillis() - started)
     }

@@ -96,12 +96,19 @@ public final class RunnerControl: Sendable {
 
 /// The runners of one process, for stopping them all and asking whether all are healthy; a
 /// runner registered after a stop request is stopped at once.
+///
+/// It also keeps each runner, and so its Kafka clients, alive as long as itself: after some
+/// fatal errors librdkafka 2.0.2 cannot destroy a consumer (it waits for ever for a topic that
+/// was deleted, or trips an assertion in its sticky assignor), so `trackpipe run` exits on a
+/// failure before the pipeline, and with it the clients, is released.
 final class RunnerRegistry: Sendable {
-    private let state = Mutex<(controls: [RunnerControl], stopped: Bool)>(([], false))
+    private let state = Mutex<(controls: [RunnerControl], owners: [any Sendable], stopped: Bool)>(([], [], false))
 
-    func register(_ control: RunnerControl) {
+    func register<S: Stage>(_ runner: StageRunner<S>) {
+        let control = runner.control
         let stopped = state.withLock { state in
             state.controls.append(control)
+            state.owners.append(runner)
             return state.stopped
         }
         if stopped { control.requestStop() }
