@@ -130,6 +130,7 @@ import Yams
         let expected = [
             "TRACKPIPE_INPUT_TOPIC": defaults.inputTopic, "TRACKPIPE_OUTPUT_TOPIC": defaults.outputTopic,
             "TRACKPIPE_DLQ_TOPIC": defaults.deadLetterTopic, "TRACKPIPE_REPARTITION_TOPIC": defaults.effectiveRepartitionTopic,
+            "TRACKPIPE_STATE_TOPIC": defaults.effectiveStateTopic,
         ]
         let compose = try DeployFiles.compose()
         let workers = try DeployFiles.workerServices()
@@ -143,7 +144,13 @@ import Yams
 
         let created = try DeployFiles.createdTopics(compose)
         let repartition = defaults.effectiveRepartitionTopic
-        #expect(Set(created.keys) == [defaults.inputTopic, defaults.outputTopic, defaults.deadLetterTopic, repartition])
+        let state = defaults.effectiveStateTopic
+        #expect(Set(created.keys) == [defaults.inputTopic, defaults.outputTopic, defaults.deadLetterTopic, repartition, state])
+        // The state topic: one partition per repartition partition (each window task keeps its
+        // state in the partition of its own number), compacted, no time-based retention.
+        #expect(created[state]?.partitions == created[repartition]?.partitions, "\(state) must have as many partitions as \(repartition)")
+        #expect(created[state]?.configs.contains("cleanup.policy=compact") == true, "\(state): cleanup.policy=compact")
+        #expect(created[state]?.configs.contains { $0.hasPrefix("retention.ms=") } == false, "\(state): no time-based retention")
         // Compaction keeps the last record per <deliveryId>@<windowStart>: the full counts.
         #expect(created[defaults.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
         #expect(created[defaults.inputTopic]?.configs.contains("cleanup.policy=compact") == false)
@@ -154,7 +161,8 @@ import Yams
         // The repartition topic: as many partitions as the input (the worker's own choice when
         // it creates the topic; fewer would cap the aggregate stage below the normalize stage),
         // deleted by time, never compacted (its keys are deliveries: compaction would drop
-        // events), and kept longer than the aggregate group's commits trail (--retention).
+        // events), and kept longer than --retention (comfortably more than the aggregate
+        // group's lag and an outage).
         let inputPartitions = try #require(created[defaults.inputTopic]?.partitions, "\(defaults.inputTopic) --partitions")
         #expect(created[repartition]?.partitions == inputPartitions, "\(repartition) must have \(inputPartitions) partitions, like \(defaults.inputTopic)")
         let repartitionConfigs = created[repartition]?.configs ?? []
@@ -165,6 +173,7 @@ import Yams
             // What each instance actually resolves, so the variable is proven to be read.
             let config = try RunCommand.parse([]).resolve(Environment(DeployFiles.workerEnvironment(service))).config
             #expect(config.effectiveRepartitionTopic == repartition, "compose \(service) uses the repartition topic the topics job creates")
+            #expect(config.effectiveStateTopic == state, "compose \(service) uses the state topic the topics job creates")
             #expect(created[config.inputTopic] != nil, "compose \(service) reads a topic the topics job creates")
             #expect((retention ?? 0) > config.window.retention, "\(repartition) retention.ms must exceed \(service)'s --retention")
         }

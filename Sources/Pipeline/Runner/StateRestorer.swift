@@ -7,7 +7,9 @@ import Logging
 /// the middle of its restore simply stops being read.
 ///
 /// It has a consumer of its own, assigned to the state topic's partitions without joining any
-/// group, reading each from its beginning to the end it had when the restore began.
+/// group (it carries the stage's group id, so it needs no permission of its own, but never
+/// subscribes or commits), reading each from its beginning to the end it had when the restore
+/// began.
 struct StateRestorer {
     let topic: String
     let stageName: String
@@ -35,7 +37,6 @@ struct StateRestorer {
         self.logger = logger
         self.metrics = metrics
         var config = settings.consumer
-        config["group.id"] = (config["group.id"] ?? "trackpipe") + "-restore"
         config["enable.partition.eof"] = "true"
         self.config = config
     }
