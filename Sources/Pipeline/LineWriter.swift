@@ -3,15 +3,16 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import Synchronization
 
 /// Writes record values as JSON Lines to a file descriptor (a file, or standard output), for
 /// loading a warehouse instead of producing to a topic.
-public final class LineWriter: @unchecked Sendable {
-    // @unchecked: used by one runner thread at a time; the buffer is touched only in `write`
-    // and `flush`, which that thread calls.
+public final class LineWriter: Sendable {
     private let descriptor: Int32
     private let ownsDescriptor: Bool
-    private var buffer: [UInt8] = []
+    /// Lines not written yet. One runner writes at a time; the lock makes that a fact rather
+    /// than a promise, for a lock taken once per line.
+    private let buffer = Mutex<[UInt8]>([])
     public let path: String
 
     /// `-` is standard output; any other path is created or truncated.
@@ -28,7 +29,7 @@ public final class LineWriter: @unchecked Sendable {
             descriptor = fd
             ownsDescriptor = true
         }
-        buffer.reserveCapacity(1 << 16)
+        buffer.withLock { $0.reserveCapacity(1 << 16) }
     }
 
     deinit {
@@ -37,12 +38,18 @@ public final class LineWriter: @unchecked Sendable {
     }
 
     func write(_ value: UnsafeRawBufferPointer) throws {
-        buffer.append(contentsOf: value)
-        buffer.append(UInt8(ascii: "\n"))
-        if buffer.count >= 1 << 16 { try flush() }
+        try buffer.withLock { buffer in
+            buffer.append(contentsOf: value)
+            buffer.append(UInt8(ascii: "\n"))
+            if buffer.count >= 1 << 16 { try flush(&buffer) }
+        }
     }
 
     public func flush() throws {
+        try buffer.withLock { try flush(&$0) }
+    }
+
+    private func flush(_ buffer: inout [UInt8]) throws {
         do {
             try buffer.withUnsafeBytes { try writeAll($0, to: descriptor) }
         } catch let error as WriteAllError {
