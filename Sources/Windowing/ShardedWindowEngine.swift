@@ -242,7 +242,7 @@ public final class ShardedWindowEngine: @unchecked Sendable {
         if let marks {
             noteOffsets(of: batch)
             for mark in marks {
-                clock.observe(partition: mark.source, maxEventTime: mark.watermark, now: now, reportedIdle: mark.idle)
+                clock.observe(partition: mark.source, maxEventTime: mark.watermark, now: now, reportedIdle: mark.idle, delivered: mark.delivered)
             }
         } else {
             observePartitions(of: batch, now: now)

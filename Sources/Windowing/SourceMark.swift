@@ -14,11 +14,16 @@ public struct SourceMark: Sendable, Hashable {
     /// The source's reader has seen nothing on it for the idle timeout: it stops holding the
     /// watermark back until it delivers again.
     public var idle: Bool
+    /// The source delivered (or reported itself active) in the batch these marks close, even if
+    /// its last report says it has gone idle since: that is input arriving, for the watermark's
+    /// "every source idle" rule.
+    public var delivered: Bool
 
-    public init(source: Int32, watermark: Int64?, idle: Bool = false) {
+    public init(source: Int32, watermark: Int64?, idle: Bool = false, delivered: Bool? = nil) {
         self.source = source
         self.watermark = watermark
         self.idle = idle
+        self.delivered = delivered ?? !idle
     }
 }
 
@@ -31,7 +36,10 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
 
     public struct Report: Sendable, Equatable {
         public var watermark: Int64?
+        /// The source's last report in the batch.
         public var idle: Bool
+        /// Any report in the batch was not idle (the source delivered).
+        public var delivered: Bool
     }
 
     public init() {}
@@ -39,19 +47,25 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
     public var isEmpty: Bool { bySource.isEmpty }
 
     /// A source reported its watermark (nil: none yet) and whether it is idle.
-    public mutating func note(source: Source, watermark: Int64?, idle: Bool = false) {
-        let previous = bySource[source]?.watermark
-        bySource[source] = Report(watermark: EventTimeMath.latest(previous, watermark), idle: idle)
+    public mutating func note(source: Source, watermark: Int64?, idle: Bool = false, delivered: Bool? = nil) {
+        let previous = bySource[source]
+        bySource[source] = Report(
+            watermark: EventTimeMath.latest(previous?.watermark, watermark), idle: idle,
+            delivered: (previous?.delivered ?? false) || (delivered ?? !idle))
     }
 
     public mutating func merge(_ other: SourceMarks) {
-        for (source, report) in other.bySource { note(source: source, watermark: report.watermark, idle: report.idle) }
+        for (source, report) in other.bySource {
+            note(source: source, watermark: report.watermark, idle: report.idle, delivered: report.delivered)
+        }
     }
 }
 
 extension SourceMarks where Source == Int32 {
     /// In source order, so the engine sees the same sequence whatever the batch's history.
     public var sorted: [SourceMark] {
-        bySource.sorted { $0.key < $1.key }.map { SourceMark(source: $0.key, watermark: $0.value.watermark, idle: $0.value.idle) }
+        bySource.sorted { $0.key < $1.key }.map {
+            SourceMark(source: $0.key, watermark: $0.value.watermark, idle: $0.value.idle, delivered: $0.value.delivered)
+        }
     }
 }

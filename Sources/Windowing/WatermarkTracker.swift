@@ -42,12 +42,14 @@ struct WatermarkTracker: Sendable {
 
     /// Records that `partition` delivered hits up to `maxEventTime` (nil: hits without time).
     /// `reportedIdle` is the source reader's own judgement, carried through a shuffle: an idle
-    /// report keeps the watermark it brings but does not count as activity.
-    mutating func observe(partition: Int32, maxEventTime: Int64?, now: Int64, reportedIdle: Bool = false) {
+    /// report keeps the watermark it brings but does not count as activity, unless the source
+    /// `delivered` in the same batch (its events, then its reader saying it went quiet: a
+    /// backlog read at once).
+    mutating func observe(partition: Int32, maxEventTime: Int64?, now: Int64, reportedIdle: Bool = false, delivered: Bool? = nil) {
         var clock = partitions[partition] ?? PartitionClock(maxEventTime: nil, lastActivity: now)
         clock.maxEventTime = EventTimeMath.latest(clock.maxEventTime, maxEventTime)
         clock.reportedIdle = reportedIdle
-        if !reportedIdle {
+        if delivered ?? !reportedIdle {
             clock.lastActivity = Swift.max(clock.lastActivity, now)
             lastInputAt = Swift.max(lastInputAt ?? now, now)
         }

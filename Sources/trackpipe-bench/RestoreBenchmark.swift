@@ -130,9 +130,29 @@ final class MetricsProcess {
         }
     }
 
+    /// GET /metrics over a plain socket (Foundation on Linux reads no http URL by itself).
     func metrics() throws -> Metrics {
-        let data = try Data(contentsOf: URL(string: "http://127.0.0.1:\(port)/metrics")!)
-        return Metrics(text: String(decoding: data, as: UTF8.self))
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw BenchError("socket() failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw BenchError("the metrics port does not answer yet") }
+        let request = Array("GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var response: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            response += chunk[0..<count]
+        }
+        return Metrics(text: String(decoding: response, as: UTF8.self))
     }
 
     func waitUntil(timeoutSeconds: Double, _ condition: (Metrics) -> Bool) throws {

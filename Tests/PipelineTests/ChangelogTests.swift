@@ -16,6 +16,8 @@ struct ChangelogTests {
     struct Topics {
         var changelog: [StateRecord] = []
         var output: [(key: String, value: String)] = []
+        /// The reasons of the dead letters, in the order sent.
+        var deadLetters: [String] = []
 
         /// The changelog as compaction leaves it: the latest record per key, tombstones gone.
         var compacted: [StateRecord] {
@@ -31,6 +33,8 @@ struct ChangelogTests {
                     changelog.append(StateRecord(offset: Int64(changelog.count), key: sent.key ?? [], value: sent.value))
                 case .output:
                     output.append((sent.keyText ?? "", String(decoding: sent.value ?? [], as: UTF8.self)))
+                case .deadLetter:
+                    deadLetters.append(sent.header[DeadLetter.Header.reason] ?? "")
                 default: break
                 }
             }
@@ -295,5 +299,30 @@ struct ChangelogTests {
         _ = try commit(&next, into: &topics, now: Self.base + 2)
         let d1 = topics.lastValues.first { $0.key.hasPrefix("d1@") }?.value ?? "none"
         #expect(d1.contains("\"revision\":6"), "\(d1)")
+    }
+
+    @Test("dead letters wait for the commit too: a crash before it leaves the judgement to the next owner, never a hit both dead-lettered and counted")
+    func deadLettersWaitForTheCommit() throws {
+        let arena = RecordArena()
+        var first = stage()
+        try first.assign([PartitionStart(partition: 0)], now: Self.base)
+        first.restoreState([], partition: 0)
+        try first.stateRestored(partition: 0, now: Self.base)
+        var sink = RecordingSink()
+        var topics = Topics()
+        let far = Self.base + 30 * Self.minute
+        try first.process(
+            [
+                arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: far), timestamp: far),
+                arena.record(partition: 0, offset: 1, value: Array("{not json".utf8), timestamp: far),
+            ], now: Self.base, into: &sink)
+        try first.process(
+            [arena.record(partition: 0, offset: 2, value: rawHit("d1", "b", at: Self.base), timestamp: far)], now: Self.base, into: &sink)
+        #expect(sink.to(.deadLetter).isEmpty, "nothing goes out before the state is written")
+        topics.take(&sink)
+        _ = try commit(&first, into: &topics, now: Self.base)
+        #expect(topics.deadLetters.sorted() == ["malformed_json", "too_late"], "\(topics.deadLetters)")
+        _ = try commit(&first, into: &topics, now: Self.base)
+        #expect(topics.deadLetters.count == 2, "each sent once")
     }
 }

@@ -241,6 +241,28 @@ struct RealTrafficTests {
         }
     }
 
+    // MARK: Found by the simulator
+
+    @Test("a backlog read in one batch, its source's idle report last: event time still moves on once everything is quiet, and the windows are emitted")
+    func quietBacklogIsEmitted() throws {
+        let arena = RecordArena()
+        var upstream = normalize(sources: 1, idleTimeout: 2_000)
+        try upstream.assign([PartitionStart(partition: 0)], now: Self.now)
+        let events = try shuffle(
+            (0..<5).map { (0, Int64($0), rawHit("d1", "b\($0)", at: Self.now - 10 * Self.minute), Self.now - 10 * Self.minute + 1_000) },
+            through: &upstream, arena: arena)
+        var marks = RecordingSink()
+        try upstream.tick(now: Self.now + 5_000, into: &marks)  // the source has gone quiet
+        // A new owner reads the events and the idle report in one batch; nothing comes after.
+        var stage = aggregate(window: WindowConfig(idleTimeout: 2_000))
+        try stage.assign([PartitionStart(partition: 0)], now: Self.now)
+        var sink = RecordingSink()
+        try feed(events + marks.to(.repartition), from: 0, to: &stage, arena: arena, now: Self.now + 6_000, into: &sink)
+        try stage.tick(now: Self.now + 6_000 + 2 * Self.minute, into: &sink)
+        let d1 = lastRecords(sink).first { $0.key.hasPrefix("d1@") }?.value ?? "none"
+        #expect(d1.contains("\"impressions\":5"), "the window was never emitted: \(d1)")
+    }
+
     // MARK: Found by reading the code
 
     @Test("records routed by another repartition partition count than the topic has stop the stage with the remedy; nothing is counted")

@@ -36,6 +36,8 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public let keepsChangelog: Bool
 
     private var tasks: [TaskKey: AggregateTask] = [:]
+    /// Dead letters waiting for the next commit (with a changelog).
+    private var heldDeadLetters: [HeldDeadLetter] = []
     private var pending = StageReport()
     private var writer = JSONWriter()
 
@@ -139,9 +141,15 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
                 let record = records[letter.reference.record]
                 let outgoing = input.deadLetter(
                     letter.reference, of: record, reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
-                try sink.send(
-                    .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
-                    timestamp: outgoing.timestamp)
+                if keepsChangelog {
+                    // Like the records: sent once the state that judged them is written, so that
+                    // a crash before the commit leaves the judgement to the next owner, whole.
+                    heldDeadLetters.append(HeldDeadLetter(outgoing))
+                } else {
+                    try sink.send(
+                        .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
+                        timestamp: outgoing.timestamp)
+                }
             }
             try emit(result.emitted, now: now, into: &sink)
         }
@@ -236,6 +244,14 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     }
 
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {
+        for letter in heldDeadLetters {
+            try letter.key.withOptionalBytes { key in
+                try letter.value.withOptionalBytes { value in
+                    try sink.send(.deadLetter, partition: nil, key: key, value: value, headers: letter.letter.headers, timestamp: letter.timestamp)
+                }
+            }
+        }
+        heldDeadLetters = []
         for key in tasks.keys.sorted() where tasks[key]!.stateful {
             let records = tasks[key]!.releaseHeld(changelogEnd: key.partition.flatMap { changelogEnds[$0] })
             try emit(records, now: now, into: &sink)
@@ -271,6 +287,30 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             if let watermark = task.engine.watermark { gauges.watermark = min(gauges.watermark ?? watermark, watermark) }
         }
         return gauges
+    }
+}
+
+/// A dead letter kept until the next commit: its bytes copied, since the record it came from
+/// is gone once the batch is.
+struct HeldDeadLetter: Sendable {
+    var letter: DeadLetter
+    var key: [UInt8]?
+    var value: [UInt8]?
+    var timestamp: Int64?
+
+    init(_ outgoing: OutgoingDeadLetter) {
+        letter = outgoing.letter
+        key = outgoing.key.map { Array($0) }
+        value = outgoing.value.map { Array($0) }
+        timestamp = outgoing.timestamp
+    }
+}
+
+extension Optional where Wrapped == [UInt8] {
+    /// The bytes as a buffer for the length of `body`, or nil.
+    func withOptionalBytes<R>(_ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        guard let self else { return try body(nil) }
+        return try self.withUnsafeBytes { try body($0) }
     }
 }
 

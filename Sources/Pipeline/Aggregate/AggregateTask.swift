@@ -307,7 +307,7 @@ struct AggregateTask: Sendable {
         }
         var marks = SourceMarks<Int32>()
         for (source, report) in batch.marks.bySource {
-            marks.note(source: sourceId(source), watermark: report.watermark, idle: report.idle)
+            marks.note(source: sourceId(source), watermark: report.watermark, idle: report.idle, delivered: report.delivered)
         }
         let output = engine.process(inputs, marks: marks.sorted, now: now)
         accounting.accepted += inputs.count - output.tooLate.count
