@@ -14,6 +14,7 @@ struct TrackpipeBench: ParsableCommand {
             PipelineBenchmark.self,
             ReplayBenchmark.self,
             SoakBenchmark.self,
+            SimulateBenchmark.self,
         ]
     )
 }
