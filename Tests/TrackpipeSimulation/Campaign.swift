@@ -1,3 +1,5 @@
+import Foundation
+
 /// Many schedules over several families, with the failures grouped the way a person reads
 /// them: per family, per signature, the seeds.
 public struct Campaign: Sendable {
@@ -7,6 +9,8 @@ public struct Campaign: Sendable {
         public var hits = 0
         public var steppedBackAfterCrash = 0
         public var strictLatenessChecked = 0
+        /// Wall-clock seconds spent on the family's schedules.
+        public var seconds = 0.0
         /// Failing seeds per signature, in the order found.
         public var failures: [String: [UInt64]] = [:]
     }
@@ -29,7 +33,10 @@ public struct Campaign: Sendable {
     @discardableResult
     public mutating func run(index: Int, base: UInt64) -> ScheduleOutcome {
         let family = families[index % families.count]
+        let started = ContinuousClock.now
         let outcome = Simulator.run(seed: base &+ UInt64(index), family: family, options: options)
+        let elapsed = started.duration(to: .now).components
+        tallies[family, default: FamilyTally()].seconds += Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
         record(outcome)
         return outcome
     }
@@ -58,7 +65,7 @@ public struct Campaign: Sendable {
         for family in families {
             guard let tally = tallies[family] else { continue }
             var line =
-                "\(family.rawValue): \(tally.schedules) schedules, \(tally.failed) failed, \(tally.hits) hits"
+                "\(family.rawValue): \(tally.schedules) schedules, \(tally.failed) failed, \(tally.hits) hits, \(String(format: "%.1f", Double(tally.schedules) / max(tally.seconds, 1e-9))) schedules/s"
             if tally.steppedBackAfterCrash > 0 { line += ", \(tally.steppedBackAfterCrash) revisions stepped back after a crash" }
             if tally.strictLatenessChecked > 0 { line += ", strict lateness checked on \(tally.strictLatenessChecked) hits" }
             if ScheduleFamily.knownFailing[family] != nil { line += " (known failing)" }

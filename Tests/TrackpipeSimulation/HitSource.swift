@@ -177,8 +177,10 @@ struct HitSource {
         }
         threshold += settings.lateShare
         if roll < threshold {
-            // After its window's grace, within the retention: its window is corrected.
-            message.produceAt += random.int(window.grace + window.size / 2...max(window.grace + window.size / 2, window.retention))
+            // After its window's grace, within the retention (and a few windows, so that a long
+            // retention does not keep the schedule waiting): its window is corrected.
+            let earliest = window.grace + window.size / 2
+            message.produceAt += random.int(earliest...max(earliest, min(window.retention, window.grace + 4 * window.size)))
             message.kind = .late
             return message
         }

@@ -41,21 +41,26 @@ public struct Scenario: Sendable, CustomStringConvertible {
         let features = spec.features.union(options.enable).subtracting(options.disable)
         let size = random.pick([1_000, 2_000, 3_000, 5_000] as [Int64])
         let grace = random.pick([0, size / 2, size])
-        let retention = grace + size * random.int(1...4)
+        // A long retention outlasts the schedule (steps of at most half an idle timeout, hits
+        // arriving up to about two minutes after their time).
+        let retention = spec.longRetention ? grace + 1_000 * size : grace + size * random.int(1...4)
         let idle = random.pick([max(500, size / 2), size, 2 * size])
         let maxEntries = features.contains(.entryCap) && random.chance(0.5) ? random.int(8...60) : 10_000_000
         let window = WindowConfig(size: size, grace: grace, retention: retention, idleTimeout: idle, maxEntries: maxEntries)
         let mode = spec.mode
+        let inputPartitions = random.int(1...4)
+        let drawnRate = random.int(options.size.rate)
         return Scenario(
             mode: mode, features: features, lockstep: spec.lockstep,
-            inputPartitions: random.int(1...4), repartitionPartitions: random.int(1...4), instances: random.int(1...3),
+            inputPartitions: inputPartitions, repartitionPartitions: random.int(1...4), instances: random.int(1...3),
             window: window,
             maxFutureSkew: random.pick([size, 2 * size, retention + size]),
             // As `Pipeline` sets it from the idle timeout.
             markInterval: min(500, max(50, idle / 4)),
             parallelism: features.contains(.lanes) && random.chance(0.3) ? 2 : 1,
             batchBytes: features.contains(.smallRecords) && random.chance(0.5) ? random.int(200...1_500) : 256 * 1024,
-            rate: random.int(options.size.rate), deliveries: random.int(2...10),
+            // In lockstep every partition must keep receiving hits, or it would go idle.
+            rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : drawnRate, deliveries: random.int(2...10),
             badRate: features.contains(.badMessages) ? 0.03 : 0,
             duplicateRate: features.contains(.retries) ? 0.05 : 0,
             trackingOffEvery: features.contains(.trackingOff) ? random.int(3...5) : 1_000_000,

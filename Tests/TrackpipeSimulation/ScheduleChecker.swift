@@ -252,22 +252,24 @@ struct ScheduleChecker {
         let window = world.scenario.window
         // A gap of half the idle timeout between hits of one partition is treated as possible
         // idleness (the stages judge idleness by wall-clock time since a partition's last hit).
+        // Behind the repartition topic every source's idleness moves every task's watermark, so
+        // the first possible idleness anywhere ends the check; in one stage each partition's task
+        // has only its own partition as a source.
         let gap = window.idleTimeout / 2
-        var limit = world.idleFreeUntil
+        let perPartition = world.scenario.mode == .oneStage && !world.scenario.has(.oneStageSwitch)
+        var limits: [String: [Int64]] = [:]
         for (topic, partitions) in world.produced {
-            for messages in partitions {
+            limits[topic] = partitions.map { messages in
                 var previous = world.topicStarts[topic] ?? world.scenario.start
                 for message in messages {
                     guard case .counted = message.fate else { continue }
-                    if message.producedAt - previous >= gap {
-                        limit = min(limit, previous)
-                        break
-                    }
+                    if message.producedAt - previous >= gap { return min(world.idleFreeUntil, previous) }
                     previous = message.producedAt
                 }
-                limit = min(limit, previous)
+                return min(world.idleFreeUntil, previous)
             }
         }
+        let global = limits.values.joined().min() ?? world.idleFreeUntil
         var checked = 0
         for topic in world.produced.keys.sorted() {
             for (partition, messages) in world.produced[topic]!.enumerated() {
@@ -276,7 +278,7 @@ struct ScheduleChecker {
                     guard case .counted(let hit) = message.fate else { continue }
                     let start = Self.windowStart(hit.eventTime, size: window.size)
                     let expiry = start + window.size + window.retention
-                    if message.producedAt < limit {
+                    if message.producedAt < (perPartition ? limits[topic]![partition] : global) {
                         checked += 1
                         let position = Position(topic: topic, partition: Int32(partition), offset: Int64(offset))
                         let late = progress.map { $0 >= expiry } ?? false

@@ -10,6 +10,7 @@ protocol DrivenStage: AnyObject {
     var owned: [Int32] { get }
     var totals: Accounting { get }
     var problems: [String] { get }
+    var lastBatch: String { get }
     func assign(_ partitions: [Int32], kafka: InMemoryKafka, now: Int64)
     @discardableResult
     func process(budget: Int, cut: UInt64, kafka: InMemoryKafka, now: Int64, stamp: WriteStamp) -> Int
@@ -50,6 +51,8 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
     private(set) var problems: [String] = []
     /// The planted `skipOneRecord` fault: records the consumer never delivers.
     var skip: ((Int32, Int64) -> Bool)?
+    /// What the last poll handed the stage, for the trace ("1:0-4 2:7-8").
+    private(set) var lastBatch = ""
 
     init(role: Role, instance: Int, group: String, topic: String, destinations: [Destination: TopicLog], make: @escaping () -> S) {
         self.role = role
@@ -96,6 +99,7 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
             if from + run == log.end(of: partition) { available.remove(at: index) }
         }
         guard !slices.isEmpty else { return 0 }
+        lastBatch = slices.map { "\($0.partition):\($0.offsets.lowerBound)-\($0.offsets.upperBound - 1)" }.joined(separator: " ")
         var sink = SimulatedSink(topics: destinations, stamp: stamp)
         do {
             try log.withInputRecords(slices) { records in

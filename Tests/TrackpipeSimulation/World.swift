@@ -58,6 +58,8 @@ final class World {
     private(set) var trace: [String]?
     /// Operations applied, including the drain's.
     private(set) var steps = 0
+    /// What the operation being traced read.
+    private var batchNote: String?
 
     init(scenario: Scenario, options: SimulationOptions) {
         self.scenario = scenario
@@ -188,7 +190,9 @@ final class World {
             silences[partition] = max(silences[partition] ?? now, now + length)
         case .process(let role, let instance, let budget, let cut):
             guard let runner = runner(role, instance) else { break }
-            runner.process(budget: budget, cut: cut, kafka: kafka, now: now, stamp: stamp(runner))
+            if runner.process(budget: budget, cut: cut, kafka: kafka, now: now, stamp: stamp(runner)) > 0, trace != nil {
+                batchNote = "read \(runner.lastBatch)"
+            }
         case .tick(let role, let instance):
             guard let runner = runner(role, instance) else { break }
             runner.tick(now: now, stamp: stamp(runner))
@@ -232,7 +236,8 @@ final class World {
             mode = .oneStage
             startWorkers()
         }
-        if let before { record("\(operation)", since: before) }
+        if let before { record(batchNote.map { "\(operation) \($0)" } ?? "\(operation)", since: before) }
+        batchNote = nil
     }
 
     private func commit(_ runner: any DrivenStage) {
@@ -360,8 +365,8 @@ final class World {
             let before = trace == nil ? nil : snapshot()
             now += step
             produceDue()
+            if let before { record("drain: +\(step)", since: before) }
             catchUp(tick: true)
-            if let before { record("drain: +\(step), every stage reads all and ticks", since: before) }
             guardSteps += 1
             if guardSteps > 100_000 {
                 problems.append("the drain did not end")
@@ -371,9 +376,7 @@ final class World {
         var before = trace == nil ? nil : snapshot()
         for role in activeRoles { adopt(role, pick: UInt64(bitPattern: now)) }
         if let mark = before { record("drain: adopt orphans", since: mark) }
-        before = trace == nil ? nil : snapshot()
         for _ in 0..<4 { catchUp(tick: true) }
-        if let mark = before { record("drain: every stage reads all and ticks, 4 times", since: mark) }
         before = trace == nil ? nil : snapshot()
         let far = scenario.window.size + scenario.window.grace + scenario.window.retention + 2 * scenario.window.idleTimeout + 1_000
         if scenario.drainByFinish {
@@ -405,8 +408,17 @@ final class World {
     private func catchUp(tick: Bool) {
         for role in activeRoles {
             for member in runners[role]! {
-                member.process(budget: .max, cut: UInt64(bitPattern: now) ^ UInt64(member.instance), kafka: kafka, now: now, stamp: stamp(member))
-                if tick { member.tick(now: now, stamp: stamp(member)) }
+                let before = trace == nil ? nil : snapshot()
+                if member.process(budget: .max, cut: UInt64(bitPattern: now) ^ UInt64(member.instance), kafka: kafka, now: now, stamp: stamp(member)) > 0,
+                    let before
+                {
+                    record("  \(member.label) read \(member.lastBatch)", since: before)
+                }
+                if tick {
+                    let before = trace == nil ? nil : snapshot()
+                    member.tick(now: now, stamp: stamp(member))
+                    if let before, snapshot().ends != before.ends { record("  \(member.label) tick", since: before) }
+                }
             }
         }
     }
