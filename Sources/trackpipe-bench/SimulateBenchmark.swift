@@ -23,6 +23,8 @@ struct SimulateBenchmark: ParsableCommand {
     @Option(help: "Take a feature from every family (repeatable), to narrow a failure down.") var disable: [String] = []
     @Flag(help: "Fail on a revision that steps back even after a crash.") var strictRevisions = false
     @Flag(inversion: .prefixedNo, help: "Check the strict lateness rule (default: as the family says).") var strictLateness: Bool?
+    @Flag(help: "Apply the strict lateness rule to every hit, even where sources went idle.")
+    var strictLatenessThroughIdleness = false
     @Flag(help: "Small schedules, as the test suite runs them.") var quick = false
     @Flag(help: "Print what every operation did (for replaying one seed).") var trace = false
     @Flag(help: "Shrink the first failure of each kind to fewer operations and print it.") var shrink = false
@@ -46,6 +48,7 @@ struct SimulateBenchmark: ParsableCommand {
         options.disable = try features(disable)
         options.strictRevisions = strictRevisions
         options.strictLateness = strictLateness
+        options.strictLatenessThroughIdleness = strictLatenessThroughIdleness
         options.trace = trace
         if let fault {
             guard let planted = Fault(rawValue: fault) else { throw ValidationError("no fault \(fault)") }

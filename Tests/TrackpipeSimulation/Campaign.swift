@@ -13,6 +13,9 @@ public struct Campaign: Sendable {
         public var seconds = 0.0
         /// Failing seeds per signature, in the order found.
         public var failures: [String: [UInt64]] = [:]
+        /// Per signature, the failing seed with the fewest messages (then operations): the one to
+        /// replay first.
+        public var smallest: [String: (seed: UInt64, messages: Int, operations: Int)] = [:]
     }
 
     public let families: [ScheduleFamily]
@@ -53,6 +56,10 @@ public struct Campaign: Sendable {
             tally.failed += 1
             if tally.failures[signature] == nil { firstFailures.append(outcome) }
             tally.failures[signature, default: []].append(outcome.schedule.seed)
+            let size = (outcome.stats.messages, outcome.schedule.operations.count)
+            if tally.smallest[signature].map({ ($0.messages, $0.operations) > size }) ?? true {
+                tally.smallest[signature] = (outcome.schedule.seed, size.0, size.1)
+            }
         }
         tallies[family] = tally
     }
@@ -73,6 +80,10 @@ public struct Campaign: Sendable {
             for (signature, seeds) in tally.failures.sorted(by: { $0.value.count > $1.value.count }) {
                 let shown = seeds.prefix(8).map(Simulator.hex).joined(separator: " ")
                 lines.append("    \(signature): \(seeds.count) × seeds \(shown)\(seeds.count > 8 ? " …" : "")")
+                if let smallest = tally.smallest[signature] {
+                    lines.append(
+                        "      smallest: seed \(Simulator.hex(smallest.seed)) (\(smallest.messages) messages, \(smallest.operations) operations)")
+                }
             }
         }
         return lines.joined(separator: "\n")

@@ -156,11 +156,18 @@ struct HitSource {
             produceAt: timed.arrival, sequence: sequence, kind: .ordinary)
         sequence += 1
         let window = settings.window
+        // The same draws for every message, whatever the shares: switching a disturbance off
+        // leaves the others where they were.
         let roll = Double(random.next() >> 11) / Double(1 << 53)
+        let fastSkew = random.int(1...max(1, settings.maxFutureSkew))
+        let wrongSkew = settings.maxFutureSkew + random.int(1...max(1, settings.maxFutureSkew))
+        let earliest = window.grace + window.size / 2
+        let lateDelay = random.int(earliest...max(earliest, min(window.retention, window.grace + 4 * window.size)))
+        let beyondDelay = random.int(window.retention + window.size...window.retention + 3 * window.size)
         var threshold = settings.fastClockShare
         if case .counted(let expected) = fate, message.hasOwnTime, roll < threshold {
             // The device clock runs ahead: stamped up to the allowed skew after its Kafka time.
-            let skew = random.int(1...max(1, settings.maxFutureSkew))
+            let skew = fastSkew
             message.kafkaTimestamp = expected.eventTime - skew
             message.produceAt = max(expected.eventTime - skew, generatedAt)
             message.kind = .fastClock
@@ -168,7 +175,7 @@ struct HitSource {
         }
         threshold += settings.wrongClockShare
         if case .counted(let expected) = fate, message.hasOwnTime, roll < threshold {
-            let skew = settings.maxFutureSkew + random.int(1...max(1, settings.maxFutureSkew))
+            let skew = wrongSkew
             message.kafkaTimestamp = expected.eventTime - skew
             message.produceAt = max(expected.eventTime - skew, generatedAt)
             message.fate = .rejected("future_timestamp")
@@ -179,14 +186,13 @@ struct HitSource {
         if roll < threshold {
             // After its window's grace, within the retention (and a few windows, so that a long
             // retention does not keep the schedule waiting): its window is corrected.
-            let earliest = window.grace + window.size / 2
-            message.produceAt += random.int(earliest...max(earliest, min(window.retention, window.grace + 4 * window.size)))
+            message.produceAt += lateDelay
             message.kind = .late
             return message
         }
         threshold += settings.beyondShare
         if roll < threshold {
-            message.produceAt += random.int(window.retention + window.size...window.retention + 3 * window.size)
+            message.produceAt += beyondDelay
             message.kind = .beyondRetention
         }
         return message

@@ -45,11 +45,18 @@ public struct Scenario: Sendable, CustomStringConvertible {
         // arriving up to about two minutes after their time).
         let retention = spec.longRetention ? grace + 1_000 * size : grace + size * random.int(1...4)
         let idle = random.pick([max(500, size / 2), size, 2 * size])
-        let maxEntries = features.contains(.entryCap) && random.chance(0.5) ? random.int(8...60) : 10_000_000
+        // Every value is drawn whether its feature is on or not, so that switching a feature off
+        // leaves the rest of the schedule as it was (which is what narrows a failure down).
+        let capped = random.chance(0.5), cap = random.int(8...60)
+        let maxEntries = features.contains(.entryCap) && capped ? cap : 10_000_000
         let window = WindowConfig(size: size, grace: grace, retention: retention, idleTimeout: idle, maxEntries: maxEntries)
         let mode = spec.mode
         let inputPartitions = random.int(1...4)
         let drawnRate = random.int(options.size.rate)
+        let twoLanes = random.chance(0.3)
+        let smallRecords = random.chance(0.5), recordBytes = random.int(200...1_500)
+        let trackingOffEvery = random.int(3...5)
+        let shares = (late: random.int(3...15), beyond: random.int(1...5), fast: random.int(1...5), wrong: random.int(1...3))
         return Scenario(
             mode: mode, features: features, lockstep: spec.lockstep,
             inputPartitions: inputPartitions, repartitionPartitions: random.int(1...4), instances: random.int(1...3),
@@ -57,17 +64,17 @@ public struct Scenario: Sendable, CustomStringConvertible {
             maxFutureSkew: random.pick([size, 2 * size, retention + size]),
             // As `Pipeline` sets it from the idle timeout.
             markInterval: min(500, max(50, idle / 4)),
-            parallelism: features.contains(.lanes) && random.chance(0.3) ? 2 : 1,
-            batchBytes: features.contains(.smallRecords) && random.chance(0.5) ? random.int(200...1_500) : 256 * 1024,
+            parallelism: features.contains(.lanes) && twoLanes ? 2 : 1,
+            batchBytes: features.contains(.smallRecords) && smallRecords ? recordBytes : 256 * 1024,
             // In lockstep every partition must keep receiving hits, or it would go idle.
             rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : drawnRate, deliveries: random.int(2...10),
             badRate: features.contains(.badMessages) ? 0.03 : 0,
             duplicateRate: features.contains(.retries) ? 0.05 : 0,
-            trackingOffEvery: features.contains(.trackingOff) ? random.int(3...5) : 1_000_000,
-            lateShare: features.contains(.lateHits) ? Double(random.int(3...15)) / 100 : 0,
-            beyondShare: features.contains(.beyondRetention) ? Double(random.int(1...5)) / 100 : 0,
-            fastClockShare: features.contains(.fastClocks) ? Double(random.int(1...5)) / 100 : 0,
-            wrongClockShare: features.contains(.wrongClocks) ? Double(random.int(1...3)) / 100 : 0,
+            trackingOffEvery: features.contains(.trackingOff) ? trackingOffEvery : 1_000_000,
+            lateShare: features.contains(.lateHits) ? Double(shares.late) / 100 : 0,
+            beyondShare: features.contains(.beyondRetention) ? Double(shares.beyond) / 100 : 0,
+            fastClockShare: features.contains(.fastClocks) ? Double(shares.fast) / 100 : 0,
+            wrongClockShare: features.contains(.wrongClocks) ? Double(shares.wrong) / 100 : 0,
             keyedByDelivery: mode == .oneStage || features.contains(.oneStageSwitch),
             drainByFinish: random.chance(0.5),
             start: 1_795_341_600_000 + random.int(0...86_400_000),

@@ -44,48 +44,41 @@ public struct Schedule: Sendable {
         var partitions = scenario.inputPartitions
         let instances = scenario.instances
         let switches = mode == .twoStage && (scenario.has(.topicSwitch) || scenario.has(.oneStageSwitch))
-        let switchAt = switches ? random.int(steps / 4...max(steps / 4, 3 * steps / 4)) : -1
+        let drawnSwitch = random.int(steps / 4...max(steps / 4, 3 * steps / 4))
+        let switchAt = switches ? drawnSwitch : -1
         var operations: [Operation] = []
 
         func budget() -> Int {
             let roll = random.next() % 100
-            if roll < 55 { return random.int(1...8) }
-            if roll < 90 { return random.int(9...64) }
-            return random.int(65...2_000)
+            let small = random.int(1...8), medium = random.int(9...64), large = random.int(65...2_000)
+            return roll < 55 ? small : roll < 90 ? medium : large
         }
 
         for step in 0..<steps {
             operations.append(.produce(advance: random.int(20...max(40, idle / (scenario.lockstep ? 4 : 3)))))
             let roles: [Role] = mode == .twoStage ? [.normalize, .aggregate] : [.aggregate]
-            if scenario.has(.pauses), random.chance(0.04) {
-                // Mostly a few idle timeouts; sometimes longer than a window and its retention.
-                let long = window.retention + window.size
-                operations.append(.pause(random.chance(0.7) ? random.int(idle...3 * idle) : random.int(long...long + 2 * window.size + idle)))
+            // Every event's values are drawn whether its feature is on or not (see `Scenario.draw`).
+            let long = window.retention + window.size
+            let pause = (random.chance(0.04), random.chance(0.7), random.int(idle...3 * idle), random.int(long...long + 2 * window.size + idle))
+            if scenario.has(.pauses), pause.0 { operations.append(.pause(pause.1 ? pause.2 : pause.3)) }
+            let silence = (random.chance(0.04), Int32(random.int(0...partitions - 1)), random.int(idle...4 * idle))
+            if scenario.has(.idleSources), silence.0 { operations.append(.silence(partition: silence.1, for: silence.2)) }
+            let stall = (random.chance(0.04), Int32(random.int(0...partitions - 1)), random.int(idle / 2...3 * idle))
+            if scenario.has(.stalledSources), stall.0 { operations.append(.stall(partition: stall.1, for: stall.2)) }
+            let crash = (random.chance(0.05), random.pick([Role.normalize, .aggregate, nil]), random.int(0...instances - 1))
+            if scenario.has(.crashes), crash.0 { operations.append(.crash(mode == .oneStage ? .aggregate : crash.1, instance: crash.2)) }
+            let resend = (random.chance(0.04), random.int(0...instances - 1), budget(), random.seed())
+            if mode == .twoStage, scenario.has(.resends), resend.0 {
+                operations.append(.resend(instance: resend.1, budget: resend.2, cut: resend.3))
             }
-            if scenario.has(.idleSources), random.chance(0.04) {
-                operations.append(.silence(partition: Int32(random.int(0...partitions - 1)), for: random.int(idle...4 * idle)))
-            }
-            if scenario.has(.stalledSources), random.chance(0.04) {
-                operations.append(.stall(partition: Int32(random.int(0...partitions - 1)), for: random.int(idle / 2...3 * idle)))
-            }
-            if scenario.has(.crashes), random.chance(0.05) {
-                let role: Role? = mode == .oneStage ? .aggregate : random.pick([Role.normalize, .aggregate, nil])
-                operations.append(.crash(role, instance: random.int(0...instances - 1)))
-            }
-            if mode == .twoStage, scenario.has(.resends), random.chance(0.04) {
-                operations.append(.resend(instance: random.int(0...instances - 1), budget: budget(), cut: random.seed()))
-            }
-            if scenario.has(.crashes) || scenario.has(.resends), random.chance(0.35) {
-                operations.append(.adopt(random.pick(roles), pick: random.seed()))
-            }
-            if scenario.has(.rebalances), random.chance(0.06) {
-                operations.append(
-                    .rebalance(
-                        random.pick(roles), from: random.int(0...instances - 1), to: random.int(0...instances - 1), pick: random.seed()))
-            }
+            let adopt = (random.chance(0.35), random.pick(roles), random.seed())
+            if scenario.has(.crashes) || scenario.has(.resends), adopt.0 { operations.append(.adopt(adopt.1, pick: adopt.2)) }
+            let move = (random.chance(0.06), random.pick(roles), random.int(0...instances - 1), random.int(0...instances - 1), random.seed())
+            if scenario.has(.rebalances), move.0 { operations.append(.rebalance(move.1, from: move.2, to: move.3, pick: move.4)) }
+            let newPartitions = random.int(1...4)
             if step == switchAt {
                 if scenario.has(.topicSwitch) {
-                    partitions = random.int(1...4)
+                    partitions = newPartitions
                     operations.append(.switchTopic(partitions: partitions))
                 } else {
                     operations.append(.switchToOneStage)

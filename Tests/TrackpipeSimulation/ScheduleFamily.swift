@@ -30,6 +30,9 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
     /// retention and fast device clocks; the strict lateness rule is checked.
     case strictLateness = "strict-lateness"
     case strictLatenessOneStage = "strict-lateness-one-stage"
+    /// Lockstep as above, plus quiet pauses longer than the idle timeout and a partition held
+    /// back (a lagging source); the strict rule is checked on every hit, through the pauses.
+    case quietPause = "quiet-pause"
 
     /// Families that fail on the current stages (issue 18), each with the failure it finds (see
     /// docs/simulation.md). The quick test runs every other family and checks that these still
@@ -48,6 +51,8 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
             "the one stage adopts the normalize group's plain commits (no checkpoint): it replays nothing of the windows open at the switch and overwrites full records with partial ones",
         .strictLateness: strictRule,
         .strictLatenessOneStage: strictRule,
+        .quietPause:
+            "when every source is idle the watermark follows the wall clock from the fastest source's time: after a quiet pause a lagging partition's hits are too_late though their own partition had not got that far (WatermarkTracker.advance)",
     ]
 
     private static let takeover =
@@ -88,6 +93,10 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
         case .strictLatenessOneStage:
             return FamilySpec(
                 mode: .oneStage, features: input.union([.beyondRetention, .fastClocks]), lockstep: true, strictLateness: true)
+        case .quietPause:
+            return FamilySpec(
+                mode: .twoStage, features: input.union([.pauses, .stalledSources]), lockstep: true, strictLateness: true,
+                strictLatenessThroughIdleness: true)
         }
     }
 }
@@ -104,12 +113,18 @@ public struct FamilySpec: Sendable {
     public var strictLateness: Bool
     /// A retention longer than the schedule: no window is evicted before the final drain.
     public var longRetention: Bool
+    /// Check the strict lateness rule on every hit, through idle periods.
+    public var strictLatenessThroughIdleness: Bool
 
-    public init(mode: Mode, features: Set<Feature>, lockstep: Bool = false, strictLateness: Bool = false, longRetention: Bool = false) {
+    public init(
+        mode: Mode, features: Set<Feature>, lockstep: Bool = false, strictLateness: Bool = false, longRetention: Bool = false,
+        strictLatenessThroughIdleness: Bool = false
+    ) {
         self.mode = mode
         self.features = features
         self.lockstep = lockstep
         self.strictLateness = strictLateness
         self.longRetention = longRetention
+        self.strictLatenessThroughIdleness = strictLatenessThroughIdleness
     }
 }

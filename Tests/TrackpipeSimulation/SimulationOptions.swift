@@ -9,6 +9,9 @@ public struct SimulationOptions: Sendable {
     public var strictRevisions = false
     /// Check the strict lateness rule; nil: as the family says.
     public var strictLateness: Bool?
+    /// Apply the strict lateness rule to every hit of every schedule, idle sources or not: for
+    /// a design where idleness no longer decides lateness (today it finds the quiet-pause bug).
+    public var strictLatenessThroughIdleness = false
     /// Record what every operation did (replays of one seed).
     public var trace = false
     /// A defect planted in the simulated runner or cluster, to show that the checks catch it.

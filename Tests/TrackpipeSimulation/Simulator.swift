@@ -22,6 +22,7 @@ public struct ScheduleOutcome: Sendable {
         for feature in options.disable.sorted() { parts.append("--disable \(feature.rawValue)") }
         if options.strictRevisions { parts.append("--strict-revisions") }
         if let strict = options.strictLateness { parts.append(strict ? "--strict-lateness" : "--no-strict-lateness") }
+        if options.strictLatenessThroughIdleness { parts.append("--strict-lateness-through-idleness") }
         if let fault = options.fault { parts.append("--fault \(fault.rawValue)") }
         return parts.joined(separator: " ")
     }
@@ -72,7 +73,8 @@ public enum Simulator {
         world.drain()
         let checker = ScheduleChecker(
             world: world, strictRevisions: options.strictRevisions,
-            strictLateness: options.strictLateness ?? schedule.family.spec.strictLateness)
+            strictLateness: options.strictLatenessThroughIdleness || (options.strictLateness ?? schedule.family.spec.strictLateness),
+            throughIdleness: options.strictLatenessThroughIdleness || schedule.family.spec.strictLatenessThroughIdleness)
         let (discrepancies, stats) = checker.check()
         return ScheduleOutcome(schedule: schedule, options: options, discrepancies: discrepancies, stats: stats, trace: world.trace)
     }

@@ -492,6 +492,9 @@ final class World {
                 line += "\n    commit \(commit.group) \(commit.topic)[\(commit.partition)] = \(commit.committed)"
             }
         }
+        // A poll, tick or commit that changed nothing is left out.
+        let runnerOperation = operation.first.map { $0 == "n" || $0 == "a" } ?? false && !operation.hasPrefix("adopt")
+        if runnerOperation, !line.contains("\n") { return }
         if ["move", "adopt", "CRASH", "RESEND", "SWITCH", "drain: adopt"].contains(where: operation.hasPrefix) {
             for role in Role.allCases {
                 guard let members = runners[role] else { continue }
