@@ -20,6 +20,7 @@ protocol DrivenStage: AnyObject {
     func revoke(_ partitions: [Int32], kafka: InMemoryKafka)
     func crash() -> [Int32]
     func unread(kafka: InMemoryKafka) -> Int64
+    func oldestUnread(kafka: InMemoryKafka) -> Int64?
 }
 
 /// Drives one real `Stage` the way `StageRunner` does against Kafka, minus the I/O:
@@ -160,6 +161,14 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
     func unread(kafka: InMemoryKafka) -> Int64 {
         let log = kafka.topic(topic)
         return positions.reduce(0) { $0 + log.end(of: $1.key) - $1.value }
+    }
+
+    /// When the oldest record waiting to be read was written; nil when nothing waits.
+    func oldestUnread(kafka: InMemoryKafka) -> Int64? {
+        let log = kafka.topic(topic)
+        return positions.compactMap { partition, position in
+            position < log.end(of: partition) ? log.entry(partition: partition, offset: position).stamp.time : nil
+        }.min()
     }
 
     private func takeReport() {

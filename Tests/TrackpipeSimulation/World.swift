@@ -60,6 +60,9 @@ final class World {
     private(set) var steps = 0
     /// What the operation being traced read.
     private var batchNote: String?
+    /// When each runner last polled or ticked: a runner left alone for half the idle timeout may
+    /// let its stage (or the stages it feeds) find a source idle.
+    private var lastServed: [ObjectIdentifier: Int64] = [:]
 
     init(scenario: Scenario, options: SimulationOptions) {
         self.scenario = scenario
@@ -147,6 +150,7 @@ final class World {
                 }
             }
         }
+        for member in runners.values.joined() { served(member) }
         for role in activeRoles {
             let members = runners[role]!
             let count = kafka.topic(members[0].topic).partitionCount
@@ -171,12 +175,30 @@ final class World {
 
     // MARK: Operations
 
+    /// Ends the idle-free span where a runner went without a tick, or left a record unread, for
+    /// half the idle timeout: its stage, or the stages it sends marks to, may then have found a
+    /// source idle.
+    private func noteUnserved() {
+        guard idleFreeUntil > scenario.start else { return }
+        let limit = scenario.window.idleTimeout / 2
+        for member in activeRoles.flatMap({ runners[$0]! }) {
+            let served = lastServed[ObjectIdentifier(member)] ?? scenario.start
+            if now - served >= limit { idleFreeUntil = min(idleFreeUntil, served) }
+            if let waiting = member.oldestUnread(kafka: kafka), now - waiting >= limit {
+                idleFreeUntil = min(idleFreeUntil, waiting)
+            }
+        }
+    }
+
+    private func served(_ runner: any DrivenStage) { lastServed[ObjectIdentifier(runner)] = now }
+
     func apply(_ operation: Operation) {
         steps += 1
         let before = trace == nil ? nil : snapshot()
         switch operation {
         case .produce(let advance):
             now += max(0, advance)
+            noteUnserved()
             produceDue()
         case .pause(let length):
             idleFreeUntil = min(idleFreeUntil, now)
@@ -195,6 +217,7 @@ final class World {
             }
         case .tick(let role, let instance):
             guard let runner = runner(role, instance) else { break }
+            served(runner)
             runner.tick(now: now, stamp: stamp(runner))
         case .commit(let role, let instance):
             guard let runner = runner(role, instance) else { break }
@@ -484,6 +507,14 @@ final class World {
                     }
                 default:
                     line += "\n    \(name)[\(partition)] +\(to - from) (now \(to))"
+                    // Input messages that are not plain in-order hits, with their times.
+                    for offset in from..<to {
+                        guard let message = produced[name]?[Int(partition)][Int(offset)], message.kind != .ordinary else { continue }
+                        var eventTime = ""
+                        if case .counted(let hit) = message.fate { eventTime = " event time +\(hit.eventTime - scenario.start)," }
+                        line +=
+                            "\n      \(name)[\(partition)]@\(offset) \(message.kind.rawValue):\(eventTime) Kafka timestamp +\(message.kafkaTimestamp - scenario.start)"
+                    }
                 }
             }
         }
@@ -494,7 +525,7 @@ final class World {
         }
         // A poll, tick or commit that changed nothing is left out.
         let runnerOperation = operation.first.map { $0 == "n" || $0 == "a" } ?? false && !operation.hasPrefix("adopt")
-        if runnerOperation, !line.contains("\n") { return }
+        if runnerOperation, !line.contains("\n"), !line.contains(" read ") { return }
         if ["move", "adopt", "CRASH", "RESEND", "SWITCH", "drain: adopt"].contains(where: operation.hasPrefix) {
             for role in Role.allCases {
                 guard let members = runners[role] else { continue }
