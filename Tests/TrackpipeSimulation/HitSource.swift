@@ -100,10 +100,9 @@ struct HitSource {
         return out
     }
 
-    /// Nobody sends anything from `now` until `end`: no notification is shown meanwhile, and
+    /// Nobody sends anything from now until `end`: no notification is shown meanwhile, and
     /// what would have arrived arrives at `end`, stamped then.
-    mutating func quiet(from now: Int64, until end: Int64) {
-        _ = now
+    mutating func quiet(until end: Int64) {
         if generating, nextBatch < end {
             let skipped = (end - nextBatch + Self.batchSpan - 1) / Self.batchSpan
             nextBatch += skipped * Self.batchSpan

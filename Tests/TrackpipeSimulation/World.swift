@@ -202,7 +202,7 @@ final class World {
             produceDue()
         case .pause(let length):
             idleFreeUntil = min(idleFreeUntil, now)
-            source.quiet(from: now, until: now + length)
+            source.quiet(until: now + length)
             now += length
         case .stall(let partition, let length):
             guard partition < inputPartitions else { break }
@@ -451,7 +451,7 @@ final class World {
     private func reemitStaleRecord() {
         let output = kafka.topic(Self.outputTopic)
         let records = output.partitions[0]
-        var seen: [ [UInt8]: Int] = [:]
+        var seen: [[UInt8]: Int] = [:]
         for (index, entry) in records.enumerated() {
             guard let key = output.bytes(entry.key) else { continue }
             if let first = seen[key] {
@@ -459,7 +459,6 @@ final class World {
                 output.append(
                     partition: 0, key: output.bytes(stale.key), value: output.bytes(stale.value) ?? [], timestamp: nil,
                     stamp: WriteStamp(time: now, writer: -1, outputCrashes: outputCrashes))
-                _ = index
                 return
             }
             seen[key] = index
