@@ -15,8 +15,10 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
     /// takeovers from whatever checkpoint was committed last.
     case crash
     case crashOneStage = "crash-one-stage"
-    /// Two stages; crashes, re-sends and rebalances with a retention longer than the schedule:
-    /// takeovers, replays and duplicate filtering, with no window evicted before the end.
+    /// Two stages; crashes, re-sends and rebalances with a retention longer than the schedule,
+    /// ending as a bounded run (`finish`): takeovers, replays and duplicate filtering, with no
+    /// window evicted before the end and no emission left to the watermark (those are what the
+    /// crash families check).
     case recovery
     case recoveryOneStage = "recovery-one-stage"
     /// Two stages; everything above at once.
@@ -82,8 +84,11 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
         case .crash: return FamilySpec(mode: .twoStage, features: input.union([.beyondRetention, .crashes, .resends, .smallRecords]))
         case .crashOneStage: return FamilySpec(mode: .oneStage, features: input.union([.beyondRetention, .crashes]))
         case .recovery:
-            return FamilySpec(mode: .twoStage, features: input.union([.crashes, .resends, .rebalances, .smallRecords]), longRetention: true)
-        case .recoveryOneStage: return FamilySpec(mode: .oneStage, features: input.union([.crashes, .rebalances]), longRetention: true)
+            return FamilySpec(
+                mode: .twoStage, features: input.union([.crashes, .resends, .rebalances, .smallRecords]), longRetention: true,
+                endsWithFinish: true)
+        case .recoveryOneStage:
+            return FamilySpec(mode: .oneStage, features: input.union([.crashes, .rebalances]), longRetention: true, endsWithFinish: true)
         case .chaos: return FamilySpec(mode: .twoStage, features: input.union(time).union([.crashes, .resends, .rebalances]))
         case .chaosOneStage:
             return FamilySpec(mode: .oneStage, features: input.union(time).union([.crashes, .rebalances]).subtracting([.smallRecords]))
@@ -117,11 +122,14 @@ public struct FamilySpec: Sendable {
     public var longRetention: Bool
     /// Check the strict lateness rule on every hit, through idle periods.
     public var strictLatenessThroughIdleness: Bool
+    /// End every schedule with `finish` (a bounded run) rather than with a far tick.
+    public var endsWithFinish: Bool
 
     public init(
         mode: Mode, features: Set<Feature>, lockstep: Bool = false, strictLateness: Bool = false, longRetention: Bool = false,
-        strictLatenessThroughIdleness: Bool = false
+        strictLatenessThroughIdleness: Bool = false, endsWithFinish: Bool = false
     ) {
+        self.endsWithFinish = endsWithFinish
         self.mode = mode
         self.features = features
         self.lockstep = lockstep
