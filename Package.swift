@@ -52,8 +52,9 @@ let package = Package(
             name: "trackpipe-bench",
             dependencies: [
                 "Kafka", "TrackingDomain", "Windowing", "Pipeline", "HitGenerator",
-                // The soak checks its output with the tests' independent reference model.
-                "TrackpipeTestSupport",
+                // The soak checks its output with the tests' independent reference model;
+                // `simulate` runs the deterministic simulator.
+                "TrackpipeTestSupport", "TrackpipeSimulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -69,10 +70,18 @@ let package = Package(
         .target(
             name: "TrackpipeTestSupport", dependencies: ["HitGenerator", "Kafka", "TrackingDomain"],
             path: "Tests/TrackpipeTestSupport"),
+        // The deterministic simulator (docs/simulation.md): real stages driven against an
+        // in-memory Kafka through random schedules, checked against the reference model.
+        .target(
+            name: "TrackpipeSimulation",
+            dependencies: ["Pipeline", "Kafka", "Windowing", "TrackingDomain", "HitGenerator", "TrackpipeTestSupport"],
+            path: "Tests/TrackpipeSimulation"),
         .testTarget(name: "HitGeneratorTests", dependencies: ["HitGenerator", "TrackingDomain"]),
         .testTarget(
             name: "PipelineTests",
-            dependencies: ["Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator", "TrackpipeTestSupport"]),
+            dependencies: [
+                "Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator", "TrackpipeTestSupport", "TrackpipeSimulation",
+            ]),
         .testTarget(
             name: "TrackpipeCLITests",
             dependencies: [

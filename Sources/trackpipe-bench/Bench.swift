@@ -16,6 +16,7 @@ struct TrackpipeBench: ParsableCommand {
             ReplayBenchmark.self,
             SoakBenchmark.self,
             RestoreBenchmark.self,
+            SimulateBenchmark.self,
         ]
     )
 }

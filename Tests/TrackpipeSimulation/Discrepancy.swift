@@ -1,0 +1,78 @@
+/// One way a schedule's outcome differs from what the generator's truth demands.
+public struct Discrepancy: Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// The simulation refused something a stage did (a send to a topic or partition it has
+        /// no business with, an unbalanced report, a commit point past what it read).
+        case runner = "runner"
+        /// A dead letter whose context names no input message, or whose bytes are not the
+        /// message's.
+        case deadLetterOrigin = "dead-letter-origin"
+        /// A message dead-lettered for another reason than its truth, or for two reasons.
+        case deadLetterReason = "dead-letter-reason"
+        /// A message that must be dead-lettered is not.
+        case missingDeadLetter = "missing-dead-letter"
+        /// A tracking-off hit was dead-lettered.
+        case filteredDeadLettered = "filtered-hit-dead-lettered"
+        /// The stages' totals disagree with what was produced (schedules where they must agree).
+        case accounting = "accounting"
+        /// A window with hits to count has no record.
+        case missingKey = "missing-key"
+        /// A record for a window that has no hit to count.
+        case extraKey = "extra-key"
+        /// The last record of a key is not the reference's counts.
+        case lastRecord = "last-record"
+        /// A record with the highest revision of its key is not the reference's counts.
+        case highestRevision = "highest-revision"
+        /// A key's revision went down in the output, with no crash to explain it.
+        case revisionWentBack = "revision-went-back"
+        /// A key's revision went down after a crash (a failure only with strict revisions).
+        case revisionWentBackAfterCrash = "revision-went-back-after-crash"
+        /// Strict lateness: dead-lettered `too_late` although its partition's progress had not
+        /// reached its window's end plus the retention.
+        case tooLateTooSoon = "too-late-too-soon"
+        /// Strict lateness: counted although its partition's progress had passed its window's
+        /// end plus the retention.
+        case countedPastRetention = "counted-past-retention"
+    }
+
+    public var kind: Kind
+    /// A finer name for grouping failures: the kind, and for count differences whether the
+    /// output holds fewer or more hits than the reference.
+    public var signature: String
+    public var key: String?
+    public var detail: String
+
+    public var description: String { "[\(signature)] \(key.map { "\($0): " } ?? "")\(detail)" }
+
+    init(_ kind: Kind, key: String? = nil, _ detail: String, refinement: String? = nil) {
+        self.kind = kind
+        self.signature = refinement.map { "\(kind.rawValue)/\($0)" } ?? kind.rawValue
+        self.key = key
+        self.detail = detail
+    }
+}
+
+/// Figures of one schedule, for the report.
+public struct ScheduleStats: Sendable {
+    public var operations = 0
+    public var messages = 0
+    public var countedHits = 0
+    public var tooLate = 0
+    public var deadLetters = 0
+    public var outputRecords = 0
+    public var keys = 0
+    public var crashes = 0
+    public var rebalances = 0
+    /// Times a key's revision went down after a crash (reported apart, see `Discrepancy.Kind`).
+    public var steppedBackAfterCrash = 0
+    /// Hits the strict lateness rule was checked on; nil when it was not applied.
+    public var strictLatenessChecked: Int?
+
+    public var description: String {
+        var text =
+            "\(operations) operations, \(messages) messages (\(countedHits) hits to count, \(tooLate) too_late), \(deadLetters) dead letters, \(outputRecords) output records over \(keys) keys, \(crashes) crashes, \(rebalances) rebalances"
+        if steppedBackAfterCrash > 0 { text += ", \(steppedBackAfterCrash) revisions stepped back after a crash" }
+        if let checked = strictLatenessChecked { text += ", strict lateness checked on \(checked) hits" }
+        return text
+    }
+}

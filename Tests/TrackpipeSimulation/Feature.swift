@@ -1,0 +1,53 @@
+/// A kind of trouble a schedule may contain. Families switch sets of them on; the command line
+/// and the tests can switch any off (or on) to narrow a failure down.
+public enum Feature: String, CaseIterable, Sendable, Comparable {
+    /// Hits arriving after their window was emitted, within the retention: corrections.
+    case lateHits = "late"
+    /// Hits arriving a retention or more after their time.
+    case beyondRetention = "beyond-retention"
+    /// Device clocks ahead of the Kafka timestamp, within `--max-future-skew`.
+    case fastClocks = "fast-clocks"
+    /// Device clocks further ahead than the skew allows: `future_timestamp`.
+    case wrongClocks = "wrong-clocks"
+    /// Messages the normalizer must dead-letter.
+    case badMessages = "bad"
+    /// Deliveries with tracking off: filtered.
+    case trackingOff = "tracking-off"
+    /// The SDK sending a hit twice (both count).
+    case retries
+    /// Quiet pauses longer than the idle timeout, everyone silent.
+    case pauses
+    /// One input partition gets nothing new for a while.
+    case idleSources = "idle-sources"
+    /// One input partition's records are held back, then arrive together.
+    case stalledSources = "stalled-sources"
+    /// Stages (or whole processes) die, losing everything uncommitted.
+    case crashes
+    /// The normalize stage dies after sending a batch and before committing it.
+    case resends
+    /// Cooperative rebalances move partitions between instances, with a commit first.
+    case rebalances
+    /// The input topic is switched under the same groups.
+    case topicSwitch = "topic-switch"
+    /// The workers are switched from two stages to `--input-keyed-by-delivery`.
+    case oneStageSwitch = "one-stage-switch"
+    /// A window-state cap small enough to evict windows early.
+    case entryCap = "entry-cap"
+    /// Two lanes per stage (concurrent task work).
+    case lanes
+    /// Repartition records cut small, so one batch's events span several records.
+    case smallRecords = "small-records"
+
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+
+    /// The features that mean a stage can die.
+    static let dying: Set<Feature> = [.crashes, .resends]
+}
+
+/// How the workers are composed.
+public enum Mode: String, Sendable, Hashable {
+    /// `normalize` behind a repartition topic, then `aggregate` (the default).
+    case twoStage = "two-stage"
+    /// `--input-keyed-by-delivery`: the aggregate stage reads the input (keyed by delivery).
+    case oneStage = "one-stage"
+}

@@ -1,0 +1,76 @@
+/// Which stage of an instance an operation drives. In one-stage mode `aggregate` is the stage
+/// that reads the input directly (`AggregateStage` over `RawHitInput`) and `normalize` ops do
+/// nothing.
+public enum Role: String, Sendable, Hashable, CaseIterable {
+    case normalize
+    case aggregate
+
+    var letter: String { self == .normalize ? "n" : "a" }
+}
+
+/// One step of a schedule. Operations are plain values with every random choice written into
+/// them, so a schedule can be printed, replayed and shrunk by dropping operations; one that
+/// names a stage or partition that does not exist at that point does nothing.
+public enum Operation: Sendable, Hashable, CustomStringConvertible {
+    /// The clock moves on by this many ms; what reached Kafka meanwhile is produced.
+    case produce(advance: Int64)
+    /// Nobody sends anything for this many ms (longer than the idle timeout): the clock moves
+    /// on, and what was due meanwhile arrives right after.
+    case pause(Int64)
+    /// Records for this input partition are held by their producer for this many ms, then
+    /// arrive together with the time they were created: a lagging partition.
+    case stall(partition: Int32, for: Int64)
+    /// Nothing new goes to this input partition for this many ms: an idle source.
+    case silence(partition: Int32, for: Int64)
+    /// The runner polls up to `budget` records of the partitions it owns (cut into runs of
+    /// partitions by `cut`) and hands them to its stage as one batch.
+    case process(Role, instance: Int, budget: Int, cut: UInt64)
+    /// The runner lets time pass in its stage.
+    case tick(Role, instance: Int)
+    /// The runner commits its stage's commit points.
+    case commit(Role, instance: Int)
+    /// A cooperative rebalance: some partitions of `from` (chosen by `pick`) move to `to`; the
+    /// old owner commits them first. `from == to` is a revoke and re-assign of the same member.
+    case rebalance(Role, from: Int, to: Int, pick: UInt64)
+    /// The stage (nil: the whole process, both stages) dies: its state and everything it did not
+    /// commit are gone; it restarts owning nothing, and its partitions wait for `adopt`.
+    case crash(Role?, instance: Int)
+    /// The group hands the partitions of crashed stages to its members (chosen by `pick`).
+    case adopt(Role, pick: UInt64)
+    /// The normalize stage processes a batch and dies before committing it: its successor sends
+    /// the same events again.
+    case resend(instance: Int, budget: Int, cut: UInt64)
+    /// Every worker stops once the input is read to its end and restarts reading a new input
+    /// topic (with this many partitions) under the same groups.
+    case switchTopic(partitions: Int)
+    /// Every worker stops once both stages have caught up and restarts with
+    /// `--input-keyed-by-delivery`: one stage, in the group the normalize stage used.
+    case switchToOneStage
+
+    public var description: String {
+        switch self {
+        case .produce(let advance): "+\(advance)"
+        case .pause(let length): "pause(\(length))"
+        case .stall(let partition, let length): "stall(p\(partition),\(length))"
+        case .silence(let partition, let length): "silence(p\(partition),\(length))"
+        case .process(let role, let instance, let budget, _):
+            "\(role.letter)\(instance).p\(budget == Int.max ? "*" : String(budget))"
+        case .tick(let role, let instance): "\(role.letter)\(instance).t"
+        case .commit(let role, let instance): "\(role.letter)\(instance).c"
+        case .rebalance(let role, let from, let to, _): "move(\(role.letter)\(from)->\(role.letter)\(to))"
+        case .crash(let role, let instance): "CRASH(\(role.map { "\($0.letter)\(instance)" } ?? "instance \(instance)"))"
+        case .adopt(let role, _): "adopt(\(role.letter))"
+        case .resend(let instance, let budget, _): "RESEND(n\(instance).p\(budget))"
+        case .switchTopic(let partitions): "SWITCH-TOPIC(\(partitions))"
+        case .switchToOneStage: "SWITCH-ONE-STAGE"
+        }
+    }
+
+    /// Whether the operation kills a stage.
+    var crashes: Bool {
+        switch self {
+        case .crash, .resend: true
+        default: false
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import Windowing
+
+/// The fixed settings of one schedule: topology, window rules and the shape of the input.
+/// Windows are short (seconds) so that emission, correction, eviction and idleness all happen
+/// within a few hundred hits.
+public struct Scenario: Sendable, CustomStringConvertible {
+    public var mode: Mode
+    public var features: Set<Feature>
+    public var lockstep: Bool
+    public var inputPartitions: Int
+    public var repartitionPartitions: Int
+    public var instances: Int
+    public var window: WindowConfig
+    public var maxFutureSkew: Int64
+    public var markInterval: Int64
+    public var parallelism: Int
+    public var batchBytes: Int
+    /// Messages a second.
+    public var rate: Int
+    public var deliveries: Int
+    public var badRate: Double
+    public var duplicateRate: Double
+    public var trackingOffEvery: Int
+    public var lateShare: Double
+    public var beyondShare: Double
+    public var fastClockShare: Double
+    public var wrongClockShare: Double
+    /// The input is partitioned by delivery (one stage, or a switch to it).
+    public var keyedByDelivery: Bool
+    /// The run ends with `finish` (a bounded run); otherwise with a tick far enough ahead that
+    /// every window is emitted.
+    public var drainByFinish: Bool
+    /// Simulated wall-clock ms at the start.
+    public var start: Int64
+    public var hitSeed: UInt64
+
+    public func has(_ feature: Feature) -> Bool { features.contains(feature) }
+
+    /// Draws a scenario for a family.
+    static func draw(_ random: inout SplitMix, spec: FamilySpec, options: SimulationOptions) -> Scenario {
+        let features = spec.features.union(options.enable).subtracting(options.disable)
+        let size = random.pick([1_000, 2_000, 3_000, 5_000] as [Int64])
+        let grace = random.pick([0, size / 2, size])
+        // A long retention outlasts the schedule (steps of at most half an idle timeout, hits
+        // arriving up to about two minutes after their time).
+        let retention = spec.longRetention ? grace + 1_000 * size : grace + size * random.int(1...4)
+        let idle = random.pick([max(500, size / 2), size, 2 * size])
+        // Every value is drawn whether its feature is on or not, so that switching a feature off
+        // leaves the rest of the schedule as it was (which is what narrows a failure down).
+        let capped = random.chance(0.5), cap = random.int(8...60)
+        let maxEntries = features.contains(.entryCap) && capped ? cap : 10_000_000
+        let window = WindowConfig(size: size, grace: grace, retention: retention, idleTimeout: idle, maxEntries: maxEntries)
+        let mode = spec.mode
+        let inputPartitions = random.int(1...4)
+        let drawnRate = random.int(options.size.rate)
+        let twoLanes = random.chance(0.3)
+        let smallRecords = random.chance(0.5), recordBytes = random.int(200...1_500)
+        let trackingOffEvery = random.int(3...5)
+        let shares = (late: random.int(3...15), beyond: random.int(1...5), fast: random.int(1...5), wrong: random.int(1...3))
+        return Scenario(
+            mode: mode, features: features, lockstep: spec.lockstep,
+            inputPartitions: inputPartitions, repartitionPartitions: random.int(1...4), instances: random.int(1...3),
+            window: window,
+            maxFutureSkew: random.pick([size, 2 * size, retention + size]),
+            // As `Pipeline` sets it from the idle timeout.
+            markInterval: min(500, max(50, idle / 4)),
+            parallelism: features.contains(.lanes) && twoLanes ? 2 : 1,
+            batchBytes: features.contains(.smallRecords) && smallRecords ? recordBytes : 256 * 1024,
+            // In lockstep every partition must keep receiving hits, or it would go idle.
+            rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : drawnRate, deliveries: random.int(2...10),
+            badRate: features.contains(.badMessages) ? 0.03 : 0,
+            duplicateRate: features.contains(.retries) ? 0.05 : 0,
+            trackingOffEvery: features.contains(.trackingOff) ? trackingOffEvery : 1_000_000,
+            lateShare: features.contains(.lateHits) ? Double(shares.late) / 100 : 0,
+            beyondShare: features.contains(.beyondRetention) ? Double(shares.beyond) / 100 : 0,
+            fastClockShare: features.contains(.fastClocks) ? Double(shares.fast) / 100 : 0,
+            wrongClockShare: features.contains(.wrongClocks) ? Double(shares.wrong) / 100 : 0,
+            keyedByDelivery: mode == .oneStage || features.contains(.oneStageSwitch),
+            drainByFinish: random.chance(0.5) || spec.endsWithFinish,
+            start: 1_795_341_600_000 + random.int(0...86_400_000),
+            hitSeed: random.next())
+    }
+
+    var hitSettings: HitSource.Settings {
+        HitSource.Settings(
+            seed: hitSeed, start: start, rate: Double(rate), deliveries: deliveries, badRate: badRate, duplicateRate: duplicateRate,
+            trackingOffEvery: trackingOffEvery, lateShare: lateShare, beyondShare: beyondShare, fastClockShare: fastClockShare,
+            wrongClockShare: wrongClockShare, window: (window.size, window.grace, window.retention), maxFutureSkew: maxFutureSkew)
+    }
+
+    public var description: String {
+        var parts = [
+            mode.rawValue, "\(inputPartitions) input partitions",
+            mode == .twoStage ? "\(repartitionPartitions) repartition partitions" : nil,
+            "\(instances) instances",
+            "window \(window.size) grace \(window.grace) retention \(window.retention) idle \(window.idleTimeout)",
+            window.maxEntries < 1_000_000 ? "cap \(window.maxEntries)" : nil,
+            "skew \(maxFutureSkew)", "marks every \(markInterval)",
+            parallelism > 1 ? "\(parallelism) lanes" : nil,
+            batchBytes < 256 * 1024 ? "records of \(batchBytes) B" : nil,
+            "\(rate)/s over \(deliveries) deliveries",
+            keyedByDelivery ? "keyed by delivery" : nil,
+            drainByFinish ? "ends with finish" : "ends with a far tick",
+            lockstep ? "lockstep" : nil,
+        ].compactMap { $0 }
+        parts.append("features: " + features.sorted().map(\.rawValue).joined(separator: ","))
+        return parts.joined(separator: "; ")
+    }
+}

@@ -1,0 +1,32 @@
+import Kafka
+import Pipeline
+
+/// A stage's way out in the simulation: every send lands in its topic at once, as if the
+/// producer had it acknowledged before the call returned. A send to a destination the stage
+/// has no topic for, or to a partition the topic does not have, is an error the checks report.
+struct SimulatedSink: RecordSink {
+    let topics: [Destination: TopicLog]
+    let stamp: WriteStamp
+
+    mutating func send(
+        _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headers: [KafkaHeader], timestamp: Int64?
+    ) throws {
+        guard let log = topics[destination] else {
+            throw SimulationError("sent a record to \(destination), which this stage writes no topic for")
+        }
+        // The output and dead-letter topics have one partition: the order of all records is the
+        // order per key that a compacted topic or a last-value reader would see.
+        let target = partition ?? 0
+        guard target >= 0, Int(target) < log.partitionCount else {
+            throw SimulationError("sent a record to partition \(target) of \(log.name), which has \(log.partitionCount)")
+        }
+        log.append(partition: target, key: key, value: value, timestamp: timestamp, headers: headers, stamp: stamp)
+    }
+}
+
+/// Something the simulation itself refused: a stage doing what no runner allows.
+struct SimulationError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
