@@ -17,14 +17,23 @@ struct SimulateBenchmark: ParsableCommand {
         name: .customLong("family"),
         help: "A family to run (repeatable; default: every family). One of: \(ScheduleFamily.allCases.map(\.rawValue).joined(separator: ", ")).")
     var families: [String] = []
-    @Flag(help: "Only the families expected to pass today (the quick test's set).") var passing = false
+    @Flag(help: "What is expected to pass today: known-failing families narrowed (without the features, or the check, that make them fail).")
+    var passing = false
     @Option(help: "Add a feature to every family (repeatable): \(Feature.allCases.map(\.rawValue).joined(separator: ", ")).")
     var enable: [String] = []
     @Option(help: "Take a feature from every family (repeatable), to narrow a failure down.") var disable: [String] = []
-    @Flag(help: "Fail on a revision that steps back even after a crash.") var strictRevisions = false
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Fail on a revision that steps back even after a crash (the default); --no-strict-revisions counts those apart.")
+    var strictRevisions = true
     @Flag(inversion: .prefixedNo, help: "Check the strict lateness rule (default: as the family says).") var strictLateness: Bool?
-    @Flag(help: "Apply the strict lateness rule to every hit, even where sources went idle.")
+    @Flag(help: "Apply the strict lateness rule to every hit, even where sources went idle (a rule the design does not keep).")
     var strictLatenessThroughIdleness = false
+    @Flag(inversion: .prefixedNo, help: "Check the bound on lateness through quiet periods (lockstep families; default: as the family says).")
+    var quietBound: Bool?
+    @Option(
+        help: "After a refused mode switch, always apply this remedy (\(SwitchRemedy.allCases.map(\.rawValue).joined(separator: ", "))) instead of the drawn one.")
+    var remedy: String?
     @Flag(help: "Small schedules, as the test suite runs them.") var quick = false
     @Flag(help: "Print what every operation did (for replaying one seed).") var trace = false
     @Flag(help: "Shrink the first failure of each kind to fewer operations and print it.") var shrink = false
@@ -41,7 +50,7 @@ struct SimulateBenchmark: ParsableCommand {
             }
             return family
         }
-        if chosen.isEmpty { chosen = passing ? ScheduleFamily.passing : ScheduleFamily.allCases }
+        if chosen.isEmpty { chosen = ScheduleFamily.allCases }
         var options = SimulationOptions()
         options.size = quick ? .quick : .standard
         options.enable = try features(enable)
@@ -49,14 +58,19 @@ struct SimulateBenchmark: ParsableCommand {
         options.strictRevisions = strictRevisions
         options.strictLateness = strictLateness
         options.strictLatenessThroughIdleness = strictLatenessThroughIdleness
+        options.quietBound = quietBound
         options.trace = trace
+        if let remedy {
+            guard let chosen = SwitchRemedy(rawValue: remedy) else { throw ValidationError("no remedy \(remedy)") }
+            options.remedy = chosen
+        }
         if let fault {
             guard let planted = Fault(rawValue: fault) else { throw ValidationError("no fault \(fault)") }
             options.fault = planted
         }
 
         print("simulate: \(schedules) schedules of \(chosen.map(\.rawValue).joined(separator: ", ")) from seed \(seed)")
-        var campaign = Campaign(families: chosen, options: options)
+        var campaign = Campaign(families: chosen, options: options, narrowKnownFailures: passing)
         let started = BenchSupport.now()
         var lastProgress = started
         var printed = 0
@@ -87,7 +101,9 @@ struct SimulateBenchmark: ParsableCommand {
             for failure in campaign.firstFailures {
                 print("shrinking \(failure.schedule.family.rawValue) seed \(hex(failure.schedule.seed)) (\(failure.signature ?? ""))…")
                 let small = Simulator.shrink(failure)
-                print(trace ? Simulator.run(small.schedule, options: options).report() : small.report())
+                var traced = small.options
+                traced.trace = true
+                print(trace ? Simulator.run(small.schedule, options: traced).report() : small.report())
             }
         }
         if campaign.failed > 0 { throw ExitCode(1) }

@@ -63,16 +63,28 @@ public struct ScheduleStats: Sendable {
     public var keys = 0
     public var crashes = 0
     public var rebalances = 0
-    /// Times a key's revision went down after a crash (reported apart, see `Discrepancy.Kind`).
+    /// Times a key's revision went down after a crash (a failure unless strict revisions are
+    /// off, see `Discrepancy.Kind`).
     public var steppedBackAfterCrash = 0
+    /// Runs of the workers (a new group or reset offsets after a refused switch adds one).
+    public var generations = 1
+    /// Times the workers refused to start in another mode under the same group.
+    public var refusals = 0
+    /// Times a key's revision went down where a later generation recounted it (by design).
+    public var steppedBackAcrossGenerations = 0
     /// Hits the strict lateness rule was checked on; nil when it was not applied.
     public var strictLatenessChecked: Int?
+    /// Hits the quiet-period bound was checked on; nil when it was not applied.
+    public var quietBoundChecked: Int?
 
     public var description: String {
         var text =
             "\(operations) operations, \(messages) messages (\(countedHits) hits to count, \(tooLate) too_late), \(deadLetters) dead letters, \(outputRecords) output records over \(keys) keys, \(crashes) crashes, \(rebalances) rebalances"
         if steppedBackAfterCrash > 0 { text += ", \(steppedBackAfterCrash) revisions stepped back after a crash" }
+        if refusals > 0 { text += ", \(refusals) switches refused" }
+        if generations > 1 { text += ", \(generations) generations (\(steppedBackAcrossGenerations) keys recounted from a lower revision)" }
         if let checked = strictLatenessChecked { text += ", strict lateness checked on \(checked) hits" }
+        if let checked = quietBoundChecked { text += ", the quiet bound checked on \(checked) hits" }
         return text
     }
 }

@@ -23,6 +23,9 @@ public enum Feature: String, CaseIterable, Sendable, Comparable {
     case stalledSources = "stalled-sources"
     /// Stages (or whole processes) die, losing everything uncommitted.
     case crashes
+    /// With `crashes`: some die in the middle of a commit, after the state is written, or after
+    /// the records held for it went out too, before the offsets are committed.
+    case commitCrashes = "commit-crashes"
     /// The normalize stage dies after sending a batch and before committing it.
     case resends
     /// Cooperative rebalances move partitions between instances, with a commit first.
@@ -31,6 +34,13 @@ public enum Feature: String, CaseIterable, Sendable, Comparable {
     case topicSwitch = "topic-switch"
     /// The workers are switched from two stages to `--input-keyed-by-delivery`.
     case oneStageSwitch = "one-stage-switch"
+    /// The workers are switched from `--input-keyed-by-delivery` to two stages.
+    case twoStageSwitch = "two-stage-switch"
+    /// Kafka's log cleaner compacts the state topic now and then.
+    case compaction
+    /// After a refused mode switch, the operator may reset the group's offsets to the earliest,
+    /// as the refusal offers, instead of starting a new group.
+    case offsetReset = "offset-reset"
     /// A window-state cap small enough to evict windows early.
     case entryCap = "entry-cap"
     /// Two lanes per stage (concurrent task work).

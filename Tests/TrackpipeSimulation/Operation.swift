@@ -33,19 +33,23 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
     /// old owner commits them first. `from == to` is a revoke and re-assign of the same member.
     case rebalance(Role, from: Int, to: Int, pick: UInt64)
     /// The stage (nil: the whole process, both stages) dies: its state and everything it did not
-    /// commit are gone; it restarts owning nothing, and its partitions wait for `adopt`.
-    case crash(Role?, instance: Int)
+    /// commit are gone; it restarts owning nothing, and its partitions wait for `adopt`. With a
+    /// phase, it dies in the middle of a commit: after its state was written (`prepared`), or
+    /// after the records held for it went out too (`completed`), before the offsets.
+    case crash(Role?, instance: Int, during: CommitPhase?)
     /// The group hands the partitions of crashed stages to its members (chosen by `pick`).
     case adopt(Role, pick: UInt64)
     /// The normalize stage processes a batch and dies before committing it: its successor sends
     /// the same events again.
     case resend(instance: Int, budget: Int, cut: UInt64)
+    /// Kafka's log cleaner runs over some partitions of the state topic (chosen by `pick`).
+    case compact(pick: UInt64)
     /// Every worker stops once the input is read to its end and restarts reading a new input
     /// topic (with this many partitions) under the same groups.
     case switchTopic(partitions: Int)
-    /// Every worker stops once both stages have caught up and restarts with
-    /// `--input-keyed-by-delivery`: one stage, in the group the normalize stage used.
-    case switchToOneStage
+    /// Every worker stops once its input is read to the end and committed, and starts again in
+    /// the other mode under the same group; refused, the operator applies `remedy`.
+    case switchMode(to: Mode, remedy: SwitchRemedy)
 
     public var description: String {
         switch self {
@@ -58,11 +62,13 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
         case .tick(let role, let instance): "\(role.letter)\(instance).t"
         case .commit(let role, let instance): "\(role.letter)\(instance).c"
         case .rebalance(let role, let from, let to, _): "move(\(role.letter)\(from)->\(role.letter)\(to))"
-        case .crash(let role, let instance): "CRASH(\(role.map { "\($0.letter)\(instance)" } ?? "instance \(instance)"))"
+        case .crash(let role, let instance, let phase):
+            "CRASH(\(role.map { "\($0.letter)\(instance)" } ?? "instance \(instance)")\(phase.map { " in a commit, \($0.rawValue)" } ?? ""))"
         case .adopt(let role, _): "adopt(\(role.letter))"
         case .resend(let instance, let budget, _): "RESEND(n\(instance).p\(budget))"
+        case .compact: "compact"
         case .switchTopic(let partitions): "SWITCH-TOPIC(\(partitions))"
-        case .switchToOneStage: "SWITCH-ONE-STAGE"
+        case .switchMode(let mode, let remedy): "SWITCH-TO-\(mode == .oneStage ? "ONE-STAGE" : "TWO-STAGES")(then \(remedy.rawValue))"
         }
     }
 
@@ -73,4 +79,14 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
         default: false
         }
     }
+}
+
+/// What the operator does when the workers refuse to start in another mode under the group, as
+/// the refusal says: either remedy counts the input again from its beginning.
+public enum SwitchRemedy: String, Sendable, Hashable, CaseIterable {
+    /// Run the new mode under a `--group` of its own.
+    case newGroup = "new-group"
+    /// Reset the group's offsets of the input to the earliest
+    /// (`kafka-consumer-groups.sh --reset-offsets --to-earliest`), and start again.
+    case resetOffsets = "reset-offsets"
 }

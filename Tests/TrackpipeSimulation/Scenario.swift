@@ -75,7 +75,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             beyondShare: features.contains(.beyondRetention) ? Double(shares.beyond) / 100 : 0,
             fastClockShare: features.contains(.fastClocks) ? Double(shares.fast) / 100 : 0,
             wrongClockShare: features.contains(.wrongClocks) ? Double(shares.wrong) / 100 : 0,
-            keyedByDelivery: mode == .oneStage || features.contains(.oneStageSwitch),
+            keyedByDelivery: mode == .oneStage || features.contains(.oneStageSwitch) || features.contains(.twoStageSwitch),
             drainByFinish: random.chance(0.5) || spec.endsWithFinish,
             start: 1_795_341_600_000 + random.int(0...86_400_000),
             hitSeed: random.next())

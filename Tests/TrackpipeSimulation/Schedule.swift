@@ -43,8 +43,11 @@ public struct Schedule: Sendable {
         var mode = scenario.mode
         var partitions = scenario.inputPartitions
         let instances = scenario.instances
-        let switches = mode == .twoStage && (scenario.has(.topicSwitch) || scenario.has(.oneStageSwitch))
+        let switches =
+            mode == .twoStage ? scenario.has(.topicSwitch) || scenario.has(.oneStageSwitch) : scenario.has(.twoStageSwitch)
         let drawnSwitch = random.int(steps / 4...max(steps / 4, 3 * steps / 4))
+        let drawnRemedy = random.pick(SwitchRemedy.allCases)
+        let remedy = scenario.has(.offsetReset) ? drawnRemedy : .newGroup
         let switchAt = switches ? drawnSwitch : -1
         var operations: [Operation] = []
 
@@ -60,13 +63,21 @@ public struct Schedule: Sendable {
             // Every event's values are drawn whether its feature is on or not (see `Scenario.draw`).
             let long = window.retention + window.size
             let pause = (random.chance(0.04), random.chance(0.7), random.int(idle...3 * idle), random.int(long...long + 2 * window.size + idle))
-            if scenario.has(.pauses), pause.0 { operations.append(.pause(pause.1 ? pause.2 : pause.3)) }
+            // In lockstep the pause ends the step, once everything produced has been read.
+            let pauseOperation: Operation? = scenario.has(.pauses) && pause.0 ? .pause(pause.1 ? pause.2 : pause.3) : nil
+            if let pauseOperation, !scenario.lockstep { operations.append(pauseOperation) }
             let silence = (random.chance(0.04), Int32(random.int(0...partitions - 1)), random.int(idle...4 * idle))
             if scenario.has(.idleSources), silence.0 { operations.append(.silence(partition: silence.1, for: silence.2)) }
             let stall = (random.chance(0.04), Int32(random.int(0...partitions - 1)), random.int(idle / 2...3 * idle))
             if scenario.has(.stalledSources), stall.0 { operations.append(.stall(partition: stall.1, for: stall.2)) }
-            let crash = (random.chance(0.05), random.pick([Role.normalize, .aggregate, nil]), random.int(0...instances - 1))
-            if scenario.has(.crashes), crash.0 { operations.append(.crash(mode == .oneStage ? .aggregate : crash.1, instance: crash.2)) }
+            let crash = (
+                random.chance(0.05), random.pick([Role.normalize, .aggregate, nil]), random.int(0...instances - 1),
+                random.pick([CommitPhase.prepared, .completed, nil, nil])
+            )
+            if scenario.has(.crashes), crash.0 {
+                let phase = scenario.has(.commitCrashes) ? crash.3 : nil
+                operations.append(.crash(mode == .oneStage ? .aggregate : crash.1, instance: crash.2, during: phase))
+            }
             let resend = (random.chance(0.04), random.int(0...instances - 1), budget(), random.seed())
             if mode == .twoStage, scenario.has(.resends), resend.0 {
                 operations.append(.resend(instance: resend.1, budget: resend.2, cut: resend.3))
@@ -75,14 +86,16 @@ public struct Schedule: Sendable {
             if scenario.has(.crashes) || scenario.has(.resends), adopt.0 { operations.append(.adopt(adopt.1, pick: adopt.2)) }
             let move = (random.chance(0.06), random.pick(roles), random.int(0...instances - 1), random.int(0...instances - 1), random.seed())
             if scenario.has(.rebalances), move.0 { operations.append(.rebalance(move.1, from: move.2, to: move.3, pick: move.4)) }
+            let compact = (random.chance(0.15), random.seed())
+            if scenario.has(.compaction), compact.0 { operations.append(.compact(pick: compact.1)) }
             let newPartitions = random.int(1...4)
             if step == switchAt {
-                if scenario.has(.topicSwitch) {
+                if scenario.has(.topicSwitch), mode == .twoStage {
                     partitions = newPartitions
                     operations.append(.switchTopic(partitions: partitions))
                 } else {
-                    operations.append(.switchToOneStage)
-                    mode = .oneStage
+                    mode = mode == .twoStage ? .oneStage : .twoStage
+                    operations.append(.switchMode(to: mode, remedy: remedy))
                 }
             }
             let active: [Role] = mode == .twoStage ? [.normalize, .aggregate] : [.aggregate]
@@ -95,6 +108,7 @@ public struct Schedule: Sendable {
                         if random.chance(0.2) { operations.append(.commit(role, instance: instance)) }
                     }
                 }
+                if let pauseOperation { operations.append(pauseOperation) }
             } else {
                 var turn: [Operation] = []
                 for role in active {

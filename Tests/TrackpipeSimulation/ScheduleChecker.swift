@@ -8,18 +8,27 @@ import TrackpipeTestSupport
 /// the reference counts come from `ReferenceAggregates` (sets and counters), the output is read
 /// back as JSON, dead letters by their headers.
 ///
-/// The checks:
+/// A schedule may hold several *generations*: after a mode switch is refused, the operator's
+/// remedy (a new group, or the group's offsets reset) counts the input again from its
+/// beginning, writing to the same output and dead-letter topics. Each generation is judged on
+/// the input it read and on its own records and dead letters; the last one's records are what a
+/// reader of the output ends up with.
+///
+/// The checks, per generation:
 /// - **Accounting.** Every input message is counted, filtered or dead-lettered as its truth
-///   says; a dead letter names a real message, carries its bytes, and one position is never
-///   dead-lettered for two reasons (after a crash the same one may come twice); no hit is both
-///   counted and dead-lettered (it would show as a count above the reference, which leaves
-///   dead-lettered hits out). Every stage report balances; where no stage died, the stages'
-///   totals equal what was produced.
-/// - **Last record per key** equals the reference over the hits that were not dead-lettered, as
-///   do the records with the highest revision; every reference key has a record, and no other
-///   key does.
-/// - **Revisions** never go down per key; after a crash a step back is counted apart (a failure
-///   only with `strictRevisions`).
+///   says; each bad message is dead-lettered at least once; a dead letter names a real message
+///   and carries its bytes; one position is never dead-lettered for two reasons (and twice only
+///   after a crash). Every stage report balances. Where no stage died, the stages' totals equal
+///   what was read, nothing is dropped as a copy, and every hit is judged once (with the state
+///   in a changelog, a clean handover re-reads nothing).
+/// - **No hit counted and dead-lettered**: the counts leave dead-lettered hits out, so such a
+///   hit shows as a record above the reference.
+/// - **Revisions never go down** per key, crashes or not (records go out only once the state
+///   they carry is written); `strictRevisions` off counts steps back after a crash apart.
+/// - **The last generation's last record per key**, and every record of its with the key's
+///   highest revision, equal the reference over the hits it did not dead-letter; every reference
+///   key has a record, and no other key does. An earlier generation, stopped with windows still
+///   open, must never hold more than its reference in any record.
 /// - **Strict lateness** (on request): a hit is `too_late` exactly when, on its own input
 ///   partition, the running maximum of min(event time, Kafka timestamp) over the hits before it
 ///   had reached its window's end plus the retention. Applied to lockstep schedules, to the hits
@@ -31,6 +40,8 @@ struct ScheduleChecker {
     let strictLateness: Bool
     /// Judge every hit by the strict rule, whatever idleness the schedule had.
     let throughIdleness: Bool
+    /// Check the bound the design keeps through quiet periods (`checkQuietBound`).
+    let quietBound: Bool
 
     struct Position: Hashable, CustomStringConvertible {
         var topic: String
@@ -39,22 +50,34 @@ struct ScheduleChecker {
         var description: String { "\(topic)[\(partition)]@\(offset)" }
     }
 
+    /// What one generation made of its input.
+    struct Verdicts {
+        var expected: [GeneratedHit.Expected] = []
+        var tooLate = Set<Position>()
+        var positionsByKey: [String: [(Position, ProducedMessage, dead: Bool)]] = [:]
+        var messages = 0
+        var counted = 0
+        var filtered = 0
+        var rejected: [String: Int] = [:]
+    }
+
     func check() -> (discrepancies: [Discrepancy], stats: ScheduleStats) {
         var found: [Discrepancy] = []
         var stats = ScheduleStats()
         stats.operations = world.steps
         stats.crashes = world.crashes
         stats.rebalances = world.rebalances
-        let window = world.scenario.window
+        stats.generations = world.generations.count
+        stats.refusals = world.refusals.count
 
         for problem in world.problems { found.append(Discrepancy(.runner, problem)) }
         for runner in world.allRunners {
             for problem in runner.problems { found.append(Discrepancy(.runner, problem)) }
         }
 
-        // Dead letters, by the input position they name.
+        // Dead letters, by the generation that sent them and the input position they name.
         let deadLetterLog = world.kafka.topic(World.deadLetterTopic)
-        var reasons: [Position: [String]] = [:]
+        var reasons: [Int: [Position: [String]]] = [:]
         for entry in deadLetterLog.partitions[0] {
             stats.deadLetters += 1
             guard let letter = DeadLetter(headers: entry.headers) else {
@@ -73,58 +96,8 @@ struct ScheduleChecker {
             if input.bytes(original.key) != deadLetterLog.bytes(entry.key) || input.bytes(original.value) != deadLetterLog.bytes(entry.value) {
                 found.append(Discrepancy(.deadLetterOrigin, "dead letter \(letter.reason) of \(position) does not carry that message's key and value"))
             }
-            reasons[position, default: []].append(letter.reason)
+            reasons[entry.stamp.generation, default: [:]][position, default: []].append(letter.reason)
         }
-
-        // Every message's fate.
-        var expected: [GeneratedHit.Expected] = []
-        var tooLate = Set<Position>()
-        var positionsByKey: [String: [(Position, ProducedMessage, dead: Bool)]] = [:]
-        var counted = 0, filtered = 0
-        var rejected: [String: Int] = [:]
-        for topic in world.produced.keys.sorted() {
-            for (partition, messages) in world.produced[topic]!.enumerated() {
-                for (offset, message) in messages.enumerated() {
-                    stats.messages += 1
-                    let position = Position(topic: topic, partition: Int32(partition), offset: Int64(offset))
-                    let letters = reasons[position] ?? []
-                    let distinct = Set(letters)
-                    if distinct.count > 1 {
-                        found.append(Discrepancy(.deadLetterReason, "\(position) dead-lettered for several reasons: \(distinct.sorted())"))
-                    } else if letters.count > 1, world.crashes == 0 {
-                        found.append(
-                            Discrepancy(.accounting, "\(position) dead-lettered \(letters.count) times (\(letters[0])) though no stage died"))
-                    }
-                    switch message.fate {
-                    case .rejected(let reason):
-                        rejected[reason, default: 0] += 1
-                        if distinct.isEmpty {
-                            found.append(Discrepancy(.missingDeadLetter, "\(position) (\(reason)) was not dead-lettered"))
-                        } else if distinct != [reason] {
-                            found.append(Discrepancy(.deadLetterReason, "\(position) must be dead-lettered \(reason), got \(distinct.sorted())"))
-                        }
-                    case .filtered:
-                        filtered += 1
-                        if !distinct.isEmpty {
-                            found.append(Discrepancy(.filteredDeadLettered, "\(position) has tracking off but was dead-lettered \(distinct.sorted())"))
-                        }
-                    case .counted(let hit):
-                        counted += 1
-                        let key = Self.key(hit, size: window.size)
-                        if distinct.isEmpty {
-                            expected.append(hit)
-                        } else if distinct == ["too_late"] {
-                            tooLate.insert(position)
-                        } else {
-                            found.append(Discrepancy(.deadLetterReason, "\(position) is a hit to count, dead-lettered \(distinct.sorted())"))
-                        }
-                        positionsByKey[key, default: []].append((position, message, !distinct.isEmpty))
-                    }
-                }
-            }
-        }
-        stats.countedHits = counted
-        stats.tooLate = tooLate.count
 
         // The output, read back.
         let outputLog = world.kafka.topic(World.outputTopic)
@@ -139,6 +112,95 @@ struct ScheduleChecker {
             records.append(OutputRecord(key: key, revision: revision, index: index, stamp: entry.stamp, value: value))
         }
         stats.outputRecords = records.count
+        stats.keys = Set(records.map(\.key)).count
+        if let stray = reasons.keys.first(where: { number in !world.generations.contains { $0.number == number } }) {
+            found.append(Discrepancy(.deadLetterOrigin, "dead letters of generation \(stray), which never ran"))
+        }
+        for generation in world.generations {
+            let last = generation.number == world.generations.last!.number
+            let verdicts = judgeMessages(of: generation, reasons: reasons[generation.number] ?? [:], into: &found)
+            if last {
+                stats.messages = verdicts.messages
+                stats.countedHits = verdicts.counted
+                stats.tooLate = verdicts.tooLate.count
+            }
+            judgeRecords(
+                records.filter { $0.stamp.generation == generation.number }, of: generation, last: last, verdicts: verdicts,
+                stats: &stats, into: &found)
+            judgeTotals(of: generation, verdicts: verdicts, into: &found)
+            if last, strictLateness { stats.strictLatenessChecked = checkStrictLateness(tooLate: verdicts.tooLate, into: &found) }
+            if last, quietBound { stats.quietBoundChecked = checkQuietBound(tooLate: verdicts.tooLate, into: &found) }
+        }
+        // Across generations a key starts again from the recount's first revision: what a new
+        // group does by design, counted apart.
+        var lastRevision: [String: (revision: Int, generation: Int)] = [:]
+        for record in records {
+            if let previous = lastRevision[record.key], previous.generation != record.stamp.generation, record.revision < previous.revision {
+                stats.steppedBackAcrossGenerations += 1
+            }
+            lastRevision[record.key] = (record.revision, record.stamp.generation)
+        }
+        return (found, stats)
+    }
+
+    /// Every message the generation read, against its truth and the generation's dead letters.
+    private func judgeMessages(of generation: Generation, reasons: [Position: [String]], into found: inout [Discrepancy]) -> Verdicts {
+        let window = world.scenario.window
+        let tag = world.generations.count > 1 ? "generation \(generation.number): " : ""
+        var verdicts = Verdicts()
+        for topic in world.produced.keys.sorted() {
+            for (partition, messages) in world.produced[topic]!.enumerated() {
+                let scope = generation.scope(topic, partition: partition, available: messages.count)
+                for (offset, message) in messages.prefix(scope).enumerated() {
+                    verdicts.messages += 1
+                    let position = Position(topic: topic, partition: Int32(partition), offset: Int64(offset))
+                    let letters = reasons[position] ?? []
+                    let distinct = Set(letters)
+                    if distinct.count > 1 {
+                        found.append(Discrepancy(.deadLetterReason, "\(tag)\(position) dead-lettered for several reasons: \(distinct.sorted())"))
+                    } else if letters.count > 1, world.crashes == 0 {
+                        found.append(
+                            Discrepancy(.accounting, "\(tag)\(position) dead-lettered \(letters.count) times (\(letters[0])) though no stage died"))
+                    }
+                    switch message.fate {
+                    case .rejected(let reason):
+                        verdicts.rejected[reason, default: 0] += 1
+                        if distinct.isEmpty {
+                            found.append(Discrepancy(.missingDeadLetter, "\(tag)\(position) (\(reason)) was not dead-lettered"))
+                        } else if distinct != [reason] {
+                            found.append(Discrepancy(.deadLetterReason, "\(tag)\(position) must be dead-lettered \(reason), got \(distinct.sorted())"))
+                        }
+                    case .filtered:
+                        verdicts.filtered += 1
+                        if !distinct.isEmpty {
+                            found.append(
+                                Discrepancy(.filteredDeadLettered, "\(tag)\(position) has tracking off but was dead-lettered \(distinct.sorted())"))
+                        }
+                    case .counted(let hit):
+                        verdicts.counted += 1
+                        let key = Self.key(hit, size: window.size)
+                        if distinct.isEmpty {
+                            verdicts.expected.append(hit)
+                        } else if distinct == ["too_late"] {
+                            verdicts.tooLate.insert(position)
+                        } else {
+                            found.append(Discrepancy(.deadLetterReason, "\(tag)\(position) is a hit to count, dead-lettered \(distinct.sorted())"))
+                        }
+                        verdicts.positionsByKey[key, default: []].append((position, message, !distinct.isEmpty))
+                    }
+                }
+            }
+        }
+        return verdicts
+    }
+
+    /// The generation's records: revisions per key, and against its reference.
+    private func judgeRecords(
+        _ records: [OutputRecord], of generation: Generation, last isLast: Bool, verdicts: Verdicts, stats: inout ScheduleStats,
+        into found: inout [Discrepancy]
+    ) {
+        let window = world.scenario.window
+        let tag = world.generations.count > 1 ? "generation \(generation.number): " : ""
         var last: [String: Int] = [:]
         var highest: [String: (revision: Int, records: [Int], crashes: Int)] = [:]
         for (position, record) in records.enumerated() {
@@ -147,7 +209,7 @@ struct ScheduleChecker {
                 if record.revision < top.revision {
                     let previous = records[top.records.last!]
                     let text =
-                        "revision \(record.revision) by \(world.writerName(record.stamp.writer)) at t=\(record.stamp.time - world.scenario.start) (record \(record.index)) after revision \(top.revision) by \(world.writerName(previous.stamp.writer)) at t=\(previous.stamp.time - world.scenario.start) (record \(previous.index))"
+                        "\(tag)revision \(record.revision) by \(world.writerName(record.stamp.writer)) at t=\(record.stamp.time - world.scenario.start) (record \(record.index)) after revision \(top.revision) by \(world.writerName(previous.stamp.writer)) at t=\(previous.stamp.time - world.scenario.start) (record \(previous.index))"
                     if record.stamp.outputCrashes > top.crashes {
                         stats.steppedBackAfterCrash += 1
                         if strictRevisions { found.append(Discrepancy(.revisionWentBackAfterCrash, key: record.key, text)) }
@@ -163,16 +225,35 @@ struct ScheduleChecker {
                 highest[record.key] = (record.revision, [position], record.stamp.outputCrashes)
             }
         }
-        stats.keys = last.count
 
-        // Against the reference.
-        let reference = ReferenceAggregates(expected, windowSize: window.size).byKey
+        let reference = ReferenceAggregates(verdicts.expected, windowSize: window.size).byKey
         func hits(_ counts: ReferenceAggregates.Counts) -> Int { counts.impressions + counts.clicks + counts.opens }
         func context(_ key: String) -> String {
-            let entries = positionsByKey[key] ?? []
+            let entries = verdicts.positionsByKey[key] ?? []
             let dead = entries.filter(\.dead).map { "\($0.0)" }
             let shown = entries.prefix(12).map { "\($0.0)\($0.dead ? " too_late" : "") \($0.1.kind.rawValue) at t=\($0.1.producedAt - world.scenario.start)" }
             return "; input: \(shown.joined(separator: ", "))\(entries.count > 12 ? ", …" : "")\(dead.isEmpty ? "" : "; dead-lettered: \(dead.count)")"
+        }
+        guard isLast else {
+            // Stopped with windows open: its records may hold less than its reference, never more.
+            for key in Set(last.keys).sorted() {
+                let top = records[highest[key]!.records[0]]
+                guard let want = reference[key] else {
+                    found.append(
+                        Discrepancy(
+                            .extraKey, key: key,
+                            "\(tag)a record (rev \(top.revision) by \(world.writerName(top.stamp.writer))) for a window with no hit to count in the input it read\(context(key))"))
+                    continue
+                }
+                if top.revision > hits(want) {
+                    found.append(
+                        Discrepancy(
+                            .lastRecord, key: key,
+                            "\(tag)record \(top.index) (rev \(top.revision) by \(world.writerName(top.stamp.writer))) holds more hits than the \(hits(want)) of the input it read that it did not dead-letter\(context(key))",
+                            refinement: "more-hits"))
+                }
+            }
+            return
         }
         for key in Set(reference.keys).union(last.keys).sorted() {
             guard let want = reference[key] else {
@@ -180,19 +261,19 @@ struct ScheduleChecker {
                 found.append(
                     Discrepancy(
                         .extraKey, key: key,
-                        "a record with \(record.counts.map(Self.describe) ?? "unreadable counts") (rev \(record.revision)) for a window with no hit to count\(context(key))"
+                        "\(tag)a record with \(record.counts.map(Self.describe) ?? "unreadable counts") (rev \(record.revision)) for a window with no hit to count\(context(key))"
                     ))
                 continue
             }
             guard let lastPosition = last[key] else {
-                found.append(Discrepancy(.missingKey, key: key, "no record; expected \(Self.describe(want)) (\(hits(want)) hits)\(context(key))"))
+                found.append(Discrepancy(.missingKey, key: key, "\(tag)no record; expected \(Self.describe(want)) (\(hits(want)) hits)\(context(key))"))
                 continue
             }
             let record = records[lastPosition]
             let got = record.counts
             if got != want || record.revision != hits(want) {
                 let difference = got.map { hits($0) - hits(want) } ?? 0
-                let deadLettered = positionsByKey[key]?.filter(\.dead).count ?? 0
+                let deadLettered = verdicts.positionsByKey[key]?.filter(\.dead).count ?? 0
                 let hint =
                     difference > 0 && deadLettered >= difference
                     ? "; the record holds \(difference) hits more than the reference, and \(deadLettered) of this key's hits were dead-lettered too_late: counted and dead-lettered"
@@ -200,7 +281,7 @@ struct ScheduleChecker {
                 found.append(
                     Discrepancy(
                         .lastRecord, key: key,
-                        "last record (rev \(record.revision) by \(world.writerName(record.stamp.writer)) at t=\(record.stamp.time - world.scenario.start)) has \(got.map(Self.describe) ?? "unreadable counts"); expected \(Self.describe(want)) (\(hits(want)) hits)\(context(key))\(hint)",
+                        "\(tag)last record (rev \(record.revision) by \(world.writerName(record.stamp.writer)) at t=\(record.stamp.time - world.scenario.start)) has \(got.map(Self.describe) ?? "unreadable counts"); expected \(Self.describe(want)) (\(hits(want)) hits)\(context(key))\(hint)",
                         refinement: difference < 0 ? "fewer-hits" : difference > 0 ? "more-hits" : "other-counts"))
             }
             for position in highest[key]?.records ?? [] where records[position].counts != want {
@@ -208,57 +289,62 @@ struct ScheduleChecker {
                 found.append(
                     Discrepancy(
                         .highestRevision, key: key,
-                        "record \(top.index) with the highest revision \(top.revision) has \(top.counts.map(Self.describe) ?? "unreadable counts"); expected \(Self.describe(want))"
+                        "\(tag)record \(top.index) with the highest revision \(top.revision) has \(top.counts.map(Self.describe) ?? "unreadable counts"); expected \(Self.describe(want))"
                     ))
                 break
             }
         }
+    }
 
-        // Totals, where nothing was read twice.
-        if world.crashes == 0 {
-            var normalize = Accounting()
-            var aggregate = Accounting()
-            for runner in world.allRunners {
-                if runner.role == .normalize { normalize.add(runner.totals) } else { aggregate.add(runner.totals) }
+    /// The stages' totals, where no stage died: nothing was read twice.
+    private func judgeTotals(of generation: Generation, verdicts: Verdicts, into found: inout [Discrepancy]) {
+        guard world.crashes == 0 else { return }
+        let tag = world.generations.count > 1 ? "generation \(generation.number): " : ""
+        var normalize = Accounting()
+        var aggregate = Accounting()
+        var normalizeRan = false
+        for runner in world.allRunners where runner.generation == generation.number {
+            if runner.role == .normalize {
+                normalize.add(runner.totals)
+                normalizeRan = true
+            } else {
+                aggregate.add(runner.totals)
             }
-            // The normalize stage reads every message once (a clean handover commits what it
-            // processed); after a switch to one stage it has read only a part.
-            if world.scenario.mode == .twoStage, !world.scenario.has(.oneStageSwitch) {
-                let dead = normalize.deadLettered.filter { $0.value > 0 }
-                if normalize.consumed != stats.messages || normalize.accepted != counted || normalize.filteredTotal != filtered
-                    || dead != rejected
-                {
-                    found.append(
-                        Discrepancy(
-                            .accounting,
-                            "normalize consumed \(normalize.consumed), accepted \(normalize.accepted), filtered \(normalize.filteredTotal), dead-lettered \(dead); produced \(stats.messages) messages: \(counted) hits to count, \(filtered) with tracking off, dead letters \(rejected)"
-                        ))
-                }
-            }
-            // Only a normalize stage that died before its commit sends an event twice.
-            if aggregate.duplicates != 0 {
+        }
+        // The normalize stage reads every message once (a clean handover commits what it
+        // processed), unless the generation changed mode in place.
+        if normalizeRan, generation.mode == .twoStage, !generation.switchedInPlace {
+            let dead = normalize.deadLettered.filter { $0.value > 0 }
+            if normalize.consumed != verdicts.messages || normalize.accepted != verdicts.counted || normalize.filteredTotal != verdicts.filtered
+                || dead != verdicts.rejected
+            {
                 found.append(
                     Discrepancy(
                         .accounting,
-                        "the aggregate stage dropped \(aggregate.duplicates) events as copies of events it had seen, though no stage died, so nothing was sent twice"
+                        "\(tag)normalize consumed \(normalize.consumed), accepted \(normalize.accepted), filtered \(normalize.filteredTotal), dead-lettered \(dead); it read \(verdicts.messages) messages: \(verdicts.counted) hits to count, \(verdicts.filtered) with tracking off, dead letters \(verdicts.rejected)"
                     ))
             }
-            // The aggregate stage replays after a rebalance or a switch; without them it judges
-            // every hit once.
-            if world.rebalances == 0, !world.scenario.has(.topicSwitch), !world.scenario.has(.oneStageSwitch) {
-                let late = aggregate.deadLettered["too_late"] ?? 0
-                if late != tooLate.count || aggregate.accepted + late != counted {
-                    found.append(
-                        Discrepancy(
-                            .accounting,
-                            "the aggregate stage accepted \(aggregate.accepted), found \(late) too late and \(aggregate.duplicates) duplicates; \(counted) hits to count, \(tooLate.count) dead-lettered too_late"
-                        ))
-                }
+        }
+        // Only a normalize stage that died before its commit sends an event twice.
+        if aggregate.duplicates != 0 {
+            found.append(
+                Discrepancy(
+                    .accounting,
+                    "\(tag)the aggregate stage dropped \(aggregate.duplicates) events as copies of events it had seen, though no stage died, so nothing was sent twice"
+                ))
+        }
+        // With the windows in a changelog, a clean handover, a switch or a restart re-reads
+        // nothing: every hit is judged once.
+        if !generation.switchedInPlace {
+            let late = aggregate.deadLettered["too_late"] ?? 0
+            if late != verdicts.tooLate.count || aggregate.accepted + late != verdicts.counted || aggregate.replayed != 0 {
+                found.append(
+                    Discrepancy(
+                        .accounting,
+                        "\(tag)the aggregate stage accepted \(aggregate.accepted), found \(late) too late, re-read \(aggregate.replayed) and dropped \(aggregate.duplicates) duplicates; \(verdicts.counted) hits to count, \(verdicts.tooLate.count) dead-lettered too_late"
+                    ))
             }
         }
-
-        if strictLateness { stats.strictLatenessChecked = checkStrictLateness(tooLate: tooLate, into: &found) }
-        return (found, stats)
     }
 
     /// The strict lateness rule, on the hits produced before any source could have gone idle;
@@ -311,6 +397,90 @@ struct ScheduleChecker {
                     progress = max(progress ?? .min, min(hit.eventTime, message.kafkaTimestamp))
                 }
             }
+        }
+        return checked
+    }
+
+    /// The bound the design keeps on lateness (docs/windowing.md, "Watermark" and "Every source
+    /// idle"): the watermark is the minimum over active partitions; a partition idle for the idle
+    /// timeout stops holding it back (and it never comes back); when every partition is idle it
+    /// goes on with the wall clock from the slowest partition that was still delivering. So a hit
+    /// is `too_late` only when its window's end plus the retention is at or below the largest of:
+    /// its own partition's progress before it; for every quiet period before it, the slowest
+    /// delivering partition's progress when the input went quiet plus the quiet's length (and an
+    /// idle timeout of slack for detection and steps); and, for every partition that may have
+    /// gone idle before it, the other delivering partitions' fastest progress when it came back.
+    /// A gap of half the idle timeout counts as possible idleness (of all partitions: a quiet
+    /// period; of one: that partition), and the hits a partition receives at once after its own
+    /// gap, or as its first, are exempt (judged against the others' watermark). Lockstep
+    /// schedules only, so that every partition's hits reach the stages as they are produced, and
+    /// only as long as the runners were served so (`World.servedUntil`). Returns how many hits it
+    /// judged. With the watermark going on from the fastest partition when all are quiet (what
+    /// the stages did before), a lagging partition's hits after a pause break it.
+    private func checkQuietBound(tooLate: Set<Position>, into found: inout [Discrepancy]) -> Int? {
+        guard world.scenario.lockstep else { return nil }
+        let window = world.scenario.window
+        let idle = window.idleTimeout
+        struct Hit {
+            var position: Position
+            var message: ProducedMessage
+            var hit: GeneratedHit.Expected
+        }
+        var hits: [Hit] = []
+        for (topic, partitions) in world.produced {
+            for (partition, messages) in partitions.enumerated() {
+                for (offset, message) in messages.enumerated() {
+                    guard case .counted(let hit) = message.fate else { continue }
+                    hits.append(Hit(position: Position(topic: topic, partition: Int32(partition), offset: Int64(offset)), message: message, hit: hit))
+                }
+            }
+        }
+        hits.sort {
+            ($0.message.producedAt, $0.position.topic, $0.position.partition, $0.position.offset)
+                < ($1.message.producedAt, $1.position.topic, $1.position.partition, $1.position.offset)
+        }
+        struct Source: Hashable {
+            var topic: String
+            var partition: Int32
+        }
+        var progress: [Source: Int64] = [:]
+        var lastProduced: [Source: Int64] = [:]
+        var burst: [Source: Int64] = [:]
+        var quietBound = Int64.min
+        var idleBound = Int64.min
+        var previous: Int64?
+        var checked = 0
+        for entry in hits {
+            let source = Source(topic: entry.position.topic, partition: entry.position.partition)
+            let at = entry.message.producedAt
+            if let previous, at - previous >= idle / 2 {
+                let delivering = lastProduced.filter { $0.value >= previous - idle }.keys.compactMap { progress[$0] }
+                if let slowest = delivering.min() { quietBound = max(quietBound, slowest + (at - previous) + idle) }
+            }
+            // After its own gap a partition may have gone idle: the watermark may then have gone
+            // on to the other partitions' progress, and never comes back. The burst it then
+            // receives at once (what a stalled producer releases) is exempt.
+            if lastProduced[source].map({ at - $0 >= idle / 2 }) ?? true {
+                burst[source] = at
+                let others = lastProduced.filter { $0.key != source && $0.value >= at - idle }.keys.compactMap { progress[$0] }
+                if let fastest = others.max() { idleBound = max(idleBound, fastest) }
+            }
+            if burst[source] != at, at < world.servedUntil {
+                checked += 1
+                let expiry = Self.windowStart(entry.hit.eventTime, size: window.size) + window.size + window.retention
+                let allowed = max(progress[source] ?? .min, quietBound, idleBound)
+                if tooLate.contains(entry.position), expiry > allowed {
+                    let start = world.scenario.start
+                    found.append(
+                        Discrepancy(
+                            .tooLateTooSoon, key: Self.key(entry.hit, size: window.size),
+                            "dead-lettered too_late beyond what quiet periods allow: \(entry.position) (\(entry.message.kind.rawValue), event time +\(entry.hit.eventTime - start), Kafka timestamp +\(entry.message.kafkaTimestamp - start), produced at +\(at - start)): its window's end plus retention is +\(expiry - start), its partition's progress before it +\(progress[source].map { String($0 - start) } ?? "none"), the quiet periods' bound +\(quietBound == .min ? "none" : String(quietBound - start)), idle partitions' +\(idleBound == .min ? "none" : String(idleBound - start))"
+                        ))
+                }
+            }
+            progress[source] = max(progress[source] ?? .min, min(entry.hit.eventTime, entry.message.kafkaTimestamp))
+            lastProduced[source] = at
+            previous = at
         }
         return checked
     }

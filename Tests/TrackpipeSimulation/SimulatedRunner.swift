@@ -1,23 +1,36 @@
 import Kafka
 import Pipeline
 
+/// Where a commit can be cut short by a crash: after the state is written (and acknowledged),
+/// or after the records held for it went out too, in both cases before the offsets are
+/// committed.
+public enum CommitPhase: String, Sendable, Hashable, CaseIterable {
+    case prepared
+    case completed
+}
+
 /// What the world needs from a runner, whatever its stage.
 protocol DrivenStage: AnyObject {
     var role: Role { get }
     var instance: Int { get }
+    var generation: Int { get }
     var topic: String { get }
     var label: String { get }
     var owned: [Int32] { get }
+    /// Owned partitions whose state is still being read back.
+    var restoring: [Int32] { get }
     var totals: Accounting { get }
     var problems: [String] { get }
     var lastBatch: String { get }
+    /// The stage's lowest watermark over its window tasks (nil: none, or no window stage).
+    var watermark: Int64? { get }
     func assign(_ partitions: [Int32], kafka: InMemoryKafka, now: Int64)
     @discardableResult
     func process(budget: Int, cut: UInt64, kafka: InMemoryKafka, now: Int64, stamp: WriteStamp) -> Int
     func tick(now: Int64, stamp: WriteStamp)
-    func finish(now: Int64, stamp: WriteStamp)
-    func commit(kafka: InMemoryKafka, only: Set<Int32>?)
-    func revoke(_ partitions: [Int32], kafka: InMemoryKafka)
+    func finish(kafka: InMemoryKafka, now: Int64, stamp: WriteStamp)
+    func commit(kafka: InMemoryKafka, only: Set<Int32>?, now: Int64, stamp: WriteStamp, stoppingAfter: CommitPhase?)
+    func revoke(_ partitions: [Int32], kafka: InMemoryKafka, now: Int64, stamp: WriteStamp)
     func crash() -> [Int32]
     func unread(kafka: InMemoryKafka) -> Int64
     func oldestUnread(kafka: InMemoryKafka) -> Int64?
@@ -25,21 +38,31 @@ protocol DrivenStage: AnyObject {
 
 /// Drives one real `Stage` the way `StageRunner` does against Kafka, minus the I/O:
 ///
-/// - on assign it reads the group's committed offset and metadata for each partition, hands the
-///   stage `PartitionStart`s and resumes reading at the committed offset (the earliest offset
-///   when nothing was committed, as `auto.offset.reset=earliest`);
-/// - a poll hands the stage records of owned partitions in offset order per partition, in runs
-///   of partitions as a consumer interleaves them;
-/// - a commit writes the stage's `commitPoints()` for owned partitions (every send is already
-///   acknowledged in the simulation, so a commit may come after any call);
-/// - a revoke commits the revoked partitions, then calls `stage.revoke`;
-/// - a crash drops the stage value and the read positions: whatever was not committed is gone.
+/// - on assign it reads the group's committed offset and metadata for each partition, and where
+///   there is a commit the partition's log bounds, and hands the stage `PartitionStart`s.
+///   Reading resumes at the committed offset, or at the log's start when nothing was committed
+///   or the commit lies beyond the log (`auto.offset.reset=earliest`);
+/// - partitions whose state the stage must read back (`partitionsAwaitingState`) are held back:
+///   each poll also reads a run of their state partitions, from the beginning to the end they
+///   had when the restore began, skipping what compaction removed, and hands it to
+///   `restoreState`; at the end `stateRestored` lets their records flow;
+/// - a poll hands the stage records of flowing partitions in offset order per partition, in
+///   runs of partitions as a consumer interleaves them;
+/// - a commit is `prepareCommit` (the state written, acknowledged at once here), then
+///   `completeCommit` with the state partitions' acknowledged ends (the held records go out),
+///   then the stage's `commitPoints()` committed for owned partitions; a crash may cut it short
+///   after either of the first two steps;
+/// - a revoke is that commit for the revoked partitions, then `stage.revoke`;
+/// - a crash drops the stage value, the read positions and the restores: whatever was not
+///   committed is gone.
 ///
-/// It also checks what any runner could: each report must balance, and the stage must never
-/// report records of partitions it does not own (the simulation never hands it any).
+/// It also checks what any runner could: each report balances, the stage never reports records
+/// of partitions it does not own, a commit point never passes what was read, every call the
+/// real runner would stop on (a throw) is reported.
 final class SimulatedRunner<S: Stage>: DrivenStage {
     let role: Role
     let instance: Int
+    let generation: Int
     let group: String
     let topic: String
     private let destinations: [Destination: TopicLog]
@@ -48,16 +71,25 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
     private(set) var incarnation = 1
     /// Owned partitions and the next offset to read.
     private(set) var positions: [Int32: Int64] = [:]
+    /// Partitions whose state is being read back: the next state offset to read, and where the
+    /// restore stops (the state partition's end when it began).
+    private var restores: [Int32: (next: Int64, end: Int64)] = [:]
+    /// This life's producer: per state partition, the offset after its last acknowledged record.
+    private var changelogEnds: [Int32: Int64] = [:]
     private(set) var totals = Accounting()
     private(set) var problems: [String] = []
     /// The planted `skipOneRecord` fault: records the consumer never delivers.
     var skip: ((Int32, Int64) -> Bool)?
-    /// What the last poll handed the stage, for the trace ("1:0-4 2:7-8").
+    /// What the last poll handed the stage, for the trace ("1:0-4 2:7-8", "state 1:0-9").
     private(set) var lastBatch = ""
 
-    init(role: Role, instance: Int, group: String, topic: String, destinations: [Destination: TopicLog], make: @escaping () -> S) {
+    init(
+        role: Role, instance: Int, generation: Int, group: String, topic: String, destinations: [Destination: TopicLog],
+        make: @escaping () -> S
+    ) {
         self.role = role
         self.instance = instance
+        self.generation = generation
         self.group = group
         self.topic = topic
         self.destinations = destinations
@@ -65,26 +97,96 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
         self.stage = make()
     }
 
-    var label: String { "\(role.letter)\(instance)#\(incarnation)" }
+    var label: String { "\(role.letter)\(instance)#\(incarnation)\(generation > 1 ? "g\(generation)" : "")" }
     var owned: [Int32] { positions.keys.sorted() }
+    var restoring: [Int32] { restores.keys.sorted() }
+    var watermark: Int64? { stage.gauges().watermark }
+
+    // MARK: Partitions
 
     func assign(_ partitions: [Int32], kafka: InMemoryKafka, now: Int64) {
         let fresh = partitions.filter { positions[$0] == nil }.sorted()
         guard !fresh.isEmpty else { return }
+        let log = kafka.topic(topic)
         let starts = fresh.map { partition -> PartitionStart in
-            let committed = kafka.committed(group: group, topic: topic, partition: partition)
-            return PartitionStart(partition: partition, committedOffset: committed?.offset, metadata: committed?.metadata)
+            guard let committed = kafka.committed(group: group, topic: topic, partition: partition) else {
+                return PartitionStart(partition: partition)
+            }
+            // As `RebalanceListener.starts`: the log's bounds are asked where there is a commit.
+            return PartitionStart(
+                partition: partition, committedOffset: committed.offset, metadata: committed.metadata, logStart: log.start(of: partition),
+                logEnd: log.end(of: partition))
         }
-        for start in starts { positions[start.partition] = start.committedOffset ?? 0 }
-        stage.assign(starts, now: now)
+        for start in starts {
+            let resumes = !start.commitIsBeyondTheLog
+            positions[start.partition] = (resumes ? start.committedOffset : nil) ?? log.start(of: start.partition)
+        }
+        do {
+            try stage.assign(starts, now: now)
+        } catch {
+            problems.append("\(label) assign of \(topic)\(fresh) at \(now) refused: \(error)")
+            return
+        }
+        let awaiting = Set(stage.partitionsAwaitingState).intersection(fresh)
+        guard !awaiting.isEmpty else { return }
+        guard let state = destinations[.changelog] else {
+            problems.append("\(label) has partitions \(awaiting.sorted()) awaiting state, but no state topic")
+            return
+        }
+        for partition in awaiting.sorted() {
+            guard Int(partition) < state.partitionCount else {
+                problems.append("\(label) awaits the state of partition \(partition), which \(state.name) does not have")
+                continue
+            }
+            let begin = state.start(of: partition), end = state.end(of: partition)
+            if end <= begin {
+                stateIsIn(partition, now: now)
+            } else {
+                restores[partition] = (begin, end)
+            }
+        }
     }
+
+    /// Reads one run of every restoring partition's state (all of it when `all`); partitions
+    /// read to their end get their records flowing.
+    private func restoreStep(random: inout SplitMix, all: Bool, now: Int64) -> String {
+        guard let state = destinations[.changelog], !restores.isEmpty else { return "" }
+        var notes: [String] = []
+        for partition in restores.keys.sorted() {
+            var restore = restores[partition]!
+            let whole = random.chance(0.5)
+            let run = Int64(1 + random.below(24))
+            let upTo = all || whole ? restore.end : min(restore.end, restore.next + run)
+            let records = state.stateRecords(partition: partition, offsets: restore.next..<upTo)
+            notes.append("state \(partition):\(restore.next)-\(upTo - 1)")
+            if !records.isEmpty { stage.restoreState(records, partition: partition) }
+            restore.next = upTo
+            if restore.next >= restore.end {
+                restores[partition] = nil
+                stateIsIn(partition, now: now)
+            } else {
+                restores[partition] = restore
+            }
+        }
+        return notes.joined(separator: " ")
+    }
+
+    private func stateIsIn(_ partition: Int32, now: Int64) {
+        do {
+            try stage.stateRestored(partition: partition, now: now)
+        } catch {
+            problems.append("\(label) state of \(topic)[\(partition)] refused at \(now): \(error)")
+        }
+    }
+
+    // MARK: The loop
 
     @discardableResult
     func process(budget: Int, cut: UInt64, kafka: InMemoryKafka, now: Int64, stamp: WriteStamp) -> Int {
         let log = kafka.topic(topic)
         var random = SplitMix(cut)
         var next = positions
-        var available = next.keys.sorted().filter { next[$0]! < log.end(of: $0) }
+        var available = next.keys.sorted().filter { restores[$0] == nil && next[$0]! < log.end(of: $0) }
         var slices: [(partition: Int32, offsets: Range<Int64>)] = []
         var left = max(0, budget)
         while left > 0, !available.isEmpty {
@@ -99,19 +201,26 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
             left -= Int(run)
             if from + run == log.end(of: partition) { available.remove(at: index) }
         }
-        guard !slices.isEmpty else { return 0 }
         lastBatch = slices.map { "\($0.partition):\($0.offsets.lowerBound)-\($0.offsets.upperBound - 1)" }.joined(separator: " ")
-        var sink = SimulatedSink(topics: destinations, stamp: stamp)
-        do {
-            try log.withInputRecords(slices) { records in
-                let delivered = skip.map { skip in records.filter { !skip($0.partition, $0.offset) } } ?? records
-                try stage.process(delivered, now: now, into: &sink)
+        if !slices.isEmpty {
+            var sink = SimulatedSink(topics: destinations, stamp: stamp)
+            do {
+                try log.withInputRecords(slices) { records in
+                    let delivered = skip.map { skip in records.filter { !skip($0.partition, $0.offset) } } ?? records
+                    try stage.process(delivered, now: now, into: &sink)
+                }
+            } catch {
+                problems.append("\(label) process at \(now): \(error)")
             }
-        } catch {
-            problems.append("\(label) process at \(now): \(error)")
+            positions = next
+            takeReport()
         }
-        positions = next
-        takeReport()
+        // As the real loop: after the poll, a batch of state for the partitions held back.
+        let restored = restoreStep(random: &random, all: budget == .max, now: now)
+        if !restored.isEmpty {
+            lastBatch += (lastBatch.isEmpty ? "" : " ") + restored
+            takeReport()
+        }
         return slices.reduce(0) { $0 + $1.offsets.count }
     }
 
@@ -121,18 +230,40 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
         takeReport()
     }
 
-    func finish(now: Int64, stamp: WriteStamp) {
+    /// The end of a bounded run, as `StageRunner.finishRun`: the stage emits everything, then
+    /// the last commit.
+    func finish(kafka: InMemoryKafka, now: Int64, stamp: WriteStamp) {
         var sink = SimulatedSink(topics: destinations, stamp: stamp)
         do { try stage.finish(now: now, into: &sink) } catch { problems.append("\(label) finish at \(now): \(error)") }
         takeReport()
+        commit(kafka: kafka, only: nil, now: now, stamp: stamp, stoppingAfter: nil)
     }
 
-    func commit(kafka: InMemoryKafka, only partitions: Set<Int32>? = nil) {
+    // MARK: Commits
+
+    func commit(kafka: InMemoryKafka, only partitions: Set<Int32>?, now: Int64, stamp: WriteStamp, stoppingAfter phase: CommitPhase?) {
+        guard !positions.isEmpty else { return }
+        var sink = SimulatedSink(topics: destinations, stamp: stamp)
+        do {
+            try stage.prepareCommit(into: &sink)
+            changelogEnds.merge(sink.changelogEnds, uniquingKeysWith: max)
+            if phase == .prepared { return }
+            try stage.completeCommit(changelogEnds: changelogEnds, now: now, into: &sink)
+            takeReport()
+            if phase == .completed { return }
+        } catch {
+            problems.append("\(label) commit at \(now): \(error)")
+            return
+        }
         let points = stage.commitPoints()
         for partition in positions.keys.sorted() where partitions?.contains(partition) ?? true {
             guard let point = points[partition] else { continue }
             if point.offset > positions[partition]! {
                 problems.append("\(label) commit point \(point.offset) of \(topic)[\(partition)] is past what it read (\(positions[partition]!))")
+            }
+            if let metadata = point.metadata, metadata.utf8.count > Checkpoint.maxEncodedBytes {
+                problems.append("\(label) checkpoint of \(topic)[\(partition)] needs \(metadata.utf8.count) bytes of metadata")
+                continue
             }
             kafka.commit(
                 group: group, topic: topic, partition: partition, InMemoryKafka.Committed(offset: point.offset, metadata: point.metadata))
@@ -142,22 +273,30 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
         }
     }
 
-    func revoke(_ partitions: [Int32], kafka: InMemoryKafka) {
+    func revoke(_ partitions: [Int32], kafka: InMemoryKafka, now: Int64, stamp: WriteStamp) {
         let mine = partitions.filter { positions[$0] != nil }
         guard !mine.isEmpty else { return }
-        commit(kafka: kafka, only: Set(mine))
+        commit(kafka: kafka, only: Set(mine), now: now, stamp: stamp, stoppingAfter: nil)
         stage.revoke(mine)
-        for partition in mine { positions[partition] = nil }
+        for partition in mine {
+            positions[partition] = nil
+            restores[partition] = nil
+        }
     }
 
     func crash() -> [Int32] {
         let lost = owned
         stage = make()
         positions = [:]
+        restores = [:]
+        changelogEnds = [:]
         incarnation += 1
         return lost
     }
 
+    // MARK: Observation
+
+    /// Records of owned partitions not read yet (held-back partitions' included).
     func unread(kafka: InMemoryKafka) -> Int64 {
         let log = kafka.topic(topic)
         return positions.reduce(0) { $0 + log.end(of: $1.key) - $1.value }

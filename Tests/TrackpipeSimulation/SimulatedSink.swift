@@ -7,6 +7,14 @@ import Pipeline
 struct SimulatedSink: RecordSink {
     let topics: [Destination: TopicLog]
     let stamp: WriteStamp
+    /// Per state partition, the offset after the last record written (every send is
+    /// acknowledged at once): what the runner hands `completeCommit`.
+    private(set) var changelogEnds: [Int32: Int64] = [:]
+
+    init(topics: [Destination: TopicLog], stamp: WriteStamp) {
+        self.topics = topics
+        self.stamp = stamp
+    }
 
     mutating func send(
         _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
@@ -21,7 +29,8 @@ struct SimulatedSink: RecordSink {
         guard target >= 0, Int(target) < log.partitionCount else {
             throw SimulationError("sent a record to partition \(target) of \(log.name), which has \(log.partitionCount)")
         }
-        log.append(partition: target, key: key, value: value, timestamp: timestamp, headers: headers, stamp: stamp)
+        let offset = log.append(partition: target, key: key, value: value, timestamp: timestamp, headers: headers, stamp: stamp)
+        if destination == .changelog { changelogEnds[target] = max(changelogEnds[target] ?? 0, offset + 1) }
     }
 }
 

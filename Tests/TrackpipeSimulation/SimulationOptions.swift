@@ -4,14 +4,22 @@ public struct SimulationOptions: Sendable {
     /// Features added to, or taken from, the family's set.
     public var enable: Set<Feature> = []
     public var disable: Set<Feature> = []
-    /// Fail on a revision that steps back even after a crash (by default that is reported
-    /// apart: the current design may re-emit intermediate records until a new owner catches up).
-    public var strictRevisions = false
+    /// Fail on a revision that steps back even after a crash (the default: records go out only
+    /// once the state they carry is written, so no restart may step a key back). Off, a step
+    /// back after a crash is counted apart instead.
+    public var strictRevisions = true
     /// Check the strict lateness rule; nil: as the family says.
     public var strictLateness: Bool?
-    /// Apply the strict lateness rule to every hit of every schedule, idle sources or not: for
-    /// a design where idleness no longer decides lateness (today it finds the quiet-pause bug).
+    /// Apply the strict lateness rule to every hit of every schedule, idle sources or not: a rule
+    /// the design does not keep (when every source is idle, event time goes on with the wall
+    /// clock, so that a quiet topic still closes its windows).
     public var strictLatenessThroughIdleness = false
+    /// Check the bound the design keeps on lateness through quiet periods; nil: as the family
+    /// says (lockstep schedules only).
+    public var quietBound: Bool?
+    /// The operator's remedy after a refused mode switch, whatever the schedule drew (nil: as
+    /// drawn), to tell the remedies' failures apart.
+    public var remedy: SwitchRemedy?
     /// Record what every operation did (replays of one seed).
     public var trace = false
     /// A defect planted in the simulated runner or cluster, to show that the checks catch it.
@@ -23,9 +31,9 @@ public struct SimulationOptions: Sendable {
 /// Defects the simulation can plant in its own runner or cluster (never in the stages), so that
 /// a test can show each check failing for the reason it exists.
 public enum Fault: String, Sendable, CaseIterable {
-    /// The runner commits how far it read instead of the stage's commit points: a new owner
-    /// skips hits that open windows still held.
-    case commitReadPosition = "commit-read-position"
+    /// The state topic's log cleaner also removes the latest state of a window: a new owner
+    /// reads back an older state (or none) of that window.
+    case lossyCompaction = "lossy-compaction"
     /// The consumer skips one record of the input: a hit is never seen.
     case skipOneRecord = "skip-one-record"
     /// After the run, an older record of some key is delivered again at the end of the output:

@@ -20,9 +20,11 @@ public struct ScheduleOutcome: Sendable {
         if options.size == .quick { parts.append("--quick") }
         for feature in options.enable.sorted() { parts.append("--enable \(feature.rawValue)") }
         for feature in options.disable.sorted() { parts.append("--disable \(feature.rawValue)") }
-        if options.strictRevisions { parts.append("--strict-revisions") }
+        if !options.strictRevisions { parts.append("--no-strict-revisions") }
+        if let remedy = options.remedy { parts.append("--remedy \(remedy.rawValue)") }
         if let strict = options.strictLateness { parts.append(strict ? "--strict-lateness" : "--no-strict-lateness") }
         if options.strictLatenessThroughIdleness { parts.append("--strict-lateness-through-idleness") }
+        if let quiet = options.quietBound { parts.append(quiet ? "--quiet-bound" : "--no-quiet-bound") }
         if let fault = options.fault { parts.append("--fault \(fault.rawValue)") }
         return parts.joined(separator: " ")
     }
@@ -74,7 +76,8 @@ public enum Simulator {
         let checker = ScheduleChecker(
             world: world, strictRevisions: options.strictRevisions,
             strictLateness: options.strictLatenessThroughIdleness || (options.strictLateness ?? schedule.family.spec.strictLateness),
-            throughIdleness: options.strictLatenessThroughIdleness || schedule.family.spec.strictLatenessThroughIdleness)
+            throughIdleness: options.strictLatenessThroughIdleness,
+            quietBound: options.quietBound ?? schedule.family.spec.quietBound)
         let (discrepancies, stats) = checker.check()
         return ScheduleOutcome(schedule: schedule, options: options, discrepancies: discrepancies, stats: stats, trace: world.trace)
     }

@@ -11,9 +11,14 @@ struct WriteStamp: Sendable {
     var writer: Int
     /// Crashes of output-writing stages before this write.
     var outputCrashes: Int
+    /// Which run of the workers wrote it: a new group (or a group whose offsets were reset for
+    /// a recount) counts the input again from its beginning, and is judged on its own.
+    var generation: Int = 1
 }
 
-/// One topic of the in-memory cluster: per partition an append-only log.
+/// One topic of the in-memory cluster: per partition an append-only log. Only a compacted topic
+/// (the state topic) ever loses records, and then only as Kafka's log cleaner removes them:
+/// offsets are kept, older values of a key and old tombstones disappear.
 ///
 /// The bytes of every record live in one growing buffer, and a batch hands the stage views into
 /// it, as librdkafka hands out views into its fetch buffers: the stage must copy what it keeps,
@@ -25,6 +30,8 @@ final class TopicLog {
         var timestamp: Int64?
         var headers: [KafkaHeader]
         var stamp: WriteStamp
+        /// Removed by compaction: the offset stays taken, a reader skips it.
+        var compacted = false
     }
 
     let name: String
@@ -38,6 +45,10 @@ final class TopicLog {
     }
 
     var partitionCount: Int { partitions.count }
+
+    /// The first offset the partition holds (Kafka's log start offset): nothing is ever deleted
+    /// by time here, and compaction keeps offsets, so it stays 0.
+    func start(of partition: Int32) -> Int64 { 0 }
 
     /// The next offset to be written (Kafka's high watermark; logs start at 0 and never shrink).
     func end(of partition: Int32) -> Int64 { Int64(partitions[Int(partition)].count) }
@@ -68,6 +79,48 @@ final class TopicLog {
     }
 
     func entry(partition: Int32, offset: Int64) -> Entry { partitions[Int(partition)][Int(offset)] }
+
+    /// The planted `lossyCompaction` fault: the latest record of the last key starting with
+    /// `keyTag` is removed (a log cleaner losing a live value). Returns whether one was.
+    func dropLatest(partition: Int32, keyTag: UInt8) -> Bool {
+        let records = partitions[Int(partition)]
+        guard let index = records.indices.last(where: { !records[$0].compacted && records[$0].value != nil && bytes(records[$0].key)?.first == keyTag })
+        else { return false }
+        partitions[Int(partition)][index].compacted = true
+        return true
+    }
+
+    /// Records still held at `offsets` of `partition`, as a restoring consumer reads them.
+    func stateRecords(partition: Int32, offsets: Range<Int64>) -> [StateRecord] {
+        offsets.compactMap { offset in
+            let entry = partitions[Int(partition)][Int(offset)]
+            guard !entry.compacted else { return nil }
+            return StateRecord(offset: offset, key: bytes(entry.key) ?? [], value: bytes(entry.value))
+        }
+    }
+
+    /// Kafka's log cleaner on one partition, up to `cleanedBefore` (the active segment, from
+    /// there to the end, is never cleaned, so the last record always stays): a record is removed
+    /// when a later record has the same key, and a tombstone that is the latest of its key is
+    /// removed with it (its `delete.retention.ms` having passed). Returns how many records went.
+    @discardableResult
+    func compact(partition: Int32, cleanedBefore: Int64) -> Int {
+        let records = partitions[Int(partition)]
+        let limit = min(Int(max(0, cleanedBefore)), max(0, records.count - 1))
+        var latest: [[UInt8]: Int] = [:]
+        for index in records.indices where !records[index].compacted {
+            latest[bytes(records[index].key) ?? []] = index
+        }
+        var removed = 0
+        for index in 0..<limit where !records[index].compacted {
+            let key = bytes(records[index].key) ?? []
+            if latest[key] != index || records[index].value == nil {
+                partitions[Int(partition)][index].compacted = true
+                removed += 1
+            }
+        }
+        return removed
+    }
 
     func bytes(_ range: Range<Int>?) -> [UInt8]? { range.map { Array(heap[$0]) } }
 

@@ -11,14 +11,62 @@ struct ProducedMessage {
     var kind: HitSource.Kind
 }
 
+/// What a run of the workers is called, as `PipelineConfig` derives its names from `--group`.
+struct Deployment: Equatable {
+    /// `--group`: the normalize stage's group, or the one stage's.
+    var group: String
+    var mode: Mode
+    /// `--state-topic` (by default `<group>-state`).
+    var stateTopic: String
+    /// Which run of the workers this is, for the checks: a new group, or a group whose offsets
+    /// were reset to the earliest, counts the input again from its beginning.
+    var generation: Int
+
+    init(group: String, mode: Mode, generation: Int) {
+        self.group = group
+        self.mode = mode
+        self.stateTopic = "\(group)-state"
+        self.generation = generation
+    }
+
+    var aggregateGroup: String { "\(group)-aggregate" }
+    var repartitionTopic: String { "\(group)-repartition" }
+    /// The group and topic the window tasks commit on.
+    func windowGroup(inputTopic: String) -> (group: String, topic: String) {
+        mode == .twoStage ? (aggregateGroup, repartitionTopic) : (group, inputTopic)
+    }
+}
+
+/// One run of the workers as the checks see it: which input it is answerable for, and how it
+/// began.
+struct Generation {
+    var number: Int
+    var mode: Mode
+    var group: String
+    /// How it began ("first run", "new group after the refusal", ...), for reports.
+    var origin: String
+    /// The input topics it read, each from its first offset.
+    var topics: [String]
+    /// Per input topic and partition, the messages it read before it was stopped for good; nil
+    /// while it runs (to the end).
+    var ends: [String: [Int]]?
+    /// It went on in the other mode under the same group (the switch was not refused, since
+    /// nothing was committed yet): its stages' totals cover parts of the input.
+    var switchedInPlace = false
+
+    /// How many messages of `topic`'s `partition` it is answerable for, of `available`.
+    func scope(_ topic: String, partition: Int, available: Int) -> Int {
+        guard topics.contains(topic) else { return 0 }
+        guard let ends else { return available }
+        return min(available, ends[topic]?[partition] ?? 0)
+    }
+}
+
 /// Everything one schedule runs in: the simulated clock, the in-memory cluster, the hit
 /// source, and per instance a simulated runner per stage. It applies operations one at a time
 /// and, at the end, drains: every hit produced, every record read by its stage, and everything
 /// emitted.
 final class World {
-    static let normalizeGroup = "trackpipe"
-    static let aggregateGroup = "trackpipe-aggregate"
-    static let repartitionTopic = "trackpipe-repartition"
     static let outputTopic = "aggregates"
     static let deadLetterTopic = "dlq"
 
@@ -27,7 +75,9 @@ final class World {
     let kafka = InMemoryKafka()
     private(set) var now: Int64
     private var source: HitSource
-    private(set) var mode: Mode
+    private(set) var deployment: Deployment
+    var mode: Mode { deployment.mode }
+    private(set) var generations: [Generation] = []
     private(set) var inputTopic: String
     private(set) var inputPartitions: Int
     private var topicGeneration = 1
@@ -48,9 +98,15 @@ final class World {
     private(set) var outputCrashes = 0
     private(set) var crashes = 0
     private(set) var rebalances = 0
+    /// What the workers refused to start on, in order (mode switches under the same group).
+    private(set) var refusals: [String] = []
     /// Until when no source can have been idle, as far as operations tell (lockstep schedules;
     /// the checks narrow it further by the gaps between hits).
     private(set) var idleFreeUntil: Int64
+    /// Until when every runner was served as lockstep promises (polled and ticked within half an
+    /// idle timeout, nothing left unread that long), quiet pauses aside: the quiet bound is
+    /// checked on hits produced before it (a shrunk schedule may break the promise).
+    private(set) var servedUntil: Int64 = .max
     /// Where each input topic's life began (its partitions were assigned then).
     private(set) var topicStarts: [String: Int64] = [:]
     /// Problems found while running (the simulation refusing something a stage did).
@@ -58,18 +114,20 @@ final class World {
     private(set) var trace: [String]?
     /// Operations applied, including the drain's.
     private(set) var steps = 0
-    /// What the operation being traced read.
+    /// What the operation being traced read, refused or compacted.
     private var batchNote: String?
     /// When each runner last polled or ticked: a runner left alone for half the idle timeout may
     /// let its stage (or the stages it feeds) find a source idle.
     private var lastServed: [ObjectIdentifier: Int64] = [:]
+    /// When each runner last polled.
+    private var lastPolled: [ObjectIdentifier: Int64] = [:]
 
     init(scenario: Scenario, options: SimulationOptions) {
         self.scenario = scenario
         self.options = options
         now = scenario.start
         source = HitSource(scenario.hitSettings)
-        mode = scenario.mode
+        deployment = Deployment(group: "trackpipe", mode: scenario.mode, generation: 1)
         inputTopic = "hits"
         inputPartitions = scenario.inputPartitions
         routing = SplitMix(scenario.hitSeed ^ 0x0A5B_17E0)
@@ -79,11 +137,11 @@ final class World {
             kafka.commitTrace = []
         }
         kafka.create(inputTopic, partitions: inputPartitions)
-        kafka.create(Self.repartitionTopic, partitions: scenario.repartitionPartitions)
         kafka.create(Self.outputTopic, partitions: 1)
         kafka.create(Self.deadLetterTopic, partitions: 1)
         produced[inputTopic] = Array(repeating: [], count: inputPartitions)
         topicStarts[inputTopic] = now
+        generations = [Generation(number: 1, mode: scenario.mode, group: deployment.group, origin: "first run", topics: [inputTopic])]
         startWorkers()
     }
 
@@ -96,61 +154,86 @@ final class World {
         return members[instance]
     }
 
-    /// Starts one runner per stage and instance for the current mode and input topic, and
+    /// The partitions the window tasks' state topic needs: one per task.
+    private var taskPartitions: Int { mode == .twoStage ? scenario.repartitionPartitions : inputPartitions }
+
+    /// The topics `Pipeline` makes sure of before the runners start (created where missing).
+    private func ensureTopics() {
+        if mode == .twoStage, kafka.topics[deployment.repartitionTopic] == nil {
+            kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions)
+        }
+        if kafka.topics[deployment.stateTopic] == nil { kafka.create(deployment.stateTopic, partitions: taskPartitions) }
+    }
+
+    private func normalizeStage() -> NormalizeStage {
+        NormalizeStage(
+            inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
+            limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
+            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes)
+    }
+
+    /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
+    private func shuffledAggregateStage() -> AggregateStage<RepartitionInput> {
+        AggregateStage(
+            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), inputTopic: inputTopic),
+            window: scenario.window, parallelism: scenario.parallelism, keepsChangelog: true)
+    }
+
+    private func directAggregateStage() -> AggregateStage<RawHitInput> {
+        AggregateStage(
+            sourceTopic: inputTopic, input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew),
+            window: scenario.window, parallelism: scenario.parallelism, keepsChangelog: true)
+    }
+
+    /// Starts one runner per stage and instance for the current deployment and input topic, and
     /// hands out every partition of their topics at random.
     private func startWorkers() {
-        let scenario = self.scenario
-        let inputTopic = self.inputTopic
-        let sources = inputPartitions
-        let repartition = kafka.topic(Self.repartitionTopic)
+        ensureTopics()
+        let deployment = self.deployment
         let output = kafka.topic(Self.outputTopic)
         let deadLetters = kafka.topic(Self.deadLetterTopic)
-        let limits = NormalizerLimits()
+        let state = kafka.topic(deployment.stateTopic)
         runners = [:]
         switch mode {
         case .twoStage:
+            let repartition = kafka.topic(deployment.repartitionTopic)
+            let normalize = normalizeStage()
+            let aggregate = shuffledAggregateStage()
             runners[.normalize] = (0..<scenario.instances).map { instance in
                 SimulatedRunner(
-                    role: .normalize, instance: instance, group: Self.normalizeGroup, topic: inputTopic,
+                    role: .normalize, instance: instance, generation: deployment.generation, group: deployment.group, topic: inputTopic,
                     destinations: [.repartition: repartition, .deadLetter: deadLetters]
-                ) {
-                    NormalizeStage(
-                        inputTopic: inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(scenario.repartitionPartitions),
-                        limits: limits, maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
-                        markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes)
-                }
+                ) { normalize }
             }
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 SimulatedRunner(
-                    role: .aggregate, instance: instance, group: Self.aggregateGroup, topic: Self.repartitionTopic,
-                    destinations: [.output: output, .deadLetter: deadLetters]
-                ) {
-                    AggregateStage(
-                        sourceTopic: inputTopic, input: RepartitionInput(), window: scenario.window, parallelism: scenario.parallelism)
-                }
+                    role: .aggregate, instance: instance, generation: deployment.generation, group: deployment.aggregateGroup,
+                    topic: deployment.repartitionTopic, destinations: [.output: output, .deadLetter: deadLetters, .changelog: state]
+                ) { aggregate }
             }
         case .oneStage:
-            // `--input-keyed-by-delivery` runs the aggregate stage in the group the normalize
-            // stage uses (`Pipeline.runSingleStage`).
+            // `--input-keyed-by-delivery` runs the aggregate stage in `--group` itself
+            // (`Pipeline.runSingleStage`).
+            let aggregate = directAggregateStage()
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 SimulatedRunner(
-                    role: .aggregate, instance: instance, group: Self.normalizeGroup, topic: inputTopic,
-                    destinations: [.output: output, .deadLetter: deadLetters]
-                ) {
-                    AggregateStage(
-                        sourceTopic: inputTopic, input: RawHitInput(limits: limits, maxFutureSkew: scenario.maxFutureSkew),
-                        window: scenario.window, parallelism: scenario.parallelism)
-                }
+                    role: .aggregate, instance: instance, generation: deployment.generation, group: deployment.group, topic: inputTopic,
+                    destinations: [.output: output, .deadLetter: deadLetters, .changelog: state]
+                ) { aggregate }
             }
         }
         if options.fault == .skipOneRecord {
+            let inputTopic = self.inputTopic
             for member in runners.values.joined() where member.topic == inputTopic {
                 (member as? any SkippingRecords)?.setSkip { [weak self] partition, offset in
                     self?.isSkipped(topic: inputTopic, partition: partition, offset: offset) ?? false
                 }
             }
         }
-        for member in runners.values.joined() { served(member) }
+        for member in runners.values.joined() {
+            served(member)
+            lastPolled[ObjectIdentifier(member)] = now
+        }
         for role in activeRoles {
             let members = runners[role]!
             let count = kafka.topic(members[0].topic).partitionCount
@@ -170,7 +253,52 @@ final class World {
             writers.append(label)
             writerIndex[label] = index
         }
-        return WriteStamp(time: now, writer: index, outputCrashes: outputCrashes)
+        return WriteStamp(time: now, writer: index, outputCrashes: outputCrashes, generation: runner.generation)
+    }
+
+    // MARK: What the workers check before they join
+
+    /// What a group has committed on a topic, as `GroupCommits.starts` reads it without joining.
+    private func commitStarts(group: String, topic: String) -> [PartitionStart] {
+        guard let log = kafka.topics[topic] else { return [] }
+        return (0..<Int32(log.partitionCount)).compactMap { partition in
+            kafka.committed(group: group, topic: topic, partition: partition).map {
+                PartitionStart(
+                    partition: partition, committedOffset: $0.offset, metadata: $0.metadata, logStart: log.start(of: partition),
+                    logEnd: log.end(of: partition))
+            }
+        }
+    }
+
+    /// Why `Pipeline.run` would refuse to start `deployment`, if it would: a stage refusing the
+    /// group's commits (another mode's), or a state topic with another partition count.
+    private func refusal(of deployment: Deployment) -> String? {
+        switch deployment.mode {
+        case .oneStage:
+            let starts = commitStarts(group: deployment.group, topic: inputTopic)
+            if !starts.isEmpty {
+                var probe = directAggregateStage()
+                do { try probe.assign(starts, now: now) } catch { return "\(error)" }
+            }
+            if let state = kafka.topics[deployment.stateTopic], state.partitionCount != inputPartitions {
+                return "\(PipelineError.stateTopicMismatch(topic: state.name, has: state.partitionCount, needs: inputPartitions))"
+            }
+        case .twoStage:
+            let starts = commitStarts(group: deployment.group, topic: inputTopic)
+            if !starts.isEmpty {
+                var probe = normalizeStage()
+                do { try probe.assign(starts, now: now) } catch { return "\(error)" }
+            }
+            let shuffled = commitStarts(group: deployment.aggregateGroup, topic: deployment.repartitionTopic)
+            if !shuffled.isEmpty {
+                var probe = shuffledAggregateStage()
+                do { try probe.assign(shuffled, now: now) } catch { return "\(error)" }
+            }
+            if let state = kafka.topics[deployment.stateTopic], state.partitionCount != scenario.repartitionPartitions {
+                return "\(PipelineError.stateTopicMismatch(topic: state.name, has: state.partitionCount, needs: scenario.repartitionPartitions))"
+            }
+        }
+        return nil
     }
 
     // MARK: Operations
@@ -179,18 +307,31 @@ final class World {
     /// half the idle timeout: its stage, or the stages it sends marks to, may then have found a
     /// source idle.
     private func noteUnserved() {
-        guard idleFreeUntil > scenario.start else { return }
+        guard idleFreeUntil > scenario.start || servedUntil > scenario.start else { return }
         let limit = scenario.window.idleTimeout / 2
         for member in activeRoles.flatMap({ runners[$0]! }) {
             let served = lastServed[ObjectIdentifier(member)] ?? scenario.start
-            if now - served >= limit { idleFreeUntil = min(idleFreeUntil, served) }
+            if now - served >= limit {
+                idleFreeUntil = min(idleFreeUntil, served)
+                servedUntil = min(servedUntil, served)
+            }
+            let polled = lastPolled[ObjectIdentifier(member)] ?? scenario.start
+            if now - polled >= limit { servedUntil = min(servedUntil, polled) }
             if let waiting = member.oldestUnread(kafka: kafka), now - waiting >= limit {
                 idleFreeUntil = min(idleFreeUntil, waiting)
+                servedUntil = min(servedUntil, waiting)
             }
         }
     }
 
     private func served(_ runner: any DrivenStage) { lastServed[ObjectIdentifier(runner)] = now }
+
+    /// Polls `runner` (a `process` of the schedule or of the drain).
+    @discardableResult
+    private func poll(_ runner: any DrivenStage, budget: Int, cut: UInt64) -> Int {
+        lastPolled[ObjectIdentifier(runner)] = now
+        return runner.process(budget: budget, cut: cut, kafka: kafka, now: now, stamp: stamp(runner))
+    }
 
     func apply(_ operation: Operation) {
         steps += 1
@@ -202,8 +343,16 @@ final class World {
             produceDue()
         case .pause(let length):
             idleFreeUntil = min(idleFreeUntil, now)
+            noteUnserved()
             source.quiet(until: now + length)
             now += length
+            // Nothing new flows during a pause: runners left alone then miss nothing, unless
+            // records were waiting for them all along.
+            for member in activeRoles.flatMap({ runners[$0]! }) {
+                if let waiting = member.oldestUnread(kafka: kafka) { servedUntil = min(servedUntil, waiting) }
+                served(member)
+                lastPolled[ObjectIdentifier(member)] = now
+            }
         case .stall(let partition, let length):
             guard partition < inputPartitions else { break }
             stalls[partition] = max(stalls[partition] ?? now, now + length)
@@ -212,9 +361,8 @@ final class World {
             silences[partition] = max(silences[partition] ?? now, now + length)
         case .process(let role, let instance, let budget, let cut):
             guard let runner = runner(role, instance) else { break }
-            if runner.process(budget: budget, cut: cut, kafka: kafka, now: now, stamp: stamp(runner)) > 0, trace != nil {
-                batchNote = "read \(runner.lastBatch)"
-            }
+            poll(runner, budget: budget, cut: cut)
+            if trace != nil, !runner.lastBatch.isEmpty { batchNote = "read \(runner.lastBatch)\(watermarkNote(runner))" }
         case .tick(let role, let instance):
             guard let runner = runner(role, instance) else { break }
             served(runner)
@@ -230,9 +378,10 @@ final class World {
             revoke(moving, from: giver)
             taker.assign(moving, kafka: kafka, now: now)
             rebalances += 1
-        case .crash(let role, let instance):
+        case .crash(let role, let instance, let phase):
             for role in role.map({ [$0] }) ?? activeRoles {
                 guard let runner = runner(role, instance) else { continue }
+                if let phase { runner.commit(kafka: kafka, only: nil, now: now, stamp: stamp(runner), stoppingAfter: phase) }
                 crash(runner)
             }
         case .adopt(let role, let pick):
@@ -241,6 +390,8 @@ final class World {
             guard mode == .twoStage, let runner = runner(.normalize, instance) else { break }
             runner.process(budget: budget, cut: cut, kafka: kafka, now: now, stamp: stamp(runner))
             crash(runner)
+        case .compact(let pick):
+            compactState(pick: pick)
         case .switchTopic(let partitions):
             guard mode == .twoStage else { break }
             stopEveryWorker()
@@ -250,32 +401,24 @@ final class World {
             kafka.create(inputTopic, partitions: inputPartitions)
             produced[inputTopic] = Array(repeating: [], count: inputPartitions)
             topicStarts[inputTopic] = now
+            generations[generations.count - 1].topics.append(inputTopic)
             stalls = [:]
             silences = [:]
             startWorkers()
-        case .switchToOneStage:
-            guard mode == .twoStage else { break }
-            stopEveryWorker()
-            mode = .oneStage
-            startWorkers()
+        case .switchMode(let target, let remedy):
+            guard mode != target else { break }
+            switchMode(to: target, remedy: remedy)
         }
         if let before { record(batchNote.map { "\(operation) \($0)" } ?? "\(operation)", since: before) }
         batchNote = nil
     }
 
     private func commit(_ runner: any DrivenStage) {
-        if options.fault == .commitReadPosition, let runner = runner as? any ReadPositionCommitting {
-            runner.commitReadPositions(kafka: kafka)
-            return
-        }
-        runner.commit(kafka: kafka, only: nil)
+        runner.commit(kafka: kafka, only: nil, now: now, stamp: stamp(runner), stoppingAfter: nil)
     }
 
     private func revoke(_ partitions: [Int32], from runner: any DrivenStage) {
-        if options.fault == .commitReadPosition, let committing = runner as? any ReadPositionCommitting {
-            committing.commitReadPositions(kafka: kafka)
-        }
-        runner.revoke(partitions, kafka: kafka)
+        runner.revoke(partitions, kafka: kafka, now: now, stamp: stamp(runner))
     }
 
     private func crash(_ runner: any DrivenStage) {
@@ -295,15 +438,42 @@ final class World {
         orphans[role] = []
     }
 
-    /// The operator's switch: what the stages owe is caught up, every member commits and leaves.
+    /// Kafka's log cleaner runs over some partitions of the state topic, up to a random point
+    /// of each. A partition being read back is left alone: tombstones stay for
+    /// `delete.retention.ms` (a day by default), far longer than any restore.
+    private func compactState(pick: UInt64) {
+        guard let state = kafka.topics[deployment.stateTopic] else { return }
+        var random = SplitMix(pick)
+        let busy = Set(activeRoles.flatMap { runners[$0]!.flatMap(\.restoring) })
+        var notes: [String] = []
+        for partition in 0..<Int32(state.partitionCount) {
+            let chosen = random.chance(0.6), cut = random.int(0...state.end(of: partition))
+            guard chosen, !busy.contains(partition) else { continue }
+            var removed = state.compact(partition: partition, cleanedBefore: cut)
+            // The planted defect: a cleaner that also loses the latest state of a window.
+            if options.fault == .lossyCompaction, state.dropLatest(partition: partition, keyTag: UInt8(ascii: "W")) { removed += 1 }
+            if removed > 0 { notes.append("\(partition):-\(removed) below \(cut)") }
+        }
+        if !notes.isEmpty { batchNote = "compacted \(notes.joined(separator: " "))" }
+    }
+
+    /// Every runner reads its input to the end (its restores first).
+    private func readToTheEnd(_ role: Role) {
+        for member in runners[role]! {
+            for _ in 0..<8 where !member.restoring.isEmpty || member.unread(kafka: kafka) > 0 {
+                poll(member, budget: .max, cut: UInt64(bitPattern: now))
+            }
+        }
+    }
+
+    /// The operator's stop before a switch: what the stages owe is caught up, every member
+    /// commits and leaves.
     private func stopEveryWorker() {
         idleFreeUntil = min(idleFreeUntil, now)
         releaseStalls(all: true)
         for role in activeRoles {
             adopt(role, pick: UInt64(bitPattern: now))
-            for member in runners[role]! {
-                member.process(budget: .max, cut: UInt64(bitPattern: now), kafka: kafka, now: now, stamp: stamp(member))
-            }
+            readToTheEnd(role)
         }
         for role in activeRoles {
             for member in runners[role]! {
@@ -312,6 +482,64 @@ final class World {
                 retired.append(member)
             }
         }
+    }
+
+    /// The switch between modes: every worker stopped, then started in the other mode under
+    /// the same group. `Pipeline.run` refuses another mode's commits before it joins; the
+    /// operator then does what the refusal says (`remedy`), and the run that follows counts
+    /// the input again from its beginning, as a generation of its own.
+    private func switchMode(to target: Mode, remedy drawn: SwitchRemedy) {
+        let remedy = options.remedy ?? drawn
+        stopEveryWorker()
+        var next = deployment
+        next.mode = target
+        let committedBefore = commitStarts(group: next.group, topic: inputTopic).contains { ($0.committedOffset ?? 0) > 0 }
+        guard let refused = refusal(of: next) else {
+            if committedBefore {
+                problems.append(
+                    "the switch to \(target.rawValue) under group \(next.group) was not refused, though the group holds the other mode's commits on \(inputTopic)")
+            }
+            deployment = next
+            generations[generations.count - 1].mode = target
+            generations[generations.count - 1].switchedInPlace = true
+            startWorkers()
+            return
+        }
+        refusals.append("\(target.rawValue) under \(next.group): \(refused)")
+        var notes = ["refused: \(refused)"]
+        next.generation += 1
+        switch remedy {
+        case .newGroup:
+            next = Deployment(group: "trackpipe-\(next.generation)", mode: target, generation: next.generation)
+            notes.append("started under the new group \(next.group)")
+        case .resetOffsets:
+            // kafka-consumer-groups.sh --reset-offsets --to-earliest: the log start, no metadata.
+            let log = kafka.topic(inputTopic)
+            for partition in 0..<Int32(log.partitionCount) {
+                kafka.commit(group: next.group, topic: inputTopic, partition: partition, InMemoryKafka.Committed(offset: log.start(of: partition)))
+            }
+            notes.append("offsets of \(next.group) on \(inputTopic) reset to the earliest")
+            if let again = refusal(of: next) {
+                // A state topic of another partition count: as the error says, another one.
+                next.stateTopic = "\(next.group)-state-\(next.generation)"
+                notes.append("refused again (\(again)); --state-topic \(next.stateTopic)")
+                if let still = refusal(of: next) {
+                    problems.append("the switch to \(target.rawValue) was still refused after its remedy: \(still)")
+                    next = Deployment(group: "trackpipe-\(next.generation)", mode: target, generation: next.generation)
+                }
+            }
+        }
+        batchNote = notes.joined(separator: "; ")
+        var ended = generations[generations.count - 1]
+        ended.ends = ended.topics.reduce(into: [:]) { ends, topic in ends[topic] = produced[topic]!.map(\.count) }
+        generations[generations.count - 1] = ended
+        generations.append(
+            Generation(
+                number: next.generation, mode: target, group: next.group,
+                origin: remedy == .newGroup ? "a new group after the refusal" : "the group's offsets reset after the refusal",
+                topics: [inputTopic]))
+        deployment = next
+        startWorkers()
     }
 
     // MARK: Producing
@@ -401,30 +629,47 @@ final class World {
         if let mark = before { record("drain: adopt orphans", since: mark) }
         for _ in 0..<4 { catchUp(tick: true) }
         before = trace == nil ? nil : snapshot()
-        let far = scenario.window.size + scenario.window.grace + scenario.window.retention + 2 * scenario.window.idleTimeout + 1_000
-        if scenario.drainByFinish {
-            for role in activeRoles {
-                for member in runners[role]! {
-                    member.process(budget: .max, cut: UInt64(bitPattern: now), kafka: kafka, now: now, stamp: stamp(member))
-                    member.finish(now: now, stamp: stamp(member))
-                }
-            }
-        } else {
-            now += far
-            for role in activeRoles {
-                for member in runners[role]! {
-                    member.process(budget: .max, cut: UInt64(bitPattern: now), kafka: kafka, now: now, stamp: stamp(member))
+        // When every source is idle, event time goes on from the slowest source that was still
+        // delivering (a stale hit as its last input makes it slow): far enough covers that lag.
+        let far = scenario.window.size + scenario.window.grace + scenario.window.retention + 2 * scenario.window.idleTimeout + 1_000 + spread
+        if !scenario.drainByFinish { now += far }
+        for role in activeRoles {
+            readToTheEnd(role)
+            for member in runners[role]! {
+                if scenario.drainByFinish {
+                    // A bounded run's end: `finish`, then the last commit.
+                    member.finish(kafka: kafka, now: now, stamp: stamp(member))
+                } else {
+                    // A live run: time passes, and the next commit sends what it released.
                     member.tick(now: now, stamp: stamp(member))
+                    member.commit(kafka: kafka, only: nil, now: now, stamp: stamp(member), stoppingAfter: nil)
                 }
             }
         }
-        if let mark = before { record(scenario.drainByFinish ? "drain: read all, finish" : "drain: +\(far), read all, tick", since: mark) }
+        if let mark = before { record(scenario.drainByFinish ? "drain: read all, finish" : "drain: +\(far), read all, tick, commit", since: mark) }
         for role in activeRoles {
-            for member in runners[role]! where member.unread(kafka: kafka) > 0 {
-                problems.append("\(member.label) left \(member.unread(kafka: kafka)) records unread at the end")
+            for member in runners[role]! where member.unread(kafka: kafka) > 0 || !member.restoring.isEmpty {
+                problems.append(
+                    "\(member.label) left \(member.unread(kafka: kafka)) records unread at the end\(member.restoring.isEmpty ? "" : ", still restoring \(member.restoring)")")
             }
         }
         if options.fault == .reemitStaleRecord { reemitStaleRecord() }
+    }
+
+    /// How far apart in event time the hits are: from the lowest progress one reported (its
+    /// time, no later than its arrival) to the latest event time.
+    private var spread: Int64 {
+        var lowest = Int64.max, highest = Int64.min
+        for partitions in produced.values {
+            for messages in partitions {
+                for message in messages {
+                    guard case .counted(let hit) = message.fate else { continue }
+                    lowest = min(lowest, min(hit.eventTime, message.kafkaTimestamp))
+                    highest = max(highest, hit.eventTime)
+                }
+            }
+        }
+        return highest >= lowest ? highest - lowest : 0
     }
 
     /// Every stage reads what it has, in stage order, and lets time pass.
@@ -432,11 +677,8 @@ final class World {
         for role in activeRoles {
             for member in runners[role]! {
                 let before = trace == nil ? nil : snapshot()
-                if member.process(budget: .max, cut: UInt64(bitPattern: now) ^ UInt64(member.instance), kafka: kafka, now: now, stamp: stamp(member)) > 0,
-                    let before
-                {
-                    record("  \(member.label) read \(member.lastBatch)", since: before)
-                }
+                poll(member, budget: .max, cut: UInt64(bitPattern: now) ^ UInt64(member.instance))
+                if let before, !member.lastBatch.isEmpty { record("  \(member.label) read \(member.lastBatch)\(watermarkNote(member))", since: before) }
                 if tick {
                     let before = trace == nil ? nil : snapshot()
                     member.tick(now: now, stamp: stamp(member))
@@ -458,7 +700,7 @@ final class World {
                 let stale = records[first]
                 output.append(
                     partition: 0, key: output.bytes(stale.key), value: output.bytes(stale.value) ?? [], timestamp: nil,
-                    stamp: WriteStamp(time: now, writer: -1, outputCrashes: outputCrashes))
+                    stamp: WriteStamp(time: now, writer: -1, outputCrashes: outputCrashes, generation: deployment.generation))
                 return
             }
             seen[key] = index
@@ -504,6 +746,12 @@ final class World {
                                 "\n    dlq \(letter.reason) \(letter.sourceTopic)[\(letter.sourcePartition)]@\(letter.sourceOffset) by \(writerName(entry.stamp.writer))"
                         }
                     }
+                case _ where name.contains("-state"):
+                    line += "\n    \(name)[\(partition)] +\(to - from) (now \(to)):"
+                    for offset in from..<to {
+                        let entry = log.entry(partition: partition, offset: offset)
+                        line += " " + Self.describeState(key: log.bytes(entry.key) ?? [], tombstone: entry.value == nil, start: scenario.start)
+                    }
                 default:
                     line += "\n    \(name)[\(partition)] +\(to - from) (now \(to))"
                     // Input messages that are not plain in-order hits, with their times.
@@ -535,6 +783,24 @@ final class World {
         trace?.append(line)
     }
 
+    /// A state record's key, short: `T` (the task), `W+1000/d12ab3` (a window's head, its start
+    /// since the schedule's), `C…` (a chunk); `✝` marks a tombstone.
+    static func describeState(key: [UInt8], tombstone: Bool, start: Int64) -> String {
+        let mark = tombstone ? "✝" : ""
+        switch ChangelogRecord.decodeKey(key) {
+        case .task?: return "T" + mark
+        case .head(let window)?: return "W+\(window.windowStart - start)/\(window.deliveryId)" + mark
+        case .chunk(let window, let set, let index)?: return "C+\(window.windowStart - start)/\(window.deliveryId)/\(set).\(index)" + mark
+        case nil: return "?" + mark
+        }
+    }
+
+    /// A window stage's watermark after an operation, for the trace.
+    private func watermarkNote(_ runner: any DrivenStage) -> String {
+        guard runner.role == .aggregate, let watermark = runner.watermark else { return "" }
+        return " (watermark +\(watermark - scenario.start))"
+    }
+
     func writerName(_ index: Int) -> String { index >= 0 && index < writers.count ? writers[index] : "producer" }
 }
 
@@ -554,20 +820,4 @@ protocol SkippingRecords {
 
 extension SimulatedRunner: SkippingRecords {
     func setSkip(_ skip: @escaping (Int32, Int64) -> Bool) { self.skip = skip }
-}
-
-/// The planted `commitReadPosition` fault needs the runner's read positions.
-protocol ReadPositionCommitting {
-    func commitReadPositions(kafka: InMemoryKafka)
-}
-
-extension SimulatedRunner: ReadPositionCommitting {
-    func commitReadPositions(kafka: InMemoryKafka) {
-        let points = stage.commitPoints()
-        for (partition, position) in positions {
-            kafka.commit(
-                group: group, topic: topic, partition: partition,
-                InMemoryKafka.Committed(offset: position, metadata: points[partition]?.metadata))
-        }
-    }
 }
