@@ -291,32 +291,17 @@ public enum RepartitionRecord {
             originalKey: key, originalValue: value)
     }
 
-    private struct Reader {
-        let bytes: UnsafeRawBufferPointer
-        var position = 0
+    private typealias Reader = ByteReader<DecodingError>
+}
 
-        mutating func byte() throws(DecodingError) -> UInt8 {
-            guard position < bytes.count else { throw DecodingError(description: "repartition record cut short") }
-            defer { position += 1 }
-            return bytes[position]
-        }
+extension ByteReader where Failure == RepartitionRecord.DecodingError {
+    init(bytes: UnsafeRawBufferPointer) {
+        self.init(bytes, cutShort: RepartitionRecord.DecodingError(description: "repartition record cut short"))
+    }
 
-        mutating func integer<T: FixedWidthInteger>(_: T.Type) throws(DecodingError) -> T {
-            let size = MemoryLayout<T>.size
-            guard position + size <= bytes.count else { throw DecodingError(description: "repartition record cut short") }
-            defer { position += size }
-            return T(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: T.self))
-        }
-
-        mutating func slice(_ count: Int) throws(DecodingError) -> UnsafeRawBufferPointer {
-            guard count >= 0, position + count <= bytes.count else { throw DecodingError(description: "repartition record cut short") }
-            defer { position += count }
-            return UnsafeRawBufferPointer(rebasing: bytes[position..<position + count])
-        }
-
-        mutating func blob() throws(DecodingError) -> UnsafeRawBufferPointer? {
-            let length = try integer(Int32.self)
-            return length < 0 ? nil : try slice(Int(length))
-        }
+    /// A length-prefixed byte string; a negative length is nil.
+    mutating func blob() throws(Failure) -> UnsafeRawBufferPointer? {
+        let length = try integer(Int32.self)
+        return length < 0 ? nil : try slice(Int(length))
     }
 }
