@@ -26,12 +26,17 @@ struct PipelineBenchmark: ParsableCommand {
     @Option(help: "Windowing shards for trackpipe.") var shards = 2
     @Option(help: "Share of bad messages in the generated stream.") var badRate = 0.03
     @Option(help: "One delivery in this many has tracking off.") var trackingOffEvery = 4
-    @Option(help: "Contenders, comma-separated: kcat, two (stages), one (stage).") var contenders = "kcat,two,one"
+    @Option(help: "Contenders, comma-separated: kcat, two (stages), one (stage); with --baseline also two-base, one-base.")
+    var contenders = "kcat,two,one"
     @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
+    @Option(help: "Another trackpipe binary (an earlier build) for the contenders two-base and one-base, run in the same rounds.")
+    var baseline: String?
     @Option(parsing: .singleValue, help: "Extra -X property for trackpipe (repeatable), to try settings.")
     var property: [String] = []
     @Option(help: "kcat's output format (-f), e.g. '%o\\n'; default: its default output, each record's value and a newline.")
     var kcatFormat: String?
+    @Flag(help: "kcat writes its records into a pipe this benchmark reads (as before issue 20) instead of /dev/null.")
+    var kcatToPipe = false
     @Flag(help: "Print trackpipe's run summaries.") var verbose = false
     @Flag(help: "Run trackpipe with --timings (times every produce call, which costs a little) and print the timelines.")
     var timings = false
@@ -40,12 +45,13 @@ struct PipelineBenchmark: ParsableCommand {
         let binary = try BenchSupport.trackpipeBinary(trackpipe)
         let chosen = contenders.split(separator: ",").map(String.init)
         let groups = (1...rounds).map { "bench-\(UUID().uuidString.prefix(6).lowercased())-\($0)" }
+        let base = try baseline.map { try BenchSupport.trackpipeBinary($0) }
         // The embedded broker creates only what it is told to (every topic with the same
         // partition count): the input, the outputs and each two-stage round's repartition topic.
         let broker = try BrokerProcess(
             binary: binary,
             topics: ["tracking-hits", "tracking-hits-by-delivery", "tracking-aggregates", "tracking-hits-dlq"]
-                + groups.map { "\($0)-repartition" },
+                + groups.flatMap { ["\($0)-repartition", "\($0)-base-repartition"] },
             partitions: partitions)
         defer { broker.stop() }
         let hits = HitStream(
@@ -59,7 +65,7 @@ struct PipelineBenchmark: ParsableCommand {
         try BenchSupport.preload(
             bootstrapServers: broker.bootstrapServers, topic: "tracking-hits", partitions: partitions, values: hits.map(\.value),
             timestamps: hits.map(\.kafkaTimestamp))
-        if chosen.contains("one") {
+        if chosen.contains("one") || chosen.contains("one-base") {
             // The single stage is for input keyed by delivery: the same hits, each in its
             // delivery's partition (hits without one, round-robin).
             let placed = hits.enumerated().map { index, hit -> Int32 in
@@ -82,7 +88,10 @@ struct PipelineBenchmark: ParsableCommand {
                 case "kcat": run = try kcat(broker)
                 case "two": run = try trackpipeRun(binary, broker, group: group, keyedByDelivery: false)
                 case "one": run = try trackpipeRun(binary, broker, group: group + "-one", keyedByDelivery: true)
-                default: throw BenchError("unknown contender \(contender): use kcat, two, one")
+                case "two-base", "one-base":
+                    guard let base else { throw BenchError("\(contender) needs --baseline PATH") }
+                    run = try trackpipeRun(base, broker, group: group + "-base" + (contender == "one-base" ? "-one" : ""), keyedByDelivery: contender == "one-base")
+                default: throw BenchError("unknown contender \(contender): use kcat, two, one, two-base, one-base")
                 }
                 results[contender, default: []].append(run)
                 print(
@@ -127,14 +136,14 @@ struct PipelineBenchmark: ParsableCommand {
                     String(
                         format: "CPU %@ / kcat (per hit): median %.2f×, rounds %@ (target <= %.1f×)", name(contender),
                         BenchSupport.median(cpuRatios), cpuRatios.map { String(format: "%.2f", $0) }.joined(separator: " "),
-                        contender == "two" ? 2.0 : 1.5))
+                        contender.hasPrefix("two") ? 2.0 : 1.5))
             }
         }
     }
 
     /// How kcat is run, for the report: its output format decides how much work it does per record.
     var kcatDescription: String {
-        "kcat -G GROUP -o beginning -e -X session.timeout.ms=6000 \(kcatFormat.map { "-f '\($0)' " } ?? "")tracking-hits > /dev/null (\(kcatFormat == nil ? "each record's value and a newline, kcat's default output" : "records in that format"), stderr read for its assignment)"
+        "kcat -G GROUP -o beginning -e -X session.timeout.ms=6000 \(kcatFormat.map { "-f '\($0)' " } ?? "")tracking-hits \(kcatToPipe ? "| (this benchmark)" : "> /dev/null") (\(kcatFormat == nil ? "each record's value and a newline, kcat's default output" : "records in that format"), stderr read for its assignment)"
     }
 
     func name(_ contender: String) -> String {
@@ -142,6 +151,8 @@ struct PipelineBenchmark: ParsableCommand {
         case "kcat": "kcat -G"
         case "two": "trackpipe two stages"
         case "one": "trackpipe one stage"
+        case "two-base": "baseline two stages"
+        case "one-base": "baseline one stage"
         default: contender
         }
     }
@@ -155,7 +166,7 @@ struct PipelineBenchmark: ParsableCommand {
             kcat,
             ["-b", broker.bootstrapServers, "-G", "kcat-\(UUID().uuidString.prefix(8))", "-o", "beginning", "-e", "-X", "session.timeout.ms=6000"]
                 + (kcatFormat.map { ["-f", $0] } ?? []) + ["tracking-hits"],
-            broker: broker, assignmentMarker: "assigned", discardingOutput: true)
+            broker: broker, assignmentMarker: "assigned", discardingOutput: !kcatToPipe)
     }
 
     func trackpipeRun(_ binary: String, _ broker: BrokerProcess, group: String, keyedByDelivery: Bool) throws -> TimedRun {
