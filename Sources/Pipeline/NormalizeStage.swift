@@ -197,7 +197,7 @@ public struct NormalizeStage: Stage {
             let box = UnsafeSendable(slots)
             let work: @Sendable (Int) -> Void = { lane in
                 prepareChunk(
-                    records, (lane * chunk)..<min(records.count, (lane + 1) * chunk), intake: intake,
+                    records, min(records.count, lane * chunk)..<min(records.count, (lane + 1) * chunk), intake: intake,
                     repartitionPartitions: repartitionPartitions, into: &box.value[lane])
             }
             if lanes == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) }
