@@ -158,7 +158,7 @@ public final class Pipeline: Sendable {
         }
         var settings = RunnerSettings(
             topic: topic, source: .group, bound: .unbounded, commits: true, consumer: config.consumerConfig(group: group),
-            producer: config.producerConfig(destinations: destinations), destinations: topics, commitInterval: config.commitInterval)
+            producer: config.producerConfig, destinations: topics, commitInterval: config.commitInterval)
         settings.maxBatch = config.maxBatch
         settings.progressInterval = config.progressInterval
         settings.unhealthyAfter = config.unhealthyAfter

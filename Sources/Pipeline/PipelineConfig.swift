@@ -75,20 +75,19 @@ public struct PipelineConfig: Sendable {
             .merging(KafkaConfig(Self.enforcedConsumerProperties))
     }
 
-    var producerConfig: KafkaConfig { producerConfig(destinations: [.output, .deadLetter]) }
-
-    /// The producer of a stage that sends to `destinations`. Records to the repartition topic
-    /// are not compressed: librdkafka 2.0.2's lz4 cost the two-stage worker about a third of
-    /// its CPU, compressing on one side and decompressing on the other (measured in
-    /// docs/performance.md), for bytes that only cross to the next stage; Kafka Streams leaves
-    /// its repartition topics uncompressed too. `-X compression.type=...` still wins.
-    func producerConfig(destinations: Set<Destination>) -> KafkaConfig {
+    var producerConfig: KafkaConfig {
         KafkaConfig([
             "bootstrap.servers": brokers,
             "client.id": "trackpipe",
             "linger.ms": "20",
             "enable.idempotence": "true",
-            "compression.type": destinations.contains(.repartition) ? "none" : "lz4",
+            // No compression: librdkafka 2.0.2's lz4 cost the two-stage worker about a third
+            // of its CPU (compressing the repartition topic on one side, decompressing it on
+            // the other) and the single stage a quarter (each small batch of aggregates or dead
+            // letters to one of many partitions is a frame of its own, with its own buffers),
+            // measured in docs/performance.md. The repartition topic is about four times larger
+            // for it; `-X compression.type=lz4` trades that CPU back for the bytes.
+            "compression.type": "none",
             // What waits in the producer, unacknowledged, is bounded in bytes (librdkafka's
             // default is 1 GB): the consume loop pauses its input at half of this (see
             // `StageRunner`), and a send waits once it is full.
