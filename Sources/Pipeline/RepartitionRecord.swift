@@ -233,8 +233,8 @@ public enum RepartitionRecord {
 
     // MARK: Decoding
 
-    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Decoded {
-        var reader = Reader(bytes: bytes)
+    /// What every record starts with: its format version, its kind and its origin.
+    private static func readHeader(_ reader: inout Reader) throws(DecodingError) -> (version: UInt8, kind: UInt8, origin: Origin) {
         let version = try reader.byte()
         guard (1...Self.version).contains(version) else {
             throw DecodingError(
@@ -246,6 +246,32 @@ public enum RepartitionRecord {
             origin.routedPartitions = Int(try reader.integer(UInt16.self))
             origin.sourceTopic = try reader.slice(Int(try reader.integer(UInt16.self)))
         }
+        return (version, kindByte, origin)
+    }
+
+    /// Event `number` of an events record (nil: the one event of a version 1 record), read
+    /// without decoding the others: each event is preceded by its length, so the ones before
+    /// it are stepped over. For a dead letter, which needs one event of a record.
+    public static func event(_ number: Int?, in bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Event? {
+        var reader = Reader(bytes: bytes)
+        let (version, kindByte, origin) = try readHeader(&reader)
+        switch Kind(rawValue: kindByte) {
+        case .event where version == 1:
+            return number == nil ? try readEvent(&reader, origin: origin, version: version) : nil
+        case .events where version >= 2:
+            guard let number, number >= 0, number < Int(try reader.integer(UInt32.self)) else { return nil }
+            for _ in 0..<number { _ = try reader.slice(Int(try reader.integer(UInt32.self))) }
+            let length = Int(try reader.integer(UInt32.self))
+            var inner = Reader(bytes: try reader.slice(length))
+            return try readEvent(&inner, origin: origin, version: version)
+        default:
+            return nil
+        }
+    }
+
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Decoded {
+        var reader = Reader(bytes: bytes)
+        let (version, kindByte, origin) = try readHeader(&reader)
         switch Kind(rawValue: kindByte) {
         case .event where version == 1:
             return .event(try readEvent(&reader, origin: origin, version: version))

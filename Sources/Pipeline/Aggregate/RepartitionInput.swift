@@ -136,12 +136,9 @@ public struct RepartitionInput: AggregateInput {
             key: record.key, value: record.value, timestamp: record.timestamp)
     }
 
-    /// Event `number` of a record (nil: the one event of a version 1 record).
+    /// Event `number` of a record (nil: the one event of a version 1 record), without decoding
+    /// the record's other events: a burst of late hits from one record costs one pass each.
     private static func event(_ number: Int?, in value: UnsafeRawBufferPointer) -> RepartitionRecord.Event? {
-        switch try? RepartitionRecord.decode(value) {
-        case .event(let event)?: event
-        case .events(let events)?: number.flatMap { events.indices.contains($0) ? events[$0] : nil }
-        default: nil
-        }
+        (try? RepartitionRecord.event(number, in: value)) ?? nil
     }
 }
