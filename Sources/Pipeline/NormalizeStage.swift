@@ -176,7 +176,8 @@ public struct NormalizeStage: Stage {
         case rejected(reason: String, detail: String)
     }
 
-    /// A contiguous chunk of a batch, prepared: `items` in record order, bytes in `arena`. A
+    /// A contiguous chunk of a batch, prepared: `items` in record order, bytes in `arena` (which
+    /// only grows: what lies beyond the last item's bytes is scratch). A
     /// stage keeps its lanes from batch to batch and only empties them, so that their buffers
     /// are allocated once rather than for every batch (a fresh arena of a batch's size was
     /// fresh pages from the kernel each time, zeroed: measured in docs/performance.md).
@@ -209,22 +210,23 @@ public struct NormalizeStage: Stage {
         _ records: [InputRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, into prepared: inout PreparedLane
     ) {
         prepared.items.removeAll(keepingCapacity: true)
-        prepared.arena.removeAll(keepingCapacity: true)
         prepared.items.reserveCapacity(range.count)
+        // The arena keeps its bytes from batch to batch; events are written from its start.
+        var used = 0
         for index in range {
             let record = records[index]
             switch intake.take(record) {
             case .accepted(let event, let eventTime):
-                let start = prepared.arena.count
-                RepartitionRecord.appendEvent(
+                let start = used
+                used = RepartitionRecord.writeEvent(
                     event, eventTime: eventTime, sourcePartition: record.partition, sourceEpoch: 0, sourceOffset: record.offset,
                     sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
-                    originalValue: record.value, to: &prepared.arena)
+                    originalValue: record.value, into: &prepared.arena, at: start)
                 prepared.items.append(
                     .event(
                         eventTime: eventTime,
                         partition: DeliveryHash.partition(of: event.deliveryId, count: repartitionPartitions),
-                        bytes: start..<prepared.arena.count))
+                        bytes: start..<used))
             case .filtered(let reason):
                 prepared.items.append(.filtered(reason))
             case .rejected(let reason, let detail):
