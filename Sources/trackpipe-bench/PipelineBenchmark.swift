@@ -35,7 +35,7 @@ struct PipelineBenchmark: ParsableCommand {
     var property: [String] = []
     @Option(help: "kcat's output format (-f), e.g. '%o\\n'; default: its default output, each record's value and a newline.")
     var kcatFormat: String?
-    @Flag(help: "kcat writes its records into a pipe this benchmark reads (as before issue 20) instead of /dev/null.")
+    @Flag(help: "kcat writes its records into a pipe this benchmark reads (as earlier versions of it did) instead of /dev/null.")
     var kcatToPipe = false
     @Flag(help: "Print trackpipe's run summaries.") var verbose = false
     @Flag(help: "Run trackpipe with --timings (times every produce call, which costs a little) and print the timelines.")
