@@ -176,15 +176,19 @@ public struct NormalizeStage: Stage {
         case rejected(reason: String, detail: String)
     }
 
-    /// A contiguous chunk of a batch, prepared: `items` in record order, bytes in `arena` (which
-    /// only grows: what lies beyond the last item's bytes is scratch). A
-    /// stage keeps its lanes from batch to batch and only empties them, so that their buffers
-    /// are allocated once rather than for every batch (a fresh arena of a batch's size was
-    /// fresh pages from the kernel each time, zeroed: measured in docs/performance.md).
+    /// A contiguous chunk of a batch, prepared: `items` in record order, bytes in `arena` (what
+    /// lies beyond the last item's bytes is scratch). A stage keeps its lanes from batch to batch
+    /// and only empties them, so that their buffers are allocated once rather than for every
+    /// batch (about 650 KB a lane, every batch, before); an arena that an unusual batch of large
+    /// messages grew beyond `retainedArenaBytes` is let go rather than held.
     struct PreparedLane {
         var items: [Prepared] = []
         var arena: [UInt8] = []
     }
+
+    /// The most bytes a lane's arena keeps from one batch to the next: a batch of typical hits
+    /// (a few hundred bytes each) needs well under this.
+    static let retainedArenaBytes = 8 << 20
 
     /// Judges and encodes `records` on up to `lanes` threads, lane `i` into `prepared[i]`;
     /// returns how many lanes hold this batch (the first ones).
@@ -211,6 +215,7 @@ public struct NormalizeStage: Stage {
     ) {
         prepared.items.removeAll(keepingCapacity: true)
         prepared.items.reserveCapacity(range.count)
+        if prepared.arena.count > retainedArenaBytes { prepared.arena = [] }
         // The arena keeps its bytes from batch to batch; events are written from its start.
         var used = 0
         for index in range {
