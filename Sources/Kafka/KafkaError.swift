@@ -51,6 +51,10 @@ extension rd_kafka_resp_err_t {
 }
 
 extension KafkaError {
+    /// A call that waits for librdkafka's threads gave up waiting: the work may still happen,
+    /// and asking again is safe for idempotent requests (a seek to the same offset).
+    public var isTimedOut: Bool { code == RD_KAFKA_RESP_ERR__TIMED_OUT.rawValue }
+
     /// The topic does not exist on the cluster (or this client may not see it).
     ///
     /// librdkafka reports a topic deleted under a consumer either way: as an unknown topic, or,

@@ -119,7 +119,7 @@ public enum ChangelogRecord {
         for entry in state.broadlogs {
             let id = Array(entry.id.utf8.prefix(Int(UInt16.max)))
             if broadlogs.count - chunkStarts.last! + id.count + 3 > chunkBytes { chunkStarts.append(broadlogs.count) }
-            appendUInt16(UInt16(id.count), to: &broadlogs)
+            append(UInt16(id.count), to: &broadlogs)
             broadlogs.append(contentsOf: id)
             broadlogs.append(entry.actions)
         }
@@ -141,7 +141,7 @@ public enum ChangelogRecord {
         }
         head.append(1)
         head.append(set)
-        appendUInt16(UInt16(chunkStarts.count), to: &head)
+        append(UInt16(chunkStarts.count), to: &head)
         entries.append(Entry(key: headKey(window), value: head))
         return (entries, set, UInt16(chunkStarts.count))
     }
@@ -162,35 +162,33 @@ public enum ChangelogRecord {
     }
 
     static func decodeHead(_ bytes: [UInt8]) throws(DecodingError) -> Head {
-        var reader = Reader(bytes: bytes)
-        try reader.expect(version: version, tag: Tag.head.rawValue)
-        let counted = try reader.int64()
-        let emitted = try reader.uint32()
-        var counters: [UInt32] = []
-        for _ in WindowState.counterNames { counters.append(try reader.uint32()) }
-        switch try reader.byte() {
-        case 0:
-            return Head(countedThrough: counted, emittedRevision: emitted, counters: counters, broadlogs: try decodeBroadlogs(&reader))
-        case 1:
-            let set = try reader.byte()
-            let count = try reader.uint16()
-            guard reader.isAtEnd else { throw DecodingError(description: "changelog head with trailing bytes") }
-            return Head(countedThrough: counted, emittedRevision: emitted, counters: counters, chunks: (set, count))
-        case let other:
-            throw DecodingError(description: "changelog head with unknown storage \(other)")
+        try read(bytes, tag: .head) { reader throws(DecodingError) in
+            let counted = try reader.integer(Int64.self)
+            let emitted = try reader.integer(UInt32.self)
+            var counters: [UInt32] = []
+            for _ in WindowState.counterNames { counters.append(try reader.integer(UInt32.self)) }
+            switch try reader.byte() {
+            case 0:
+                return Head(countedThrough: counted, emittedRevision: emitted, counters: counters, broadlogs: try decodeBroadlogs(&reader))
+            case 1:
+                let set = try reader.byte()
+                let count = try reader.integer(UInt16.self)
+                guard reader.isAtEnd else { throw DecodingError(description: "changelog head with trailing bytes") }
+                return Head(countedThrough: counted, emittedRevision: emitted, counters: counters, chunks: (set, count))
+            case let other:
+                throw DecodingError(description: "changelog head with unknown storage \(other)")
+            }
         }
     }
 
     static func decodeChunk(_ bytes: [UInt8]) throws(DecodingError) -> [WindowState.BroadlogActions] {
-        var reader = Reader(bytes: bytes)
-        try reader.expect(version: version, tag: Tag.chunk.rawValue)
-        return try decodeBroadlogs(&reader)
+        try read(bytes, tag: .chunk) { reader throws(DecodingError) in try decodeBroadlogs(&reader) }
     }
 
-    private static func decodeBroadlogs(_ reader: inout Reader) throws(DecodingError) -> [WindowState.BroadlogActions] {
+    private static func decodeBroadlogs(_ reader: inout ByteReader<DecodingError>) throws(DecodingError) -> [WindowState.BroadlogActions] {
         var broadlogs: [WindowState.BroadlogActions] = []
         while !reader.isAtEnd {
-            let length = Int(try reader.uint16())
+            let length = Int(try reader.integer(UInt16.self))
             let id = try reader.slice(length)
             broadlogs.append(WindowState.BroadlogActions(id: String(decoding: id, as: UTF8.self), actions: try reader.byte()))
         }
@@ -205,11 +203,11 @@ public enum ChangelogRecord {
     }
 
     static func decodeTask(_ bytes: [UInt8]) throws(DecodingError) -> TaskState {
-        var reader = Reader(bytes: bytes)
-        try reader.expect(version: version, tag: Tag.task.rawValue)
-        let state = TaskState(processedThrough: try reader.int64(), evictedBefore: try reader.int64())
-        guard reader.isAtEnd else { throw DecodingError(description: "changelog task record with trailing bytes") }
-        return state
+        try read(bytes, tag: .task) { reader throws(DecodingError) in
+            let state = TaskState(processedThrough: try reader.integer(Int64.self), evictedBefore: try reader.integer(Int64.self))
+            guard reader.isAtEnd else { throw DecodingError(description: "changelog task record with trailing bytes") }
+            return state
+        }
     }
 
     // MARK: Bytes
@@ -218,45 +216,25 @@ public enum ChangelogRecord {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    private static func appendUInt16(_ value: UInt16, to bytes: inout [UInt8]) { append(value, to: &bytes) }
 
-    private struct Reader {
-        let bytes: [UInt8]
-        var position = 0
-
-        var isAtEnd: Bool { position == bytes.count }
-
-        mutating func expect(version: UInt8, tag: UInt8) throws(DecodingError) {
-            let found = try byte()
-            guard found == version else {
-                throw DecodingError(description: "changelog record of format version \(found); this trackpipe reads version \(version)")
+    /// Reads a value of `bytes`, after its version and the tag its key implies.
+    private static func read<T>(
+        _ bytes: [UInt8], tag: Tag, _ body: (inout ByteReader<DecodingError>) throws(DecodingError) -> T
+    ) throws(DecodingError) -> T {
+        let result: Result<T, DecodingError> = bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw, cutShort: DecodingError(description: "changelog record cut short"))
+            do throws(DecodingError) {
+                let found = try reader.byte()
+                guard found == version else {
+                    throw DecodingError(description: "changelog record of format version \(found); this trackpipe reads version \(version)")
+                }
+                guard try reader.byte() == tag.rawValue else { throw DecodingError(description: "changelog record of another kind than its key says") }
+                return .success(try body(&reader))
+            } catch {
+                return .failure(error)
             }
-            guard try byte() == tag else { throw DecodingError(description: "changelog record of another kind than its key says") }
         }
-
-        mutating func byte() throws(DecodingError) -> UInt8 {
-            guard position < bytes.count else { throw DecodingError(description: "changelog record cut short") }
-            defer { position += 1 }
-            return bytes[position]
-        }
-
-        mutating func integer<T: FixedWidthInteger>(_: T.Type) throws(DecodingError) -> T {
-            let size = MemoryLayout<T>.size
-            guard position + size <= bytes.count else { throw DecodingError(description: "changelog record cut short") }
-            var value: T = 0
-            for index in 0..<size { value |= T(bytes[position + index]) << (8 * index) }
-            position += size
-            return value
-        }
-
-        mutating func int64() throws(DecodingError) -> Int64 { try integer(Int64.self) }
-        mutating func uint32() throws(DecodingError) -> UInt32 { try integer(UInt32.self) }
-        mutating func uint16() throws(DecodingError) -> UInt16 { try integer(UInt16.self) }
-
-        mutating func slice(_ count: Int) throws(DecodingError) -> ArraySlice<UInt8> {
-            guard count >= 0, position + count <= bytes.count else { throw DecodingError(description: "changelog record cut short") }
-            defer { position += count }
-            return bytes[position..<(position + count)]
-        }
+        return try result.get()
     }
 }
+

@@ -1,3 +1,4 @@
+import Dispatch
 import TrackingDomain
 import Windowing
 
@@ -36,6 +37,8 @@ public struct NormalizeStage: Stage {
     private var buffer: [UInt8] = []
     /// Per repartition partition, the events of the batch in hand.
     private var batches: [RepartitionRecord.EventBatch]
+    /// The parallel pass's output, kept from batch to batch for its buffers.
+    private var lanes: [PreparedLane] = []
 
     struct SourceState {
         /// How far the partition's event time has got: the latest of its accepted hits' times,
@@ -106,30 +109,38 @@ public struct NormalizeStage: Stage {
         // Judging and encoding each record needs nothing but the record: done on `parallelism`
         // threads over contiguous chunks. What depends on order (each source's watermark, the
         // sends) follows on this thread.
-        let lanes = records.count >= 512 ? parallelism : 1
-        var prepared = Self.prepare(records, intake: intake, repartitionPartitions: repartitionPartitions, lanes: lanes)
+        let laneCount = Self.prepare(
+            records, intake: intake, repartitionPartitions: repartitionPartitions, lanes: records.count >= 512 ? parallelism : 1,
+            into: &lanes)
         var index = 0
-        for lane in prepared.indices {
-            for item in prepared[lane].items {
+        // Records come in runs of one partition: its source state is taken out once per run.
+        var partition = records[0].partition
+        var source = sources[partition] ?? SourceState(watermark: nil, lastEventAt: now)
+        for lane in 0..<laneCount {
+            for item in lanes[lane].items {
                 defer { index += 1 }
                 let record = records[index]
+                if record.partition != partition {
+                    sources[partition] = source
+                    partition = record.partition
+                    source = sources[partition] ?? SourceState(watermark: nil, lastEventAt: now)
+                }
                 pending.accounting.consumed += 1
-                var source = sources[record.partition] ?? SourceState(watermark: nil, lastEventAt: now)
                 source.processed = record.offset + 1
                 switch item {
-                case .event(let eventTime, let partition, let bytes):
+                case .event(let eventTime, let target, let bytes):
                     let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime))
                     source.watermark = watermark
                     source.lastEventAt = now
                     let epoch = source.epoch
                     let origin = self.origin
-                    prepared[lane].arena.withUnsafeMutableBytes { arena in
+                    lanes[lane].arena.withUnsafeMutableBytes { arena in
                         RepartitionRecord.setSourceFacts(watermark: watermark, epoch: epoch, ofEventAt: bytes.lowerBound, in: arena)
-                        batches[Int(partition)].append(
+                        batches[Int(target)].append(
                             encodedEvent: UnsafeRawBufferPointer(rebasing: arena[bytes]), timestamp: record.timestamp, source: origin)
                     }
-                    if batches[Int(partition)].bytes.count >= batchBytes {
-                        try send(batchOf: partition, into: &sink)
+                    if batches[Int(target)].bytes.count >= batchBytes {
+                        try send(batchOf: target, into: &sink)
                     }
                     pending.accounting.accepted += 1
                 case .filtered(let reason):
@@ -143,9 +154,9 @@ public struct NormalizeStage: Stage {
                         .deadLetter, partition: nil, key: record.key, value: record.value, headers: letter.headers,
                         timestamp: record.timestamp)
                 }
-                sources[record.partition] = source
             }
         }
+        sources[partition] = source
         for partition in batches.indices where !batches[partition].isEmpty {
             try send(batchOf: Int32(partition), into: &sink)
         }
@@ -165,40 +176,67 @@ public struct NormalizeStage: Stage {
         case rejected(reason: String, detail: String)
     }
 
-    /// A contiguous chunk of a batch, prepared: `items` in record order, bytes in `arena`.
+    /// A contiguous chunk of a batch, prepared: `items` in record order, bytes in `arena` (what
+    /// lies beyond the last item's bytes is scratch). A stage keeps its lanes from batch to batch
+    /// and only empties them, so that their buffers are allocated once rather than for every
+    /// batch (about 650 KB a lane, every batch, before); an arena that an unusual batch of large
+    /// messages grew beyond `retainedArenaBytes` is let go rather than held.
     struct PreparedLane {
         var items: [Prepared] = []
         var arena: [UInt8] = []
     }
 
+    /// The most bytes a lane's arena keeps from one batch to the next: a batch of typical hits
+    /// (a few hundred bytes each) needs well under this.
+    static let retainedArenaBytes = 8 << 20
+
+    /// Judges and encodes `records` on up to `lanes` threads, lane `i` into `prepared[i]`;
+    /// returns how many lanes hold this batch (the first ones).
     static func prepare(
-        _ records: [InputRecord], intake: HitIntake, repartitionPartitions: Int32, lanes: Int
-    ) -> [PreparedLane] {
-        inParallelChunks(of: records.count, lanes: lanes) { range in
-            var prepared = PreparedLane()
-            prepared.items.reserveCapacity(range.count)
-            prepared.arena.reserveCapacity(range.count * 320)
-            for index in range {
-                let record = records[index]
-                switch intake.take(record) {
-                case .accepted(let event, let eventTime):
-                    let start = prepared.arena.count
-                    RepartitionRecord.appendEvent(
-                        event, eventTime: eventTime, sourcePartition: record.partition, sourceEpoch: 0, sourceOffset: record.offset,
-                        sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
-                        originalValue: record.value, to: &prepared.arena)
-                    prepared.items.append(
-                        .event(
-                            eventTime: eventTime,
-                            partition: DeliveryHash.partition(of: event.deliveryId, count: repartitionPartitions),
-                            bytes: start..<prepared.arena.count))
-                case .filtered(let reason):
-                    prepared.items.append(.filtered(reason))
-                case .rejected(let reason, let detail):
-                    prepared.items.append(.rejected(reason: reason, detail: detail))
-                }
+        _ records: [InputRecord], intake: HitIntake, repartitionPartitions: Int32, lanes: Int, into prepared: inout [PreparedLane]
+    ) -> Int {
+        let lanes = max(1, min(lanes, records.count))
+        if prepared.count < lanes { prepared += Array(repeating: PreparedLane(), count: lanes - prepared.count) }
+        let chunk = (records.count + lanes - 1) / lanes
+        prepared.withUnsafeMutableBufferPointer { slots in
+            let box = UnsafeSendable(slots)
+            let work: @Sendable (Int) -> Void = { lane in
+                prepareChunk(
+                    records, min(records.count, lane * chunk)..<min(records.count, (lane + 1) * chunk), intake: intake,
+                    repartitionPartitions: repartitionPartitions, into: &box.value[lane])
             }
-            return prepared
+            if lanes == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) }
+        }
+        return lanes
+    }
+
+    private static func prepareChunk(
+        _ records: [InputRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, into prepared: inout PreparedLane
+    ) {
+        prepared.items.removeAll(keepingCapacity: true)
+        prepared.items.reserveCapacity(range.count)
+        if prepared.arena.count > retainedArenaBytes { prepared.arena = [] }
+        // The arena keeps its bytes from batch to batch; events are written from its start.
+        var used = 0
+        for index in range {
+            let record = records[index]
+            switch intake.take(record) {
+            case .accepted(let event, let eventTime):
+                let start = used
+                used = RepartitionRecord.writeEvent(
+                    event, eventTime: eventTime, sourcePartition: record.partition, sourceEpoch: 0, sourceOffset: record.offset,
+                    sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
+                    originalValue: record.value, into: &prepared.arena, at: start)
+                prepared.items.append(
+                    .event(
+                        eventTime: eventTime,
+                        partition: DeliveryHash.partition(of: event.deliveryId, count: repartitionPartitions),
+                        bytes: start..<used))
+            case .filtered(let reason):
+                prepared.items.append(.filtered(reason))
+            case .rejected(let reason, let detail):
+                prepared.items.append(.rejected(reason: reason, detail: detail))
+            }
         }
     }
 

@@ -13,7 +13,7 @@ func inParallelChunks<Result>(
     results.withUnsafeMutableBufferPointer { slots in
         let box = UnsafeSendable(slots)
         DispatchQueue.concurrentPerform(iterations: lanes) { lane in
-            box.value[lane] = work((lane * chunk)..<min(count, (lane + 1) * chunk))
+            box.value[lane] = work(min(count, lane * chunk)..<min(count, (lane + 1) * chunk))
         }
     }
     return results.map { $0! }

@@ -86,7 +86,12 @@ public struct PipelineConfig: Sendable {
             "client.id": "trackpipe",
             "linger.ms": "20",
             "enable.idempotence": "true",
-            "compression.type": "lz4",
+            // No compression: librdkafka 2.0.2's lz4 cost the two-stage worker about a tenth of
+            // its CPU, compressing the repartition topic on one side and decompressing it on the
+            // other (measured in docs/performance.md), and the worker's CPU is what limits its
+            // rate. The repartition topic is about four times larger for it; where bytes cost
+            // more, `-X compression.type=lz4` trades that CPU back for them.
+            "compression.type": "none",
             // What waits in the producer, unacknowledged, is bounded in bytes (librdkafka's
             // default is 1 GB): the consume loop pauses its input at half of this (see
             // `StageRunner`), and a send waits once it is full.

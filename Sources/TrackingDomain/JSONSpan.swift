@@ -19,12 +19,37 @@ struct JSONSpan: Sendable {
     }
 
     var kind: Kind = .absent
-    /// For strings, the first byte after the opening quote; otherwise the value's first byte.
-    var start: Int = 0
-    /// Exclusive end; for strings, the index of the closing quote.
-    var end: Int = 0
     /// A string that contains backslash escapes and must be decoded before use.
     var escaped: Bool = false
+    // Offsets are stored in 32 bits: a `RawHit` holds over forty spans and is copied a few
+    // times per message, and with 64-bit offsets those copies were a measurable share of a
+    // hit's cost (docs/performance.md). `Normalizer` refuses messages beyond `maxOffset`.
+    private var start32: Int32 = 0
+    private var end32: Int32 = 0
+
+    /// The largest offset a span can hold: the normalizer refuses longer messages.
+    static let maxOffset = Int(Int32.max)
+
+    init() {}
+
+    init(kind: Kind, start: Int, end: Int, escaped: Bool = false) {
+        self.kind = kind
+        self.escaped = escaped
+        self.start = start
+        self.end = end
+    }
+
+    /// For strings, the first byte after the opening quote; otherwise the value's first byte.
+    var start: Int {
+        get { Int(start32) }
+        set { start32 = Int32(truncatingIfNeeded: newValue) }
+    }
+
+    /// Exclusive end; for strings, the index of the closing quote.
+    var end: Int {
+        get { Int(end32) }
+        set { end32 = Int32(truncatingIfNeeded: newValue) }
+    }
 
     var isPresent: Bool { kind != .absent }
     /// JSON null counts as absent wherever the contract says "absent".

@@ -25,6 +25,9 @@ public struct Normalizer: Sendable {
         if bytes.count > limits.maxMessageBytes {
             return tooLarge(byteCount: bytes.count)
         }
+        if bytes.count > JSONSpan.maxOffset {
+            return .rejected(.tooLarge, detail: "too_large: the message is \(bytes.count) bytes, more than the \(JSONSpan.maxOffset) bytes trackpipe can read in one message (whatever the configured limit); a tracking hit is a few hundred bytes, so send only the hit")
+        }
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             return .rejected(.malformedJSON, detail: "malformed_json: the message is empty; send one UTF-8 JSON object per message")
         }

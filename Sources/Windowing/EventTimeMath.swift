@@ -20,7 +20,7 @@ public enum EventTimeMath {
 
     /// The later of a watermark and a newly seen time: a watermark never goes backwards, and nil
     /// (nothing seen yet) gives way to any time.
-    @inline(__always)
+    @inlinable
     public static func latest(_ watermark: Int64?, _ seen: Int64?) -> Int64? {
         guard let watermark else { return seen }
         guard let seen else { return watermark }
@@ -28,7 +28,7 @@ public enum EventTimeMath {
     }
 
     /// `latest(_:_:)` for a time that is known.
-    @inline(__always)
+    @inlinable
     public static func latest(_ watermark: Int64?, _ seen: Int64) -> Int64 {
         guard let watermark else { return seen }
         return Swift.max(watermark, seen)

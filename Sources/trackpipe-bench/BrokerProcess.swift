@@ -74,16 +74,17 @@ struct TimedRun {
     /// Wall time after the group join: what the contender's own work costs.
     var afterJoin: Double { wall - (joined ?? 0) }
 
-    /// Runs `binary` with `arguments` to its end.
+    /// Runs `binary` with `arguments` to its end. With `discardingOutput` its standard output
+    /// goes to /dev/null (as a raw consume's records would), and `stdout` stays empty.
     static func measure(
-        _ binary: String, _ arguments: [String], broker: BrokerProcess, assignmentMarker: String
+        _ binary: String, _ arguments: [String], broker: BrokerProcess, assignmentMarker: String, discardingOutput: Bool = false
     ) throws -> TimedRun {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
         let out = Pipe()
         let err = Pipe()
-        process.standardOutput = out
+        process.standardOutput = discardingOutput ? FileHandle.nullDevice : out
         process.standardError = err
         let reader = StderrWatcher(marker: assignmentMarker)
         let cpuBefore = ProcessCPU.reapedChildren()
@@ -95,7 +96,7 @@ struct TimedRun {
             reader.read(err.fileHandleForReading, start: start)
             done.signal()
         }
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stdout = discardingOutput ? "" : String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let wall = BenchSupport.now() - start
         done.wait()

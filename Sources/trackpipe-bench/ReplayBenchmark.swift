@@ -14,9 +14,11 @@ struct ReplayBenchmark: ParsableCommand {
     @Option(help: "Alternating rounds of each contender.") var rounds = 3
     @Option(help: "Shards for both.") var shards = 2
     @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
+    @Option(help: "Another trackpipe binary (an earlier build) whose replay runs in the same rounds.") var baseline: String?
 
     func run() throws {
         let binary = try BenchSupport.trackpipeBinary(trackpipe)
+        let base = try baseline.map { try BenchSupport.trackpipeBinary($0) }
         let broker = try EmbeddedBroker()
         try broker.createTopic("tracking-aggregates", partitions: 8)
         try broker.createTopic("replay-out", partitions: 8)
@@ -27,6 +29,7 @@ struct ReplayBenchmark: ParsableCommand {
             broker, topic: "tracking-hits", partitions: partitions, values: hits.map(\.value), timestamps: hits.map(\.kafkaTimestamp))
         var runs: [Double] = []
         var replays: [Double] = []
+        var baseReplays: [Double] = []
         for round in 1...rounds {
             let group = "bench-\(UUID().uuidString.prefix(8))"
             try broker.createTopic("\(group)-repartition", partitions: partitions)
@@ -35,9 +38,18 @@ struct ReplayBenchmark: ParsableCommand {
             replays.append(try time(binary, ["replay", "--output-topic", "replay-out"], broker))
             print(String(format: "round %d: run --until-end %.2f s (%@), replay %.2f s (%@)", round, runs.last!,
                 BenchSupport.rate(count, runs.last!), replays.last!, BenchSupport.rate(count, replays.last!)))
+            if let base {
+                baseReplays.append(try time(base, ["replay", "--output-topic", "replay-out"], broker))
+                print(String(format: "round %d: baseline replay %.2f s (%@)", round, baseReplays.last!, BenchSupport.rate(count, baseReplays.last!)))
+            }
         }
         let r = BenchSupport.median(runs), p = BenchSupport.median(replays)
         print(String(format: "median: run --until-end %.2f s, replay %.2f s; replay / run rate %.2f (target >= 1)", r, p, r / p))
+        if !baseReplays.isEmpty {
+            let ratios = zip(baseReplays, replays).map { $0 / $1 }
+            print(String(format: "replay / baseline replay rate: median %.2f, rounds %@", BenchSupport.median(ratios),
+                ratios.map { String(format: "%.2f", $0) }.joined(separator: " ")))
+        }
     }
 
     func time(_ binary: String, _ arguments: [String], _ broker: EmbeddedBroker) throws -> Double {

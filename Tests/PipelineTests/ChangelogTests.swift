@@ -65,6 +65,15 @@ struct ChangelogTests {
             parallelism: 1, keepsChangelog: true)
     }
 
+    /// A task's first owner: assigned with no commit, its (empty) state read back.
+    func firstOwner() throws -> AggregateStage<RawHitInput> {
+        var first = stage()
+        try first.assign([PartitionStart(partition: 0)], now: Self.base)
+        first.restoreState([], partition: 0)
+        try first.stateRestored(partition: 0, now: Self.base)
+        return first
+    }
+
     /// The runner's commit, by hand: state written and acknowledged, then the held records, then
     /// the commit point.
     func commit(_ stage: inout AggregateStage<RawHitInput>, into topics: inout Topics, now: Int64) throws -> CommitPoint? {
@@ -100,10 +109,7 @@ struct ChangelogTests {
 
     /// The last record per key of an uninterrupted run over `records`, cut into batches of `size`.
     func reference(_ records: [InputRecord], batch size: Int) throws -> [String: String] {
-        var only = stage()
-        try only.assign([PartitionStart(partition: 0)], now: Self.base)
-        only.restoreState([], partition: 0)
-        try only.stateRestored(partition: 0, now: Self.base)
+        var only = try firstOwner()
         var topics = Topics()
         var sink = RecordingSink()
         for (number, start) in stride(from: 0, to: records.count, by: size).enumerated() {
@@ -124,10 +130,7 @@ struct ChangelogTests {
         let records = input(arena, count: 120)
         let expected = try reference(records, batch: 10)
 
-        var first = stage()
-        try first.assign([PartitionStart(partition: 0)], now: Self.base)
-        first.restoreState([], partition: 0)
-        try first.stateRestored(partition: 0, now: Self.base)
+        var first = try firstOwner()
         var topics = Topics()
         var sink = RecordingSink()
         try first.process(Array(records[0..<60]), now: Self.base, into: &sink)
@@ -153,10 +156,7 @@ struct ChangelogTests {
         let records = input(arena, count: 90)
         let expected = try reference(records, batch: 10)
 
-        var first = stage()
-        try first.assign([PartitionStart(partition: 0)], now: Self.base)
-        first.restoreState([], partition: 0)
-        try first.stateRestored(partition: 0, now: Self.base)
+        var first = try firstOwner()
         var topics = Topics()
         var sink = RecordingSink()
         try first.process(Array(records[0..<30]), now: Self.base, into: &sink)
@@ -188,10 +188,7 @@ struct ChangelogTests {
         // Enough event time for the first windows to be evicted (retention 10 min).
         let records = input(arena, count: 400)
         let expected = try reference(records, batch: 25)
-        var first = stage()
-        try first.assign([PartitionStart(partition: 0)], now: Self.base)
-        first.restoreState([], partition: 0)
-        try first.stateRestored(partition: 0, now: Self.base)
+        var first = try firstOwner()
         var topics = Topics()
         var sink = RecordingSink()
         var point: CommitPoint?
@@ -220,10 +217,7 @@ struct ChangelogTests {
                 partition: 0, offset: Int64(index), value: rawHit("big", "r\(String(100_000_000_000 + index))", at: Self.base + 1_000),
                 timestamp: Self.base + 2_000)
         }
-        var first = stage()
-        try first.assign([PartitionStart(partition: 0)], now: Self.base)
-        first.restoreState([], partition: 0)
-        try first.stateRestored(partition: 0, now: Self.base)
+        var first = try firstOwner()
         var topics = Topics()
         var sink = RecordingSink()
         try first.process(Array(records[0..<59_000]), now: Self.base, into: &sink)
@@ -249,10 +243,7 @@ struct ChangelogTests {
     @Test("a changelog behind the last commit (deleted or truncated) is refused with what to do")
     func changelogBehindTheCommit() throws {
         let arena = RecordArena()
-        var first = stage()
-        try first.assign([PartitionStart(partition: 0)], now: Self.base)
-        first.restoreState([], partition: 0)
-        try first.stateRestored(partition: 0, now: Self.base)
+        var first = try firstOwner()
         var topics = Topics()
         var sink = RecordingSink()
         try first.process(input(arena, count: 20), now: Self.base, into: &sink)
@@ -304,10 +295,7 @@ struct ChangelogTests {
     @Test("dead letters wait for the commit too: a crash before it leaves the judgement to the next owner, never a hit both dead-lettered and counted")
     func deadLettersWaitForTheCommit() throws {
         let arena = RecordArena()
-        var first = stage()
-        try first.assign([PartitionStart(partition: 0)], now: Self.base)
-        first.restoreState([], partition: 0)
-        try first.stateRestored(partition: 0, now: Self.base)
+        var first = try firstOwner()
         var sink = RecordingSink()
         var topics = Topics()
         let far = Self.base + 30 * Self.minute

@@ -59,23 +59,41 @@ public struct RepartitionInput: AggregateInput {
                     source: SourceKey(incarnation: incarnation, partition: mark.source), watermark: mark.watermark, idle: mark.idle)
             }
         case .event(let event):
-            take(event, deliveryId: record.key, reference: DeadLetterReference(record: index), of: record, into: &batch)
+            let incarnation = incarnation(of: event.origin, epoch: event.sourceEpoch)
+            noteSourcePartitions(event.sourcePartitions, of: incarnation, into: &batch)
+            take(
+                event, incarnation: incarnation, deliveryId: record.key, reference: DeadLetterReference(record: index), of: record,
+                into: &batch)
         case .events(let events):
-            if let first = events.first { checkRouting(first.origin, into: &batch) }
+            guard let first = events.first else { return }
+            checkRouting(first.origin, into: &batch)
+            // The events of one record share their origin, and mostly their sources' epoch: the
+            // incarnation (a hash of the topic's name) is worked out once per epoch met in a row.
+            var epoch = first.sourceEpoch
+            var incarnation = incarnation(of: first.origin, epoch: epoch)
+            noteSourcePartitions(first.sourcePartitions, of: incarnation, into: &batch)
             for (number, event) in events.enumerated() {
+                if event.sourceEpoch != epoch {
+                    epoch = event.sourceEpoch
+                    incarnation = self.incarnation(of: event.origin, epoch: epoch)
+                    noteSourcePartitions(event.sourcePartitions, of: incarnation, into: &batch)
+                }
                 take(
-                    event, deliveryId: event.deliveryId, reference: DeadLetterReference(record: index, event: number), of: record,
-                    into: &batch)
+                    event, incarnation: incarnation, deliveryId: event.deliveryId,
+                    reference: DeadLetterReference(record: index, event: number), of: record, into: &batch)
             }
         }
     }
 
+    private func noteSourcePartitions(_ count: Int, of incarnation: UInt64, into batch: inout DecodedBatch) {
+        batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, count)
+    }
+
     private func take(
-        _ event: RepartitionRecord.Event, deliveryId: UnsafeRawBufferPointer?, reference: DeadLetterReference, of record: InputRecord,
-        into batch: inout DecodedBatch
+        _ event: RepartitionRecord.Event, incarnation: UInt64, deliveryId: UnsafeRawBufferPointer?, reference: DeadLetterReference,
+        of record: InputRecord, into batch: inout DecodedBatch
     ) {
-        let source = SourceKey(incarnation: incarnation(of: event.origin, epoch: event.sourceEpoch), partition: event.sourcePartition)
-        batch.sourcePartitions[source.incarnation] = max(batch.sourcePartitions[source.incarnation] ?? 0, event.sourcePartitions)
+        let source = SourceKey(incarnation: incarnation, partition: event.sourcePartition)
         batch.marks.note(source: source, watermark: event.sourceWatermark)
         guard let deliveryId, !deliveryId.isEmpty else {
             return Self.reject("an event without its delivery id", reference, of: record, into: &batch)
@@ -118,12 +136,9 @@ public struct RepartitionInput: AggregateInput {
             key: record.key, value: record.value, timestamp: record.timestamp)
     }
 
-    /// Event `number` of a record (nil: the one event of a version 1 record).
+    /// Event `number` of a record (nil: the one event of a version 1 record), without decoding
+    /// the record's other events: a burst of late hits from one record costs one pass each.
     private static func event(_ number: Int?, in value: UnsafeRawBufferPointer) -> RepartitionRecord.Event? {
-        switch try? RepartitionRecord.decode(value) {
-        case .event(let event)?: event
-        case .events(let events)?: number.flatMap { events.indices.contains($0) ? events[$0] : nil }
-        default: nil
-        }
+        (try? RepartitionRecord.event(number, in: value)) ?? nil
     }
 }

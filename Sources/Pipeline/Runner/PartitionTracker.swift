@@ -13,6 +13,9 @@ struct PartitionTracker {
     /// record of theirs that slips through is dropped without moving them on (the partition is
     /// sought back to its start once the state is in).
     private(set) var restoring: Set<Int32> = []
+    /// Held-back partitions that had a record dropped: the consumer's position has moved past
+    /// their start, so they need a seek back before they flow.
+    private var slipped: Set<Int32> = []
 
     struct TrackedPartition {
         var offsets = PartitionOffsets()
@@ -57,16 +60,21 @@ struct PartitionTracker {
         for partition in partitions {
             owned[partition] = nil
             restoring.remove(partition.partition)
+            slipped.remove(partition.partition)
         }
     }
 
     mutating func holdBack(_ partitions: [Int32]) { restoring.formUnion(partitions) }
 
     /// A partition's state is in: where its input starts again (nil: where the reset policy
-    /// puts it, the beginning).
-    mutating func letThrough(_ partition: Int32) -> Int64? {
+    /// puts it, the beginning), and whether the consumer must be sought back there (a record
+    /// slipped through while it was held back). Most partitions are paused before their first
+    /// fetch and need no seek: a seek waits on librdkafka's broker thread, which a busy client
+    /// can keep longer than the seek's timeout.
+    mutating func letThrough(_ partition: Int32) -> (start: Int64?, seek: Bool) {
         restoring.remove(partition)
-        return owned[TopicPartition(topic: topic, partition: partition)]?.offsets.nextToRead
+        let seek = slipped.remove(partition) != nil
+        return (owned[TopicPartition(topic: topic, partition: partition)]?.offsets.nextToRead, seek)
     }
 
     /// Owned partitions whose input flows (not held back for a restore).
@@ -167,6 +175,7 @@ struct PartitionTracker {
                     }
                 }
                 guard isOwned, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0), !restoring.contains(partition) else {
+                    if isOwned, restoring.contains(partition) { slipped.insert(partition) }
                     sifted.stale += 1
                     continue
                 }

@@ -170,10 +170,26 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// group's commit says (records that slipped through while it was held back were dropped).
     private func stateIsIn(_ partition: Int32, consumer: KafkaConsumer) throws {
         try stage.stateRestored(partition: partition, now: clock())
-        let start = tracker.letThrough(partition) ?? KafkaOffset.beginning
+        let (start, needsSeek) = tracker.letThrough(partition)
         let tp = TopicPartition(topic: settings.topic, partition: partition)
-        try consumer.seek([TopicPartitionOffset(tp, offset: start)])
+        if needsSeek { try seek(consumer, tp, to: start ?? KafkaOffset.beginning) }
         if output?.paused != true { try consumer.resume([tp]) }
+    }
+
+    /// A seek waits for the partition's broker thread; a busy client (librdkafka's debug
+    /// logging, a loaded machine) can keep it past the timeout, after which the seek may or may
+    /// not have happened. Seeking to the same offset again is harmless, so it is asked again a
+    /// few times before the run gives up.
+    private func seek(_ consumer: KafkaConsumer, _ tp: TopicPartition, to offset: Int64) throws {
+        var attempt = 1
+        while true {
+            do {
+                return try consumer.seek([TopicPartitionOffset(tp, offset: offset)])
+            } catch let error as KafkaError where error.isTimedOut && attempt < 6 {
+                logger.warning("\(stage.name): seeking \(tp) back to its start took too long, asking again (attempt \(attempt + 1) of 6): \(error)")
+                attempt += 1
+            }
+        }
     }
 
     /// Lets wall-clock time pass in the stage: idle sources, closing windows, marks.

@@ -41,4 +41,20 @@ struct PartitionTrackerTests {
         #expect(sifted.taken == [1, 2] && sifted.stale == 2)
         #expect(sifted.gaps.map { "\($0.0)@\($0.1)->\($0.2)" } == ["hits[0]@11->15"])
     }
+
+    @Test("a partition held back for its state: records that slip through are dropped and it is sought back to its start; one that saw none flows without a seek")
+    func heldBackForState() {
+        var tracker = PartitionTracker(topic: "hits")
+        let quiet = TopicPartition(topic: "hits", partition: 1)
+        tracker.take(tp, committed: 40, metadata: nil)
+        tracker.take(quiet, committed: 7, metadata: nil)
+        tracker.holdBack([0, 1])
+        let slipped = tracker.sift(records(40...44, from: 0), revocations: [])
+        #expect(slipped.taken.isEmpty && slipped.stale == 5, "nothing reaches the stage before the state is in")
+        let first = tracker.letThrough(0)
+        #expect(first.start == 40 && first.seek, "the consumer moved past the start: sought back")
+        let second = tracker.letThrough(1)
+        #expect(second.start == 7 && !second.seek, "nothing slipped through: it starts where it is")
+        #expect(tracker.sift(records(40...41, from: 0), revocations: []).taken == [0, 1], "after the seek, from the start")
+    }
 }

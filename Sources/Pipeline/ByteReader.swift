@@ -1,0 +1,35 @@
+/// Reads the little-endian binary formats trackpipe writes for itself (repartition records,
+/// changelog records): bytes, integers and slices, in order, throwing the reader's own error
+/// when the data ends too soon.
+struct ByteReader<Failure: Error> {
+    let bytes: UnsafeRawBufferPointer
+    /// What to throw when the bytes end before what is read.
+    let cutShort: Failure
+    private(set) var position = 0
+
+    init(_ bytes: UnsafeRawBufferPointer, cutShort: Failure) {
+        self.bytes = bytes
+        self.cutShort = cutShort
+    }
+
+    var isAtEnd: Bool { position == bytes.count }
+
+    mutating func byte() throws(Failure) -> UInt8 {
+        guard position < bytes.count else { throw cutShort }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    mutating func integer<T: FixedWidthInteger>(_: T.Type) throws(Failure) -> T {
+        let size = MemoryLayout<T>.size
+        guard position + size <= bytes.count else { throw cutShort }
+        defer { position += size }
+        return T(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: T.self))
+    }
+
+    mutating func slice(_ count: Int) throws(Failure) -> UnsafeRawBufferPointer {
+        guard count >= 0, position + count <= bytes.count else { throw cutShort }
+        defer { position += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[position..<position + count])
+    }
+}
