@@ -13,8 +13,8 @@ import Windowing
 ///   window too large for one record (brokers refuse records over 1 MB). A large window's
 ///   chunks alternate between two sets, and its head, written after them, names the set: a
 ///   crash in the middle of writing one set leaves the head pointing at the other, complete one;
-/// - `T`: the task's own state as of the write: how far it had processed its input and the
-///   eviction horizon.
+/// - `T`: the task's own state as of the write: how far it had processed its input, the
+///   eviction horizon, and where its line of owners began writing the partition.
 ///
 /// Values start with a format version byte; a reader refuses versions it does not know.
 public enum ChangelogRecord {
@@ -43,6 +43,24 @@ public enum ChangelogRecord {
         public var processedThrough: Int64
         /// Every window with end + retention at or before this had been evicted.
         public var evictedBefore: Int64
+        /// The changelog offset from which this task's line of owners wrote the partition (see
+        /// `Checkpoint.changelogSince`): a task record naming another was written by another
+        /// run of the group (the other mode, or a recount after an offset reset).
+        public var lineage: Int64 = 0
+        /// Which input the task counts (`ChangelogRecord.source(of:)`): an owner without a
+        /// commit continues the state only of a task of the same input.
+        public var source: UInt64 = 0
+    }
+
+    /// A stable name of the input a task counts: the repartition topic's partitions (two
+    /// stages, whatever the input topic) or the partitions of an input topic (one stage).
+    /// FNV-1a, so that every process and build agrees.
+    public static func source(crossesShuffle: Bool, inputTopic: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in (crossesShuffle ? "repartition" : "input " + inputTopic).utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return hash
     }
 
     /// One record to write.
@@ -199,12 +217,16 @@ public enum ChangelogRecord {
         var value: [UInt8] = [version, Tag.task.rawValue]
         append(state.processedThrough, to: &value)
         append(state.evictedBefore, to: &value)
+        append(state.lineage, to: &value)
+        append(state.source, to: &value)
         return value
     }
 
     static func decodeTask(_ bytes: [UInt8]) throws(DecodingError) -> TaskState {
         try read(bytes, tag: .task) { reader throws(DecodingError) in
-            let state = TaskState(processedThrough: try reader.integer(Int64.self), evictedBefore: try reader.integer(Int64.self))
+            let state = TaskState(
+                processedThrough: try reader.integer(Int64.self), evictedBefore: try reader.integer(Int64.self),
+                lineage: try reader.integer(Int64.self), source: try reader.integer(UInt64.self))
             guard reader.isAtEnd else { throw DecodingError(description: "changelog task record with trailing bytes") }
             return state
         }

@@ -59,6 +59,10 @@ public protocol Stage: Sendable {
     /// The state written by `prepareCommit` is acknowledged, and each partition's changelog ends
     /// at `changelogEnds`: sends what was held back until it was (aggregate records).
     mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws
+
+    /// The offsets of `partitions` are committed at their commit points: what the stage kept
+    /// for a new owner that would replay from an older commit may go.
+    mutating func committed(_ partitions: [Int32])
 }
 
 extension Stage {
@@ -67,6 +71,7 @@ extension Stage {
     public mutating func stateRestored(partition: Int32, now: Int64) throws {}
     public mutating func prepareCommit(into sink: inout some RecordSink) throws {}
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {}
+    public mutating func committed(_ partitions: [Int32]) {}
 }
 
 /// One record of a stage's changelog, read back.

@@ -1,10 +1,32 @@
 /// What the previous run of the worker had settled for one partition, read back from the
-/// Kafka commit metadata.
+/// Kafka commit metadata (and, for a task with a changelog, from its state).
 ///
 /// A hit below `replayBefore` whose window expires at or before `evictedBefore` was either in
 /// a window the previous run emitted for the last time or was dead-lettered by it; counting
-/// it again would double it, reporting it as too late would dead-letter it twice.
+/// it again would double it.
+///
+/// Without a changelog the previous run had sent both before it committed, so the replay stays
+/// silent. With one, the replay covers exactly the interval whose output the previous run held
+/// back for its last commit and may have lost in a crash: `finals` then says, for each window
+/// evicted in that interval, how far it had counted, so that the replay tells a hit it counted
+/// (dropped silently, its record is sent again from the state) from one it judged too late (its
+/// dead letter is sent again).
 struct RestorePoint: Sendable, Hashable {
     var replayBefore: Int64
     var evictedBefore: Int64
+    /// `countedThrough` of each window evicted in the replayed interval.
+    var finals: [FinalWindow: Int64] = [:]
+    /// Whether a replayed hit of an evicted window that no final holds is judged too late again.
+    var judgesLateness = false
+}
+
+/// A window the previous owner evicted, by its start and delivery.
+public struct FinalWindow: Sendable, Hashable {
+    public var windowStart: Int64
+    public var deliveryId: String
+
+    public init(windowStart: Int64, deliveryId: String) {
+        self.windowStart = windowStart
+        self.deliveryId = deliveryId
+    }
 }

@@ -58,9 +58,15 @@ public final class ShardedWindowEngine: @unchecked Sendable {
     /// in windows the previous run had already finalised (expiry <= `evictedBefore`) are
     /// dropped silently, and windows past `evictedBefore` stay closed for new hits too, so a
     /// partial re-emission can never overwrite a final record.
-    public func restore(partition: Int32, replayBefore: Int64, evictedBefore: Int64) {
+    ///
+    /// With `finals` (a task whose changelog was written ahead of its commit, whose output for
+    /// the replayed interval may be lost), the replay judges lateness again instead: a hit of a
+    /// window evicted in that interval is dropped only if its final state (`countedThrough`
+    /// per window) holds it, and reported too late otherwise.
+    public func restore(partition: Int32, replayBefore: Int64, evictedBefore: Int64, finals: [FinalWindow: Int64]? = nil) {
         serial.sync {
-            restorePoints[partition] = RestorePoint(replayBefore: replayBefore, evictedBefore: evictedBefore)
+            restorePoints[partition] = RestorePoint(
+                replayBefore: replayBefore, evictedBefore: evictedBefore, finals: finals ?? [:], judgesLateness: finals != nil)
             horizon = Swift.max(horizon, evictedBefore)
         }
     }

@@ -41,12 +41,19 @@ public struct WindowState: Sendable, Equatable {
         self.emittedRevision = emittedRevision
     }
 
+    /// The record this state stands for (nil if its counters are malformed): what a new owner
+    /// sends again for a window whose last emission may have been lost.
+    public func record(windowSize: Int64) -> WindowAggregate? {
+        DeliveryWindow(self)?.aggregate(deliveryId: deliveryId, start: windowStart, end: EventTimeMath.add(windowStart, windowSize))
+    }
+
     /// Hits counted: the revision its record carries.
     public var revision: Int { counters.count >= 3 ? Int(counters[0]) + Int(counters[1]) + Int(counters[2]) : 0 }
 }
 
-/// What changed in a store's state since it was last asked: windows to write again, and
-/// windows gone (evicted) whose records must be deleted.
+/// What changed in a store's state since it was last asked: windows to write again (among them
+/// the final state of windows evicted since), and windows gone (evicted) whose records must be
+/// deleted once their last records are out.
 public struct StateChanges: Sendable {
     public var windows: [WindowState] = []
     /// (window start, delivery id) of evicted windows.

@@ -14,6 +14,8 @@ struct WindowStore: Sendable {
     let tracksState: Bool
     /// Windows evicted since the state was last handed out.
     private var evictedSinceExport: [(windowStart: Int64, deliveryId: String)] = []
+    /// The final state of windows evicted since the state was last handed out, where it moved on.
+    private var finalsSinceExport: [WindowState] = []
     /// Alive window starts, ascending.
     private(set) var slots: [WindowSlot] = []
     /// Index of the slot the previous hit went to: hits are mostly in order, so usually the
@@ -47,6 +49,15 @@ struct WindowStore: Sendable {
         let expiry = EventTimeMath.add(end, config.retention)
         if !restore.isEmpty, let point = restore[input.partition],
            input.offset < point.replayBefore, expiry <= point.evictedBefore {
+            if point.judgesLateness,
+               (point.finals[FinalWindow(windowStart: start, deliveryId: input.event.deliveryId)] ?? .min) < input.position {
+                // The previous owner had judged it too late, and its dead letter may be lost.
+                out.tooLate.append(LateHit(
+                    event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
+                    detail: LateHit.detail(
+                        eventTime: time, windowStart: start, windowEnd: end, retention: config.retention, horizon: point.evictedBefore)))
+                return
+            }
             out.replayedFinal += 1
             return
         }
@@ -113,7 +124,7 @@ struct WindowStore: Sendable {
                 emitDirty(of: slot, into: &out)
             }
             out.windowsEvicted += slot.deliveries.count
-            if tracksState { for id in slot.deliveries.keys { evictedSinceExport.append((slot.start, id)) } }
+            if tracksState { noteEvicted(slot) }
             out.entriesFreed += slot.entries
             entries -= slot.entries
             out.oldestEvictedStart = Swift.min(out.oldestEvictedStart ?? slot.start, slot.start)
@@ -213,9 +224,27 @@ struct WindowStore: Sendable {
 
     // MARK: State
 
-    /// The windows whose state changed, and the windows evicted, since the last call.
+    /// An evicted slot's windows go, but their final state is handed out first where it moved
+    /// on since the last export (the last hits, the final emission): until the commit that
+    /// sends their last records is done, a new owner needs it to send them again.
+    private mutating func noteEvicted(_ slot: WindowSlot) {
+        // In delivery order, so that a replay of the same input writes the same changelog.
+        for (id, window) in slot.deliveries.sorted(by: { $0.key < $1.key }) {
+            evictedSinceExport.append((slot.start, id))
+            let emittedNow = !slot.emitted || window.dirty
+            guard emittedNow || window.stateChanged else { continue }
+            var final = window
+            if emittedNow { final.emittedRevision = UInt32(truncatingIfNeeded: window.hitCount) }
+            finalsSinceExport.append(final.state(deliveryId: id, windowStart: slot.start))
+        }
+    }
+
+    /// The windows whose state changed (with the final state of those evicted), and the windows
+    /// evicted, since the last call.
     mutating func exportChanges(into changes: inout StateChanges) {
         guard tracksState else { return }
+        changes.windows += finalsSinceExport
+        finalsSinceExport.removeAll()
         for index in slots.indices where !slots[index].stateChangedIds.isEmpty {
             let start = slots[index].start
             for id in slots[index].stateChangedIds {

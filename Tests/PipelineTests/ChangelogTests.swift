@@ -82,7 +82,9 @@ struct ChangelogTests {
         topics.take(&sink)
         try stage.completeCommit(changelogEnds: [0: Int64(topics.changelog.count)], now: now, into: &sink)
         topics.take(&sink)
-        return stage.commitPoints()[0]
+        let point = stage.commitPoints()[0]
+        stage.committed([0])
+        return point
     }
 
     /// A new owner: assigned with the commit, its state read back from `records`.
@@ -312,5 +314,96 @@ struct ChangelogTests {
         #expect(topics.deadLetters.sorted() == ["malformed_json", "too_late"], "\(topics.deadLetters)")
         _ = try commit(&first, into: &topics, now: Self.base)
         #expect(topics.deadLetters.count == 2, "each sent once")
+    }
+
+    @Test("a crash after the state was written and before the records held for it went out: the next owner sends the last record of a window evicted in that interval, and that interval's dead letters")
+    func crashBeforeTheHeldRecordsWentOut() throws {
+        let arena = RecordArena()
+        func hit(_ delivery: String, _ broadlog: String, at time: Int64, arriving: Int64? = nil, _ offset: Int64) -> InputRecord {
+            arena.record(partition: 0, offset: offset, value: rawHit(delivery, broadlog, at: time), timestamp: arriving ?? time + 1_000)
+        }
+        let far = Self.base + 30 * Self.minute
+        let records = [
+            hit("d1", "a", at: Self.base + 10_000, 0), hit("d1", "b", at: Self.base + 20_000, 1),
+            hit("d2", "x", at: Self.base + 2 * Self.minute, 2),  // d1's window is emitted: revision 2
+            hit("d1", "c", at: Self.base + 30_000, arriving: Self.base + 3 * Self.minute, 3),  // a correction: revision 3
+            arena.record(partition: 0, offset: 4, value: Array("{not json".utf8), timestamp: Self.base + 3 * Self.minute),
+            hit("d2", "y", at: far, 5),  // event time moves past d1's retention: its window is evicted
+            hit("d1", "d", at: Self.base + 40_000, arriving: far, 6),  // too late
+        ]
+        var first = try firstOwner()
+        var topics = Topics()
+        var sink = RecordingSink()
+        try first.process(Array(records[0..<3]), now: Self.base, into: &sink)
+        topics.take(&sink)
+        let point = try commit(&first, into: &topics, now: Self.base)
+        #expect(topics.lastValues.first { $0.key.hasPrefix("d1@") }?.value.contains("\"revision\":2") == true)
+        try first.process(Array(records[3..<6]), now: Self.base + 1, into: &sink)
+        try first.process(Array(records[6...]), now: Self.base + 2, into: &sink)
+        topics.take(&sink)
+        // The state is written and acknowledged; the process dies before the records and dead
+        // letters held for it go out, and before the commit.
+        try first.prepareCommit(into: &sink)
+        topics.take(&sink)
+        #expect(topics.deadLetters.isEmpty)
+
+        var next = try takeOver(from: point, changelog: topics.changelog, now: Self.base + 3)
+        try next.process(Array(records[3...]), now: Self.base + 4, into: &sink)
+        topics.take(&sink)
+        _ = try commit(&next, into: &topics, now: Self.base + 4)
+        let d1 = topics.lastValues.first { $0.key.hasPrefix("d1@") }?.value ?? "none"
+        #expect(d1.contains("\"revision\":3") && d1.contains("\"clicks\":1"), "the correction of the evicted window went out: \(d1)")
+        #expect(topics.deadLetters.sorted() == ["malformed_json", "too_late"], "\(topics.deadLetters)")
+        #expect(topics.revisions().steppedBack.isEmpty, "\(topics.revisions().steppedBack)")
+        // The evicted window's state goes from the changelog once its record is out.
+        _ = try commit(&next, into: &topics, now: Self.base + 5)
+        let tombstoned = topics.changelog.filter { $0.value == nil && $0.key.first == UInt8(ascii: "W") }
+        #expect(tombstoned.contains { String(decoding: $0.key, as: UTF8.self).hasSuffix("d1") })
+    }
+
+    @Test("a new line of owners (a recount after an offset reset, or the other mode) never reads an earlier run's state; an owner whose commit's state another run overwrote is refused")
+    func earlierRunsStateIsNotReadBack() throws {
+        let arena = RecordArena()
+        let records = input(arena, count: 60)
+        let expected = try reference(records, batch: 10)
+        var first = try firstOwner()
+        var topics = Topics()
+        var sink = RecordingSink()
+        try first.process(Array(records[0..<40]), now: Self.base, into: &sink)
+        topics.take(&sink)
+        let oldPoint = try commit(&first, into: &topics, now: Self.base)
+
+        // The group's offsets reset to the earliest: no commit, and the changelog holds the first
+        // run's state. The recount counts everything.
+        var recount = try takeOver(from: nil, changelog: topics.changelog, now: Self.base + 1)
+        var output = Topics()
+        output.changelog = topics.changelog
+        for start in stride(from: 0, to: records.count, by: 10) {
+            try recount.process(Array(records[start..<start + 10]), now: Self.base + 2, into: &sink)
+            output.take(&sink)
+            _ = try commit(&recount, into: &output, now: Self.base + 2)
+        }
+        try recount.finish(now: Self.base + 10_000, into: &sink)
+        output.take(&sink)
+        let point = try commit(&recount, into: &output, now: Self.base + 10_000)
+        #expect(output.lastValues == expected)
+        #expect(recount.drainReport().accounting.replayed == 0)
+        #expect((Checkpoint(decoding: point?.metadata)?.changelogSince ?? 0) > 0)
+
+        // The new line's own restart reads its state back and skips the earlier run's.
+        var again = try takeOver(from: point, changelog: output.changelog, now: Self.base + 10_001)
+        try again.process([], now: Self.base + 10_002, into: &sink)
+        #expect(again.commitPoints()[0]?.offset == 60)
+
+        // The first run's commit, with another run's state written over it, is refused.
+        var stale = stage()
+        try stale.assign([PartitionStart(partition: 0, committedOffset: oldPoint?.offset, metadata: oldPoint?.metadata, logStart: 0)], now: Self.base)
+        stale.restoreState(output.changelog, partition: 0)
+        do {
+            try stale.stateRestored(partition: 0, now: Self.base)
+            Issue.record("another run's state was taken for this task's")
+        } catch {
+            #expect("\(error)".contains("another run of this group") && "\(error)".contains("--group"), "\(error)")
+        }
     }
 }

@@ -46,23 +46,10 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
     /// fix of the stages removes its entries from here, and the test then holds the whole
     /// family to every check.
     public static let knownFailing: [ScheduleFamily: KnownFailure] = [
-        .crash: KnownFailure(heldAtCrashEvicted, without: [.commitCrashes]),
-        .crashOneStage: KnownFailure(heldAtCrashEvicted + "; " + deadLettersHeldAtCrash, without: [.commitCrashes]),
-        .recoveryOneStage: KnownFailure(deadLettersHeldAtCrash, without: [.commitCrashes]),
-        .chaos: KnownFailure(heldAtCrashEvicted + "; " + deadLettersHeldAtCrash, without: [.commitCrashes]),
-        .chaosOneStage: KnownFailure(heldAtCrashEvicted + "; " + deadLettersHeldAtCrash, without: [.commitCrashes]),
-        .oneStageSwitch: KnownFailure(foreignState, without: [.offsetReset]),
-        .twoStageSwitch: KnownFailure(foreignState, without: [.offsetReset]),
         .strictLateness: KnownFailure(strictRule, withoutStrictLateness: true),
         .strictLatenessOneStage: KnownFailure(strictRule, withoutStrictLateness: true),
     ]
 
-    private static let heldAtCrashEvicted =
-        "a crash between the state write and the release of the records held for it (prepareCommit done, completeCommit not) loses the records of windows evicted before the next owner catches up: AggregateTask.catchUp re-sends the unconfirmed windows from engine.currentRecords, which has nothing for a window the silent replay or the batch that caught up evicted, and a window emitted and evicted within the crashed commit's interval is only a tombstone in the changelog, which TaskChangelog.finishRestore never marks unconfirmed (missing keys, last records short of late corrections)"
-    private static let deadLettersHeldAtCrash =
-        "a crash between the state write and the release of the dead letters held for it loses them: the next owner replays silently up to the processed mark the state records, and AggregateTask.count suppresses every dead letter below it (offsets.isReplay) although the commit never confirmed they were sent (a bad message or a too_late hit neither dead-lettered nor counted)"
-    private static let foreignState =
-        "after a refused mode switch, the remedy the refusal offers (reset the group's offsets to the earliest) starts the other mode on the same state topic (<group>-state): where its partition count fits, each new window task reads back the other mode's task of the same number (AggregateTask.stateRestored trusts a changelog without a window checkpoint in the commit) and counts from foreign windows and a foreign processed mark: hits skipped as replays, dead letters suppressed, records over partial or foreign windows"
     private static let strictRule =
         "lateness is not decided per hit (not implemented): a batch's hits are judged against the horizon at its start, from the minimum over sources, so a hit past its own partition's progress plus the retention is still counted when slower partitions hold the horizon back"
 

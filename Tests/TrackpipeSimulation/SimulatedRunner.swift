@@ -256,6 +256,8 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
             return
         }
         let points = stage.commitPoints()
+        var committed: [Int32] = []
+        defer { stage.committed(committed) }
         for partition in positions.keys.sorted() where partitions?.contains(partition) ?? true {
             guard let point = points[partition] else { continue }
             if point.offset > positions[partition]! {
@@ -267,6 +269,7 @@ final class SimulatedRunner<S: Stage>: DrivenStage {
             }
             kafka.commit(
                 group: group, topic: topic, partition: partition, InMemoryKafka.Committed(offset: point.offset, metadata: point.metadata))
+            committed.append(partition)
         }
         for partition in points.keys where positions[partition] == nil {
             problems.append("\(label) has a commit point for \(topic)[\(partition)], which it does not own")

@@ -72,7 +72,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             for start in starts where tasks[.partition(start.partition)] == nil {
                 tasks[.partition(start.partition)] = AggregateTask(
                     key: .partition(start.partition), config: window, start: start, crossesShuffle: Input.crossesShuffle,
-                    unnamedIncarnation: input.unnamedIncarnation, stateful: keepsChangelog, now: now)
+                    unnamedIncarnation: input.unnamedIncarnation, stateful: keepsChangelog, inputTopic: sourceTopic, now: now)
             }
         }
     }
@@ -256,6 +256,10 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             let records = tasks[key]!.releaseHeld(changelogEnd: key.partition.flatMap { changelogEnds[$0] })
             try emit(records, now: now, into: &sink)
         }
+    }
+
+    public mutating func committed(_ partitions: [Int32]) {
+        for partition in partitions { tasks[.partition(partition)]?.committed() }
     }
 
     private func inRange(_ aggregates: [WindowAggregate]) -> [WindowAggregate] {

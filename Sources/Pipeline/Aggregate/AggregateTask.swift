@@ -31,8 +31,10 @@ struct AggregateTask: Sendable {
     /// What the engine emitted during a silent replay, latest per key: sent once the replay
     /// catches up, since the previous owner may not have emitted it.
     private var suppressed: [String: WindowAggregate] = [:]
-    /// Windows read back whose last emission may not have reached the output.
-    private var unconfirmed: [ChangelogRecord.WindowKey] = []
+    /// The replay covers an interval whose output the previous owner held for a commit it
+    /// never made (its changelog was written ahead of it): that output may be lost, so the
+    /// replay sends its dead letters again, and the state read back its records.
+    private var replayOutputHeld = false
     /// The engine's number for each source (an input partition of one incarnation), and how many
     /// partitions of each incarnation have been declared to the engine.
     private var incarnations: [UInt64: Int] = [:]
@@ -57,7 +59,7 @@ struct AggregateTask: Sendable {
 
     init(
         key: TaskKey, config: WindowConfig, start: PartitionStart?, crossesShuffle: Bool, unnamedIncarnation: UInt64 = 0,
-        stateful: Bool = false, now: Int64, shards: Int = 1
+        stateful: Bool = false, inputTopic: String = "", now: Int64, shards: Int = 1
     ) {
         self.key = key
         self.stateful = stateful && key.partition != nil
@@ -68,7 +70,19 @@ struct AggregateTask: Sendable {
         guard let partition = key.partition else { return }
         if self.stateful {
             awaitingState = true
-            changelog.beginRestore()
+            // The changelog is read back only from where the last commit's line of owners began
+            // writing it. Without a commit, an owner continues the line that wrote last if it
+            // counted the same input (its owner died before its first commit); any other commit
+            // (an offset reset, a recreated topic, an older build) begins a new line.
+            let lineage: TaskChangelog.Lineage
+            if start?.committedOffset == nil {
+                lineage = .lastWritten
+            } else if let checkpoint = Checkpoint(decoding: start?.metadata), checkpoint.changelog != nil, start?.commitIsBeyondTheLog != true {
+                lineage = .committed(since: checkpoint.changelogSince)
+            } else {
+                lineage = .new
+            }
+            changelog.beginRestore(lineage, source: ChangelogRecord.source(crossesShuffle: crossesShuffle, inputTopic: inputTopic))
         }
         if !crossesShuffle {
             // The partition is its own only source.
@@ -164,24 +178,54 @@ struct AggregateTask: Sendable {
         guard awaitingState, let partition = key.partition else { return TaskChangelog.Restored() }
         awaitingState = false
         let restored = changelog.finishRestore(committedChangelog: committedChangelog)
+        if let foreign = restored.foreign, let committed = offsets.committed {
+            throw PipelineError.groupMismatch(
+                "the state of partition \(partition) was written by another run of this group (at offset \(foreign) of its changelog, after this task's last commit at offset \(committed)): the other mode, or a recount after an offset reset. The windows of this task's commit cannot be told from it. Stop every instance, then reset this group's offsets of every topic it reads to the earliest (a full recount from the state topic's end), or run under a new --group")
+        }
         if let committedChangelog, (changelog.end ?? 0) < committedChangelog {
             throw PipelineError.kafka(
                 "the changelog of partition \(partition) ends at offset \(changelog.end ?? 0), before the \(committedChangelog) its last commit recorded: the state topic was deleted, recreated or truncated, and the windows cannot be read back exactly. Stop every instance, then either restore the state topic, or start the deployment under a new --group (it counts the input from its beginning)")
         }
-        let malformed = engine.restore(restored.windows)
+        // Windows past the horizon the state records were evicted in the interval its last
+        // write covered: they are read back only for their last records and for the replay.
+        let evictedBefore = restored.task?.evictedBefore ?? .min
+        let config = engine.config
+        let isFinal = { (window: WindowState) in
+            EventTimeMath.add(EventTimeMath.add(window.windowStart, config.size), config.retention) <= evictedBefore
+        }
+        let finals = restored.windows.filter(isFinal)
+        let malformed = engine.restore(restored.windows.filter { !isFinal($0) })
         engine.finishRestore()
         if let task = restored.task {
             if let committed = offsets.committed, committedChangelog != nil, task.processedThrough < committed {
                 throw PipelineError.kafka(
                     "the changelog of partition \(partition) holds state as of offset \(task.processedThrough), before the \(committed) the group committed: it lost records (retention, or the topic recreated). Stop every instance, then restore the state topic or start under a new --group")
             }
-            engine.restore(partition: partition, replayBefore: task.processedThrough, evictedBefore: task.evictedBefore)
+            // Whatever lies between the commit and the state's mark was counted by an owner that
+            // held its output for a commit it never made.
+            replayOutputHeld = true
+            let counted = Dictionary(
+                finals.map { (FinalWindow(windowStart: $0.windowStart, deliveryId: $0.deliveryId), $0.countedThrough) },
+                uniquingKeysWith: max)
+            engine.restore(
+                partition: partition, replayBefore: task.processedThrough, evictedBefore: task.evictedBefore,
+                finals: replayOutputHeld ? counted : nil)
             offsets.restoredMark = task.processedThrough
+            changelog.evictedOnRestore(
+                finals.map { ChangelogRecord.WindowKey(windowStart: $0.windowStart, deliveryId: $0.deliveryId) }, mark: task.processedThrough)
         } else if committedChangelog != nil, restored.records == 0, (committedChangelog ?? 0) > 0 {
             throw PipelineError.kafka(
                 "the changelog of partition \(partition) is empty, but its last commit recorded state in it: the state topic was deleted or recreated. Stop every instance, then restore the state topic or start under a new --group")
         }
-        unconfirmed = restored.unconfirmed
+        // Windows whose last emission may not have reached the output go out again with the
+        // first commit, as the state read back has them (later emissions of the same window
+        // carry higher revisions and win).
+        let unconfirmed = Set(restored.unconfirmed)
+        for final in finals where unconfirmed.contains(ChangelogRecord.WindowKey(windowStart: final.windowStart, deliveryId: final.deliveryId)) {
+            if let record = final.record(windowSize: config.size) { Self.keepLatest(record, in: &held) }
+        }
+        let alive = restored.unconfirmed.filter { key in !finals.contains { $0.windowStart == key.windowStart && $0.deliveryId == key.deliveryId } }
+        for record in engine.currentRecords(alive.map { ($0.windowStart, $0.deliveryId) }) { Self.keepLatest(record, in: &held) }
         if !offsets.isReplaying { catchUp() }
         var report = restored
         report.unreadable += malformed
@@ -190,11 +234,14 @@ struct AggregateTask: Sendable {
 
     // MARK: What goes out
 
-    /// Emissions of a stateful task: held until the next commit, or, during a silent replay,
-    /// kept for when it catches up.
+    /// Emissions of a stateful task: held until the next commit, or, during a silent replay
+    /// that rebuilds windows from an older commit without changelog, kept for when it catches
+    /// up. A replay over windows read back from the changelog counts nothing they hold, so what
+    /// it emits is never behind what the previous owner sent; it is held like any emission, and
+    /// goes out with the commit whose state write records it as emitted.
     private mutating func route(_ emitted: [WindowAggregate]) {
         for record in emitted {
-            if offsets.isReplaying {
+            if offsets.isReplaying && !replayOutputHeld {
                 Self.keepLatest(record, in: &suppressed)
             } else {
                 Self.keepLatest(record, in: &held)
@@ -202,15 +249,12 @@ struct AggregateTask: Sendable {
         }
     }
 
-    /// The silent replay reached the state read back: what it emitted, and windows whose last
-    /// emission may have been lost, go out with the next commit, as they stand now. The batch
-    /// that caught up may already have emitted newer records of the same windows: per key, the
-    /// highest revision wins.
+    /// The silent replay reached the state read back: what it emitted goes out with the next
+    /// commit. The batch that caught up may already have emitted newer records of the same
+    /// windows: per key, the highest revision wins.
     private mutating func catchUp() {
         for record in suppressed.values { Self.keepLatest(record, in: &held) }
         suppressed = [:]
-        for record in engine.currentRecords(unconfirmed.map { ($0.windowStart, $0.deliveryId) }) { Self.keepLatest(record, in: &held) }
-        unconfirmed = []
     }
 
     private static func keepLatest(_ record: WindowAggregate, in records: inout [String: WindowAggregate]) {
@@ -239,9 +283,14 @@ struct AggregateTask: Sendable {
         return changelog.entries(for: engine.exportChanges(), task: task)
     }
 
+    /// The offsets are committed at the commit point.
+    mutating func committed() {
+        if stateful, let point = commitPoint() { changelog.committed(through: point.offset) }
+    }
+
     /// The state written is acknowledged (the changelog ends at `end`): the held records go out.
     mutating func releaseHeld(changelogEnd end: Int64?) -> [WindowAggregate] {
-        if let end { changelog.written(end: end) }
+        changelog.released(end: end)
         defer { held = [:] }
         return held.values.sorted { ($0.windowStart, $0.deliveryId, $0.revision) < ($1.windowStart, $1.deliveryId, $1.revision) }
     }
@@ -276,7 +325,7 @@ struct AggregateTask: Sendable {
         for rejection in batch.rejections {
             consumed(at: rejection.offset)
             accounting.deadLettered[rejection.reason, default: 0] += 1
-            if !offsets.isReplay(rejection.offset) && inRange(rejection.time) {
+            if (replayOutputHeld || !offsets.isReplay(rejection.offset)) && inRange(rejection.time) {
                 result.deadLetters.append(PendingDeadLetter(reference: rejection.reference, reason: rejection.reason, detail: rejection.detail))
             }
         }
@@ -314,7 +363,7 @@ struct AggregateTask: Sendable {
         accounting.replayedFinal += output.replayedFinal
         for late in output.tooLate {
             accounting.deadLettered[RejectReason.tooLate.rawValue, default: 0] += 1
-            if !offsets.isReplay(late.offset) && inRange(late.event.eventTime) {
+            if (replayOutputHeld || !offsets.isReplay(late.offset)) && inRange(late.event.eventTime) {
                 result.deadLetters.append(
                     PendingDeadLetter(reference: batch.events[late.tag].reference, reason: RejectReason.tooLate.rawValue, detail: late.detail))
             }
@@ -367,7 +416,8 @@ struct AggregateTask: Sendable {
         let seen = crossesShuffle ? dedup.checkpoint : [:]
         if stateful {
             let checkpoint = Checkpoint(
-                evictedBefore: engine.evictionHorizon, processedThrough: processed, seen: seen, changelog: changelog.end ?? 0)
+                evictedBefore: engine.evictionHorizon, processedThrough: processed, seen: seen, changelog: changelog.end ?? 0,
+                changelogSince: changelog.lineage)
             return CommitPoint(offset: processed, metadata: checkpoint.encoded)
         }
         let safe = engine.lowestHeldOffsets()[partition].map { min($0, processed) } ?? processed

@@ -4,6 +4,14 @@ import Windowing
 /// last commit (at most one write per window per commit interval, tombstones for evicted
 /// windows, the task's own record last), and how to read the state back.
 ///
+/// An evicted window's tombstone waits for a commit: the write of the commit that evicts it
+/// carries its final state, and the tombstone goes with the first write after that commit's
+/// records were released and the offsets committed past every hit the window may have counted
+/// (past the state's mark, for a window evicted while a new owner replayed). Until then a new
+/// owner replays from a commit older than the eviction: it needs the final state to send the
+/// window's last record again and to tell the hits the window counted from those it judged
+/// too late.
+///
 /// Kept per task: which large windows are stored in chunks, and in which of their two chunk
 /// sets, so that a new write never overwrites the set the changelog's head points at, and an
 /// evicted window's every record is deleted.
@@ -22,12 +30,33 @@ struct TaskChangelog: Sendable {
     private var footprints: [WindowKey: Footprint] = [:]
     private var lastTask: ChangelogRecord.TaskState?
     private var restoring: RestoreBuffer?
+    /// Where this line of owners began writing the partition: records before it were written
+    /// by an earlier run of the group and are never read back.
+    private(set) var lineage: Int64 = 0
+    /// The input this task counts, named in its task records.
+    private(set) var source: UInt64 = 0
+    /// Evicted windows whose last records wait for the next release, then for the offsets to be
+    /// committed, then tombstones to write.
+    private var evictedAwaitingRelease: [(window: WindowKey, mark: Int64)] = []
+    private var evictedAwaitingCommit: [(window: WindowKey, mark: Int64)] = []
+    private var tombstonesDue: [WindowKey] = []
 
     // MARK: Writing
 
     /// The records for `changes` and the task's state, in the order they must be written.
     mutating func entries(for changes: StateChanges, task: ChangelogRecord.TaskState) -> [ChangelogRecord.Entry] {
         var entries: [ChangelogRecord.Entry] = []
+        for key in tombstonesDue {
+            entries.append(ChangelogRecord.Entry(key: ChangelogRecord.headKey(key), value: nil))
+            if let footprint = footprints.removeValue(forKey: key) {
+                for set in 0..<2 {
+                    for index in 0..<footprint.chunks[set] {
+                        entries.append(ChangelogRecord.Entry(key: ChangelogRecord.chunkKey(key, set: UInt8(set), index: index), value: nil))
+                    }
+                }
+            }
+        }
+        tombstonesDue = []
         for state in changes.windows {
             let key = WindowKey(windowStart: state.windowStart, deliveryId: state.deliveryId)
             let written = ChangelogRecord.entries(for: state, previousSet: footprints[key]?.set)
@@ -42,17 +71,12 @@ struct TaskChangelog: Sendable {
                 footprints[key] = footprint
             }
         }
-        for evicted in changes.evicted {
-            let key = WindowKey(windowStart: evicted.windowStart, deliveryId: evicted.deliveryId)
-            entries.append(ChangelogRecord.Entry(key: ChangelogRecord.headKey(key), value: nil))
-            if let footprint = footprints.removeValue(forKey: key) {
-                for set in 0..<2 {
-                    for index in 0..<footprint.chunks[set] {
-                        entries.append(ChangelogRecord.Entry(key: ChangelogRecord.chunkKey(key, set: UInt8(set), index: index), value: nil))
-                    }
-                }
-            }
+        evictedAwaitingRelease += changes.evicted.map {
+            (WindowKey(windowStart: $0.windowStart, deliveryId: $0.deliveryId), task.processedThrough)
         }
+        var task = task
+        task.lineage = lineage
+        task.source = source
         if !entries.isEmpty || task != lastTask {
             entries.append(ChangelogRecord.Entry(key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task)))
             lastTask = task
@@ -60,8 +84,24 @@ struct TaskChangelog: Sendable {
         return entries
     }
 
-    /// The records written so far are acknowledged; the partition ends at `end`.
-    mutating func written(end: Int64) { self.end = max(self.end ?? end, end) }
+    /// The records written so far are acknowledged (the partition ends at `end`, if anything
+    /// was written) and the records held for them released.
+    mutating func released(end: Int64?) {
+        if let end { self.end = max(self.end ?? end, end) }
+        evictedAwaitingCommit += evictedAwaitingRelease
+        evictedAwaitingRelease = []
+    }
+
+    /// The offsets are committed at `offset`: the tombstones of evicted windows released and
+    /// whose hits all lie below it go with the next write.
+    mutating func committed(through offset: Int64) {
+        tombstonesDue += evictedAwaitingCommit.filter { $0.mark <= offset }.map(\.window)
+        evictedAwaitingCommit.removeAll { $0.mark <= offset }
+    }
+
+    /// Windows read back as evicted, whose hits lie below `mark`: deleted after the records sent
+    /// for them are released and the offsets committed past it.
+    mutating func evictedOnRestore(_ keys: [WindowKey], mark: Int64) { evictedAwaitingRelease += keys.map { ($0, mark) } }
 
     // MARK: Reading back
 
@@ -76,20 +116,43 @@ struct TaskChangelog: Sendable {
         /// Records that could not be read (another writer, another version), skipped.
         var unreadable = 0
         var records = 0
+        /// Windows written before the lineage's start, by an earlier run of the group: skipped.
+        var earlier = 0
+        /// A task record of another line of owners after this one's start: the offset at which
+        /// another run of the group wrote the partition (its state cannot be told from this one's).
+        var foreign: Int64?
     }
 
-    /// The latest record per key, as compaction would keep it.
+    /// Where the line of owners this one continues began writing the partition.
+    enum Lineage: Sendable {
+        /// As the last commit's checkpoint names it.
+        case committed(since: Int64)
+        /// No commit: the line whose task record was written last, if it was a task of the same
+        /// input (`ChangelogRecord.TaskState.source`; an owner that died before its first
+        /// commit), or else a new one at the partition's end.
+        case lastWritten
+        /// A commit that names none (an offset reset, a recreated topic, an older build): a new
+        /// line at the partition's end.
+        case new
+    }
+
+    /// The latest record per key, as compaction would keep it, with its offset: which line of
+    /// owners counts is known only once the last task record has been read.
     private struct RestoreBuffer {
+        var lineage: Lineage
         var heads: [WindowKey: (offset: Int64, head: ChangelogRecord.Head)] = [:]
         var chunks: [WindowKey: [UInt8: [UInt16: [WindowState.BroadlogActions]]]] = [:]
-        var task: ChangelogRecord.TaskState?
+        /// Each run of task records of one line: its lineage, input, and last record's offset.
+        var runs: [(lineage: Int64, source: UInt64, last: Int64, task: ChangelogRecord.TaskState)] = []
         var unreadable = 0
         var records = 0
         var end: Int64?
     }
 
-    mutating func beginRestore() {
-        restoring = RestoreBuffer()
+    /// `source`: the input this task counts (`ChangelogRecord.source`).
+    mutating func beginRestore(_ lineage: Lineage, source: UInt64) {
+        self.source = source
+        restoring = RestoreBuffer(lineage: lineage)
         footprints = [:]
     }
 
@@ -107,7 +170,15 @@ struct TaskChangelog: Sendable {
         do {
             switch decoded {
             case .task:
-                if let value { buffer.task = try ChangelogRecord.decodeTask(value) }
+                if let value {
+                    let task = try ChangelogRecord.decodeTask(value)
+                    if let last = buffer.runs.last, last.lineage == task.lineage, last.source == task.source {
+                        buffer.runs[buffer.runs.count - 1].last = offset
+                        buffer.runs[buffer.runs.count - 1].task = task
+                    } else {
+                        buffer.runs.append((task.lineage, task.source, offset, task))
+                    }
+                }
             case .head(let window):
                 if let value {
                     buffer.heads[window] = (offset, try ChangelogRecord.decodeHead(value))
@@ -136,8 +207,24 @@ struct TaskChangelog: Sendable {
     mutating func finishRestore(committedChangelog: Int64?) -> Restored {
         guard let buffer = restoring else { return Restored() }
         restoring = nil
-        var restored = Restored(task: buffer.task, unreadable: buffer.unreadable, records: buffer.records)
+        let since: Int64
+        switch buffer.lineage {
+        case .committed(let named): since = named
+        case .lastWritten:
+            if let last = buffer.runs.last, last.source == source { since = last.lineage } else { since = buffer.end ?? 0 }
+        case .new: since = buffer.end ?? 0
+        }
+        lineage = since
+        let mine = buffer.runs.filter { $0.last >= since }
+        let source = source
+        var restored = Restored(
+            task: mine.last(where: { $0.lineage == since && $0.source == source })?.task, unreadable: buffer.unreadable,
+            records: buffer.records, foreign: mine.first { $0.lineage != since || $0.source != source }?.last)
         for (window, entry) in buffer.heads.sorted(by: { ($0.key.windowStart, $0.key.deliveryId) < ($1.key.windowStart, $1.key.deliveryId) }) {
+            guard entry.offset >= since else {
+                restored.earlier += 1
+                continue
+            }
             let head = entry.head
             var broadlogs = head.broadlogs ?? []
             if let chunks = head.chunks {
@@ -158,7 +245,7 @@ struct TaskChangelog: Sendable {
             if head.emittedRevision > 0, entry.offset >= (committedChangelog ?? 0) { restored.unconfirmed.append(window) }
         }
         end = buffer.end ?? committedChangelog
-        lastTask = buffer.task
+        lastTask = restored.task
         return restored
     }
 

@@ -26,19 +26,25 @@ struct CommitCoordinator {
     /// Waits for every record sent so far to be acknowledged, then commits each owned partition's
     /// commit point (or only `partitions`'). A point that did not move is not committed again; a
     /// checkpoint too large for the broker is refused here with what to do, never half-written.
-    /// A failed commit is retried at the next interval: the previous one still holds.
+    /// A failed commit is retried at the next interval: the previous one still holds. Returns
+    /// the partitions whose commit points are now committed.
+    @discardableResult
     mutating func commit(
         _ points: [Int32: CommitPoint], only partitions: Set<Int32>? = nil, now: Int64, tracker: inout PartitionTracker,
         consumer: KafkaConsumer, output: OutputChannel, timeline: inout RunnerTimeline
-    ) throws {
+    ) throws -> [Int32] {
         lastCommitAt = now
-        guard enabled, !tracker.isEmpty else { return }
+        guard enabled, !tracker.isEmpty else { return [] }
         try output.awaitAcknowledgements(timeline: &timeline)
         var offsets: [TopicPartitionOffset] = []
         var committing: [(TopicPartition, CommitPoint)] = []
+        var done: [Int32] = []
         for tp in tracker.sortedPartitions where partitions?.contains(tp.partition) ?? true {
             guard let point = points[tp.partition], let state = tracker[tp] else { continue }
-            guard point.offset != state.offsets.committed || point.metadata != state.offsets.metadata else { continue }
+            guard point.offset != state.offsets.committed || point.metadata != state.offsets.metadata else {
+                done.append(tp.partition)
+                continue
+            }
             if let metadata = point.metadata, metadata.utf8.count > Checkpoint.maxEncodedBytes {
                 logger.error(
                     "\(stageName): the checkpoint of \(tp) needs \(metadata.utf8.count) bytes of commit metadata, more than brokers accept (offset.metadata.max.bytes, 4096 by default); not committing it. Use fewer input partitions.")
@@ -47,14 +53,16 @@ struct CommitCoordinator {
             offsets.append(TopicPartitionOffset(tp, offset: point.offset, metadata: point.metadata))
             committing.append((tp, point))
         }
-        guard !offsets.isEmpty else { return }
+        guard !offsets.isEmpty else { return done }
         let begin = RunnerTimeline.now()
         defer { timeline.add(.committing, since: begin) }
         do {
             try consumer.commit(offsets)
             for (tp, point) in committing { tracker.noteCommitted(tp, point) }
+            done += committing.map(\.0.partition)
         } catch {
             logger.warning("\(stageName): commit failed, will retry at the next interval: \(error)")
         }
+        return done
     }
 }

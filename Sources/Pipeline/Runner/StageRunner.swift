@@ -253,9 +253,10 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             try output!.awaitAcknowledgements(timeline: &observer.timeline)
         }
         try stage.completeCommit(changelogEnds: output!.acknowledgedChangelogEnds, now: clock(), into: &output!.sink)
-        try committer.commit(
+        let committed = try committer.commit(
             stage.commitPoints(), only: partitions, now: clock(), tracker: &tracker, consumer: consumer, output: output!,
             timeline: &observer.timeline)
+        stage.committed(committed)
     }
 
     // MARK: Bounds
