@@ -7,20 +7,20 @@
 ///
 /// Without a changelog the previous run had sent both before it committed, so the replay stays
 /// silent. With one, the replay covers exactly the interval whose output the previous run held
-/// back for its last commit and may have lost in a crash: `finals` then says, for each window
-/// evicted in that interval, how far it had counted, so that the replay tells a hit it counted
-/// (dropped silently, its record is sent again from the state) from one it judged too late (its
-/// dead letter is sent again).
+/// back for its last commit and may have lost in a crash: `counted` then says how far each
+/// window of the state read back had counted, so that the replay tells every hit the previous
+/// owner counted (dropped silently, its record is sent again from the state) from one it judged
+/// too late (its dead letter is sent again), whatever the horizon of the replay.
 struct RestorePoint: Sendable, Hashable {
     var replayBefore: Int64
     var evictedBefore: Int64
-    /// `countedThrough` of each window evicted in the replayed interval.
-    var finals: [FinalWindow: Int64] = [:]
-    /// Whether a replayed hit of an evicted window that no final holds is judged too late again.
+    /// `countedThrough` of each window of the state read back, evicted or not.
+    var counted: [FinalWindow: Int64] = [:]
+    /// Whether the replay's verdicts come from `counted`.
     var judgesLateness = false
 }
 
-/// A window the previous owner evicted, by its start and delivery.
+/// A window of the state read back, by its start and delivery.
 public struct FinalWindow: Sendable, Hashable {
     public var windowStart: Int64
     public var deliveryId: String

@@ -59,16 +59,21 @@ public final class ShardedWindowEngine: @unchecked Sendable {
     /// dropped silently, and windows past `evictedBefore` stay closed for new hits too, so a
     /// partial re-emission can never overwrite a final record.
     ///
-    /// With `finals` (a task whose changelog was written ahead of its commit, whose output for
-    /// the replayed interval may be lost), the replay judges lateness again instead: a hit of a
-    /// window evicted in that interval is dropped only if its final state (`countedThrough`
-    /// per window) holds it, and reported too late otherwise.
-    public func restore(partition: Int32, replayBefore: Int64, evictedBefore: Int64, finals: [FinalWindow: Int64]? = nil) {
+    /// With `counted` (a task whose changelog was written ahead of its commit, whose output for
+    /// the replayed interval may be lost), the replay takes the previous owner's verdicts from
+    /// the state instead: a replayed hit is dropped if its window's state (`countedThrough` per
+    /// window) holds it, and reported too late otherwise.
+    public func restore(partition: Int32, replayBefore: Int64, evictedBefore: Int64, counted: [FinalWindow: Int64]? = nil) {
         serial.sync {
             restorePoints[partition] = RestorePoint(
-                replayBefore: replayBefore, evictedBefore: evictedBefore, finals: finals ?? [:], judgesLateness: finals != nil)
+                replayBefore: replayBefore, evictedBefore: evictedBefore, counted: counted ?? [:], judgesLateness: counted != nil)
             horizon = Swift.max(horizon, evictedBefore)
         }
+    }
+
+    /// The replay of `partition` is over: what it needed to judge replayed hits goes.
+    public func replayFinished(partition: Int32) {
+        serial.sync { restorePoints[partition]?.counted = [:] }
     }
 
     // MARK: Driving

@@ -47,19 +47,29 @@ struct WindowStore: Sendable {
         let start = EventTimeMath.windowStart(of: time, size: config.size)
         let end = EventTimeMath.add(start, config.size)
         let expiry = EventTimeMath.add(end, config.retention)
-        if !restore.isEmpty, let point = restore[input.partition],
-           input.offset < point.replayBefore, expiry <= point.evictedBefore {
-            if point.judgesLateness,
-               (point.finals[FinalWindow(windowStart: start, deliveryId: input.event.deliveryId)] ?? .min) < input.position {
-                // The previous owner had judged it too late, and its dead letter may be lost.
-                out.tooLate.append(LateHit(
-                    event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
-                    detail: LateHit.detail(
-                        eventTime: time, windowStart: start, windowEnd: end, retention: config.retention, horizon: point.evictedBefore)))
+        if !restore.isEmpty, let point = restore[input.partition], input.offset < point.replayBefore {
+            if point.judgesLateness {
+                // The state read back settles every verdict of the replayed interval: a hit its
+                // window holds was counted, any other was judged too late (a window takes every
+                // hit until it is evicted, and the horizon never moves back), whatever the horizon
+                // in force now. Its dead letter may have been lost with the previous owner.
+                if let counted = point.counted[FinalWindow(windowStart: start, deliveryId: input.event.deliveryId)],
+                   input.position <= counted
+                {
+                    out.replayedFinal += 1
+                } else {
+                    out.tooLate.append(LateHit(
+                        event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
+                        detail: LateHit.detail(
+                            eventTime: time, windowStart: start, windowEnd: end, retention: config.retention,
+                            horizon: Swift.max(horizon, point.evictedBefore))))
+                }
                 return
             }
-            out.replayedFinal += 1
-            return
+            if expiry <= point.evictedBefore {
+                out.replayedFinal += 1
+                return
+            }
         }
         if expiry <= horizon {
             out.tooLate.append(LateHit(

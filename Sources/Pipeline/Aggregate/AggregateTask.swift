@@ -205,11 +205,10 @@ struct AggregateTask: Sendable {
             // held its output for a commit it never made.
             replayOutputHeld = true
             let counted = Dictionary(
-                finals.map { (FinalWindow(windowStart: $0.windowStart, deliveryId: $0.deliveryId), $0.countedThrough) },
+                restored.windows.map { (FinalWindow(windowStart: $0.windowStart, deliveryId: $0.deliveryId), $0.countedThrough) },
                 uniquingKeysWith: max)
             engine.restore(
-                partition: partition, replayBefore: task.processedThrough, evictedBefore: task.evictedBefore,
-                finals: replayOutputHeld ? counted : nil)
+                partition: partition, replayBefore: task.processedThrough, evictedBefore: task.evictedBefore, counted: counted)
             offsets.restoredMark = task.processedThrough
             changelog.evictedOnRestore(
                 finals.map { ChangelogRecord.WindowKey(windowStart: $0.windowStart, deliveryId: $0.deliveryId) }, mark: task.processedThrough)
@@ -255,6 +254,7 @@ struct AggregateTask: Sendable {
     private mutating func catchUp() {
         for record in suppressed.values { Self.keepLatest(record, in: &held) }
         suppressed = [:]
+        if let partition = key.partition { engine.replayFinished(partition: partition) }
     }
 
     private static func keepLatest(_ record: WindowAggregate, in records: inout [String: WindowAggregate]) {
