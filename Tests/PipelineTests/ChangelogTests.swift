@@ -98,6 +98,20 @@ struct ChangelogTests {
         return next
     }
 
+    /// The rest of a bounded run: `records` in batches of `size`, the end of the run, its commit.
+    func runToEnd(
+        _ stage: inout AggregateStage<RawHitInput>, _ records: ArraySlice<InputRecord>, batch size: Int, into topics: inout Topics,
+        now: Int64
+    ) throws {
+        var sink = RecordingSink()
+        for start in stride(from: records.startIndex, to: records.endIndex, by: size) {
+            try stage.process(Array(records[start..<min(records.endIndex, start + size)]), now: now, into: &sink)
+        }
+        try stage.finish(now: now + 10_000, into: &sink)
+        topics.take(&sink)
+        _ = try commit(&stage, into: &topics, now: now + 10_000)
+    }
+
     /// Hits of a few deliveries over a few minutes, some late, each arriving a second after it
     /// happened; offsets 0..<count on partition 0.
     func input(_ arena: RecordArena, count: Int) -> [InputRecord] {
@@ -142,10 +156,7 @@ struct ChangelogTests {
         #expect(Checkpoint(decoding: point.metadata)?.changelog == Int64(topics.changelog.count))
 
         var next = try takeOver(from: point, changelog: topics.compacted, now: Self.base + 1)
-        try next.process(Array(records[60...]), now: Self.base + 2, into: &sink)
-        try next.finish(now: Self.base + 10_000, into: &sink)
-        topics.take(&sink)
-        _ = try commit(&next, into: &topics, now: Self.base + 10_000)
+        try runToEnd(&next, records[60...], batch: 60, into: &topics, now: Self.base + 2)
         let a = next.drainReport().accounting
         #expect(a.consumed == 60 && a.replayed == 0, "only what came after the commit is read")
         #expect(topics.lastValues == expected)
@@ -172,12 +183,7 @@ struct ChangelogTests {
         topics.take(&sink)
 
         var next = try takeOver(from: point, changelog: topics.changelog, now: Self.base + 2)
-        for start in stride(from: 30, to: records.count, by: batch) {
-            try next.process(Array(records[start..<min(records.count, start + batch)]), now: Self.base + 3, into: &sink)
-        }
-        try next.finish(now: Self.base + 10_000, into: &sink)
-        topics.take(&sink)
-        _ = try commit(&next, into: &topics, now: Self.base + 10_000)
+        try runToEnd(&next, records[30...], batch: batch, into: &topics, now: Self.base + 3)
         #expect(topics.lastValues == expected)
         #expect(topics.revisions().steppedBack.isEmpty, "\(topics.revisions().steppedBack)")
         let a = next.drainReport().accounting
@@ -426,12 +432,7 @@ struct ChangelogTests {
         #expect(!topics.output.isEmpty)
 
         var next = try takeOver(from: nil, changelog: topics.changelog, now: Self.base + 1)
-        for start in stride(from: 0, to: records.count, by: 10) {
-            try next.process(Array(records[start..<start + 10]), now: Self.base + 2, into: &sink)
-        }
-        try next.finish(now: Self.base + 10_000, into: &sink)
-        topics.take(&sink)
-        _ = try commit(&next, into: &topics, now: Self.base + 10_000)
+        try runToEnd(&next, records[...], batch: 10, into: &topics, now: Self.base + 2)
         #expect(next.drainReport().accounting.replayed == 30, "the first 30 records were the dead owner's, replayed silently")
         #expect(topics.lastValues == expected)
         #expect(topics.revisions().steppedBack.isEmpty, "\(topics.revisions().steppedBack)")
