@@ -257,7 +257,10 @@ struct WindowStore: Sendable {
         finalsSinceExport.removeAll()
         for index in slots.indices where !slots[index].stateChangedIds.isEmpty {
             let start = slots[index].start
-            for id in slots[index].stateChangedIds {
+            // In delivery order: an emission notes its windows in the order of the slot's
+            // dictionary, which differs between runs; a replay of the same input must write the
+            // same changelog.
+            for id in slots[index].stateChangedIds.sorted() {
                 guard let position = slots[index].deliveries.index(forKey: id) else { continue }
                 slots[index].deliveries.values[position].stateChanged = false
                 changes.windows.append(slots[index].deliveries.values[position].state(deliveryId: id, windowStart: start))
@@ -299,7 +302,8 @@ struct WindowStore: Sendable {
     /// last emission is older than its counts (or that was never emitted) owes a correction.
     mutating func finishRestore() {
         for index in slots.indices where slots[index].emitted {
-            for (id, window) in slots[index].deliveries where !window.dirty && Int(window.emittedRevision) != window.hitCount {
+            for (id, window) in slots[index].deliveries.sorted(by: { $0.key < $1.key })
+            where !window.dirty && Int(window.emittedRevision) != window.hitCount {
                 slots[index].deliveries[id]!.dirty = true
                 slots[index].dirtyIds.append(id)
             }
