@@ -15,18 +15,7 @@ struct RestorePoint: Sendable, Hashable {
     var replayBefore: Int64
     var evictedBefore: Int64
     /// `countedThrough` of each window of the state read back, evicted or not.
-    var counted: [FinalWindow: Int64] = [:]
+    var counted: [RestoredWindow: Int64] = [:]
     /// Whether the replay's verdicts come from `counted`.
     var judgesLateness = false
-}
-
-/// A window of the state read back, by its start and delivery.
-public struct FinalWindow: Sendable, Hashable {
-    public var windowStart: Int64
-    public var deliveryId: String
-
-    public init(windowStart: Int64, deliveryId: String) {
-        self.windowStart = windowStart
-        self.deliveryId = deliveryId
-    }
 }

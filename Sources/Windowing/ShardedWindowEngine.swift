@@ -63,7 +63,7 @@ public final class ShardedWindowEngine: @unchecked Sendable {
     /// the replayed interval may be lost), the replay takes the previous owner's verdicts from
     /// the state instead: a replayed hit is dropped if its window's state (`countedThrough` per
     /// window) holds it, and reported too late otherwise.
-    public func restore(partition: Int32, replayBefore: Int64, evictedBefore: Int64, counted: [FinalWindow: Int64]? = nil) {
+    public func restore(partition: Int32, replayBefore: Int64, evictedBefore: Int64, counted: [RestoredWindow: Int64]? = nil) {
         serial.sync {
             restorePoints[partition] = RestorePoint(
                 replayBefore: replayBefore, evictedBefore: evictedBefore, counted: counted ?? [:], judgesLateness: counted != nil)

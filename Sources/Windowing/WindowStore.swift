@@ -53,7 +53,7 @@ struct WindowStore: Sendable {
                 // window holds was counted, any other was judged too late (a window takes every
                 // hit until it is evicted, and the horizon never moves back), whatever the horizon
                 // in force now. Its dead letter may have been lost with the previous owner.
-                if let counted = point.counted[FinalWindow(windowStart: start, deliveryId: input.event.deliveryId)],
+                if let counted = point.counted[RestoredWindow(windowStart: start, deliveryId: input.event.deliveryId)],
                    input.position <= counted
                 {
                     out.replayedFinal += 1

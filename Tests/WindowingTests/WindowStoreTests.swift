@@ -89,7 +89,7 @@ import TrackingDomain
         #expect(out.tooLate.map(\.offset) == [3])
     }
 
-    @Test func restoredReplayOfFinalWindowsIsDroppedAndCounted() {
+    @Test func restoredReplayOfRestoredWindowsIsDroppedAndCounted() {
         var driver = Driver()
         driver.restore = [0: RestorePoint(replayBefore: 10, evictedBefore: 180_000)]
         driver.horizon = 180_000
@@ -100,6 +100,30 @@ import TrackingDomain
         ], watermark: nil)
         #expect(out.replayedFinal == 1)
         #expect(out.tooLate.map(\.offset) == [10])
+        #expect(out.hitsCounted == 1)
+    }
+
+    /// A replay over state read back from a changelog takes the previous owner's verdicts from
+    /// that state, whatever the horizon now: a hit its window holds was counted, any other was
+    /// judged too late (and its dead letter may have been lost with the previous owner).
+    @Test func replayOverStateReadBackTakesItsVerdictsFromTheState() {
+        var driver = Driver()
+        driver.restore = [
+            0: RestorePoint(
+                replayBefore: 10, evictedBefore: 180_000,
+                counted: [RestoredWindow(windowStart: 0, deliveryId: "d1"): 5, RestoredWindow(windowStart: 60_000, deliveryId: "d1"): 7],
+                judgesLateness: true)
+        ]
+        let out = driver.feed([
+            Hits.input("d1", "b1", .impression, at: 1_000, offset: 4),   // evicted window, held by its final state
+            Hits.input("d1", "b2", .impression, at: 2_000, offset: 6),   // evicted window, not held: judged too late
+            Hits.input("d1", "b3", .impression, at: 70_000, offset: 7),  // window still open, held
+            Hits.input("d1", "b4", .impression, at: 71_000, offset: 8),  // window still open, not held: too late then
+            Hits.input("d2", "b1", .impression, at: 72_000, offset: 9),  // no state at all: too late then
+            Hits.input("d1", "b5", .impression, at: 73_000, offset: 10), // past the replay: counted
+        ], watermark: nil)
+        #expect(out.replayedFinal == 2)
+        #expect(out.tooLate.map(\.offset) == [6, 8, 9])
         #expect(out.hitsCounted == 1)
     }
 

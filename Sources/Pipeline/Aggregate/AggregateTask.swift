@@ -205,7 +205,7 @@ struct AggregateTask: Sendable {
             // held its output for a commit it never made.
             replayOutputHeld = true
             let counted = Dictionary(
-                restored.windows.map { (FinalWindow(windowStart: $0.windowStart, deliveryId: $0.deliveryId), $0.countedThrough) },
+                restored.windows.map { (RestoredWindow(windowStart: $0.windowStart, deliveryId: $0.deliveryId), $0.countedThrough) },
                 uniquingKeysWith: max)
             engine.restore(
                 partition: partition, replayBefore: task.processedThrough, evictedBefore: task.evictedBefore, counted: counted)
