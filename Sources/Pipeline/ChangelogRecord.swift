@@ -31,12 +31,6 @@ public enum ChangelogRecord {
     /// The task record's key.
     public static let taskKey: [UInt8] = [Tag.task.rawValue]
 
-    /// A window, as its keys name it.
-    public struct WindowKey: Hashable, Sendable {
-        public var windowStart: Int64
-        public var deliveryId: String
-    }
-
     /// What the task record says.
     public struct TaskState: Sendable, Equatable {
         /// The next input offset the task had not processed when it wrote its state.
@@ -130,7 +124,7 @@ public enum ChangelogRecord {
     /// head points at now (nil: none); a window that needs chunks writes the other set, then
     /// the head. Returns the records and the set the head now names (nil: inline).
     static func entries(for state: WindowState, previousSet: UInt8?) -> (entries: [Entry], set: UInt8?, chunks: UInt16) {
-        let window = WindowKey(windowStart: state.windowStart, deliveryId: state.deliveryId)
+        let window = state.key
         var broadlogs: [UInt8] = []
         broadlogs.reserveCapacity(state.broadlogs.count * 12)
         var chunkStarts: [Int] = [0]

@@ -14,8 +14,7 @@
 struct RestorePoint: Sendable, Hashable {
     var replayBefore: Int64
     var evictedBefore: Int64
-    /// `countedThrough` of each window of the state read back, evicted or not.
-    var counted: [RestoredWindow: Int64] = [:]
-    /// Whether the replay's verdicts come from `counted`.
-    var judgesLateness = false
+    /// `countedThrough` of each window of the state read back, evicted or not; nil when the
+    /// replay's verdicts do not come from a state.
+    var counted: [WindowKey: Int64]?
 }

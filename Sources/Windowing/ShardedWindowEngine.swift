@@ -63,10 +63,10 @@ public final class ShardedWindowEngine: @unchecked Sendable {
     /// the replayed interval may be lost), the replay takes the previous owner's verdicts from
     /// the state instead: a replayed hit is dropped if its window's state (`countedThrough` per
     /// window) holds it, and reported too late otherwise.
-    public func restore(partition: Int32, replayBefore: Int64, evictedBefore: Int64, counted: [RestoredWindow: Int64]? = nil) {
+    public func restore(partition: Int32, replayBefore: Int64, evictedBefore: Int64, counted: [WindowKey: Int64]? = nil) {
         serial.sync {
             restorePoints[partition] = RestorePoint(
-                replayBefore: replayBefore, evictedBefore: evictedBefore, counted: counted ?? [:], judgesLateness: counted != nil)
+                replayBefore: replayBefore, evictedBefore: evictedBefore, counted: counted)
             horizon = Swift.max(horizon, evictedBefore)
         }
     }
@@ -162,14 +162,14 @@ public final class ShardedWindowEngine: @unchecked Sendable {
     }
 
     /// The current record of each of these windows that is still held, sorted for emission.
-    public func currentRecords(_ keys: [(Int64, String)]) -> [WindowAggregate] {
+    public func currentRecords(_ keys: [WindowKey]) -> [WindowAggregate] {
         guard !keys.isEmpty else { return [] }
         return serial.sync {
             let shardCount = shardCount
             let records = runOnShards { store, shard in
                 var out = StoreOutput()
-                let mine = keys.filter { shardCount == 1 || DeliveryHash.shard(of: $0.1, count: shardCount) == shard }
-                store.currentRecords(mine.map { (windowStart: $0.0, deliveryId: $0.1) }, into: &out)
+                let mine = keys.filter { shardCount == 1 || DeliveryHash.shard(of: $0.deliveryId, count: shardCount) == shard }
+                store.currentRecords(mine, into: &out)
                 return out
             }.flatMap(\.emitted)
             return Self.sortedForEmission(records)
@@ -394,8 +394,9 @@ public final class ShardedWindowEngine: @unchecked Sendable {
         return output
     }
 
-    /// Sorts through an index permutation: records are large, moving indices is cheaper.
-    private static func sortedForEmission(_ records: [WindowAggregate]) -> [WindowAggregate] {
+    /// Records in the order they are sent: by window start, delivery, then revision. Sorts
+    /// through an index permutation: records are large, moving indices is cheaper.
+    public static func sortedForEmission(_ records: [WindowAggregate]) -> [WindowAggregate] {
         let order = records.indices.sorted { emissionOrder(records[$0], records[$1]) }
         return order.map { records[$0] }
     }

@@ -41,6 +41,9 @@ public struct WindowState: Sendable, Equatable {
         self.emittedRevision = emittedRevision
     }
 
+    /// The window this state belongs to.
+    public var key: WindowKey { WindowKey(windowStart: windowStart, deliveryId: deliveryId) }
+
     /// The record this state stands for (nil if its counters are malformed): what a new owner
     /// sends again for a window whose last emission may have been lost.
     public func record(windowSize: Int64) -> WindowAggregate? {
@@ -56,8 +59,8 @@ public struct WindowState: Sendable, Equatable {
 /// deleted once their last records are out.
 public struct StateChanges: Sendable {
     public var windows: [WindowState] = []
-    /// (window start, delivery id) of evicted windows.
-    public var evicted: [(windowStart: Int64, deliveryId: String)] = []
+    /// Evicted windows.
+    public var evicted: [WindowKey] = []
 
     public init() {}
 

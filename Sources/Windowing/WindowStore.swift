@@ -13,7 +13,7 @@ struct WindowStore: Sendable {
     /// offsets of different partitions cannot be compared.
     let tracksState: Bool
     /// Windows evicted since the state was last handed out.
-    private var evictedSinceExport: [(windowStart: Int64, deliveryId: String)] = []
+    private var evictedSinceExport: [WindowKey] = []
     /// The final state of windows evicted since the state was last handed out, where it moved on.
     private var finalsSinceExport: [WindowState] = []
     /// Alive window starts, ascending.
@@ -48,14 +48,12 @@ struct WindowStore: Sendable {
         let end = EventTimeMath.add(start, config.size)
         let expiry = EventTimeMath.add(end, config.retention)
         if !restore.isEmpty, let point = restore[input.partition], input.offset < point.replayBefore {
-            if point.judgesLateness {
+            if let counted = point.counted {
                 // The state read back settles every verdict of the replayed interval: a hit its
                 // window holds was counted, any other was judged too late (a window takes every
                 // hit until it is evicted, and the horizon never moves back), whatever the horizon
                 // in force now. Its dead letter may have been lost with the previous owner.
-                if let counted = point.counted[RestoredWindow(windowStart: start, deliveryId: input.event.deliveryId)],
-                   input.position <= counted
-                {
+                if let held = counted[WindowKey(windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held {
                     out.replayedFinal += 1
                 } else {
                     out.tooLate.append(LateHit(
@@ -240,7 +238,7 @@ struct WindowStore: Sendable {
     private mutating func noteEvicted(_ slot: WindowSlot) {
         // In delivery order, so that a replay of the same input writes the same changelog.
         for (id, window) in slot.deliveries.sorted(by: { $0.key < $1.key }) {
-            evictedSinceExport.append((slot.start, id))
+            evictedSinceExport.append(WindowKey(windowStart: slot.start, deliveryId: id))
             let emittedNow = !slot.emitted || window.dirty
             guard emittedNow || window.stateChanged else { continue }
             var final = window
@@ -272,10 +270,10 @@ struct WindowStore: Sendable {
     }
 
     /// The current record of each of these windows that is still held.
-    func currentRecords(_ keys: [(windowStart: Int64, deliveryId: String)], into out: inout StoreOutput) {
-        for (start, id) in keys {
-            guard let slot = slots.first(where: { $0.start == start }), let window = slot.deliveries[id] else { continue }
-            out.emitted.append(window.aggregate(deliveryId: id, start: slot.start, end: slot.end))
+    func currentRecords(_ keys: [WindowKey], into out: inout StoreOutput) {
+        for key in keys {
+            guard let slot = slots.first(where: { $0.start == key.windowStart }), let window = slot.deliveries[key.deliveryId] else { continue }
+            out.emitted.append(window.aggregate(deliveryId: key.deliveryId, start: slot.start, end: slot.end))
         }
     }
 

@@ -89,7 +89,7 @@ import TrackingDomain
         #expect(out.tooLate.map(\.offset) == [3])
     }
 
-    @Test func restoredReplayOfRestoredWindowsIsDroppedAndCounted() {
+    @Test func restoredReplayOfFinalWindowsIsDroppedAndCounted() {
         var driver = Driver()
         driver.restore = [0: RestorePoint(replayBefore: 10, evictedBefore: 180_000)]
         driver.horizon = 180_000
@@ -111,8 +111,7 @@ import TrackingDomain
         driver.restore = [
             0: RestorePoint(
                 replayBefore: 10, evictedBefore: 180_000,
-                counted: [RestoredWindow(windowStart: 0, deliveryId: "d1"): 5, RestoredWindow(windowStart: 60_000, deliveryId: "d1"): 7],
-                judgesLateness: true)
+                counted: [WindowKey(windowStart: 0, deliveryId: "d1"): 5, WindowKey(windowStart: 60_000, deliveryId: "d1"): 7])
         ]
         let out = driver.feed([
             Hits.input("d1", "b1", .impression, at: 1_000, offset: 4),   // evicted window, held by its final state

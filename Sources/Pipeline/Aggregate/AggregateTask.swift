@@ -27,10 +27,10 @@ struct AggregateTask: Sendable {
     /// The changelog position the last commit recorded (checkpoint format 4).
     private var committedChangelog: Int64?
     /// Records waiting for the next commit, latest per key (stateful tasks).
-    private var held: [String: WindowAggregate] = [:]
+    private var held: [WindowKey: WindowAggregate] = [:]
     /// What the engine emitted during a silent replay, latest per key: sent once the replay
     /// catches up, since the previous owner may not have emitted it.
-    private var suppressed: [String: WindowAggregate] = [:]
+    private var suppressed: [WindowKey: WindowAggregate] = [:]
     /// The replay covers an interval whose output the previous owner held for a commit it
     /// never made (its changelog was written ahead of it): that output may be lost, so the
     /// replay sends its dead letters again, and the state read back its records.
@@ -190,11 +190,11 @@ struct AggregateTask: Sendable {
         // write covered: they are read back only for their last records and for the replay.
         let evictedBefore = restored.task?.evictedBefore ?? .min
         let config = engine.config
-        let isFinal = { (window: WindowState) in
+        let isFinal = { (window: WindowKey) in
             EventTimeMath.add(EventTimeMath.add(window.windowStart, config.size), config.retention) <= evictedBefore
         }
-        let finals = restored.windows.filter(isFinal)
-        let malformed = engine.restore(restored.windows.filter { !isFinal($0) })
+        let finals = restored.windows.filter { isFinal($0.key) }
+        let malformed = engine.restore(restored.windows.filter { !isFinal($0.key) })
         engine.finishRestore()
         if let task = restored.task {
             if let committed = offsets.committed, committedChangelog != nil, task.processedThrough < committed {
@@ -204,14 +204,11 @@ struct AggregateTask: Sendable {
             // Whatever lies between the commit and the state's mark was counted by an owner that
             // held its output for a commit it never made.
             replayOutputHeld = true
-            let counted = Dictionary(
-                restored.windows.map { (RestoredWindow(windowStart: $0.windowStart, deliveryId: $0.deliveryId), $0.countedThrough) },
-                uniquingKeysWith: max)
+            let counted = Dictionary(restored.windows.map { ($0.key, $0.countedThrough) }, uniquingKeysWith: max)
             engine.restore(
                 partition: partition, replayBefore: task.processedThrough, evictedBefore: task.evictedBefore, counted: counted)
             offsets.restoredMark = task.processedThrough
-            changelog.evictedOnRestore(
-                finals.map { ChangelogRecord.WindowKey(windowStart: $0.windowStart, deliveryId: $0.deliveryId) }, mark: task.processedThrough)
+            changelog.evictedOnRestore(finals.map(\.key), mark: task.processedThrough)
         } else if committedChangelog != nil, restored.records == 0, (committedChangelog ?? 0) > 0 {
             throw PipelineError.kafka(
                 "the changelog of partition \(partition) is empty, but its last commit recorded state in it: the state topic was deleted or recreated. Stop every instance, then restore the state topic or start under a new --group")
@@ -220,11 +217,10 @@ struct AggregateTask: Sendable {
         // first commit, as the state read back has them (later emissions of the same window
         // carry higher revisions and win).
         let unconfirmed = Set(restored.unconfirmed)
-        for final in finals where unconfirmed.contains(ChangelogRecord.WindowKey(windowStart: final.windowStart, deliveryId: final.deliveryId)) {
+        for final in finals where unconfirmed.contains(final.key) {
             if let record = final.record(windowSize: config.size) { Self.keepLatest(record, in: &held) }
         }
-        let alive = restored.unconfirmed.filter { key in !finals.contains { $0.windowStart == key.windowStart && $0.deliveryId == key.deliveryId } }
-        for record in engine.currentRecords(alive.map { ($0.windowStart, $0.deliveryId) }) { Self.keepLatest(record, in: &held) }
+        for record in engine.currentRecords(restored.unconfirmed.filter { !isFinal($0) }) { Self.keepLatest(record, in: &held) }
         if !offsets.isReplaying { catchUp() }
         var report = restored
         report.unreadable += malformed
@@ -257,8 +253,8 @@ struct AggregateTask: Sendable {
         if let partition = key.partition { engine.replayFinished(partition: partition) }
     }
 
-    private static func keepLatest(_ record: WindowAggregate, in records: inout [String: WindowAggregate]) {
-        let key = key(record)
+    private static func keepLatest(_ record: WindowAggregate, in records: inout [WindowKey: WindowAggregate]) {
+        let key = WindowKey(windowStart: record.windowStart, deliveryId: record.deliveryId)
         if let kept = records[key], kept.revision > record.revision { return }
         records[key] = record
     }
@@ -272,8 +268,6 @@ struct AggregateTask: Sendable {
         }
         return offsets.isReplaying ? [] : emitted
     }
-
-    private static func key(_ record: WindowAggregate) -> String { "\(record.deliveryId)@\(record.windowStart)" }
 
     /// The changelog records for what changed since the last commit.
     mutating func changelogEntries() -> [ChangelogRecord.Entry] {
@@ -292,7 +286,7 @@ struct AggregateTask: Sendable {
     mutating func releaseHeld(changelogEnd end: Int64?) -> [WindowAggregate] {
         changelog.released(end: end)
         defer { held = [:] }
-        return held.values.sorted { ($0.windowStart, $0.deliveryId, $0.revision) < ($1.windowStart, $1.deliveryId, $1.revision) }
+        return ShardedWindowEngine.sortedForEmission(Array(held.values))
     }
 
     // MARK: Counting
@@ -397,13 +391,9 @@ struct AggregateTask: Sendable {
 
     /// One record per (delivery, window): the one with the highest revision, in emission order.
     static func latestPerKey(_ records: [WindowAggregate]) -> [WindowAggregate] {
-        var latest: [String: WindowAggregate] = [:]
-        for record in records {
-            let key = "\(record.deliveryId)@\(record.windowStart)"
-            if let kept = latest[key], kept.revision >= record.revision { continue }
-            latest[key] = record
-        }
-        return latest.values.sorted { ($0.windowStart, $0.deliveryId, $0.revision) < ($1.windowStart, $1.deliveryId, $1.revision) }
+        var latest: [WindowKey: WindowAggregate] = [:]
+        for record in records { keepLatest(record, in: &latest) }
+        return ShardedWindowEngine.sortedForEmission(Array(latest.values))
     }
 
     // MARK: Committing

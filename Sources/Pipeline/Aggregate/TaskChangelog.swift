@@ -16,8 +16,6 @@ import Windowing
 /// sets, so that a new write never overwrites the set the changelog's head points at, and an
 /// evicted window's every record is deleted.
 struct TaskChangelog: Sendable {
-    typealias WindowKey = ChangelogRecord.WindowKey
-
     /// Where a chunked window's records are: the set its head points at, and how many chunks
     /// each set holds (both are deleted when the window goes).
     struct Footprint: Sendable, Equatable {
@@ -58,7 +56,7 @@ struct TaskChangelog: Sendable {
         }
         tombstonesDue = []
         for state in changes.windows {
-            let key = WindowKey(windowStart: state.windowStart, deliveryId: state.deliveryId)
+            let key = state.key
             let written = ChangelogRecord.entries(for: state, previousSet: footprints[key]?.set)
             entries += written.entries
             if let set = written.set {
@@ -71,9 +69,7 @@ struct TaskChangelog: Sendable {
                 footprints[key] = footprint
             }
         }
-        evictedAwaitingRelease += changes.evicted.map {
-            (WindowKey(windowStart: $0.windowStart, deliveryId: $0.deliveryId), task.processedThrough)
-        }
+        evictedAwaitingRelease += changes.evicted.map { ($0, task.processedThrough) }
         var task = task
         task.lineage = lineage
         task.source = source
@@ -116,8 +112,6 @@ struct TaskChangelog: Sendable {
         /// Records that could not be read (another writer, another version), skipped.
         var unreadable = 0
         var records = 0
-        /// Windows written before the lineage's start, by an earlier run of the group: skipped.
-        var earlier = 0
         /// A task record of another line of owners after this one's start: the offset at which
         /// another run of the group wrote the partition (its state cannot be told from this one's).
         var foreign: Int64?
@@ -221,10 +215,8 @@ struct TaskChangelog: Sendable {
             task: mine.last(where: { $0.lineage == since && $0.source == source })?.task, unreadable: buffer.unreadable,
             records: buffer.records, foreign: mine.first { $0.lineage != since || $0.source != source }?.last)
         for (window, entry) in buffer.heads.sorted(by: { ($0.key.windowStart, $0.key.deliveryId) < ($1.key.windowStart, $1.key.deliveryId) }) {
-            guard entry.offset >= since else {
-                restored.earlier += 1
-                continue
-            }
+            // Written before the lineage's start, by an earlier run of the group.
+            guard entry.offset >= since else { continue }
             let head = entry.head
             var broadlogs = head.broadlogs ?? []
             if let chunks = head.chunks {

@@ -1,5 +1,6 @@
-/// A window of the state read back, by its start and delivery.
-public struct RestoredWindow: Sendable, Hashable {
+/// A (window, delivery): what a window's state is known by, in a changelog and when it is read
+/// back.
+public struct WindowKey: Sendable, Hashable {
     public var windowStart: Int64
     public var deliveryId: String
 
