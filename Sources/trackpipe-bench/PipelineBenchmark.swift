@@ -28,9 +28,7 @@ struct PipelineBenchmark: ParsableCommand {
     @Option(help: "One delivery in this many has tracking off.") var trackingOffEvery = 4
     @Option(help: "Contenders, comma-separated: kcat, two (stages), one (stage); with --baseline also two-base, one-base.")
     var contenders = "kcat,two,one"
-    @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
-    @Option(help: "Another trackpipe binary (an earlier build) for the contenders two-base and one-base, run in the same rounds.")
-    var baseline: String?
+    @OptionGroup var builds: TrackpipeBuilds
     @Option(parsing: .singleValue, help: "Extra -X property for trackpipe (repeatable), to try settings.")
     var property: [String] = []
     @Option(help: "kcat's output format (-f), e.g. '%o\\n'; default: its default output, each record's value and a newline.")
@@ -42,10 +40,9 @@ struct PipelineBenchmark: ParsableCommand {
     var timings = false
 
     func run() throws {
-        let binary = try BenchSupport.trackpipeBinary(trackpipe)
+        let (binary, base) = try builds.resolved()
         let chosen = contenders.split(separator: ",").map(String.init)
         let groups = (1...rounds).map { "bench-\(UUID().uuidString.prefix(6).lowercased())-\($0)" }
-        let base = try baseline.map { try BenchSupport.trackpipeBinary($0) }
         // The embedded broker creates only what it is told to (every topic with the same
         // partition count): the input, the outputs, each two-stage round's repartition and state
         // topics, and each one-stage round's state topic.

@@ -13,12 +13,10 @@ struct ReplayBenchmark: ParsableCommand {
     @Option(help: "Partitions of the input topic.") var partitions = 32
     @Option(help: "Alternating rounds of each contender.") var rounds = 3
     @Option(help: "Shards for both.") var shards = 2
-    @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
-    @Option(help: "Another trackpipe binary (an earlier build) whose replay runs in the same rounds.") var baseline: String?
+    @OptionGroup var builds: TrackpipeBuilds
 
     func run() throws {
-        let binary = try BenchSupport.trackpipeBinary(trackpipe)
-        let base = try baseline.map { try BenchSupport.trackpipeBinary($0) }
+        let (binary, base) = try builds.resolved()
         let broker = try EmbeddedBroker()
         try broker.createTopic("tracking-aggregates", partitions: 8)
         try broker.createTopic("replay-out", partitions: 8)

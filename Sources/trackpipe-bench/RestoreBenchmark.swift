@@ -17,11 +17,10 @@ struct RestoreBenchmark: ParsableCommand {
     @Option(help: "Hits per minute of event time.") var perMinute = 5_000
     @Option(help: "Partitions of the input, repartition and state topics.") var partitions = 8
     @Option(help: "Rounds (each measures every binary once, alternating).") var rounds = 3
-    @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
-    @Option(help: "Path of another trackpipe binary to measure the same way (an older build).") var baseline: String?
+    @OptionGroup var builds: TrackpipeBuilds
 
     func run() throws {
-        let binary = try BenchSupport.trackpipeBinary(trackpipe)
+        let (binary, baseline) = try builds.resolved()
         var contenders = [("this build", binary)]
         if let baseline { contenders.append(("baseline", baseline)) }
         let count = minutes * perMinute
