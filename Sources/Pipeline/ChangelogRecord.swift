@@ -44,6 +44,9 @@ public enum ChangelogRecord {
         /// Which input the task counts (`ChangelogRecord.source(of:)`): an owner without a
         /// commit continues the state only of a task of the same input.
         public var source: UInt64 = 0
+        /// The task's event-time watermark when it wrote its state (nil: none yet), from which a
+        /// new owner's event time goes on while its input stays quiet.
+        public var watermark: Int64?
     }
 
     /// A stable name of the input a task counts: the repartition topic's partitions (two
@@ -213,14 +216,17 @@ public enum ChangelogRecord {
         append(state.evictedBefore, to: &value)
         append(state.lineage, to: &value)
         append(state.source, to: &value)
+        append(state.watermark ?? .min, to: &value)
         return value
     }
 
     static func decodeTask(_ bytes: [UInt8]) throws(DecodingError) -> TaskState {
         try read(bytes, tag: .task) { reader throws(DecodingError) in
-            let state = TaskState(
+            var state = TaskState(
                 processedThrough: try reader.integer(Int64.self), evictedBefore: try reader.integer(Int64.self),
                 lineage: try reader.integer(Int64.self), source: try reader.integer(UInt64.self))
+            let watermark = try reader.integer(Int64.self)
+            state.watermark = watermark == .min ? nil : watermark
             guard reader.isAtEnd else { throw DecodingError(description: "changelog task record with trailing bytes") }
             return state
         }

@@ -71,6 +71,13 @@ public final class ShardedWindowEngine: @unchecked Sendable {
         }
     }
 
+    /// A new owner goes on from the event time `partition` had reached with its previous owner,
+    /// as if it had just delivered up to there: when the input stays quiet, event time then
+    /// follows the wall clock from it.
+    public func resume(partition: Int32, watermark: Int64, now: Int64) {
+        serial.sync { clock.observe(partition: partition, maxEventTime: watermark, now: now) }
+    }
+
     /// The replay of `partition` is over: what it needed to judge replayed hits goes.
     public func replayFinished(partition: Int32) {
         serial.sync { restorePoints[partition]?.counted = [:] }

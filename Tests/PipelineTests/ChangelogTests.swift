@@ -437,4 +437,33 @@ struct ChangelogTests {
         #expect(topics.lastValues == expected)
         #expect(topics.revisions().steppedBack.isEmpty, "\(topics.revisions().steppedBack)")
     }
+
+    @Test("a new owner of a partition that stays quiet goes on from its previous owner's event time: the windows read back close as time passes, without waiting for the next hit")
+    func quietPartitionAfterATakeover() throws {
+        let arena = RecordArena()
+        // A window emitted, then a hit in the next window, which is not ripe when the owner stops.
+        let records = [
+            arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: Self.base + 10_000), timestamp: Self.base + 11_000),
+            arena.record(partition: 0, offset: 1, value: rawHit("d1", "b", at: Self.base + 70_000), timestamp: Self.base + 71_000),
+        ]
+        var first = try firstOwner()
+        var topics = Topics()
+        var sink = RecordingSink()
+        try first.process(records, now: Self.base, into: &sink)
+        topics.take(&sink)
+        let point = try commit(&first, into: &topics, now: Self.base)
+        #expect(topics.output.count == 1, "only the first window was ripe: \(topics.output.map(\.key))")
+        let before = topics.output.count
+
+        // The input stays quiet: ticks only, far past the idle timeout and the window's end.
+        var next = try takeOver(from: point, changelog: topics.changelog, now: Self.base + 1_000)
+        for second in 1...5 {
+            try next.tick(now: Self.base + 1_000 + Int64(second) * 60_000, into: &sink)
+            topics.take(&sink)
+            _ = try commit(&next, into: &topics, now: Self.base + 1_000 + Int64(second) * 60_000)
+        }
+        let emitted = topics.output[before...].map(\.value)
+        #expect(emitted.contains { $0.contains("\"revision\":1") && $0.contains("\"impressions\":1") }, "\(emitted)")
+        #expect(topics.output.count == before + 1, "the window read back was emitted once: \(topics.output[before...].map(\.key))")
+    }
 }

@@ -207,6 +207,12 @@ struct AggregateTask: Sendable {
             let counted = Dictionary(restored.windows.map { ($0.key, $0.countedThrough) }, uniquingKeysWith: max)
             engine.restore(
                 partition: partition, replayBefore: task.processedThrough, evictedBefore: task.evictedBefore, counted: counted)
+            if !crossesShuffle, let watermark = task.watermark {
+                // The partition is the task's only source, and nothing but its hits tells the
+                // task its event time: without the previous owner's, windows read back would
+                // wait for the next hit however long the input stays quiet.
+                engine.resume(partition: partition, watermark: watermark, now: now)
+            }
             offsets.restoredMark = task.processedThrough
             changelog.evictedOnRestore(finals.map(\.key), mark: task.processedThrough)
         } else if committedChangelog != nil, restored.records == 0, (committedChangelog ?? 0) > 0 {
@@ -273,7 +279,8 @@ struct AggregateTask: Sendable {
     mutating func changelogEntries() -> [ChangelogRecord.Entry] {
         guard stateful, !awaitingState, let processed = offsets.processedThrough ?? offsets.committed else { return [] }
         let task = ChangelogRecord.TaskState(
-            processedThrough: max(processed, offsets.restoredMark ?? processed), evictedBefore: engine.evictionHorizon)
+            processedThrough: max(processed, offsets.restoredMark ?? processed), evictedBefore: engine.evictionHorizon,
+            watermark: engine.watermark)
         return changelog.entries(for: engine.exportChanges(), task: task)
     }
 

@@ -73,7 +73,10 @@ struct TaskChangelog: Sendable {
         var task = task
         task.lineage = lineage
         task.source = source
-        if !entries.isEmpty || task != lastTask {
+        // A watermark that moved alone (a quiet input) is not worth a record of its own.
+        var unchanged = task
+        unchanged.watermark = lastTask?.watermark
+        if !entries.isEmpty || unchanged != lastTask {
             entries.append(ChangelogRecord.Entry(key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task)))
             lastTask = task
         }
