@@ -74,9 +74,7 @@ struct TaskChangelog: Sendable {
         task.lineage = lineage
         task.source = source
         // A watermark that moved alone (a quiet input) is not worth a record of its own.
-        var unchanged = task
-        unchanged.watermark = lastTask?.watermark
-        if !entries.isEmpty || unchanged != lastTask {
+        if !entries.isEmpty || task != lastTask {
             entries.append(ChangelogRecord.Entry(key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task)))
             lastTask = task
         }
