@@ -76,7 +76,7 @@ struct ChangelogTests {
 
     /// The runner's commit, by hand: state written and acknowledged, then the held records, then
     /// the commit point.
-    func commit(_ stage: inout AggregateStage<RawHitInput>, into topics: inout Topics, now: Int64) throws -> CommitPoint? {
+    func commit<Input: AggregateInput>(_ stage: inout AggregateStage<Input>, into topics: inout Topics, now: Int64) throws -> CommitPoint? {
         var sink = RecordingSink()
         try stage.prepareCommit(into: &sink)
         topics.take(&sink)
@@ -89,7 +89,13 @@ struct ChangelogTests {
 
     /// A new owner: assigned with the commit, its state read back from `records`.
     func takeOver(from point: CommitPoint?, changelog records: [StateRecord], now: Int64) throws -> AggregateStage<RawHitInput> {
-        var next = stage()
+        try takeOver(stage(), from: point, changelog: records, now: now)
+    }
+
+    func takeOver<Input: AggregateInput>(
+        _ next: AggregateStage<Input>, from point: CommitPoint?, changelog records: [StateRecord], now: Int64
+    ) throws -> AggregateStage<Input> {
+        var next = next
         try next.assign([PartitionStart(partition: 0, committedOffset: point?.offset, metadata: point?.metadata, logStart: 0)], now: now)
         #expect(next.partitionsAwaitingState == [0])
         next.restoreState(records, partition: 0)
@@ -461,6 +467,57 @@ struct ChangelogTests {
             try next.tick(now: Self.base + 1_000 + Int64(second) * 60_000, into: &sink)
             topics.take(&sink)
             _ = try commit(&next, into: &topics, now: Self.base + 1_000 + Int64(second) * 60_000)
+        }
+        let emitted = topics.output[before...].map(\.value)
+        #expect(emitted.contains { $0.contains("\"revision\":1") && $0.contains("\"impressions\":1") }, "\(emitted)")
+        #expect(topics.output.count == before + 1, "the window read back was emitted once: \(topics.output[before...].map(\.key))")
+    }
+
+    @Test("behind the repartition topic, a new owner that takes over after the input went quiet hears only its sources' idle marks: the windows it reads back still close as time passes")
+    func quietInputBehindTheShuffle() throws {
+        let arena = RecordArena()
+        var upstream = NormalizeStage(
+            inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 1, limits: NormalizerLimits(), maxFutureSkew: 3_600_000,
+            idleTimeout: Self.window.idleTimeout, markInterval: 500)
+        try upstream.assign([PartitionStart(partition: 0)], now: Self.base)
+        var shuffled = RecordingSink()
+        // A window that ripens, then a hit in the next window, not ripe when the owner stops.
+        try upstream.process(
+            [
+                arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: Self.base + 10_000), timestamp: Self.base + 11_000),
+                arena.record(partition: 0, offset: 1, value: rawHit("d1", "b", at: Self.base + 70_000), timestamp: Self.base + 71_000),
+            ], now: Self.base, into: &shuffled)
+        func stage() -> AggregateStage<RepartitionInput> {
+            AggregateStage(
+                sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1, keepsChangelog: true)
+        }
+        var first = try takeOver(stage(), from: nil, changelog: [], now: Self.base)
+        var topics = Topics()
+        var sink = RecordingSink()
+        let events = shuffled.to(.repartition).enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }
+        try first.process(events, now: Self.base, into: &sink)
+        topics.take(&sink)
+        let point = try commit(&first, into: &topics, now: Self.base)
+        #expect(topics.output.count == 1, "only the first window was ripe: \(topics.output.map(\.key))")
+        let before = topics.output.count
+
+        // The input stays quiet: from now on the upstream's marks say its source is idle, and
+        // they are all the new owner hears.
+        var next = try takeOver(stage(), from: point, changelog: topics.changelog, now: Self.base + 1_000)
+        var offset = Int64(events.count)
+        for second in 1...5 {
+            let now = Self.base + 1_000 + Int64(second) * 60_000
+            var marks = RecordingSink()
+            try upstream.tick(now: now, into: &marks)
+            let records = marks.to(.repartition).map { sent -> InputRecord in
+                defer { offset += 1 }
+                return arena.record(sent, offset: offset)
+            }
+            #expect(!records.isEmpty)
+            try next.process(records, now: now, into: &sink)
+            try next.tick(now: now, into: &sink)
+            topics.take(&sink)
+            _ = try commit(&next, into: &topics, now: now)
         }
         let emitted = topics.output[before...].map(\.value)
         #expect(emitted.contains { $0.contains("\"revision\":1") && $0.contains("\"impressions\":1") }, "\(emitted)")

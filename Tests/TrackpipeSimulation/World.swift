@@ -625,6 +625,17 @@ final class World {
             }
         }
         var before = trace == nil ? nil : snapshot()
+        if quietTakeover {
+            // The input goes quiet before the last takeovers: the new owners hear nothing but
+            // their sources saying they are idle.
+            for _ in 0..<4 { catchUp(tick: true) }
+            idleFreeUntil = min(idleFreeUntil, now)
+            now += scenario.window.idleTimeout + 2 * scenario.markInterval
+            catchUp(tick: true)
+            if scenario.has(.rebalances) { handOnePartitionOn() }
+            if let mark = before { record("drain: quiet for \(scenario.window.idleTimeout + 2 * scenario.markInterval), then takeovers", since: mark) }
+            before = trace == nil ? nil : snapshot()
+        }
         for role in activeRoles { adopt(role, pick: UInt64(bitPattern: now)) }
         if let mark = before { record("drain: adopt orphans", since: mark) }
         for _ in 0..<4 { catchUp(tick: true) }
@@ -654,6 +665,26 @@ final class World {
             }
         }
         if options.fault == .reemitStaleRecord { reemitStaleRecord() }
+    }
+
+    /// Half the live schedules with takeovers end with the last of them after the input went
+    /// quiet (chosen by the hit seed, so that the rest of the schedule stays as drawn).
+    private var quietTakeover: Bool {
+        !scenario.drainByFinish && (scenario.has(.crashes) || scenario.has(.rebalances)) && (scenario.hitSeed >> 7) & 1 == 1
+    }
+
+    /// Each member of the aggregate group hands one of its partitions to the next member (a
+    /// lone member gets it back), as a rebalance does (with a commit first). The normalize
+    /// group stays as it is: a source's new reader would report it active for a while, which
+    /// is not what a new aggregate owner hears from a quiet input.
+    private func handOnePartitionOn() {
+        let members = runners[.aggregate]!
+        let moves = members.indices.compactMap { index in members[index].owned.first.map { (index, $0) } }
+        for (index, moving) in moves {
+            revoke([moving], from: members[index])
+            members[(index + 1) % members.count].assign([moving], kafka: kafka, now: now)
+            rebalances += 1
+        }
     }
 
     /// How far apart in event time the hits are: from the lowest progress one reported (its

@@ -98,6 +98,21 @@ import Testing
         #expect(tracker.advance(now: 70_000) == 910_000)
     }
 
+    /// Behind a shuffle, a new owner that took over after the input went quiet hears nothing but
+    /// its sources' idle reports: event time must still move, or the windows it read back from
+    /// the previous owner's state would never close.
+    @Test func onlyIdleReportsFollowTheWallClockFromWhenTheTrackerStarted() {
+        var tracker = WatermarkTracker(idleTimeout: 2_000)
+        tracker.assign([0, 1], now: 10_000)
+        tracker.observe(partition: 0, maxEventTime: 500_000, now: 10_500, reportedIdle: true)
+        tracker.observe(partition: 1, maxEventTime: 480_000, now: 10_500, reportedIdle: true)
+        #expect(tracker.advance(now: 10_500) == 480_500)
+        #expect(tracker.advance(now: 70_000) == 540_000)
+        // A source that delivers again holds the watermark as before (it never retreats).
+        tracker.observe(partition: 1, maxEventTime: 490_000, now: 71_000)
+        #expect(tracker.advance(now: 71_000) == 540_000)
+    }
+
     @Test func nothingSeenMeansNoWatermark() {
         var tracker = WatermarkTracker(idleTimeout: 30_000)
         #expect(tracker.advance(now: 0) == nil)
