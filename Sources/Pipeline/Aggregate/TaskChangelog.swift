@@ -73,7 +73,8 @@ struct TaskChangelog: Sendable {
         var task = task
         task.lineage = lineage
         task.source = source
-        // A watermark that moved alone (a quiet input) is not worth a record of its own.
+        // Written whenever it changed, a watermark that moved alone included (a quiet input: at
+        // most one small record per commit), so that a new owner goes on from the latest.
         if !entries.isEmpty || task != lastTask {
             entries.append(ChangelogRecord.Entry(key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task)))
             lastTask = task
