@@ -109,6 +109,20 @@ extension KafkaError {
 }
 
 extension KafkaError {
+    /// The group coordinator refused a request of this member's generation: the group is
+    /// rebalancing, or has already moved on without it.
+    public var isStaleGeneration: Bool {
+        guard let code else { return false }
+        switch rd_kafka_resp_err_t(rawValue: code) {
+        case RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION, RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID, RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+extension KafkaError {
     /// What an operator should do about a fatal error, in one sentence.
     public var remedy: String {
         guard let code else { return "" }

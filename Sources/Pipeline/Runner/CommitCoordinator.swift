@@ -11,6 +11,13 @@ struct CommitCoordinator {
     let interval: Int64
     let logger: Logger
     private var lastCommitAt: Int64 = 0
+    /// A commit was refused because the group moved on to another generation. librdkafka
+    /// answers such a refusal by giving up the whole assignment and joining again, which starts
+    /// another rebalance for every member; a member that kept committing on its interval while
+    /// the group settled restarted the rebalance each time, and on a loaded machine four members
+    /// kept each other in a rebalance for minutes (no commit, so a state-keeping stage released
+    /// no output). Interval commits wait for the group's next assignment instead.
+    private(set) var awaitsNewGeneration = false
 
     init(stageName: String, settings: RunnerSettings, logger: Logger) {
         self.stageName = stageName
@@ -21,7 +28,11 @@ struct CommitCoordinator {
 
     mutating func begin(at now: Int64) { lastCommitAt = now }
 
-    func isDue(now: Int64) -> Bool { enabled && now - lastCommitAt >= interval }
+    func isDue(now: Int64) -> Bool { enabled && !awaitsNewGeneration && now - lastCommitAt >= interval }
+
+    /// The group handed out its assignment (possibly an empty one): the member is in the current
+    /// generation again.
+    mutating func groupAssigned() { awaitsNewGeneration = false }
 
     /// Waits for every record sent so far to be acknowledged, then commits each owned partition's
     /// commit point (or only `partitions`'). A point that did not move is not committed again; a
@@ -61,7 +72,13 @@ struct CommitCoordinator {
             for (tp, point) in committing { tracker.noteCommitted(tp, point) }
             done += committing.map(\.0.partition)
         } catch {
-            logger.warning("\(stageName): commit failed, will retry at the next interval: \(error)")
+            if let kafka = error as? KafkaError, kafka.isStaleGeneration {
+                awaitsNewGeneration = true
+                logger.warning(
+                    "\(stageName): commit refused, the group is rebalancing: will commit again once the group has assigned its partitions: \(error)")
+            } else {
+                logger.warning("\(stageName): commit failed, will retry at the next interval: \(error)")
+            }
         }
         return done
     }

@@ -293,6 +293,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private func partitionsAssigned(_ partitions: [TopicPartition], startingAt explicit: [TopicPartitionOffset]? = nil) {
         let now = clock()
         control.assigned(at: now)
+        committer.groupAssigned()
         observer.partitionsAssigned()
         guard let consumer, let mine = rebalance.claim(partitions) else { return }
         let starts: [PartitionStart]
