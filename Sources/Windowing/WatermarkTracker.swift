@@ -23,9 +23,6 @@ struct WatermarkTracker: Sendable {
     private(set) var current: Int64?
     /// Wall-clock ms of the most recent hit on any partition.
     private(set) var lastInputAt: Int64?
-    /// Wall-clock ms at which the tracker first heard of a partition: when nothing has been
-    /// delivered since, the input has been quiet at least from then.
-    private(set) var startedAt: Int64?
 
     init(idleTimeout: Int64) {
         self.idleTimeout = idleTimeout
@@ -34,7 +31,6 @@ struct WatermarkTracker: Sendable {
     /// Assigned partitions that have sent nothing hold the watermark until they go idle, which
     /// is what keeps a replay from declaring windows final before their partition caught up.
     mutating func assign(_ assigned: [Int32], now: Int64) {
-        if !assigned.isEmpty, startedAt == nil { startedAt = now }
         for partition in assigned where partitions[partition] == nil {
             partitions[partition] = PartitionClock(maxEventTime: nil, lastActivity: now)
         }
@@ -50,7 +46,6 @@ struct WatermarkTracker: Sendable {
     /// `delivered` in the same batch (its events, then its reader saying it went quiet: a
     /// backlog read at once).
     mutating func observe(partition: Int32, maxEventTime: Int64?, now: Int64, reportedIdle: Bool = false, delivered: Bool? = nil) {
-        if startedAt == nil { startedAt = now }
         var clock = partitions[partition] ?? PartitionClock(maxEventTime: nil, lastActivity: now)
         clock.maxEventTime = EventTimeMath.latest(clock.maxEventTime, maxEventTime)
         clock.reportedIdle = reportedIdle
@@ -74,7 +69,7 @@ struct WatermarkTracker: Sendable {
     /// partition's hits late. A partition that went quiet long before the others does not hold
     /// a quiet topic back for ever. A tracker that has only heard its sources say they are idle
     /// (a new owner behind a shuffle, taking over after the input went quiet) goes on from the
-    /// slowest of them from when it started: later than its previous owner would have, never
+    /// slowest of them from when it first heard of them: later than its previous owner would have, never
     /// earlier, and without it the windows it read back would never close.
     @discardableResult
     mutating func advance(now: Int64) -> Int64? {
@@ -94,7 +89,8 @@ struct WatermarkTracker: Sendable {
         }
         if anyActive {
             candidate = activeHoldsBack ? nil : lowestActive
-        } else if let quietSince = lastInputAt ?? startedAt {
+        } else if let quietSince = lastInputAt ?? partitions.values.map(\.lastActivity).min() {
+            // With nothing delivered yet, each partition's activity is when it was first heard of.
             let stillDelivering = partitions.values.filter { $0.lastActivity >= quietSince - idleTimeout }.compactMap(\.maxEventTime)
             if let slowest = stillDelivering.min() {
                 candidate = EventTimeMath.add(slowest, Swift.max(0, now - quietSince))
