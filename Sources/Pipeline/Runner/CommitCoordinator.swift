@@ -37,7 +37,8 @@ struct CommitCoordinator {
     /// Waits for every record sent so far to be acknowledged, then commits each owned partition's
     /// commit point (or only `partitions`'). A point that did not move is not committed again; a
     /// checkpoint too large for the broker is refused here with what to do, never half-written.
-    /// A failed commit is retried at the next interval: the previous one still holds. Returns
+    /// A failed commit is retried at the next interval, or, if the group refused it for a stale
+    /// generation, once the group has assigned its partitions: the previous one still holds. Returns
     /// the partitions whose commit points are now committed.
     @discardableResult
     mutating func commit(
