@@ -375,9 +375,7 @@ final class World {
             var random = SplitMix(pick)
             var moving = giver.owned.filter { _ in random.chance(0.5) }
             if moving.isEmpty { moving = [random.pick(giver.owned)] }
-            revoke(moving, from: giver)
-            taker.assign(moving, kafka: kafka, now: now)
-            rebalances += 1
+            hand(moving, from: giver, to: taker)
         case .crash(let role, let instance, let phase):
             for role in role.map({ [$0] }) ?? activeRoles {
                 guard let runner = runner(role, instance) else { continue }
@@ -415,6 +413,14 @@ final class World {
 
     private func commit(_ runner: any DrivenStage) {
         runner.commit(kafka: kafka, only: nil, now: now, stamp: stamp(runner), stoppingAfter: nil)
+    }
+
+    /// A cooperative rebalance moves `partitions` from `giver` (which commits them first) to
+    /// `taker`.
+    private func hand(_ partitions: [Int32], from giver: any DrivenStage, to taker: any DrivenStage) {
+        revoke(partitions, from: giver)
+        taker.assign(partitions, kafka: kafka, now: now)
+        rebalances += 1
     }
 
     private func revoke(_ partitions: [Int32], from runner: any DrivenStage) {
@@ -680,11 +686,7 @@ final class World {
     private func handOnePartitionOn() {
         let members = runners[.aggregate]!
         let moves = members.indices.compactMap { index in members[index].owned.first.map { (index, $0) } }
-        for (index, moving) in moves {
-            revoke([moving], from: members[index])
-            members[(index + 1) % members.count].assign([moving], kafka: kafka, now: now)
-            rebalances += 1
-        }
+        for (index, moving) in moves { hand([moving], from: members[index], to: members[(index + 1) % members.count]) }
     }
 
     /// How far apart in event time the hits are: from the lowest progress one reported (its
