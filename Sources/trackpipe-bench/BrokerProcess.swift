@@ -51,12 +51,15 @@ enum ProcessCPU {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
-    /// User + system time of every child process this one has waited for.
-    static func reapedChildren() -> Double {
+    /// User + system time, and page faults, of every child process this one has waited for.
+    /// The faults count fresh memory the kernel had to zero and map: on this benchmark they are
+    /// most of the difference between trackpipe's consumer thread and kcat's (see
+    /// docs/performance.md).
+    static func reapedChildren() -> (seconds: Double, pageFaults: Int) {
         var usage = rusage()
         getrusage(RUSAGE_CHILDREN.rawValue, &usage)
         func s(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
-        return s(usage.ru_utime) + s(usage.ru_stime)
+        return (s(usage.ru_utime) + s(usage.ru_stime), usage.ru_minflt + usage.ru_majflt)
     }
 }
 
@@ -67,6 +70,8 @@ struct TimedRun {
     /// Seconds from start until the first line containing the assignment marker; nil if none.
     var joined: Double?
     var cpu: Double
+    /// Minor and major page faults of the contender's process.
+    var pageFaults: Int
     var brokerCPU: Double
     var stdout: String
     var stderr: String
@@ -100,8 +105,9 @@ struct TimedRun {
         process.waitUntilExit()
         let wall = BenchSupport.now() - start
         done.wait()
+        let usage = ProcessCPU.reapedChildren()
         let run = TimedRun(
-            wall: wall, joined: reader.joined, cpu: ProcessCPU.reapedChildren() - cpuBefore,
+            wall: wall, joined: reader.joined, cpu: usage.seconds - cpuBefore.seconds, pageFaults: usage.pageFaults - cpuBefore.pageFaults,
             brokerCPU: broker.cpuSeconds - brokerBefore, stdout: stdout, stderr: reader.text)
         guard process.terminationStatus == 0 else {
             throw BenchError("\(binary) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus): \(run.stderr.suffix(2000))")

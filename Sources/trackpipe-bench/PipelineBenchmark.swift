@@ -97,9 +97,9 @@ struct PipelineBenchmark: ParsableCommand {
                 results[contender, default: []].append(run)
                 print(
                     String(
-                        format: "round %d %@: wall %.2f s, join %.2f s, after join %.2f s (%@), CPU %.2f s (%.2f µs per hit, %.0f %% of the time after the join), broker CPU %.2f s",
+                        format: "round %d %@: wall %.2f s, join %.2f s, after join %.2f s (%@), CPU %.2f s (%.2f µs per hit, %.0f %% of the time after the join), %d page faults, broker CPU %.2f s",
                         round + 1, name(contender), run.wall, run.joined ?? 0, run.afterJoin, BenchSupport.rate(count, run.afterJoin),
-                        run.cpu, run.cpu * 1e6 / Double(count), 100 * run.cpu / max(run.afterJoin, 0.001), run.brokerCPU))
+                        run.cpu, run.cpu * 1e6 / Double(count), 100 * run.cpu / max(run.afterJoin, 0.001), run.pageFaults, run.brokerCPU))
                 if (verbose || timings) && contender != "kcat" {
                     print(verbose ? run.stdout : run.stdout.split(separator: "\n").drop { !$0.hasPrefix("trackpipe timings") }.joined(separator: "\n"))
                 }
@@ -110,11 +110,12 @@ struct PipelineBenchmark: ParsableCommand {
             let runs = results[contender] ?? []
             let after = BenchSupport.median(runs.map(\.afterJoin))
             let cpu = BenchSupport.median(runs.map(\.cpu))
+            let faults = BenchSupport.median(runs.map { Double($0.pageFaults) })
             print(
                 String(
-                    format: "  %@: %.2f s (%@; best round %.2f s), join %.2f s, CPU %.2f s = %.2f µs per hit, broker CPU %.2f s",
+                    format: "  %@: %.2f s (%@; best round %.2f s), join %.2f s, CPU %.2f s = %.2f µs per hit, %.0f page faults (%.1f per 1000 hits), broker CPU %.2f s",
                     name(contender), after, BenchSupport.rate(count, after), runs.map(\.afterJoin).min() ?? 0,
-                    BenchSupport.median(runs.map { $0.joined ?? 0 }), cpu, cpu * 1e6 / Double(count),
+                    BenchSupport.median(runs.map { $0.joined ?? 0 }), cpu, cpu * 1e6 / Double(count), faults, faults * 1000 / Double(count),
                     BenchSupport.median(runs.map(\.brokerCPU))))
         }
         if let k = results["kcat"], !k.isEmpty {
