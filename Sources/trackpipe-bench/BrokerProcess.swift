@@ -29,6 +29,7 @@ final class BrokerProcess {
 
     /// CPU seconds (user + system) the broker has used so far, from /proc.
     var cpuSeconds: Double { ProcessCPU.seconds(pid: process.processIdentifier) }
+    var processIdentifier: Int32 { process.processIdentifier }
 
     func stop() {
         process.terminate()

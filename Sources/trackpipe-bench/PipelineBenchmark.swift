@@ -38,6 +38,8 @@ struct PipelineBenchmark: ParsableCommand {
     @Flag(help: "Print trackpipe's run summaries.") var verbose = false
     @Flag(help: "Run trackpipe with --timings (times every produce call, which costs a little) and print the timelines.")
     var timings = false
+    @Flag(help: "Preload, print the broker's address and each contender's command line, and keep the broker up until interrupted: for profiling one contender by hand (perf record, perf stat).")
+    var hold = false
 
     func run() throws {
         let (binary, base) = try builds.resolved()
@@ -81,6 +83,10 @@ struct PipelineBenchmark: ParsableCommand {
                 values: hits.map(\.value), timestamps: hits.map(\.kafkaTimestamp), placement: placed)
         }
 
+        if hold {
+            holdForProfiling(binary, broker, groups: groups)
+            return
+        }
         var results: [String: [TimedRun]] = [:]
         for (round, group) in groups.enumerated() {
             for contender in chosen {
@@ -143,6 +149,26 @@ struct PipelineBenchmark: ParsableCommand {
         }
     }
 
+    /// Prints how to run each contender against the preloaded broker, then waits for SIGINT or
+    /// SIGTERM with the broker up.
+    func holdForProfiling(_ binary: String, _ broker: BrokerProcess, groups: [String]) {
+        print("broker: \(broker.bootstrapServers) (pid \(broker.processIdentifier)); fresh groups for the contenders: \(groups.joined(separator: " "))")
+        print("kcat:       kcat -b \(broker.bootstrapServers) -G kcat-NAME -o beginning -e -X session.timeout.ms=6000 tracking-hits > /dev/null")
+        for (name, keyed) in [("two stages", false), ("one stage", true)] {
+            let arguments = trackpipeArguments(broker, group: keyed ? "\(groups[0])-one" : groups[0], keyedByDelivery: keyed)
+            print("\(name): \(binary) \(arguments.joined(separator: " "))")
+        }
+        print("holding the broker until SIGINT or SIGTERM...")
+        fflush(nil)  // every stream: the address must reach a pipe or file before the wait
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        sigprocmask(SIG_BLOCK, &signals, nil)
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+    }
+
     /// How kcat is run, for the report: its output format decides how much work it does per record.
     var kcatDescription: String {
         "kcat -G GROUP -o beginning -e -X session.timeout.ms=6000 \(kcatFormat.map { "-f '\($0)' " } ?? "")tracking-hits \(kcatToPipe ? "| (this benchmark)" : "> /dev/null") (\(kcatFormat == nil ? "each record's value and a newline, kcat's default output" : "records in that format"), stderr read for its assignment)"
@@ -171,14 +197,17 @@ struct PipelineBenchmark: ParsableCommand {
             broker: broker, assignmentMarker: "assigned", discardingOutput: !kcatToPipe)
     }
 
-    func trackpipeRun(_ binary: String, _ broker: BrokerProcess, group: String, keyedByDelivery: Bool) throws -> TimedRun {
-        let arguments =
+    func trackpipeArguments(_ broker: BrokerProcess, group: String, keyedByDelivery: Bool) -> [String] {
             [
                 "run", "--brokers", broker.bootstrapServers, "--input-topic", keyedByDelivery ? "tracking-hits-by-delivery" : "tracking-hits",
                 "--group", group, "--until-end", "--shards", "\(shards)", "--log-level", "info", "--progress-interval", "0s",
                 "-X", "session.timeout.ms=6000",
             ] + property.flatMap { ["-X", $0] } + (keyedByDelivery ? ["--input-keyed-by-delivery"] : [])
             + (timings ? ["--timings"] : [])
+    }
+
+    func trackpipeRun(_ binary: String, _ broker: BrokerProcess, group: String, keyedByDelivery: Bool) throws -> TimedRun {
+        let arguments = trackpipeArguments(broker, group: group, keyedByDelivery: keyedByDelivery)
         let run = try TimedRun.measure(binary, arguments, broker: broker, assignmentMarker: ": assigned ")
         guard run.stdout.contains("consumed      \(count) messages") else {
             throw BenchError("trackpipe run did not consume all \(count) messages: \(run.stdout)")
