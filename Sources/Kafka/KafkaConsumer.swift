@@ -7,21 +7,32 @@ import Logging
 /// commits and queries may come from that same thread. Defaults favour correctness:
 /// auto-commit is off, offsets are committed only when the caller says which.
 public final class KafkaConsumer: @unchecked Sendable {
-    // @unchecked: `closed` and the batch buffer are used only by the one thread that polls and
-    // closes (see Threading above); librdkafka's handle is thread-safe for the other calls.
+    // @unchecked: `closed`, the batch buffer and the wake policy are used only by the one
+    // thread that polls and closes (see Threading above); librdkafka's handle is thread-safe
+    // for the other calls.
     private let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
     private let batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>?>
     private let batchCapacity: Int
     private var closed = false
+    /// The queue every partition's messages are forwarded to (what `poll` reads).
+    private let consumerQueue: OpaquePointer
+    private let fetchWaker: FetchWaker?
+    private var wakePolicy: FetchWakePolicy?
     public let logger: Logger
 
     /// - Parameter config: must include `group.id` to `subscribe`. `enable.auto.commit` defaults to false.
     /// - Parameter maxBatch: the most records one `poll` hands back.
     /// - Parameter onError: client-level errors, on the polling thread (else they are logged).
+    /// - Parameter wakesFetcher: wake librdkafka's fetcher whenever the queue has drained below
+    ///   the prefetch thresholds it stopped at (`FetchWakePolicy`), so that a shallow prefetch
+    ///   (`queued.min.messages`, `queued.max.messages.kbytes`) does not stall a consumer that
+    ///   works on what it reads. For consumers that read steadily; costs one small request per
+    ///   refill of the queue.
     public init(
         config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.consumer"),
-        rebalance: RebalanceHandler? = nil, maxBatch: Int = 4096, onError: (@Sendable (KafkaError) -> Void)? = nil
+        rebalance: RebalanceHandler? = nil, maxBatch: Int = 4096, wakesFetcher: Bool = false,
+        onError: (@Sendable (KafkaError) -> Void)? = nil
     ) throws {
         self.logger = logger
         guard let group = config["group.id"], !group.isEmpty else {
@@ -42,14 +53,39 @@ public final class KafkaConsumer: @unchecked Sendable {
         rd_kafka_poll_set_consumer(client)
         batchCapacity = max(1, maxBatch)
         batch = .allocate(capacity: batchCapacity)
+        consumerQueue = rd_kafka_queue_get_consumer(client)
+        if wakesFetcher {
+            fetchWaker = FetchWaker(client: client)
+            wakePolicy = FetchWakePolicy(
+                minMessages: Self.integerProperty(client, "queued.min.messages") ?? 100_000,
+                maxBytes: (Self.integerProperty(client, "queued.max.messages.kbytes") ?? 65_536) * 1024)
+        } else {
+            fetchWaker = nil
+        }
     }
 
     deinit {
+        fetchWaker?.stop()
         if !closed { rd_kafka_consumer_close(client) }
+        rd_kafka_queue_destroy(consumerQueue)
         rd_kafka_destroy(client)
         batch.deallocate()
         context.release()
     }
+
+    /// A property's value as the client holds it (librdkafka's default when none was set).
+    private static func integerProperty(_ client: OpaquePointer, _ name: String) -> Int? {
+        var buffer = [CChar](repeating: 0, count: 64)
+        var size = buffer.count
+        guard rd_kafka_conf_get(rd_kafka_conf(client), name, &buffer, &size) == RD_KAFKA_CONF_OK else { return nil }
+        return Int(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+
+    /// Wakes performed by the fetch waker so far (nil without one).
+    public var fetchWakes: Int? { fetchWaker?.count }
+
+    /// A wake of the fetcher is waiting for its answer.
+    public var isWakingFetcher: Bool { fetchWaker?.isWaking ?? false }
 
     private static func rebalance(
         client: OpaquePointer, err: rd_kafka_resp_err_t,
@@ -154,12 +190,22 @@ public final class KafkaConsumer: @unchecked Sendable {
     public func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (ConsumerBatch) throws -> R) rethrows -> R? {
         let context = self.context.takeUnretainedValue()
         context.beginGathering()
+        wakePolicy?.beforeGathering(queued: rd_kafka_queue_length(consumerQueue))
         var count = 0
+        var payloadBytes = 0
         while count < batchCapacity {
             context.gatheredSoFar(count)
             guard let message = rd_kafka_consumer_poll(client, count == 0 ? timeoutMilliseconds : 0) else { break }
             batch[count] = message
+            payloadBytes &+= message.pointee.len
             count += 1
+        }
+        if let fetchWaker, wakePolicy != nil,
+            wakePolicy!.afterGathering(
+                queued: rd_kafka_queue_length(consumerQueue), messages: count, payloadBytes: payloadBytes,
+                wakeInFlight: fetchWaker.isWaking)
+        {
+            fetchWaker.wake()
         }
         let revocations = context.endGathering()
         guard count > 0 else { return nil }
@@ -275,6 +321,10 @@ public final class KafkaConsumer: @unchecked Sendable {
     public func close() {
         guard !closed else { return }
         closed = true
+        if let fetchWaker {
+            fetchWaker.stop()
+            logger.debug("the fetch waker woke librdkafka's fetcher \(fetchWaker.count) times")
+        }
         let err = rd_kafka_consumer_close(client)
         if err.isError { logger.warning("closing the consumer: \(KafkaError.from(err, "close"))") }
     }

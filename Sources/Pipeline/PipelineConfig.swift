@@ -69,15 +69,26 @@ public struct PipelineConfig: Sendable {
             "enable.partition.eof": "true",
             // Partitions an instance keeps keep their window state through a rebalance.
             "partition.assignment.strategy": "cooperative-sticky",
-            // librdkafka 2.0.x counts this threshold over the whole consumer queue (all
-            // partitions), and once it is reached stops fetching until its broker thread next
-            // wakes, up to a second later: a consumer that does real work drains the default
-            // 100000 messages first and then waits (half the wall time, measured). A million
-            // leaves queued.max.messages.kbytes (64 MB by default) as the bound on prefetched data.
-            "queued.min.messages": "1000000",
+            // A shallow prefetch: librdkafka 2.0.2 stops fetching at either bound (counted over
+            // the whole consumer queue) and looks again only when its broker thread wakes, which
+            // the stage's consumer makes it do as soon as the queue has drained below them
+            // (`FetchWakePolicy`). Deeper prefetch held up to 250 MB of fetched data and
+            // per-message bookkeeping that the kernel had to hand out fresh: a fifth of the
+            // worker's CPU (docs/performance.md).
+            "queued.min.messages": "40000",
+            "queued.max.messages.kbytes": "8192",
+            // Fetch responses that size (librdkafka's default would be the queue bound, 8 MB):
+            // each is one allocation, kept until its last message is consumed.
+            "fetch.max.bytes": "\(Self.fetchMaxBytes(messageMaxBytes: kafkaProperties["message.max.bytes"]))",
             "client.id": "trackpipe",
         ]).merging(KafkaConfig(kafkaProperties.filter { !Self.producerOnly.contains($0.key) }))
             .merging(KafkaConfig(Self.enforcedConsumerProperties))
+    }
+
+    /// 2 MB, or `message.max.bytes` if that was set higher (librdkafka refuses a smaller
+    /// `fetch.max.bytes`).
+    static func fetchMaxBytes(messageMaxBytes: String?) -> Int {
+        max(2 << 20, messageMaxBytes.flatMap { Int($0) } ?? 0)
     }
 
     var producerConfig: KafkaConfig {

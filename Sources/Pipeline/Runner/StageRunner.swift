@@ -121,7 +121,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 partitionsAssigned: { [weak self] in self?.partitionsAssigned($0) },
                 partitionsRevoking: { [weak self] in self?.partitionsRevoking($0) },
                 assignmentFailed: { [weak self] in self?.assignmentFailed($0) }),
-            maxBatch: settings.maxBatch, onError: { [triage] in triage.clientError($0, client: "consumer") })
+            maxBatch: settings.maxBatch, wakesFetcher: true, onError: { [triage] in triage.clientError($0, client: "consumer") })
         self.consumer = consumer
         switch settings.source {
         case .group:

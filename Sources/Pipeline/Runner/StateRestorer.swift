@@ -48,7 +48,8 @@ struct StateRestorer {
     mutating func begin(_ partitions: [Int32], now: Int64) throws -> [Int32] {
         guard !partitions.isEmpty else { return [] }
         if consumer == nil {
-            consumer = try KafkaConsumer(config: config, logger: logger.with(label: "trackpipe.kafka.restore"), maxBatch: 8_192)
+            consumer = try KafkaConsumer(
+                config: config, logger: logger.with(label: "trackpipe.kafka.restore"), maxBatch: 8_192, wakesFetcher: true)
         }
         guard let consumer else { return [] }
         let state = partitions.map { TopicPartition(topic: topic, partition: $0) }
