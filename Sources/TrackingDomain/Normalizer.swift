@@ -32,10 +32,10 @@ public struct Normalizer: Sendable {
             return .rejected(.malformedJSON, detail: "malformed_json: the message is empty; send one UTF-8 JSON object per message")
         }
         var scanner = JSONScanner(base: base.assumingMemoryBound(to: UInt8.self), count: bytes.count, maxDepth: limits.maxDepth)
-        var notObjectKind = JSONSpan.Kind.absent
-        let scanned: RawHit?
+        var hit = RawHit()
+        let notObjectKind: JSONSpan.Kind?
         do {
-            scanned = try scanner.scanMessage(notObjectKind: &notObjectKind)
+            notObjectKind = try scanner.scanMessage(into: &hit)
         } catch {
             switch error {
             case .malformed(let offset, let problem):
@@ -44,10 +44,12 @@ public struct Normalizer: Sendable {
                 return .rejected(.tooDeep, detail: "too_deep: containers nest more than \(limits.maxDepth) levels (at byte \(offset)); tracking hits nest a few levels, so flatten the payload or drop unrelated data")
             }
         }
-        guard let hit = scanned else {
+        if let notObjectKind {
             return .rejected(.notAnObject, detail: "not_an_object: the message is \(notObjectKind.description), not a JSON object; send each hit as one JSON object such as {\"deliveryId\":…,\"broadlogId\":…,\"action\":\"2\"}")
         }
-        return HitReader(hit: hit, scanner: scanner, limits: limits).verdict(kafkaTimestamp: kafkaTimestamp)
+        return withUnsafePointer(to: &hit) { hit in
+            HitReader(captured: hit, scanner: scanner, limits: limits).verdict(kafkaTimestamp: kafkaTimestamp)
+        }
     }
 
     /// The verdict for a message of `byteCount` bytes over the limit, for callers that learn the
@@ -77,9 +79,13 @@ public struct Normalizer: Sendable {
 
 /// Applies the contract's field rules to a scanned hit.
 struct HitReader {
-    let hit: RawHit
+    /// The hit as scanned, read in place (valid for the reader's life): fields are read from
+    /// it one by one, never the whole half-kilobyte at once.
+    let captured: UnsafePointer<RawHit>
     let scanner: JSONScanner
     let limits: NormalizerLimits
+
+    var hit: RawHit { _read { yield captured.pointee } }
 
     /// Which container the ids come from, and how details name it.
     enum Source {
