@@ -27,9 +27,8 @@ struct PartitionTracker {
         var atEnd = false
     }
 
-    /// What the guard made of one batch, with the records themselves.
+    /// What the guard made of one batch (the records themselves go to the caller's buffer).
     struct Admitted {
-        var records: [InputRecord] = []
         /// Records dropped: of partitions not owned, or at offsets already read.
         var stale = 0
         /// Jumps forward: (partition, expected offset, offset delivered).
@@ -37,6 +36,12 @@ struct PartitionTracker {
         /// Errors the consumer delivered among the records.
         var errors: [KafkaError] = []
     }
+
+    /// What `admit` sorts a batch through, kept from batch to batch: a batch of a few thousand
+    /// records needs buffers of a hundred kilobytes or more, which glibc would map and unmap
+    /// afresh (and the kernel zero) for every batch.
+    private var sightings: [(index: Int, sighting: Sighting)] = []
+    private var taken: [Int] = []
 
     init(topic: String) {
         self.topic = topic
@@ -113,11 +118,13 @@ struct PartitionTracker {
         var gaps: [(TopicPartition, Int64, Int64)] = []
     }
 
-    /// Sorts a batch into the records the stage may see, in order, and what was dropped.
-    mutating func admit(_ batch: ConsumerBatch) -> Admitted {
+    /// Sorts a batch into the records the stage may see, in order, in `records` (emptied
+    /// first, its capacity kept), and says what was dropped.
+    mutating func admit(_ batch: ConsumerBatch, into records: inout [InputRecord]) -> Admitted {
         var admitted = Admitted()
-        var sightings: [(index: Int, sighting: Sighting)] = []
-        sightings.reserveCapacity(batch.count)
+        var sightings = self.sightings
+        self.sightings = []
+        sightings.removeAll(keepingCapacity: true)
         for index in batch.indices {
             switch batch[index] {
             case .record(let record): sightings.append((index, .record(partition: record.partition, offset: record.offset)))
@@ -126,21 +133,36 @@ struct PartitionTracker {
             case .error(let error): admitted.errors.append(error)
             }
         }
-        let sifted = sift(sightings, revocations: batch.revocations)
+        var taken = self.taken
+        self.taken = []
+        taken.removeAll(keepingCapacity: true)
+        let sifted = sift(sightings, revocations: batch.revocations, taken: &taken)
         admitted.stale = sifted.stale
         admitted.gaps = sifted.gaps
-        admitted.records.reserveCapacity(sifted.taken.count)
-        for index in sifted.taken {
-            if case .record(let record) = batch[index] { admitted.records.append(InputRecord(record)) }
+        records.removeAll(keepingCapacity: true)
+        for index in taken {
+            if case .record(let record) = batch[index] { records.append(InputRecord(record)) }
         }
+        self.sightings = sightings
+        self.taken = taken
         return admitted
+    }
+
+    /// `sift` with the indices taken in a buffer of the caller's.
+    mutating func sift(_ sightings: [(index: Int, sighting: Sighting)], revocations: [ConsumerBatch.Revocation]) -> Sifted {
+        var taken: [Int] = []
+        var sifted = sift(sightings, revocations: revocations, taken: &taken)
+        sifted.taken = taken
+        return sifted
     }
 
     /// The guard itself, on what it needs of each event: the partition and offset of records,
     /// the ends of partitions, and which partitions were revoked after how many events (those
     /// gathered before belong to an assignment that no longer holds, even if the partition was
     /// assigned again since).
-    mutating func sift(_ sightings: [(index: Int, sighting: Sighting)], revocations: [ConsumerBatch.Revocation]) -> Sifted {
+    mutating func sift(
+        _ sightings: [(index: Int, sighting: Sighting)], revocations: [ConsumerBatch.Revocation], taken: inout [Int]
+    ) -> Sifted {
         var sifted = Sifted()
         var revokedBefore: [Int32: Int] = [:]
         var allRevokedBefore = 0
@@ -193,7 +215,7 @@ struct PartitionTracker {
                     break
                 }
                 if let end = state.end, offset + 1 >= end { state.atEnd = true }
-                sifted.taken.append(index)
+                taken.append(index)
             case .partitionEnd(let partition, let offset):
                 putBack()
                 current = nil

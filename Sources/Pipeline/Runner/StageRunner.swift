@@ -40,6 +40,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// An error found where it cannot be thrown (inside a rebalance callback): the loop stops on it.
     private var fatal: PipelineError?
+    /// The records of the batch in hand, kept from batch to batch for its buffer.
+    private var inputs: [InputRecord] = []
     private var upstreamEndsTaken = false
     private var lastUnknownTopicLog: Int64 = .min / 2
 
@@ -139,7 +141,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let begin = RunnerTimeline.now()
         var inBatch = 0.0
         let polled: Void? = try consumer.pollBatch(timeoutMilliseconds: timeoutMilliseconds) { batch in
-            let admitted = tracker.admit(batch)
+            let admitted = tracker.admit(batch, into: &inputs)
             let now = clock()
             for error in admitted.errors {
                 try triage.consumerError(
@@ -147,10 +149,10 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                     lastUnknownTopicLog: &lastUnknownTopicLog)
             }
             observer.guarded(stale: admitted.stale, gaps: admitted.gaps, now: now)
-            observer.handedToStage(admitted.records.count)
+            observer.handedToStage(inputs.count)
             let processing = RunnerTimeline.now()
             defer { inBatch = observer.timeline.add(.processing, since: processing) - processing }
-            try stage.process(admitted.records, now: clock(), into: &output!.sink)
+            try stage.process(inputs, now: clock(), into: &output!.sink)
         }
         observer.timeline.add(polled == nil ? .idlePolling : .polling, since: begin + inBatch)
         return polled != nil
