@@ -26,6 +26,8 @@ public struct NormalizeStage: Stage {
     public let parallelism: Int
     /// An events record is sent once it holds this many bytes (see `RepartitionRecord`).
     public let batchBytes: Int
+    /// Which hits carry their original key and value through the repartition topic.
+    public let carrying: OriginalCarrying
 
     private let intake: HitIntake
     /// What every record says of where its events come from and how they were routed.
@@ -56,8 +58,9 @@ public struct NormalizeStage: Stage {
     public init(
         inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, limits: NormalizerLimits,
         maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
-        batchBytes: Int = RepartitionRecord.batchBytes
+        batchBytes: Int = RepartitionRecord.batchBytes, carrying: OriginalCarrying = .always
     ) {
+        self.carrying = carrying
         self.parallelism = max(1, parallelism)
         self.batchBytes = max(1, batchBytes)
         precondition(repartitionPartitions >= 1, "the repartition topic has at least one partition")
@@ -110,8 +113,8 @@ public struct NormalizeStage: Stage {
         // threads over contiguous chunks. What depends on order (each source's watermark, the
         // sends) follows on this thread.
         let laneCount = Self.prepare(
-            records, intake: intake, repartitionPartitions: repartitionPartitions, lanes: records.count >= 512 ? parallelism : 1,
-            into: &lanes)
+            records, intake: intake, repartitionPartitions: repartitionPartitions, carrying: carrying,
+            lanes: records.count >= 512 ? parallelism : 1, into: &lanes)
         var index = 0
         // Records come in runs of one partition: its source state is taken out once per run.
         var partition = records[0].partition
@@ -193,7 +196,8 @@ public struct NormalizeStage: Stage {
     /// Judges and encodes `records` on up to `lanes` threads, lane `i` into `prepared[i]`;
     /// returns how many lanes hold this batch (the first ones).
     static func prepare(
-        _ records: [InputRecord], intake: HitIntake, repartitionPartitions: Int32, lanes: Int, into prepared: inout [PreparedLane]
+        _ records: [InputRecord], intake: HitIntake, repartitionPartitions: Int32, carrying: OriginalCarrying, lanes: Int,
+        into prepared: inout [PreparedLane]
     ) -> Int {
         let lanes = max(1, min(lanes, records.count))
         if prepared.count < lanes { prepared += Array(repeating: PreparedLane(), count: lanes - prepared.count) }
@@ -203,7 +207,7 @@ public struct NormalizeStage: Stage {
             let work: @Sendable (Int) -> Void = { lane in
                 prepareChunk(
                     records, min(records.count, lane * chunk)..<min(records.count, (lane + 1) * chunk), intake: intake,
-                    repartitionPartitions: repartitionPartitions, into: &box.value[lane])
+                    repartitionPartitions: repartitionPartitions, carrying: carrying, into: &box.value[lane])
             }
             if lanes == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) }
         }
@@ -211,7 +215,8 @@ public struct NormalizeStage: Stage {
     }
 
     private static func prepareChunk(
-        _ records: [InputRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, into prepared: inout PreparedLane
+        _ records: [InputRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, carrying: OriginalCarrying,
+        into prepared: inout PreparedLane
     ) {
         prepared.items.removeAll(keepingCapacity: true)
         prepared.items.reserveCapacity(range.count)
@@ -226,7 +231,8 @@ public struct NormalizeStage: Stage {
                 used = RepartitionRecord.writeEvent(
                     event, eventTime: eventTime, sourcePartition: record.partition, sourceEpoch: 0, sourceOffset: record.offset,
                     sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
-                    originalValue: record.value, into: &prepared.arena, at: start)
+                    originalValue: record.value, carriesOriginal: carrying.carries(eventTime: eventTime, arrival: record.timestamp),
+                    into: &prepared.arena, at: start)
                 prepared.items.append(
                     .event(
                         eventTime: eventTime,
@@ -286,4 +292,40 @@ public struct NormalizeStage: Stage {
         gauges.watermark = sources.values.compactMap(\.watermark).min()
         return gauges
     }
+}
+
+/// Which hits carry their original key and value through the repartition topic.
+///
+/// Only a `too_late` dead letter downstream needs them, and a hit is too late only when the
+/// aggregate stage's event time has passed the end of its window by the retention. That event
+/// time follows the arrival of the hits it has read (each capped at its Kafka timestamp), so in
+/// the ordinary course a hit can be too late only if it arrived about a retention after its
+/// window ended: those carry their original, with half the retention to spare. The others
+/// leave it in the input topic, from where a dead letter reads it back by its position should
+/// it turn out late after all (event time that went on with the wall clock through a long
+/// outage, say: see `OriginalLookup`).
+public struct OriginalCarrying: Sendable, Equatable {
+    /// nil: every hit carries its original.
+    let window: (size: Int64, retention: Int64)?
+
+    /// Every hit carries its original (as before format 4).
+    public static let always = OriginalCarrying(window: nil)
+
+    /// The rule above, for windows of this size and retention.
+    public init(windowSize: Int64, retention: Int64) {
+        window = (max(1, windowSize), max(0, retention))
+    }
+
+    private init(window: (size: Int64, retention: Int64)?) { self.window = window }
+
+    /// Whether a hit of `eventTime` that arrived at `arrival` (its Kafka timestamp; nil when
+    /// unknown) carries its original.
+    @inline(__always)
+    func carries(eventTime: Int64, arrival: Int64?) -> Bool {
+        guard let window, let arrival else { return true }
+        let end = EventTimeMath.add(EventTimeMath.windowStart(of: eventTime, size: window.size), window.size)
+        return EventTimeMath.add(end, window.retention / 2) <= arrival
+    }
+
+    public static func == (a: Self, b: Self) -> Bool { a.window?.size == b.window?.size && a.window?.retention == b.window?.retention }
 }

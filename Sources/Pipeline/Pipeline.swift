@@ -121,10 +121,13 @@ public final class Pipeline: Sendable {
             limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
             markInterval: min(500, max(50, config.window.idleTimeout / 4)), parallelism: config.shards,
             // A record larger than the producer's queue could never be queued.
-            batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4))
+            batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4),
+            carrying: OriginalCarrying(windowSize: config.window.size, retention: config.window.retention))
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), inputTopic: config.inputTopic), window: taskWindow(partitions: repartitions),
-            parallelism: config.shards, keepsChangelog: true)
+            parallelism: config.shards, keepsChangelog: true,
+            originals: InputTopicLookup(
+                config: config.consumerConfig(group: config.aggregateGroup), logger: logger.with(label: "trackpipe.kafka.lookup")))
         let upstream = UpstreamSignal()
         var first = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.repartition, .deadLetter])
         first.bound = config.untilEnd ? .endAtAssignment : .unbounded

@@ -27,9 +27,12 @@ import Windowing
 /// input topic's name and, per event and mark, the epoch of its input partition (a new epoch
 /// begins when the topic is found recreated), so that positions of another topic or of a
 /// recreated one are never taken for copies of old ones; and the repartition topic's partition
-/// count the writer routed by, so that instances that disagree on it are caught.
+/// count the writer routed by, so that instances that disagree on it are caught. Version 4
+/// leaves most hits' original key and value in the input topic (see `writeEvent`): an event
+/// then records only their lengths, and a `too_late` dead letter reads the message back from
+/// the input by its position.
 public enum RepartitionRecord {
-    public static let version: UInt8 = 3
+    public static let version: UInt8 = 4
 
     enum Kind: UInt8 {
         /// Version 1 only: one event, its delivery id in the record key.
@@ -66,8 +69,24 @@ public enum RepartitionRecord {
         /// nil in version 1 records, whose record key is the delivery id.
         public var deliveryId: UnsafeRawBufferPointer?
         public var broadlogId: UnsafeRawBufferPointer
+        /// The original key and value, when the event carries them (nil when it does not: see
+        /// `leftInInput`).
         public var originalKey: UnsafeRawBufferPointer?
         public var originalValue: UnsafeRawBufferPointer?
+        /// The original was left in the input topic (version 4): the lengths of its key and
+        /// value, by which the message read back from there is recognised.
+        public var leftInInput: OriginalShape?
+    }
+
+    /// The lengths of an original key (nil: the message had none) and value.
+    public struct OriginalShape: Sendable, Hashable {
+        public var keyLength: Int?
+        public var valueLength: Int
+
+        public init(keyLength: Int?, valueLength: Int) {
+            self.keyLength = keyLength
+            self.valueLength = valueLength
+        }
     }
 
     public enum Decoded {
@@ -112,10 +131,15 @@ public enum RepartitionRecord {
     /// beyond the returned end is scratch: a caller that keeps one buffer from batch to batch
     /// writes every event with one size check and plain stores, where appending its dozen
     /// fields one by one cost a few per cent of the two-stage worker's CPU.
+    ///
+    /// With `carriesOriginal` false the original key and value stay in the input topic and the
+    /// event records only their lengths (as a length of -2 - n): the original bytes were two
+    /// thirds of an event, and carrying them through the topic cost the two-stage worker about
+    /// a tenth of its CPU (docs/performance.md), for the rare hit found too late downstream.
     static func writeEvent(
         _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, sourceEpoch: UInt32, sourceOffset: Int64,
         sourceWatermark: Int64, originalTimestamp: Int64?, originalKey: UnsafeRawBufferPointer?,
-        originalValue: UnsafeRawBufferPointer?, into bytes: inout [UInt8], at start: Int
+        originalValue: UnsafeRawBufferPointer?, carriesOriginal: Bool = true, into bytes: inout [UInt8], at start: Int
     ) -> Int {
         var deliveryId = event.deliveryId
         var broadlogId = event.broadlogId
@@ -123,9 +147,8 @@ public enum RepartitionRecord {
             broadlogId.withUTF8 { broadlog in
                 let delivery = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: delivery.prefix(Int(UInt16.max))))
                 let broadlog = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: broadlog.prefix(Int(UInt16.max))))
-                let size =
-                    sourceFactsEnd + 4 + 2 + delivery.count + 2 + broadlog.count + 4 + (originalKey?.count ?? 0) + 4
-                    + (originalValue?.count ?? 0)
+                let originalBytes = carriesOriginal ? (originalKey?.count ?? 0) + (originalValue?.count ?? 0) : 0
+                let size = sourceFactsEnd + 4 + 2 + delivery.count + 2 + broadlog.count + 4 + 4 + originalBytes
                 if bytes.count < start + size {
                     bytes.append(contentsOf: repeatElement(0, count: max(start + size - bytes.count, bytes.count)))
                 }
@@ -143,6 +166,7 @@ public enum RepartitionRecord {
                     }
                     func putBlob(_ blob: UnsafeRawBufferPointer?) {
                         guard let blob else { return put(Int32(-1)) }
+                        guard carriesOriginal else { return put(Int32(-2) - Int32(clamping: blob.count)) }
                         put(Int32(clamping: blob.count))
                         put(blob)
                     }
@@ -350,13 +374,23 @@ public enum RepartitionRecord {
         else { throw DecodingError(description: "repartition event with an unknown action, channel, platform or shape code") }
         let deliveryId = version >= 2 ? try reader.slice(Int(try reader.integer(UInt16.self))) : nil
         let broadlog = try reader.slice(Int(try reader.integer(UInt16.self)))
-        let key = try reader.blob()
-        let value = try reader.blob()
+        let keyLength = try reader.integer(Int32.self)
+        let key = keyLength >= 0 ? try reader.slice(Int(keyLength)) : nil
+        let valueLength = try reader.integer(Int32.self)
+        let value = valueLength >= 0 ? try reader.slice(Int(valueLength)) : nil
+        var left: OriginalShape?
+        if valueLength < -1 || keyLength < -1 {
+            // Left in the input: the key too (or the message had none), and a value was there.
+            guard version >= 4, valueLength < -1, keyLength < 0 else {
+                throw DecodingError(description: "repartition event with a malformed original key or value length")
+            }
+            left = OriginalShape(keyLength: keyLength == -1 ? nil : Int(-2 - keyLength), valueLength: Int(-2 - valueLength))
+        }
         return Event(
             origin: origin, sourcePartition: sourcePartition, sourceEpoch: epoch, sourceOffset: sourceOffset,
             sourceWatermark: sourceWatermark, eventTime: eventTime, originalTimestamp: timestamp < 0 ? nil : timestamp,
             action: action, channel: channel, platform: platform, shape: shape, deliveryId: deliveryId, broadlogId: broadlog,
-            originalKey: key, originalValue: value)
+            originalKey: key, originalValue: value, leftInInput: left)
     }
 
     private typealias Reader = ByteReader<DecodingError>
@@ -365,11 +399,5 @@ public enum RepartitionRecord {
 extension ByteReader where Failure == RepartitionRecord.DecodingError {
     init(bytes: UnsafeRawBufferPointer) {
         self.init(bytes, cutShort: RepartitionRecord.DecodingError(description: "repartition record cut short"))
-    }
-
-    /// A length-prefixed byte string; a negative length is nil.
-    mutating func blob() throws(Failure) -> UnsafeRawBufferPointer? {
-        let length = try integer(Int32.self)
-        return length < 0 ? nil : try slice(Int(length))
     }
 }

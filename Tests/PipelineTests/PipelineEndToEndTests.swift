@@ -93,11 +93,16 @@ struct PipelineEndToEndTests {
         #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
 
         let reasons = out.deadLetters.compactMap { DeadLetter(headers: $0.headers) }
-        let tooLate = reasons.filter { $0.reason == "too_late" }
+        let tooLate = out.deadLetters.compactMap { record in DeadLetter(headers: record.headers).map { (record, $0) } }
+            .filter { $0.1.reason == "too_late" }
         #expect(tooLate.count == 4)
-        for letter in tooLate {
+        for (record, letter) in tooLate {
             let hit = corpus.hit(partition: letter.sourcePartition, offset: letter.sourceOffset)
             #expect(hit.map { if case .stale = $0.truth { true } else { false } } == true)
+            // The stale hits arrived with their own old time, so they crossed the shuffle without
+            // their original bytes: the dead letter read them back from the input topic.
+            #expect(record.value == hit?.value, "the dead letter of \(letter.sourcePartition)@\(letter.sourceOffset) is not the message as it arrived")
+            #expect(record.timestamp == hit?.kafkaTimestamp)
         }
         let bad = corpus.hits.filter { if case .rejected = $0.truth { true } else { false } }.count
         #expect(reasons.count == bad + 4, "every bad message dead-lettered exactly once across both runs")

@@ -88,4 +88,36 @@ struct RepartitionRecordTests {
             #expect(try RepartitionRecord.event(nil, in: raw) == nil, "a batched record has no lone event")
         }
     }
+
+    @Test("an event that leaves its original in the input records only the lengths, a key-less message staying key-less, and is shorter by the bytes")
+    func leftInInput() throws {
+        let value = Array(repeating: UInt8(ascii: "v"), count: 180)
+        var buffer: [UInt8] = []
+        var ends: [Int] = []
+        for (key, carries) in [(Array("a key".utf8) as [UInt8]?, false), (nil, false), (Array("a key".utf8), true)] {
+            let end = Self.withOptional(key) { key in
+                value.withUnsafeBytes { value in
+                    RepartitionRecord.writeEvent(
+                        event("d1", "b1"), eventTime: 1_000, sourcePartition: 0, sourceEpoch: 0, sourceOffset: 7, sourceWatermark: 0,
+                        originalTimestamp: 2_000, originalKey: key, originalValue: value, carriesOriginal: carries, into: &buffer, at: 0)
+                }
+            }
+            ends.append(end)
+            var batch = RepartitionRecord.EventBatch()
+            buffer.withUnsafeBytes { batch.append(encodedEvent: UnsafeRawBufferPointer(rebasing: $0[0..<end]), timestamp: 2_000, source: Self.source) }
+            var bytes: [UInt8] = []
+            batch.take { record, _ in bytes = Array(record) }
+            try bytes.withUnsafeBytes { raw in
+                let decoded = try #require(try RepartitionRecord.event(0, in: raw))
+                #expect(decoded.sourceOffset == 7 && decoded.originalTimestamp == 2_000)
+                if carries {
+                    #expect(decoded.leftInInput == nil && decoded.originalValue.map { Array($0) } == value)
+                } else {
+                    #expect(decoded.originalKey == nil && decoded.originalValue == nil)
+                    #expect(decoded.leftInInput == RepartitionRecord.OriginalShape(keyLength: key?.count, valueLength: 180))
+                }
+            }
+        }
+        #expect(ends[2] - ends[0] == 5 + 180, "carried, the key and value bytes; left, none")
+    }
 }

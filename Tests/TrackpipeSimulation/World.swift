@@ -169,14 +169,15 @@ final class World {
         NormalizeStage(
             inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
             limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
-            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes)
+            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes,
+            carrying: OriginalCarrying(windowSize: scenario.window.size, retention: scenario.window.retention))
     }
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
     private func shuffledAggregateStage() -> AggregateStage<RepartitionInput> {
         AggregateStage(
             sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), inputTopic: inputTopic),
-            window: scenario.window, parallelism: scenario.parallelism, keepsChangelog: true)
+            window: scenario.window, parallelism: scenario.parallelism, keepsChangelog: true, originals: InMemoryLookup(kafka: kafka))
     }
 
     private func directAggregateStage() -> AggregateStage<RawHitInput> {

@@ -47,12 +47,15 @@ public struct DeadLetterReference: Sendable, Hashable, Comparable {
     }
 }
 
-/// A dead letter ready to send: the original bytes and the context headers.
+/// A dead letter ready to send: the original bytes and the context headers, or where to read
+/// the original bytes (a hit that crossed the shuffle without them).
 public struct OutgoingDeadLetter {
     public var letter: DeadLetter
     public var key: UnsafeRawBufferPointer?
     public var value: UnsafeRawBufferPointer?
     public var timestamp: Int64?
+    /// The original is to be read from the input topic; `key` and `value` are nil.
+    public var leftOriginal: LeftOriginal? = nil
 }
 
 /// What an input made of a task's share of a batch, in record order.

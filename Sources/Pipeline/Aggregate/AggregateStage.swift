@@ -34,6 +34,9 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     /// its input for the retention, commits at its processed mark, and sends its aggregate
     /// records at commits, once the state they carry is written.
     public let keepsChangelog: Bool
+    /// Reads back, from the input topic, the original messages of `too_late` hits that crossed
+    /// the shuffle without them; nil: such dead letters carry the hit as normalized instead.
+    public let originals: (any OriginalLookup)?
 
     private var tasks: [TaskKey: AggregateTask] = [:]
     /// Dead letters waiting for the next commit (with a changelog).
@@ -43,8 +46,9 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     public init(
         sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, tasking: Tasking = .perPartition,
-        range: Range<Int64>? = nil, keepsChangelog: Bool = false
+        range: Range<Int64>? = nil, keepsChangelog: Bool = false, originals: (any OriginalLookup)? = nil
     ) {
+        self.originals = originals
         self.keepsChangelog = keepsChangelog && tasking == .perPartition
         self.sourceTopic = sourceTopic
         self.input = input
@@ -137,21 +141,59 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             pending.accounting.add(result.report.accounting)
             pending.capacityEvictions += result.report.capacityEvictions
             pending.notices += result.report.notices
+            var letters: [OutgoingDeadLetter] = []
+            letters.reserveCapacity(result.deadLetters.count)
             for letter in result.deadLetters {
                 let record = records[letter.reference.record]
-                let outgoing = input.deadLetter(
-                    letter.reference, of: record, reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
-                if keepsChangelog {
-                    // Like the records: sent once the state that judged them is written, so that
-                    // a crash before the commit leaves the judgement to the next owner, whole.
-                    heldDeadLetters.append(HeldDeadLetter(outgoing))
-                } else {
+                letters.append(
+                    input.deadLetter(letter.reference, of: record, reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic))
+            }
+            if keepsChangelog {
+                // Like the records: sent once the state that judged them is written, so that a
+                // crash before the commit leaves the judgement to the next owner, whole.
+                heldDeadLetters += letters.map(HeldDeadLetter.init)
+            } else if letters.contains(where: { $0.leftOriginal != nil }) {
+                try send(try resolve(letters.map(HeldDeadLetter.init)), into: &sink)
+            } else {
+                for outgoing in letters {
                     try sink.send(
                         .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
                         timestamp: outgoing.timestamp)
                 }
             }
             try emit(result.emitted, now: now, into: &sink)
+        }
+    }
+
+    /// Dead letters whose original stayed in the input get it read back, all at once; one that
+    /// is no longer there (or was replaced) goes with the hit as normalized, and says so.
+    private func resolve(_ letters: [HeldDeadLetter]) throws -> [HeldDeadLetter] {
+        let positions = Set(letters.compactMap { $0.leftOriginal?.position })
+        guard !positions.isEmpty else { return letters }
+        let found = try originals?.messages(at: positions) ?? [:]
+        return letters.map { letter in
+            guard let left = letter.leftOriginal else { return letter }
+            var resolved = letter
+            resolved.leftOriginal = nil
+            if let message = found[left.position], left.matches(message) {
+                resolved.key = message.key
+                resolved.value = message.value
+            } else {
+                resolved.key = nil
+                resolved.value = left.standIn
+                resolved.letter.detail += left.missingNote(found: found[left.position] != nil)
+            }
+            return resolved
+        }
+    }
+
+    private func send(_ letters: [HeldDeadLetter], into sink: inout some RecordSink) throws {
+        for letter in letters {
+            try letter.key.withOptionalBytes { key in
+                try letter.value.withOptionalBytes { value in
+                    try sink.send(.deadLetter, partition: nil, key: key, value: value, headers: letter.letter.headers, timestamp: letter.timestamp)
+                }
+            }
         }
     }
 
@@ -244,13 +286,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     }
 
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {
-        for letter in heldDeadLetters {
-            try letter.key.withOptionalBytes { key in
-                try letter.value.withOptionalBytes { value in
-                    try sink.send(.deadLetter, partition: nil, key: key, value: value, headers: letter.letter.headers, timestamp: letter.timestamp)
-                }
-            }
-        }
+        try send(try resolve(heldDeadLetters), into: &sink)
         heldDeadLetters = []
         for key in tasks.keys.sorted() where tasks[key]!.stateful {
             let records = tasks[key]!.releaseHeld(changelogEnd: key.partition.flatMap { changelogEnds[$0] })
@@ -301,12 +337,15 @@ struct HeldDeadLetter: Sendable {
     var key: [UInt8]?
     var value: [UInt8]?
     var timestamp: Int64?
+    /// The original is still to be read from the input topic.
+    var leftOriginal: LeftOriginal?
 
     init(_ outgoing: OutgoingDeadLetter) {
         letter = outgoing.letter
         key = outgoing.key.map { Array($0) }
         value = outgoing.value.map { Array($0) }
         timestamp = outgoing.timestamp
+        leftOriginal = outgoing.leftOriginal
     }
 }
 

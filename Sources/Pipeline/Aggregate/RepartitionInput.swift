@@ -123,17 +123,37 @@ public struct RepartitionInput: AggregateInput {
         _ reference: DeadLetterReference, of record: InputRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
         if let value = record.value, let event = Self.event(reference.event, in: value) {
+            let letter = DeadLetter(
+                reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: event.sourcePartition,
+                sourceOffset: event.sourceOffset)
+            guard let shape = event.leftInInput else {
+                return OutgoingDeadLetter(letter: letter, key: event.originalKey, value: event.originalValue, timestamp: event.originalTimestamp)
+            }
+            // The record names the topic its events came from (the configured one for records
+            // written before it did).
+            let topic = event.origin.sourceTopic.map { String(decoding: $0, as: UTF8.self) } ?? sourceTopic
             return OutgoingDeadLetter(
-                letter: DeadLetter(
-                    reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: event.sourcePartition,
-                    sourceOffset: event.sourceOffset),
-                key: event.originalKey, value: event.originalValue, timestamp: event.originalTimestamp)
+                letter: letter, key: nil, value: nil, timestamp: event.originalTimestamp,
+                leftOriginal: LeftOriginal(
+                    position: InputPosition(topic: topic, partition: event.sourcePartition, offset: event.sourceOffset), shape: shape,
+                    timestamp: event.originalTimestamp, standIn: Self.standIn(event)))
         }
         return OutgoingDeadLetter(
             letter: DeadLetter(
                 reason: reason, detail: detail, sourceTopic: "\(sourceTopic) (via the repartition topic)",
                 sourcePartition: record.partition, sourceOffset: record.offset),
             key: record.key, value: record.value, timestamp: record.timestamp)
+    }
+
+    /// The hit as normalized, in the form `trackpipe normalize` writes events.
+    private static func standIn(_ event: RepartitionRecord.Event) -> [UInt8] {
+        let tracking = TrackingEvent(
+            deliveryId: event.deliveryId.map { String(decoding: $0, as: UTF8.self) } ?? "",
+            broadlogId: String(decoding: event.broadlogId, as: UTF8.self), action: event.action, channel: event.channel,
+            platform: event.platform, eventTime: event.eventTime, shape: event.shape)
+        var writer = JSONWriter()
+        tracking.writeJSON(into: &writer)
+        return writer.bytes
     }
 
     /// Event `number` of a record (nil: the one event of a version 1 record), without decoding

@@ -1,0 +1,88 @@
+import Kafka
+import Logging
+import Synchronization
+
+/// Reads messages back from the input topic by their position (`OriginalLookup`), for the
+/// `too_late` dead letters of hits that crossed the shuffle without their original bytes.
+///
+/// Its consumer belongs to no group (it is assigned what it needs and commits nothing): each
+/// lookup asks where each partition's log starts and ends (positions outside it are gone), is
+/// assigned every partition from the lowest position asked, and reads until it has passed the
+/// highest. Late hits are rare, so it is created on first use and kept for the next.
+public final class InputTopicLookup: OriginalLookup {
+    private let config: KafkaConfig
+    private let logger: Logger
+    /// How long a lookup may take before it fails (and with it the commit that needed it).
+    private let timeoutMilliseconds: Int64
+    private let reader = Mutex<KafkaConsumer?>(nil)
+
+    /// - Parameter config: the connection and security settings of a consumer of the input
+    ///   topic (a `group.id` is required by the client but never joined).
+    public init(config: KafkaConfig, logger: Logger, timeoutMilliseconds: Int64 = 120_000) {
+        var config = config
+        config["enable.partition.eof"] = "true"
+        self.config = config
+        self.logger = logger
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+
+    public func messages(at positions: Set<InputPosition>) throws -> [InputPosition: InputMessage] {
+        guard !positions.isEmpty else { return [:] }
+        return try reader.withLock { reader in
+            if reader == nil { reader = try KafkaConsumer(config: config, logger: logger) }
+            let consumer = reader!
+            defer { try? consumer.assign([]) }
+            return try read(positions, with: consumer)
+        }
+    }
+
+    private func read(_ positions: Set<InputPosition>, with consumer: KafkaConsumer) throws -> [InputPosition: InputMessage] {
+        var wanted: [TopicPartition: Set<Int64>] = [:]
+        for position in positions {
+            wanted[TopicPartition(topic: position.topic, partition: position.partition), default: []].insert(position.offset)
+        }
+        let partitions = Array(wanted.keys)
+        let starts = Dictionary(try consumer.beginningOffsets(partitions).map { ($0.topicPartition, $0.offset) }, uniquingKeysWith: max)
+        let ends = Dictionary(try consumer.endOffsets(partitions).map { ($0.topicPartition, $0.offset) }, uniquingKeysWith: min)
+        // What each partition still holds of what was asked, and the last offset to read to.
+        var remaining: [TopicPartition: Int64] = [:]
+        var assignment: [TopicPartitionOffset] = []
+        for (tp, offsets) in wanted {
+            let start = max(0, starts[tp] ?? 0), end = ends[tp] ?? 0
+            let held = offsets.filter { $0 >= start && $0 < end }
+            guard let first = held.min(), let last = held.max() else { continue }
+            wanted[tp] = held
+            remaining[tp] = last
+            assignment.append(TopicPartitionOffset(tp, offset: first))
+        }
+        guard !assignment.isEmpty else { return [:] }
+        try consumer.assign(assignment)
+        var found: [InputPosition: InputMessage] = [:]
+        let deadline = wallClockMillis() + timeoutMilliseconds
+        while !remaining.isEmpty {
+            guard wallClockMillis() < deadline else {
+                throw PipelineError.kafka(
+                    "cannot read \(positions.count) messages back from \(remaining.keys.map(\.description).sorted().joined(separator: ", ")) within \(timeoutMilliseconds / 1000) s, to dead-letter too_late hits as they arrived; check that the input topic is readable")
+            }
+            var failure: KafkaError?
+            consumer.poll(timeoutMilliseconds: 100) { event in
+                switch event {
+                case .record(let record):
+                    let tp = TopicPartition(topic: record.topic, partition: record.partition)
+                    guard let last = remaining[tp] else { return }
+                    if wanted[tp]?.contains(record.offset) == true {
+                        found[InputPosition(topic: tp.topic, partition: tp.partition, offset: record.offset)] = InputMessage(
+                            key: record.key.map { Array($0) }, value: record.value.map { Array($0) }, timestamp: record.timestamp)
+                    }
+                    if record.offset >= last { remaining[tp] = nil }
+                case .partitionEOF(let tp, let offset):
+                    if let last = remaining[tp], offset > last { remaining[tp] = nil }
+                case .error(let error):
+                    if error.severity == .fatal { failure = error } else { logger.warning("reading the input back: \(error)") }
+                }
+            }
+            if let failure { throw failure }
+        }
+        return found
+    }
+}

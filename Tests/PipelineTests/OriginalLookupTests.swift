@@ -1,0 +1,140 @@
+import Foundation
+import Kafka
+import Synchronization
+import Testing
+import TrackingDomain
+import Windowing
+@testable import Pipeline
+
+/// Hits that cross the shuffle without their original bytes, and the dead letters that read
+/// them back from the input topic.
+@Suite("Originals left in the input topic")
+struct OriginalLookupTests {
+    static let minute: Int64 = 60_000
+    static let window = WindowConfig(size: minute, grace: 0, retention: minute, idleTimeout: 30_000)
+
+    /// An input topic as a dictionary, answering lookups and noting what was asked.
+    final class FakeInput: OriginalLookup, Sendable {
+        let messages: [InputPosition: InputMessage]
+        let asked = Mutex<[Set<InputPosition>]>([])
+
+        init(_ messages: [InputPosition: InputMessage]) { self.messages = messages }
+
+        func messages(at positions: Set<InputPosition>) throws -> [InputPosition: InputMessage] {
+            asked.withLock { $0.append(positions) }
+            return messages.filter { positions.contains($0.key) }
+        }
+    }
+
+    func normalize(_ carrying: OriginalCarrying) -> NormalizeStage {
+        NormalizeStage(
+            inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 1, limits: NormalizerLimits(), maxFutureSkew: 3_600_000,
+            idleTimeout: 30_000, markInterval: 500, carrying: carrying)
+    }
+
+    @Test("a hit carries its original only if it arrived so long after its window that the window may be gone downstream")
+    func carryingRule() throws {
+        let arena = RecordArena()
+        var stage = normalize(OriginalCarrying(windowSize: Self.minute, retention: 10 * Self.minute))
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        let fresh = rawHit("d1", "b1", at: 60 * Self.minute)
+        let late = rawHit("d1", "b2", at: 60 * Self.minute)
+        let untimed = rawHit("d1", "b3", at: 60 * Self.minute)
+        try stage.process(
+            [
+                // Its window ends at 61 min: it may be gone downstream from 61 + 10/2 = 66 min.
+                arena.record(partition: 0, offset: 0, key: Array("k0".utf8), value: fresh, timestamp: 66 * Self.minute - 1),
+                arena.record(partition: 0, offset: 1, key: Array("k1".utf8), value: late, timestamp: 66 * Self.minute),
+                arena.record(partition: 0, offset: 2, key: nil, value: untimed, timestamp: nil),
+            ], now: 0, into: &sink)
+        let record = try #require(sink.to(.repartition).first?.value)
+        try record.withUnsafeBytes { bytes -> Void in
+            guard case .events(let events) = try RepartitionRecord.decode(bytes) else {
+                Issue.record("not an events record")
+                return
+            }
+            #expect(events.count == 3)
+            #expect(events[0].originalValue == nil && events[0].originalKey == nil)
+            #expect(events[0].leftInInput == RepartitionRecord.OriginalShape(keyLength: 2, valueLength: fresh.count))
+            #expect(events[1].originalValue.map { Array($0) } == late && events[1].originalKey.map { Array($0) } == Array("k1".utf8))
+            #expect(events[1].leftInInput == nil)
+            #expect(events[2].originalValue.map { Array($0) } == untimed && events[2].leftInInput == nil, "without a Kafka timestamp, carried")
+        }
+    }
+
+    @Test("a too_late hit that crossed without its original is dead-lettered with the message read back from the input, all of a batch in one lookup; one gone or replaced goes with the hit as normalized, and says so")
+    func deadLettersReadTheInputBack() throws {
+        let arena = RecordArena()
+        var upstream = normalize(OriginalCarrying(windowSize: Self.minute, retention: Self.minute))
+        try upstream.assign([PartitionStart(partition: 0)], now: 0)
+        var shuffle = RecordingSink()
+        // Each hit arrives at its own time: none carries its original.
+        let hits = [
+            rawHit("d1", "a", at: 100 * Self.minute), rawHit("d1", "b1", at: 1 * Self.minute), rawHit("d1", "b2", at: 2 * Self.minute),
+            rawHit("d1", "b3", at: 3 * Self.minute),
+        ]
+        let times: [Int64] = [100, 1, 2, 3].map { $0 * Self.minute }
+        try upstream.process([arena.record(partition: 0, offset: 0, value: hits[0], timestamp: times[0])], now: 0, into: &shuffle)
+        try upstream.process(
+            (1...3).map { arena.record(partition: 0, offset: Int64($0), key: Array("k\($0)".utf8), value: hits[$0], timestamp: times[$0]) },
+            now: 0, into: &shuffle)
+        let records = shuffle.to(.repartition)
+        let input = FakeInput([
+            InputPosition(topic: "hits", partition: 0, offset: 1): InputMessage(key: Array("k1".utf8), value: hits[1], timestamp: times[1]),
+            // Offset 2 is gone; offset 3 holds another message (the topic was recreated).
+            InputPosition(topic: "hits", partition: 0, offset: 3): InputMessage(key: nil, value: Array("{}".utf8), timestamp: times[3]),
+        ])
+        var stage = AggregateStage(
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1, originals: input)
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        var marks = RecordingSink()
+        var other = normalize(.always)
+        try other.assign([PartitionStart(partition: 1)], now: 0)
+        try other.tick(now: 40_000, into: &marks)
+        var sink = RecordingSink()
+        try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
+        try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
+        let letters = sink.to(.deadLetter)
+        #expect(input.asked.withLock { $0 } == [Set((1...3).map { InputPosition(topic: "hits", partition: 0, offset: Int64($0)) })])
+        #expect(letters.count == 3)
+        #expect(letters.allSatisfy { $0.header[DeadLetter.Header.reason] == "too_late" })
+        #expect(letters.map { $0.header[DeadLetter.Header.sourceOffset] } == ["1", "2", "3"])
+        #expect(letters[0].value == hits[1] && letters[0].keyText == "k1" && letters[0].timestamp == times[1])
+        for (letter, found) in [(letters[1], "no longer"), (letters[2], "replaced")] {
+            let value = String(decoding: letter.value ?? [], as: UTF8.self)
+            #expect(value.hasPrefix("{\"deliveryId\":\"d1\",\"broadlogId\":\"b"), "the hit as normalized: \(value)")
+            #expect(letter.key == nil)
+            #expect(letter.header[DeadLetter.Header.detail]?.contains("the original message was \(found) at hits[0]@") == true)
+        }
+    }
+
+    @Test("the input read back by position on the embedded broker: exact bytes across partitions, positions beyond the log not found")
+    func inputTopicLookup() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("lookup", partitions: 3)
+        let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3"]))
+        for index in 0..<300 {
+            try producer.send(
+                topic: "lookup", partition: Int32(index % 3), key: index % 7 == 0 ? nil : Array("key-\(index)".utf8),
+                value: Array("value-\(index)".utf8), timestamp: 1_000 + Int64(index))
+        }
+        try producer.flush(timeoutMilliseconds: 300_000)
+        let lookup = InputTopicLookup(
+            config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "lookup", "log_level": "3"]),
+            logger: .init(label: "test"))
+        // Index i is at partition i % 3, offset i / 3.
+        let indices = [0, 4, 5, 151, 299]
+        var positions = Set(indices.map { InputPosition(topic: "lookup", partition: Int32($0 % 3), offset: Int64($0 / 3)) })
+        positions.insert(InputPosition(topic: "lookup", partition: 1, offset: 100))  // the log ends at 100
+        let found = try lookup.messages(at: positions)
+        #expect(found.count == indices.count)
+        for index in indices {
+            let message = found[InputPosition(topic: "lookup", partition: Int32(index % 3), offset: Int64(index / 3))]
+            #expect(message == InputMessage(key: index % 7 == 0 ? nil : Array("key-\(index)".utf8), value: Array("value-\(index)".utf8), timestamp: 1_000 + Int64(index)))
+        }
+        // The same reader again, for others.
+        let again = try lookup.messages(at: [InputPosition(topic: "lookup", partition: 2, offset: 99)])
+        #expect(again.values.first?.value == Array("value-299".utf8))
+    }
+}
