@@ -196,25 +196,41 @@ private struct NativeHeader {
     var size: Int
 }
 
-/// Headers as C strings and stable byte buffers for the length of one produce call.
-private func withNativeHeaders<R>(_ headers: [KafkaHeader], _ body: ([NativeHeader]) throws -> R) rethrows -> R {
-    if headers.isEmpty { return try body([]) }
-    var owned: [UnsafeMutableRawPointer] = []
-    defer { owned.forEach { free($0) } }
-    var native: [NativeHeader] = []
-    for header in headers {
-        let name = strdup(header.key)!
-        owned.append(UnsafeMutableRawPointer(name))
-        var value: UnsafeRawPointer?
-        if let bytes = header.value {
-            let buffer = malloc(max(bytes.count, 1))!
-            owned.append(buffer)
-            bytes.withUnsafeBytes { if let base = $0.baseAddress { buffer.copyMemory(from: base, byteCount: $0.count) } }
-            value = UnsafeRawPointer(buffer)
+/// Headers as C strings and stable byte buffers for the length of one produce call, all in one
+/// temporary buffer (on the stack when small): a dead letter carries five headers, and a
+/// string and a buffer allocated for each made its send cost several times a plain record's.
+private func withNativeHeaders<R>(_ headers: [KafkaHeader], _ body: (UnsafeBufferPointer<NativeHeader>) throws -> R) rethrows -> R {
+    if headers.isEmpty { return try body(UnsafeBufferPointer(start: nil, count: 0)) }
+    var bytes = 0
+    for header in headers { bytes += header.key.utf8.count + 1 + (header.value?.count ?? 0) }
+    return try withUnsafeTemporaryAllocation(byteCount: max(bytes, 1), alignment: 1) { storage in
+        try withUnsafeTemporaryAllocation(of: NativeHeader.self, capacity: headers.count) { native in
+            var at = 0
+            for (index, header) in headers.enumerated() {
+                let name = storage.baseAddress! + at
+                var key = header.key
+                key.withUTF8 { utf8 in
+                    if let base = utf8.baseAddress { name.copyMemory(from: base, byteCount: utf8.count) }
+                    at += utf8.count
+                }
+                storage[at] = 0
+                at += 1
+                var value: UnsafeRawPointer?
+                if let bytes = header.value {
+                    let start = storage.baseAddress! + at
+                    bytes.withUnsafeBytes { if let base = $0.baseAddress { start.copyMemory(from: base, byteCount: $0.count) } }
+                    at += bytes.count
+                    value = UnsafeRawPointer(start)
+                }
+                native.initializeElement(
+                    at: index,
+                    to: NativeHeader(
+                        name: UnsafePointer(name.assumingMemoryBound(to: CChar.self)), value: value, size: header.value?.count ?? 0))
+            }
+            defer { native.deinitialize() }
+            return try body(UnsafeBufferPointer(native))
         }
-        native.append(NativeHeader(name: UnsafePointer(name), value: value, size: header.value?.count ?? 0))
     }
-    return try body(native)
 }
 
 func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
