@@ -3,14 +3,14 @@ import TrackingDomain
 /// State of one delivery in one window: which actions each broadlog has shown, plus running
 /// counters, so an emission is O(1) and never rescans the broadlogs.
 ///
-/// A broadlog costs one dictionary entry (its id, inline for ids up to 15 UTF-8 bytes, and a
+/// A broadlog costs one table entry (its id, inline for ids up to 15 UTF-8 bytes, and a
 /// one-byte action mask), which keeps a retained entry well under 64 bytes.
 struct DeliveryWindow: Sendable {
     static let clickBit: UInt8 = 1 << HitAction.click.rawValue
     static let openBit: UInt8 = 1 << HitAction.open.rawValue
 
-    /// Action bitmask per broadlog; never zero for a present key.
-    var broadlogs: [String: UInt8] = [:]
+    /// Action bitmask per broadlog; never zero for a present one.
+    var broadlogs = BroadlogSet()
     // Counters are 32-bit to keep the per-window overhead small; 2^32 hits of one delivery in
     // one window is far beyond any real traffic, and they wrap rather than trap.
     var impressions: UInt32 = 0
@@ -47,13 +47,6 @@ struct DeliveryWindow: Sendable {
     }
 
     @inline(__always)
-    private static func merge(_ mask: inout UInt8, _ bit: UInt8) -> UInt8 {
-        let old = mask
-        mask = old | bit
-        return old
-    }
-
-    @inline(__always)
     private static func isDismissal(_ mask: UInt8) -> Bool {
         mask & (clickBit | openBit) == clickBit
     }
@@ -75,7 +68,7 @@ struct DeliveryWindow: Sendable {
             }
         }
         let bit: UInt8 = 1 << action.rawValue
-        let old = Self.merge(&broadlogs[broadlogId, default: 0], bit)
+        let old = broadlogs.merge(broadlogId, bit)
         let isNewForAction = old & bit == 0
         switch action {
         case .impression:
@@ -122,7 +115,7 @@ struct DeliveryWindow: Sendable {
                 impressions, clicks, opens, uniqueImpressions, uniqueClicks, uniqueOpens, dismissals, push, local, unknownChannel,
                 ios, android, unknownPlatform,
             ],
-            broadlogs: broadlogs.map { WindowState.BroadlogActions(id: $0.key, actions: $0.value) }, countedThrough: countedThrough,
+            broadlogs: exportedBroadlogs, countedThrough: countedThrough,
             emittedRevision: emittedRevision)
     }
 
@@ -132,13 +125,20 @@ struct DeliveryWindow: Sendable {
         let c = state.counters
         (impressions, clicks, opens, uniqueImpressions, uniqueClicks, uniqueOpens, dismissals) = (c[0], c[1], c[2], c[3], c[4], c[5], c[6])
         (push, local, unknownChannel, ios, android, unknownPlatform) = (c[7], c[8], c[9], c[10], c[11], c[12])
-        broadlogs.reserveCapacity(state.broadlogs.count)
-        for entry in state.broadlogs where entry.actions != 0 { broadlogs[entry.id] = entry.actions }
+        broadlogs = BroadlogSet(minimumCapacity: state.broadlogs.count)
+        for entry in state.broadlogs where entry.actions != 0 { _ = broadlogs.merge(entry.id, entry.actions) }
         countedThrough = state.countedThrough
         emittedRevision = state.emittedRevision
     }
 
     init() {}
+
+    private var exportedBroadlogs: [WindowState.BroadlogActions] {
+        var list: [WindowState.BroadlogActions] = []
+        list.reserveCapacity(broadlogs.count)
+        broadlogs.forEach { list.append(WindowState.BroadlogActions(id: $0, actions: $1)) }
+        return list
+    }
 
     /// Hits counted so far: the record's revision. It grows with every correction (each one
     /// adds at least a hit) and is the same whoever rebuilds the window from the same input,
