@@ -132,11 +132,15 @@ public enum ChangelogRecord {
         broadlogs.reserveCapacity(state.broadlogs.count * 12)
         var chunkStarts: [Int] = [0]
         for entry in state.broadlogs {
-            let id = Array(entry.id.utf8.prefix(Int(UInt16.max)))
-            if broadlogs.count - chunkStarts.last! + id.count + 3 > chunkBytes { chunkStarts.append(broadlogs.count) }
-            append(UInt16(id.count), to: &broadlogs)
-            broadlogs.append(contentsOf: id)
-            broadlogs.append(entry.actions)
+            // In place: an array per id was an allocation per broadlog of every window written.
+            var id = entry.id
+            id.withUTF8 { utf8 in
+                let id = UnsafeBufferPointer(rebasing: utf8.prefix(Int(UInt16.max)))
+                if broadlogs.count - chunkStarts.last! + id.count + 3 > chunkBytes { chunkStarts.append(broadlogs.count) }
+                append(UInt16(id.count), to: &broadlogs)
+                broadlogs.append(contentsOf: id)
+                broadlogs.append(entry.actions)
+            }
         }
         var head: [UInt8] = [version, Tag.head.rawValue]
         append(state.countedThrough, to: &head)
