@@ -31,10 +31,23 @@ public struct ConsumerRecord: @unchecked Sendable {
         return ts < 0 ? nil : ts
     }
 
-    /// How many headers the record carries, without copying them. librdkafka parses a
-    /// record's headers on first access and keeps them with the message; for a record without
-    /// headers this is a check of a length.
+    /// How many headers the record carries, without copying them.
+    ///
+    /// Asking librdkafka (2.0.2) costs an allocation and a free even for a record without
+    /// headers (it sets a parser up for the header bytes to find there are none): about a
+    /// tenth of the single-stage worker's CPU when asked of every record. So the common case is
+    /// read in place first. In the record format of Kafka 0.11 and later, the header count (a
+    /// zigzag varint) directly follows the value, and librdkafka hands a value out where it
+    /// lies in the fetched record batch: a zero byte there means no headers. Older formats
+    /// carry no headers at all, so "none" is right for them whatever that byte is. The byte is
+    /// read only when it lies on the same memory page as the value's last byte (which is
+    /// mapped), so the read cannot fault; otherwise, and whenever the byte is not zero (or the
+    /// value is empty or absent), librdkafka is asked.
     public var headerCount: Int {
+        if let payload = message.pointee.payload, message.pointee.len > 0 {
+            let end = UInt(bitPattern: payload) &+ UInt(message.pointee.len)
+            if end & 0xFFF != 0, payload.load(fromByteOffset: message.pointee.len, as: UInt8.self) == 0 { return 0 }
+        }
         var native: OpaquePointer?
         guard rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native else { return 0 }
         return rd_kafka_header_cnt(native)
