@@ -16,8 +16,13 @@ public struct InputRecord: @unchecked Sendable {
     /// Epoch ms (create or log-append time); nil when the record has none.
     public var timestamp: Int64?
     /// How many Kafka headers the record carries (checked against `NormalizerLimits.maxHeaders`;
-    /// the headers themselves are not read).
-    public var headerCount: Int
+    /// the headers themselves are not read). Worked out when asked, on the thread that judges
+    /// the record: it reads the record's memory next to the value, which that thread reads anyway.
+    public var headerCount: Int { consumed?.headerCount ?? givenHeaderCount }
+
+    /// The consumed record, for its header count; nil for records made by hand.
+    private var consumed: ConsumerRecord?
+    private var givenHeaderCount: Int
 
     public init(
         partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?,
@@ -28,12 +33,11 @@ public struct InputRecord: @unchecked Sendable {
         self.key = key
         self.value = value
         self.timestamp = timestamp
-        self.headerCount = headerCount
+        self.givenHeaderCount = headerCount
     }
 
     init(_ record: ConsumerRecord) {
-        self.init(
-            partition: record.partition, offset: record.offset, key: record.key, value: record.value,
-            timestamp: record.timestamp, headerCount: record.headerCount)
+        self.init(partition: record.partition, offset: record.offset, key: record.key, value: record.value, timestamp: record.timestamp)
+        consumed = record
     }
 }

@@ -108,6 +108,27 @@ struct PipelineEndToEndTests {
         #expect(reasons.count == bad + 4, "every bad message dead-lettered exactly once across both runs")
     }
 
+    @Test("records with more Kafka headers than the limit are dead-lettered as too_many_headers, read through the real consumer; records with a few or none are counted")
+    func tooManyHeaders() throws {
+        let broker = try makeBroker(inputPartitions: 2)
+        let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3"]))
+        let time: Int64 = 1_795_300_000_000
+        for index in 0..<12 {
+            let count = [0, 3, 65][index % 3]
+            try producer.send(
+                topic: "hits", partition: Int32(index % 2), key: nil,
+                value: Array(#"{"deliveryId":"d1","broadlogId":"b\#(index)","action":"7","timestamp":\#(time)}"#.utf8),
+                headers: (0..<count).map { KafkaHeader(key: "h\($0)", string: "x") }, timestamp: time)
+        }
+        try producer.flush(timeoutMilliseconds: 300_000)
+        let summary = try Pipeline(config: config(broker, group: "headers")).run()
+        let normalize = summary.stages[0].accounting
+        #expect(normalize.deadLettered == ["too_many_headers": 4])
+        #expect(normalize.accepted == 8)
+        let letters = try contents(broker).deadLetters.compactMap { DeadLetter(headers: $0.headers) }
+        #expect(letters.map(\.reason) == Array(repeating: "too_many_headers", count: 4))
+    }
+
     @Test("results do not depend on the shard count")
     func shardCountDoesNotMatter() throws {
         var results: [[String: ReferenceAggregates.Counts]] = []
