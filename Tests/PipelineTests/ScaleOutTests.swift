@@ -128,7 +128,15 @@ struct ScaleOutTests {
         let broker = try makeBroker()
         try broker.createTopic("join-repartition", partitions: 8)
         try broker.createTopic("join-state", partitions: 8)
-        let corpus = Corpus(HitStream(HitStreamConfig(count: 8_000, seed: 51, deliveries: 12, span: 5 * 60_000)).generate())
+        // Enough deliveries that every repartition partition has some: whichever partitions the
+        // newcomer takes, the second half brings it events to count (with 12 deliveries, three
+        // partitions had none, and a newcomer given two of them waited in vain).
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 8_000, seed: 51, deliveries: 40, span: 5 * 60_000)).generate())
+        let routed = Set(corpus.hits[4_000...].compactMap { hit -> Int32? in
+            if case .counted(let expected) = hit.truth { return DeliveryHash.partition(of: expected.deliveryId, count: 8) }
+            return nil
+        })
+        try #require(routed.count == 8, "the second half reaches every repartition partition: \(routed.sorted())")
         try produce(corpus, 0..<4_000, on: broker)
         func instance(_ number: Int) -> PipelineConfig {
             var settings = config(broker, group: "join")
