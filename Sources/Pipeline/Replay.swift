@@ -60,7 +60,7 @@ public final class Replay: Sendable {
         let partitions = (0..<Int32(count)).map { TopicPartition(topic: config.inputTopic, partition: $0) }
 
         // No group is joined and nothing is committed: the id only satisfies librdkafka.
-        var consumerConfig = pipeline.consumerConfig(group: "trackpipe-replay-\(UUID().uuidString.prefix(8))")
+        var consumerConfig = pipeline.consumerConfig(group: "trackpipe-replay-\(UUID().uuidString.prefix(8))", readingAhead: true)
         consumerConfig["enable.auto.commit"] = "false"
         let starts = try startOffsets(partitions, consumer: KafkaConsumer(config: consumerConfig, logger: logger))
 
