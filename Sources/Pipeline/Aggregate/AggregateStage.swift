@@ -200,8 +200,16 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     /// The batch's records by task, in task order; each task's records keep their batch order.
     private func share(_ records: [InputRecord]) -> [(key: TaskKey, indices: [Int])] {
         if case .global = tasking { return [(.global, Array(records.indices))] }
+        // Records come in runs of one partition: the table is touched once per run, not per record.
         var byPartition: [Int32: [Int]] = [:]
-        for index in records.indices { byPartition[records[index].partition, default: []].append(index) }
+        var start = 0
+        while start < records.count {
+            let partition = records[start].partition
+            var end = start + 1
+            while end < records.count && records[end].partition == partition { end += 1 }
+            byPartition[partition, default: []].append(contentsOf: start..<end)
+            start = end
+        }
         return byPartition.keys.sorted().map { (.partition($0), byPartition[$0]!) }
     }
 
