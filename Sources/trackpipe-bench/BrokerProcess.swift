@@ -32,6 +32,10 @@ final class BrokerProcess {
     var processIdentifier: Int32 { process.processIdentifier }
 
     func stop() {
+        // The broker says it is stopping on the shared stderr: what this process printed must
+        // be out first (every stream: `stdout` is not concurrency-safe to name), or that line lands
+        // in the middle of the last row of a report written to a file.
+        fflush(nil)
         process.terminate()
         process.waitUntilExit()
     }
