@@ -305,18 +305,23 @@ public struct NormalizeStage: Stage {
 /// it turn out late after all (event time that went on with the wall clock through a long
 /// outage, say: see `OriginalLookup`).
 public struct OriginalCarrying: Sendable, Equatable {
+    struct Window: Sendable, Equatable {
+        var size: Int64
+        var retention: Int64
+    }
+
     /// nil: every hit carries its original.
-    let window: (size: Int64, retention: Int64)?
+    let window: Window?
 
     /// Every hit carries its original (as before format 4).
     public static let always = OriginalCarrying(window: nil)
 
     /// The rule above, for windows of this size and retention.
     public init(windowSize: Int64, retention: Int64) {
-        window = (max(1, windowSize), max(0, retention))
+        window = Window(size: max(1, windowSize), retention: max(0, retention))
     }
 
-    private init(window: (size: Int64, retention: Int64)?) { self.window = window }
+    private init(window: Window?) { self.window = window }
 
     /// Whether a hit of `eventTime` that arrived at `arrival` (its Kafka timestamp; nil when
     /// unknown) carries its original.
@@ -326,6 +331,4 @@ public struct OriginalCarrying: Sendable, Equatable {
         let end = EventTimeMath.add(EventTimeMath.windowStart(of: eventTime, size: window.size), window.size)
         return EventTimeMath.add(end, window.retention / 2) <= arrival
     }
-
-    public static func == (a: Self, b: Self) -> Bool { a.window?.size == b.window?.size && a.window?.retention == b.window?.retention }
 }

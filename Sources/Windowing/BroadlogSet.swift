@@ -25,7 +25,7 @@ struct BroadlogSet: Sendable {
         static let tagMask: UInt64 = 0xFF << 56
 
         var isEmpty: Bool { high == 0 }
-        var actions: UInt8 { UInt8(truncatingIfNeeded: (high >> 60) & 0x7) }
+        var actions: UInt8 { UInt8(truncatingIfNeeded: (high >> Self.actionsShift) & 0x7) }
         /// The id's words without the actions (what identifies it).
         var key: Entry { Entry(low: low, high: high & ~(0x7 << Self.actionsShift)) }
         func with(actions: UInt8) -> Entry {

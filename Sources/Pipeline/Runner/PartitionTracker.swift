@@ -107,10 +107,9 @@ struct PartitionTracker {
         case other
     }
 
-    /// What the guard decided about a batch.
+    /// What the guard decided about a batch, beside the records it took (which `sift` appends
+    /// to a buffer of the caller's).
     struct Sifted {
-        /// The indices of the records the stage may see, in order.
-        var taken: [Int] = []
         /// Records dropped: of partitions not owned, at offsets already read, or gathered before
         /// their partition was revoked.
         var stale = 0
@@ -146,14 +145,6 @@ struct PartitionTracker {
         self.sightings = sightings
         self.taken = taken
         return admitted
-    }
-
-    /// `sift` with the indices taken in a buffer of the caller's.
-    mutating func sift(_ sightings: [(index: Int, sighting: Sighting)], revocations: [ConsumerBatch.Revocation]) -> Sifted {
-        var taken: [Int] = []
-        var sifted = sift(sightings, revocations: revocations, taken: &taken)
-        sifted.taken = taken
-        return sifted
     }
 
     /// The guard itself, on what it needs of each event: the partition and offset of records,

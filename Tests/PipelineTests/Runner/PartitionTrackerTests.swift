@@ -58,3 +58,14 @@ struct PartitionTrackerTests {
         #expect(tracker.sift(records(40...41, from: 0), revocations: []).taken == [0, 1], "after the seek, from the start")
     }
 }
+
+extension PartitionTracker {
+    /// The guard's verdict on `sightings` with the indices it takes beside it.
+    mutating func sift(
+        _ sightings: [(index: Int, sighting: Sighting)], revocations: [ConsumerBatch.Revocation]
+    ) -> (taken: [Int], stale: Int, gaps: [(TopicPartition, Int64, Int64)]) {
+        var taken: [Int] = []
+        let sifted = sift(sightings, revocations: revocations, taken: &taken)
+        return (taken, sifted.stale, sifted.gaps)
+    }
+}
