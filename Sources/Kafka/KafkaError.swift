@@ -109,6 +109,14 @@ extension KafkaError {
 }
 
 extension KafkaError {
+    /// The record is larger than the producer's `message.max.bytes`, or than the topic's
+    /// `max.message.bytes` (the broker's answer): a failure of that one record.
+    public var isRecordTooLarge: Bool {
+        code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE.rawValue || code == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE.rawValue
+    }
+}
+
+extension KafkaError {
     /// The group coordinator refused a request of this member's generation: the group is
     /// rebalancing, or has already moved on without it.
     public var isStaleGeneration: Bool {

@@ -52,7 +52,8 @@ public final class KafkaProducer: @unchecked Sendable {
                     topic: msg.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? "",
                     partition: msg.partition,
                     offset: msg.offset,
-                    error: msg.err.isError ? KafkaError.from(msg.err, "delivery failed") : nil)
+                    error: msg.err.isError ? KafkaError.from(msg.err, "delivery failed") : nil,
+                    refused: msg.err.isError ? RefusedRecord(copying: message) : nil)
                 onDelivery(report)
             }
         }
@@ -188,6 +189,37 @@ public final class KafkaProducer: @unchecked Sendable {
 
     /// Records queued or in flight, not yet reported.
     public var outstanding: Int { Int(rd_kafka_outq_len(client)) }
+}
+
+extension RefusedRecord {
+    /// Copies a refused message out of librdkafka's hands (it frees it after the callback).
+    init(copying message: UnsafePointer<rd_kafka_message_t>) {
+        let msg = message.pointee
+        func bytes(_ pointer: UnsafeMutableRawPointer?, _ count: Int) -> [UInt8]? {
+            guard let pointer else { return nil }
+            return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+        }
+        var headers: [KafkaHeader] = []
+        var native: OpaquePointer?
+        if rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native {
+            var index = 0
+            var name: UnsafePointer<CChar>?
+            var value: UnsafeRawPointer?
+            var size = 0
+            while rd_kafka_header_get_all(native, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
+                if let name {
+                    headers.append(
+                        KafkaHeader(key: String(cString: name), value: value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }))
+                }
+                index += 1
+            }
+        }
+        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+        let timestamp = rd_kafka_message_timestamp(message, &timestampType)
+        self.init(
+            key: bytes(msg.key, msg.key_len), value: bytes(msg.payload, msg.len), headers: headers,
+            timestamp: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp)
+    }
 }
 
 private struct NativeHeader {

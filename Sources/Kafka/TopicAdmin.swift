@@ -45,6 +45,43 @@ public final class TopicAdmin: @unchecked Sendable {
         return entry.partition_cnt > 0 ? Int(entry.partition_cnt) : nil
     }
 
+    /// Each topic's `max.message.bytes` (the largest record batch its brokers take), where the
+    /// cluster says: a topic it does not describe (DescribeConfigs unsupported, not allowed, no
+    /// controller to ask, as in librdkafka's mock cluster, or no answer within the timeout) is
+    /// left out. Never throws: the answer only tightens a limit that has a default.
+    public func maxMessageBytes(of topics: [String], timeoutMilliseconds: Int32 = 10_000) -> [String: Int] {
+        let resources = topics.compactMap { rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, $0) }
+        defer { for resource in resources { rd_kafka_ConfigResource_destroy(resource) } }
+        guard !resources.isEmpty else { return [:] }
+        let queue = rd_kafka_queue_new(client)!
+        defer { rd_kafka_queue_destroy(queue) }
+        let options = rd_kafka_AdminOptions_new(client, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS)
+        defer { rd_kafka_AdminOptions_destroy(options) }
+        var errstr = [CChar](repeating: 0, count: 512)
+        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeoutMilliseconds, &errstr, errstr.count)
+        var pointers: [OpaquePointer?] = resources
+        pointers.withUnsafeMutableBufferPointer { rd_kafka_DescribeConfigs(client, $0.baseAddress, $0.count, options, queue) }
+        guard let event = rd_kafka_queue_poll(queue, timeoutMilliseconds + 1_000) else { return [:] }
+        defer { rd_kafka_event_destroy(event) }
+        guard !rd_kafka_event_error(event).isError, let result = rd_kafka_event_DescribeConfigs_result(event) else { return [:] }
+        var count = 0
+        guard let described = rd_kafka_DescribeConfigs_result_resources(result, &count) else { return [:] }
+        var limits: [String: Int] = [:]
+        for index in 0..<count {
+            guard let resource = described[index], !rd_kafka_ConfigResource_error(resource).isError else { continue }
+            let topic = String(cString: rd_kafka_ConfigResource_name(resource))
+            var entries = 0
+            guard let configs = rd_kafka_ConfigResource_configs(resource, &entries) else { continue }
+            for at in 0..<entries {
+                guard let config = configs[at], String(cString: rd_kafka_ConfigEntry_name(config)) == "max.message.bytes",
+                    let value = rd_kafka_ConfigEntry_value(config), let bytes = Int(String(cString: value))
+                else { continue }
+                limits[topic] = bytes
+            }
+        }
+        return limits
+    }
+
     /// Creates a topic through the Admin API (CreateTopics). A topic that already exists is
     /// not an error.
     public func createTopic(

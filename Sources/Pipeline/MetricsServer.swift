@@ -8,8 +8,10 @@ import Foundation
 import Logging
 import Synchronization
 
-/// A deliberately small HTTP/1.1 endpoint for `/metrics` (Prometheus text format) and
-/// `/health`, on a thread of its own so that a slow scraper never stalls the pipeline.
+/// A deliberately small HTTP/1.1 endpoint for `/metrics` (Prometheus text format) and the
+/// health checks, on a thread of its own so that a slow scraper never stalls the pipeline:
+/// `/health/live` (the worker's loops turn: what a restart fixes), `/health/ready` (it does its
+/// work: brokers answer, partitions assigned, state back) and `/health`, the same as ready.
 /// Anything else gets 404; connections are closed after one response.
 ///
 /// The serving thread holds only the `Listener` (the socket and a stop flag), never the
@@ -22,10 +24,10 @@ public final class MetricsServer: Sendable {
     ///   - host: the IPv4 address to listen on, in dotted form (`0.0.0.0`: every interface).
     ///   - port: 0 picks a free port (see `port`).
     ///   - metrics: renders the Prometheus exposition text.
-    ///   - health: nil when healthy, else the reason (served as 503).
+    ///   - health: for each check, nil when it passes, else the reason (served as 503).
     public init(
         host: String = "0.0.0.0", port: Int, logger: Logger, metrics: @escaping @Sendable () -> [UInt8],
-        health: @escaping @Sendable () -> String?
+        health: @escaping @Sendable (HealthCheck) -> String?
     ) throws {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -73,6 +75,15 @@ public final class MetricsServer: Sendable {
     deinit { listener.stop() }
 }
 
+/// The two questions an orchestrator asks of a worker (Kubernetes' liveness and readiness).
+public enum HealthCheck: Sendable {
+    /// Are the worker's loops turning? A stuck loop or a deadlock fails it: restarting fixes
+    /// those. Waiting for an unreachable cluster does not: a restart would wait the same.
+    case live
+    /// Is it doing its work? Brokers answer, partitions are assigned, state is back.
+    case ready
+}
+
 /// The listening socket and the accept loop. Only the serving thread closes the socket, after
 /// its loop has ended, so no `accept` can ever run on a descriptor number that was closed and
 /// handed to something else in the meantime.
@@ -97,7 +108,7 @@ private final class Listener: Sendable {
         if servingThread.load(ordering: .sequentiallyConsistent) != UInt(pthread_self()) { finished.wait() }
     }
 
-    func serve(metrics: @Sendable () -> [UInt8], health: @Sendable () -> String?) {
+    func serve(metrics: @Sendable () -> [UInt8], health: @Sendable (HealthCheck) -> String?) {
         servingThread.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
         defer {
             close(fd)
@@ -123,7 +134,7 @@ private final class Listener: Sendable {
         }
     }
 
-    private func respond(to client: Int32, metrics: () -> [UInt8], health: () -> String?) {
+    private func respond(to client: Int32, metrics: () -> [UInt8], health: (HealthCheck) -> String?) {
         var request = [UInt8](repeating: 0, count: 4096)
         let count = request.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
         guard count > 0 else { return }
@@ -134,14 +145,16 @@ private final class Listener: Sendable {
         switch (parts.first, path) {
         case ("GET", "/metrics"):
             response = ("200 OK", "text/plain; version=0.0.4; charset=utf-8", metrics())
-        case ("GET", "/health"):
-            if let problem = health() {
-                response = ("503 Service Unavailable", "text/plain; charset=utf-8", Array("unhealthy: \(problem)\n".utf8))
+        case ("GET", "/health"), ("GET", "/health/ready"), ("GET", "/health/live"):
+            let check: HealthCheck = path == "/health/live" ? .live : .ready
+            if let problem = health(check) {
+                let word = check == .live ? "not live" : "not ready"
+                response = ("503 Service Unavailable", "text/plain; charset=utf-8", Array("\(word): \(problem)\n".utf8))
             } else {
                 response = ("200 OK", "text/plain; charset=utf-8", Array("ok\n".utf8))
             }
         default:
-            response = ("404 Not Found", "text/plain; charset=utf-8", Array("not found: try /metrics or /health\n".utf8))
+            response = ("404 Not Found", "text/plain; charset=utf-8", Array("not found: try /metrics, /health/live or /health/ready\n".utf8))
         }
         let head = "HTTP/1.1 \(response.status)\r\nContent-Type: \(response.type)\r\nContent-Length: \(response.body.count)\r\nConnection: close\r\n\r\n"
         send(all: Array(head.utf8) + response.body, to: client)

@@ -231,7 +231,8 @@ public struct NormalizeStage: Stage {
                 used = RepartitionRecord.writeEvent(
                     event, eventTime: eventTime, sourcePartition: record.partition, sourceEpoch: 0, sourceOffset: record.offset,
                     sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
-                    originalValue: record.value, carriesOriginal: carrying.carries(eventTime: eventTime, arrival: record.timestamp),
+                    originalValue: record.value, carriesOriginal: carrying.carries(
+                        eventTime: eventTime, arrival: record.timestamp, originalBytes: (record.key?.count ?? 0) + (record.value?.count ?? 0)),
                     into: &prepared.arena, at: start)
                 prepared.items.append(
                     .event(
@@ -312,21 +313,30 @@ public struct OriginalCarrying: Sendable, Equatable {
 
     /// nil: every hit carries its original.
     let window: Window?
+    /// A hit whose key and value together are larger than this leaves them in the input
+    /// whatever its time: a repartition record must stay within what the topic takes, and one
+    /// hit under a key of a few hundred kilobytes could take it past.
+    let maxOriginalBytes: Int
 
     /// Every hit carries its original (as before format 4).
-    public static let always = OriginalCarrying(window: nil)
+    public static let always = OriginalCarrying(window: nil, maxOriginalBytes: .max)
 
-    /// The rule above, for windows of this size and retention.
-    public init(windowSize: Int64, retention: Int64) {
-        window = Window(size: max(1, windowSize), retention: max(0, retention))
+    /// The rule above, for windows of this size and retention, and originals of at most
+    /// `maxOriginalBytes`.
+    public init(windowSize: Int64, retention: Int64, maxOriginalBytes: Int = .max) {
+        self.init(window: Window(size: max(1, windowSize), retention: max(0, retention)), maxOriginalBytes: maxOriginalBytes)
     }
 
-    private init(window: Window?) { self.window = window }
+    private init(window: Window?, maxOriginalBytes: Int) {
+        self.window = window
+        self.maxOriginalBytes = maxOriginalBytes
+    }
 
     /// Whether a hit of `eventTime` that arrived at `arrival` (its Kafka timestamp; nil when
-    /// unknown) carries its original.
+    /// unknown), with a key and value of `originalBytes`, carries its original.
     @inline(__always)
-    func carries(eventTime: Int64, arrival: Int64?) -> Bool {
+    func carries(eventTime: Int64, arrival: Int64?, originalBytes: Int) -> Bool {
+        guard originalBytes <= maxOriginalBytes else { return false }
         guard let window, let arrival else { return true }
         let end = EventTimeMath.add(EventTimeMath.windowStart(of: eventTime, size: window.size), window.size)
         return EventTimeMath.add(end, window.retention / 2) <= arrival

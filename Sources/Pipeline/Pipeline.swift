@@ -27,6 +27,8 @@ public final class Pipeline: Sendable {
     private let metrics: PipelineMetrics?
     private let runners = RunnerRegistry()
     private let watch = Mutex<BrokerWatch?>(nil)
+    /// Set while the start-up waits for the cluster to answer.
+    private let startup = Mutex<StartupWait?>(nil)
 
     /// The dead-letter reason for hits stamped too far ahead of their arrival.
     public static let futureTimestamp = HitIntake.futureTimestamp
@@ -48,15 +50,23 @@ public final class Pipeline: Sendable {
     /// Asks every stage to stop after its batch in flight; each commits and returns. Any thread.
     public func requestStop() { runners.requestStop() }
 
-    /// nil while the worker is healthy; else why not (for `/health`).
-    public var healthProblem: String? {
-        if let problem = watch.withLock({ $0 })?.problem(limit: config.unhealthyAfter) { return problem }
-        return runners.healthProblem
+    /// What `/health/live` and `/health/ready` answer: nil when the check passes, else why not.
+    public func problem(_ check: HealthCheck) -> String? {
+        switch check {
+        case .live:
+            return runners.livenessProblem
+        case .ready:
+            if let problem = runners.livenessProblem { return problem }
+            if let waiting = startup.withLock({ $0 }) { return waiting.problem(now: wallClockMillis()) }
+            if let problem = watch.withLock({ $0 })?.problem(limit: config.unhealthyAfter) { return problem }
+            return runners.readinessProblem
+        }
     }
 
     /// Runs until `requestStop`, or (with `untilEnd`) until the input is read to the end offsets
-    /// noted at assignment and everything is emitted. Throws for what a restart may fix;
-    /// offsets are never committed past an unacknowledged record.
+    /// noted at assignment and everything is emitted. An unreachable cluster is waited out, at
+    /// start-up and later; throws for what waiting cannot fix. Offsets are never committed past
+    /// an unacknowledged record.
     public func run() throws -> PipelineSummary {
         try config.validate()
         let started = wallClockMillis()
@@ -69,13 +79,78 @@ public final class Pipeline: Sendable {
         brokerWatch.start()
         watch.withLock { $0 = brokerWatch }
         defer { brokerWatch.stop() }
-        let stages = config.inputKeyedByDelivery ? try runSingleStage() : try runTwoStages()
+        guard let composition = try untilTheClusterAnswers(admin: admin, { try config.inputKeyedByDelivery ? prepareSingleStage() : prepareTwoStages() })
+        else {
+            logger.notice("stopped before a Kafka broker answered: nothing was read, nothing committed")
+            return PipelineSummary(stages: [], elapsedMilliseconds: wallClockMillis() - started)
+        }
+        let stages = try composition()
         return PipelineSummary(stages: stages, elapsedMilliseconds: wallClockMillis() - started)
+    }
+
+    // MARK: Waiting for the cluster
+
+    /// The start-up's wait for a cluster that does not answer, for readiness.
+    struct StartupWait: Sendable {
+        var since: Int64
+        var brokers: String
+        var cause: String
+
+        func problem(now: Int64) -> String {
+            "waiting \((now - since) / 1000) s for a Kafka broker at \(brokers) to answer (\(cause))"
+        }
+    }
+
+    /// How often the start-up asks an unreachable cluster again, and logs that it still waits.
+    static let clusterRetryMillis: Int64 = 2_000
+    static let clusterLogMillis: Int64 = 30_000
+
+    /// Runs `prepare` (the start-up's questions to the cluster) until it gets through. No broker
+    /// answering, now or between two of its calls, is waited out (a Kafka outage or a worker
+    /// started before its cluster is no reason to exit, and a crash loop would only delay the
+    /// recovery); any other error is thrown. nil: a stop was requested while waiting.
+    private func untilTheClusterAnswers<R>(admin: TopicAdmin, _ prepare: () throws -> R) throws -> R? {
+        defer { startup.withLock { $0 = nil } }
+        var lastLog = Int64.min / 2
+        while true {
+            if runners.isStopRequested { return nil }
+            do {
+                if startup.withLock({ $0 }) != nil {
+                    // Cheaper than a failed preparation, and quick to notice a stop.
+                    guard admin.ping(timeoutMilliseconds: Int32(Self.clusterRetryMillis)) else { throw PipelineError.clusterUnreachable("no broker answered a metadata request") }
+                }
+                return try prepare()
+            } catch let error where Self.isUnreachable(error) {
+                let now = wallClockMillis()
+                let wait = startup.withLock { wait in
+                    if wait == nil { wait = StartupWait(since: now, brokers: config.brokers, cause: "\(error)") }
+                    wait!.cause = "\(error)"
+                    return wait!
+                }
+                if now - lastLog >= Self.clusterLogMillis {
+                    lastLog = now
+                    logger.warning(
+                        "no Kafka broker at \(config.brokers) answers (waiting \((now - wait.since) / 1000) s; \(error)). Check --brokers and the security settings (\(config.securitySummary)); trackpipe keeps asking every \(Self.clusterRetryMillis / 1000) s and starts as soon as one answers")
+                }
+                // In slices, so that a stop is noticed at once.
+                let until = wallClockMillis() + Self.clusterRetryMillis
+                while wallClockMillis() < until && !runners.isStopRequested { usleep(50_000) }
+            }
+        }
+    }
+
+    /// Whether an error of the start-up means "no broker answered" (waited out), rather than
+    /// an answer that says something is wrong (thrown).
+    static func isUnreachable(_ error: any Error) -> Bool {
+        if case PipelineError.clusterUnreachable = error { return true }
+        if let kafka = error as? KafkaError { return kafka.severity == .transient }
+        return false
     }
 
     // MARK: Compositions
 
-    private func runSingleStage() throws -> [StageSummary] {
+    /// What the start-up asks of the cluster, then the run itself (as the closure returned).
+    private func prepareSingleStage() throws -> () throws -> [StageSummary] {
         let partitions = try inputPartitions()
         // A group last run with two stages (or by another tool) is refused before it is joined.
         for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: partitions, config: config, logger: logger) {
@@ -87,6 +162,7 @@ public final class Pipeline: Sendable {
             window: taskWindow(partitions: partitions), parallelism: config.shards, keepsChangelog: true)
         var settings = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.output, .deadLetter, .changelog])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
+        settings.recordLimit = learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic])
         let runner = StageRunner(stage: stage, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
         runners.register(runner)
         logger.info(
@@ -94,10 +170,10 @@ public final class Pipeline: Sendable {
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "output": "\(config.outputTopic)",
                 "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)", "shards": "\(config.shards)",
                 "kafka": "\(config.kafkaPropertiesText)"])
-        return [try runner.run()]
+        return { [try runner.run()] }
     }
 
-    private func runTwoStages() throws -> [StageSummary] {
+    private func prepareTwoStages() throws -> () throws -> [StageSummary] {
         let sources = try inputPartitions()
         guard sources <= Checkpoint.maxSourcePartitions else {
             throw PipelineError.configuration(
@@ -116,13 +192,16 @@ public final class Pipeline: Sendable {
             if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic) { throw refusal }
         }
         try ensureStateTopic(partitions: repartitions)
+        let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic])
         let normalize = NormalizeStage(
             inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
             limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
             markInterval: min(500, max(50, config.window.idleTimeout / 4)), parallelism: config.shards,
-            // A record larger than the producer's queue could never be queued.
-            batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4),
-            carrying: OriginalCarrying(windowSize: config.window.size, retention: config.window.retention))
+            // A record larger than the producer's queue could never be queued, nor one larger
+            // than the topic takes: a batch is sent once it holds this much, and an event that
+            // carries its original adds at most half the limit to it (see `OriginalCarrying`).
+            batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
+            carrying: OriginalCarrying(windowSize: config.window.size, retention: config.window.retention, maxOriginalBytes: recordLimit.bytes / 2))
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), inputTopic: config.inputTopic), window: taskWindow(partitions: repartitions),
             parallelism: config.shards, keepsChangelog: true,
@@ -131,9 +210,11 @@ public final class Pipeline: Sendable {
         let upstream = UpstreamSignal()
         var first = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.repartition, .deadLetter])
         first.bound = config.untilEnd ? .endAtAssignment : .unbounded
+        first.recordLimit = recordLimit
         var second = runnerSettings(
             topic: repartitionTopic, group: config.aggregateGroup, destinations: [.output, .deadLetter, .changelog])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
+        second.recordLimit = recordLimit
         let normalizer = StageRunner(stage: normalize, settings: first, logger: logger, metrics: metrics?.stage(normalize.name))
         let aggregator = StageRunner(stage: aggregate, settings: second, logger: logger, metrics: metrics?.stage(aggregate.name))
         runners.register(normalizer)
@@ -144,6 +225,13 @@ public final class Pipeline: Sendable {
                 "output": "\(config.outputTopic)", "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)",
                 "shards": "\(config.shards)", "kafka": "\(config.kafkaPropertiesText)"])
 
+        return { try Self.runTogether(normalizer, aggregator, upstream: upstream) }
+    }
+
+    /// Runs the two stages, the aggregate stage on a thread of its own; either failing stops the other.
+    private static func runTogether<Aggregate: Stage>(
+        _ normalizer: StageRunner<NormalizeStage>, _ aggregator: StageRunner<Aggregate>, upstream: UpstreamSignal
+    ) throws -> [StageSummary] {
         let aggregated = Mutex<Result<StageSummary, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
@@ -208,12 +296,47 @@ public final class Pipeline: Sendable {
             count = try admin.partitionCount(of: topic)
         } catch let error as KafkaError where error.isUnknownTopic {
             count = nil
+        } catch let error as KafkaError where error.severity == .transient {
+            throw PipelineError.clusterUnreachable("cannot read the metadata of \(topic): \(error)")
         } catch {
             throw PipelineError.kafka(
-                "cannot read the metadata of \(topic) from \(config.brokers): \(error). Check --brokers (and -X security settings): no broker answered, or it refused this client")
+                "cannot read the metadata of \(topic) from \(config.brokers): \(error). Check --brokers (and -X security settings): the broker refused this client")
         }
         guard let count else { throw PipelineError.inputTopicMissing(topic) }
         return count
+    }
+
+    /// A topic's partition count, nil if it does not exist; no broker answering is
+    /// `clusterUnreachable` (waited out), not a missing topic.
+    private func existingPartitionCount(of topic: String, admin: TopicAdmin) throws -> Int? {
+        do {
+            return try admin.partitionCount(of: topic)
+        } catch let error as KafkaError where error.severity == .transient {
+            throw PipelineError.clusterUnreachable("reading the metadata of \(topic): \(error)")
+        } catch {
+            return nil
+        }
+    }
+
+    /// The most bytes one record to these topics may take: the producer's `message.max.bytes`
+    /// from the start, lowered to a topic's `max.message.bytes` once the cluster has told it, on
+    /// a thread of its own (a cluster that cannot answer keeps the question waiting for its
+    /// timeout). The normalize stage sizes its repartition records by the first; a repartition
+    /// topic that takes less than the producer is told of by the broker's refusal, with what to
+    /// change. Dead letters follow the limit as it is learned, and the broker's refusal of one
+    /// cuts it smaller still (see `OutputChannel`).
+    private func learnRecordLimit(of topics: [String]) -> RecordLimit {
+        let limit = RecordLimit(bytes: config.kafkaProperties["message.max.bytes"].flatMap { Int($0) } ?? RecordLimit.librdkafkaDefault)
+        let config = config, logger = logger
+        let thread = Thread {
+            guard let admin = try? TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin")) else { return }
+            for (topic, bytes) in admin.maxMessageBytes(of: topics).sorted(by: { $0.key < $1.key }) where limit.lower(to: bytes) {
+                logger.notice("\(topic) takes records of at most \(bytes) bytes (max.message.bytes): dead letters are cut to fit it")
+            }
+        }
+        thread.name = "trackpipe.record-limit"
+        thread.start()
+        return limit
     }
 
     /// Makes sure the state topic exists, compacted, with one partition per window task; creates
@@ -221,7 +344,7 @@ public final class Pipeline: Sendable {
     private func ensureStateTopic(partitions: Int) throws {
         let topic = config.effectiveStateTopic
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        if let count = try? admin.partitionCount(of: topic) {
+        if let count = try existingPartitionCount(of: topic, admin: admin) {
             guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
             return
         }
@@ -238,6 +361,8 @@ public final class Pipeline: Sendable {
             throw KafkaError(.librdkafka(code: -1), "created, but it did not appear in the cluster's metadata within 10 s")
         } catch let error as PipelineError {
             throw error
+        } catch let error as KafkaError where error.severity == .transient {
+            throw PipelineError.clusterUnreachable("creating the state topic \(topic): \(error)")
         } catch {
             throw PipelineError.stateTopicMissing(topic: topic, partitions: partitions, brokers: config.brokers, reason: "\(error)")
         }
@@ -247,7 +372,7 @@ public final class Pipeline: Sendable {
     /// input, a week's retention) where the cluster allows.
     private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> Int {
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        if let count = try? admin.partitionCount(of: topic) {
+        if let count = try existingPartitionCount(of: topic, admin: admin) {
             if count != partitions {
                 logger.notice(
                     "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate parallelism is bounded by \(count)")
@@ -264,6 +389,8 @@ public final class Pipeline: Sendable {
                 usleep(200_000)
             }
             throw KafkaError(.librdkafka(code: -1), "created, but it did not appear in the cluster's metadata within 10 s")
+        } catch let error as KafkaError where error.severity == .transient {
+            throw PipelineError.clusterUnreachable("creating the repartition topic \(topic): \(error)")
         } catch {
             throw PipelineError.repartitionTopicMissing(topic: topic, partitions: partitions, brokers: config.brokers, reason: "\(error)")
         }

@@ -146,6 +146,17 @@ public struct PipelineConfig: Sendable {
         "max.in.flight", "max.in.flight.requests.per.connection", "partitioner", "transactional.id",
     ]
 
+    /// The connection's security settings, for the line that says the cluster does not answer:
+    /// which protocol and mechanism, and which TLS and SASL properties are set (names only,
+    /// never a value that could be a secret).
+    var securitySummary: String {
+        var parts = ["security.protocol=\(kafkaProperties["security.protocol"] ?? "plaintext")"]
+        for key in ["sasl.mechanism", "sasl.mechanisms"] { if let value = kafkaProperties[key] { parts.append("\(key)=\(value)") } }
+        let others = kafkaProperties.keys.filter { ($0.hasPrefix("ssl.") || $0.hasPrefix("sasl.")) && !$0.hasPrefix("sasl.mechanism") }.sorted()
+        if !others.isEmpty { parts.append("set: " + others.joined(separator: ", ")) }
+        return "-X " + parts.joined(separator: ", ")
+    }
+
     /// Settings that would silently break the worker's guarantees are refused with a reason.
     public func validate() throws {
         for key in ["enable.auto.commit", "enable.auto.offset.store"] where kafkaProperties[key] == "true" {
@@ -195,6 +206,8 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     /// Instances route the repartition topic by different partition counts.
     case routingMismatch(String)
     case kafka(String)
+    /// No broker answered: the start-up waits and asks again (never shown as a failure).
+    case clusterUnreachable(String)
 
     public var description: String {
         switch self {
@@ -212,6 +225,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
         case .groupMismatch(let text): "this consumer group cannot be resumed by this stage: \(text)."
         case .routingMismatch(let text): text
         case .kafka(let text): text
+        case .clusterUnreachable(let text): "no Kafka broker answered: \(text)"
         }
     }
 }

@@ -98,6 +98,7 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_tasks_restoring": "Window tasks reading their state back from the state topic (their input waits meanwhile).",
         "trackpipe_restore_records": "Records read back from the state topic to restore window tasks.",
         "trackpipe_changelog_records": "Records written to the state topic (window states, tombstones of evicted windows, task records).",
+        "trackpipe_dead_letters_cut": "Dead letters whose original key or value was cut to fit the dead-letter topic (headers carry the original sizes and SHA-256).",
         "trackpipe_kafka_errors": "Errors librdkafka reported, by severity: transient ones (connections, leaders, timeouts) it retries by itself; a fatal one stops the worker.",
     ]
 
@@ -114,7 +115,7 @@ public final class PipelineMetrics: Sendable {
             "trackpipe_messages_consumed", "trackpipe_hits_accepted", "trackpipe_watermark_marks", "trackpipe_aggregates_emitted",
             "trackpipe_hits_replayed_final", "trackpipe_duplicates_dropped", "trackpipe_messages_replayed",
             "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
-            "trackpipe_restore_records", "trackpipe_changelog_records",
+            "trackpipe_restore_records", "trackpipe_changelog_records", "trackpipe_dead_letters_cut",
         ] {
             _ = counter(name, stage: metrics.stage)
         }
@@ -180,6 +181,8 @@ public struct StageMetrics: Sendable {
     func restoredRecords(_ count: Int) { bump("trackpipe_restore_records", count) }
 
     func changelogRecords(_ count: Int) { bump("trackpipe_changelog_records", count) }
+
+    func deadLettersCut(_ count: Int) { bump("trackpipe_dead_letters_cut", count) }
 
     func guarded(stale: Int, gaps: Int) {
         bump("trackpipe_stale_records_dropped", stale)

@@ -5,12 +5,12 @@ import Logging
 import Pipeline
 import Synchronization
 
-/// The worker's `/metrics` and `/health`, and what they say after the run has failed.
+/// The worker's `/metrics` and health checks, and what they say after the run has failed.
 ///
 /// A failed run exits 1 at once, and Prometheus would see nothing but a target that went away:
 /// no alert could tell a fatal error from a restart. So when `/metrics` has been scraped during
 /// the run (someone is watching), the failed worker stays up until one more scrape has read
-/// `trackpipe_run_failed 1` (and `/health` answers 503 with the cause), at most `maxLinger`.
+/// `trackpipe_run_failed 1` (and every health check answers 503 with the cause), at most `maxLinger`.
 /// Nobody scraping, no wait: a run without Prometheus exits as before.
 final class MetricsEndpoint: Sendable {
     /// Longer than any sensible scrape interval (the compose stack uses 15 s).
@@ -29,15 +29,15 @@ final class MetricsEndpoint: Sendable {
     init(port: Int, metrics: PipelineMetrics, pipeline: Pipeline, redactor: SecretRedactor, logger: Logger) throws {
         self.metrics = metrics
         let state = self.state
-        // /health quotes a delivery failure's text; scrubbed like a log line.
-        let health: @Sendable () -> String? = {
-            state.failure.withLock { $0 } ?? pipeline.healthProblem.map(redactor.redact)
+        // The checks quote a delivery failure's text; scrubbed like a log line.
+        let health: @Sendable (HealthCheck) -> String? = { check in
+            state.failure.withLock { $0 } ?? pipeline.problem(check).map(redactor.redact)
         }
         server = try MetricsServer(
             port: port, logger: logger,
             metrics: {
                 state.scrapes.add(1, ordering: .sequentiallyConsistent)
-                return metrics.exposition(healthProblem: health())
+                return metrics.exposition(healthProblem: health(.ready))
             },
             health: health)
     }

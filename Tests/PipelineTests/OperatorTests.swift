@@ -35,16 +35,16 @@ struct OperatorTests {
             let lines = captured.all.map(\.1)
             return lines.contains { $0.hasPrefix("normalize: assigned ") } && lines.contains { $0.hasPrefix("aggregate: assigned ") }
         }, "\(captured.all.map(\.1).suffix(5))")
-        #expect(eventually { worker.pipeline.healthProblem == nil }, "\(worker.pipeline.healthProblem ?? "")")
+        #expect(eventually { worker.pipeline.problem(.ready) == nil }, "\(worker.pipeline.problem(.ready) ?? "")")
         try broker.setBrokerDown(1)
         var problem: String?
         #expect(eventually {
-            problem = worker.pipeline.healthProblem
+            problem = worker.pipeline.problem(.ready)
             return problem?.contains("no Kafka broker at \(broker.bootstrapServers) has answered for") == true
         }, "\(problem ?? "healthy")")
         #expect(worker.metric("trackpipe_broker_reachable") == 0)
         try broker.setBrokerUp(1)
-        #expect(eventually { worker.pipeline.healthProblem == nil }, "\(worker.pipeline.healthProblem ?? "")")
+        #expect(eventually { worker.pipeline.problem(.ready) == nil }, "\(worker.pipeline.problem(.ready) ?? "")")
         #expect(worker.metric("trackpipe_broker_reachable") == 1)
     }
 
@@ -61,7 +61,7 @@ struct OperatorTests {
         defer { _ = try? worker.stop() }
         var problem: String?
         #expect(eventually {
-            problem = worker.pipeline.healthProblem
+            problem = worker.pipeline.problem(.ready)
             return problem?.contains("has not assigned partitions") == true
         }, "\(problem ?? "healthy")")
         #expect(problem?.contains("nojoin") == true)

@@ -215,7 +215,7 @@ import Yams
         }
         #expect(dockerfile.runtime(.expose).flatMap { $0.split(separator: " ") }.contains { $0.hasPrefix("\(port)") })
         let healthcheck = dockerfile.runtime(.healthcheck).joined(separator: " ")
-        #expect(healthcheck.contains("/health "), "HEALTHCHECK must GET /health")
+        #expect(healthcheck.contains("/health/live "), "HEALTHCHECK must GET /health/live: an unhealthy container may be replaced, and only a stuck worker should be")
         #expect(healthcheck.contains("${TRACKPIPE_METRICS_PORT}") || healthcheck.contains("/\(port)"), "HEALTHCHECK port")
 
         let workers = try DeployFiles.workerServices()
@@ -223,6 +223,8 @@ import Yams
             #expect(DeployFiles.environment(of: worker)["TRACKPIPE_METRICS_PORT"] == "\(port)", "compose \(service) TRACKPIPE_METRICS_PORT")
             let published = DeployFiles.publishedPorts(worker).map { $0.container }
             #expect(published.contains("\(port)"), "compose \(service) publishes its metrics port")
+            let test = (worker["healthcheck"]["test"].sequence ?? []).map { "\($0)" }.joined(separator: " ")
+            #expect(test.contains("/health/live ") && test.contains("/\(port) "), "compose \(service) checks /health/live on its metrics port: \(test)")
         }
 
         // Every instance is a target of its own: each reports only the partitions it owns.
@@ -239,9 +241,9 @@ import Yams
         #expect(try DeployFiles.deploymentEnvironment()["TRACKPIPE_METRICS_PORT"] == "\(port)")
         let containerPorts = (container["ports"].sequence ?? []).map(YAMLNode.init)
         #expect(containerPorts.contains { $0["name"].string == "metrics" && $0["containerPort"].int == port })
-        for probe in ["readinessProbe", "livenessProbe"] {
+        for (probe, path) in [("readinessProbe", "/health/ready"), ("livenessProbe", "/health/live")] {
             let get = container[probe]["httpGet"]
-            #expect(get["path"].string == "/health", "\(probe) path")
+            #expect(get["path"].string == path, "\(probe) path")
             #expect(get["port"].int == port || get["port"].string == "metrics", "\(probe) port")
         }
         #expect(deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"].string == "\(port)")
@@ -292,25 +294,39 @@ import Yams
         #expect(services["grafana"]["depends_on"].sequence?.contains { "\($0)" == "prometheus" } == true)
     }
 
-    @Test func metricsServerAnswersTheHealthPathTheProbesUse() throws {
+    @Test func metricsServerAnswersTheHealthPathsTheProbesUse() throws {
         let healthy = try MetricsServer(
             host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { Array("trackpipe_up 1\n".utf8) },
-            health: { nil })
+            health: { _ in nil })
         defer { healthy.stop() }
-        let health = try HTTPGet.fetch(port: healthy.port, path: "/health")
-        #expect(health.status == 200)
-        #expect(health.body == "ok\n")
+        for path in ["/health", "/health/live", "/health/ready"] {
+            let health = try HTTPGet.fetch(port: healthy.port, path: path)
+            #expect(health.status == 200, "\(path)")
+            #expect(health.body == "ok\n", "\(path)")
+        }
         let metrics = try HTTPGet.fetch(port: healthy.port, path: "/metrics")
         #expect(metrics.status == 200)
         #expect(metrics.body.contains("trackpipe_up 1"))
 
+        // Waiting out a Kafka outage: live, not ready; /health is readiness.
+        let waiting = try MetricsServer(
+            host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { [] },
+            health: { $0 == .live ? nil : "no Kafka broker at kafka:9092 has answered for 75 s" })
+        defer { waiting.stop() }
+        #expect(try HTTPGet.fetch(port: waiting.port, path: "/health/live").status == 200)
+        for path in ["/health", "/health/ready"] {
+            let answer = try HTTPGet.fetch(port: waiting.port, path: path)
+            #expect(answer.status == 503, "\(path)")
+            #expect(answer.body == "not ready: no Kafka broker at kafka:9092 has answered for 75 s\n", "\(path)")
+        }
+
         let stuck = try MetricsServer(
             host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { [] },
-            health: { "the consume loop has not turned for over 60 s" })
+            health: { _ in "the consume loop has not turned for over 60 s" })
         defer { stuck.stop() }
-        let unhealthy = try HTTPGet.fetch(port: stuck.port, path: "/health")
+        let unhealthy = try HTTPGet.fetch(port: stuck.port, path: "/health/live")
         #expect(unhealthy.status == 503)
-        #expect(unhealthy.body.contains("consume loop"))
+        #expect(unhealthy.body.contains("not live: the consume loop"))
     }
 
     @Test func dockerHealthcheckCommandPassesOnlyWhileTheWorkerIsHealthy() throws {
@@ -319,10 +335,10 @@ import Yams
         let command = try Dockerfile.load().healthcheckCommand()
         try #require(!command.isEmpty, "HEALTHCHECK must use the exec form CMD [...]")
         let healthy = try MetricsServer(
-            host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { [] }, health: { nil })
+            host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { [] }, health: { $0 == .live ? nil : "no broker" })
         defer { healthy.stop() }
         let stuck = try MetricsServer(
-            host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { [] }, health: { "delivery failed" })
+            host: "127.0.0.1", port: 0, logger: Logger(label: "test"), metrics: { [] }, health: { _ in "delivery failed" })
         defer { stuck.stop() }
         #expect(try Self.exitStatus(command, port: healthy.port) == 0)
         #expect(try Self.exitStatus(command, port: stuck.port) != 0)
@@ -364,7 +380,7 @@ import Yams
         #expect(command == ["run"])
         #expect(throws: Never.self) { _ = try Trackpipe.parseAsRoot(command) }
         #expect(dockerfile.runtime(.stopsignal) == ["SIGTERM"])
-        #expect(dockerfile.runtime(.healthcheck).joined().contains("/health"))
+        #expect(dockerfile.runtime(.healthcheck).joined().contains("/health/live"))
 
         // The build context is the repository root: what the Dockerfile copies must not be
         // ignored, and the build directories must be.

@@ -71,4 +71,67 @@ struct InputLimitsCommandTests {
         #expect(raised.stdout.contains("accepted      6"), "\(raised.stdout)")
         #expect(!raised.stdout.contains("too_many_headers"), "\(raised.stdout)")
     }
+
+    @Test("records larger than the dead-letter topic takes cost one dead letter each, cut to fit; a valid hit under a 300,000-byte key is counted; the run goes on")
+    func recordsTooLargeForTheDeadLetterTopic() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 2)
+        try broker.createTopic("aggregates", partitions: 1)
+        try broker.createTopic("dlq", partitions: 1)
+        // Kafka's default broker takes records up to about 1 MB; this producer (like a buggy one
+        // writing to a topic configured for more) sends larger ones.
+        let producer = try KafkaProducer(
+            config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3", "message.max.bytes": "3000000"]))
+        let now = Int64(Date().timeIntervalSince1970 * 1000) - 120_000
+        func hit(_ index: Int) -> [UInt8] {
+            Array(#"{"deliveryId":"d1","broadlogId":"b\#(index)","action":"7","timestamp":\#(now + Int64(index))}"#.utf8)
+        }
+        let invalid = [UInt8](repeating: UInt8(ascii: "x"), count: 1_010_000)
+        let tooLarge = Array(#"{"deliveryId":"d1","broadlogId":"big","action":"7","timestamp":\#(now),"pad":""#.utf8)
+            + [UInt8](repeating: UInt8(ascii: "y"), count: 1_500_000) + Array(#""}"#.utf8)
+        let hugeKey = [UInt8](repeating: UInt8(ascii: "k"), count: 300_000)
+        // Partition 0: hits around the two large values and the huge key; partition 1: hits.
+        var ordinary = 0
+        func sendHit(partition: Int32) throws {
+            try producer.send(topic: "hits", partition: partition, key: Array("device-\(ordinary)".utf8), value: hit(ordinary))
+            ordinary += 1
+        }
+        try sendHit(partition: 0)
+        try producer.send(topic: "hits", partition: 0, key: Array("bad-1".utf8), value: invalid)  // offset 1
+        try sendHit(partition: 0)
+        try producer.send(topic: "hits", partition: 0, key: Array("bad-2".utf8), value: tooLarge)  // offset 3
+        try sendHit(partition: 0)
+        try producer.send(topic: "hits", partition: 0, key: hugeKey, value: hit(100))  // offset 5
+        try sendHit(partition: 0)
+        for _ in 0..<4 { try sendHit(partition: 1) }
+        try producer.flush(timeoutMilliseconds: SafetyDeadline.milliseconds)
+
+        let result = try TrackpipeBinary.locate().run([
+            "run", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", "aggregates", "--dlq-topic", "dlq",
+            "--group", "large", "--until-end", "--log-level", "warning", "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
+        ])
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("dead-lettered 2 (malformed_json 1, too_large 1)"), "\(result.stdout)")
+
+        // Every ordinary hit and the one under the huge key counted, in one window.
+        let contents = try TopicContents(broker: broker, output: "aggregates", outputPartitions: 1, dlq: "dlq", dlqPartitions: 1)
+        let impressions = contents.lastByKey.values.compactMap { $0["impressions"] as? Int }.reduce(0, +)
+        #expect(impressions == ordinary + 1, "\(contents.lastByKey)")
+
+        let letters = contents.deadLetters.sorted { (DeadLetter(headers: $0.headers)?.sourceOffset ?? 0) < (DeadLetter(headers: $1.headers)?.sourceOffset ?? 0) }
+        try #require(letters.count == 2)
+        for (letter, (reason, offset, original)) in zip(letters, [("malformed_json", Int64(1), invalid), ("too_large", Int64(3), tooLarge)]) {
+            let context = try #require(DeadLetter(headers: letter.headers))
+            #expect(context.reason == reason)
+            #expect(context.sourceTopic == "hits" && context.sourcePartition == 0 && context.sourceOffset == offset)
+            func header(_ name: String) -> String? { letter.headers.last { $0.key == name }?.stringValue }
+            #expect(header(DeadLetterCut.Header.truncated) == "value")
+            #expect(header(DeadLetterCut.Header.valueSize) == String(original.count))
+            #expect(header(DeadLetterCut.Header.valueSHA256) == SHA256.hex(original))
+            let value = try #require(letter.value)
+            #expect(value.count < 1_000_000 && value.count > 900_000, "cut to what the topic takes: \(value.count)")
+            #expect(Array(original.prefix(value.count)) == value, "the value kept is the original's first bytes")
+            #expect(letter.key == Array("bad-\(offset == 1 ? 1 : 2)".utf8), "the small key is kept whole")
+        }
+    }
 }

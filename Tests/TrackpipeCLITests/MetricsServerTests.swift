@@ -6,7 +6,7 @@ import Testing
 @Suite("metrics server: its address and its lifetime")
 struct MetricsServerTests {
     func makeServer(host: String = "127.0.0.1", port: Int = 0) throws -> MetricsServer {
-        try MetricsServer(host: host, port: port, logger: Logger(label: "test"), metrics: { Array("up 1\n".utf8) }, health: { nil })
+        try MetricsServer(host: host, port: port, logger: Logger(label: "test"), metrics: { Array("up 1\n".utf8) }, health: { _ in nil })
     }
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.

@@ -359,7 +359,7 @@ struct HeldDeadLetter: Sendable {
 
 extension Optional where Wrapped == [UInt8] {
     /// The bytes as a buffer for the length of `body`, or nil.
-    func withOptionalBytes<R>(_ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    public func withOptionalBytes<R>(_ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         guard let self else { return try body(nil) }
         return try self.withUnsafeBytes { try body($0) }
     }

@@ -38,16 +38,21 @@ struct CommitCoordinator {
     /// commit point (or only `partitions`'). A point that did not move is not committed again; a
     /// checkpoint too large for the broker is refused here with what to do, never half-written.
     /// A failed commit is retried at the next interval, or, if the group refused it for a stale
-    /// generation, once the group has assigned its partitions: the previous one still holds. Returns
-    /// the partitions whose commit points are now committed.
+    /// generation, once the group has assigned its partitions: the previous one still holds; so
+    /// is one whose records were not acknowledged within `patience`. Returns the partitions whose
+    /// commit points are now committed.
     @discardableResult
     mutating func commit(
         _ points: [Int32: CommitPoint], only partitions: Set<Int32>? = nil, now: Int64, tracker: inout PartitionTracker,
-        consumer: KafkaConsumer, output: OutputChannel, timeline: inout RunnerTimeline
+        consumer: KafkaConsumer, output: inout OutputChannel, patience: OutputChannel.Patience, timeline: inout RunnerTimeline
     ) throws -> [Int32] {
         lastCommitAt = now
         guard enabled, !tracker.isEmpty else { return [] }
-        try output.awaitAcknowledgements(timeline: &timeline)
+        guard try output.awaitAcknowledgements(timeline: &timeline, patience: patience) else {
+            logger.warning(
+                "\(stageName): \(output.producer.outstanding) records sent were not acknowledged in time (the brokers that lead the output topics do not answer): not committing; the previous commit holds, and the next interval tries again")
+            return []
+        }
         var offsets: [TopicPartitionOffset] = []
         var committing: [(TopicPartition, CommitPoint)] = []
         var done: [Int32] = []
@@ -69,7 +74,7 @@ struct CommitCoordinator {
         let begin = RunnerTimeline.now()
         defer { timeline.add(.committing, since: begin) }
         do {
-            try consumer.commit(offsets)
+            try output.control.waitingOnKafka("the group coordinator to answer a commit") { try consumer.commit(offsets) }
             for (tp, point) in committing { tracker.noteCommitted(tp, point) }
             done += committing.map(\.0.partition)
         } catch {

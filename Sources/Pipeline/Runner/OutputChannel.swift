@@ -14,7 +14,9 @@ struct OutputChannel {
     private let backlog: OutputBacklog
     /// Where each partition of the state topic ends, as far as acknowledged.
     private let changelogEnds: AcknowledgedEnds
-    private let control: RunnerControl
+    /// Dead letters the broker refused for their size, to be sent again cut smaller.
+    private let refused: RefusedDeadLetters
+    let control: RunnerControl
     private let stageName: String
     private let logger: Logger
     private let metrics: StageMetrics?
@@ -28,7 +30,10 @@ struct OutputChannel {
     ) throws {
         let backlog = OutputBacklog()
         let changelogEnds = AcknowledgedEnds()
+        let refused = RefusedDeadLetters()
         let stateTopic = settings.destinations[.changelog]
+        let deadLetterTopic = settings.destinations[.deadLetter]
+        let recordLimit = settings.recordLimit
         producer = try KafkaProducer(
             config: settings.producer, logger: logger.with(label: "trackpipe.kafka.producer"),
             onDelivery: { report in
@@ -37,20 +42,42 @@ struct OutputChannel {
                     if report.topic == stateTopic { changelogEnds.acknowledged(partition: report.partition, offset: report.offset) }
                     return
                 }
-                control.deliveryFailed("\(report.topic)[\(report.partition)]: \(error)")
+                // A dead letter the topic refused for its size is that one record's failure: it
+                // goes again, cut smaller (`resendRefused`). Anything else belongs to the topic or
+                // the cluster, and the run stops on it.
+                if report.topic == deadLetterTopic, error.isRecordTooLarge, let record = report.refused {
+                    refused.add(record)
+                    return
+                }
+                control.deliveryFailed(Self.refusal(of: report, error: error, recordLimit: recordLimit.bytes))
             },
             onError: onClientError,
             isStopping: { control.isStopRequested })
         sink = ProducerSink(
             producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded,
-            backlog: backlog, timesSends: settings.timings)
+            backlog: backlog, recordLimit: recordLimit, timesSends: settings.timings)
         self.backlog = backlog
         self.changelogEnds = changelogEnds
+        self.refused = refused
         self.control = control
         self.limit = settings.outputBacklogLimit
         self.stageName = stageName
         self.logger = logger
         self.metrics = metrics
+    }
+
+    /// What the run stops with when the broker refuses one of trackpipe's own records: the
+    /// topic's settings or permissions are wrong, and the sentence says which to change.
+    static func refusal(of report: DeliveryReport, error: KafkaError, recordLimit: Int) -> String {
+        let at = "\(report.topic)[\(report.partition)]"
+        if error.isRecordTooLarge {
+            let size = report.refused.map { DeadLetterCut.size(keyBytes: $0.key?.count ?? 0, valueBytes: $0.value?.count ?? 0, headers: $0.headers) }
+            return "\(at): \(error). trackpipe keeps its own records within \(recordLimit) bytes (the producer's message.max.bytes\(size.map { "; this one took about \($0)" } ?? "")), and the topic takes less: raise the topic's max.message.bytes to at least \(recordLimit), or lower -X message.max.bytes below what it takes"
+        }
+        if error.isUnknownTopic {
+            return "\(at): \(error). The topic does not exist and the cluster does not create it: create it (docs/deploy.md lists every topic trackpipe writes)"
+        }
+        return "\(at): \(error). \(error.remedy)"
     }
 
     /// The most bytes that waited for acknowledgement at once.
@@ -59,19 +86,78 @@ struct OutputChannel {
     /// Per partition of the state topic, the offset after the last record acknowledged.
     var acknowledgedChangelogEnds: [Int32: Int64] { changelogEnds.ends }
 
-    /// Serves the producer's delivery reports that arrived since the last call.
-    func serveReports() { producer.poll() }
+    /// Serves the producer's delivery reports that arrived since the last call, and sends again,
+    /// cut smaller, the dead letters the broker refused for their size.
+    mutating func serveReports() throws {
+        producer.poll()
+        try resendRefused()
+    }
 
-    /// Waits until every record sent so far is acknowledged; throws if any was not.
-    func awaitAcknowledgements(timeline: inout RunnerTimeline) throws {
+    /// Each refused dead letter goes again at half the size it was refused at: the broker does
+    /// not say what it takes, and halving finds it in a few rounds. One refused at the floor
+    /// (`ProducerSink.smallestCut`) would be refused whatever it held: the topic is misconfigured.
+    private mutating func resendRefused() throws {
+        for record in refused.take() {
+            let size = DeadLetterCut.size(keyBytes: record.key?.count ?? 0, valueBytes: record.value?.count ?? 0, headers: record.headers)
+            guard size > ProducerSink.smallestCut else {
+                throw PipelineError.deliveryFailed(
+                    "the dead-letter topic refused a dead letter of \(size) bytes as too large: its max.message.bytes is below what any dead letter needs; raise it (1048588 is Kafka's default)")
+            }
+            logger.warning("\(stageName): the dead-letter topic refused a dead letter of about \(size) bytes as too large: sending it again cut to \(size / 2)")
+            try sink.sendDeadLetter(
+                key: record.key, value: record.value, headers: record.headers, timestamp: record.timestamp, limit: max(ProducerSink.smallestCut, size / 2))
+        }
+        if sink.cutDeadLetters > 0 {
+            metrics?.deadLettersCut(sink.cutDeadLetters)
+            sink.cutDeadLetters = 0
+        }
+    }
+
+    /// How long `awaitAcknowledgements` waits for the broker.
+    enum Patience {
+        /// As long as it takes while the run goes on (an outage is waited out), and at most
+        /// `stopGrace` once a stop is requested.
+        case untilStopped
+        /// At most this many milliseconds: inside a rebalance callback, where the whole group waits.
+        case bounded(Int64)
+    }
+
+    /// The most a stop request waits for acknowledgements before the run gives up its last commit.
+    static let stopGrace: Int64 = 10_000
+
+    /// Waits until every record sent so far is acknowledged (dead letters refused for their size
+    /// sent again, cut); false if `patience` ran out first. Throws if a record was refused for
+    /// good. The wait is in slices, each a turn of the loop as far as liveness goes: waiting on
+    /// the cluster is not what a restart would fix.
+    mutating func awaitAcknowledgements(timeline: inout RunnerTimeline, patience: Patience = .untilStopped) throws -> Bool {
         let begin = RunnerTimeline.now()
         defer { timeline.add(.awaitingAcknowledgements, since: begin) }
-        do {
-            try producer.flush(timeoutMilliseconds: 60_000)
-        } catch {
-            throw PipelineError.deliveryFailed("\(error)")
+        let clock = control.clock
+        let started = clock()
+        var stopSeenAt: Int64?
+        while true {
+            let acknowledged = try control.waitingOnKafka("the broker to acknowledge \(producer.outstanding) records", since: started) {
+                do {
+                    try producer.flush(timeoutMilliseconds: 1_000)
+                    return true
+                } catch let error as KafkaError where error.isTimedOut {
+                    return false
+                }
+            }
+            try resendRefused()
+            if let failure = control.deliveryFailure { throw PipelineError.deliveryFailed(failure) }
+            if acknowledged && producer.outstanding == 0 { return true }
+            let now = clock()
+            switch patience {
+            case .bounded(let limit):
+                if now - started >= limit { return false }
+            case .untilStopped:
+                if control.isStopRequested {
+                    stopSeenAt = stopSeenAt ?? now
+                    if now - stopSeenAt! >= Self.stopGrace { return false }
+                }
+            }
         }
-        if let failure = control.deliveryFailure { throw PipelineError.deliveryFailed(failure) }
     }
 
     /// Pauses every owned partition while more than `limit` bytes wait for the broker's
@@ -95,28 +181,37 @@ struct OutputChannel {
     }
 }
 
-/// Sends a stage's records through the producer to the topic of each destination.
+/// Sends a stage's records through the producer to the topic of each destination; a dead
+/// letter larger than a record may be is cut to fit (`DeadLetterCut`).
 struct ProducerSink: RecordSink {
     let producer: KafkaProducer
     let topics: [Destination: KafkaProducer.Topic]
     let lines: [Destination: LineWriter]
     let discarded: Set<Destination>
     let backlog: OutputBacklog
+    /// The most bytes one record may take (see `RecordLimit`).
+    let recordLimit: RecordLimit
     /// Whether to time each produce call (two clock reads a record) into `sendSeconds`.
     var timesSends = false
     private(set) var sendSeconds = 0.0
     /// Records sent to the state topic, for its metric.
     private(set) var changelogRecords = 0
+    /// Dead letters cut since the metric last took them.
+    var cutDeadLetters = 0
+
+    /// The smallest size a dead letter is cut to: its headers alone take a few hundred bytes.
+    static let smallestCut = 4_096
 
     init(
         producer: KafkaProducer, topics: [Destination: String], lines: [Destination: LineWriter], discarded: Set<Destination>,
-        backlog: OutputBacklog, timesSends: Bool = false
+        backlog: OutputBacklog, recordLimit: RecordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault), timesSends: Bool = false
     ) {
         self.producer = producer
         self.backlog = backlog
         self.topics = topics.mapValues { producer.topic($0) }
         self.lines = lines
         self.discarded = discarded
+        self.recordLimit = recordLimit
         self.timesSends = timesSends
     }
 
@@ -125,24 +220,85 @@ struct ProducerSink: RecordSink {
         headers: [KafkaHeader], timestamp: Int64?
     ) throws {
         if let topic = topics[destination] {
-            let begin = timesSends ? RunnerTimeline.now() : 0
-            defer { if timesSends { sendSeconds += RunnerTimeline.now() - begin } }
-            // The record's size is its token: its delivery report takes it off the backlog.
-            let size = (key?.count ?? 0) + (value?.count ?? 0)
-            backlog.sent(size)
-            if destination == .changelog { changelogRecords += 1 }
-            do {
-                try producer.send(
-                    to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp,
-                    token: UInt64(size))
-            } catch {
-                backlog.acknowledged(size)
-                throw error
+            if destination == .deadLetter {
+                return try sendDeadLetter(key: key, value: value, headers: headers, timestamp: timestamp, limit: recordLimit.bytes, to: topic)
             }
+            try produce(to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp)
+            if destination == .changelog { changelogRecords += 1 }
         } else if let writer = lines[destination] {
             try writer.write(value ?? UnsafeRawBufferPointer(start: nil, count: 0))
         } else if !discarded.contains(destination) {
             throw PipelineError.configuration("a stage sent a record to the \(destination) destination, which has no topic here")
+        }
+    }
+
+    /// A dead letter, cut to `limit` bytes if it is larger. librdkafka refusing it for its size
+    /// all the same (its count of the overhead differs) halves the limit and tries again.
+    mutating func sendDeadLetter(
+        key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, headers: [KafkaHeader], timestamp: Int64?, limit: Int,
+        to topic: KafkaProducer.Topic? = nil
+    ) throws {
+        guard let topic = topic ?? topics[.deadLetter] else {
+            return try send(.deadLetter, partition: nil, key: key, value: value, headers: headers, timestamp: timestamp)
+        }
+        var limit = limit
+        while true {
+            let cut = DeadLetterCut.fitting(key: key, value: value, headers: headers, limit: limit)
+            do {
+                if let cut {
+                    try produce(
+                        to: topic, partition: nil, key: key.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) },
+                        value: value.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) }, headers: cut.headers,
+                        timestamp: timestamp)
+                    cutDeadLetters += 1
+                } else {
+                    try produce(to: topic, partition: nil, key: key, value: value, headers: headers, timestamp: timestamp)
+                }
+                return
+            } catch let error as KafkaError where error.isRecordTooLarge && limit > Self.smallestCut {
+                limit = max(Self.smallestCut, limit / 2)
+            }
+        }
+    }
+
+    mutating func sendDeadLetter(key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader], timestamp: Int64?, limit: Int) throws {
+        try key.withOptionalBytes { key in
+            try value.withOptionalBytes { value in
+                try sendDeadLetter(key: key, value: value, headers: headers, timestamp: timestamp, limit: limit)
+            }
+        }
+    }
+
+    private mutating func produce(
+        to topic: KafkaProducer.Topic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headers: [KafkaHeader], timestamp: Int64?
+    ) throws {
+        let begin = timesSends ? RunnerTimeline.now() : 0
+        defer { if timesSends { sendSeconds += RunnerTimeline.now() - begin } }
+        // The record's size is its token: its delivery report takes it off the backlog.
+        let size = (key?.count ?? 0) + (value?.count ?? 0)
+        backlog.sent(size)
+        do {
+            try producer.send(
+                to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp, token: UInt64(size))
+        } catch {
+            backlog.acknowledged(size)
+            throw error
+        }
+    }
+}
+
+/// Dead letters the broker refused for their size. Delivery reports add on whichever thread
+/// serves them; the runner takes them after serving.
+final class RefusedDeadLetters: Sendable {
+    private let records = Mutex<[RefusedRecord]>([])
+
+    func add(_ record: RefusedRecord) { records.withLock { $0.append(record) } }
+
+    func take() -> [RefusedRecord] {
+        records.withLock { records in
+            defer { records = [] }
+            return records
         }
     }
 }

@@ -13,7 +13,7 @@ public final class RunnerControl: Sendable {
     let group: String
     let joinsGroup: Bool
     let unhealthyAfter: Int64
-    private let clock: @Sendable () -> Int64
+    let clock: @Sendable () -> Int64
 
     private let stopRequested = Atomic<Bool>(false)
     private let failures = Mutex<Failures>(Failures())
@@ -23,6 +23,9 @@ public final class RunnerControl: Sendable {
     private let assignedMillis = Atomic<Int64>(0)
     /// How long the slowest restore of window state has read nothing (ms); 0: none stalled.
     private let restoreStalledMillis = Atomic<Int64>(0)
+    /// What the run thread waits for from the cluster, and since when (a flush, a commit, a
+    /// lookup): such a wait is not a stuck loop, however long the cluster takes.
+    private let kafkaWait = Mutex<(what: String, since: Int64)?>(nil)
 
     struct Failures {
         /// The first record the broker refused, as "topic[partition]: error".
@@ -64,31 +67,57 @@ public final class RunnerControl: Sendable {
     var deliveryFailure: String? { failures.withLock { $0.delivery } }
     var clientFailure: KafkaError? { failures.withLock { $0.client } }
 
-    // MARK: Liveness, for `/health`
+    // MARK: Liveness and readiness, for `/health/live` and `/health/ready`
 
     func started(at now: Int64) { startedMillis.store(now, ordering: .relaxed) }
     func loopTurned(at now: Int64) { lastLoopMillis.store(now, ordering: .relaxed) }
     func assigned(at now: Int64) { assignedMillis.store(now, ordering: .relaxed) }
     func restoreStalled(for millis: Int64) { restoreStalledMillis.store(millis, ordering: .relaxed) }
 
+    /// Runs `body`, a call that waits for the cluster, marked as such: liveness does not count
+    /// the wait against the loop (restarting would not make the cluster answer), readiness does
+    /// once it is long.
+    func waitingOnKafka<R>(_ what: @autoclosure () -> String, since: Int64? = nil, _ body: () throws -> R) rethrows -> R {
+        let start = since ?? clock()
+        kafkaWait.withLock { $0 = (what(), start) }
+        defer {
+            kafkaWait.withLock { $0 = nil }
+            loopTurned(at: clock())
+        }
+        return try body()
+    }
+
     /// A group member that has not been given partitions yet.
     var awaitsAssignment: Bool { joinsGroup && assignedMillis.load(ordering: .relaxed) == 0 }
 
-    /// nil while healthy; else why not.
-    public var healthProblem: String? {
+    /// nil while the run's loop is turning (or waiting on the cluster); else why not: a stuck
+    /// call or stage, which is what a restart fixes.
+    public var livenessProblem: String? {
         if let failure = deliveryFailure { return "\(stageName): delivery failed: \(failure)" }
+        guard kafkaWait.withLock({ $0 }) == nil else { return nil }
         let now = clock()
         let last = lastLoopMillis.load(ordering: .relaxed)
         if last > 0 && now - last > unhealthyAfter {
-            return "\(stageName): the consume loop has not turned for \((now - last) / 1000) s (stuck in a call to Kafka or in a stage)"
+            return "\(stageName): the consume loop has not turned for \((now - last) / 1000) s (stuck in a stage or in a call to Kafka that should not wait)"
+        }
+        return nil
+    }
+
+    /// nil while the run does its work; else why not: the cluster keeps it waiting, it has no
+    /// partitions yet, or its state does not come back. Not live is not ready either.
+    public var readinessProblem: String? {
+        if let problem = livenessProblem { return problem }
+        let now = clock()
+        if let wait = kafkaWait.withLock({ $0 }), now - wait.since > unhealthyAfter {
+            return "\(stageName): waiting \((now - wait.since) / 1000) s for \(wait.what) (check the brokers that lead the output topics and the group coordinator)"
         }
         let stalled = restoreStalledMillis.load(ordering: .relaxed)
         if stalled > unhealthyAfter {
             return "\(stageName): reading window state back from the state topic has got nothing for \(stalled / 1000) s (check the brokers that lead the state topic's partitions)"
         }
-        let started = startedMillis.load(ordering: .relaxed)
-        if awaitsAssignment, started > 0, now - started > unhealthyAfter {
-            return "\(stageName): the group \(group) has not assigned partitions of \(topic) for \((now - started) / 1000) s (a restarted member waits about session.timeout.ms; otherwise check the group coordinator)"
+        if awaitsAssignment {
+            let started = startedMillis.load(ordering: .relaxed)
+            return "\(stageName): the group \(group) has not assigned partitions of \(topic) yet\(started > 0 ? " (\((now - started) / 1000) s)" : "") (a restarted member waits about session.timeout.ms; otherwise check the group coordinator)"
         }
         return nil
     }
@@ -124,7 +153,11 @@ final class RunnerRegistry: Sendable {
 
     var isStopRequested: Bool { state.withLock { $0.stopped } }
 
-    var healthProblem: String? {
-        state.withLock { $0.controls }.lazy.compactMap(\.healthProblem).first
+    var livenessProblem: String? {
+        state.withLock { $0.controls }.lazy.compactMap(\.livenessProblem).first
+    }
+
+    var readinessProblem: String? {
+        state.withLock { $0.controls }.lazy.compactMap(\.readinessProblem).first
     }
 }

@@ -1,4 +1,5 @@
 import Kafka
+import Synchronization
 
 /// How a `StageRunner` meets Kafka. Everything that differs between `run`, `run --until-end`,
 /// the two stages of the scaled-out worker and a replay is one of these values, not a branch
@@ -44,6 +45,8 @@ public struct RunnerSettings: Sendable {
     public var timings = false
     /// Unacknowledged output (bytes) above which the input is paused; 0: never pause.
     public var outputBacklogLimit = 32 << 20
+    /// The most bytes one produced record may take (see `RecordLimit`): dead letters are cut to it.
+    public var recordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault)
 
     public init(
         topic: String, source: Source, bound: Bound, commits: Bool, consumer: KafkaConfig, producer: KafkaConfig,
@@ -69,4 +72,32 @@ public struct RunnerSettings: Sendable {
 
     /// The consumer group, for messages.
     var group: String { consumer["group.id"] ?? "" }
+}
+
+/// The most bytes one produced record may take: the producer's `message.max.bytes`, lowered to
+/// an output topic's `max.message.bytes` once the cluster has said it is lower. Asking takes a
+/// while (and up to a timeout on a cluster that cannot answer), so the worker starts with the
+/// producer's limit and learns the topics' on the side; the runner's sinks read it per dead
+/// letter. Shared by the runners of one worker.
+public final class RecordLimit: Sendable {
+    private let current: Atomic<Int>
+
+    /// librdkafka's default `message.max.bytes`.
+    public static let librdkafkaDefault = 1_000_000
+
+    public init(bytes: Int) { current = Atomic(bytes) }
+
+    public var bytes: Int { current.load(ordering: .relaxed) }
+
+    /// Lowers the limit to `bytes` if that is lower; returns whether it did.
+    @discardableResult
+    public func lower(to bytes: Int) -> Bool {
+        var now = current.load(ordering: .relaxed)
+        while bytes < now {
+            let (exchanged, original) = current.compareExchange(expected: now, desired: bytes, ordering: .relaxed)
+            if exchanged { return true }
+            now = original
+        }
+        return false
+    }
 }

@@ -69,8 +69,11 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// Asks `run` to stop after the batch in flight; it then commits and returns. Any thread.
     public func requestStop() { control.requestStop() }
 
-    /// nil while healthy; else why not (for `/health`). Any thread.
-    public var healthProblem: String? { control.healthProblem }
+    /// The most a revoke waits for the broker to acknowledge what its commit sends (ms). The
+    /// whole group waits for a revoke (librdkafka's rebalance timeout is max.poll.interval.ms,
+    /// 300 s by default); a revoke that runs out commits nothing for the partitions it gives away,
+    /// and their new owner reads on from their previous commit, as after a crash.
+    static var revokePatience: Int64 { 10_000 }
 
     // MARK: The loop
 
@@ -204,7 +207,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// Delivery reports, then the input paused or resumed by how much output waits.
     private func serveOutput(_ consumer: KafkaConsumer) throws {
         let begin = RunnerTimeline.now()
-        output!.serveReports()
+        try output!.serveReports()
         observer.timeline.add(.servingReports, since: begin)
         try output!.applyBackpressure(to: consumer, owned: tracker.flowing)
     }
@@ -221,7 +224,11 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let begin = RunnerTimeline.now()
         if settings.isBounded { try stage.finish(now: clock(), into: &output!.sink) }
         observer.timeline.add(.finishing, since: begin)
-        try output!.awaitAcknowledgements(timeline: &observer.timeline)
+        guard try output!.awaitAcknowledgements(timeline: &observer.timeline) else {
+            logger.warning(
+                "\(stage.name): stopping with \(output!.producer.outstanding) records the broker has not acknowledged within \(OutputChannel.stopGrace / 1000) s of the stop: not committing past the previous commit; the next start reads that input again")
+            return
+        }
         for writer in settings.lineOutputs.values { try writer.flush() }
         try commit()
     }
@@ -246,18 +253,25 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// The stage's state changes are written and acknowledged first, then what it held back
     /// until they were (aggregate records) goes out, then the offsets are committed once that
     /// is acknowledged too.
-    private func commit(only partitions: Set<Int32>? = nil) throws {
+    ///
+    /// `patience` bounds the waits for acknowledgements: a commit whose records are not
+    /// acknowledged in time is not made (the previous one holds), which is safe at any step.
+    private func commit(only partitions: Set<Int32>? = nil, patience: OutputChannel.Patience = .untilStopped) throws {
         guard fatal == nil, settings.commits, let consumer, output != nil, !tracker.isEmpty else { return }
         let written = output!.sink.changelogRecords
         try stage.prepareCommit(into: &output!.sink)
         if output!.sink.changelogRecords > written {
             metrics?.changelogRecords(output!.sink.changelogRecords - written)
-            try output!.awaitAcknowledgements(timeline: &observer.timeline)
+            guard try output!.awaitAcknowledgements(timeline: &observer.timeline, patience: patience) else {
+                logger.warning(
+                    "\(stage.name): the state written for a commit was not acknowledged in time (the brokers that lead the state topic do not answer): not committing; the previous commit holds")
+                return
+            }
         }
         try stage.completeCommit(changelogEnds: output!.acknowledgedChangelogEnds, now: clock(), into: &output!.sink)
         let committed = try committer.commit(
-            stage.commitPoints(), only: partitions, now: clock(), tracker: &tracker, consumer: consumer, output: output!,
-            timeline: &observer.timeline)
+            stage.commitPoints(), only: partitions, now: clock(), tracker: &tracker, consumer: consumer, output: &output!,
+            patience: patience, timeline: &observer.timeline)
         stage.committed(committed)
     }
 
@@ -344,7 +358,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let mine = rebalance.releasing(partitions, ownedBy: tracker)
         guard !mine.isEmpty else { return }
         do {
-            try commit(only: Set(mine.map(\.partition)))
+            try commit(only: Set(mine.map(\.partition)), patience: .bounded(Self.revokePatience))
         } catch {
             logger.error("\(stage.name): commit before revoke failed: \(error)")
             fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
