@@ -12,13 +12,19 @@ import Synchronization
 public final class InputTopicLookup: OriginalLookup {
     private let config: KafkaConfig
     private let logger: Logger
-    /// How long a lookup may take before it fails (and with it the commit that needed it).
+    /// How long a lookup may take, all its requests together, before it fails: it runs inside
+    /// a commit, and a commit may run inside a revoke, for which the whole group waits.
     private let timeoutMilliseconds: Int64
+
+    /// The default bound: a lookup of a few positions takes milliseconds; this much means the
+    /// input's leaders do not answer, and is well below the group's rebalance timeout
+    /// (max.poll.interval.ms, 300 s by default).
+    public static let defaultTimeoutMilliseconds: Int64 = 10_000
     private let reader = Mutex<KafkaConsumer?>(nil)
 
     /// - Parameter config: the connection and security settings of a consumer of the input
     ///   topic (a `group.id` is required by the client but never joined).
-    public init(config: KafkaConfig, logger: Logger, timeoutMilliseconds: Int64 = 120_000) {
+    public init(config: KafkaConfig, logger: Logger, timeoutMilliseconds: Int64 = InputTopicLookup.defaultTimeoutMilliseconds) {
         var config = config
         config["enable.partition.eof"] = "true"
         self.config = config
@@ -32,7 +38,15 @@ public final class InputTopicLookup: OriginalLookup {
             if reader == nil { reader = try KafkaConsumer(config: config, logger: logger) }
             let consumer = reader!
             defer { try? consumer.assign([]) }
-            return try read(positions, with: consumer)
+            do {
+                return try read(positions, with: consumer)
+            } catch let error as PipelineError {
+                throw error
+            } catch {
+                let partitions = Set(positions.map { TopicPartition(topic: $0.topic, partition: $0.partition) })
+                throw PipelineError.kafka(
+                    "cannot read \(positions.count) messages back from \(partitions.map(\.description).sorted().joined(separator: ", ")): \(error); check that the input topic's leaders answer")
+            }
         }
     }
 
@@ -42,8 +56,18 @@ public final class InputTopicLookup: OriginalLookup {
             wanted[TopicPartition(topic: position.topic, partition: position.partition), default: []].insert(position.offset)
         }
         let partitions = Array(wanted.keys)
-        let starts = Dictionary(try consumer.beginningOffsets(partitions).map { ($0.topicPartition, $0.offset) }, uniquingKeysWith: max)
-        let ends = Dictionary(try consumer.endOffsets(partitions).map { ($0.topicPartition, $0.offset) }, uniquingKeysWith: min)
+        let deadline = wallClockMillis() + timeoutMilliseconds
+        func remaining() throws -> Int32 {
+            let left = deadline - wallClockMillis()
+            guard left > 0 else { throw timedOut(positions.count, Array(wanted.keys)) }
+            return Int32(clamping: left)
+        }
+        let starts = Dictionary(
+            try consumer.beginningOffsets(partitions, timeoutMilliseconds: try remaining()).map { ($0.topicPartition, $0.offset) },
+            uniquingKeysWith: max)
+        let ends = Dictionary(
+            try consumer.endOffsets(partitions, timeoutMilliseconds: try remaining()).map { ($0.topicPartition, $0.offset) },
+            uniquingKeysWith: min)
         // What each partition still holds of what was asked, and the last offset to read to.
         var remaining: [TopicPartition: Int64] = [:]
         var assignment: [TopicPartitionOffset] = []
@@ -58,12 +82,8 @@ public final class InputTopicLookup: OriginalLookup {
         guard !assignment.isEmpty else { return [:] }
         try consumer.assign(assignment)
         var found: [InputPosition: InputMessage] = [:]
-        let deadline = wallClockMillis() + timeoutMilliseconds
         while !remaining.isEmpty {
-            guard wallClockMillis() < deadline else {
-                throw PipelineError.kafka(
-                    "cannot read \(positions.count) messages back from \(remaining.keys.map(\.description).sorted().joined(separator: ", ")) within \(timeoutMilliseconds / 1000) s, to dead-letter too_late hits as they arrived; check that the input topic is readable")
-            }
+            guard wallClockMillis() < deadline else { throw timedOut(positions.count, Array(remaining.keys)) }
             var failure: KafkaError?
             consumer.poll(timeoutMilliseconds: 100) { event in
                 switch event {
@@ -84,5 +104,10 @@ public final class InputTopicLookup: OriginalLookup {
             if let failure { throw failure }
         }
         return found
+    }
+
+    private func timedOut(_ count: Int, _ partitions: [TopicPartition]) -> PipelineError {
+        .kafka(
+            "cannot read \(count) messages back from \(partitions.map(\.description).sorted().joined(separator: ", ")) within \(timeoutMilliseconds / 1000) s, to dead-letter too_late hits as they arrived; check that the input topic's leaders answer")
     }
 }

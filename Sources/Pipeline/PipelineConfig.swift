@@ -119,6 +119,11 @@ public struct PipelineConfig: Sendable {
             // default is 1 GB): the consume loop pauses its input at half of this (see
             // `StageRunner`), and a send waits once it is full.
             "queue.buffering.max.kbytes": "65536",
+            // A record waits for the broker as long as it takes (librdkafka's default gives up
+            // after 5 minutes and fails the record, which would stop the worker): an outage
+            // costs a pause, not the run. What waits is bounded by the queue above, and the
+            // consume loop pauses its input meanwhile.
+            "message.timeout.ms": "0",
         ]).merging(KafkaConfig(kafkaProperties.filter { !Self.consumerOnly.contains($0.key) }))
     }
 

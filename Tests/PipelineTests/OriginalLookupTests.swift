@@ -137,4 +137,64 @@ struct OriginalLookupTests {
         let again = try lookup.messages(at: [InputPosition(topic: "lookup", partition: 2, offset: 99)])
         #expect(again.values.first?.value == Array("value-299".utf8))
     }
+
+    @Test("with the input's leader down a lookup gives up within its bound (it runs inside commits and revokes), and the dead letters go with the hit as normalized, naming the position")
+    func lookupBoundedWhenTheLeaderIsDown() throws {
+        let broker = try EmbeddedBroker(brokers: 2)
+        try broker.createTopic("lookup", partitions: 2)
+        let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3"]))
+        for index in 0..<10 {
+            try producer.send(topic: "lookup", partition: 1, key: nil, value: Array("value-\(index)".utf8), timestamp: 1_000 + Int64(index))
+        }
+        try producer.flush(timeoutMilliseconds: 300_000)
+        try broker.setLeader("lookup", partition: 1, brokerId: 2)
+        try broker.setBrokerDown(2)
+        let lookup = InputTopicLookup(
+            config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "lookup", "log_level": "0"]),
+            logger: .init(label: "test"))
+        let started = Date()
+        var failure = ""
+        do {
+            _ = try lookup.messages(at: [InputPosition(topic: "lookup", partition: 1, offset: 3)])
+            Issue.record("read from a partition whose leader is down")
+        } catch {
+            failure = "\(error)"
+        }
+        let waited = Date().timeIntervalSince(started)
+        print("lookup with the input's leader down gave up after \(String(format: "%.1f", waited)) s: \(failure)")
+        #expect(failure.contains("lookup[1]"), "\(failure)")
+        // The bound is 10 s; the old one was 120 s. Generous for a loaded machine, and far below
+        // the group's rebalance timeout (300 s).
+        #expect(waited < 60, "a revoke would have waited \(waited) s")
+
+        // What the aggregate stage does with such a failure: the letters go all the same.
+        let arena = RecordArena()
+        var upstream = normalize(OriginalCarrying(windowSize: Self.minute, retention: Self.minute))
+        try upstream.assign([PartitionStart(partition: 0)], now: 0)
+        var shuffle = RecordingSink()
+        try upstream.process([arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: 100 * Self.minute), timestamp: 100 * Self.minute)], now: 0, into: &shuffle)
+        try upstream.process([arena.record(partition: 0, offset: 1, key: Array("k1".utf8), value: rawHit("d1", "b", at: Self.minute), timestamp: Self.minute)], now: 0, into: &shuffle)
+        var stage = AggregateStage(
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1, originals: UnreachableInput())
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        var marks = RecordingSink()
+        var other = normalize(.always)
+        try other.assign([PartitionStart(partition: 1)], now: 0)
+        try other.tick(now: 40_000, into: &marks)
+        var sink = RecordingSink()
+        let records = shuffle.to(.repartition)
+        try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
+        try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
+        let letters = sink.to(.deadLetter)
+        try #require(letters.count == 1)
+        #expect(letters[0].header[DeadLetter.Header.reason] == "too_late")
+        #expect(String(decoding: letters[0].value ?? [], as: UTF8.self).hasPrefix("{\"deliveryId\":\"d1\",\"broadlogId\":\"b\""))
+        #expect(letters[0].header[DeadLetter.Header.detail]?.contains("the original message at hits[0]@1 could not be read back (the input's leader does not answer)") == true)
+    }
+}
+
+/// An input whose leaders never answer.
+struct UnreachableInput: OriginalLookup {
+    struct Unreachable: Error, CustomStringConvertible { var description: String { "the input's leader does not answer" } }
+    func messages(at positions: Set<InputPosition>) throws -> [InputPosition: InputMessage] { throw Unreachable() }
 }

@@ -153,7 +153,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
                 // crash before the commit leaves the judgement to the next owner, whole.
                 heldDeadLetters += letters.map(HeldDeadLetter.init)
             } else if letters.contains(where: { $0.leftOriginal != nil }) {
-                try send(try resolve(letters.map(HeldDeadLetter.init)), into: &sink)
+                try send(resolve(letters.map(HeldDeadLetter.init)), into: &sink)
             } else {
                 for outgoing in letters {
                     try sink.send(
@@ -166,11 +166,21 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     }
 
     /// Dead letters whose original stayed in the input get it read back, all at once; one that
-    /// is no longer there (or was replaced) goes with the hit as normalized, and says so.
-    private func resolve(_ letters: [HeldDeadLetter]) throws -> [HeldDeadLetter] {
+    /// is no longer there (or was replaced, or cannot be read in time) goes with the hit as
+    /// normalized, and says so.
+    private func resolve(_ letters: [HeldDeadLetter]) -> [HeldDeadLetter] {
         let positions = Set(letters.compactMap { $0.leftOriginal?.position })
         guard !positions.isEmpty else { return letters }
-        let found = try originals?.messages(at: positions) ?? [:]
+        // A lookup that cannot reach the input in time (its leader down, say) must not hold the
+        // commit, let alone a rebalance: the letters go with the hit as normalized, and say
+        // where the whole message still is.
+        var found: [InputPosition: InputMessage] = [:]
+        var unreadable: String?
+        do {
+            found = try originals?.messages(at: positions) ?? [:]
+        } catch {
+            unreadable = "\(error)"
+        }
         return letters.map { letter in
             guard let left = letter.leftOriginal else { return letter }
             var resolved = letter
@@ -181,7 +191,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             } else {
                 resolved.key = nil
                 resolved.value = left.standIn
-                resolved.letter.detail += left.missingNote(found: found[left.position] != nil)
+                resolved.letter.detail += unreadable.map(left.unreadableNote) ?? left.missingNote(found: found[left.position] != nil)
             }
             return resolved
         }
@@ -294,7 +304,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     }
 
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {
-        try send(try resolve(heldDeadLetters), into: &sink)
+        try send(resolve(heldDeadLetters), into: &sink)
         heldDeadLetters = []
         for key in tasks.keys.sorted() where tasks[key]!.stateful {
             let records = tasks[key]!.releaseHeld(changelogEnd: key.partition.flatMap { changelogEnds[$0] })

@@ -4,7 +4,8 @@
 /// The aggregate stage asks for all it needs at once: at a commit for the dead letters it held
 /// until then, or for a batch's when it sends them at once. A position the result lacks is no
 /// longer in the input (its retention passed, or the topic was deleted); a lookup that cannot
-/// reach the topic throws, and the stage's commit fails with it, to be retried after a restart.
+/// reach the topic within its bound throws, and the letters go with the hit as normalized,
+/// naming the position (a commit, and above all a revoke, must not wait on the input's leader).
 public protocol OriginalLookup: Sendable {
     func messages(at positions: Set<InputPosition>) throws -> [InputPosition: InputMessage]
 }
@@ -54,6 +55,11 @@ public struct LeftOriginal: Sendable {
     /// Whether `message` is the one this dead letter is about.
     func matches(_ message: InputMessage) -> Bool {
         message.key?.count == shape.keyLength && message.value?.count == shape.valueLength && message.timestamp == timestamp
+    }
+
+    /// The detail of a dead letter sent with the stand-in because the input could not be read.
+    func unreadableNote(_ error: String) -> String {
+        "; the original message at \(position) could not be read back (\(error)), so the value is the hit as trackpipe normalized it; the whole message is still in the input at that position"
     }
 
     /// The detail of a dead letter sent with the stand-in.
