@@ -17,7 +17,9 @@ struct RunCommand: ParsableCommand {
 
             Durations: 500ms, 10s, 1m, 1h, 1h30m.
 
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0. Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on a failure (the message says which); 64 for a configuration error.
+            A Kafka outage is waited out, at start-up and later: the worker stays live (/health/live) and reports itself not ready (/health/ready) until a broker answers. A record larger than the dead-letter topic takes is dead-lettered cut to fit.
+
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix (the message says which); 64 for a configuration error.
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
@@ -42,7 +44,7 @@ struct RunCommand: ParsableCommand {
     var untilEnd = false
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
-    @Option(help: "Port for /metrics and /health; 0 turns them off. (env TRACKPIPE_METRICS_PORT, default 0)") var metricsPort: Int?
+    @Option(help: "Port for /metrics and the health checks (/health/live, /health/ready, /health = ready); 0 turns them off. (env TRACKPIPE_METRICS_PORT, default 0)") var metricsPort: Int?
     @Option(help: "Cap on retained window entries before windows are finalized early. (env TRACKPIPE_MAX_ENTRIES, default 20000000)")
     var maxEntries: Int?
     @Option(parsing: .unconditional, help: "How often safe offsets are committed. (env TRACKPIPE_COMMIT_INTERVAL, default 5s)") var commitInterval: String?
@@ -56,7 +58,7 @@ struct RunCommand: ParsableCommand {
     var maxHeaders: Int?
     @Option(parsing: .unconditional, help: "How often each stage logs a progress line; 0s turns it off. (env TRACKPIPE_PROGRESS_INTERVAL, default 30s)")
     var progressInterval: String?
-    @Option(parsing: .unconditional, help: "/health fails after this long without a reachable broker, a partition assignment or a turn of the consume loop. (env TRACKPIPE_UNHEALTHY_AFTER, default 60s)")
+    @Option(parsing: .unconditional, help: "/health/live fails after a consume loop has not turned this long; /health/ready also after this long without a reachable broker or with a commit waiting on the cluster. (env TRACKPIPE_UNHEALTHY_AFTER, default 60s)")
     var unhealthyAfter: String?
     @Flag(help: "After the summary, print where each stage's wall time went (poll, process, produce, commit, ...).")
     var timings = false
@@ -182,7 +184,7 @@ enum WorkerRun {
     static func execute(_ resolved: ResolvedRun, logger: Logger, report: (any Error) -> Void) -> PipelineSummary {
         let metrics = PipelineMetrics()
         let pipeline = Pipeline(config: resolved.config, logger: logger, metrics: metrics)
-        // /health and the failure text quote errors; scrubbed like a log line.
+        // The health checks and the failure text quote errors; scrubbed like a log line.
         let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
         var endpoint: MetricsEndpoint?
         // SIGTERM or SIGINT also ends the wait for a last scrape after a failure.
@@ -197,7 +199,7 @@ enum WorkerRun {
             if resolved.metricsPort > 0 {
                 endpoint = try MetricsEndpoint(
                     port: resolved.metricsPort, metrics: metrics, pipeline: pipeline, redactor: redactor, logger: logger)
-                logger.info("metrics on :\(resolved.metricsPort)/metrics, health on :\(resolved.metricsPort)/health")
+                logger.info("metrics on :\(resolved.metricsPort)/metrics, health checks on :\(resolved.metricsPort)/health/live and /health/ready")
             }
             let summary = try pipeline.run()
             endpoint?.stop()
