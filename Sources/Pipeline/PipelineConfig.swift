@@ -31,8 +31,9 @@ public struct PipelineConfig: Sendable {
     public var maxFutureSkew: Int64 = 3_600_000
     /// How often each stage logs a progress line (ms); 0 turns it off.
     public var progressInterval: Int64 = 30_000
-    /// `/health` turns unhealthy after this long without a reachable broker, without an
-    /// assignment from the group, or without a turn of a consume loop (ms).
+    /// `/health/live` fails after a consume loop has not turned this long (ms); `/health/ready`
+    /// also after this long without a reachable broker, with a commit waiting on the cluster,
+    /// or with a restore that reads nothing.
     public var unhealthyAfter: Int64 = 60_000
     /// Time every phase of each stage's loop, produce calls one by one (`run --timings`).
     public var timings = false

@@ -13,7 +13,7 @@ public final class PipelineMetrics: Sendable {
     let emitDelay: ValueHistogram
     /// 1 while a broker answers metadata requests, 0 while none does.
     let brokerReachable: Gauge
-    /// What `/health` would answer at the moment of a scrape: Prometheus cannot read `/health`
+    /// What `/health/ready` would answer at the moment of a scrape: Prometheus cannot read it
     /// itself, and an alert on it needs a series.
     private let healthy: Gauge
     /// 1 once the run has stopped on a failure (the worker then exits 1): without it a fatal
@@ -37,7 +37,7 @@ public final class PipelineMetrics: Sendable {
         healthy = registry.makeGauge(
             descriptor: MetricNameDescriptor(
                 metricName: "trackpipe_healthy", unitName: "",
-                helpText: "1 while /health answers 200, 0 while it answers 503 (read at each scrape)."))
+                helpText: "1 while /health/ready answers 200, 0 while it answers 503 (read at each scrape)."))
         runFailed = registry.makeGauge(
             descriptor: MetricNameDescriptor(
                 metricName: "trackpipe_run_failed", unitName: "",
@@ -60,7 +60,7 @@ public final class PipelineMetrics: Sendable {
 
     /// The Prometheus text for one scrape, with the gauges that are read rather than pushed
     /// (health, the process's memory) brought up to date first.
-    /// - Parameter healthProblem: what `/health` would answer: nil when healthy.
+    /// - Parameter healthProblem: what `/health/ready` would answer: nil when ready.
     public func exposition(healthProblem: String?) -> [UInt8] {
         healthy.set(Double(healthProblem == nil ? 1 : 0))
         process.refresh()

@@ -2,7 +2,7 @@ import Kafka
 import Synchronization
 
 /// The part of a running stage that other threads may touch: a stop request, the failures the
-/// producer's and librdkafka's callbacks report, and what `/health` needs to know. Everything
+/// producer's and librdkafka's callbacks report, and what the health checks need to know. Everything
 /// else a runner holds stays on the thread inside `StageRunner.run`, so this is the one place
 /// where the runner's state is shared, and it is all atomics and one mutex.
 public final class RunnerControl: Sendable {

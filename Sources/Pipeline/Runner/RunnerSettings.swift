@@ -35,7 +35,8 @@ public struct RunnerSettings: Sendable {
     public var commitInterval: Int64
     /// How often a progress line is logged (ms); 0 turns it off.
     public var progressInterval: Int64 = 30_000
-    /// `/health` reports a problem after this long without a turn of the loop, or, in a group,
+    /// Liveness fails after this long without a turn of the loop; readiness also after this
+    /// long waiting on the cluster, or, in a group,
     /// without an assignment (ms).
     public var unhealthyAfter: Int64 = 60_000
     /// How often the stage is given the time when records keep coming (ms).
