@@ -80,4 +80,43 @@ struct BrokerOutageCommandTests {
         #expect(worker.waitForExit(seconds: SafetyDeadline.seconds) == 0, "stderr: \(worker.stderr.suffix(2_000))")
         #expect(worker.stderr.contains("stopped before a Kafka broker answered"), "\(worker.stderr.suffix(2_000))")
     }
+
+    @Test("SIGTERM while the output's leader is down and records wait for it: exit 0 within the grace orchestrators give a stop, without a commit the broker cannot take")
+    func stopDuringAnOutage() throws {
+        let broker = try EmbeddedBroker(brokers: 2)
+        for topic in ["hits", "aggregates", "dlq", "stop-outage-repartition"] { try broker.createTopic(topic, partitions: 4) }
+        // The repartition topic, where the normalize stage writes, is led by broker 2; the rest by 1.
+        for topic in ["hits", "aggregates", "dlq", "stop-outage-repartition"] {
+            for partition in Int32(0)..<4 { try broker.setLeader(topic, partition: partition, brokerId: topic == "stop-outage-repartition" ? 2 : 1) }
+        }
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 600, seed: 29, deliveries: 4)).generate())
+        try corpus.produce(0..<200, to: "hits", on: broker)
+        let worker = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(),
+            [
+                "run", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", "aggregates", "--dlq-topic", "dlq",
+                "--group", "stop-outage", "--commit-interval", "500ms", "--log-level", "info",
+                "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
+            ])
+        defer { worker.signal(SIGKILL) }
+        let reading = BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) { worker.stderr.contains("aggregate: assigned") }
+        try #require(reading, "stderr: \(worker.stderr.suffix(2_000))")
+        try broker.setBrokerDown(2)
+        try corpus.produce(200..<600, to: "hits", on: broker)
+        // The interval commits now wait on records broker 2 does not acknowledge.
+        let waiting = BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) {
+            worker.stderr.contains("were not acknowledged in time") || worker.stderr.contains("Connection refused")
+                || worker.stderr.contains("Disconnected") || worker.stderr.contains("Broker transport failure")
+        }
+        #expect(waiting, "stderr: \(worker.stderr.suffix(2_000))")
+        let stopped = Date()
+        worker.signal(SIGTERM)
+        let code = worker.waitForExit(seconds: SafetyDeadline.seconds)
+        let took = Date().timeIntervalSince(stopped)
+        print("SIGTERM with the output's leader down: exit \(code.map(String.init) ?? "none") after \(String(format: "%.1f", took)) s")
+        #expect(code == 0, "stderr: \(worker.stderr.suffix(3_000))")
+        #expect(worker.stderr.contains("records the broker has not acknowledged within 10 s of the stop: not committing past the previous commit"), "\(worker.stderr.suffix(3_000))")
+        // Kubernetes gives 30 s by default (the manifest 60 s), the compose file 30 s.
+        #expect(took < 30, "a stop during an outage took \(took) s")
+    }
 }

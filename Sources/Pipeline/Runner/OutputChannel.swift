@@ -113,16 +113,20 @@ struct OutputChannel {
         }
     }
 
-    /// How long `awaitAcknowledgements` waits for the broker.
+    /// How long `awaitAcknowledgements` waits for the broker; either way no longer than
+    /// `stopGrace` after a stop was requested.
     enum Patience {
-        /// As long as it takes while the run goes on (an outage is waited out), and at most
-        /// `stopGrace` once a stop is requested.
+        /// As long as it takes while the run goes on (an outage is waited out).
         case untilStopped
         /// At most this many milliseconds: inside a rebalance callback, where the whole group waits.
         case bounded(Int64)
     }
 
-    /// The most a stop request waits for acknowledgements before the run gives up its last commit.
+    /// The most the run waits for acknowledgements after a stop was requested, all its waits
+    /// together (the last commit, a revoke while leaving the group), before it gives up its last
+    /// commit: well inside the time orchestrators give a stop (Docker 10 s by default, the
+    /// compose file 30 s, Kubernetes 30 s by default and the manifest 60 s) once the batch in
+    /// flight is done.
     static let stopGrace: Int64 = 10_000
 
     /// Waits until every record sent so far is acknowledged (dead letters refused for their size
@@ -134,7 +138,6 @@ struct OutputChannel {
         defer { timeline.add(.awaitingAcknowledgements, since: begin) }
         let clock = control.clock
         let started = clock()
-        var stopSeenAt: Int64?
         while true {
             let acknowledged = try control.waitingOnKafka("the broker to acknowledge \(producer.outstanding) records", since: started) {
                 do {
@@ -147,16 +150,8 @@ struct OutputChannel {
             try resendRefused()
             if let failure = control.deliveryFailure { throw PipelineError.deliveryFailed(failure) }
             if acknowledged && producer.outstanding == 0 { return true }
-            let now = clock()
-            switch patience {
-            case .bounded(let limit):
-                if now - started >= limit { return false }
-            case .untilStopped:
-                if control.isStopRequested {
-                    stopSeenAt = stopSeenAt ?? now
-                    if now - stopSeenAt! >= Self.stopGrace { return false }
-                }
-            }
+            if let sinceStop = control.sinceStopRequested, sinceStop >= Self.stopGrace { return false }
+            if case .bounded(let limit) = patience, clock() - started >= limit { return false }
         }
     }
 

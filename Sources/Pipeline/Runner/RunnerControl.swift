@@ -16,6 +16,8 @@ public final class RunnerControl: Sendable {
     let clock: @Sendable () -> Int64
 
     private let stopRequested = Atomic<Bool>(false)
+    /// When the stop was first requested (clock ms); 0: not yet.
+    private let stopRequestedMillis = Atomic<Int64>(0)
     private let failures = Mutex<Failures>(Failures())
     private let lastLoopMillis = Atomic<Int64>(0)
     private let startedMillis = Atomic<Int64>(0)
@@ -47,10 +49,17 @@ public final class RunnerControl: Sendable {
 
     /// Asks the run to stop after the batch in flight; it then commits and returns. Any thread.
     public func requestStop() {
+        _ = stopRequestedMillis.compareExchange(expected: 0, desired: max(1, clock()), ordering: .relaxed)
         stopRequested.store(true, ordering: .sequentiallyConsistent)
     }
 
     var isStopRequested: Bool { stopRequested.load(ordering: .relaxed) }
+
+    /// How long ago the stop was requested (ms); nil while it was not.
+    var sinceStopRequested: Int64? {
+        let at = stopRequestedMillis.load(ordering: .relaxed)
+        return at == 0 ? nil : clock() - at
+    }
 
     /// A record was refused: the run stops, and commits nothing past it.
     func deliveryFailed(_ text: String) {
