@@ -130,7 +130,7 @@ struct WindowingBenchmark: ParsableCommand {
     }
 
     static func throughput(_ stream: Stream, shards: Int) -> (Double, Int) {
-        let engine = ShardedWindowEngine(config: WindowConfig(), shards: shards)
+        var engine = WindowEngine(config: WindowConfig(), shards: shards)
         engine.assign(partitions: Array(Set(stream.batches.map { $0[0].partition })), now: 0)
         var emitted = 0
         var hits = 0
@@ -157,7 +157,7 @@ struct WindowingBenchmark: ParsableCommand {
         let config = WindowConfig(grace: 1 << 40, retention: 1 << 41, idleTimeout: 1 << 40, maxEntries: .max)
         let heapBefore = HeapProbe.bytesInUse()
         let rssBefore = HeapProbe.residentBytes()
-        let engine = ShardedWindowEngine(config: config, shards: 1)
+        var engine = WindowEngine(config: config, shards: 1)
         for (batch, now) in zip(stream.batches, stream.clock) {
             _ = engine.process(batch, now: now)
         }

@@ -63,7 +63,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
         switch tasking {
         case .global:
-            let task =
+            var task =
                 tasks[.global]
                 ?? AggregateTask(
                     key: .global, config: window, start: nil, crossesShuffle: Input.crossesShuffle,

@@ -7,7 +7,7 @@ import Windowing
 /// delivery), so one partition's checkpoint can never make another's replayed hits late.
 struct AggregateTask: Sendable {
     let key: TaskKey
-    let engine: ShardedWindowEngine
+    var engine: WindowEngine
     /// Wall-clock ms of the task's creation: the first input's sources hold the watermark back
     /// from then, not from when they were declared.
     let createdAt: Int64
@@ -63,7 +63,7 @@ struct AggregateTask: Sendable {
     ) {
         self.key = key
         self.stateful = stateful && key.partition != nil
-        self.engine = ShardedWindowEngine(config: config, shards: shards, tracksState: self.stateful)
+        self.engine = WindowEngine(config: config, shards: shards, tracksState: self.stateful)
         self.createdAt = now
         self.crossesShuffle = crossesShuffle
         self.unnamedIncarnation = unnamedIncarnation
@@ -293,7 +293,7 @@ struct AggregateTask: Sendable {
     mutating func releaseHeld(changelogEnd end: Int64?) -> [WindowAggregate] {
         changelog.released(end: end)
         defer { held = [:] }
-        return ShardedWindowEngine.sortedForEmission(Array(held.values))
+        return WindowEngine.sortedForEmission(Array(held.values))
     }
 
     // MARK: Counting
@@ -400,7 +400,7 @@ struct AggregateTask: Sendable {
     static func latestPerKey(_ records: [WindowAggregate]) -> [WindowAggregate] {
         var latest: [WindowKey: WindowAggregate] = [:]
         for record in records { keepLatest(record, in: &latest) }
-        return ShardedWindowEngine.sortedForEmission(Array(latest.values))
+        return WindowEngine.sortedForEmission(Array(latest.values))
     }
 
     // MARK: Committing
