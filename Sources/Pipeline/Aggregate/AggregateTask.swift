@@ -299,8 +299,11 @@ struct AggregateTask: Sendable {
     // MARK: Counting
 
     /// Counts what an input decoded from this task's records, the last of which is at
-    /// `lastOffset`. Runs on a worker thread, touching only this task.
-    mutating func count(_ batch: DecodedBatch, through lastOffset: Int64, range: Range<Int64>?, now: Int64) -> Result {
+    /// `lastOffset`. Runs on a worker thread, touching only this task; `runner` runs the
+    /// engine's shards, if it has several.
+    mutating func count(
+        _ batch: DecodedBatch, through lastOffset: Int64, range: Range<Int64>?, now: Int64, on runner: some ShardRunner = ShardsInTurn()
+    ) -> Result {
         if let misrouted = batch.misrouted { return Result(misrouted: misrouted) }
         let wasReplaying = offsets.isReplaying
         if key.partition != nil { offsets.processedThrough = lastOffset + 1 }
@@ -359,7 +362,7 @@ struct AggregateTask: Sendable {
         for (source, report) in batch.marks.bySource {
             marks.note(source: sourceId(source), watermark: report.watermark, idle: report.idle, delivered: report.delivered)
         }
-        let output = engine.process(inputs, marks: marks.sorted, now: now)
+        let output = engine.process(inputs, marks: marks.sorted, now: now, on: runner)
         accounting.accepted += inputs.count - output.tooLate.count
         accounting.replayedFinal += output.replayedFinal
         for late in output.tooLate {
