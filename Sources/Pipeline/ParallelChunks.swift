@@ -43,11 +43,14 @@ func inParallel<Item, Result>(
 }
 
 /// The stage's lanes, as the runner of a window engine's shards: the one place where window
-/// work runs in parallel, whether the units are a stage's tasks or one task's shards.
-struct Lanes: ShardRunner {
-    let count: Int
+/// work runs in parallel, whether the units are a stage's tasks or one task's shards. Public
+/// for the benchmark, which times the engine's shards on them.
+public struct Lanes: ShardRunner {
+    public let count: Int
 
-    func run<Shard: Sendable, Value: Sendable>(_ shards: inout [Shard], _ work: @Sendable (inout Shard, Int) -> Value) -> [Value] {
+    public init(count: Int) { self.count = count }
+
+    public func run<Shard: Sendable, Value: Sendable>(_ shards: inout [Shard], _ work: @Sendable (inout Shard, Int) -> Value) -> [Value] {
         inParallel(&shards, lanes: count, work)
     }
 }
