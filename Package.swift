@@ -2,8 +2,12 @@
 import PackageDescription
 
 // Layers, bottom up: CRdKafka (the C library) -> Kafka (thin Swift client + embedded broker)
-// TrackingDomain (pure: hit shapes, tracking rule, normalized event) -> Windowing (pure engine)
-// Pipeline (wires Kafka, domain and engine) -> TrackpipeCLI (commands) -> trackpipe (executable).
+// TrackingDomain (pure: hit shapes, tracking rule, normalized event) -> Windowing (pure: one
+// engine value driven by its caller with the clock passed in; no I/O, no thread, queue or lock)
+// Pipeline (wires Kafka, domain and engine; its lanes, on Dispatch, are the one place window work
+// runs in parallel) -> TrackpipeCLI (commands) -> trackpipe (executable).
+// Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench) and
+// trackpipe-bench (the benchmarks, docs/performance.md).
 let package = Package(
     name: "trackpipe",
     platforms: [.macOS(.v14)],

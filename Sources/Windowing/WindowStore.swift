@@ -4,7 +4,7 @@ import TrackingDomain
 /// re-emits corrections and evicts, driven by a watermark and eviction horizon it is given.
 ///
 /// It never decides the watermark itself and never reads a clock, so it is deterministic and
-/// the same code serves the one-shard fast path, each shard of the sharded engine, and tests.
+/// the same code serves every shard of the engine, and tests.
 struct WindowStore: Sendable {
     let config: WindowConfig
     /// Whether the store keeps what a changelog needs: how far each window has counted (so that

@@ -2,11 +2,12 @@ import ArgumentParser
 import TrackingDomain
 import Windowing
 import HitGenerator
+import Pipeline
 
-/// Throughput of the windowing engine on one and two shards, and its memory per retained
-/// entry, on a pre-generated stream shaped like production traffic: a few thousand
-/// deliveries, short hex ids, duplicates, mostly ordered event times with some disorder and a
-/// trickle of late corrections.
+/// Throughput of the windowing engine on one and two shards (several shards run on the
+/// pipeline's lanes, as a replay's do), and its memory per retained entry, on a pre-generated
+/// stream shaped like production traffic: a few thousand deliveries, short hex ids,
+/// duplicates, mostly ordered event times with some disorder and a trickle of late corrections.
 struct WindowingBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "windowing",
@@ -130,18 +131,19 @@ struct WindowingBenchmark: ParsableCommand {
     }
 
     static func throughput(_ stream: Stream, shards: Int) -> (Double, Int) {
-        let engine = ShardedWindowEngine(config: WindowConfig(), shards: shards)
+        var engine = WindowEngine(config: WindowConfig(), shards: shards)
         engine.assign(partitions: Array(Set(stream.batches.map { $0[0].partition })), now: 0)
+        let lanes = Lanes(count: shards)
         var emitted = 0
         var hits = 0
         let clock = ContinuousClock()
         let elapsed = clock.measure {
             for (batch, now) in zip(stream.batches, stream.clock) {
-                let out = engine.process(batch, now: now)
+                let out = engine.process(batch, now: now, on: lanes)
                 emitted += out.emitted.count
                 hits += batch.count
             }
-            emitted += engine.flushAll().emitted.count
+            emitted += engine.flushAll(on: lanes).emitted.count
         }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         return (Double(hits) / seconds, emitted)
@@ -157,7 +159,7 @@ struct WindowingBenchmark: ParsableCommand {
         let config = WindowConfig(grace: 1 << 40, retention: 1 << 41, idleTimeout: 1 << 40, maxEntries: .max)
         let heapBefore = HeapProbe.bytesInUse()
         let rssBefore = HeapProbe.residentBytes()
-        let engine = ShardedWindowEngine(config: config, shards: 1)
+        var engine = WindowEngine(config: config, shards: 1)
         for (batch, now) in zip(stream.batches, stream.clock) {
             _ = engine.process(batch, now: now)
         }

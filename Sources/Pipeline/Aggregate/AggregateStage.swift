@@ -1,4 +1,3 @@
-import Dispatch
 import TrackingDomain
 import Windowing
 
@@ -12,8 +11,9 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         /// One task per partition: partitions hold disjoint deliveries (input keyed by
         /// delivery, or the repartition topic). State moves with its partition; commits work.
         case perPartition
-        /// One task over every partition, with `parallelism` shards: exact whatever the keys,
-        /// for a single process that reads everything (`replay`). No commit points.
+        /// One task over every partition, its deliveries split by hash into `parallelism` shards
+        /// that run on the lanes: exact whatever the keys, for a single process that reads
+        /// everything (`replay`). No commit points.
         case global
     }
 
@@ -23,7 +23,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public let input: Input
     /// Settings of each task's engine (its `maxEntries` is a per-task share).
     public let window: WindowConfig
-    /// How many tasks run at once (or, with `.global`, the engine's shards).
+    /// How many lanes run window work at once: tasks, or with `.global` the one task's shards.
     public let parallelism: Int
     public let tasking: Tasking
     /// Only windows starting in this range are emitted, and only dead letters that belong to
@@ -63,7 +63,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
         switch tasking {
         case .global:
-            let task =
+            var task =
                 tasks[.global]
                 ?? AggregateTask(
                     key: .global, config: window, start: nil, crossesShuffle: Input.crossesShuffle,
@@ -100,37 +100,29 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         let shares = share(records)
         // Each task of the batch is taken out, worked on by exactly one lane, and put back.
         var working = shares.map { tasks.removeValue(forKey: $0.key) }
-        var results = [AggregateTask.Result](repeating: AggregateTask.Result(), count: shares.count)
-        let input = self.input, range = self.range
+        let input = self.input, range = self.range, lanes = Lanes(count: parallelism)
         // One task (a replay, or a batch of one partition) would decode on one thread: decode
         // its records on every lane first, in contiguous chunks, then count in order.
         let decodedAhead: DecodedBatch? =
             shares.count == 1 && parallelism > 1 && records.count >= 512 ? Self.decodeInParallel(records, input: input, lanes: parallelism) : nil
-        let lanes = min(parallelism, shares.count)
-        working.withUnsafeMutableBufferPointer { taskSlots in
-            results.withUnsafeMutableBufferPointer { resultSlots in
-                let tasksBox = UnsafeSendable(taskSlots), resultsBox = UnsafeSendable(resultSlots)
-                let work: @Sendable (Int) -> Void = { lane in
-                    for item in stride(from: lane, to: shares.count, by: lanes) {
-                        let indices = shares[item].indices
-                        guard tasksBox.value[item] != nil else {
-                            // Records of a partition this stage does not own (the runner's guard
-                            // should have dropped them): refused loudly, never counted nowhere.
-                            resultsBox.value[item].report.accounting.staleDropped = indices.count
-                            continue
-                        }
-                        var batch = DecodedBatch()
-                        if let decodedAhead {
-                            batch = decodedAhead
-                        } else {
-                            for index in indices { input.decode(records[index], at: index, into: &batch) }
-                        }
-                        resultsBox.value[item] = tasksBox.value[item]!.count(
-                            batch, through: records[indices.last!].offset, range: range, now: now)
-                    }
-                }
-                if lanes <= 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) }
+        // Tasks run on the lanes, and so do the shards of a task that has several: only the one
+        // task of `.global`, always alone in its batch, so the lanes never nest.
+        let results = inParallel(&working, lanes: parallelism) { task, item -> AggregateTask.Result in
+            let indices = shares[item].indices
+            guard task != nil else {
+                // Records of a partition this stage does not own (the runner's guard should
+                // have dropped them): refused loudly, never counted nowhere.
+                var refused = AggregateTask.Result()
+                refused.report.accounting.staleDropped = indices.count
+                return refused
             }
+            var batch = DecodedBatch()
+            if let decodedAhead {
+                batch = decodedAhead
+            } else {
+                for index in indices { input.decode(records[index], at: index, into: &batch) }
+            }
+            return task!.count(batch, through: records[indices.last!].offset, range: range, now: now, on: lanes)
         }
         for (share, task) in zip(shares, working) where task != nil { tasks[share.key] = task }
         if let misrouted = results.lazy.compactMap(\.misrouted).first {
@@ -254,7 +246,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {
         for key in tasks.keys.sorted() where !tasks[key]!.awaitingState {
-            let output = tasks[key]!.engine.advance(now: now)
+            let output = tasks[key]!.engine.advance(now: now, on: Lanes(count: parallelism))
             pending.capacityEvictions += output.capacityEvictions
             try emit(inRange(tasks[key]!.takeEmissions(output.emitted)), now: now, into: &sink)
         }
@@ -262,7 +254,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     public mutating func finish(now: Int64, into sink: inout some RecordSink) throws {
         for key in tasks.keys.sorted() where !tasks[key]!.awaitingState {
-            let output = tasks[key]!.engine.flushAll()
+            let output = tasks[key]!.engine.flushAll(on: Lanes(count: parallelism))
             try emit(inRange(tasks[key]!.takeEmissions(output.emitted)), now: now, into: &sink)
         }
     }

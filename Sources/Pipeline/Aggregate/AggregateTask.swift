@@ -7,7 +7,7 @@ import Windowing
 /// delivery), so one partition's checkpoint can never make another's replayed hits late.
 struct AggregateTask: Sendable {
     let key: TaskKey
-    let engine: ShardedWindowEngine
+    var engine: WindowEngine
     /// Wall-clock ms of the task's creation: the first input's sources hold the watermark back
     /// from then, not from when they were declared.
     let createdAt: Int64
@@ -63,7 +63,7 @@ struct AggregateTask: Sendable {
     ) {
         self.key = key
         self.stateful = stateful && key.partition != nil
-        self.engine = ShardedWindowEngine(config: config, shards: shards, tracksState: self.stateful)
+        self.engine = WindowEngine(config: config, shards: shards, tracksState: self.stateful)
         self.createdAt = now
         self.crossesShuffle = crossesShuffle
         self.unnamedIncarnation = unnamedIncarnation
@@ -293,14 +293,17 @@ struct AggregateTask: Sendable {
     mutating func releaseHeld(changelogEnd end: Int64?) -> [WindowAggregate] {
         changelog.released(end: end)
         defer { held = [:] }
-        return ShardedWindowEngine.sortedForEmission(Array(held.values))
+        return WindowEngine.sortedForEmission(Array(held.values))
     }
 
     // MARK: Counting
 
     /// Counts what an input decoded from this task's records, the last of which is at
-    /// `lastOffset`. Runs on a worker thread, touching only this task.
-    mutating func count(_ batch: DecodedBatch, through lastOffset: Int64, range: Range<Int64>?, now: Int64) -> Result {
+    /// `lastOffset`. Runs on a worker thread, touching only this task; `runner` runs the
+    /// engine's shards, if it has several.
+    mutating func count(
+        _ batch: DecodedBatch, through lastOffset: Int64, range: Range<Int64>?, now: Int64, on runner: some ShardRunner = ShardsInTurn()
+    ) -> Result {
         if let misrouted = batch.misrouted { return Result(misrouted: misrouted) }
         let wasReplaying = offsets.isReplaying
         if key.partition != nil { offsets.processedThrough = lastOffset + 1 }
@@ -359,7 +362,7 @@ struct AggregateTask: Sendable {
         for (source, report) in batch.marks.bySource {
             marks.note(source: sourceId(source), watermark: report.watermark, idle: report.idle, delivered: report.delivered)
         }
-        let output = engine.process(inputs, marks: marks.sorted, now: now)
+        let output = engine.process(inputs, marks: marks.sorted, now: now, on: runner)
         accounting.accepted += inputs.count - output.tooLate.count
         accounting.replayedFinal += output.replayedFinal
         for late in output.tooLate {
@@ -400,7 +403,7 @@ struct AggregateTask: Sendable {
     static func latestPerKey(_ records: [WindowAggregate]) -> [WindowAggregate] {
         var latest: [WindowKey: WindowAggregate] = [:]
         for record in records { keepLatest(record, in: &latest) }
-        return ShardedWindowEngine.sortedForEmission(Array(latest.values))
+        return WindowEngine.sortedForEmission(Array(latest.values))
     }
 
     // MARK: Committing

@@ -2,20 +2,21 @@ import Testing
 import TrackingDomain
 @testable import Windowing
 
-@Suite struct ShardedWindowEngineTests {
+@Suite struct WindowEngineTests {
     /// Small windows so random streams exercise emission, corrections and eviction a lot.
     static let small = WindowConfig(size: 1_000, grace: 300, retention: 4_000, idleTimeout: 1 << 40)
 
     static func run(_ stream: RandomStream, config: WindowConfig, shards: Int, partitions: [Int32]) -> (
-        outputs: [EngineOutput], flush: EngineOutput, engine: ShardedWindowEngine
+        outputs: [EngineOutput], flush: EngineOutput, engine: WindowEngine
     ) {
-        let engine = ShardedWindowEngine(config: config, shards: shards)
+        var engine = WindowEngine(config: config, shards: shards)
         engine.assign(partitions: partitions, now: 0)
         var outputs: [EngineOutput] = []
         for (batch, now) in zip(stream.batches, stream.clock) {
             outputs.append(engine.process(batch, now: now))
         }
-        return (outputs, engine.flushAll(), engine)
+        let flush = engine.flushAll()
+        return (outputs, flush, engine)
     }
 
     static func lateKeys(_ outputs: [EngineOutput]) -> [[Int64]] {
@@ -25,7 +26,7 @@ import TrackingDomain
     // MARK: Idle and silent partitions
 
     @Test func idleTimeoutEmitsTheWindowsOfAQuietTopic() {
-        let engine = ShardedWindowEngine(config: WindowConfig(), shards: 1)
+        var engine = WindowEngine(config: WindowConfig(), shards: 1)
         engine.assign(partitions: [0], now: 0)
         let start: Int64 = 1_795_299_960_000
         var out = engine.process([Hits.input("d1", "b1", .impression, at: start + 50_000, offset: 0)], now: 1_000)
@@ -39,7 +40,7 @@ import TrackingDomain
     }
 
     @Test func assignedButSilentPartitionsHoldTheWatermarkUntilIdle() {
-        let engine = ShardedWindowEngine(config: WindowConfig(), shards: 2)
+        var engine = WindowEngine(config: WindowConfig(), shards: 2)
         engine.assign(partitions: [0, 1], now: 0)
         var out = engine.process([
             Hits.input("d1", "b1", .impression, at: 10_000, partition: 0, offset: 0),
@@ -59,7 +60,7 @@ import TrackingDomain
     }
 
     @Test func revokedPartitionsAreNoLongerAwaited() {
-        let engine = ShardedWindowEngine(config: WindowConfig(), shards: 1)
+        var engine = WindowEngine(config: WindowConfig(), shards: 1)
         engine.assign(partitions: [0, 1], now: 0)
         _ = engine.process([Hits.input("d1", "b1", .impression, at: 100_000, partition: 0, offset: 0)], now: 0)
         #expect(engine.watermark == nil)
@@ -94,7 +95,7 @@ import TrackingDomain
     func lastRecordPerKeyMatchesTheReferenceModel(seed: UInt64) {
         let partitions: [Int32] = [0, 1, 2]
         let stream = RandomStream.make(seed: seed, hits: 6_000, partitions: 3)
-        let engine = ShardedWindowEngine(config: Self.small, shards: Int(seed % 3) + 1)
+        var engine = WindowEngine(config: Self.small, shards: Int(seed % 3) + 1)
         engine.assign(partitions: partitions, now: 0)
         var reference = ReferenceModel(config: Self.small, partitions: Set(partitions))
         var last = LastRecords()
@@ -127,7 +128,7 @@ import TrackingDomain
 
     @Test func safeOffsetNeverPassesAHitOfARetainedWindow() {
         let config = WindowConfig(size: 1_000, grace: 0, retention: 2_000, idleTimeout: 1 << 40)
-        let engine = ShardedWindowEngine(config: config, shards: 1)
+        var engine = WindowEngine(config: config, shards: 1)
         engine.assign(partitions: [0, 1], now: 0)
         _ = engine.process([
             Hits.input("d1", "b1", .impression, at: 100, partition: 0, offset: 10),    // window 0
@@ -167,7 +168,7 @@ import TrackingDomain
 
         // First run: crashes after `crashAfter` batches, having committed its safe offsets with
         // the eviction horizon and processed position as metadata.
-        let first = ShardedWindowEngine(config: Self.small, shards: 2)
+        var first = WindowEngine(config: Self.small, shards: 2)
         first.assign(partitions: partitions, now: 0)
         var delivered = LastRecords()
         var late: [[Int64]] = []
@@ -182,7 +183,7 @@ import TrackingDomain
         let horizon = first.evictionHorizon
 
         // Second run: restores, replays every partition from its committed offset.
-        let second = ShardedWindowEngine(config: Self.small, shards: 3)
+        var second = WindowEngine(config: Self.small, shards: 3)
         second.assign(partitions: partitions, now: 0)
         for partition in partitions {
             if let replayBefore = processedUpTo[partition] {
@@ -216,7 +217,7 @@ import TrackingDomain
 
     @Test func capacityEvictsEmittedWindowsFirstAndReportsIt() {
         let config = WindowConfig(size: 1_000, grace: 0, retention: 100_000, idleTimeout: 1 << 40, maxEntries: 100)
-        let engine = ShardedWindowEngine(config: config, shards: 1)
+        var engine = WindowEngine(config: config, shards: 1)
         var offset: Int64 = 0
         for start in stride(from: Int64(0), to: 3_000, by: 1_000) {
             let out = engine.process(Self.window("d1", start: start, broadlogs: 30, offset: &offset), now: 0)
@@ -237,7 +238,7 @@ import TrackingDomain
 
     @Test func capacityEmitsOpenWindowsBeforeEvictingThem() {
         let config = WindowConfig(size: 1_000, grace: 50_000, retention: 100_000, idleTimeout: 1 << 40, maxEntries: 100)
-        let engine = ShardedWindowEngine(config: config, shards: 4)
+        var engine = WindowEngine(config: config, shards: 4)
         var offset: Int64 = 0
         var batch = Self.window("d1", start: 0, broadlogs: 40, offset: &offset)
         batch += Self.window("d2", start: 0, broadlogs: 10, offset: &offset)
@@ -255,7 +256,7 @@ import TrackingDomain
 
     @Test("behind a shuffle: the watermark is the minimum of the sources' marks, not of the partitions the offsets belong to")
     func sourceMarksDriveTheWatermark() {
-        let engine = ShardedWindowEngine(config: WindowConfig(size: 60_000, grace: 10_000, retention: 600_000), shards: 2)
+        var engine = WindowEngine(config: WindowConfig(size: 60_000, grace: 10_000, retention: 600_000), shards: 2)
         // Three source partitions feed this one downstream partition (7).
         engine.assign(partitions: [0, 1, 2], now: 0)
         var out = engine.process(

@@ -1,0 +1,128 @@
+import HitGenerator
+import Kafka
+import Testing
+import TrackingDomain
+import Windowing
+@testable import Pipeline
+
+/// The lanes are the pipeline's one layer of parallelism: they run window tasks, and the shards
+/// of a replay's one task. Whatever they run, output must be what running it in turn gives.
+@Suite("lanes")
+struct ParallelChunksTests {
+    @Test("every item is worked on once, by index, its changes kept, its result in item order", arguments: [1, 2, 3, 8])
+    func inParallelWorksEachItemOnce(lanes: Int) {
+        for count in [0, 1, 2, 7, 64] {
+            var items = (0..<count).map { [$0] }
+            let results = inParallel(&items, lanes: lanes) { item, index -> Int in
+                item.append(index * 10)
+                return item[0] * 100 + index
+            }
+            #expect(results == (0..<count).map { $0 * 101 })
+            #expect(items == (0..<count).map { [$0, $0 * 10] })
+        }
+    }
+
+    /// Batches of one partition each, with disorder, hits past retention and repeated broadlogs.
+    static func stream(seed: UInt64, hits: Int, partitions: Int32) -> (batches: [[WindowInput]], clock: [Int64]) {
+        var rng = SplitMix64(seed: seed)
+        var offsets = [Int64](repeating: 0, count: Int(partitions))
+        var batches: [[WindowInput]] = []
+        var clock: [Int64] = []
+        var time: Int64 = 1_795_300_000_000
+        var produced = 0
+        while produced < hits {
+            let partition = Int32.random(in: 0..<partitions, using: &rng)
+            let size = min(Int.random(in: 1...60, using: &rng), hits - produced)
+            var batch: [WindowInput] = []
+            for _ in 0..<size {
+                time += Int64.random(in: 0...60, using: &rng)
+                var eventTime = time - Int64.random(in: 0...3_000, using: &rng)
+                if Int.random(in: 0..<40, using: &rng) == 0 { eventTime -= Int64.random(in: 0...20_000, using: &rng) }
+                let event = TrackingEvent(
+                    deliveryId: "d\(Int.random(in: 0..<200, using: &rng))", broadlogId: "b\(Int.random(in: 0..<50, using: &rng))",
+                    action: HitAction.allCases.randomElement(using: &rng)!, channel: .push, platform: .ios, eventTime: eventTime,
+                    shape: .sdkContextData)
+                batch.append(WindowInput(event: event, partition: partition, offset: offsets[Int(partition)]))
+                offsets[Int(partition)] += 1
+            }
+            produced += size
+            batches.append(batch)
+            clock.append(Int64(batches.count) * 20)
+        }
+        return (batches, clock)
+    }
+
+    @Test("an engine's shards run on the lanes give what one shard gives, memory cap included")
+    func engineShardsOnTheLanes() {
+        let stream = Self.stream(seed: 11, hits: 30_000, partitions: 4)
+        for config in [
+            WindowConfig(size: 1_000, grace: 300, retention: 4_000, idleTimeout: 1 << 40),
+            WindowConfig(size: 1_000, grace: 300, retention: 4_000, idleTimeout: 1 << 40, maxEntries: 100),
+        ] {
+            func run(shards: Int, on runner: some ShardRunner) -> (outputs: [EngineOutput], flush: EngineOutput, engine: WindowEngine) {
+                var engine = WindowEngine(config: config, shards: shards)
+                engine.assign(partitions: [0, 1, 2, 3], now: 0)
+                let outputs = zip(stream.batches, stream.clock).map { batch, now in engine.process(batch, now: now, on: runner) }
+                let flush = engine.flushAll(on: runner)
+                return (outputs, flush, engine)
+            }
+            let one = run(shards: 1, on: ShardsInTurn())
+            #expect(one.outputs.reduce(0) { $0 + $1.emitted.count } > 1_000)
+            #expect(one.outputs.contains { !$0.tooLate.isEmpty })
+            if config.maxEntries < 10_000 { #expect(one.outputs.contains { !$0.capacityEvictions.isEmpty }) }
+            for (shards, lanes) in [(2, 2), (8, 3)] {
+                let many = run(shards: shards, on: Lanes(count: lanes))
+                #expect(one.outputs.map(\.emitted) == many.outputs.map(\.emitted))
+                #expect(one.outputs.map { $0.tooLate.map(\.offset) } == many.outputs.map { $0.tooLate.map(\.offset) })
+                #expect(one.outputs.map(\.capacityEvictions) == many.outputs.map(\.capacityEvictions))
+                #expect(one.flush.emitted == many.flush.emitted)
+                #expect(one.engine.stats == many.engine.stats)
+                #expect(one.engine.safeOffsets() == many.engine.safeOffsets())
+            }
+        }
+    }
+
+    @Test("a replay's one task, its shards on three lanes, sends what it sends on one lane, record for record")
+    func replayTaskOnTheLanes() throws {
+        let arena = RecordArena()
+        let hits = HitStream(HitStreamConfig(count: 8_000, seed: 5, deliveries: 60, span: 12 * 60_000, lateRate: 0.05)).generate()
+        let partitions: Int32 = 4
+        let records = hits.enumerated().map { index, hit in
+            arena.record(
+                partition: Int32(index) % partitions, offset: Int64(index) / Int64(partitions), key: hit.key, value: hit.value,
+                timestamp: hit.kafkaTimestamp)
+        }
+        // Late hits arrive 30 s to 2 min after their time: past the 20 s retention, some are too late.
+        // Batches as a consumer returns them: runs of one partition, several partitions each.
+        let batches = stride(from: 0, to: records.count, by: 800).map { start in
+            records[start..<min(records.count, start + 800)].sorted { ($0.partition, $0.offset) < ($1.partition, $1.offset) }
+        }
+        let start = hits.map(\.kafkaTimestamp).min()!
+        for maxEntries in [20_000_000, 400] {
+            let window = WindowConfig(size: 60_000, grace: 5_000, retention: 20_000, idleTimeout: 1 << 40, maxEntries: maxEntries)
+            func replay(lanes: Int) throws -> (sent: [RecordingSink.Sent], capacityEvictions: Int) {
+                var stage = AggregateStage(
+                    sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: window,
+                    parallelism: lanes, tasking: .global)
+                try stage.assign((0..<partitions).map { PartitionStart(partition: $0) }, now: start)
+                var sink = RecordingSink()
+                var evictions = 0
+                for (index, batch) in batches.enumerated() {
+                    let now = start + Int64(index) * 1_000
+                    try stage.process(Array(batch), now: now, into: &sink)
+                    try stage.tick(now: now + 500, into: &sink)
+                    evictions += stage.drainReport().capacityEvictions.count
+                }
+                try stage.finish(now: start + Int64(batches.count) * 1_000, into: &sink)
+                return (sink.sent, evictions)
+            }
+            let one = try replay(lanes: 1)
+            let three = try replay(lanes: 3)
+            #expect(one.sent.filter { $0.destination == .output }.count > 300)
+            #expect(one.sent.contains { $0.destination == .deadLetter && $0.header[DeadLetter.Header.reason] == "too_late" })
+            if maxEntries < 10_000 { #expect(one.capacityEvictions > 0) }
+            #expect(one.sent == three.sent)
+            #expect(one.capacityEvictions == three.capacityEvictions)
+        }
+    }
+}
