@@ -39,7 +39,7 @@ struct RunCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "Advance time by the wall clock when a partition is quiet this long. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)")
     var idleTimeout: String?
-    @Option(help: "Windowing shards (Dispatch queues). (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
+    @Option(help: "Lanes (Dispatch workers) that normalize a batch and count window tasks at once; results do not depend on it. (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
     @Flag(help: "Read to the end offsets noted at assignment, emit every window, commit, exit. (env TRACKPIPE_UNTIL_END)")
     var untilEnd = false
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
@@ -72,8 +72,8 @@ struct RunCommand: ParsableCommand {
         "x",
     ]
 
-    /// More shards than this only add queues that wait: each shard is a Dispatch queue, and a
-    /// partition's window task runs on one of them.
+    /// More lanes than this only add workers that wait: a batch is shared out over at most this
+    /// many, and a partition's window task runs on one of them.
     static let maxShards = 1_024
 
     func resolve(_ environment: Environment = Environment()) throws -> ResolvedRun {
