@@ -6,12 +6,22 @@ public struct ConsumerRecord: @unchecked Sendable {
     // @unchecked: a read-only view of a message librdkafka keeps unchanged until the poll body
     // that received it returns; reading it from several threads inside that body is safe.
     let message: UnsafeMutablePointer<rd_kafka_message_t>
+    /// Set for a record a simulated consumer holds in memory: `message` then points at its
+    /// plain copy of the fields every record has, and the rest (which librdkafka would read
+    /// from its own bookkeeping) comes from here.
+    let stored: HeldRecord?
+
+    init(message: UnsafeMutablePointer<rd_kafka_message_t>, stored: HeldRecord? = nil) {
+        self.message = message
+        self.stored = stored
+    }
 
     public var partition: Int32 { message.pointee.partition }
     public var offset: Int64 { message.pointee.offset }
 
     public var topic: String {
-        message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
+        if let stored { return stored.topic }
+        return message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
     }
 
     public var key: UnsafeRawBufferPointer? {
@@ -27,6 +37,7 @@ public struct ConsumerRecord: @unchecked Sendable {
 
     /// Epoch milliseconds (create or log-append time), `nil` when the record has none.
     public var timestamp: Int64? {
+        if let stored { return stored.timestamp }
         let ts = rd_kafka_message_timestamp(message, nil)
         return ts < 0 ? nil : ts
     }
@@ -44,6 +55,7 @@ public struct ConsumerRecord: @unchecked Sendable {
     /// mapped), so the read cannot fault; otherwise, and whenever the byte is not zero (or the
     /// value is empty or absent), librdkafka is asked.
     public var headerCount: Int {
+        if let stored { return stored.headers.count }
         if let payload = message.pointee.payload, message.pointee.len > 0 {
             let end = UInt(bitPattern: payload) &+ UInt(message.pointee.len)
             if end & 0xFFF != 0, payload.load(fromByteOffset: message.pointee.len, as: UInt8.self) == 0 { return 0 }
@@ -55,6 +67,7 @@ public struct ConsumerRecord: @unchecked Sendable {
 
     /// Headers, copied out (this allocates: use only where needed).
     public var headers: [KafkaHeader] {
+        if let stored { return stored.headers }
         var native: OpaquePointer?
         guard rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native else { return [] }
         var result: [KafkaHeader] = []
@@ -100,15 +113,27 @@ public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
         }
     }
 
+    /// The events of a simulated consumer's batch, instead of librdkafka's messages.
+    let stored: [HeldRecord]?
+
     init(messages: UnsafeBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>?>, revocations: [Revocation] = []) {
         self.messages = messages
         self.revocations = revocations
+        self.stored = nil
+    }
+
+    /// A batch of records held in memory (a simulated consumer's).
+    public init(stored: [HeldRecord], revocations: [Revocation] = []) {
+        self.messages = UnsafeBufferPointer(start: nil, count: 0)
+        self.revocations = revocations
+        self.stored = stored
     }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { messages.count }
+    public var endIndex: Int { stored?.count ?? messages.count }
 
     public subscript(position: Int) -> ConsumerEvent {
+        if let stored { return stored[position].event }
         let message = messages[position]!
         let err = message.pointee.err
         if err == RD_KAFKA_RESP_ERR_NO_ERROR { return .record(ConsumerRecord(message: message)) }
@@ -118,5 +143,76 @@ public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
         }
         let detail = record.value.map { String(decoding: $0, as: UTF8.self) } ?? ""
         return .error(KafkaError.from(err, "consumer error \(detail)"))
+    }
+}
+
+/// A consumed event held in memory rather than in librdkafka's buffers: what a simulated
+/// consumer hands out. It keeps its own copy of the bytes, for as long as it lives (at least
+/// the `pollBatch` body that receives it).
+public final class HeldRecord: @unchecked Sendable {
+    // @unchecked: immutable after init; `message` and the byte buffers are written only there
+    // and freed only in deinit.
+    let message: UnsafeMutablePointer<rd_kafka_message_t>
+    public let topic: String
+    public let timestamp: Int64?
+    public let headers: [KafkaHeader]
+    private let failure: KafkaError?
+    private let isEnd: Bool
+
+    /// A record.
+    public convenience init(
+        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?, timestamp: Int64?, headers: [KafkaHeader] = []
+    ) {
+        self.init(topic: topic, partition: partition, offset: offset, key: key, value: value, timestamp: timestamp, headers: headers, failure: nil, isEnd: false)
+    }
+
+    /// The end of a partition (`enable.partition.eof`): `offset` is where it ends.
+    public static func partitionEnd(topic: String, partition: Int32, offset: Int64) -> HeldRecord {
+        HeldRecord(topic: topic, partition: partition, offset: offset, key: nil, value: nil, timestamp: nil, headers: [], failure: nil, isEnd: true)
+    }
+
+    /// An error the consumer reports among the records.
+    public static func error(_ error: KafkaError, topic: String = "", partition: Int32 = -1) -> HeldRecord {
+        HeldRecord(topic: topic, partition: partition, offset: -1, key: nil, value: nil, timestamp: nil, headers: [], failure: error, isEnd: false)
+    }
+
+    private init(
+        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?, timestamp: Int64?, headers: [KafkaHeader],
+        failure: KafkaError?, isEnd: Bool
+    ) {
+        self.topic = topic
+        self.timestamp = timestamp
+        self.headers = headers
+        self.failure = failure
+        self.isEnd = isEnd
+        func copy(_ bytes: [UInt8]?) -> UnsafeMutableRawPointer? {
+            guard let bytes else { return nil }
+            // One byte more than needed, so that an empty value is a valid, non-nil buffer.
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: bytes.count + 1, alignment: 1)
+            bytes.withUnsafeBytes { if let base = $0.baseAddress { buffer.copyMemory(from: base, byteCount: $0.count) } }
+            return buffer
+        }
+        message = .allocate(capacity: 1)
+        var native = rd_kafka_message_t()
+        native.partition = partition
+        native.offset = offset
+        native.key = copy(key)
+        native.key_len = key?.count ?? 0
+        native.payload = copy(value)
+        native.len = value?.count ?? 0
+        message.initialize(to: native)
+    }
+
+    deinit {
+        message.pointee.key?.deallocate()
+        message.pointee.payload?.deallocate()
+        message.deinitialize(count: 1)
+        message.deallocate()
+    }
+
+    var event: ConsumerEvent {
+        if let failure { return .error(failure) }
+        if isEnd { return .partitionEOF(TopicPartition(topic: topic, partition: message.pointee.partition), offset: message.pointee.offset) }
+        return .record(ConsumerRecord(message: message, stored: self))
     }
 }

@@ -23,12 +23,7 @@ public final class KafkaProducer: @unchecked Sendable {
     public let logger: Logger
 
     /// A topic this producer sends to (see `topic(_:)`); valid as long as the producer.
-    public struct Topic: @unchecked Sendable {
-        // @unchecked: the handle is an rd_kafka_topic_t, which librdkafka allows any thread to
-        // use; the producer destroys it only in its deinit, after every send has returned.
-        public let name: String
-        let handle: OpaquePointer
-    }
+    public typealias Topic = ProducerTopic
 
     /// - Parameter onDelivery: called once per record with its final outcome (after librdkafka's retries).
     /// - Parameter onError: client-level errors, on the polling thread (else they are logged).
@@ -105,7 +100,7 @@ public final class KafkaProducer: @unchecked Sendable {
                     fields.initializeElement(at: count, to: field)
                     count += 1
                 }
-                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_RKT, u: .init(rkt: topic.handle)))
+                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_RKT, u: .init(rkt: topic.handle ?? self.topic(topic.name).handle)))
                 add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_MSGFLAGS, u: .init(i: RD_KAFKA_MSG_F_COPY)))
                 if let partition {
                     add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_PARTITION, u: .init(i32: partition)))

@@ -44,7 +44,7 @@ struct CommitCoordinator {
     @discardableResult
     mutating func commit(
         _ points: [Int32: CommitPoint], only partitions: Set<Int32>? = nil, now: Int64, tracker: inout PartitionTracker,
-        consumer: KafkaConsumer, output: inout OutputChannel, patience: OutputChannel.Patience, timeline: inout RunnerTimeline
+        consumer: any ConsumerClient, output: inout OutputChannel, patience: OutputChannel.Patience, timeline: inout RunnerTimeline
     ) throws -> [Int32] {
         lastCommitAt = now
         guard enabled, !tracker.isEmpty else { return [] }

@@ -7,7 +7,7 @@ import Synchronization
 /// while too many do. A slow output therefore costs neither unbounded memory nor the group
 /// membership: the loop keeps polling (rebalances, liveness, ticks) while the input is paused.
 struct OutputChannel {
-    let producer: KafkaProducer
+    let producer: any ProducerClient
     var sink: ProducerSink
     /// Unacknowledged bytes above which the input is paused (it resumes below half); 0: never.
     let limit: Int
@@ -34,7 +34,7 @@ struct OutputChannel {
         let stateTopic = settings.destinations[.changelog]
         let deadLetterTopic = settings.destinations[.deadLetter]
         let recordLimit = settings.recordLimit
-        producer = try KafkaProducer(
+        producer = try settings.clients.producer(
             config: settings.producer, logger: logger.with(label: "trackpipe.kafka.producer"),
             onDelivery: { report in
                 backlog.acknowledged(Int(report.token))
@@ -89,7 +89,7 @@ struct OutputChannel {
     /// Serves the producer's delivery reports that arrived since the last call, and sends again,
     /// cut smaller, the dead letters the broker refused for their size.
     mutating func serveReports() throws {
-        producer.poll()
+        producer.poll(timeoutMilliseconds: 0)
         try resendRefused()
     }
 
@@ -157,7 +157,7 @@ struct OutputChannel {
 
     /// Pauses every owned partition while more than `limit` bytes wait for the broker's
     /// acknowledgement, and resumes below half of it.
-    mutating func applyBackpressure(to consumer: KafkaConsumer, owned partitions: [TopicPartition]) throws {
+    mutating func applyBackpressure(to consumer: any ConsumerClient, owned partitions: [TopicPartition]) throws {
         guard limit > 0 else { return }
         let bytes = backlog.bytes
         if !paused, bytes > limit {
@@ -179,8 +179,8 @@ struct OutputChannel {
 /// Sends a stage's records through the producer to the topic of each destination; a dead
 /// letter larger than a record may be is cut to fit (`DeadLetterCut`).
 struct ProducerSink: RecordSink {
-    let producer: KafkaProducer
-    let topics: [Destination: KafkaProducer.Topic]
+    let producer: any ProducerClient
+    let topics: [Destination: ProducerTopic]
     let lines: [Destination: LineWriter]
     let discarded: Set<Destination>
     let backlog: OutputBacklog
@@ -198,7 +198,7 @@ struct ProducerSink: RecordSink {
     static let smallestCut = 4_096
 
     init(
-        producer: KafkaProducer, topics: [Destination: String], lines: [Destination: LineWriter], discarded: Set<Destination>,
+        producer: any ProducerClient, topics: [Destination: String], lines: [Destination: LineWriter], discarded: Set<Destination>,
         backlog: OutputBacklog, recordLimit: RecordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault), timesSends: Bool = false
     ) {
         self.producer = producer
@@ -231,7 +231,7 @@ struct ProducerSink: RecordSink {
     /// all the same (its count of the overhead differs) halves the limit and tries again.
     mutating func sendDeadLetter(
         key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, headers: [KafkaHeader], timestamp: Int64?, limit: Int,
-        to topic: KafkaProducer.Topic? = nil
+        to topic: ProducerTopic? = nil
     ) throws {
         guard let topic = topic ?? topics[.deadLetter] else {
             return try send(.deadLetter, partition: nil, key: key, value: value, headers: headers, timestamp: timestamp)
@@ -265,7 +265,7 @@ struct ProducerSink: RecordSink {
     }
 
     private mutating func produce(
-        to topic: KafkaProducer.Topic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
         headers: [KafkaHeader], timestamp: Int64?
     ) throws {
         let begin = timesSends ? RunnerTimeline.now() : 0

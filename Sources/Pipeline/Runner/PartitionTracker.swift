@@ -223,7 +223,7 @@ struct PartitionTracker {
     // MARK: Bounds
 
     /// Notes where each partition ends now; a partition already there is at its end.
-    mutating func takeEnds(of partitions: [TopicPartition], from consumer: KafkaConsumer) throws {
+    mutating func takeEnds(of partitions: [TopicPartition], from consumer: any ConsumerClient) throws {
         guard !partitions.isEmpty else { return }
         let ends = try consumer.endOffsets(partitions)
         let unknown = partitions.filter { owned[$0]?.offsets.nextToRead == nil }
@@ -258,7 +258,7 @@ struct PartitionTracker {
 
     /// Messages behind the end of each owned partition, from the watermarks the consumer last
     /// saw (no request is made).
-    func lags(from consumer: KafkaConsumer) -> [Int32: Int64] {
+    func lags(from consumer: any ConsumerClient) -> [Int32: Int64] {
         var lags: [Int32: Int64] = [:]
         for (tp, state) in owned {
             guard let marks = consumer.cachedWatermarks(tp) else { continue }

@@ -35,7 +35,7 @@ struct RebalanceListener {
     /// partition's log begins and ends now. Without the checkpoints, windows already final would
     /// be replayed partially and dead letters sent again, so a failed read is retried and then
     /// stops the runner; it never carries on without them.
-    func starts(of partitions: [TopicPartition], readingFrom consumer: KafkaConsumer) throws -> [PartitionStart] {
+    func starts(of partitions: [TopicPartition], readingFrom consumer: any ConsumerClient) throws -> [PartitionStart] {
         for attempt in 1...3 {
             do {
                 let committed = try consumer.committed(partitions)

@@ -92,7 +92,7 @@ struct RunnerObserver {
     /// Once per turn of the loop: reports, the waiting notice, the progress line and callback,
     /// each when it is due.
     mutating func turn<S: Stage>(
-        now: Int64, stage: inout S, tracker: PartitionTracker, consumer: KafkaConsumer, awaitsAssignment: Bool
+        now: Int64, stage: inout S, tracker: PartitionTracker, consumer: any ConsumerClient, awaitsAssignment: Bool
     ) {
         if now - lastReport >= 1_000 {
             let begin = RunnerTimeline.now()
@@ -118,7 +118,7 @@ struct RunnerObserver {
     }
 
     /// Takes the stage's report into the totals and the metrics, with gauges and lag.
-    mutating func report<S: Stage>(stage: inout S, tracker: PartitionTracker, consumer: KafkaConsumer?, now: Int64) {
+    mutating func report<S: Stage>(stage: inout S, tracker: PartitionTracker, consumer: (any ConsumerClient)?, now: Int64) {
         let drained = stage.drainReport()
         totals.add(drained.accounting)
         pendingConsumed = 0

@@ -46,6 +46,8 @@ public struct RunnerSettings: Sendable {
     public var timings = false
     /// Unacknowledged output (bytes) above which the input is paused; 0: never pause.
     public var outputBacklogLimit = 32 << 20
+    /// Where the runner's Kafka clients come from: librdkafka, or a simulated cluster.
+    public var clients: any KafkaClientFactory = LibrdkafkaClients()
     /// The most bytes one produced record may take (see `RecordLimit`): dead letters are cut to it.
     public var recordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault)
 

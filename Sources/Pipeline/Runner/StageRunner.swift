@@ -35,7 +35,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private var committer: CommitCoordinator
     private var observer: RunnerObserver
     private var output: OutputChannel?
-    private var consumer: KafkaConsumer?
+    private var consumer: (any ConsumerClient)?
     private var restorer: StateRestorer?
 
     /// An error found where it cannot be thrown (inside a rebalance callback): the loop stops on it.
@@ -116,11 +116,11 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     /// Creates the clients and takes the input: a subscription, or the fixed assignment.
-    private func start() throws -> KafkaConsumer {
+    private func start() throws -> any ConsumerClient {
         output = try OutputChannel(
             stageName: stage.name, settings: settings, control: control, logger: logger, metrics: metrics,
             onClientError: { [triage] in triage.clientError($0, client: "producer") })
-        let consumer = try KafkaConsumer(
+        let consumer = try settings.clients.consumer(
             config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
             rebalance: RebalanceHandler(
                 partitionsAssigned: { [weak self] in self?.partitionsAssigned($0) },
@@ -140,7 +140,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// Polls one batch and hands what the guard admits to the stage; false if nothing came.
     /// Time in the stage counts as processing, the rest of the call as polling.
-    private func pollPhase(_ consumer: KafkaConsumer, timeoutMilliseconds: Int32) throws -> Bool {
+    private func pollPhase(_ consumer: any ConsumerClient, timeoutMilliseconds: Int32) throws -> Bool {
         let begin = RunnerTimeline.now()
         var inBatch = 0.0
         let polled: Void? = try consumer.pollBatch(timeoutMilliseconds: timeoutMilliseconds) { batch in
@@ -162,7 +162,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     /// Reads a batch of state back; partitions whose state is in may have their records.
-    private func restorePhase(_ consumer: KafkaConsumer) throws {
+    private func restorePhase(_ consumer: any ConsumerClient) throws {
         let begin = RunnerTimeline.now()
         defer { observer.timeline.add(.restoring, since: begin) }
         guard var restorer else { return }
@@ -173,7 +173,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// A partition's state is back: the stage checks it, and its input starts where the
     /// group's commit says (records that slipped through while it was held back were dropped).
-    private func stateIsIn(_ partition: Int32, consumer: KafkaConsumer) throws {
+    private func stateIsIn(_ partition: Int32, consumer: any ConsumerClient) throws {
         try stage.stateRestored(partition: partition, now: clock())
         let (start, needsSeek) = tracker.letThrough(partition)
         let tp = TopicPartition(topic: settings.topic, partition: partition)
@@ -185,7 +185,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// logging, a loaded machine) can keep it past the timeout, after which the seek may or may
     /// not have happened. Seeking to the same offset again is harmless, so it is asked again a
     /// few times before the run gives up.
-    private func seek(_ consumer: KafkaConsumer, _ tp: TopicPartition, to offset: Int64) throws {
+    private func seek(_ consumer: any ConsumerClient, _ tp: TopicPartition, to offset: Int64) throws {
         var attempt = 1
         while true {
             do {
@@ -205,7 +205,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     /// Delivery reports, then the input paused or resumed by how much output waits.
-    private func serveOutput(_ consumer: KafkaConsumer) throws {
+    private func serveOutput(_ consumer: any ConsumerClient) throws {
         let begin = RunnerTimeline.now()
         try output!.serveReports()
         observer.timeline.add(.servingReports, since: begin)
@@ -234,7 +234,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     /// Leaves the group and sums the run up.
-    private func close(_ consumer: KafkaConsumer, started: Int64) -> StageSummary {
+    private func close(_ consumer: any ConsumerClient, started: Int64) -> StageSummary {
         // Closing revokes the partitions, which forgets their offsets: read them first.
         let committed = tracker.committed
         let begin = RunnerTimeline.now()

@@ -16,7 +16,8 @@ struct StateRestorer {
     let logger: Logger
     let metrics: StageMetrics?
     private let config: KafkaConfig
-    private var consumer: KafkaConsumer?
+    private let clients: any KafkaClientFactory
+    private var consumer: (any ConsumerClient)?
     private(set) var active: [Int32: Restoration] = [:]
 
     /// One partition being read back.
@@ -39,6 +40,7 @@ struct StateRestorer {
         var config = settings.consumer
         config["enable.partition.eof"] = "true"
         self.config = config
+        self.clients = settings.clients
     }
 
     var isRestoring: Bool { !active.isEmpty }
@@ -48,8 +50,9 @@ struct StateRestorer {
     mutating func begin(_ partitions: [Int32], now: Int64) throws -> [Int32] {
         guard !partitions.isEmpty else { return [] }
         if consumer == nil {
-            consumer = try KafkaConsumer(
-                config: config, logger: logger.with(label: "trackpipe.kafka.restore"), maxBatch: 8_192, wakesFetcher: true)
+            consumer = try clients.consumer(
+                config: config, logger: logger.with(label: "trackpipe.kafka.restore"), rebalance: nil, maxBatch: 8_192, wakesFetcher: true,
+                onError: nil)
         }
         guard let consumer else { return [] }
         let state = partitions.map { TopicPartition(topic: topic, partition: $0) }
