@@ -22,6 +22,12 @@ public struct PipelineConfig: Sendable {
     public var untilEnd: Bool = false
     /// librdkafka properties from `-X`, applied on top of trackpipe's defaults (both clients).
     public var kafkaProperties: [String: String] = [:]
+    /// Static group membership (KIP-345): each stage's consumer joins its group with the
+    /// `group.instance.id` `<instanceId>-<stage>`, so that a restart within `session.timeout.ms`
+    /// gets its partitions back without a rebalance. The two stages need ids of their own: one
+    /// id in both groups would be legal, but a stage's id must be unique within its group, and
+    /// a per-stage suffix keeps `kafka-consumer-groups --describe` readable. nil: dynamic members.
+    public var instanceId: String?
     public var limits: NormalizerLimits = NormalizerLimits()
     /// How often safe offsets are committed while running (ms).
     public var commitInterval: Int64 = 5_000
@@ -63,7 +69,10 @@ public struct PipelineConfig: Sendable {
     /// the worker's guarantees depend on (see `enforcedConsumerProperties`).
     /// - Parameter readingAhead: a deep prefetch with large fetches, for `replay`, which reads
     ///   faster than the shallow prefetch's small fetches arrive (see below).
-    func consumerConfig(group: String, readingAhead: Bool = false) -> KafkaConfig {
+    /// - Parameter member: the stage whose consumer joins the group (`normalize`, `aggregate`):
+    ///   with `instanceId` it gets its static `group.instance.id`. Readers that never join a group
+    ///   (commit lookups, restores, `status`, `replay`) pass nil.
+    func consumerConfig(group: String, readingAhead: Bool = false, member: String? = nil) -> KafkaConfig {
         var defaults = [
             "bootstrap.servers": brokers,
             "group.id": group,
@@ -93,8 +102,25 @@ public struct PipelineConfig: Sendable {
             defaults["queued.max.messages.kbytes"] = nil
             defaults["fetch.max.bytes"] = nil
         }
+        if let member, let id = staticMemberId(stage: member) { defaults["group.instance.id"] = id }
         return KafkaConfig(defaults).merging(KafkaConfig(kafkaProperties.filter { !Self.producerOnly.contains($0.key) }))
             .merging(KafkaConfig(Self.enforcedConsumerProperties))
+    }
+
+    /// The `group.instance.id` of a stage's consumer with `--instance-id`, nil without it.
+    public func staticMemberId(stage: String) -> String? {
+        instanceId.map { "\($0)-\(stage)" }
+    }
+
+    /// Every configuration the worker gives librdkafka, checked as librdkafka will check it when
+    /// the client is made, before any client exists or any broker is contacted (see
+    /// `KafkaConfig.check`): a property that only the producer reads would otherwise fail after
+    /// the metadata lookup had waited on the brokers.
+    /// - Parameter readingAhead: the consumer as `replay` makes it.
+    public func checkKafkaProperties(readingAhead: Bool = false) throws(KafkaConfigProblem) {
+        try consumerConfig(group: group, readingAhead: readingAhead, member: "normalize").check(as: .consumer)
+        try producerConfig.check(as: .producer)
+        try adminConfig.check(as: .producer)
     }
 
     /// 2 MB, or `message.max.bytes` if that was set higher (librdkafka refuses a smaller
@@ -156,6 +182,16 @@ public struct PipelineConfig: Sendable {
         if let idempotence = kafkaProperties["enable.idempotence"], ["false", "0"].contains(idempotence.lowercased()) {
             throw PipelineError.configuration(
                 "enable.idempotence=\(idempotence): the aggregate stage recognises events sent twice by their input position, which needs each partition's records in the order they were sent; without the idempotent producer a retried send can overtake a later one, and a hit would be dropped as a copy. Remove -X enable.idempotence")
+        }
+        if kafkaProperties["group.instance.id"] != nil {
+            throw PipelineError.configuration(
+                "group.instance.id: both stages' consumers would join with the same id; use --instance-id (TRACKPIPE_INSTANCE_ID), which gives each stage its own (<id>-normalize, <id>-aggregate). Remove -X group.instance.id")
+        }
+        if let instanceId {
+            guard !instanceId.isEmpty, instanceId.count <= 200, instanceId.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
+                throw PipelineError.configuration(
+                    "--instance-id must be 1 to 200 printable ASCII characters without spaces, stable across restarts of one instance and different between instances (a StatefulSet's pod name, a host name)")
+            }
         }
         guard shards >= 1 else { throw PipelineError.configuration("--shards must be at least 1") }
         guard !inputTopic.isEmpty, !outputTopic.isEmpty, !deadLetterTopic.isEmpty else {

@@ -42,6 +42,11 @@ struct RunCommand: ParsableCommand {
     var untilEnd = false
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
+    @Option(
+        help:
+            "Static group membership: each stage's consumer joins with group.instance.id <id>-normalize or <id>-aggregate, so a restart within session.timeout.ms moves no partition. Unique per instance, stable across its restarts (a StatefulSet pod name). (env TRACKPIPE_INSTANCE_ID, default: none)"
+    )
+    var instanceId: String?
     @Option(help: "Port for /metrics and /health; 0 turns them off. (env TRACKPIPE_METRICS_PORT, default 0)") var metricsPort: Int?
     @Option(help: "Cap on retained window entries before windows are finalized early. (env TRACKPIPE_MAX_ENTRIES, default 20000000)")
     var maxEntries: Int?
@@ -66,7 +71,7 @@ struct RunCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "state-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
+        "shards", "until-end", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -124,8 +129,9 @@ struct RunCommand: ParsableCommand {
         guard config.unhealthyAfter > 0 else {
             throw ValidationError("\(text("unhealthy-after", unhealthyAfter, "60s").label): must be longer than 0, like 60s")
         }
-        config.kafkaProperties = try KafkaPropertyArguments.parse(
-            pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
+        let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
+        config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
+        config.instanceId = instanceId ?? environment.value(forFlag: "instance-id")
         let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "info")
         let port = try environment.integer("metrics-port", metricsPort, default: 0)
         guard (0...65535).contains(port) else {
@@ -136,6 +142,7 @@ struct RunCommand: ParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
+        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         return ResolvedRun(config: config, metricsPort: port, logLevel: level, logFormat: format)
     }
 

@@ -35,8 +35,9 @@ struct StatusCommand: ParsableCommand {
         config.group = environment.setting("group", group, default: "trackpipe").text
         config.inputTopic = environment.setting("input-topic", inputTopic, default: "tracking-hits").text
         config.repartitionTopic = repartitionTopic ?? environment.value(forFlag: "repartition-topic")
-        config.kafkaProperties = try KafkaPropertyArguments.parse(
-            pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
+        let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
+        config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
+        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         let (level, format) = try environment.logSettings(level: logLevel, format: nil, defaultLevel: "warning")
         return (config, level, format)
     }
