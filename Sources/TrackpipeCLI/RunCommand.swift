@@ -17,7 +17,9 @@ struct RunCommand: ParsableCommand {
 
             Durations: 500ms, 10s, 1m, 1h, 1h30m.
 
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0. Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on a failure (the message says which); 64 for a configuration error.
+            The input topic must exist: a missing one exits 1 at start-up, before any group is joined (the repartition and state topics are created where the cluster allows). A restart reads each window task's state back from the state topic and goes on from the committed offsets; both groups commit what they processed.
+
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0. Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on a failure (the message says which); 64 for a configuration error, -X and TRACKPIPE_X* properties included (checked before any broker is contacted).
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?

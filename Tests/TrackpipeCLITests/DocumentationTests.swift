@@ -217,4 +217,31 @@ struct DocumentationTests {
         #expect(shape.contains("columns \(columns)"))
         #expect(shape.contains("columns " + (StatusCommand.offsetColumns + StatusCommand.sourceColumns).map(\.header).joined(separator: "|")))
     }
+
+    /// Sentences of the story the documents told before the state topic, each untrue of the
+    /// binary now (issue 30): the aggregate group commits what it processed, a restart reads
+    /// state back, the repartition topic need not cover --retention, a missing input topic
+    /// exits 1, and revision is the hit count.
+    static let retiredClaims = [
+        "trail by up to", "trail **by up to", "trails by up to", "rebuild their window state by replay", "replays up to `--retention`",
+        "well beyond", "only waited for", "rev > 1", "rebuilds its windows from there",
+    ]
+
+    @Test("no document, manifest comment or --help text repeats a retired claim")
+    func retiredClaimsAreGone() throws {
+        var places: [(String, String)] = try Self.documents().map { ($0, try Self.read($0)) }
+        let deploy = Self.root.appendingPathComponent("deploy")
+        for case let url as URL in FileManager.default.enumerator(at: deploy, includingPropertiesForKeys: nil) ?? .init()
+        where ["yaml", "yml", "md", "json", ""].contains(url.pathExtension) || url.lastPathComponent == "Dockerfile" {
+            if let text = try? String(contentsOf: url, encoding: .utf8) { places.append((url.path, text)) }
+        }
+        let help = try TrackpipeBinary.locate().run(["--experimental-dump-help"])
+        places.append(("--help", help.stdout))
+        #expect(places.count > 10)
+        for (place, text) in places {
+            for claim in Self.retiredClaims {
+                #expect(!text.contains(claim), "\(place) says \"\(claim)\"")
+            }
+        }
+    }
 }
