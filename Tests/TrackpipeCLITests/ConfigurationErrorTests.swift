@@ -122,6 +122,15 @@ struct ConfigurationErrorTests {
             says: ["-X ssl.ca.location=/nonexistent/ca.pem", "does not exist"], "a CA file that is not there")
     }
 
+    @Test("the error docs/deploy.md quotes is the one the binary prints")
+    func quotedInTheDocs() throws {
+        let result = try TrackpipeBinary.locate().run(["run", "--brokers", "127.0.0.1:1"], environment: ["TRACKPIPE_X": "security.protocol=SASL_SSL"])
+        #expect(result.exitCode == 64)
+        let first = try #require(result.stderr.split(separator: "\n").first.map(String.init))
+        let docs = try String(contentsOf: DocumentationTests.root.appendingPathComponent("docs/deploy.md"), encoding: .utf8)
+        #expect(docs.contains("\n" + first + "\n"), "docs/deploy.md does not quote: \(first)")
+    }
+
     @Test("every command that takes Kafka properties checks them the same way", arguments: ["status", "replay", "generate"])
     func everyCommand(command: String) throws {
         try refused([command, "-X", "no.such.prop=1"], says: ["-X no.such.prop=… (value not shown)"], "\(command) -X")
