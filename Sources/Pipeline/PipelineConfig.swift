@@ -24,9 +24,9 @@ public struct PipelineConfig: Sendable {
     public var kafkaProperties: [String: String] = [:]
     /// Static group membership (KIP-345): each stage's consumer joins its group with the
     /// `group.instance.id` `<instanceId>-<stage>`, so that a restart within `session.timeout.ms`
-    /// gets its partitions back without a rebalance. The two stages need ids of their own: one
-    /// id in both groups would be legal, but a stage's id must be unique within its group, and
-    /// a per-stage suffix keeps `kafka-consumer-groups --describe` readable. nil: dynamic members.
+    /// gets its partitions back without a rebalance. Only the stages' own consumers get it (not
+    /// the readers of commits and state, which never join), and each stage its own, so that
+    /// `kafka-consumer-groups --describe` tells the stages' members apart. nil: dynamic members.
     public var instanceId: String?
     public var limits: NormalizerLimits = NormalizerLimits()
     /// How often safe offsets are committed while running (ms).
@@ -107,6 +107,16 @@ public struct PipelineConfig: Sendable {
             .merging(KafkaConfig(Self.enforcedConsumerProperties))
     }
 
+    /// What is wrong with an instance id, or nil. Kafka takes any string, but one with spaces
+    /// or control characters is almost surely a templating mistake, and ids show up in
+    /// `kafka-consumer-groups --describe`.
+    public static func instanceIdProblem(_ id: String) -> String? {
+        guard !id.isEmpty, id.count <= 200, id.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 32 && $0.value < 127 }) else {
+            return "must be 1 to 200 printable ASCII characters without spaces, stable across restarts of one instance and different between instances (a StatefulSet's pod name, a host name)"
+        }
+        return nil
+    }
+
     /// The `group.instance.id` of a stage's consumer with `--instance-id`, nil without it.
     public func staticMemberId(stage: String) -> String? {
         instanceId.map { "\($0)-\(stage)" }
@@ -185,13 +195,10 @@ public struct PipelineConfig: Sendable {
         }
         if kafkaProperties["group.instance.id"] != nil {
             throw PipelineError.configuration(
-                "group.instance.id: both stages' consumers would join with the same id; use --instance-id (TRACKPIPE_INSTANCE_ID), which gives each stage its own (<id>-normalize, <id>-aggregate). Remove -X group.instance.id")
+                "group.instance.id: as a -X property it would reach every consumer trackpipe makes (those that only read commits or state included) and give both stages one id; use --instance-id (TRACKPIPE_INSTANCE_ID), which gives each stage's consumer its own (<id>-normalize, <id>-aggregate). Remove -X group.instance.id")
         }
-        if let instanceId {
-            guard !instanceId.isEmpty, instanceId.count <= 200, instanceId.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
-                throw PipelineError.configuration(
-                    "--instance-id must be 1 to 200 printable ASCII characters without spaces, stable across restarts of one instance and different between instances (a StatefulSet's pod name, a host name)")
-            }
+        if let instanceId, let problem = Self.instanceIdProblem(instanceId) {
+            throw PipelineError.configuration("--instance-id \(instanceId): \(problem)")
         }
         guard shards >= 1 else { throw PipelineError.configuration("--shards must be at least 1") }
         guard !inputTopic.isEmpty, !outputTopic.isEmpty, !deadLetterTopic.isEmpty else {

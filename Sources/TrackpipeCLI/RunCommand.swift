@@ -134,6 +134,9 @@ struct RunCommand: ParsableCommand {
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
         config.instanceId = instanceId ?? environment.value(forFlag: "instance-id")
+        if let id = config.instanceId, let problem = PipelineConfig.instanceIdProblem(id) {
+            throw ValidationError("\(text("instance-id", instanceId, "").label): \(problem)")
+        }
         let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "info")
         let port = try environment.integer("metrics-port", metricsPort, default: 0)
         guard (0...65535).contains(port) else {

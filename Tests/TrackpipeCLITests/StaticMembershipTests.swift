@@ -67,8 +67,8 @@ struct StaticMembershipTests {
     }
 
     @Test("an id that cannot be one, or -X group.instance.id (one id for both stages), is a configuration error", arguments: [
-        (["--instance-id", "pod 0"], [String: String](), "--instance-id must be"),
-        ([], ["TRACKPIPE_INSTANCE_ID": "a b"], "--instance-id must be"),
+        (["--instance-id", "pod 0"], [String: String](), "--instance-id pod 0: must be 1 to 200 printable ASCII characters"),
+        ([], ["TRACKPIPE_INSTANCE_ID": "a b"], "TRACKPIPE_INSTANCE_ID=a b: must be 1 to 200 printable ASCII characters"),
         (["-X", "group.instance.id=pod-0"], [:], "use --instance-id (TRACKPIPE_INSTANCE_ID)"),
     ])
     func refusals(arguments: [String], environment: [String: String], message: String) throws {
