@@ -129,7 +129,7 @@ extension KafkaConfig {
                 throw KafkaConfigProblem(
                     properties: [key],
                     reason:
-                        "\(shown) \(exists ? "cannot be read by this process (check its permissions)" : "does not exist"): \(key) must name a PEM file the worker can read; mount it there, or correct the path")
+                        "\(shown) \(exists ? "cannot be read by this process (check its permissions)" : "does not exist"): \(key) must name a \(key == "ssl.ca.location" ? "file or directory" : "file") the worker can read; mount it there, or correct the path")
             }
         }
     }
