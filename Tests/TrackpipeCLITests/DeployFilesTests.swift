@@ -542,6 +542,21 @@ import Yams
         #expect(kafka["image"].string?.hasPrefix("apache/kafka:") == true, "the data directory above is apache/kafka's")
     }
 
+    /// An image build resolves the same dependency versions every time: every requirement in
+    /// Package.swift is exact, and no Package.resolved from the machine that builds reaches it.
+    @Test func imageBuildsResolveExactDependencyVersions() throws {
+        let manifest = try String(contentsOf: DeployFiles.root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let requirements = manifest.split(separator: "\n").filter { $0.contains(".package(url:") }
+        #expect(requirements.count >= 6, "the direct dependencies and swift-prometheus's own")
+        for requirement in requirements {
+            #expect(requirement.contains("exact: \""), "not an exact version: \(requirement)")
+        }
+        let ignored = try String(contentsOf: DeployFiles.root.appendingPathComponent(".dockerignore"), encoding: .utf8)
+            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(ignored.contains("Package.resolved"), "a local Package.resolved would reach the image build")
+        #expect(try Dockerfile.load().stages.first?.instructions.contains { $0.keyword == .copy && $0.arguments.hasPrefix("Package.swift ") } == true)
+    }
+
     @Test func kubernetesNotesCreateTheTopicsAndGrantWhatTheReplicasNeed() throws {
         // The notes users follow before the first start, held to the manifests: what the pods
         // resolve from the ConfigMap is what the commands create and grant.
