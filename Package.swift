@@ -15,12 +15,21 @@ let package = Package(
         .executable(name: "trackpipe", targets: ["trackpipe"]),
         .executable(name: "trackpipe-bench", targets: ["trackpipe-bench"]),
     ],
+    // Exact versions, so that every build (an image build on a fresh machine included) resolves
+    // the same code whatever has been released since; Package.resolved is not committed (its
+    // pins carry commit ids, which differ between these machines' package mirrors and GitHub).
+    // The transitive dependencies of swift-prometheus (swift-atomics, swift-metrics) are pinned
+    // here too, as direct dependencies of the target that links Prometheus: SwiftPM applies a
+    // root package's requirements to a package wherever it appears in the graph. Updating one
+    // is a change to this file: bump the version, build, run the tests.
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-atomics.git", exact: "1.3.0"),
         // Test-only: the deploy-file tests read the compose file and the Kubernetes manifests.
-        .package(url: "https://github.com/jpsim/Yams.git", from: "5.0.1"),
+        .package(url: "https://github.com/jpsim/Yams.git", exact: "5.0.1"),
     ],
     targets: [
         .systemLibrary(
@@ -41,6 +50,10 @@ let package = Package(
                 "Kafka", "TrackingDomain", "Windowing",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                // Not imported: swift-prometheus's own dependencies, named so that their exact
+                // versions above are what Prometheus is built with (they are linked either way).
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Atomics", package: "swift-atomics"),
             ]
         ),
         .target(

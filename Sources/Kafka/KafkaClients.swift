@@ -25,6 +25,8 @@ public protocol ConsumerClient: AnyObject {
     func cachedWatermarks(_ partition: TopicPartition) -> (low: Int64, high: Int64)?
     /// Leaves the group, revoking through the rebalance handler.
     func close()
+    /// The `group.instance.id` the consumer joins with (static membership), nil for a dynamic member.
+    var groupInstanceId: String? { get }
 }
 
 extension ConsumerClient {

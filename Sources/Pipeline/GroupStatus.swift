@@ -66,7 +66,8 @@ public struct CheckpointStatus: Sendable, Encodable {
     /// offset itself; before changelogs, a new owner replayed up to here silently.
     public var processedThrough: Int64
     /// Messages after the processed mark, as of the commit: the real backlog of the
-    /// aggregate stage (its committed offset trails by up to --retention on purpose).
+    /// aggregate stage (with a changelog its committed offset is the processed mark; a
+    /// checkpoint of format 1 to 3 committed behind it, by what its windows held).
     public var unprocessed: Int64
     /// Source partitions with a duplicate floor (the highest source offset counted): events
     /// at or below it, sent again by a crashed normalize stage, are dropped.

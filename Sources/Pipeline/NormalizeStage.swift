@@ -95,7 +95,7 @@ public struct NormalizeStage: Stage {
         guard start.committedOffset != nil else { return state }
         if Checkpoint(decoding: start.metadata) != nil {
             throw PipelineError.groupMismatch(
-                "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint: the group was last run with --input-keyed-by-delivery (one stage), whose commits trail by --retention. Resuming two stages from it would count a partial window. Run two stages under a --group of their own (a new group counts the input from its beginning), or keep --input-keyed-by-delivery")
+                "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint: the group was last run with --input-keyed-by-delivery (one stage), whose open windows are in that mode's state, where two stages do not look. Resuming two stages from it would count partial windows. Run two stages under a --group of their own (a new group counts the input from its beginning), or keep --input-keyed-by-delivery")
         }
         let previous = SourceCheckpoint(decoding: start.metadata)
         if start.commitIsBeyondTheLog {

@@ -160,7 +160,8 @@ public final class Pipeline: Sendable {
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: taskWindow(partitions: partitions), parallelism: config.shards, keepsChangelog: true)
-        var settings = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.output, .deadLetter, .changelog])
+        var settings = runnerSettings(
+            topic: config.inputTopic, group: config.group, member: stage.name, destinations: [.output, .deadLetter, .changelog])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
         settings.recordLimit = learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic])
         let runner = StageRunner(stage: stage, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
@@ -208,11 +209,12 @@ public final class Pipeline: Sendable {
             originals: InputTopicLookup(
                 config: config.consumerConfig(group: config.aggregateGroup), logger: logger.with(label: "trackpipe.kafka.lookup")))
         let upstream = UpstreamSignal()
-        var first = runnerSettings(topic: config.inputTopic, group: config.group, destinations: [.repartition, .deadLetter])
+        var first = runnerSettings(
+            topic: config.inputTopic, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])
         first.bound = config.untilEnd ? .endAtAssignment : .unbounded
         first.recordLimit = recordLimit
         var second = runnerSettings(
-            topic: repartitionTopic, group: config.aggregateGroup, destinations: [.output, .deadLetter, .changelog])
+            topic: repartitionTopic, group: config.aggregateGroup, member: aggregate.name, destinations: [.output, .deadLetter, .changelog])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
         second.recordLimit = recordLimit
         let normalizer = StageRunner(stage: normalize, settings: first, logger: logger, metrics: metrics?.stage(normalize.name))
@@ -255,7 +257,7 @@ public final class Pipeline: Sendable {
 
     // MARK: Pieces
 
-    private func runnerSettings(topic: String, group: String, destinations: Set<Destination>) -> RunnerSettings {
+    private func runnerSettings(topic: String, group: String, member: String, destinations: Set<Destination>) -> RunnerSettings {
         var topics: [Destination: String] = [:]
         for destination in destinations {
             switch destination {
@@ -266,7 +268,7 @@ public final class Pipeline: Sendable {
             }
         }
         var settings = RunnerSettings(
-            topic: topic, source: .group, bound: .unbounded, commits: true, consumer: config.consumerConfig(group: group),
+            topic: topic, source: .group, bound: .unbounded, commits: true, consumer: config.consumerConfig(group: group, member: member),
             producer: config.producerConfig, destinations: topics, commitInterval: config.commitInterval)
         settings.maxBatch = config.maxBatch
         settings.progressInterval = config.progressInterval

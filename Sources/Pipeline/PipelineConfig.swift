@@ -22,6 +22,12 @@ public struct PipelineConfig: Sendable {
     public var untilEnd: Bool = false
     /// librdkafka properties from `-X`, applied on top of trackpipe's defaults (both clients).
     public var kafkaProperties: [String: String] = [:]
+    /// Static group membership (KIP-345): each stage's consumer joins its group with the
+    /// `group.instance.id` `<instanceId>-<stage>`, so that a restart within `session.timeout.ms`
+    /// gets its partitions back without a rebalance. Only the stages' own consumers get it (not
+    /// the readers of commits and state, which never join), and each stage its own, so that
+    /// `kafka-consumer-groups --describe` tells the stages' members apart. nil: dynamic members.
+    public var instanceId: String?
     public var limits: NormalizerLimits = NormalizerLimits()
     /// How often safe offsets are committed while running (ms).
     public var commitInterval: Int64 = 5_000
@@ -64,7 +70,10 @@ public struct PipelineConfig: Sendable {
     /// the worker's guarantees depend on (see `enforcedConsumerProperties`).
     /// - Parameter readingAhead: a deep prefetch with large fetches, for `replay`, which reads
     ///   faster than the shallow prefetch's small fetches arrive (see below).
-    func consumerConfig(group: String, readingAhead: Bool = false) -> KafkaConfig {
+    /// - Parameter member: the stage whose consumer joins the group (`normalize`, `aggregate`):
+    ///   with `instanceId` it gets its static `group.instance.id`. Readers that never join a group
+    ///   (commit lookups, restores, `status`, `replay`) pass nil.
+    func consumerConfig(group: String, readingAhead: Bool = false, member: String? = nil) -> KafkaConfig {
         var defaults = [
             "bootstrap.servers": brokers,
             "group.id": group,
@@ -94,8 +103,35 @@ public struct PipelineConfig: Sendable {
             defaults["queued.max.messages.kbytes"] = nil
             defaults["fetch.max.bytes"] = nil
         }
+        if let member, let id = staticMemberId(stage: member) { defaults["group.instance.id"] = id }
         return KafkaConfig(defaults).merging(KafkaConfig(kafkaProperties.filter { !Self.producerOnly.contains($0.key) }))
             .merging(KafkaConfig(Self.enforcedConsumerProperties))
+    }
+
+    /// What is wrong with an instance id, or nil. Kafka takes any string, but one with spaces
+    /// or control characters is almost surely a templating mistake, and ids show up in
+    /// `kafka-consumer-groups --describe`.
+    public static func instanceIdProblem(_ id: String) -> String? {
+        guard !id.isEmpty, id.count <= 200, id.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 32 && $0.value < 127 }) else {
+            return "must be 1 to 200 printable ASCII characters without spaces, stable across restarts of one instance and different between instances (a StatefulSet's pod name, a host name)"
+        }
+        return nil
+    }
+
+    /// The `group.instance.id` of a stage's consumer with `--instance-id`, nil without it.
+    public func staticMemberId(stage: String) -> String? {
+        instanceId.map { "\($0)-\(stage)" }
+    }
+
+    /// Every configuration the worker gives librdkafka, checked as librdkafka will check it when
+    /// the client is made, before any client exists or any broker is contacted (see
+    /// `KafkaConfig.check`): a property that only the producer reads would otherwise fail after
+    /// the metadata lookup had waited on the brokers.
+    /// - Parameter readingAhead: the consumer as `replay` makes it.
+    public func checkKafkaProperties(readingAhead: Bool = false) throws(KafkaConfigProblem) {
+        try consumerConfig(group: group, readingAhead: readingAhead, member: "normalize").check(as: .consumer)
+        try producerConfig.check(as: .producer)
+        try adminConfig.check(as: .producer)
     }
 
     /// 2 MB, or `message.max.bytes` if that was set higher (librdkafka refuses a smaller
@@ -173,6 +209,13 @@ public struct PipelineConfig: Sendable {
         if let idempotence = kafkaProperties["enable.idempotence"], ["false", "0"].contains(idempotence.lowercased()) {
             throw PipelineError.configuration(
                 "enable.idempotence=\(idempotence): the aggregate stage recognises events sent twice by their input position, which needs each partition's records in the order they were sent; without the idempotent producer a retried send can overtake a later one, and a hit would be dropped as a copy. Remove -X enable.idempotence")
+        }
+        if kafkaProperties["group.instance.id"] != nil {
+            throw PipelineError.configuration(
+                "group.instance.id: as a -X property it would reach every consumer trackpipe makes (those that only read commits or state included) and give both stages one id; use --instance-id (TRACKPIPE_INSTANCE_ID), which gives each stage's consumer its own (<id>-normalize, <id>-aggregate). Remove -X group.instance.id")
+        }
+        if let instanceId, let problem = Self.instanceIdProblem(instanceId) {
+            throw PipelineError.configuration("--instance-id \(instanceId): \(problem)")
         }
         guard shards >= 1 else { throw PipelineError.configuration("--shards must be at least 1") }
         guard !inputTopic.isEmpty, !outputTopic.isEmpty, !deadLetterTopic.isEmpty else {

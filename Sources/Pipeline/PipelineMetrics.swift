@@ -79,7 +79,7 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_hits_filtered": "Hits dropped by the tracking rule.",
         "trackpipe_dead_letters": "Messages sent to the dead-letter topic, by reason.",
         "trackpipe_duplicates_dropped": "Events an upstream stage sent twice (after a crash), recognised by source position and dropped.",
-        "trackpipe_messages_replayed": "Messages re-read below the previous owner's processed mark, to rebuild window state.",
+        "trackpipe_messages_replayed": "Messages re-read below where the window state read back had counted (after a crash), skipped.",
         "trackpipe_hits_replayed_final": "Replayed hits whose window was already final before the restart or rebalance.",
         "trackpipe_watermark_marks": "Watermark marks read from the repartition topic.",
         "trackpipe_aggregates_emitted": "Aggregate records produced.",

@@ -31,6 +31,15 @@ public final class Replay: Sendable {
         public var to: Int64?
 
         public init() {}
+
+        /// The librdkafka configurations the replay builds, checked before any client exists
+        /// (see `PipelineConfig.checkKafkaProperties`).
+        public func checkKafkaProperties() throws(KafkaConfigProblem) {
+            var pipeline = PipelineConfig()
+            pipeline.brokers = brokers
+            pipeline.kafkaProperties = kafkaProperties
+            try pipeline.checkKafkaProperties(readingAhead: true)
+        }
     }
 
     public enum Output: Sendable {

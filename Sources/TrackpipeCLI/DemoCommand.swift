@@ -38,7 +38,28 @@ struct DemoCommand: ParsableCommand {
         return millis
     }
 
+    /// What `run` counts in by default, stated next to the demo's own window so that nobody
+    /// carries the demo's 5 minutes over to their own deployment unawares.
+    static let runDefaultWindow = "1m"
+
     func run() throws {
+        // First, so that a Ctrl-C at any moment stops the demo the same way: whatever runs
+        // stops (the worker finishes its batch), and the demo exits 130 (143 for SIGTERM), as a
+        // shell reports an interrupted command, instead of 0 as if it had shown everything.
+        let interruption = LockedValue<String?>(nil)
+        let running = LockedValue<Pipeline?>(nil)
+        let signals = ShutdownSignal.install { name in
+            interruption.set(name)
+            FileHandle.standardError.write(Data("trackpipe demo: \(name) received, stopping\n".utf8))
+            running.get()?.requestStop()
+        }
+        defer { withExtendedLifetime(signals) {} }
+        func stopIfInterrupted() throws {
+            guard let name = interruption.get() else { return }
+            FileHandle.standardError.write(Data("trackpipe demo: interrupted; nothing more is shown\n".utf8))
+            throw ExitCode(name == "SIGTERM" ? 143 : 130)
+        }
+
         LogSetup.bootstrap(level: .warning, format: .text)
         let windowMillis = try windowMillis()
         let out = Console()
@@ -55,15 +76,21 @@ struct DemoCommand: ParsableCommand {
         try broker.createTopic("trackpipe-demo-repartition", partitions: partitions)
         try broker.createTopic("trackpipe-demo-state", partitions: partitions)
         out.line("1. embedded Kafka on \(broker.bootstrapServers): \(input) (\(partitions) partitions), \(output), \(dlq)")
+        try stopIfInterrupted()
 
-        let hits = HitStream(HitStreamConfig(count: count, seed: seed, deliveries: deliveries, trackingOffEvery: 4)).generate()
+        let stream = HitStreamConfig(count: count, seed: seed, deliveries: deliveries, trackingOffEvery: 4)
+        let hits = HitStream(stream).generate()
         // Every client is scoped to close before the broker stops, so none logs a lost connection.
         do {
             let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "linger.ms": "10"]))
-            for hit in hits { try producer.send(topic: input, key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp) }
+            for (index, hit) in hits.enumerated() {
+                if index % 1_000 == 0 { try stopIfInterrupted() }
+                try producer.send(topic: input, key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp)
+            }
             try producer.flush()
         }
         out.line("2. produced \(hits.count) hits: every shape, SDK retry duplicates, late hits, tracking-off deliveries, bad messages")
+        try stopIfInterrupted()
 
         var config = PipelineConfig()
         config.brokers = broker.bootstrapServers
@@ -71,8 +98,14 @@ struct DemoCommand: ParsableCommand {
         config.untilEnd = true
         config.shards = 2
         config.group = "trackpipe-demo"
-        let summary = try { try Pipeline(config: config, logger: Logger(label: "trackpipe")).run() }()
-        out.line("3. trackpipe ran to the end of the topic in \(summary.elapsedMilliseconds) ms")
+        let pipeline = Pipeline(config: config, logger: Logger(label: "trackpipe"))
+        running.set(pipeline)
+        let summary = try pipeline.run()
+        running.set(nil)
+        try stopIfInterrupted()
+        out.line(
+            "3. trackpipe ran to the end of the topic in \(summary.elapsedMilliseconds) ms, counting in windows of \(window) (--window; trackpipe run counts in \(Self.runDefaultWindow) windows unless told otherwise)"
+        )
         out.line("")
 
         let (aggregates, letters) = try {
@@ -81,12 +114,14 @@ struct DemoCommand: ParsableCommand {
             defer { reader.close() }
             return (try reader.readToEnd(topic: output, partitions: 4), try reader.readToEnd(topic: dlq, partitions: 2))
         }()
-        printTable(aggregates, out: out)
+        try stopIfInterrupted()
+        printTable(aggregates, stream: stream, out: out)
         printDeadLetters(letters, summary: summary, out: out)
+        printNextSteps(out: out)
         withExtendedLifetime(broker) {}
     }
 
-    private func printTable(_ records: [StoredRecord], out: Console) {
+    private func printTable(_ records: [StoredRecord], stream: HitStreamConfig, out: Console) {
         // The last record per key holds the full counts; earlier ones are superseded revisions.
         var last: [String: [String: Any]] = [:]
         var order: [String] = []
@@ -122,7 +157,18 @@ struct DemoCommand: ParsableCommand {
         out.line("impr/clicks/opens count hits (SDK retries included); u.* count distinct recipients (broadlogId).")
         out.line("dismissed = clicked and not opened; open rate = u.opens / u.impr (iOS under-reports impressions);")
         out.line("ios/android/unknown: hits by platform (unknown: the hit named none), adding up to impr + clicks + opens;")
-        out.line("rev > 1: the window was corrected by late hits after it was first emitted.")
+        let corrected = records.count - rows.count
+        out.line(
+            "rev: the record's revision, the number of hits counted in its window (impr + clicks + opens); a late hit re-emits its window with a higher one. "
+                + (corrected == 0
+                    ? "Here no key was emitted more than once."
+                    : "Here \(corrected) of the records produced were earlier revisions, superseded by the rows above."))
+        if rows.contains(where: { $0[2] == "0" }) {
+            let end = RFC3339.format(epochMillis: stream.start + stream.span)
+            out.line(
+                "Rows with impr 0 hold only clicks and opens: the generated impressions end at \(end.dropFirst(11).prefix(5)), and a click comes up to a minute after its impression, counted in the window it happened in."
+            )
+        }
         out.line("")
     }
 
@@ -146,6 +192,26 @@ struct DemoCommand: ParsableCommand {
 }
 
 extension DemoCommand {
+    /// The commands to try next, each one that works as printed (a test runs them): the same
+    /// pipeline with a broker that stays up, the real worker, and a look at its output.
+    static let nextSteps = [
+        ("trackpipe embedded-broker", "a Kafka to try things on, until Ctrl-C: prints its ADDRESS, creates run's default topics"),
+        ("trackpipe generate --brokers ADDRESS --count 20000", "20,000 hits of every shape into tracking-hits"),
+        ("trackpipe run --brokers ADDRESS --until-end", "the worker, with run's defaults (1m windows), to the end of the topic"),
+        ("kcat -b ADDRESS -C -t tracking-aggregates -e -f '%k %s\\n'", "the aggregates: key and JSON value of each record"),
+        ("kcat -b ADDRESS -C -t tracking-hits-dlq -e -f '%h %s\\n'", "the dead letters: reason and source in the headers, then the original"),
+    ]
+
+    func printNextSteps(out: Console) {
+        out.line("")
+        out.line("Next, in another terminal for the broker:")
+        let width = Self.nextSteps.map(\.0.count).max() ?? 0
+        for (command, what) in Self.nextSteps {
+            out.line("  \(command.padding(toLength: width, withPad: " ", startingAt: 0))  # \(what)")
+        }
+        out.line("Against your own Kafka: trackpipe run --brokers HOST:9092 (every flag: trackpipe run --help).")
+    }
+
     /// At most `limit` characters; a cut text ends with "…" so that it does not read as complete.
     static func shortened(_ text: String, to limit: Int) -> String {
         text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"

@@ -68,7 +68,13 @@ struct GenerateCommand: ParsableCommand {
             guard stale >= 0, stale <= batchCount else { throw ValidationError("--stale must be between 0 and --count") }
             _ = try streamConfig(now: 0)
         }
-        _ = try KafkaPropertyArguments.parse(kafkaProperties)
+        let pairs = kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
+        let user = try KafkaPropertyArguments.parse(pairs: pairs)
+        if let brokers {
+            try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in
+                try KafkaTarget.config(brokers: brokers, user: user).check(as: .producer)
+            }
+        }
     }
 
     private var batchCount: Int { count ?? Self.defaultCount }
@@ -243,12 +249,8 @@ final class KafkaTarget {
         timeoutMillis =
             (user["message.timeout.ms"] ?? user["delivery.timeout.ms"]).flatMap { Int($0) }
             ?? GenerateCommand.defaultDeliveryTimeoutMillis
-        let defaults = KafkaConfig([
-            "bootstrap.servers": brokers, "linger.ms": "20", "client.id": "trackpipe-generate",
-            "message.timeout.ms": "\(GenerateCommand.defaultDeliveryTimeoutMillis)",
-        ])
         let failures = failures
-        producer = try KafkaProducer(config: defaults.merging(KafkaConfig(user))) { report in
+        producer = try KafkaProducer(config: Self.config(brokers: brokers, user: user)) { report in
             guard let error = report.error else { return }
             failures.update {
                 $0.count += 1
@@ -256,6 +258,14 @@ final class KafkaTarget {
             }
         }
         self.topic = topic
+    }
+
+    /// The producer's configuration: trackpipe's defaults, then the user's `-X`.
+    static func config(brokers: String, user: [String: String]) -> KafkaConfig {
+        KafkaConfig([
+            "bootstrap.servers": brokers, "linger.ms": "20", "client.id": "trackpipe-generate",
+            "message.timeout.ms": "\(GenerateCommand.defaultDeliveryTimeoutMillis)",
+        ]).merging(KafkaConfig(user))
     }
 
     var hasFailed: Bool { failures.get().count > 0 }

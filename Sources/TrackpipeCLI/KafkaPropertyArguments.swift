@@ -60,6 +60,38 @@ enum KafkaPropertyArguments {
         return properties
     }
 
+    /// Runs `check` (librdkafka's checks of the configurations a command will build, see
+    /// `KafkaConfig.check`) and turns its problem into a configuration error (exit 64) that says
+    /// where each property involved was set: `-X linger.ms=abc`, or `TRACKPIPE_X_FOO (no.such)`,
+    /// since an operator fixes a manifest's variable, not a property name. Values are shown only
+    /// for command-line pairs whose key is neither secret nor unknown.
+    static func check(_ pairs: [Pair], _ check: () throws(KafkaConfigProblem) -> Void) throws {
+        do {
+            try check()
+        } catch {
+            throw refusal(error, pairs: pairs)
+        }
+    }
+
+    static func refusal(_ problem: KafkaConfigProblem, pairs: [Pair]) -> ValidationError {
+        var last: [String: Pair] = [:]
+        for pair in pairs {
+            let parts = pair.text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            last[parts[0].trimmingCharacters(in: .whitespaces)] = pair
+        }
+        let sources = problem.properties.compactMap { key -> String? in
+            guard let pair = last[key] else { return nil }
+            switch pair.origin {
+            case .commandLine:
+                return problem.isUnknownProperty || KafkaConfig.isSecret(key) ? "-X \(key)=… (value not shown)" : "-X \(pair.text)"
+            case .environment(let variable):
+                return "\(variable) (\(key))"
+            }
+        }
+        let prefix = sources.isEmpty ? "Kafka properties (trackpipe's own with -X, TRACKPIPE_X and TRACKPIPE_X_<ANY>)" : sources.joined(separator: ", ")
+        return ValidationError("\(prefix): \(problem.reason)")
+    }
+
     /// The keys of secret properties among the pairs typed on the command line: there, other
     /// users of the machine can read them (`ps`, `/proc/<pid>/cmdline`), so the commands warn.
     static func secretKeysOnCommandLine(_ pairs: [String]) -> [String] {

@@ -73,8 +73,9 @@ struct ReplayCommand: ParsableCommand {
         guard (1...RunCommand.maxShards).contains(config.shards) else {
             throw ValidationError("--shards \(config.shards): use 1 to \(RunCommand.maxShards)")
         }
-        config.kafkaProperties = try KafkaPropertyArguments.parse(
-            pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
+        let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
+        config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
+        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         config.from = try Self.boundary("--from", from, keyword: "beginning", size: size)
         config.to = try Self.boundary("--to", to, keyword: "end", size: size)
         if let start = config.from, let end = config.to, end <= start {

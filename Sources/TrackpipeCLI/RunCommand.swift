@@ -19,7 +19,9 @@ struct RunCommand: ParsableCommand {
 
             A Kafka outage is waited out, at start-up and later: the worker stays live (/health/live) and reports itself not ready (/health/ready) until a broker answers. A record larger than the dead-letter topic takes is dead-lettered cut to fit.
 
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix (the message says which); 64 for a configuration error.
+            The input topic must exist: a missing one exits 1 at start-up, before any group is joined (the repartition and state topics are created where the cluster allows). A restart reads each window task's state back from the state topic and goes on from the committed offsets; both groups commit what they processed.
+
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix (the message says which); 64 for a configuration error, -X and TRACKPIPE_X* properties included (checked before any broker is contacted).
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
@@ -44,6 +46,11 @@ struct RunCommand: ParsableCommand {
     var untilEnd = false
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
+    @Option(
+        help:
+            "Static group membership: each stage's consumer joins with group.instance.id <id>-normalize or <id>-aggregate, so a restart within session.timeout.ms moves no partition. Unique per instance, stable across its restarts (a StatefulSet pod name). (env TRACKPIPE_INSTANCE_ID, default: none)"
+    )
+    var instanceId: String?
     @Option(help: "Port for /metrics and the health checks (/health/live, /health/ready, /health = ready); 0 turns them off. (env TRACKPIPE_METRICS_PORT, default 0)") var metricsPort: Int?
     @Option(help: "Cap on retained window entries before windows are finalized early. (env TRACKPIPE_MAX_ENTRIES, default 20000000)")
     var maxEntries: Int?
@@ -68,7 +75,7 @@ struct RunCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "state-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "shards", "until-end", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
+        "shards", "until-end", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -126,8 +133,12 @@ struct RunCommand: ParsableCommand {
         guard config.unhealthyAfter > 0 else {
             throw ValidationError("\(text("unhealthy-after", unhealthyAfter, "60s").label): must be longer than 0, like 60s")
         }
-        config.kafkaProperties = try KafkaPropertyArguments.parse(
-            pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
+        let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
+        config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
+        config.instanceId = instanceId ?? environment.value(forFlag: "instance-id")
+        if let id = config.instanceId, let problem = PipelineConfig.instanceIdProblem(id) {
+            throw ValidationError("\(text("instance-id", instanceId, "").label): \(problem)")
+        }
         let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "info")
         let port = try environment.integer("metrics-port", metricsPort, default: 0)
         guard (0...65535).contains(port) else {
@@ -138,6 +149,7 @@ struct RunCommand: ParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
+        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         return ResolvedRun(config: config, metricsPort: port, logLevel: level, logFormat: format)
     }
 

@@ -13,7 +13,7 @@ struct StatusCommand: ParsableCommand {
         discussion: """
             For the normalize group (<group>, on the input topic) and the aggregate group (<group>-aggregate, on the repartition topic): per partition the committed offset, the end offset and the lag between them; for the aggregate group also the checkpoint stored with each commit: its format, the evicted horizon (RFC 3339), the processed mark (an offset), the messages after it, and the number of duplicate floors (source partitions whose re-sent events are dropped).
 
-            The aggregate group's committed offsets trail by up to --retention on purpose (a restarted worker rebuilds its windows from there): its lag column is large; "unprocessed" is its real backlog as of the last commit.
+            Both groups commit what they processed, every --commit-interval: their lag is the real backlog, plus up to one interval. The aggregate stage keeps its windows in the state topic (<group>-state), from which a restarted worker reads them back, so it commits at its processed mark ("processed" equals "committed"); "unprocessed" is its backlog as of the last commit.
 
             Nothing is joined or committed: safe against a live worker. Flags take TRACKPIPE_<FLAG> like run's (TRACKPIPE_BROKERS, TRACKPIPE_GROUP, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_REPARTITION_TOPIC, TRACKPIPE_X...).
 
@@ -35,8 +35,9 @@ struct StatusCommand: ParsableCommand {
         config.group = environment.setting("group", group, default: "trackpipe").text
         config.inputTopic = environment.setting("input-topic", inputTopic, default: "tracking-hits").text
         config.repartitionTopic = repartitionTopic ?? environment.value(forFlag: "repartition-topic")
-        config.kafkaProperties = try KafkaPropertyArguments.parse(
-            pairs: environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) })
+        let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
+        config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
+        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         let (level, format) = try environment.logSettings(level: logLevel, format: nil, defaultLevel: "warning")
         return (config, level, format)
     }

@@ -30,6 +30,7 @@ import Yams
             "deploy/prometheus/alerts.test.yml", "deploy/grafana/provisioning/datasources/prometheus.yml",
             "deploy/grafana/provisioning/dashboards/trackpipe.yml", "deploy/k8s/configmap.yaml",
             "deploy/k8s/secret.example.yaml", "deploy/k8s/deployment.yaml", "deploy/k8s/pdb.yaml", "deploy/k8s/service.yaml",
+            "deploy/k8s/static-membership/statefulset.yaml",
         ] {
             #expect(names.contains(expected), "missing \(expected)")
         }
@@ -48,7 +49,7 @@ import Yams
                 if let kind = manifest["kind"].string { kinds.insert(kind) } else { Issue.record("\(place): no kind") }
             }
         }
-        #expect(kinds == ["ConfigMap", "Secret", "Deployment", "PodDisruptionBudget", "Service"])
+        #expect(kinds == ["ConfigMap", "Secret", "Deployment", "PodDisruptionBudget", "Service", "StatefulSet"])
     }
 
     @Test func everyTrackpipeVariableSetInDeployIsOneTheProgramReads() throws {
@@ -498,6 +499,80 @@ import Yams
         }
     }
 
+    /// The StatefulSet variant (static membership) is the Deployment's pod with a stable
+    /// identity: the same pod template plus TRACKPIPE_INSTANCE_ID from the pod's name, outside
+    /// the folder `kubectl apply -f deploy/k8s/` applies, so that the two never run together.
+    @Test func kubernetesStatefulSetGivesEachPodAStaticMemberIdAndOtherwiseRunsTheDeploymentsPod() throws {
+        let statefulSetFile = "deploy/k8s/static-membership/statefulset.yaml"
+        let documents = try DeployFiles.documents(DeployFiles.root.appendingPathComponent(statefulSetFile))
+        let statefulSet = try #require(documents.first { $0["kind"].string == "StatefulSet" }, "\(statefulSetFile) holds a StatefulSet")
+        let deployment = try DeployFiles.manifest(kind: "Deployment")
+        let topLevel = try FileManager.default.contentsOfDirectory(atPath: DeployFiles.deploy.appendingPathComponent("k8s").path)
+        #expect(!topLevel.contains("statefulset.yaml"), "kubectl apply -f deploy/k8s/ must not start a StatefulSet next to the Deployment")
+
+        let spec = statefulSet["spec"]
+        #expect(spec["replicas"].int == deployment["spec"]["replicas"].int)
+        #expect(spec["selector"].canonical == deployment["spec"]["selector"].canonical, "the PDB and the Service select its pods as the Deployment's")
+        #expect(spec["serviceName"].string == (try DeployFiles.manifest(kind: "Service"))["metadata"]["name"].string)
+
+        // The pod template: the Deployment's, but for the worker container's two extra variables.
+        var container = try DeployFiles.workerContainer(statefulSet).mapping ?? [:]
+        let env = (YAMLNode(container["env"] as Any).sequence ?? []).map(YAMLNode.init)
+        let extra = env.filter { ["TRACKPIPE_INSTANCE_ID", "TRACKPIPE_X_SESSION_TIMEOUT"].contains($0["name"].string ?? "") }
+        #expect(extra.count == 2, "TRACKPIPE_INSTANCE_ID and TRACKPIPE_X_SESSION_TIMEOUT are set")
+        let instance = try #require(extra.first { $0["name"].string == "TRACKPIPE_INSTANCE_ID" })
+        #expect(instance["valueFrom"]["fieldRef"]["fieldPath"].string == "metadata.name", "each pod's id is its stable name")
+        let session = try #require(extra.first { $0["name"].string == "TRACKPIPE_X_SESSION_TIMEOUT" }?["value"].string)
+        container["env"] = env.filter { extra.map(\.canonical).contains($0.canonical) == false }.map(\.value)
+        var template = spec["template"].mapping ?? [:]
+        var podSpec = YAMLNode(template["spec"] as Any).mapping ?? [:]
+        podSpec["containers"] = [container]
+        template["spec"] = podSpec
+        #expect(YAMLNode(template).canonical == deployment["spec"]["template"].canonical, "the pod template differs from deployment.yaml's beyond the two variables")
+
+        // What the worker makes of it, with the ConfigMap and Secret: two stages, two ids.
+        var variables = try DeployFiles.kubernetesEnvironment()
+        variables["TRACKPIPE_INSTANCE_ID"] = "trackpipe-0"
+        variables["TRACKPIPE_X_SESSION_TIMEOUT"] = session
+        let resolved = try RunCommand.parse([]).resolve(Environment(variables))
+        #expect(resolved.config.staticMemberId(stage: "normalize") == "trackpipe-0-normalize")
+        #expect(resolved.config.staticMemberId(stage: "aggregate") == "trackpipe-0-aggregate")
+        #expect(resolved.config.kafkaProperties["session.timeout.ms"].flatMap(Int.init).map { $0 >= 30_000 } == true, "room for a pod to restart")
+        #expect(try DeployFiles.text("docs/deploy.md").contains(statefulSetFile), "docs/deploy.md says how to use it")
+    }
+
+    /// compose keeps Kafka's log on a named volume at the directory the image's user owns, so a
+    /// plain `down` and `up` keep the topics, commits and window state.
+    @Test func composeKafkaKeepsItsLogOnANamedVolume() throws {
+        let compose = try DeployFiles.compose()
+        let kafka = compose["services"]["kafka"]
+        let logDirs = try #require(DeployFiles.environment(of: kafka)["KAFKA_LOG_DIRS"], "KAFKA_LOG_DIRS is set explicitly")
+        let mounts = (kafka["volumes"].sequence ?? []).compactMap { YAMLNode($0).scalarText }
+        let named = Set((compose["volumes"].mapping ?? [:]).keys)
+        let mount = try #require(mounts.first { $0.split(separator: ":").dropFirst().first.map(String.init) == logDirs }, "a volume at \(logDirs): \(mounts)")
+        let source = String(mount.split(separator: ":")[0])
+        #expect(named.contains(source), "\(source) is a named volume declared at the top level (not a bind mount or an anonymous volume)")
+        // The apache/kafka image's own data directory, owned by its non-root user: a volume
+        // elsewhere would be created root-owned and the broker could not write its log.
+        #expect(logDirs == "/var/lib/kafka/data")
+        #expect(kafka["image"].string?.hasPrefix("apache/kafka:") == true, "the data directory above is apache/kafka's")
+    }
+
+    /// An image build resolves the same dependency versions every time: every requirement in
+    /// Package.swift is exact, and no Package.resolved from the machine that builds reaches it.
+    @Test func imageBuildsResolveExactDependencyVersions() throws {
+        let manifest = try String(contentsOf: DeployFiles.root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let requirements = manifest.split(separator: "\n").filter { $0.contains(".package(url:") }
+        #expect(requirements.count >= 6, "the direct dependencies and swift-prometheus's own")
+        for requirement in requirements {
+            #expect(requirement.contains("exact: \""), "not an exact version: \(requirement)")
+        }
+        let ignored = try String(contentsOf: DeployFiles.root.appendingPathComponent(".dockerignore"), encoding: .utf8)
+            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(ignored.contains("Package.resolved"), "a local Package.resolved would reach the image build")
+        #expect(try Dockerfile.load().stages.first?.instructions.contains { $0.keyword == .copy && $0.arguments.hasPrefix("Package.swift ") } == true)
+    }
+
     @Test func kubernetesNotesCreateTheTopicsAndGrantWhatTheReplicasNeed() throws {
         // The notes users follow before the first start, held to the manifests: what the pods
         // resolve from the ConfigMap is what the commands create and grant.
@@ -814,6 +889,17 @@ struct YAMLNode {
         return Dictionary(uniqueKeysWithValues: raw.map { ("\($0.key)", $0.value) })
     }
     var sequence: [Any]? { value as? [Any] }
+    /// The node as one text, mappings with their keys sorted: equal texts, equal YAML.
+    var canonical: String {
+        switch value {
+        case let mapping as [AnyHashable: Any]:
+            "{" + mapping.map { ("\($0.key)", YAMLNode($0.value).canonical) }.sorted { $0.0 < $1.0 }.map { "\($0.0): \($0.1)" }
+                .joined(separator: ", ") + "}"
+        case let sequence as [Any]: "[" + sequence.map { YAMLNode($0).canonical }.joined(separator: ", ") + "]"
+        case nil: "null"
+        case let scalar?: "\(type(of: scalar)) \(scalar)"
+        }
+    }
     var string: String? { value as? String }
     var int: Int? { value as? Int }
     /// A scalar as the text the program would receive in an environment variable.

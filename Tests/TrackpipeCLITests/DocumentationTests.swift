@@ -2,6 +2,7 @@ import Foundation
 import Pipeline
 import Testing
 import TrackingDomain
+@testable import TrackpipeCLI
 
 /// The repository must stand alone: its documents may link only to files it contains, and
 /// what they promise (the dead-letter reasons, the input shapes) must match the program.
@@ -164,5 +165,83 @@ struct DocumentationTests {
             }
         }
         #expect(seen == ["A", "B", "C", "D", "E", "F", "G"])
+    }
+
+    // MARK: Command output quoted in the documents
+
+    /// The `trackpipe status` example in docs/operations.md (the first ```text block after its
+    /// heading).
+    static func statusExample() throws -> String {
+        let text = try read("docs/operations.md")
+        let section = try #require(text.range(of: "## Where a group stands: `trackpipe status`"), "the status section")
+        let rest = text[section.upperBound...]
+        let open = try #require(rest.range(of: "```text\n"), "a text block in the status section")
+        let close = try #require(rest[open.upperBound...].range(of: "```"), "the block's end")
+        return String(rest[open.upperBound..<close.lowerBound])
+    }
+
+    /// What a `status` text looks like, without its values: the title line's form, then per
+    /// group its stage and whether it counts unprocessed messages, its column headers, and how
+    /// many cells each row has. Two texts with equal shapes differ only in names and numbers.
+    static func statusShape(_ text: String) -> [String] {
+        var shape: [String] = []
+        for line in text.split(separator: "\n").map(String.init) {
+            if line.wholeMatch(of: /trackpipe status of \S+ at \d{4}-\d\d-\d\dT[0-9:.]+Z/) != nil {
+                shape.append("title")
+            } else if let group = line.wholeMatch(of: /group \S+ \((\w+) stage\) on \S+: lag \d+ over \d+ partitions(, \d+ unprocessed)?/) {
+                shape.append("group \(group.output.1)\(group.output.2 == nil ? "" : " unprocessed")")
+            } else if line.hasPrefix("partition ") {
+                shape.append("columns " + line.split(separator: #/ {2,}/#).joined(separator: "|"))
+            } else if line.first == " " {
+                let cells = "row cells \(line.split(separator: " ").count)"
+                if shape.last != cells { shape.append(cells) }
+            } else {
+                shape.append("unrecognised: \(line)")
+            }
+        }
+        return shape
+    }
+
+    @Test("the status example in docs/operations.md has the shape the binary prints (the binary's side: StatusCommandTests)")
+    func statusExampleShape() throws {
+        let shape = Self.statusShape(try Self.statusExample())
+        #expect(
+            shape == [
+                "title", "group normalize", "columns partition|committed|end|lag|epoch|event time", "row cells 6",
+                "group aggregate unprocessed",
+                "columns partition|committed|end|lag|checkpoint|evicted before|processed|unprocessed|duplicate floors|inputs|changelog",
+                "row cells 11",
+            ], "\(shape)")
+        // The columns, as the binary defines them, in the order it prints them.
+        let columns = (StatusCommand.offsetColumns + StatusCommand.checkpointColumns).map(\.header).joined(separator: "|")
+        #expect(shape.contains("columns \(columns)"))
+        #expect(shape.contains("columns " + (StatusCommand.offsetColumns + StatusCommand.sourceColumns).map(\.header).joined(separator: "|")))
+    }
+
+    /// Sentences of the story the documents told before the state topic, each untrue of the
+    /// binary now (issue 30): the aggregate group commits what it processed, a restart reads
+    /// state back, the repartition topic need not cover --retention, a missing input topic
+    /// exits 1, and revision is the hit count.
+    static let retiredClaims = [
+        "trail by up to", "trail **by up to", "trails by up to", "rebuild their window state by replay", "replays up to `--retention`",
+        "well beyond", "only waited for", "rev > 1", "rebuilds its windows from there",
+    ]
+
+    @Test("no document, manifest comment or --help text repeats a retired claim")
+    func retiredClaimsAreGone() throws {
+        var places: [(String, String)] = try Self.documents().map { ($0, try Self.read($0)) }
+        let deploy = Self.root.appendingPathComponent("deploy")
+        for case let url as URL in FileManager.default.enumerator(at: deploy, includingPropertiesForKeys: nil) ?? .init()
+        where ["yaml", "yml", "md", "json", ""].contains(url.pathExtension) || url.lastPathComponent == "Dockerfile" {
+            if let text = try? String(contentsOf: url, encoding: .utf8) { places.append((url.path, text)) }
+        }
+        let help = try TrackpipeBinary.locate().run(["--experimental-dump-help"])
+        places.append(("--help", help.stdout))
+        #expect(places.count > 10)
+        for (place, text) in places {
+            for claim in Self.retiredClaims {
+                #expect(!text.contains(claim), "\(place) says \"\(claim)\"")
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TrackpipeCLI
 
 @Suite("--help texts")
 struct HelpTextTests {
@@ -41,5 +42,44 @@ struct HelpTextTests {
         walk(try #require(root["command"] as? [String: Any]), "trackpipe")
         #expect(commands >= 7, "the dump lists every subcommand")
         #expect(problems.isEmpty, "\(problems)")
+    }
+
+    /// The README's table of `run`'s flags is what `run --help` offers: the same flags, each
+    /// with the variable it reads, and the same defaults where help states one.
+    @Test("the README's flag table for run matches run --help: flags, variables and defaults")
+    func readmeFlagTable() throws {
+        let result = try TrackpipeBinary.locate().run(["--experimental-dump-help"])
+        let root = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let commands = try #require((root["command"] as? [String: Any])?["subcommands"] as? [[String: Any]])
+        let run = try #require(commands.first { $0["commandName"] as? String == "run" })
+        var help: [String: String] = [:]  // flag as written in the table -> its abstract
+        for argument in run["arguments"] as? [[String: Any]] ?? [] where argument["shouldDisplay"] as? Bool != false {
+            guard let preferred = argument["preferredName"] as? [String: Any], let name = preferred["name"] as? String else { continue }
+            if name == "help" || name == "version" { continue }
+            let flag = preferred["kind"] as? String == "short" ? "-\(name) key=value" : "--\(name)"
+            help[flag] = argument["abstract"] as? String ?? ""
+        }
+
+        let readme = try String(contentsOf: DocumentationTests.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.range(of: "### `trackpipe run`: every flag"))
+        var table: [String: (variable: String, defaultValue: String)] = [:]
+        for line in readme[section.upperBound...].split(separator: "\n").drop(while: { !$0.hasPrefix("|") }).prefix(while: { $0.hasPrefix("|") }) {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count > 4, cells[1].hasPrefix("`-") else { continue }
+            table[cells[1].trimmingCharacters(in: CharacterSet(charactersIn: "`"))] = (cells[2], cells[3])
+        }
+        #expect(Set(table.keys) == Set(help.keys), "only in the README: \(Set(table.keys).subtracting(help.keys)); only in --help: \(Set(help.keys).subtracting(table.keys))")
+        for (flag, row) in table {
+            guard let abstract = help[flag], flag.hasPrefix("--") else { continue }
+            let variable = Environment.variableName(forFlag: String(flag.dropFirst(2)))
+            if abstract.contains("(env ") {
+                #expect(row.variable.contains("`\(variable)`"), "\(flag): README names \(row.variable), help \(variable)")
+                if let stated = abstract.firstMatch(of: /default ([^)]+)\)/)?.output.1, row.defaultValue.hasPrefix("`") {
+                    #expect(row.defaultValue.contains("`\(stated)`"), "\(flag): README's default \(row.defaultValue), help's \(stated)")
+                }
+            } else {
+                #expect(!row.variable.contains("TRACKPIPE_"), "\(flag): the README names a variable help does not")
+            }
+        }
     }
 }

@@ -72,7 +72,9 @@ struct RedactionUnitTests {
 
     @Test("a resolved run's configuration prints its -X properties with secrets redacted")
     func configurationDescriptions() throws {
-        let resolved = try RunCommand.parse(["-X", "sasl.password=hunter2", "-X", "security.protocol=SASL_SSL"]).resolve(Environment([:]))
+        let resolved = try RunCommand.parse([
+            "-X", "sasl.password=hunter2", "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=u",
+        ]).resolve(Environment([:]))
         var replay = Replay.Config()
         replay.kafkaProperties = ["ssl.key.password": "hunter2"]
         for text in ["\(resolved)", "\(resolved.config)", String(reflecting: resolved.config), "\(replay)", String(reflecting: replay)] {

@@ -130,20 +130,22 @@ struct SecretRedactionTests {
         let oauth = "sasl.oauthbearer.client.secret=\(markers["sasl.oauthbearer.client.secret"]!)"
         let password = "sasl.password=\(markers["sasl.password"]!)"
 
-        // librdkafka refuses the property in Debian's build (no libcurl): an error that names it.
-        try check(["run"] + brokers + ["-X", oauth, "-X", password], exit: 1, says: "sasl.oauthbearer.client.secret", "-X, refused property")
+        // librdkafka refuses the property in Debian's build (no libcurl): a configuration error
+        // that names it, found before any client exists.
+        try check(["run"] + brokers + ["-X", oauth, "-X", password], exit: 64, says: "-X sasl.oauthbearer.client.secret=… (value not shown)", "-X, refused property")
         try check(
-            ["run"] + brokers, ["TRACKPIPE_X_OAUTH": oauth, "TRACKPIPE_X_SASL_PASSWORD": password], exit: 1,
-            says: "sasl.oauthbearer.client.secret", "environment, refused property")
-        try check(["replay"] + brokers + ["-X", oauth], exit: 1, says: "sasl.oauthbearer.client.secret", "replay")
+            ["run"] + brokers, ["TRACKPIPE_X_OAUTH": oauth, "TRACKPIPE_X_SASL_PASSWORD": password], exit: 64,
+            says: "TRACKPIPE_X_OAUTH (sasl.oauthbearer.client.secret)", "environment, refused property")
+        try check(["replay"] + brokers + ["-X", oauth], exit: 64, says: "sasl.oauthbearer.client.secret", "replay")
 
-        // A client that cannot be created: librdkafka logs OpenSSL's error, which quotes the
-        // key file's path (a secret-named property), then fails.
+        // A key file that does not exist: refused at start-up, naming the property and not the
+        // path (a secret-named property); librdkafka, had it got that far, would have logged
+        // OpenSSL's error quoting the path.
         let keyFile = "/nonexistent/\(markers["ssl.key.location"]!).pem"
         try check(
             ["run", "--brokers", "127.0.0.1:1", "-X", "security.protocol=ssl", "-X", "ssl.key.location=\(keyFile)",
              "-X", "ssl.key.password=\(markers["ssl.key.password"]!)"],
-            exit: 1, says: "ssl.key.location failed", "TLS key file missing")
+            exit: 64, says: "-X ssl.key.location=… (value not shown): the path given does not exist", "TLS key file missing")
 
         // Usage errors that quote arguments, and values that are not key=value.
         try check(["run", password], exit: 64, says: "Unexpected argument", "-X forgotten")

@@ -67,6 +67,10 @@ struct StatusCommandTests {
         #expect(text.contains("group st-aggregate (aggregate stage) on st-repartition: lag "), "\(text)")
         #expect(text.contains("partition  committed  "), "\(text)")
         #expect(text.contains("checkpoint   evicted before"), "\(text)")
+        // The example in docs/operations.md is the binary's output: same lines, same columns.
+        #expect(
+            DocumentationTests.statusShape(text) == DocumentationTests.statusShape(try DocumentationTests.statusExample()),
+            "the status table changed shape; regenerate the example in docs/operations.md: \(text)")
         let normalize = rows(text, group: "st")
         #expect(normalize.count == 4)
         #expect(normalize.map { Int64($0[1]) ?? -1 }.reduce(0, +) == 2_000, "every input message committed: \(normalize)")

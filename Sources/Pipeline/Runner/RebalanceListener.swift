@@ -88,7 +88,7 @@ struct RebalanceListener {
 
     func logAssigned(_ partitions: [TopicPartition]) {
         logger.info(
-            "\(stageName): assigned \(partitions.count) partitions of \(topic): \(partitions.map(\.partition).sorted()); their state rebuilds from the committed offsets",
+            "\(stageName): assigned \(partitions.count) partitions of \(topic): \(partitions.map(\.partition).sorted()); reading on from their committed offsets (window state is read back from the state topic first)",
             metadata: ["client": "\(client)"])
     }
 

@@ -130,6 +130,11 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         self.consumer = consumer
         switch settings.source {
         case .group:
+            // Said once, from the live client: what an operator compares with
+            // kafka-consumer-groups --describe (and what the static-membership tests read).
+            if let member = consumer.groupInstanceId {
+                logger.notice("\(stage.name): joining group \(settings.group) as the static member \(member) (group.instance.id)")
+            }
             try consumer.subscribe(topics: [settings.topic])
         case .assignment(let offsets):
             try consumer.assign(offsets)

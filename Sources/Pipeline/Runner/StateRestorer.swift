@@ -39,6 +39,8 @@ struct StateRestorer {
         self.metrics = metrics
         var config = settings.consumer
         config["enable.partition.eof"] = "true"
+        // Never a member: the stage's static id belongs to the stage's own consumer.
+        config["group.instance.id"] = nil
         self.config = config
         self.clients = settings.clients
     }

@@ -1,0 +1,153 @@
+import Foundation
+import Kafka
+import Testing
+
+/// Configuration errors from `-X` and `TRACKPIPE_X*`: exit 64, naming where the property was
+/// set, before any broker is contacted. "Before any broker" is checked, not assumed: every run
+/// points `--brokers` at a listening socket of the test's own, and after the process has exited
+/// that socket must have no connection waiting.
+@Suite("configuration errors from librdkafka properties")
+struct ConfigurationErrorTests {
+    /// A TCP listener on loopback that never accepts while the process runs: a client that
+    /// connected leaves its connection in the accept queue, where `connections()` finds it.
+    final class Listener {
+        let fd: Int32
+        let port: UInt16
+
+        init() throws {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = 0
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            self.fd = fd
+            port = UInt16(bigEndian: address.sin_port)
+            try #require(fd >= 0 && bound == 0 && listen(fd, 64) == 0, "listening on loopback")
+        }
+
+        var address: String { "127.0.0.1:\(port)" }
+
+        /// Connections made to it so far (each taken off the queue).
+        func connections() -> Int {
+            var count = 0
+            while true {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return count }
+                close(client)
+                count += 1
+            }
+        }
+
+        deinit { close(fd) }
+    }
+
+    /// Runs the binary against a fresh listener; checks exit 64, the message, and that no
+    /// broker was contacted.
+    func refused(
+        _ arguments: [String], environment: [String: String] = [:], says expected: [String], never: [String] = [],
+        _ comment: Comment
+    ) throws {
+        let listener = try Listener()
+        let command = [arguments[0], "--brokers", listener.address] + arguments.dropFirst()
+        let result = try TrackpipeBinary.locate().run(command, environment: environment)
+        #expect(result.exitCode == 64, "\(comment): \(result.stderr)")
+        for text in expected { #expect(result.stderr.contains(text), "\(comment): expected \"\(text)\" in \(result.stderr)") }
+        for text in never { #expect(!result.stderr.contains(text), "\(comment): \"\(text)\" in \(result.stderr)") }
+        #expect(result.stderr.contains("Usage: trackpipe \(arguments[0])"), "\(comment): a configuration error shows the usage")
+        #expect(listener.connections() == 0, "\(comment): the broker was contacted before the error")
+    }
+
+    @Test("the listener sees a connection when one is made (the control for the checks below)")
+    func listenerControl() throws {
+        let listener = try Listener()
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(client) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = listener.port.bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0)
+        #expect(listener.connections() == 1)
+    }
+
+    @Test("an unknown property exits 64 naming -X, or the TRACKPIPE_X_<ANY> variable it came from")
+    func unknownProperty() throws {
+        try refused(
+            ["run", "-X", "no.such.prop=1"], says: ["-X no.such.prop=… (value not shown)", "no property named no.such.prop"],
+            "-X")
+        try refused(
+            ["run"], environment: ["TRACKPIPE_X_FOO": "no.such=1"], says: ["TRACKPIPE_X_FOO (no.such)", "no property named no.such"],
+            never: ["no.such=1"], "TRACKPIPE_X_FOO")
+        try refused(
+            ["run"], environment: ["TRACKPIPE_X": "acks=all;no.such=1"], says: ["TRACKPIPE_X (no.such)"], "TRACKPIPE_X")
+    }
+
+    @Test("a value librdkafka reads only in the producer is refused at start-up: linger.ms=abc")
+    func lazilyCheckedValue() throws {
+        try refused(
+            ["run", "-X", "linger.ms=abc"], says: ["-X linger.ms=abc", "librdkafka refuses the value"], "linger.ms")
+        try refused(
+            ["run", "-X", "message.max.bytes=200000000", "-X", "fetch.max.bytes=3000000"], says: ["message.max.bytes"],
+            "a combination rd_kafka_new checks")
+    }
+
+    @Test("SASL and TLS mistakes say which property to set")
+    func securityMistakes() throws {
+        try refused(
+            ["run", "-X", "security.protocol=SASL_SSL"],
+            says: ["-X security.protocol=SASL_SSL", "also set sasl.mechanism=SCRAM-SHA-512"], never: ["Invalid sasl.kerberos.kinit.cmd value"],
+            "SASL without a mechanism")
+        try refused(
+            ["run"], environment: ["TRACKPIPE_X": "security.protocol=SASL_SSL;sasl.mechanism=SCRAM-SHA-512", "TRACKPIPE_X_USER": "sasl.username=u"],
+            says: ["TRACKPIPE_X (sasl.mechanism)", "set sasl.password"], "SCRAM without a password")
+        try refused(
+            ["run", "-X", "sasl.mechanism=PLAIN"], says: ["-X sasl.mechanism=PLAIN", "set security.protocol=SASL_SSL"],
+            "a mechanism without a SASL protocol")
+        try refused(
+            ["run", "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=GSSAPI"],
+            says: ["-X sasl.mechanism=GSSAPI", "sasl.kerberos.keytab and sasl.kerberos.principal"], "Kerberos without its settings")
+        try refused(
+            ["run", "-X", "security.protocol=SSL", "-X", "ssl.ca.location=/nonexistent/ca.pem"],
+            says: ["-X ssl.ca.location=/nonexistent/ca.pem", "does not exist"], "a CA file that is not there")
+    }
+
+    @Test("the error docs/deploy.md quotes is the one the binary prints")
+    func quotedInTheDocs() throws {
+        let result = try TrackpipeBinary.locate().run(["run", "--brokers", "127.0.0.1:1"], environment: ["TRACKPIPE_X": "security.protocol=SASL_SSL"])
+        #expect(result.exitCode == 64)
+        let first = try #require(result.stderr.split(separator: "\n").first.map(String.init))
+        let docs = try String(contentsOf: DocumentationTests.root.appendingPathComponent("docs/deploy.md"), encoding: .utf8)
+        #expect(docs.contains("\n" + first + "\n"), "docs/deploy.md does not quote: \(first)")
+    }
+
+    @Test("every command that takes Kafka properties checks them the same way", arguments: ["status", "replay", "generate"])
+    func everyCommand(command: String) throws {
+        try refused([command, "-X", "no.such.prop=1"], says: ["-X no.such.prop=… (value not shown)"], "\(command) -X")
+        try refused([command, "-X", "linger.ms=abc"], says: ["-X linger.ms=abc"], "\(command) linger.ms")
+        if command != "generate" {
+            try refused([command], environment: ["TRACKPIPE_X_FOO": "no.such=1"], says: ["TRACKPIPE_X_FOO (no.such)"], "\(command) env")
+        }
+    }
+
+    @Test("the check itself: a configuration librdkafka accepts passes, as the worker builds it")
+    func acceptedConfiguration() throws {
+        let config = KafkaConfig([
+            "bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "u", "sasl.password": "p", "linger.ms": "5", "group.id": "g",
+        ])
+        #expect(throws: Never.self) { try config.check(as: .producer) }
+        #expect(throws: Never.self) { try config.check(as: .consumer) }
+        #expect(throws: KafkaConfigProblem.self) { try KafkaConfig(["linger.ms": "abc"]).check(as: .producer) }
+    }
+}
