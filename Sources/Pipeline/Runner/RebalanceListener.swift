@@ -33,8 +33,9 @@ struct RebalanceListener {
 
     /// Where each partition starts: what its previous owner committed, and where the
     /// partition's log begins and ends now. Without the checkpoints, windows already final would
-    /// be replayed partially and dead letters sent again, so a failed read is retried and then
-    /// stops the runner; it never carries on without them.
+    /// be replayed partially and dead letters sent again, so it never carries on without them:
+    /// a cluster that does not answer is thrown at once (the runner holds the partitions back
+    /// and asks again), any other failure is retried and then stops the runner.
     func starts(of partitions: [TopicPartition], readingFrom consumer: any ConsumerClient) throws -> [PartitionStart] {
         for attempt in 1...3 {
             do {
@@ -45,6 +46,8 @@ struct RebalanceListener {
                 let beginnings = resumed.isEmpty ? [] : try consumer.beginningOffsets(resumed)
                 let ends = resumed.isEmpty ? [] : try consumer.endOffsets(resumed)
                 return Self.starts(of: partitions, committed: committed, beginnings: beginnings, ends: ends)
+            } catch let error as KafkaError where error.severity == .transient {
+                throw error
             } catch {
                 guard attempt < 3 else {
                     throw PipelineError.kafka(

@@ -25,6 +25,9 @@ public final class RunnerControl: Sendable {
     private let assignedMillis = Atomic<Int64>(0)
     /// How long the slowest restore of window state has read nothing (ms); 0: none stalled.
     private let restoreStalledMillis = Atomic<Int64>(0)
+    /// Assigned partitions held back because the cluster did not say where they start, or
+    /// their state could not be read back yet.
+    private let heldBackPartitions = Atomic<Int>(0)
     /// What the run thread waits for from the cluster, and since when (a flush, a commit, a
     /// lookup): such a wait is not a stuck loop, however long the cluster takes.
     private let kafkaWait = Mutex<(what: String, since: Int64)?>(nil)
@@ -82,6 +85,7 @@ public final class RunnerControl: Sendable {
     func loopTurned(at now: Int64) { lastLoopMillis.store(now, ordering: .relaxed) }
     func assigned(at now: Int64) { assignedMillis.store(now, ordering: .relaxed) }
     func restoreStalled(for millis: Int64) { restoreStalledMillis.store(millis, ordering: .relaxed) }
+    func heldBack(_ count: Int) { heldBackPartitions.store(count, ordering: .relaxed) }
 
     /// Runs `body`, a call that waits for the cluster, marked as such: liveness does not count
     /// the wait against the loop (restarting would not make the cluster answer), readiness does
@@ -119,6 +123,10 @@ public final class RunnerControl: Sendable {
         let now = clock()
         if let wait = kafkaWait.withLock({ $0 }), now - wait.since > unhealthyAfter {
             return "\(stageName): waiting \((now - wait.since) / 1000) s for \(wait.what) (check the brokers that lead the output topics and the group coordinator)"
+        }
+        let held = heldBackPartitions.load(ordering: .relaxed)
+        if held > 0 {
+            return "\(stageName): \(held) assigned partitions of \(topic) wait for the cluster to say where they start (their commits, or their state)"
         }
         let stalled = restoreStalledMillis.load(ordering: .relaxed)
         if stalled > unhealthyAfter {

@@ -40,6 +40,10 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// An error found where it cannot be thrown (inside a rebalance callback): the loop stops on it.
     private var fatal: PipelineError?
+    /// Assigned partitions whose starts the cluster did not give (they are held back, paused),
+    /// and owned partitions whose state restore could not begin: asked again at each turn.
+    private var pendingStarts: [TopicPartition] = []
+    private var pendingRestores: [Int32] = []
     /// The records of the batch in hand, kept from batch to batch for its buffer.
     private var inputs: [InputRecord] = []
     private var upstreamEndsTaken = false
@@ -77,42 +81,73 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     // MARK: The loop
 
+    /// When the run began, and when the stage was last given the time (clock ms).
+    private var startedAt: Int64 = 0
+    private var lastTick: Int64 = 0
+
+    /// Runs to the end: `begin`, `turn` until it says so, `finish`; on an error, `abandon`.
     public func run() throws -> StageSummary {
-        let started = clock()
-        control.started(at: started)
-        observer.begin(at: started)
-        committer.begin(at: started)
-        let consumer = try start()
-        var lastTick = started
+        try begin()
         do {
-            while !control.isStopRequested {
-                let restoring = restorer?.isRestoring == true
-                let polled = try pollPhase(consumer, timeoutMilliseconds: restoring ? 10 : 100)
-                if restoring { try restorePhase(consumer) }
-                try throwIfFailed()
-                let now = clock()
-                control.loopTurned(at: now)
-                control.restoreStalled(for: restorer?.stalledFor(now: now) ?? 0)
-                if !polled || now - lastTick >= settings.tickInterval {
-                    try punctuate(now: now)
-                    lastTick = now
-                }
-                try serveOutput(consumer)
-                if committer.isDue(now: now) { try commit() }
-                observer.turn(now: now, stage: &stage, tracker: tracker, consumer: consumer, awaitsAssignment: control.awaitsAssignment)
-                takeUpstreamBound()
-                if boundReached { break }
-            }
-            try throwIfFailed()
-            try finishRun()
+            while try turn() {}
+            return try finish()
         } catch {
-            fatal = error as? PipelineError ?? .kafka("\(error)")
-            logger.error("\(stage.name): stopping without committing further: \(error)")
-            consumer.close()
-            observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
+            abandon(error)
             throw error
         }
-        return close(consumer, started: started)
+    }
+
+    /// Creates the clients and takes the input. The steps of `run` are public so that the
+    /// deterministic simulator can drive the real loop one turn at a time on its own clock.
+    public func begin() throws {
+        startedAt = clock()
+        lastTick = startedAt
+        control.started(at: startedAt)
+        observer.begin(at: startedAt)
+        committer.begin(at: startedAt)
+        consumer = try start()
+    }
+
+    /// One turn of the loop: poll a batch (and, while state is read back, a batch of state), let
+    /// time pass, serve the output, commit when due, report. False once the run should end: a
+    /// stop was requested or the bound is reached.
+    public func turn() throws -> Bool {
+        guard let consumer, !control.isStopRequested else { return false }
+        if !pendingStarts.isEmpty || !pendingRestores.isEmpty { retryPending(consumer) }
+        let restoring = restorer?.isRestoring == true
+        let polled = try pollPhase(consumer, timeoutMilliseconds: restoring ? 10 : 100)
+        if restoring { try restorePhase(consumer) }
+        try throwIfFailed()
+        let now = clock()
+        control.loopTurned(at: now)
+        control.restoreStalled(for: restorer?.stalledFor(now: now) ?? 0)
+        if !polled || now - lastTick >= settings.tickInterval {
+            try punctuate(now: now)
+            lastTick = now
+        }
+        try serveOutput(consumer)
+        if committer.isDue(now: now) { try commit() }
+        observer.turn(now: now, stage: &stage, tracker: tracker, consumer: consumer, awaitsAssignment: control.awaitsAssignment)
+        takeUpstreamBound()
+        return !boundReached && !control.isStopRequested
+    }
+
+    /// The end of a run that went well: last emissions, every record acknowledged, the last
+    /// commit, then the group left.
+    public func finish() throws -> StageSummary {
+        guard let consumer else { throw PipelineError.kafka("\(stage.name): finish() before begin()") }
+        try throwIfFailed()
+        try finishRun()
+        return close(consumer, started: startedAt)
+    }
+
+    /// The end of a run that failed: nothing more is committed; the group is left and what was
+    /// counted reported.
+    public func abandon(_ error: any Error) {
+        fatal = error as? PipelineError ?? .kafka("\(error)")
+        logger.error("\(stage.name): stopping without committing further: \(error)")
+        consumer?.close()
+        observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
     }
 
     /// Creates the clients and takes the input: a subscription, or the fixed assignment.
@@ -317,14 +352,38 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         committer.groupAssigned()
         observer.partitionsAssigned()
         guard let consumer, let mine = rebalance.claim(partitions) else { return }
-        let starts: [PartitionStart]
+        if let explicit {
+            takeOver(mine, starts: RebalanceListener.starts(of: mine, committed: explicit), consumer: consumer, now: now)
+        } else {
+            readStartsAndTakeOver(mine, consumer: consumer, now: now)
+        }
+    }
+
+    /// Reads where the partitions start, then takes them over. A cluster that does not answer
+    /// (an outage in the middle of a rebalance) holds them back, paused, to be asked again at
+    /// the next turns: an outage costs a pause, not the run.
+    private func readStartsAndTakeOver(_ partitions: [TopicPartition], consumer: any ConsumerClient, now: Int64) {
         do {
-            starts = try explicit.map { RebalanceListener.starts(of: mine, committed: $0) }
-                ?? rebalance.starts(of: mine, readingFrom: consumer)
+            let starts = try rebalance.starts(of: partitions, readingFrom: consumer)
+            pendingStarts.removeAll { partitions.contains($0) }
+            takeOver(partitions, starts: starts, consumer: consumer, now: now)
+        } catch let error as KafkaError where error.severity == .transient {
+            let new = partitions.filter { !pendingStarts.contains($0) }
+            if !new.isEmpty {
+                pendingStarts += new
+                try? consumer.pause(new)
+                logger.warning(
+                    "\(stage.name): cannot read where \(new.map(\.description).joined(separator: ", ")) start (\(error)): holding them back and asking again at each turn")
+            }
         } catch {
             fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
-            return
         }
+        control.heldBack(pendingStarts.count + pendingRestores.count)
+    }
+
+    /// The partitions are this runner's from these starts: the tracker, the stage, the
+    /// restore of their state.
+    private func takeOver(_ mine: [TopicPartition], starts: [PartitionStart], consumer: any ConsumerClient, now: Int64) {
         for start in starts {
             let resumes = !start.commitIsBeyondTheLog
             if !resumes { rebalance.logCommitBeyondTheLog(start) }
@@ -340,26 +399,53 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         }
         let awaiting = Set(stage.partitionsAwaitingState).intersection(mine.map(\.partition))
         tracker.holdBack(Array(awaiting))
-        let paused = mine.filter { output?.paused == true || awaiting.contains($0.partition) }
+        let held = Set(pendingStarts)
+        let paused = mine.filter { output?.paused == true || awaiting.contains($0.partition) || held.contains($0) }
+        let flowing = mine.filter { !paused.contains($0) }
         do {
             try consumer.pause(paused)
+            // Held back while their starts were asked again: they flow now.
+            try consumer.resume(flowing)
         } catch {
             fatal = fatal ?? .kafka("\(stage.name): cannot hold back newly assigned partitions (the output is behind, or their state is being read back): \(error)")
         }
         if case .endAtAssignment = settings.bound { takeEnds(of: mine) }
         rebalance.logAssigned(mine)
-        if !awaiting.isEmpty, var restorer {
-            do {
-                let empty = try restorer.begin(awaiting.sorted(), now: now)
-                self.restorer = restorer
-                for partition in empty { try stateIsIn(partition, consumer: consumer) }
-            } catch {
-                fatal = fatal ?? (error as? PipelineError ?? .kafka("\(stage.name): cannot read the state of partitions \(awaiting.sorted()) back from \(restorer.topic): \(error)"))
+        if !awaiting.isEmpty { beginRestore(awaiting.sorted(), consumer: consumer, now: now) }
+    }
+
+    /// Starts reading the state of partitions back; a cluster that does not answer leaves them
+    /// held back, to be asked again at the next turns.
+    private func beginRestore(_ partitions: [Int32], consumer: any ConsumerClient, now: Int64) {
+        guard var restorer else { return }
+        do {
+            let empty = try restorer.begin(partitions, now: now)
+            self.restorer = restorer
+            pendingRestores.removeAll { partitions.contains($0) }
+            for partition in empty { try stateIsIn(partition, consumer: consumer) }
+        } catch let error as KafkaError where error.severity == .transient {
+            let new = partitions.filter { !pendingRestores.contains($0) }
+            pendingRestores += new
+            if !new.isEmpty {
+                logger.warning("\(stage.name): cannot begin reading the state of partitions \(new) back (\(error)): asking again at each turn")
             }
+        } catch {
+            fatal = fatal ?? (error as? PipelineError ?? .kafka("\(stage.name): cannot read the state of partitions \(partitions) back from \(restorer.topic): \(error)"))
         }
+        control.heldBack(pendingStarts.count + pendingRestores.count)
+    }
+
+    /// Asks again for what an unanswering cluster left pending.
+    private func retryPending(_ consumer: any ConsumerClient) {
+        let now = clock()
+        if !pendingStarts.isEmpty { readStartsAndTakeOver(pendingStarts, consumer: consumer, now: now) }
+        if !pendingRestores.isEmpty { beginRestore(pendingRestores, consumer: consumer, now: now) }
     }
 
     private func partitionsRevoking(_ partitions: [TopicPartition]) {
+        pendingStarts.removeAll { partitions.contains($0) }
+        pendingRestores.removeAll { partition in partitions.contains { $0.topic == settings.topic && $0.partition == partition } }
+        control.heldBack(pendingStarts.count + pendingRestores.count)
         let mine = rebalance.releasing(partitions, ownedBy: tracker)
         guard !mine.isEmpty else { return }
         do {

@@ -1,0 +1,399 @@
+import Foundation
+import HitGenerator
+import Kafka
+import Logging
+import Pipeline
+import TrackingDomain
+import TrackpipeTestSupport
+import Windowing
+
+/// What a schedule of the runner simulation throws at the real runners.
+public enum RunnerFamily: String, CaseIterable, Sendable {
+    /// Instances join, stop and crash: cooperative rebalances, revokes that commit, takeovers.
+    case rebalances
+    /// The coordinator refuses commits (a stale generation); librdkafka then gives up the
+    /// member's assignment and joins again.
+    case refusedCommits = "refused-commits"
+    /// A poll cut by a lost assignment between two of its records (librdkafka 2.0.2), the same
+    /// partitions assigned again from their commits.
+    case cutPolls = "cut-polls"
+    /// No broker answers for a while: records wait, commits fail, polls bring nothing.
+    case outages
+    /// Dead letters larger than the dead-letter topic takes, the broker refusing them.
+    case oversizedDeadLetters = "oversized-dead-letters"
+    /// All of the above.
+    case mixed
+}
+
+/// One schedule: a seed and a family, and what the run found.
+public struct RunnerOutcome: Sendable {
+    public var seed: UInt64
+    public var family: RunnerFamily
+    public var steps: Int
+    public var rebalances: Int
+    public var refusedCommits: Int
+    public var settled: Bool
+    /// What the checks found wrong; empty for a pass.
+    public var problems: [String]
+    public var trace: [String]
+
+    public var passed: Bool { problems.isEmpty }
+}
+
+/// Deterministic simulation of the real pipeline: every instance's two real `StageRunner`s
+/// (normalize, then aggregate behind the repartition topic), with their real parts (the offset
+/// guard, the commit coordinator, the rebalance listener, the output channel), meet Kafka only
+/// through the clients of a `SimulatedCluster`. A seed picks, step by step, which runner turns,
+/// how far the clock moves, when hits are produced and what fault strikes; at the end the
+/// faults stop, every runner is turned until the output settles, and the output is checked
+/// against what the generator knows it sent.
+public final class RunnerWorld {
+    static let inputTopic = "hits"
+    static let outputTopic = "aggregates"
+    static let deadLetterTopic = "dlq"
+    static let group = "sim"
+    static let windowSize: Int64 = 60_000
+
+    let seed: UInt64
+    let family: RunnerFamily
+    let kafka = InMemoryKafka()
+    let cluster: SimulatedCluster
+    private var random: SplitMix
+    private let corpus: [GeneratedHit]
+    private var producedHits = 0
+    private var instances: [Instance] = []
+    private var nextInstance = 1
+    private var problems: [String] = []
+    private var steps = 0
+    private let logger: Logger
+    private let inputPartitions = 4
+    private let repartitionPartitions = 4
+    let tracing: Bool
+
+    /// One worker process: its two runners, and the clients they were given.
+    final class Instance {
+        let number: Int
+        let clients: RecordingClients
+        let normalizer: StageRunner<NormalizeStage>
+        let aggregator: StageRunner<AggregateStage<RepartitionInput>>
+        var alive = true
+
+        init(number: Int, clients: RecordingClients, normalizer: StageRunner<NormalizeStage>, aggregator: StageRunner<AggregateStage<RepartitionInput>>) {
+            self.number = number
+            self.clients = clients
+            self.normalizer = normalizer
+            self.aggregator = aggregator
+        }
+    }
+
+    public init(seed: UInt64, family: RunnerFamily, hits: Int = 600, tracing: Bool = false) {
+        self.seed = seed
+        self.family = family
+        self.tracing = tracing
+        random = SplitMix(seed)
+        let start: Int64 = 1_795_341_600_000
+        cluster = SimulatedCluster(kafka: kafka, now: start + 10 * 60_000)
+        if tracing { cluster.trace = [] }
+        var generated = HitStream(
+            HitStreamConfig(count: hits, seed: seed ^ 0x5EED, deliveries: 5, start: start, span: 5 * 60_000, lateRate: 0, badRate: 0.03)
+        ).generate()
+        if family == .oversizedDeadLetters || family == .mixed {
+            // Messages larger than the dead-letter topic takes: invalid, and too large to be hits.
+            for index in stride(from: 7, to: generated.count, by: 97) {
+                let size = index % 2 == 0 ? 1_200_000 : 400_000
+                generated[index].value = [UInt8](repeating: UInt8(ascii: "x"), count: size)
+                generated[index].truth = .rejected(size > NormalizerLimits().maxMessageBytes ? .tooLarge : .malformedJSON)
+            }
+        }
+        corpus = generated
+        var logger = Logger(label: "trackpipe.simulation")
+        logger.logLevel = .critical
+        self.logger = logger
+        kafka.create(Self.inputTopic, partitions: inputPartitions)
+        kafka.create("\(Self.group)-repartition", partitions: repartitionPartitions)
+        kafka.create("\(Self.group)-state", partitions: repartitionPartitions)
+        kafka.create(Self.outputTopic, partitions: 2)
+        kafka.create(Self.deadLetterTopic, partitions: 2)
+    }
+
+    // MARK: Running
+
+    public func run(maxSteps: Int = 1_500) -> RunnerOutcome {
+        startInstance()
+        if random.chance(0.5) { startInstance() }
+        while steps < maxSteps {
+            steps += 1
+            step()
+        }
+        let settled = drain()
+        check(settled: settled)
+        return RunnerOutcome(
+            seed: seed, family: family, steps: steps, rebalances: cluster.rebalances, refusedCommits: cluster.refusals, settled: settled,
+            problems: problems, trace: cluster.trace ?? [])
+    }
+
+    private func step() {
+        let roll = random.below(100)
+        switch roll {
+        case 0..<55: turnSomeone()
+        case 55..<72: cluster.now += random.int(Int64(10)...Int64(400))
+        case 72..<84: produce(random.int(1...40))
+        default: fault()
+        }
+    }
+
+    private func turnSomeone() {
+        let live = instances.filter(\.alive)
+        guard !live.isEmpty else { return startInstance() }
+        let instance = random.pick(live)
+        if random.chance(0.5) { turn(instance, instance.normalizer, "normalize") } else { turn(instance, instance.aggregator, "aggregate") }
+    }
+
+    private func turn<S: Stage>(_ instance: Instance, _ runner: StageRunner<S>, _ name: String) {
+        do {
+            _ = try runner.turn()
+        } catch {
+            problems.append("step \(steps): instance \(instance.number) \(name) stopped on \(error)")
+            instance.alive = false
+            instance.clients.crash()
+        }
+    }
+
+    private func fault() {
+        let families: [RunnerFamily] = family == .mixed ? RunnerFamily.allCases.filter { $0 != .mixed } : [family]
+        switch random.pick(families) {
+        case .rebalances, .mixed:
+            let live = instances.filter(\.alive)
+            switch random.below(3) {
+            case 0 where live.count < 3: startInstance()
+            case 1 where live.count > 1: crash(random.pick(live))
+            case 2 where live.count > 1: stop(random.pick(live))
+            default: startInstance()
+            }
+        case .refusedCommits:
+            let group = random.chance(0.5) ? Self.group : "\(Self.group)-aggregate"
+            cluster.refusedCommits[group, default: 0] += random.int(1...3)
+        case .cutPolls:
+            let group = random.chance(0.5) ? Self.group : "\(Self.group)-aggregate"
+            cluster.cutPolls[group] = random.int(1...20)
+        case .outages:
+            cluster.unreachableUntil = cluster.now + random.int(Int64(500)...Int64(20_000))
+        case .oversizedDeadLetters:
+            if random.chance(0.5) {
+                cluster.brokerLimits[Self.deadLetterTopic] = random.pick([100_000, 300_000, 700_000])
+            } else {
+                cluster.brokerLimits[Self.deadLetterTopic] = nil
+            }
+        }
+    }
+
+    private func produce(_ count: Int) {
+        let log = kafka.topic(Self.inputTopic)
+        for _ in 0..<count where producedHits < corpus.count {
+            let hit = corpus[producedHits]
+            producedHits += 1
+            let partition = SimulatedProducer.partition(of: hit.key, count: inputPartitions)
+            log.append(partition: partition, key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp, stamp: WriteStamp(time: cluster.now, writer: -1, outputCrashes: 0))
+        }
+    }
+
+    // MARK: Instances
+
+    private func startInstance() {
+        let number = nextInstance
+        nextInstance += 1
+        let clients = RecordingClients(cluster: cluster)
+        let window = WindowConfig(size: Self.windowSize, grace: 1_000, retention: 86_400_000, idleTimeout: 2_000)
+        let limit = RecordLimit(bytes: cluster.producerLimit)
+        let normalize = NormalizeStage(
+            inputTopic: Self.inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(repartitionPartitions),
+            limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout, markInterval: 100, parallelism: 1,
+            batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4),
+            carrying: OriginalCarrying(windowSize: window.size, retention: window.retention, maxOriginalBytes: limit.bytes / 2))
+        let aggregate = AggregateStage(
+            sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions), inputTopic: Self.inputTopic),
+            window: window, parallelism: 1, keepsChangelog: true, originals: InMemoryLookup(kafka: kafka))
+        func settings(topic: String, group: String, destinations: [Destination: String]) -> RunnerSettings {
+            var settings = RunnerSettings(
+                topic: topic, source: .group, bound: .unbounded, commits: true,
+                consumer: KafkaConfig(["group.id": group, "enable.partition.eof": "true", "client.id": "instance-\(number)"]),
+                producer: KafkaConfig([:]), destinations: destinations, commitInterval: 500)
+            settings.clients = clients
+            settings.recordLimit = limit
+            settings.progressInterval = 0
+            settings.unhealthyAfter = 60_000
+            settings.maxBatch = 64
+            return settings
+        }
+        let normalizer = StageRunner(
+            stage: normalize,
+            settings: settings(
+                topic: Self.inputTopic, group: Self.group,
+                destinations: [.repartition: "\(Self.group)-repartition", .deadLetter: Self.deadLetterTopic]),
+            logger: logger, clock: cluster.clock)
+        let aggregator = StageRunner(
+            stage: aggregate,
+            settings: settings(
+                topic: "\(Self.group)-repartition", group: "\(Self.group)-aggregate",
+                destinations: [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic, .changelog: "\(Self.group)-state"]),
+            logger: logger, clock: cluster.clock)
+        let instance = Instance(number: number, clients: clients, normalizer: normalizer, aggregator: aggregator)
+        do {
+            try normalizer.begin()
+            try aggregator.begin()
+        } catch {
+            problems.append("instance \(number) could not start: \(error)")
+            return
+        }
+        cluster.note("instance \(number) started")
+        instances.append(instance)
+    }
+
+    /// SIGKILL: nothing more is sent, committed or given up; the group moves on.
+    private func crash(_ instance: Instance) {
+        cluster.note("instance \(instance.number) crashed")
+        instance.alive = false
+        instance.clients.crash()
+    }
+
+    /// SIGTERM: both stages finish (their last commit) and leave the group.
+    private func stop(_ instance: Instance) {
+        cluster.note("instance \(instance.number) stopping")
+        instance.alive = false
+        instance.normalizer.requestStop()
+        instance.aggregator.requestStop()
+        do {
+            _ = try instance.normalizer.finish()
+            _ = try instance.aggregator.finish()
+        } catch {
+            problems.append("step \(steps): instance \(instance.number) failed to stop: \(error)")
+            instance.clients.crash()
+        }
+    }
+
+    // MARK: The end
+
+    /// Faults stop, every hit is produced, and every runner turns until the output holds the
+    /// reference and the groups' commits cover their input, or the step budget runs out.
+    private func drain() -> Bool {
+        cluster.unreachableUntil = .min
+        cluster.refusedCommits = [:]
+        cluster.cutPolls = [:]
+        cluster.brokerLimits = [:]
+        produce(corpus.count)
+        if instances.filter(\.alive).isEmpty { startInstance() }
+        for round in 0..<4_000 {
+            cluster.now += 250
+            for instance in instances where instance.alive {
+                turn(instance, instance.normalizer, "normalize")
+                turn(instance, instance.aggregator, "aggregate")
+            }
+            if round % 20 == 19 && settled() { return true }
+            if instances.filter(\.alive).isEmpty { startInstance() }
+        }
+        return false
+    }
+
+    private func settled() -> Bool {
+        let committed = { (group: String, topic: String) -> Bool in
+            let log = self.kafka.topic(topic)
+            return (0..<Int32(log.partitionCount)).allSatisfy { partition in
+                (self.kafka.committed(group: group, topic: topic, partition: partition)?.offset ?? 0) >= log.end(of: partition)
+            }
+        }
+        // The aggregate group never reaches the end of the repartition topic: the normalize
+        // stages keep sending watermark marks there. Its output is what counts.
+        return committed(Self.group, Self.inputTopic) && outputMismatches().isEmpty
+    }
+
+    private func outputMismatches() -> [String] {
+        let expected = ReferenceAggregates(
+            corpus.compactMap { if case .counted(let expected) = $0.truth { expected } else { nil } }, windowSize: Self.windowSize)
+        var highest: [String: [String: Any]] = [:]
+        let log = kafka.topic(Self.outputTopic)
+        for partition in 0..<Int32(log.partitionCount) {
+            for offset in 0..<log.end(of: partition) {
+                let entry = log.entry(partition: partition, offset: offset)
+                guard let key = log.bytes(entry.key).map({ String(decoding: $0, as: UTF8.self) }), let value = log.bytes(entry.value),
+                    let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
+                else { continue }
+                if (object["revision"] as? Int ?? -1) > (highest[key]?["revision"] as? Int ?? -2) { highest[key] = object }
+            }
+        }
+        var problems: [String] = []
+        for (key, counts) in expected.byKey {
+            guard let object = highest[key] else {
+                problems.append("\(key): no output record, expected \(counts)")
+                continue
+            }
+            let got = ReferenceAggregates.counts(fromJSON: object)
+            if got != counts { problems.append("\(key): got \(got), expected \(counts)") }
+        }
+        for key in highest.keys where expected.byKey[key] == nil { problems.append("\(key): unexpected output record") }
+        return problems.sorted()
+    }
+
+    private func check(settled: Bool) {
+        if !settled {
+            problems.append(
+                "did not settle within the drain: \(cluster.rebalances) rebalances, \(cluster.refusals) refused commits; output: \(outputMismatches().prefix(3))")
+        } else {
+            problems += outputMismatches()
+        }
+        // Every rejected message has its dead letter, with its source position.
+        var lettered: Set<String> = []
+        let dlq = kafka.topic(Self.deadLetterTopic)
+        for partition in 0..<Int32(dlq.partitionCount) {
+            for offset in 0..<dlq.end(of: partition) {
+                let entry = dlq.entry(partition: partition, offset: offset)
+                if let letter = DeadLetter(headers: entry.headers) { lettered.insert("\(letter.sourcePartition)@\(letter.sourceOffset)") }
+            }
+        }
+        let input = kafka.topic(Self.inputTopic)
+        var missing = 0
+        for partition in 0..<Int32(input.partitionCount) {
+            for offset in 0..<input.end(of: partition) {
+                let entry = input.entry(partition: partition, offset: offset)
+                guard let hit = corpus.first(where: { $0.kafkaTimestamp == entry.timestamp && $0.value.count == (entry.value?.count ?? -1) && $0.key == input.bytes(entry.key) }),
+                    case .rejected = hit.truth
+                else { continue }
+                if !lettered.contains("\(partition)@\(offset)") { missing += 1 }
+            }
+        }
+        if missing > 0 { problems.append("\(missing) rejected messages have no dead letter") }
+    }
+}
+
+/// The cluster's clients for one instance, remembered so that a crash can silence them.
+final class RecordingClients: KafkaClientFactory, @unchecked Sendable {
+    // @unchecked: the simulation runs on one thread.
+    let cluster: SimulatedCluster
+    private var consumers: [SimulatedConsumer] = []
+    private var producers: [SimulatedProducer] = []
+
+    init(cluster: SimulatedCluster) { self.cluster = cluster }
+
+    func consumer(
+        config: KafkaConfig, logger: Logger, rebalance: RebalanceHandler?, maxBatch: Int, wakesFetcher: Bool,
+        onError: (@Sendable (KafkaError) -> Void)?
+    ) throws -> any ConsumerClient {
+        let consumer = try cluster.consumer(
+            config: config, logger: logger, rebalance: rebalance, maxBatch: maxBatch, wakesFetcher: wakesFetcher, onError: onError)
+        consumers.append(consumer as! SimulatedConsumer)
+        return consumer
+    }
+
+    func producer(
+        config: KafkaConfig, logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)?,
+        onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
+    ) throws -> any ProducerClient {
+        let producer = try cluster.producer(config: config, logger: logger, onDelivery: onDelivery, onError: onError, isStopping: isStopping)
+        producers.append(producer as! SimulatedProducer)
+        return producer
+    }
+
+    func crash() {
+        for consumer in consumers { consumer.crash() }
+        for producer in producers { producer.crash() }
+    }
+}

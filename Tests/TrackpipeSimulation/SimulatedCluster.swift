@@ -1,0 +1,526 @@
+import Kafka
+import Logging
+import Pipeline
+
+/// librdkafka and the brokers, simulated on one thread over the in-memory topics: the clients
+/// a real `StageRunner` gets from it (`KafkaClientFactory`) act as librdkafka's do, on the
+/// simulation's own clock and schedule, and can be made to fail as a real cluster fails.
+///
+/// - a consumer group hands out partitions the way the cooperative-sticky assignor does: a
+///   member that joins or leaves starts a rebalance; owners give up what moves first (their
+///   revoke callback runs inside their next poll), and only once every such partition is given
+///   up is it assigned to its new owner (inside that member's next poll). Each rebalance is a
+///   new generation; a member takes its part in it when it polls.
+/// - a commit from a member still in an older generation, or one the cluster is told to refuse,
+///   is refused as the coordinator refuses it (`REBALANCE_IN_PROGRESS`, `ILLEGAL_GENERATION`),
+///   and, as librdkafka 2.0.2 does, the member then gives up its whole assignment (revoked in
+///   its next poll, as lost) and joins again: another rebalance for everyone.
+/// - a producer's records are written when it serves its delivery reports (`poll`, `flush`),
+///   unless the brokers are unreachable: then they wait, and `flush` spends its timeout on the
+///   simulated clock. A topic can refuse records larger than a size (the broker's
+///   `max.message.bytes`), or be missing.
+/// - a poll can be cut by a rebalance between two records, as librdkafka's batch calls are.
+final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
+    // @unchecked: the simulation runs on one thread; nothing here is touched concurrently.
+    let kafka: InMemoryKafka
+    /// The simulated wall clock (ms); the runners read it through `clock`.
+    var now: Int64
+    /// The producer's `message.max.bytes`: a larger record is refused at `send`.
+    var producerLimit = 1_000_000
+    /// Topics whose brokers take records only up to this size (`max.message.bytes`).
+    var brokerLimits: [String: Int] = [:]
+    /// Until when no broker answers (clock ms): records wait, commits fail, polls bring nothing.
+    var unreachableUntil: Int64 = .min
+    /// Commits of these groups refused, as for a stale generation, how many more times.
+    var refusedCommits: [String: Int] = [:]
+    /// The next polls of these groups' members are cut by a rebalance after this many records.
+    var cutPolls: [String: Int] = [:]
+    /// What happened, for the checks and the trace.
+    private(set) var rebalances = 0
+    private(set) var refusals = 0
+    private(set) var deliveredRecords = 0
+    private(set) var refusedRecords = 0
+    var trace: [String]?
+
+    private var groups: [String: SimulatedGroup] = [:]
+    private var nextMemberId = 1
+
+    init(kafka: InMemoryKafka, now: Int64) {
+        self.kafka = kafka
+        self.now = now
+    }
+
+    var clock: @Sendable () -> Int64 {
+        { [unowned self] in self.now }
+    }
+
+    var isUnreachable: Bool { now < unreachableUntil }
+
+    func note(_ line: @autoclosure () -> String) { trace?.append("[\(now)] " + line()) }
+
+    func group(_ id: String) -> SimulatedGroup {
+        if let group = groups[id] { return group }
+        let group = SimulatedGroup(id: id, cluster: self)
+        groups[id] = group
+        return group
+    }
+
+    // MARK: KafkaClientFactory
+
+    func consumer(
+        config: KafkaConfig, logger: Logger, rebalance: RebalanceHandler?, maxBatch: Int, wakesFetcher: Bool,
+        onError: (@Sendable (KafkaError) -> Void)?
+    ) throws -> any ConsumerClient {
+        defer { nextMemberId += 1 }
+        return SimulatedConsumer(
+            cluster: self, memberId: nextMemberId, group: config["group.id"] ?? "", rebalance: rebalance, maxBatch: maxBatch,
+            reportsEnds: config["enable.partition.eof"] == "true", instanceId: config["group.instance.id"])
+    }
+
+    func producer(
+        config: KafkaConfig, logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)?,
+        onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
+    ) throws -> any ProducerClient {
+        SimulatedProducer(cluster: self, onDelivery: onDelivery)
+    }
+
+    // MARK: Group bookkeeping
+
+    func rebalanced(_ group: SimulatedGroup) {
+        rebalances += 1
+        note("group \(group.id): generation \(group.generation)")
+    }
+
+    func refused(_ group: SimulatedGroup, member: Int) {
+        refusals += 1
+        note("group \(group.id): commit of member \(member) refused")
+    }
+
+    func delivered() { deliveredRecords += 1 }
+    func refusedRecord() { refusedRecords += 1 }
+}
+
+/// One consumer group's coordinator: members, the generation, and who owns what.
+final class SimulatedGroup {
+    let id: String
+    unowned let cluster: SimulatedCluster
+    private(set) var generation = 0
+    private(set) var topic: String?
+    /// Members in the order they joined (the assignor's order).
+    private(set) var members: [Int] = []
+    /// What each member owns, as far as the group is concerned (given up once revoked).
+    private(set) var owned: [Int: Set<Int32>] = [:]
+    /// What each member must give up at its next poll, and what it is then to take.
+    private(set) var toRevoke: [Int: Set<Int32>] = [:]
+    private(set) var toAssign: [Int: Set<Int32>] = [:]
+    /// The generation each member last took part in.
+    private(set) var memberGeneration: [Int: Int] = [:]
+    /// Members that must give up everything they own, as lost, and join again.
+    private(set) var lost: Set<Int> = []
+
+    init(id: String, cluster: SimulatedCluster) {
+        self.id = id
+        self.cluster = cluster
+    }
+
+    func join(_ member: Int, topic: String) {
+        self.topic = topic
+        if !members.contains(member) { members.append(member) }
+        owned[member] = owned[member] ?? []
+        rebalance()
+    }
+
+    /// A member left (closed) or died: what it owned goes to the others.
+    func leave(_ member: Int) {
+        members.removeAll { $0 == member }
+        owned[member] = nil
+        toRevoke[member] = nil
+        toAssign[member] = nil
+        memberGeneration[member] = nil
+        lost.remove(member)
+        rebalance()
+    }
+
+    /// The target assignment, sticky: each member keeps what it owns up to its fair share; the
+    /// rest goes, partition by partition, to the members with the fewest.
+    private func rebalance() {
+        generation += 1
+        cluster.rebalanced(self)
+        guard let topic, !members.isEmpty else { return }
+        let partitions = Int32(cluster.kafka.topic(topic).partitionCount)
+        let share = (Int(partitions) + members.count - 1) / members.count
+        var target: [Int: Set<Int32>] = [:]
+        var taken: Set<Int32> = []
+        for member in members {
+            let keep = (owned[member] ?? []).subtracting(toRevoke[member] ?? []).sorted().prefix(share)
+            target[member] = Set(keep)
+            taken.formUnion(keep)
+        }
+        for partition in 0..<partitions where !taken.contains(partition) {
+            let member = members.min { (target[$0]?.count ?? 0, members.firstIndex(of: $0)!) < (target[$1]?.count ?? 0, members.firstIndex(of: $1)!) }!
+            target[member, default: []].insert(partition)
+        }
+        for member in members {
+            let current = (owned[member] ?? []).subtracting(toRevoke[member] ?? [])
+            toRevoke[member, default: []].formUnion(current.subtracting(target[member] ?? []))
+            toAssign[member] = (target[member] ?? []).subtracting(current)
+        }
+    }
+
+    /// The member gave up these partitions (its revoke callback ran).
+    func revoked(_ member: Int, _ partitions: Set<Int32>) {
+        owned[member, default: []].subtract(partitions)
+        toRevoke[member, default: []].subtract(partitions)
+    }
+
+    /// What the member may take now: its share of the rebalance, minus what another member has
+    /// yet to give up (cooperative rebalancing moves a partition only once it is free).
+    func assignable(to member: Int) -> Set<Int32> {
+        let pending = toRevoke.values.reduce(into: Set<Int32>()) { $0.formUnion($1) }
+        return (toAssign[member] ?? []).subtracting(pending)
+    }
+
+    func assigned(_ member: Int, _ partitions: Set<Int32>) {
+        owned[member, default: []].formUnion(partitions)
+        toAssign[member, default: []].subtract(partitions)
+        if (toAssign[member] ?? []).isEmpty { memberGeneration[member] = generation }
+    }
+
+    /// Whether the member has taken its part in the current generation.
+    func isCurrent(_ member: Int) -> Bool { memberGeneration[member] == generation && (toRevoke[member] ?? []).isEmpty }
+
+    /// The coordinator refused the member's commit: librdkafka gives up the whole assignment as
+    /// lost and joins again.
+    func refuse(_ member: Int) {
+        cluster.refused(self, member: member)
+        lost.insert(member)
+    }
+
+    /// The member gave up everything (lost) and joins again.
+    func rejoin(_ member: Int) {
+        lost.remove(member)
+        owned[member] = []
+        toRevoke[member] = []
+        toAssign[member] = []
+        memberGeneration[member] = nil
+        rebalance()
+    }
+
+    func isLost(_ member: Int) -> Bool { lost.contains(member) }
+}
+
+/// A consumer of the simulated cluster: a group member (`subscribe`) or a reader of fixed
+/// partitions (`assign`), reading the in-memory logs.
+final class SimulatedConsumer: ConsumerClient {
+    unowned let cluster: SimulatedCluster
+    let memberId: Int
+    let groupId: String
+    let rebalance: RebalanceHandler?
+    let maxBatch: Int
+    let reportsEnds: Bool
+    let groupInstanceId: String?
+    private var subscribed: String?
+    /// Owned (or assigned) partitions and the next offset to read.
+    private var positions: [TopicPartition: Int64] = [:]
+    private var paused: Set<TopicPartition> = []
+    /// The end last reported per partition, so that it is reported once.
+    private var reportedEnds: [TopicPartition: Int64] = [:]
+    private(set) var closed = false
+
+    init(
+        cluster: SimulatedCluster, memberId: Int, group: String, rebalance: RebalanceHandler?, maxBatch: Int, reportsEnds: Bool,
+        instanceId: String?
+    ) {
+        self.cluster = cluster
+        self.memberId = memberId
+        self.groupId = group
+        self.rebalance = rebalance
+        self.maxBatch = maxBatch
+        self.reportsEnds = reportsEnds
+        self.groupInstanceId = instanceId
+    }
+
+    private var group: SimulatedGroup { cluster.group(groupId) }
+
+    func subscribe(topics: [String]) throws {
+        guard let topic = topics.first else { return }
+        subscribed = topic
+        group.join(memberId, topic: topic)
+    }
+
+    func assign(_ offsets: [TopicPartitionOffset]) throws {
+        positions = [:]
+        for offset in offsets {
+            positions[offset.topicPartition] = offset.offset >= 0 ? offset.offset : startOffset(offset.topicPartition, committedOr: offset.offset)
+        }
+        reportedEnds = [:]
+    }
+
+    private func startOffset(_ tp: TopicPartition, committedOr offset: Int64) -> Int64 {
+        if offset == KafkaOffset.end { return cluster.kafka.topic(tp.topic).end(of: tp.partition) }
+        return cluster.kafka.topic(tp.topic).start(of: tp.partition)
+    }
+
+    /// Rebalance callbacks first (as librdkafka serves them inside the poll), then records of
+    /// owned, unpaused partitions, a run per partition, and their ends.
+    func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (ConsumerBatch) throws -> R) rethrows -> R? {
+        guard !closed else { return nil }
+        var revocations: [ConsumerBatch.Revocation] = []
+        serveGroup(revocations: &revocations, gathered: 0)
+        guard !cluster.isUnreachable else { return nil }
+        var events: [HeldRecord] = []
+        let cut = subscribed == nil ? nil : cluster.cutPolls.removeValue(forKey: groupId)
+        gathering: for tp in positions.keys.sorted(by: { ($0.topic, $0.partition) < ($1.topic, $1.partition) }) where !paused.contains(tp) {
+            guard events.count < maxBatch, let position = positions[tp] else { continue }
+            let log = cluster.kafka.topic(tp.topic)
+            let end = log.end(of: tp.partition)
+            var offset = position
+            while offset < end && events.count < maxBatch {
+                let entry = log.entry(partition: tp.partition, offset: offset)
+                if !entry.compacted {
+                    events.append(
+                        HeldRecord(
+                            topic: tp.topic, partition: tp.partition, offset: offset, key: log.bytes(entry.key), value: log.bytes(entry.value),
+                            timestamp: entry.timestamp, headers: entry.headers))
+                }
+                offset += 1
+                if let cut, events.count == cut {
+                    positions[tp] = offset
+                    // The assignment lost between two records of the batch (librdkafka 2.0.2
+                    // after a refused commit), and the same partitions assigned again from their
+                    // commits: what was gathered before belongs to the assignment that held then.
+                    group.refuse(memberId)
+                    serveGroup(revocations: &revocations, gathered: events.count)
+                    break gathering
+                }
+            }
+            if positions[tp] != nil { positions[tp] = offset }
+            if reportsEnds, offset == end, reportedEnds[tp] != end, events.count < maxBatch {
+                reportedEnds[tp] = end
+                events.append(HeldRecord.partitionEnd(topic: tp.topic, partition: tp.partition, offset: end))
+            }
+        }
+        guard !events.isEmpty else { return nil }
+        return try body(ConsumerBatch(stored: events, revocations: revocations))
+    }
+
+    /// The group's moves this member takes part in: a lost assignment given up and joined
+    /// again, revocations, then what it may take.
+    private func serveGroup(revocations: inout [ConsumerBatch.Revocation], gathered: Int) {
+        guard let topic = subscribed else { return }
+        if group.isLost(memberId) {
+            let all = Set(positions.keys.filter { $0.topic == topic }.map(\.partition))
+            if !all.isEmpty { give(all, topic: topic, revocations: &revocations, gathered: gathered, lost: true) }
+            group.rejoin(memberId)
+        }
+        let revoke = group.toRevoke[memberId] ?? []
+        if !revoke.isEmpty { give(revoke, topic: topic, revocations: &revocations, gathered: gathered, lost: false) }
+        let take = group.assignable(to: memberId)
+        if !take.isEmpty || ((group.toAssign[memberId] ?? []).isEmpty && !group.isCurrent(memberId)) {
+            let list = take.sorted().map { TopicPartition(topic: topic, partition: $0) }
+            for tp in list {
+                let committed = cluster.kafka.committed(group: groupId, topic: topic, partition: tp.partition)
+                positions[tp] = committed.map { $0.offset } ?? cluster.kafka.topic(topic).start(of: tp.partition)
+                reportedEnds[tp] = nil
+            }
+            group.assigned(memberId, take)
+            cluster.note("\(groupId) member \(memberId): assigned \(take.sorted())")
+            rebalance?.partitionsAssigned(list)
+        }
+    }
+
+    private func give(_ partitions: Set<Int32>, topic: String, revocations: inout [ConsumerBatch.Revocation], gathered: Int, lost: Bool) {
+        let list = partitions.sorted().map { TopicPartition(topic: topic, partition: $0) }
+        cluster.note("\(groupId) member \(memberId): \(lost ? "lost" : "revoked") \(partitions.sorted())")
+        revocations.append(ConsumerBatch.Revocation(before: gathered, partitions: list))
+        rebalance?.partitionsRevoking(list)
+        for tp in list {
+            positions[tp] = nil
+            paused.remove(tp)
+        }
+        group.revoked(memberId, partitions)
+    }
+
+    func commit(_ offsets: [TopicPartitionOffset]) throws {
+        guard !offsets.isEmpty else { return }
+        if cluster.isUnreachable { throw KafkaError(.transport, "committing \(offsets)") }
+        if subscribed != nil {
+            if let refusals = cluster.refusedCommits[groupId], refusals > 0 {
+                cluster.refusedCommits[groupId] = refusals - 1
+                group.refuse(memberId)
+                throw KafkaError(.illegalGeneration, "committing \(offsets)")
+            }
+            if !group.isCurrent(memberId) {
+                group.refuse(memberId)
+                throw KafkaError(.rebalanceInProgress, "committing \(offsets)")
+            }
+        }
+        for offset in offsets {
+            cluster.kafka.commit(
+                group: groupId, topic: offset.topic, partition: offset.partition,
+                InMemoryKafka.Committed(offset: offset.offset, metadata: offset.metadata))
+        }
+    }
+
+    func committed(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
+        if cluster.isUnreachable { throw KafkaError(.timedOut, "reading committed offsets") }
+        return partitions.map { tp in
+            let committed = cluster.kafka.committed(group: groupId, topic: tp.topic, partition: tp.partition)
+            return TopicPartitionOffset(tp, offset: committed?.offset ?? KafkaOffset.invalid, metadata: committed?.metadata)
+        }
+    }
+
+    func beginningOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
+        if cluster.isUnreachable { throw KafkaError(.timedOut, "looking up offsets") }
+        return partitions.map { TopicPartitionOffset($0, offset: cluster.kafka.topic($0.topic).start(of: $0.partition)) }
+    }
+
+    func endOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
+        if cluster.isUnreachable { throw KafkaError(.timedOut, "looking up offsets") }
+        return partitions.map { TopicPartitionOffset($0, offset: cluster.kafka.topic($0.topic).end(of: $0.partition)) }
+    }
+
+    func pause(_ partitions: [TopicPartition]) throws { paused.formUnion(partitions) }
+    func resume(_ partitions: [TopicPartition]) throws { paused.subtract(partitions) }
+
+    func seek(_ offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32) throws {
+        for offset in offsets where positions[offset.topicPartition] != nil {
+            positions[offset.topicPartition] = offset.offset >= 0 ? offset.offset : startOffset(offset.topicPartition, committedOr: offset.offset)
+            reportedEnds[offset.topicPartition] = nil
+        }
+    }
+
+    func cachedWatermarks(_ partition: TopicPartition) -> (low: Int64, high: Int64)? {
+        let log = cluster.kafka.topic(partition.topic)
+        return (log.start(of: partition.partition), log.end(of: partition.partition))
+    }
+
+    /// Leaves the group: what it owns is revoked through the handler first, as librdkafka's
+    /// close does.
+    func close() {
+        guard !closed else { return }
+        if let topic = subscribed {
+            var revocations: [ConsumerBatch.Revocation] = []
+            let all = Set(positions.keys.filter { $0.topic == topic }.map(\.partition))
+            if !all.isEmpty { give(all, topic: topic, revocations: &revocations, gathered: 0, lost: false) }
+            group.leave(memberId)
+        }
+        closed = true
+    }
+
+    /// The process died: no callback, no commit; the group moves its partitions on (as after
+    /// the session timeout).
+    func crash() {
+        guard !closed else { return }
+        closed = true
+        if subscribed != nil { group.leave(memberId) }
+    }
+}
+
+/// A producer of the simulated cluster: records are written when delivery reports are served.
+final class SimulatedProducer: ProducerClient, @unchecked Sendable {
+    // @unchecked: the simulation runs on one thread.
+    unowned let cluster: SimulatedCluster
+    let onDelivery: (@Sendable (DeliveryReport) -> Void)?
+    private struct Queued {
+        var topic: String
+        var partition: Int32?
+        var key: [UInt8]?
+        var value: [UInt8]?
+        var headers: [KafkaHeader]
+        var timestamp: Int64?
+        var token: UInt64
+    }
+    private var queue: [Queued] = []
+    private(set) var crashed = false
+
+    init(cluster: SimulatedCluster, onDelivery: (@Sendable (DeliveryReport) -> Void)?) {
+        self.cluster = cluster
+        self.onDelivery = onDelivery
+    }
+
+    func topic(_ name: String) -> ProducerTopic { ProducerTopic(name: name) }
+
+    func send(
+        to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headers: [KafkaHeader], timestamp: Int64?, token: UInt64
+    ) throws {
+        let size = DeadLetterCut.size(keyBytes: key?.count ?? 0, valueBytes: value?.count ?? 0, headers: headers) - 200
+        if size > cluster.producerLimit {
+            throw KafkaError(.messageTooLarge, "producing to \(topic.name)")
+        }
+        queue.append(
+            Queued(
+                topic: topic.name, partition: partition, key: key.map { Array($0) }, value: value.map { Array($0) }, headers: headers,
+                timestamp: timestamp ?? cluster.now, token: token))
+    }
+
+    @discardableResult
+    func poll(timeoutMilliseconds: Int32) -> Int {
+        deliver()
+    }
+
+    func flush(timeoutMilliseconds: Int32) throws {
+        deliver()
+        guard queue.isEmpty else {
+            // Waiting on brokers that do not answer: the time passes.
+            cluster.now += Int64(timeoutMilliseconds)
+            deliver()
+            if !queue.isEmpty { throw KafkaError(.timedOut, "flush did not complete within \(timeoutMilliseconds) ms") }
+            return
+        }
+    }
+
+    var outstanding: Int { queue.count }
+
+    /// The process died: what was not delivered is gone.
+    func crash() {
+        crashed = true
+        queue = []
+    }
+
+    @discardableResult
+    private func deliver() -> Int {
+        guard !crashed, !cluster.isUnreachable else { return 0 }
+        let batch = queue
+        queue = []
+        for record in batch {
+            guard let log = cluster.kafka.topics[record.topic] else {
+                report(record, error: KafkaError(.unknownTopic, "delivery failed"))
+                continue
+            }
+            let size = (record.key?.count ?? 0) + (record.value?.count ?? 0) + record.headers.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.count ?? 0) }
+            if let limit = cluster.brokerLimits[record.topic], size > limit {
+                cluster.refusedRecord()
+                report(record, error: KafkaError(.messageTooLarge, "delivery failed"))
+                continue
+            }
+            let partition = record.partition ?? Self.partition(of: record.key, count: log.partitionCount)
+            let offset = record.value.withOptionalBytes { value in
+                record.key.withOptionalBytes { key in
+                    log.append(
+                        partition: partition, key: key, value: value, timestamp: record.timestamp, headers: record.headers,
+                        stamp: WriteStamp(time: cluster.now, writer: -1, outputCrashes: 0))
+                }
+            }
+            cluster.delivered()
+            onDelivery?(DeliveryReport(token: record.token, topic: record.topic, partition: partition, offset: offset, error: nil))
+        }
+        return batch.count
+    }
+
+    private func report(_ record: Queued, error: KafkaError) {
+        onDelivery?(
+            DeliveryReport(
+                token: record.token, topic: record.topic, partition: record.partition ?? -1, offset: -1, error: error,
+                refused: RefusedRecord(key: record.key, value: record.value, headers: record.headers, timestamp: record.timestamp)))
+    }
+
+    /// Keyless records spread by nothing: partition 0; keyed ones by a stable hash.
+    static func partition(of key: [UInt8]?, count: Int) -> Int32 {
+        guard let key, !key.isEmpty else { return 0 }
+        var hash: UInt32 = 2_166_136_261
+        for byte in key { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return Int32(hash % UInt32(count))
+    }
+}
