@@ -3,8 +3,9 @@ import Windowing
 /// What a task makes of the sources of its events, the one thing that differs on either side
 /// of the shuffle: the input chooses it (`AggregateInput.taskSources`), so the task never asks
 /// which input it reads. A struct over an optional rather than an enum with the filter as its
-/// payload: the filter is touched once per event, and must change in place.
-struct TaskSources: Sendable {
+/// payload: the filter is touched once per event, and must change in place. Public only so
+/// that inputs can name it; what it holds and does stays inside the module.
+public struct TaskSources: Sendable {
     /// The input partitions upstream, which the records name and count (the repartition
     /// topic): an upstream that crashed before its commit sends events again, recognised by
     /// their source position. Nil: each partition read is its own only source (raw hits, read
@@ -103,23 +104,5 @@ struct UpstreamSources: Sendable {
             declarations.append(((first..<count).map { engineId(SourceKey(incarnation: incarnation, partition: Int32($0))) }, since))
         }
         return declarations
-    }
-}
-
-extension AggregateInput {
-    /// The one place the input's side of the shuffle turns into the task's policies.
-    var taskSources: TaskSources {
-        Self.crossesShuffle ? .upstream(unnamedIncarnation: unnamedIncarnation) : .partitionRead
-    }
-
-    /// The input a task counts, as its changelog's task records name it.
-    func changelogSource(inputTopic: String) -> UInt64 {
-        ChangelogRecord.source(crossesShuffle: Self.crossesShuffle, inputTopic: inputTopic)
-    }
-
-    /// The topic a stage of this input reads, for messages: the repartition topic behind the
-    /// shuffle.
-    func readTopicName(sourceTopic: String) -> String {
-        Self.crossesShuffle ? "the repartition topic" : sourceTopic
     }
 }
