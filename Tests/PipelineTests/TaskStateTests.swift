@@ -1,4 +1,5 @@
 import Testing
+import TrackingDomain
 import Windowing
 @testable import Pipeline
 
@@ -130,5 +131,20 @@ struct TaskStateTests {
         #expect(!TaskPhase.replaying(.sentByPreviousOwner).resendsReplayedOutput)
         #expect(!TaskPhase.running.resendsReplayedOutput)
         #expect(!TaskPhase.restoring(committedChangelog: 1).resendsReplayedOutput)
+    }
+
+    // MARK: Through the stage
+
+    @Test("a changelog that contradicts the commit is refused, and the restore is over all the same")
+    func refusedStateEndsTheRestore() throws {
+        var stage = AggregateStage(
+            sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000),
+            window: WindowConfig(idleTimeout: 2_000), parallelism: 1, keepsChangelog: true)
+        let checkpoint = Checkpoint(evictedBefore: 0, processedThrough: 10, changelog: 5, changelogSince: 0)
+        try stage.assign([PartitionStart(partition: 0, committedOffset: 10, metadata: checkpoint.encoded, logStart: 0)], now: 0)
+        #expect(stage.partitionsAwaitingState == [0])
+        stage.restoreState([], partition: 0)
+        #expect(throws: PipelineError.self) { try stage.stateRestored(partition: 0, now: 0) }
+        #expect(stage.partitionsAwaitingState.isEmpty)
     }
 }
