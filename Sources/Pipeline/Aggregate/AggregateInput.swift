@@ -9,15 +9,18 @@ import Windowing
 /// Two inputs exist: raw hits, for input already keyed by delivery and for `replay`
 /// (`RawHitInput`), and the repartition topic behind the shuffle (`RepartitionInput`).
 public protocol AggregateInput: Sendable {
-    /// Whether the records came through the repartition topic. Then the sources of event time
-    /// are the input partitions upstream (the records say how many), and an upstream that
-    /// crashed before its commit sends events again, recognised by their source position.
-    /// Otherwise each partition read is its own source, and nothing arrives twice.
-    static var crossesShuffle: Bool { get }
+    /// What a task makes of the sources of its events, the one thing that differs on either
+    /// side of the shuffle: behind it, the input partitions upstream (the records say how many),
+    /// which send events again after a crash before their commit, recognised by their source
+    /// position; before it, each partition read is its own source, and nothing arrives twice.
+    var taskSources: TaskSources { get }
 
-    /// The incarnation of sources whose records do not name their topic (written before they
-    /// did), and of floors an older checkpoint did not name.
-    var unnamedIncarnation: UInt64 { get }
+    /// The input as a changelog's task records name it (`ChangelogRecord.source`): a task never
+    /// reads back windows another input's tasks wrote.
+    func changelogSource(inputTopic: String) -> UInt64
+
+    /// The topic a stage of this input reads, for messages.
+    func readTopicName(sourceTopic: String) -> String
 
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
     func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch)

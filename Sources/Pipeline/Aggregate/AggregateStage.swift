@@ -65,24 +65,19 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         case .global:
             var task =
                 tasks[.global]
-                ?? AggregateTask(
-                    key: .global, config: window, start: nil, crossesShuffle: Input.crossesShuffle,
-                    unnamedIncarnation: input.unnamedIncarnation, now: now, shards: parallelism)
+                ?? AggregateTask(key: .global, config: window, start: nil, sources: input.taskSources, now: now, shards: parallelism)
             task.engine.assign(partitions: starts.map(\.partition), now: now)
             tasks[.global] = task
         case .perPartition:
-            let topic = inputName
+            let topic = input.readTopicName(sourceTopic: sourceTopic)
             if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic) }).first { throw refusal }
             for start in starts where tasks[.partition(start.partition)] == nil {
                 tasks[.partition(start.partition)] = AggregateTask(
-                    key: .partition(start.partition), config: window, start: start, crossesShuffle: Input.crossesShuffle,
-                    unnamedIncarnation: input.unnamedIncarnation, stateful: keepsChangelog, inputTopic: sourceTopic, now: now)
+                    key: .partition(start.partition), config: window, start: start, sources: input.taskSources,
+                    keepsChangelog: keepsChangelog, changelogSource: input.changelogSource(inputTopic: sourceTopic), now: now)
             }
         }
     }
-
-    /// The topic this stage reads, for messages: the repartition topic behind the shuffle.
-    private var inputName: String { Input.crossesShuffle ? "the repartition topic" : sourceTopic }
 
     public mutating func revoke(_ partitions: [Int32]) {
         switch tasking {
@@ -133,27 +128,33 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             pending.accounting.add(result.report.accounting)
             pending.capacityEvictions += result.report.capacityEvictions
             pending.notices += result.report.notices
-            var letters: [OutgoingDeadLetter] = []
-            letters.reserveCapacity(result.deadLetters.count)
-            for letter in result.deadLetters {
-                let record = records[letter.reference.record]
-                letters.append(
-                    input.deadLetter(letter.reference, of: record, reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic))
-            }
-            if keepsChangelog {
-                // Like the records: sent once the state that judged them is written, so that a
-                // crash before the commit leaves the judgement to the next owner, whole.
-                heldDeadLetters += letters.map(HeldDeadLetter.init)
-            } else if letters.contains(where: { $0.leftOriginal != nil }) {
-                try send(resolve(letters.map(HeldDeadLetter.init)), into: &sink)
-            } else {
-                for outgoing in letters {
-                    try sink.send(
-                        .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
-                        timestamp: outgoing.timestamp)
-                }
-            }
+            try deliver(result.deadLetters, of: records, into: &sink)
             try emit(result.emitted, now: now, into: &sink)
+        }
+    }
+
+    /// A task's dead letters, made from the records they are about while the batch is alive.
+    private mutating func deliver(
+        _ pending: [AggregateTask.PendingDeadLetter], of records: [InputRecord], into sink: inout some RecordSink
+    ) throws {
+        var letters: [OutgoingDeadLetter] = []
+        letters.reserveCapacity(pending.count)
+        for letter in pending {
+            let record = records[letter.reference.record]
+            letters.append(input.deadLetter(letter.reference, of: record, reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic))
+        }
+        if keepsChangelog {
+            // Like the records: sent once the state that judged them is written, so that a
+            // crash before the commit leaves the judgement to the next owner, whole.
+            heldDeadLetters += letters.map(HeldDeadLetter.init)
+        } else if letters.contains(where: { $0.leftOriginal != nil }) {
+            try send(resolve(letters.map(HeldDeadLetter.init)), into: &sink)
+        } else {
+            for outgoing in letters {
+                try sink.send(
+                    .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
+                    timestamp: outgoing.timestamp)
+            }
         }
     }
 
@@ -245,7 +246,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     // MARK: Time
 
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {
-        for key in tasks.keys.sorted() where !tasks[key]!.awaitingState {
+        for key in tasks.keys.sorted() where !tasks[key]!.isRestoring {
             let output = tasks[key]!.engine.advance(now: now, on: Lanes(count: parallelism))
             pending.capacityEvictions += output.capacityEvictions
             try emit(inRange(tasks[key]!.takeEmissions(output.emitted)), now: now, into: &sink)
@@ -253,7 +254,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     }
 
     public mutating func finish(now: Int64, into sink: inout some RecordSink) throws {
-        for key in tasks.keys.sorted() where !tasks[key]!.awaitingState {
+        for key in tasks.keys.sorted() where !tasks[key]!.isRestoring {
             let output = tasks[key]!.engine.flushAll(on: Lanes(count: parallelism))
             try emit(inRange(tasks[key]!.takeEmissions(output.emitted)), now: now, into: &sink)
         }
@@ -262,7 +263,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     // MARK: State
 
     public var partitionsAwaitingState: [Int32] {
-        tasks.values.filter(\.awaitingState).compactMap(\.key.partition).sorted()
+        tasks.values.filter(\.isRestoring).compactMap(\.key.partition).sorted()
     }
 
     public mutating func restoreState(_ records: [StateRecord], partition: Int32) {
@@ -298,7 +299,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {
         try send(resolve(heldDeadLetters), into: &sink)
         heldDeadLetters = []
-        for key in tasks.keys.sorted() where tasks[key]!.stateful {
+        for key in tasks.keys.sorted() where tasks[key]!.keepsChangelog {
             let records = tasks[key]!.releaseHeld(changelogEnd: key.partition.flatMap { changelogEnds[$0] })
             try emit(records, now: now, into: &sink)
         }

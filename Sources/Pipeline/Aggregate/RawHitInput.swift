@@ -4,14 +4,19 @@ import Windowing
 /// Raw hits, read where they were produced: normalized, filtered and dead-lettered here. For
 /// input already keyed by delivery (one stage) and for `replay`.
 public struct RawHitInput: AggregateInput {
-    public static let crossesShuffle = false
-    /// Raw hits are read where they were produced: sources are the partitions themselves.
-    public let unnamedIncarnation: UInt64 = 0
+    /// Each partition is its own only source.
+    public var taskSources: TaskSources { .partitionRead }
     let intake: HitIntake
 
     public init(limits: NormalizerLimits, maxFutureSkew: Int64) {
         intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
     }
+
+    public func changelogSource(inputTopic: String) -> UInt64 {
+        ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic)
+    }
+
+    public func readTopicName(sourceTopic: String) -> String { sourceTopic }
 
     public func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch) {
         let reference = DeadLetterReference(record: index)

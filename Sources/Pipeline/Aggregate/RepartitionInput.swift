@@ -4,21 +4,29 @@ import Windowing
 /// The repartition topic, behind the shuffle: events keyed by delivery, each with its source
 /// position and its source's watermark, and marks records with every source's watermark.
 public struct RepartitionInput: AggregateInput {
-    public static let crossesShuffle = true
-
     /// The dead-letter reason for a repartition record this version cannot read.
     public static let unreadableRecord = "unreadable_repartition_record"
 
     /// The repartition topic's partition count, which every instance must route by.
     public let partitionCount: Int32
     /// The incarnation of events from records that do not name their topic (written before
-    /// format 3): the configured input topic's first epoch.
+    /// format 3), and of floors a version 2 checkpoint did not name: the configured input
+    /// topic's first epoch.
     public let unnamedIncarnation: UInt64
 
     public init(partitionCount: Int32, inputTopic: String = "hits") {
         self.partitionCount = partitionCount
         self.unnamedIncarnation = SourceKey.incarnation(topic: inputTopic, epoch: 0)
     }
+
+    /// The input partitions upstream, of every incarnation the records name.
+    public var taskSources: TaskSources { .upstream(unnamedIncarnation: unnamedIncarnation) }
+
+    public func changelogSource(inputTopic: String) -> UInt64 {
+        ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic)
+    }
+
+    public func readTopicName(sourceTopic: String) -> String { "the repartition topic" }
 
     /// The incarnation of a source partition of `origin`.
     func incarnation(of origin: RepartitionRecord.Origin, epoch: UInt32) -> UInt64 {

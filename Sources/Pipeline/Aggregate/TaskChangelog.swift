@@ -120,7 +120,7 @@ struct TaskChangelog: Sendable {
     }
 
     /// Where the line of owners this one continues began writing the partition.
-    enum Lineage: Sendable {
+    enum Lineage: Sendable, Equatable {
         /// As the last commit's checkpoint names it.
         case committed(since: Int64)
         /// No commit: the line whose task record was written last, if it was a task of the same

@@ -1,0 +1,90 @@
+/// Where a window task stands between its assignment and normal counting, in the spirit of
+/// Kafka Streams' `Task.State`: what it may do with a record, an emission or a commit depends
+/// on it, so it is one value with its transitions in one place (`transition`), not flags that
+/// could disagree.
+///
+/// ```
+/// restoring ──stateRead──▶ replaying(…) ──processed past the mark──▶ running
+///     ├──────stateRead, nothing to replay──────────────────────────▶ running
+///     └──────stateRefused (the worker stops) ──────────────────────▶ running
+/// ```
+///
+/// A task without a changelog begins in `replaying(.sentByPreviousOwner)` or `running`
+/// (`initial`); the `global` task of `replay` is always `running`.
+enum TaskPhase: Sendable, Equatable {
+    /// The state is being read back from the changelog: no record may be processed, nothing
+    /// is committed or written. Carries the changelog position the last commit recorded
+    /// (format 4), which the state read back must reach.
+    case restoring(committedChangelog: Int64?)
+    /// Re-reading input the previous owner had processed, below its mark.
+    case replaying(ReplayOutput)
+    case running
+
+    /// Whether what a replay produces reached the output under the previous owner.
+    enum ReplayOutput: Sendable, Equatable {
+        /// The mark is a checkpoint's (written before changelogs): that owner sent everything
+        /// below it before committing, so the replay is silent, and what it emits is kept for
+        /// when it catches up.
+        case sentByPreviousOwner
+        /// The mark is the changelog's task record, written ahead of a commit that was never
+        /// made: the output that owner held for it may be lost, so the replay sends its dead
+        /// letters again, and the state read back its records.
+        case heldByPreviousOwner
+    }
+
+    enum Event: Sendable, Equatable {
+        /// The changelog was read to its end: whether it held a task record of this line of
+        /// owners (whose mark then begins the replay), and whether the task is below a mark.
+        case stateRead(taskRecord: Bool, belowMark: Bool)
+        /// A batch was counted; whether the task is still below the mark.
+        case processed(belowMark: Bool)
+        /// The changelog contradicts the commit: the stage throws, and the worker stops. The
+        /// restore is over all the same, so that a caller that goes on (the simulator, which
+        /// records the refusal) does not wait for it forever.
+        case stateRefused
+    }
+
+    /// The phase of a partition's task when it is created.
+    static func initial(keepsChangelog: Bool, start: TaskStart) -> TaskPhase {
+        if keepsChangelog { return .restoring(committedChangelog: start.committedChangelog) }
+        return start.beginsInReplay ? .replaying(.sentByPreviousOwner) : .running
+    }
+
+    /// The phase after `event`. Events that do not apply in a phase leave it: records of a
+    /// restoring partition are held back by the runner, and a restore happens once.
+    static func transition(_ phase: TaskPhase, on event: Event) -> TaskPhase {
+        switch (phase, event) {
+        case (.restoring, .stateRead(let taskRecord, let belowMark)):
+            guard belowMark else { return .running }
+            return .replaying(taskRecord ? .heldByPreviousOwner : .sentByPreviousOwner)
+        case (.restoring, .stateRefused):
+            return .running
+        case (.replaying, .processed(let belowMark)):
+            return belowMark ? phase : .running
+        case (.restoring, .processed), (.replaying, .stateRead), (.replaying, .stateRefused), (.running, _):
+            return phase
+        }
+    }
+
+    /// Applies `event`; returns whether the task has just begun running, having restored or
+    /// replayed: what it kept for that moment is due.
+    mutating func handle(_ event: Event) -> Bool {
+        let next = Self.transition(self, on: event)
+        defer { self = next }
+        return next == .running && self != .running
+    }
+
+    var isRestoring: Bool {
+        if case .restoring = self { return true }
+        return false
+    }
+
+    var isReplaying: Bool {
+        if case .replaying = self { return true }
+        return false
+    }
+
+    /// Whether the output of replayed records (dead letters and records alike) goes out again,
+    /// since the previous owner may never have sent it.
+    var resendsReplayedOutput: Bool { self == .replaying(.heldByPreviousOwner) }
+}
