@@ -28,7 +28,10 @@ public final class KafkaConsumer: @unchecked Sendable {
     ///   the prefetch thresholds it stopped at (`FetchWakePolicy`), so that a shallow prefetch
     ///   (`queued.min.messages`, `queued.max.messages.kbytes`) does not stall a consumer that
     ///   works on what it reads. For consumers that read steadily; costs one small request per
-    ///   refill of the queue.
+    ///   refill of the queue. That is librdkafka 2.0.2's (up to 2.1) remedy; from 2.2 on, the
+    ///   fetcher backs a full queue off for `fetch.queue.backoff.ms` (a second by default)
+    ///   and a wake within it fetches nothing, so there the consumer sets that property to
+    ///   `fetchQueueBackoffMilliseconds` instead (unless `config` sets it) and starts no waker.
     public init(
         config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.consumer"),
         rebalance: RebalanceHandler? = nil, maxBatch: Int = 4096, wakesFetcher: Bool = false,
@@ -41,6 +44,8 @@ public final class KafkaConsumer: @unchecked Sendable {
                 "Kafka property group.id is required: the consumer commits its offsets to a group. Set group.id (trackpipe: --group).")
         }
         var effective = KafkaConfig(["enable.auto.commit": "false", "enable.auto.offset.store": "false"])
+        let backsOffBriefly = wakesFetcher && Librdkafka.hasFetchQueueBackoff
+        if backsOffBriefly { effective["fetch.queue.backoff.ms"] = "\(Self.fetchQueueBackoffMilliseconds)" }
         effective = effective.merging(config)
         let ctx = ClientContext(logger: logger, rebalance: rebalance, onError: onError)
         (client, context) = try makeNativeClient(type: RD_KAFKA_CONSUMER, config: effective, context: ctx) { conf in
@@ -54,7 +59,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         batchCapacity = max(1, maxBatch)
         batch = .allocate(capacity: batchCapacity)
         consumerQueue = rd_kafka_queue_get_consumer(client)
-        if wakesFetcher {
+        if wakesFetcher && !backsOffBriefly {
             fetchWaker = FetchWaker(client: client)
             wakePolicy = FetchWakePolicy(
                 minMessages: Self.integerProperty(client, "queued.min.messages") ?? 100_000,
@@ -72,6 +77,15 @@ public final class KafkaConsumer: @unchecked Sendable {
         batch.deallocate()
         context.release()
     }
+
+    /// How long a fetcher that stopped at a full queue waits before it looks again, where
+    /// librdkafka has `fetch.queue.backoff.ms` and the consumer `wakesFetcher`: the longest a
+    /// drained queue stays empty. The broker thread looks at a still-full queue this often,
+    /// which costs next to nothing; librdkafka's default, a second, was the stall.
+    static let fetchQueueBackoffMilliseconds = 10
+
+    /// A property's value as this consumer's client holds it (for tests).
+    func effectiveProperty(_ name: String) -> Int? { Self.integerProperty(client, name) }
 
     /// A property's value as the client holds it (librdkafka's default when none was set).
     private static func integerProperty(_ client: OpaquePointer, _ name: String) -> Int? {
