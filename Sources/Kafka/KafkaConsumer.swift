@@ -89,10 +89,29 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     /// A property's value as the client holds it (librdkafka's default when none was set).
     private static func integerProperty(_ client: OpaquePointer, _ name: String) -> Int? {
-        var buffer = [CChar](repeating: 0, count: 64)
-        var size = buffer.count
+        stringProperty(client, name).flatMap { Int($0) }
+    }
+
+    private static func stringProperty(_ client: OpaquePointer, _ name: String) -> String? {
+        var size = 0
+        guard rd_kafka_conf_get(rd_kafka_conf(client), name, nil, &size) == RD_KAFKA_CONF_OK, size > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: size)
         guard rd_kafka_conf_get(rd_kafka_conf(client), name, &buffer, &size) == RD_KAFKA_CONF_OK else { return nil }
-        return Int(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Whether the group's rebalance protocol is COOPERATIVE (incremental assign and unassign).
+    ///
+    /// librdkafka answers nil when its group thread cannot be asked: for a client without a
+    /// group, and, seen on 2.16 (never on 2.0.2), in the last revocation of a consumer that is
+    /// closing, whose group is being torn down. Then the configured assignors decide, as they do
+    /// inside librdkafka: the protocol is cooperative when every one of them is, and of
+    /// librdkafka's assignors only cooperative-sticky is.
+    static func rebalanceIsCooperative(_ client: OpaquePointer) -> Bool {
+        if let name = rd_kafka_rebalance_protocol(client) { return String(cString: name) == "COOPERATIVE" }
+        guard let strategy = stringProperty(client, "partition.assignment.strategy") else { return false }
+        let names = strategy.split(separator: ",").map { $0.filter { $0 != " " } }
+        return !names.isEmpty && names.allSatisfy { $0 == "cooperative-sticky" }
     }
 
     /// Wakes performed by the fetch waker so far (nil without one).
@@ -105,7 +124,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         client: OpaquePointer, err: rd_kafka_resp_err_t,
         partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, context: ClientContext?
     ) {
-        let cooperative = String(cString: rd_kafka_rebalance_protocol(client)) == "COOPERATIVE"
+        let cooperative = rebalanceIsCooperative(client)
         let list = NativePartitionList.offsets(of: partitions).map(\.topicPartition)
         func failed(_ error: KafkaError?) {
             guard let error else { return }
