@@ -54,16 +54,19 @@ libs=("$scratch"/unpacked/confluent_kafka.libs/librdkafka-*.so.1)
 ln -s "$PWD/${libs[0]}" "$scratch/lib/librdkafka.so.1"
 libdir="$PWD/$scratch/lib"
 
-# Which librdkafka each run loads, from the binary itself.
+# Which librdkafka each run loads, from the binary itself, and which file the test binary resolves.
 loaded_version() { "$bin/trackpipe" version | sed -n 's/^librdkafka //p'; }
 system=$(loaded_version)
 newer=$(LD_LIBRARY_PATH="$libdir" loaded_version)
-echo "compat: $(basename "${wheels[0]}")"
+resolved=$(LD_LIBRARY_PATH="$libdir" ldd "$bin/trackpipePackageTests.xctest" | awk '$1 == "librdkafka.so.1" { print $3 }')
+wheel=$(basename "${wheels[0]}")
+wheel_minor=$(echo "$wheel" | sed -n 's/^confluent_kafka-\([0-9]*\.[0-9]*\)\..*/\1/p')
+echo "compat: $wheel"
 echo "compat: librdkafka without LD_LIBRARY_PATH: $system"
 echo "compat: librdkafka with LD_LIBRARY_PATH=$libdir: $newer"
-echo "compat: the test binary resolves $(LD_LIBRARY_PATH="$libdir" ldd "$bin/trackpipePackageTests.xctest" | grep -o 'librdkafka.so.1 => [^ ]*')"
-if [ -z "$newer" ] || [ "$newer" = "2.0.2" ] || [ "$newer" = "$system" ]; then
-    fail "the binary still loads librdkafka ${newer:-(none printed)}, not the wheel's: LD_LIBRARY_PATH did not take effect (an RPATH in the binary, or a missing $libdir/librdkafka.so.1?). Nothing was tested"
+echo "compat: the test binary resolves librdkafka.so.1 to $resolved"
+if [ -z "$newer" ] || [ "$newer" = "2.0.2" ] || [ "${newer%.*}" != "$wheel_minor" ] || [ "$resolved" != "$libdir/librdkafka.so.1" ]; then
+    fail "the binaries do not load the wheel's librdkafka (expected $wheel_minor.x from $libdir/librdkafka.so.1, got ${newer:-nothing} from ${resolved:-nowhere}): LD_LIBRARY_PATH did not take effect (an RPATH in the binary?) or the link is missing or points at another library. Nothing was tested"
 fi
 
 echo "compat: swift test --filter '$filter' on librdkafka $newer"
