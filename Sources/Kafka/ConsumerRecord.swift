@@ -54,12 +54,30 @@ public struct ConsumerRecord: @unchecked Sendable {
     /// read only when it lies on the same memory page as the value's last byte (which is
     /// mapped), so the read cannot fault; otherwise, and whenever the byte is not zero (or the
     /// value is empty or absent), librdkafka is asked.
+    ///
+    /// That the value is handed out in place, with its header bytes right after it, is how
+    /// librdkafka's record reader works, not something its API promises. So the byte is read
+    /// only on the versions it was checked for (`Librdkafka.headerCountInPlaceVersions`, by
+    /// tests on 2.0.2 and 2.16 and in the reader's source for those between:
+    /// docs/compatibility.md); on any other, librdkafka is asked for every record.
     public var headerCount: Int {
         if let stored { return stored.headers.count }
-        if let payload = message.pointee.payload, message.pointee.len > 0 {
-            let end = UInt(bitPattern: payload) &+ UInt(message.pointee.len)
-            if end & 0xFFF != 0, payload.load(fromByteOffset: message.pointee.len, as: UInt8.self) == 0 { return 0 }
-        }
+        if Librdkafka.readsHeaderCountInPlace, byteAfterValue == 0 { return 0 }
+        return headerCountFromLibrdkafka
+    }
+
+    /// The byte that follows a non-empty value, when it lies on the same memory page as the
+    /// value's last byte (so reading it cannot fault); nil otherwise. Where librdkafka hands
+    /// values out in place, it is the first byte of the header count.
+    var byteAfterValue: UInt8? {
+        guard let payload = message.pointee.payload, message.pointee.len > 0 else { return nil }
+        let end = UInt(bitPattern: payload) &+ UInt(message.pointee.len)
+        guard end & 0xFFF != 0 else { return nil }
+        return payload.load(fromByteOffset: message.pointee.len, as: UInt8.self)
+    }
+
+    /// The header count as librdkafka parses it (an allocation and a free per call).
+    var headerCountFromLibrdkafka: Int {
         var native: OpaquePointer?
         guard rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native else { return 0 }
         return rd_kafka_header_cnt(native)

@@ -5,7 +5,7 @@
 /// whole queue, since every partition's queue forwards to it), and looks again only when its
 /// broker thread wakes: for a request to send, an answer to read, or after up to a second.
 /// Draining the queue wakes nothing, so a consumer that works on what it reads empties the
-/// queue and then waits out that second (librdkafka 2.4 added `fetch.queue.backoff.ms` for
+/// queue and then waits out that second (librdkafka 2.2 added `fetch.queue.backoff.ms` for
 /// this). A deep prefetch hides the wait but holds hundreds of megabytes that the kernel must
 /// hand out fresh, which cost a fifth of the worker's CPU (docs/performance.md); a shallow one
 /// with a wake-up costs neither.

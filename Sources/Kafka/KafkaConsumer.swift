@@ -28,7 +28,10 @@ public final class KafkaConsumer: @unchecked Sendable {
     ///   the prefetch thresholds it stopped at (`FetchWakePolicy`), so that a shallow prefetch
     ///   (`queued.min.messages`, `queued.max.messages.kbytes`) does not stall a consumer that
     ///   works on what it reads. For consumers that read steadily; costs one small request per
-    ///   refill of the queue.
+    ///   refill of the queue. That is librdkafka 2.0.2's (up to 2.1) remedy; from 2.2 on, the
+    ///   fetcher backs a full queue off for `fetch.queue.backoff.ms` (a second by default)
+    ///   and a wake within it fetches nothing, so there the consumer sets that property to
+    ///   `fetchQueueBackoffMilliseconds` instead (unless `config` sets it) and starts no waker.
     public init(
         config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.consumer"),
         rebalance: RebalanceHandler? = nil, maxBatch: Int = 4096, wakesFetcher: Bool = false,
@@ -41,6 +44,8 @@ public final class KafkaConsumer: @unchecked Sendable {
                 "Kafka property group.id is required: the consumer commits its offsets to a group. Set group.id (trackpipe: --group).")
         }
         var effective = KafkaConfig(["enable.auto.commit": "false", "enable.auto.offset.store": "false"])
+        let backsOffBriefly = wakesFetcher && Librdkafka.hasFetchQueueBackoff
+        if backsOffBriefly { effective["fetch.queue.backoff.ms"] = "\(Self.fetchQueueBackoffMilliseconds)" }
         effective = effective.merging(config)
         let ctx = ClientContext(logger: logger, rebalance: rebalance, onError: onError)
         (client, context) = try makeNativeClient(type: RD_KAFKA_CONSUMER, config: effective, context: ctx) { conf in
@@ -54,7 +59,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         batchCapacity = max(1, maxBatch)
         batch = .allocate(capacity: batchCapacity)
         consumerQueue = rd_kafka_queue_get_consumer(client)
-        if wakesFetcher {
+        if wakesFetcher && !backsOffBriefly {
             fetchWaker = FetchWaker(client: client)
             wakePolicy = FetchWakePolicy(
                 minMessages: Self.integerProperty(client, "queued.min.messages") ?? 100_000,
@@ -73,12 +78,40 @@ public final class KafkaConsumer: @unchecked Sendable {
         context.release()
     }
 
+    /// How long a fetcher that stopped at a full queue waits before it looks again, where
+    /// librdkafka has `fetch.queue.backoff.ms` and the consumer `wakesFetcher`: the longest a
+    /// drained queue stays empty. The broker thread looks at a still-full queue this often,
+    /// which costs next to nothing; librdkafka's default, a second, was the stall.
+    static let fetchQueueBackoffMilliseconds = 10
+
+    /// A property's value as this consumer's client holds it (for tests).
+    func effectiveProperty(_ name: String) -> Int? { Self.integerProperty(client, name) }
+
     /// A property's value as the client holds it (librdkafka's default when none was set).
     private static func integerProperty(_ client: OpaquePointer, _ name: String) -> Int? {
-        var buffer = [CChar](repeating: 0, count: 64)
-        var size = buffer.count
+        stringProperty(client, name).flatMap { Int($0) }
+    }
+
+    private static func stringProperty(_ client: OpaquePointer, _ name: String) -> String? {
+        var size = 0
+        guard rd_kafka_conf_get(rd_kafka_conf(client), name, nil, &size) == RD_KAFKA_CONF_OK, size > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: size)
         guard rd_kafka_conf_get(rd_kafka_conf(client), name, &buffer, &size) == RD_KAFKA_CONF_OK else { return nil }
-        return Int(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Whether the group's rebalance protocol is COOPERATIVE (incremental assign and unassign).
+    ///
+    /// librdkafka answers nil when its group thread cannot be asked: for a client without a
+    /// group, and, seen on 2.16 (never on 2.0.2), in the last revocation of a consumer that is
+    /// closing, whose group is being torn down. Then the configured assignors decide, as they do
+    /// inside librdkafka: the protocol is cooperative when every one of them is, and of
+    /// librdkafka's assignors only cooperative-sticky is.
+    static func rebalanceIsCooperative(_ client: OpaquePointer) -> Bool {
+        if let name = rd_kafka_rebalance_protocol(client) { return String(cString: name) == "COOPERATIVE" }
+        guard let strategy = stringProperty(client, "partition.assignment.strategy") else { return false }
+        let names = strategy.split(separator: ",").map { $0.filter { $0 != " " } }
+        return !names.isEmpty && names.allSatisfy { $0 == "cooperative-sticky" }
     }
 
     /// The `group.instance.id` this consumer joins its group with (static membership, KIP-345),
@@ -102,7 +135,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         client: OpaquePointer, err: rd_kafka_resp_err_t,
         partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, context: ClientContext?
     ) {
-        let cooperative = String(cString: rd_kafka_rebalance_protocol(client)) == "COOPERATIVE"
+        let cooperative = rebalanceIsCooperative(client)
         let list = NativePartitionList.offsets(of: partitions).map(\.topicPartition)
         func failed(_ error: KafkaError?) {
             guard let error else { return }
