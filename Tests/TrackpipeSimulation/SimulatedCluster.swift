@@ -11,10 +11,13 @@ import Pipeline
 ///   revoke callback runs inside their next poll), and only once every such partition is given
 ///   up is it assigned to its new owner (inside that member's next poll). Each rebalance is a
 ///   new generation; a member takes its part in it when it polls.
-/// - a commit from a member still in an older generation, or one the cluster is told to refuse,
-///   is refused as the coordinator refuses it (`REBALANCE_IN_PROGRESS`, `ILLEGAL_GENERATION`),
-///   and, as librdkafka 2.0.2 does, the member then gives up its whole assignment (revoked in
-///   its next poll, as lost) and joins again: another rebalance for everyone.
+/// - a commit from a member that has not taken its part in the rebalance under way is refused
+///   (`REBALANCE_IN_PROGRESS`), and, as librdkafka 2.0.2 does, the member joins again keeping its
+///   assignment, which starts the rebalance over for everyone; a commit the cluster is told to
+///   refuse is refused for a stale generation (`ILLEGAL_GENERATION`), and the member then gives
+///   up its whole assignment (revoked in its next poll, as lost) and joins again. A rebalance
+///   hands out its assignment only once every member has polled since it began and
+///   `rebalanceDelay` has passed (the JoinGroup and SyncGroup round trips).
 /// - a producer's records are written when it serves its delivery reports (`poll`, `flush`),
 ///   unless the brokers are unreachable: then they wait, and `flush` spends its timeout on the
 ///   simulated clock. A topic can refuse records larger than a size (the broker's
@@ -35,6 +38,10 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
     var refusedCommits: [String: Int] = [:]
     /// The next polls of these groups' members are cut by a rebalance after this many records.
     var cutPolls: [String: Int] = [:]
+    /// How long a rebalance takes from its start until the coordinator hands out the new
+    /// assignment (the JoinGroup and SyncGroup round trips, every member rejoining): meanwhile
+    /// the group is rebalancing, and a commit of the old generation is refused.
+    var rebalanceDelay: Int64 = 1_000
     /// What happened, for the checks and the trace.
     private(set) var rebalances = 0
     private(set) var refusals = 0
@@ -117,6 +124,10 @@ final class SimulatedGroup {
     private(set) var memberGeneration: [Int: Int] = [:]
     /// Members that must give up everything they own, as lost, and join again.
     private(set) var lost: Set<Int> = []
+    /// Members that have polled since the generation began (rejoined it), and when the
+    /// coordinator may hand out its assignment.
+    private var rejoined: Set<Int> = []
+    private var readyAt: Int64 = .min
 
     init(id: String, cluster: SimulatedCluster) {
         self.id = id
@@ -145,6 +156,8 @@ final class SimulatedGroup {
     /// rest goes, partition by partition, to the members with the fewest.
     private func rebalance() {
         generation += 1
+        rejoined = []
+        readyAt = cluster.now + cluster.rebalanceDelay
         cluster.rebalanced(self)
         guard let topic, !members.isEmpty else { return }
         let partitions = Int32(cluster.kafka.topic(topic).partitionCount)
@@ -176,6 +189,7 @@ final class SimulatedGroup {
     /// What the member may take now: its share of the rebalance, minus what another member has
     /// yet to give up (cooperative rebalancing moves a partition only once it is free).
     func assignable(to member: Int) -> Set<Int32> {
+        guard isSettling else { return [] }
         let pending = toRevoke.values.reduce(into: Set<Int32>()) { $0.formUnion($1) }
         return (toAssign[member] ?? []).subtracting(pending)
     }
@@ -186,14 +200,28 @@ final class SimulatedGroup {
         if (toAssign[member] ?? []).isEmpty { memberGeneration[member] = generation }
     }
 
+    /// The member polled: it takes part in the rebalance under way.
+    func polled(_ member: Int) { rejoined.insert(member) }
+
+    /// Every member has rejoined and the round trips are done: the assignment can go out.
+    var isSettling: Bool { cluster.now >= readyAt && Set(members).isSubset(of: rejoined) }
+
     /// Whether the member has taken its part in the current generation.
     func isCurrent(_ member: Int) -> Bool { memberGeneration[member] == generation && (toRevoke[member] ?? []).isEmpty }
 
-    /// The coordinator refused the member's commit: librdkafka gives up the whole assignment as
-    /// lost and joins again.
+    /// The coordinator refused the member's commit for a generation it no longer knows
+    /// (`ILLEGAL_GENERATION`): librdkafka gives up the whole assignment as lost and joins again.
     func refuse(_ member: Int) {
         cluster.refused(self, member: member)
         lost.insert(member)
+    }
+
+    /// The coordinator refused the member's commit because the group is rebalancing
+    /// (`REBALANCE_IN_PROGRESS`): librdkafka 2.0.2 keeps the assignment and joins again, and a
+    /// JoinGroup while the group completes a rebalance starts it over, for every member.
+    func refuseDuringRebalance(_ member: Int) {
+        cluster.refused(self, member: member)
+        rebalance()
     }
 
     /// The member gave up everything (lost) and joins again.
@@ -226,6 +254,8 @@ final class SimulatedConsumer: ConsumerClient {
     /// The end last reported per partition, so that it is reported once.
     private var reportedEnds: [TopicPartition: Int64] = [:]
     private(set) var closed = false
+    /// Inside the revoke callback of a lost assignment: commits are refused.
+    private var losing = false
 
     init(
         cluster: SimulatedCluster, memberId: Int, group: String, rebalance: RebalanceHandler?, maxBatch: Int, reportsEnds: Bool,
@@ -284,14 +314,27 @@ final class SimulatedConsumer: ConsumerClient {
                             timestamp: entry.timestamp, headers: entry.headers))
                 }
                 offset += 1
-                if let cut, events.count == cut {
+                if let cut, events.count == cut, let topic = subscribed {
                     positions[tp] = offset
                     // The assignment lost between two records of the batch (librdkafka 2.0.2
-                    // after a refused commit), and the same partitions assigned again from their
-                    // commits: what was gathered before belongs to the assignment that held then.
-                    group.refuse(memberId)
-                    serveGroup(revocations: &revocations, gathered: events.count)
-                    break gathering
+                    // after a refused SyncGroup), and the same partitions assigned again at once,
+                    // from their commits: what was gathered before belongs to the assignment that
+                    // held then, and the same offsets come again.
+                    let owned = Set(positions.keys.filter { $0.topic == topic }.map(\.partition))
+                    // Lost: the revoke callback's commit is refused, the generation being gone.
+                    losing = true
+                    give(owned, topic: topic, revocations: &revocations, gathered: events.count, lost: true)
+                    losing = false
+                    let list = owned.sorted().map { TopicPartition(topic: topic, partition: $0) }
+                    for tp in list {
+                        let committed = cluster.kafka.committed(group: groupId, topic: topic, partition: tp.partition)
+                        positions[tp] = committed.map { $0.offset } ?? cluster.kafka.topic(topic).start(of: tp.partition)
+                        reportedEnds[tp] = nil
+                    }
+                    group.assigned(memberId, owned)
+                    cluster.note("\(groupId) member \(memberId): assigned \(owned.sorted()) again within a poll")
+                    rebalance?.partitionsAssigned(list)
+                    continue gathering
                 }
             }
             if positions[tp] != nil { positions[tp] = offset }
@@ -315,8 +358,9 @@ final class SimulatedConsumer: ConsumerClient {
         }
         let revoke = group.toRevoke[memberId] ?? []
         if !revoke.isEmpty { give(revoke, topic: topic, revocations: &revocations, gathered: gathered, lost: false) }
+        group.polled(memberId)
         let take = group.assignable(to: memberId)
-        if !take.isEmpty || ((group.toAssign[memberId] ?? []).isEmpty && !group.isCurrent(memberId)) {
+        if !take.isEmpty || (group.isSettling && (group.toAssign[memberId] ?? []).isEmpty && !group.isCurrent(memberId)) {
             let list = take.sorted().map { TopicPartition(topic: topic, partition: $0) }
             for tp in list {
                 let committed = cluster.kafka.committed(group: groupId, topic: topic, partition: tp.partition)
@@ -345,13 +389,17 @@ final class SimulatedConsumer: ConsumerClient {
         guard !offsets.isEmpty else { return }
         if cluster.isUnreachable { throw KafkaError(.transport, "committing \(offsets)") }
         if subscribed != nil {
+            if losing {
+                cluster.refused(group, member: memberId)
+                throw KafkaError(.illegalGeneration, "committing \(offsets)")
+            }
             if let refusals = cluster.refusedCommits[groupId], refusals > 0 {
                 cluster.refusedCommits[groupId] = refusals - 1
                 group.refuse(memberId)
                 throw KafkaError(.illegalGeneration, "committing \(offsets)")
             }
             if !group.isCurrent(memberId) {
-                group.refuse(memberId)
+                group.refuseDuringRebalance(memberId)
                 throw KafkaError(.rebalanceInProgress, "committing \(offsets)")
             }
         }
