@@ -1,7 +1,8 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// Layers, bottom up: CRdKafka (the C library) -> Kafka (thin Swift client + embedded broker)
+// Layers, bottom up: CRdKafka (the C library) -> Kafka (thin Swift client behind the narrow
+// protocols the runner uses, so that the simulator can stand in for it; the embedded broker)
 // TrackingDomain (pure: hit shapes, tracking rule, normalized event) -> Windowing (pure: one
 // engine value driven by its caller with the clock passed in; no I/O, no thread, queue or lock)
 // Pipeline (wires Kafka, domain and engine; its lanes, on Dispatch, are the one place window work
@@ -87,8 +88,8 @@ let package = Package(
         .target(
             name: "TrackpipeTestSupport", dependencies: ["HitGenerator", "Kafka", "TrackingDomain"],
             path: "Tests/TrackpipeTestSupport"),
-        // The deterministic simulator (docs/simulation.md): real stages driven against an
-        // in-memory Kafka through random schedules, checked against the reference model.
+        // The deterministic simulators (docs/simulation.md): real stages, and real runners
+        // against a simulated cluster, through random schedules, checked against the reference.
         .target(
             name: "TrackpipeSimulation",
             dependencies: ["Pipeline", "Kafka", "Windowing", "TrackingDomain", "HitGenerator", "TrackpipeTestSupport"],
