@@ -316,28 +316,18 @@ public final class RunnerWorld {
     private func outputMismatches() -> [String] {
         let expected = ReferenceAggregates(
             corpus.compactMap { if case .counted(let expected) = $0.truth { expected } else { nil } }, windowSize: Self.windowSize)
-        var highest: [String: [String: Any]] = [:]
         let log = kafka.topic(Self.outputTopic)
-        for partition in 0..<Int32(log.partitionCount) {
-            for offset in 0..<log.end(of: partition) {
+        let records = (0..<Int32(log.partitionCount)).flatMap { partition in
+            (0..<log.end(of: partition)).map { offset in
                 let entry = log.entry(partition: partition, offset: offset)
-                guard let key = log.bytes(entry.key).map({ String(decoding: $0, as: UTF8.self) }), let value = log.bytes(entry.value),
-                    let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
-                else { continue }
-                if (object["revision"] as? Int ?? -1) > (highest[key]?["revision"] as? Int ?? -2) { highest[key] = object }
+                return (key: log.bytes(entry.key), value: log.bytes(entry.value))
             }
         }
-        var problems: [String] = []
-        for (key, counts) in expected.byKey {
-            guard let object = highest[key] else {
-                problems.append("\(key): no output record, expected \(counts)")
-                continue
-            }
-            let got = ReferenceAggregates.counts(fromJSON: object)
-            if got != counts { problems.append("\(key): got \(got), expected \(counts)") }
+        do {
+            return try TopicContents(output: records).mismatches(against: expected, highestRevision: true)
+        } catch {
+            return ["the output topic holds a record that is not a keyed JSON object: \(error)"]
         }
-        for key in highest.keys where expected.byKey[key] == nil { problems.append("\(key): unexpected output record") }
-        return problems.sorted()
     }
 
     private func check(settled: Bool) {

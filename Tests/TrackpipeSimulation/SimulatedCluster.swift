@@ -325,15 +325,7 @@ final class SimulatedConsumer: ConsumerClient {
                     losing = true
                     give(owned, topic: topic, revocations: &revocations, gathered: events.count, lost: true)
                     losing = false
-                    let list = owned.sorted().map { TopicPartition(topic: topic, partition: $0) }
-                    for tp in list {
-                        let committed = cluster.kafka.committed(group: groupId, topic: topic, partition: tp.partition)
-                        positions[tp] = committed.map { $0.offset } ?? cluster.kafka.topic(topic).start(of: tp.partition)
-                        reportedEnds[tp] = nil
-                    }
-                    group.assigned(memberId, owned)
-                    cluster.note("\(groupId) member \(memberId): assigned \(owned.sorted()) again within a poll")
-                    rebalance?.partitionsAssigned(list)
+                    take(owned, topic: topic, note: "again within a poll")
                     continue gathering
                 }
             }
@@ -361,16 +353,21 @@ final class SimulatedConsumer: ConsumerClient {
         group.polled(memberId)
         let take = group.assignable(to: memberId)
         if !take.isEmpty || (group.isSettling && (group.toAssign[memberId] ?? []).isEmpty && !group.isCurrent(memberId)) {
-            let list = take.sorted().map { TopicPartition(topic: topic, partition: $0) }
-            for tp in list {
-                let committed = cluster.kafka.committed(group: groupId, topic: topic, partition: tp.partition)
-                positions[tp] = committed.map { $0.offset } ?? cluster.kafka.topic(topic).start(of: tp.partition)
-                reportedEnds[tp] = nil
-            }
-            group.assigned(memberId, take)
-            cluster.note("\(groupId) member \(memberId): assigned \(take.sorted())")
-            rebalance?.partitionsAssigned(list)
+            self.take(take, topic: topic)
         }
+    }
+
+    /// Takes partitions from their commits (the log's start without one), through the handler.
+    private func take(_ partitions: Set<Int32>, topic: String, note: String = "") {
+        let list = partitions.sorted().map { TopicPartition(topic: topic, partition: $0) }
+        for tp in list {
+            let committed = cluster.kafka.committed(group: groupId, topic: topic, partition: tp.partition)
+            positions[tp] = committed.map { $0.offset } ?? cluster.kafka.topic(topic).start(of: tp.partition)
+            reportedEnds[tp] = nil
+        }
+        group.assigned(memberId, partitions)
+        cluster.note("\(groupId) member \(memberId): assigned \(partitions.sorted()) \(note)")
+        rebalance?.partitionsAssigned(list)
     }
 
     private func give(_ partitions: Set<Int32>, topic: String, revocations: inout [ConsumerBatch.Revocation], gathered: Int, lost: Bool) {

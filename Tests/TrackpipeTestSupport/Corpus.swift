@@ -54,8 +54,15 @@ public struct TopicContents {
         let reader = try KafkaConsumer(
             config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "reader-\(UUID())", "log_level": "3"]))
         let records = try reader.readToEnd(topic: output, partitions: outputPartitions, timeoutSeconds: SafetyDeadline.seconds)
-        outputRecords = records.count
-        for record in records.sorted(by: { ($0.partition, $0.offset) < ($1.partition, $1.offset) }) {
+        try self.init(
+            output: records.sorted(by: { ($0.partition, $0.offset) < ($1.partition, $1.offset) }).map { ($0.key, $0.value) },
+            deadLetters: try reader.readToEnd(topic: dlq, partitions: dlqPartitions, timeoutSeconds: SafetyDeadline.seconds))
+    }
+
+    /// From records already read: the output's (key, value) in partition and offset order.
+    public init(output: [(key: [UInt8]?, value: [UInt8]?)], deadLetters: [StoredRecord] = []) throws {
+        outputRecords = output.count
+        for record in output {
             guard let key = record.key.map({ String(decoding: $0, as: UTF8.self) }), let value = record.value,
                 let object = try JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
             else { throw CorpusError("an output record is not a keyed JSON object") }
@@ -64,7 +71,7 @@ public struct TopicContents {
             if revision > (highestByKey[key]?["revision"] as? Int ?? -2) { highestByKey[key] = object }
             revisions[key, default: []].append(revision)
         }
-        deadLetters = try reader.readToEnd(topic: dlq, partitions: dlqPartitions, timeoutSeconds: SafetyDeadline.seconds)
+        self.deadLetters = deadLetters
     }
 
     /// Keys whose last record differs from the reference, with both sides, for a failure message.
