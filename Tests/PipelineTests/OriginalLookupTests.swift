@@ -63,6 +63,23 @@ struct OriginalLookupTests {
         }
     }
 
+    /// The aggregate stage reads two repartition records behind a mark that takes the other
+    /// source's event time far ahead, so that the second record's hits are too late; returns
+    /// the dead letters it sent.
+    func aggregateLateHits(_ records: [RecordingSink.Sent], arena: RecordArena, originals: any OriginalLookup) throws -> [RecordingSink.Sent] {
+        var stage = AggregateStage(
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1, originals: originals)
+        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        var marks = RecordingSink()
+        var other = normalize(.always)
+        try other.assign([PartitionStart(partition: 1)], now: 0)
+        try other.tick(now: 40_000, into: &marks)
+        var sink = RecordingSink()
+        try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
+        try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
+        return sink.to(.deadLetter)
+    }
+
     @Test("a too_late hit that crossed without its original is dead-lettered with the message read back from the input, all of a batch in one lookup; one gone or replaced goes with the hit as normalized, and says so")
     func deadLettersReadTheInputBack() throws {
         let arena = RecordArena()
@@ -85,17 +102,7 @@ struct OriginalLookupTests {
             // Offset 2 is gone; offset 3 holds another message (the topic was recreated).
             InputPosition(topic: "hits", partition: 0, offset: 3): InputMessage(key: nil, value: Array("{}".utf8), timestamp: times[3]),
         ])
-        var stage = AggregateStage(
-            sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1, originals: input)
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
-        var marks = RecordingSink()
-        var other = normalize(.always)
-        try other.assign([PartitionStart(partition: 1)], now: 0)
-        try other.tick(now: 40_000, into: &marks)
-        var sink = RecordingSink()
-        try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
-        try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
-        let letters = sink.to(.deadLetter)
+        let letters = try aggregateLateHits(records, arena: arena, originals: input)
         #expect(input.asked.withLock { $0 } == [Set((1...3).map { InputPosition(topic: "hits", partition: 0, offset: Int64($0)) })])
         #expect(letters.count == 3)
         #expect(letters.allSatisfy { $0.header[DeadLetter.Header.reason] == "too_late" })
@@ -174,18 +181,7 @@ struct OriginalLookupTests {
         var shuffle = RecordingSink()
         try upstream.process([arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: 100 * Self.minute), timestamp: 100 * Self.minute)], now: 0, into: &shuffle)
         try upstream.process([arena.record(partition: 0, offset: 1, key: Array("k1".utf8), value: rawHit("d1", "b", at: Self.minute), timestamp: Self.minute)], now: 0, into: &shuffle)
-        var stage = AggregateStage(
-            sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1, originals: UnreachableInput())
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
-        var marks = RecordingSink()
-        var other = normalize(.always)
-        try other.assign([PartitionStart(partition: 1)], now: 0)
-        try other.tick(now: 40_000, into: &marks)
-        var sink = RecordingSink()
-        let records = shuffle.to(.repartition)
-        try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
-        try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
-        let letters = sink.to(.deadLetter)
+        let letters = try aggregateLateHits(shuffle.to(.repartition), arena: arena, originals: UnreachableInput())
         try #require(letters.count == 1)
         #expect(letters[0].header[DeadLetter.Header.reason] == "too_late")
         #expect(String(decoding: letters[0].value ?? [], as: UTF8.self).hasPrefix("{\"deliveryId\":\"d1\",\"broadlogId\":\"b\""))
