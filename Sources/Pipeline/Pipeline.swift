@@ -111,19 +111,21 @@ public final class Pipeline: Sendable {
     /// recovery); any other error is thrown. nil: a stop was requested while waiting.
     private func untilTheClusterAnswers<R>(admin: TopicAdmin, _ prepare: () throws -> R) throws -> R? {
         defer { startup.withLock { $0 = nil } }
+        let since = wallClockMillis()
         var lastLog = Int64.min / 2
         while true {
             if runners.isStopRequested { return nil }
             do {
-                if startup.withLock({ $0 }) != nil {
-                    // Cheaper than a failed preparation, and quick to notice a stop.
-                    guard admin.ping(timeoutMilliseconds: Int32(Self.clusterRetryMillis)) else { throw PipelineError.clusterUnreachable("no broker answered a metadata request") }
+                // A short question first: the preparation's own requests wait up to 10 s each
+                // for an answer, and a stop must not wait that long.
+                guard admin.ping(timeoutMilliseconds: Int32(Self.clusterRetryMillis)) else {
+                    throw PipelineError.clusterUnreachable("no broker answered a metadata request within \(Self.clusterRetryMillis / 1000) s")
                 }
                 return try prepare()
             } catch let error where Self.isUnreachable(error) {
                 let now = wallClockMillis()
                 let wait = startup.withLock { wait in
-                    if wait == nil { wait = StartupWait(since: now, brokers: config.brokers, cause: "\(error)") }
+                    if wait == nil { wait = StartupWait(since: since, brokers: config.brokers, cause: "\(error)") }
                     wait!.cause = "\(error)"
                     return wait!
                 }
