@@ -65,7 +65,14 @@ public final class Replay: Sendable {
         var pipeline = PipelineConfig()
         pipeline.brokers = config.brokers
         pipeline.kafkaProperties = config.kafkaProperties
-        let count = try Pipeline.partitionCount(of: config.inputTopic, config: pipeline, logger: logger)
+        let count: Int
+        do {
+            count = try Pipeline.partitionCount(of: config.inputTopic, config: pipeline, logger: logger)
+        } catch PipelineError.clusterUnreachable(let text) {
+            // A replay is a bounded command, not a worker: it does not wait for the cluster.
+            throw PipelineError.kafka(
+                "\(text). No broker at \(config.brokers) answered: check --brokers (and -X security settings), the network and the brokers' advertised listeners")
+        }
         let partitions = (0..<Int32(count)).map { TopicPartition(topic: config.inputTopic, partition: $0) }
 
         // No group is joined and nothing is committed: the id only satisfies librdkafka.
