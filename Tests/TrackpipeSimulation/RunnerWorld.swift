@@ -73,12 +73,12 @@ public final class RunnerWorld {
     /// One worker process: its two runners, and the clients they were given.
     final class Instance {
         let number: Int
-        let clients: RecordingClients
+        let clients: ProcessClients
         let normalizer: StageRunner<NormalizeStage>
         let aggregator: StageRunner<AggregateStage<RepartitionInput>>
         var alive = true
 
-        init(number: Int, clients: RecordingClients, normalizer: StageRunner<NormalizeStage>, aggregator: StageRunner<AggregateStage<RepartitionInput>>) {
+        init(number: Int, clients: ProcessClients, normalizer: StageRunner<NormalizeStage>, aggregator: StageRunner<AggregateStage<RepartitionInput>>) {
             self.number = number
             self.clients = clients
             self.normalizer = normalizer
@@ -202,7 +202,7 @@ public final class RunnerWorld {
     private func startInstance() {
         let number = nextInstance
         nextInstance += 1
-        let clients = RecordingClients(cluster: cluster)
+        let clients = ProcessClients(cluster: cluster)
         let window = WindowConfig(size: Self.windowSize, grace: 1_000, retention: 86_400_000, idleTimeout: 2_000)
         let limit = RecordLimit(bytes: cluster.producerLimit)
         let normalize = NormalizeStage(
@@ -358,39 +358,5 @@ public final class RunnerWorld {
             }
         }
         if missing > 0 { problems.append("\(missing) rejected messages have no dead letter") }
-    }
-}
-
-/// The cluster's clients for one instance, remembered so that a crash can silence them.
-final class RecordingClients: KafkaClientFactory, @unchecked Sendable {
-    // @unchecked: the simulation runs on one thread.
-    let cluster: SimulatedCluster
-    private var consumers: [SimulatedConsumer] = []
-    private var producers: [SimulatedProducer] = []
-
-    init(cluster: SimulatedCluster) { self.cluster = cluster }
-
-    func consumer(
-        config: KafkaConfig, logger: Logger, rebalance: RebalanceHandler?, maxBatch: Int, wakesFetcher: Bool,
-        onError: (@Sendable (KafkaError) -> Void)?
-    ) throws -> any ConsumerClient {
-        let consumer = try cluster.consumer(
-            config: config, logger: logger, rebalance: rebalance, maxBatch: maxBatch, wakesFetcher: wakesFetcher, onError: onError)
-        consumers.append(consumer as! SimulatedConsumer)
-        return consumer
-    }
-
-    func producer(
-        config: KafkaConfig, logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)?,
-        onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
-    ) throws -> any ProducerClient {
-        let producer = try cluster.producer(config: config, logger: logger, onDelivery: onDelivery, onError: onError, isStopping: isStopping)
-        producers.append(producer as! SimulatedProducer)
-        return producer
-    }
-
-    func crash() {
-        for consumer in consumers { consumer.crash() }
-        for producer in producers { producer.crash() }
     }
 }

@@ -42,6 +42,11 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
     /// assignment (the JoinGroup and SyncGroup round trips, every member rejoining): meanwhile
     /// the group is rebalancing, and a commit of the old generation is refused.
     var rebalanceDelay: Int64 = 1_000
+    /// Who decides which member owns what.
+    var assignor = Assignor.cooperativeSticky
+    /// What a client saw a runner do that no runner may (a commit past what it was handed, of a
+    /// partition it does not own): the checks report each.
+    private(set) var violations: [String] = []
     /// What happened, for the checks and the trace.
     private(set) var rebalances = 0
     private(set) var refusals = 0
@@ -63,6 +68,8 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
 
     var isUnreachable: Bool { now < unreachableUntil }
 
+    func violation(_ text: String) { violations.append(text) }
+
     func note(_ line: @autoclosure () -> String) { trace?.append("[\(now)] " + line()) }
 
     func group(_ id: String) -> SimulatedGroup {
@@ -78,17 +85,21 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
         config: KafkaConfig, logger: Logger, rebalance: RebalanceHandler?, maxBatch: Int, wakesFetcher: Bool,
         onError: (@Sendable (KafkaError) -> Void)?
     ) throws -> any ConsumerClient {
-        defer { nextMemberId += 1 }
-        return SimulatedConsumer(
-            cluster: self, memberId: nextMemberId, group: config["group.id"] ?? "", rebalance: rebalance, maxBatch: maxBatch,
-            reportsEnds: config["enable.partition.eof"] == "true", instanceId: config["group.instance.id"])
+        consumer(config: config, rebalance: rebalance, maxBatch: maxBatch, life: ProcessLife())
     }
 
     func producer(
         config: KafkaConfig, logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)?,
         onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
     ) throws -> any ProducerClient {
-        SimulatedProducer(cluster: self, onDelivery: onDelivery)
+        SimulatedProducer(cluster: self, onDelivery: onDelivery, life: ProcessLife())
+    }
+
+    func consumer(config: KafkaConfig, rebalance: RebalanceHandler?, maxBatch: Int, life: ProcessLife) -> SimulatedConsumer {
+        defer { nextMemberId += 1 }
+        return SimulatedConsumer(
+            cluster: self, memberId: nextMemberId, group: config["group.id"] ?? "", rebalance: rebalance, maxBatch: maxBatch,
+            reportsEnds: config["enable.partition.eof"] == "true", instanceId: config["group.instance.id"], life: life)
     }
 
     // MARK: Group bookkeeping
@@ -105,6 +116,19 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
 
     func delivered() { deliveredRecords += 1 }
     func refusedRecord() { refusedRecords += 1 }
+}
+
+/// Who decides which member of a group owns what.
+enum Assignor {
+    /// librdkafka's cooperative-sticky assignor: a member joining or leaving starts a rebalance,
+    /// each generation is settled by every member rejoining (see `SimulatedCluster`).
+    case cooperativeSticky
+    /// The schedule decides (the stage simulator's `World`): a member owns what it is handed
+    /// (`move`), a member that leaves or dies leaves its partitions unowned until they are handed
+    /// on, and the coordinator takes every member's commits. Handing over is still cooperative:
+    /// the old owner gives a partition up in its next poll (its revoke callback commits), and only
+    /// then does the new owner take it, in its next poll.
+    case directed
 }
 
 /// One consumer group's coordinator: members, the generation, and who owns what.
@@ -134,11 +158,31 @@ final class SimulatedGroup {
         self.cluster = cluster
     }
 
+    private var directed: Bool { cluster.assignor == .directed }
+
     func join(_ member: Int, topic: String) {
         self.topic = topic
         if !members.contains(member) { members.append(member) }
         owned[member] = owned[member] ?? []
-        rebalance()
+        if directed {
+            memberGeneration[member] = generation
+        } else {
+            rebalance()
+        }
+    }
+
+    /// Directed: `partitions` go to `member`; whoever owns them (or was to take them) gives them
+    /// up first. A partition moved to its own owner is revoked and assigned again.
+    func move(_ partitions: Set<Int32>, to member: Int) {
+        precondition(directed, "only a directed group is told who owns what")
+        generation += 1
+        cluster.rebalanced(self)
+        for other in members {
+            toAssign[other]?.subtract(partitions)
+            let giving = (owned[other] ?? []).intersection(partitions)
+            if !giving.isEmpty { toRevoke[other, default: []].formUnion(giving) }
+        }
+        toAssign[member, default: []].formUnion(partitions)
     }
 
     /// A member left (closed) or died: what it owned goes to the others.
@@ -149,7 +193,7 @@ final class SimulatedGroup {
         toAssign[member] = nil
         memberGeneration[member] = nil
         lost.remove(member)
-        rebalance()
+        if !directed { rebalance() }
     }
 
     /// The target assignment, sticky: each member keeps what it owns up to its fair share; the
@@ -204,10 +248,15 @@ final class SimulatedGroup {
     func polled(_ member: Int) { rejoined.insert(member) }
 
     /// Every member has rejoined and the round trips are done: the assignment can go out.
-    var isSettling: Bool { cluster.now >= readyAt && Set(members).isSubset(of: rejoined) }
+    var isSettling: Bool { directed || (cluster.now >= readyAt && Set(members).isSubset(of: rejoined)) }
 
     /// Whether the member has taken its part in the current generation.
-    func isCurrent(_ member: Int) -> Bool { memberGeneration[member] == generation && (toRevoke[member] ?? []).isEmpty }
+    func isCurrent(_ member: Int) -> Bool {
+        directed || (memberGeneration[member] == generation && (toRevoke[member] ?? []).isEmpty)
+    }
+
+    /// What the group says the member owns.
+    func ownership(of member: Int) -> Set<Int32> { owned[member] ?? [] }
 
     /// The coordinator refused the member's commit for a generation it no longer knows
     /// (`ILLEGAL_GENERATION`): librdkafka gives up the whole assignment as lost and joins again.
@@ -256,11 +305,17 @@ final class SimulatedConsumer: ConsumerClient {
     private(set) var closed = false
     /// Inside the revoke callback of a lost assignment: commits are refused.
     private var losing = false
+    /// The process this client belongs to: whether it is alive, and how its polls are cut.
+    let life: ProcessLife
+    /// What the last poll handed out, for the trace ("1:0-4 2:7-8"); the world clears it before
+    /// a turn.
+    var lastPoll = ""
 
     init(
         cluster: SimulatedCluster, memberId: Int, group: String, rebalance: RebalanceHandler?, maxBatch: Int, reportsEnds: Bool,
-        instanceId: String?
+        instanceId: String?, life: ProcessLife
     ) {
+        self.life = life
         self.cluster = cluster
         self.memberId = memberId
         self.groupId = group
@@ -271,6 +326,9 @@ final class SimulatedConsumer: ConsumerClient {
     }
 
     private var group: SimulatedGroup { cluster.group(groupId) }
+
+    /// Whether it is a group member (subscribed), rather than a reader of fixed partitions.
+    var isMember: Bool { subscribed != nil }
 
     func subscribe(topics: [String]) throws {
         guard let topic = topics.first else { return }
@@ -294,10 +352,16 @@ final class SimulatedConsumer: ConsumerClient {
     /// Rebalance callbacks first (as librdkafka serves them inside the poll), then records of
     /// owned, unpaused partitions, a run per partition, and their ends.
     func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (ConsumerBatch) throws -> R) rethrows -> R? {
-        guard !closed else { return nil }
+        lastPoll = ""
+        guard !closed, !life.killed else { return nil }
         var revocations: [ConsumerBatch.Revocation] = []
         serveGroup(revocations: &revocations, gathered: 0)
         guard !cluster.isUnreachable else { return nil }
+        if let plan = life.plan {
+            let events = gather(plan)
+            guard !events.isEmpty || !revocations.isEmpty else { return nil }
+            return try body(ConsumerBatch(stored: events, revocations: revocations))
+        }
         var events: [HeldRecord] = []
         let cut = subscribed == nil ? nil : cluster.cutPolls.removeValue(forKey: groupId)
         gathering: for tp in positions.keys.sorted(by: { ($0.topic, $0.partition) < ($1.topic, $1.partition) }) where !paused.contains(tp) {
@@ -338,6 +402,56 @@ final class SimulatedConsumer: ConsumerClient {
         guard !events.isEmpty else { return nil }
         return try body(ConsumerBatch(stored: events, revocations: revocations))
     }
+
+    /// A poll as the schedule cut it: up to `plan.budget` records in runs of random length from
+    /// partitions picked at random (a consumer hands out what each fetch brought), then the ends
+    /// of the partitions read to their end.
+    private func gather(_ plan: PollPlan) -> [HeldRecord] {
+        var random = SplitMix(plan.cut)
+        var next = positions.filter { !paused.contains($0.key) }
+        var available = next.keys.sorted { ($0.topic, $0.partition) < ($1.topic, $1.partition) }.filter {
+            next[$0]! < cluster.kafka.topic($0.topic).end(of: $0.partition)
+        }
+        var slices: [(tp: TopicPartition, offsets: Range<Int64>)] = []
+        var left = max(0, plan.budget)
+        while left > 0, !available.isEmpty {
+            let index = Int(random.below(UInt64(available.count)))
+            let tp = available[index]
+            let from = next[tp]!
+            let end = cluster.kafka.topic(tp.topic).end(of: tp.partition)
+            let run = min(end - from, Int64(min(left, 1 + Int(random.below(UInt64(min(left, 64)))))))
+            slices.append((tp, from..<from + run))
+            next[tp] = from + run
+            left -= Int(run)
+            if from + run == end { available.remove(at: index) }
+        }
+        var events: [HeldRecord] = []
+        for (tp, offsets) in slices {
+            let log = cluster.kafka.topic(tp.topic)
+            for offset in offsets {
+                let entry = log.entry(partition: tp.partition, offset: offset)
+                if entry.compacted || life.skip?(tp.topic, tp.partition, offset) == true { continue }
+                events.append(
+                    HeldRecord(
+                        topic: tp.topic, partition: tp.partition, offset: offset, key: log.bytes(entry.key), value: log.bytes(entry.value),
+                        timestamp: entry.timestamp, headers: entry.headers))
+            }
+        }
+        let prefix = subscribed == nil ? "state " : ""
+        lastPoll = slices.map { "\(prefix)\($0.tp.partition):\($0.offsets.lowerBound)-\($0.offsets.upperBound - 1)" }.joined(separator: " ")
+        for (tp, position) in next {
+            positions[tp] = position
+            let end = cluster.kafka.topic(tp.topic).end(of: tp.partition)
+            if reportsEnds, position == end, reportedEnds[tp] != end {
+                reportedEnds[tp] = end
+                events.append(HeldRecord.partitionEnd(topic: tp.topic, partition: tp.partition, offset: end))
+            }
+        }
+        return events
+    }
+
+    /// The partitions this consumer reads (owned, or assigned), and where it reads next.
+    var readPositions: [TopicPartition: Int64] { closed || life.killed ? [:] : positions }
 
     /// The group's moves this member takes part in: a lost assignment given up and joined
     /// again, revocations, then what it may take.
@@ -384,6 +498,8 @@ final class SimulatedConsumer: ConsumerClient {
 
     func commit(_ offsets: [TopicPartitionOffset]) throws {
         guard !offsets.isEmpty else { return }
+        try life.check()
+        if life.diesAtCommit { throw life.kill() }
         if cluster.isUnreachable { throw KafkaError(.transport, "committing \(offsets)") }
         if subscribed != nil {
             if losing {
@@ -401,6 +517,13 @@ final class SimulatedConsumer: ConsumerClient {
             }
         }
         for offset in offsets {
+            if let position = positions[offset.topicPartition] {
+                if offset.offset > position {
+                    cluster.violation("\(groupId) committed \(offset.topicPartition) at \(offset.offset), past what it was handed (\(position))")
+                }
+            } else if subscribed != nil {
+                cluster.violation("\(groupId) committed \(offset.topicPartition), which it does not own")
+            }
             cluster.kafka.commit(
                 group: groupId, topic: offset.topic, partition: offset.partition,
                 InMemoryKafka.Committed(offset: offset.offset, metadata: offset.metadata))
@@ -408,6 +531,7 @@ final class SimulatedConsumer: ConsumerClient {
     }
 
     func committed(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
+        try life.check()
         if cluster.isUnreachable { throw KafkaError(.timedOut, "reading committed offsets") }
         return partitions.map { tp in
             let committed = cluster.kafka.committed(group: groupId, topic: tp.topic, partition: tp.partition)
@@ -416,19 +540,29 @@ final class SimulatedConsumer: ConsumerClient {
     }
 
     func beginningOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
+        try life.check()
         if cluster.isUnreachable { throw KafkaError(.timedOut, "looking up offsets") }
         return partitions.map { TopicPartitionOffset($0, offset: cluster.kafka.topic($0.topic).start(of: $0.partition)) }
     }
 
     func endOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
+        try life.check()
         if cluster.isUnreachable { throw KafkaError(.timedOut, "looking up offsets") }
         return partitions.map { TopicPartitionOffset($0, offset: cluster.kafka.topic($0.topic).end(of: $0.partition)) }
     }
 
-    func pause(_ partitions: [TopicPartition]) throws { paused.formUnion(partitions) }
-    func resume(_ partitions: [TopicPartition]) throws { paused.subtract(partitions) }
+    func pause(_ partitions: [TopicPartition]) throws {
+        try life.check()
+        paused.formUnion(partitions)
+    }
+
+    func resume(_ partitions: [TopicPartition]) throws {
+        try life.check()
+        paused.subtract(partitions)
+    }
 
     func seek(_ offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32) throws {
+        try life.check()
         for offset in offsets where positions[offset.topicPartition] != nil {
             positions[offset.topicPartition] = offset.offset >= 0 ? offset.offset : startOffset(offset.topicPartition, committedOr: offset.offset)
             reportedEnds[offset.topicPartition] = nil
@@ -478,10 +612,12 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
     }
     private var queue: [Queued] = []
     private(set) var crashed = false
+    let life: ProcessLife
 
-    init(cluster: SimulatedCluster, onDelivery: (@Sendable (DeliveryReport) -> Void)?) {
+    init(cluster: SimulatedCluster, onDelivery: (@Sendable (DeliveryReport) -> Void)?, life: ProcessLife) {
         self.cluster = cluster
         self.onDelivery = onDelivery
+        self.life = life
     }
 
     func topic(_ name: String) -> ProducerTopic { ProducerTopic(name: name) }
@@ -490,6 +626,7 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
         headers: [KafkaHeader], timestamp: Int64?, token: UInt64
     ) throws {
+        try life.check()
         let size = DeadLetterCut.size(keyBytes: key?.count ?? 0, valueBytes: value?.count ?? 0, headers: headers) - 200
         if size > cluster.producerLimit {
             throw KafkaError(.messageTooLarge, "producing to \(topic.name)")
@@ -506,7 +643,11 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
     }
 
     func flush(timeoutMilliseconds: Int32) throws {
+        try life.check()
+        let stateBefore = stateDelivered
         deliver()
+        // Armed to die once the state written for a commit is acknowledged: now.
+        if life.diesOnceStateIsWritten, stateDelivered > stateBefore { throw life.kill() }
         guard queue.isEmpty else {
             // Waiting on brokers that do not answer: the time passes.
             cluster.now += Int64(timeoutMilliseconds)
@@ -524,9 +665,12 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         queue = []
     }
 
+    /// State records delivered, for a death armed for once the state is written.
+    private var stateDelivered = 0
+
     @discardableResult
     private func deliver() -> Int {
-        guard !crashed, !cluster.isUnreachable else { return 0 }
+        guard !crashed, !life.killed, !cluster.isUnreachable else { return 0 }
         let batch = queue
         queue = []
         for record in batch {
@@ -541,11 +685,18 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
                 continue
             }
             let partition = record.partition ?? Self.partition(of: record.key, count: log.partitionCount)
+            guard partition >= 0, Int(partition) < log.partitionCount else {
+                cluster.violation("a record was sent to partition \(partition) of \(record.topic), which has \(log.partitionCount)")
+                report(record, error: KafkaError(.unknownTopic, "delivery failed: no partition \(partition)"))
+                continue
+            }
+            if record.topic == life.stateTopic { stateDelivered += 1 }
+            let stamp = life.stamp?() ?? WriteStamp(time: cluster.now, writer: -1, outputCrashes: 0)
             let offset = record.value.withOptionalBytes { value in
                 record.key.withOptionalBytes { key in
                     log.append(
                         partition: partition, key: key, value: value, timestamp: record.timestamp, headers: record.headers,
-                        stamp: WriteStamp(time: cluster.now, writer: -1, outputCrashes: 0))
+                        stamp: stamp)
                 }
             }
             cluster.delivered()

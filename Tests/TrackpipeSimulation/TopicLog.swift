@@ -20,9 +20,10 @@ struct WriteStamp: Sendable {
 /// (the state topic) ever loses records, and then only as Kafka's log cleaner removes them:
 /// offsets are kept, older values of a key and old tombstones disappear.
 ///
-/// The bytes of every record live in one growing buffer, and a batch hands the stage views into
-/// it, as librdkafka hands out views into its fetch buffers: the stage must copy what it keeps,
-/// exactly as in production.
+/// The bytes of every record live in one growing buffer. A simulated consumer hands a batch out
+/// as records held in memory (`HeldRecord`), which the runner shows the stage as views valid for
+/// the batch only, as librdkafka's fetch buffers are: the stage must copy what it keeps, exactly
+/// as in production.
 final class TopicLog {
     struct Entry {
         var key: Range<Int>?
@@ -90,15 +91,6 @@ final class TopicLog {
         return true
     }
 
-    /// Records still held at `offsets` of `partition`, as a restoring consumer reads them.
-    func stateRecords(partition: Int32, offsets: Range<Int64>) -> [StateRecord] {
-        offsets.compactMap { offset in
-            let entry = partitions[Int(partition)][Int(offset)]
-            guard !entry.compacted else { return nil }
-            return StateRecord(offset: offset, key: bytes(entry.key) ?? [], value: bytes(entry.value))
-        }
-    }
-
     /// Kafka's log cleaner on one partition, up to `cleanedBefore` (the active segment, from
     /// there to the end, is never cleaned, so the last record always stays): a record is removed
     /// when a later record has the same key, and a tombstone that is the latest of its key is
@@ -123,22 +115,4 @@ final class TopicLog {
     }
 
     func bytes(_ range: Range<Int>?) -> [UInt8]? { range.map { Array(heap[$0]) } }
-
-    /// The records of `slices`, in slice order, as views valid during `body` only.
-    func withInputRecords<R>(_ slices: [(partition: Int32, offsets: Range<Int64>)], _ body: ([InputRecord]) throws -> R) rethrows -> R {
-        try heap.withUnsafeBytes { base in
-            var records: [InputRecord] = []
-            records.reserveCapacity(slices.reduce(0) { $0 + $1.offsets.count })
-            for slice in slices {
-                for offset in slice.offsets {
-                    let entry = partitions[Int(slice.partition)][Int(offset)]
-                    records.append(
-                        InputRecord(
-                            partition: slice.partition, offset: offset, key: entry.key.map { UnsafeRawBufferPointer(rebasing: base[$0]) },
-                            value: entry.value.map { UnsafeRawBufferPointer(rebasing: base[$0]) }, timestamp: entry.timestamp))
-                }
-            }
-            return try body(records)
-        }
-    }
 }

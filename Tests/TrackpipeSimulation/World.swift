@@ -1,4 +1,5 @@
 import Kafka
+import Logging
 import Pipeline
 import TrackingDomain
 
@@ -63,9 +64,11 @@ struct Generation {
 }
 
 /// Everything one schedule runs in: the simulated clock, the in-memory cluster, the hit
-/// source, and per instance a simulated runner per stage. It applies operations one at a time
-/// and, at the end, drains: every hit produced, every record read by its stage, and everything
-/// emitted.
+/// source, and per instance a real `StageRunner` per stage on the simulated cluster's clients
+/// (`StageInstance`). The schedule decides who owns which partition (the groups are directed),
+/// how each poll is cut, when a runner commits and when a process dies. It applies operations
+/// one at a time and, at the end, drains: every hit produced, every record read by its stage,
+/// and everything emitted.
 final class World {
     static let outputTopic = "aggregates"
     static let deadLetterTopic = "dlq"
@@ -73,7 +76,19 @@ final class World {
     let scenario: Scenario
     let options: SimulationOptions
     let kafka = InMemoryKafka()
-    private(set) var now: Int64
+    let cluster: SimulatedCluster
+    /// The simulated clock, the cluster's: the runners read it too.
+    private(set) var now: Int64 {
+        get { cluster.now }
+        set { cluster.now = newValue }
+    }
+    /// What the runners log at the error level: each is a problem.
+    private let errors = ErrorLog()
+    private let logger: Logger
+    /// The ends of a bounded run's inputs (`--until-end`): the hits' end once they all are
+    /// produced, the repartition topic's once every normalize stage has finished.
+    private var inputEnded = UpstreamSignal()
+    private var repartitionEnded = UpstreamSignal()
     private var source: HitSource
     private(set) var deployment: Deployment
     var mode: Mode { deployment.mode }
@@ -110,7 +125,10 @@ final class World {
     /// Where each input topic's life began (its partitions were assigned then).
     private(set) var topicStarts: [String: Int64] = [:]
     /// Problems found while running (the simulation refusing something a stage did).
-    private(set) var problems: [String] = []
+    private var noted: [String] = []
+    /// Problems found: the simulation refusing something a runner did, what the clients saw a
+    /// runner do that none may, and what the runners logged as errors.
+    var problems: [String] { noted + cluster.violations + errors.lines.map { "logged: \($0)" } }
     private(set) var trace: [String]?
     /// Operations applied, including the drain's.
     private(set) var steps = 0
@@ -125,7 +143,9 @@ final class World {
     init(scenario: Scenario, options: SimulationOptions) {
         self.scenario = scenario
         self.options = options
-        now = scenario.start
+        cluster = SimulatedCluster(kafka: kafka, now: scenario.start)
+        cluster.assignor = .directed
+        logger = errors.logger()
         source = HitSource(scenario.hitSettings)
         deployment = Deployment(group: "trackpipe", mode: scenario.mode, generation: 1)
         inputTopic = "hits"
@@ -191,44 +211,30 @@ final class World {
     private func startWorkers() {
         ensureTopics()
         let deployment = self.deployment
-        let output = kafka.topic(Self.outputTopic)
-        let deadLetters = kafka.topic(Self.deadLetterTopic)
-        let state = kafka.topic(deployment.stateTopic)
+        inputEnded = UpstreamSignal()
+        repartitionEnded = UpstreamSignal()
         runners = [:]
+        let sinks: [Destination: String] = [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic, .changelog: deployment.stateTopic]
         switch mode {
         case .twoStage:
-            let repartition = kafka.topic(deployment.repartitionTopic)
             let normalize = normalizeStage()
             let aggregate = shuffledAggregateStage()
             runners[.normalize] = (0..<scenario.instances).map { instance in
-                SimulatedRunner(
-                    role: .normalize, instance: instance, generation: deployment.generation, group: deployment.group, topic: inputTopic,
-                    destinations: [.repartition: repartition, .deadLetter: deadLetters]
-                ) { normalize }
+                member(
+                    .normalize, instance, stage: normalize, group: deployment.group, topic: inputTopic,
+                    destinations: [.repartition: deployment.repartitionTopic, .deadLetter: Self.deadLetterTopic], upstream: inputEnded)
             }
             runners[.aggregate] = (0..<scenario.instances).map { instance in
-                SimulatedRunner(
-                    role: .aggregate, instance: instance, generation: deployment.generation, group: deployment.aggregateGroup,
-                    topic: deployment.repartitionTopic, destinations: [.output: output, .deadLetter: deadLetters, .changelog: state]
-                ) { aggregate }
+                member(
+                    .aggregate, instance, stage: aggregate, group: deployment.aggregateGroup, topic: deployment.repartitionTopic,
+                    destinations: sinks, upstream: repartitionEnded)
             }
         case .oneStage:
             // `--input-keyed-by-delivery` runs the aggregate stage in `--group` itself
             // (`Pipeline.runSingleStage`).
             let aggregate = directAggregateStage()
             runners[.aggregate] = (0..<scenario.instances).map { instance in
-                SimulatedRunner(
-                    role: .aggregate, instance: instance, generation: deployment.generation, group: deployment.group, topic: inputTopic,
-                    destinations: [.output: output, .deadLetter: deadLetters, .changelog: state]
-                ) { aggregate }
-            }
-        }
-        if options.fault == .skipOneRecord {
-            let inputTopic = self.inputTopic
-            for member in runners.values.joined() where member.topic == inputTopic {
-                (member as? any SkippingRecords)?.setSkip { [weak self] partition, offset in
-                    self?.isSkipped(topic: inputTopic, partition: partition, offset: offset) ?? false
-                }
+                member(.aggregate, instance, stage: aggregate, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded)
             }
         }
         for member in runners.values.joined() {
@@ -240,8 +246,69 @@ final class World {
             let count = kafka.topic(members[0].topic).partitionCount
             var shares = Array(repeating: [Int32](), count: members.count)
             for partition in 0..<Int32(count) { shares[Int(routing.below(UInt64(members.count)))].append(partition) }
-            for (member, share) in zip(members, shares) where !share.isEmpty { member.assign(share, kafka: kafka, now: now) }
+            give(Array(zip(members, shares)))
         }
+    }
+
+    /// One stage of one instance: a real runner, configured as `Pipeline` configures it, on
+    /// the simulated cluster. Commits happen when the schedule says (`RunnerControl.requestCommit`),
+    /// before a revoke, and at the end; a schedule ending as a bounded run reads to the ends its
+    /// upstream sets.
+    private func member<S: Stage>(
+        _ role: Role, _ instance: Int, stage: S, group: String, topic: String, destinations: [Destination: String], upstream: UpstreamSignal
+    ) -> StageInstance<S> {
+        let deployment = self.deployment
+        let logger = self.logger
+        let clock = cluster.clock
+        let bound: RunnerSettings.Bound = scenario.drainByFinish ? .endWhenUpstreamFinishes(upstream) : .unbounded
+        let skipsInput = options.fault == .skipOneRecord && topic == inputTopic
+        let inputTopic = self.inputTopic
+        var stamped: (() -> WriteStamp)?
+        let member = StageInstance<S>(
+            role: role, instance: instance, generation: deployment.generation, group: group, topic: topic, cluster: cluster,
+            prepare: { [unowned self] life in
+                life.stamp = { stamped?() ?? WriteStamp(time: self.now, writer: -1, outputCrashes: self.outputCrashes) }
+                life.stateTopic = deployment.stateTopic
+                if skipsInput {
+                    life.skip = { [unowned self] topic, partition, offset in
+                        topic == inputTopic && self.isSkipped(topic: topic, partition: partition, offset: offset)
+                    }
+                }
+            },
+            makeRunner: { clients in
+                var settings = RunnerSettings(
+                    topic: topic, source: .group, bound: bound, commits: true,
+                    consumer: KafkaConfig(["group.id": group, "enable.partition.eof": "true"]), producer: KafkaConfig([:]),
+                    destinations: destinations, commitInterval: .max / 4)
+                settings.clients = clients
+                settings.progressInterval = 0
+                settings.maxBatch = .max
+                return StageRunner(stage: stage, settings: settings, logger: logger, clock: clock)
+            })
+        stamped = { [unowned self, unowned member] in self.stamp(member) }
+        return member
+    }
+
+    /// The group hands each member its share (directed), and the members serve the move in a
+    /// poll: owners give the partitions up first (their revoke callbacks commit), then the new
+    /// owners take them.
+    private func give(_ shares: [(any DrivenStage, [Int32])]) {
+        let moving = shares.filter { !$0.1.isEmpty }
+        guard let first = moving.first?.0 else { return }
+        let partitions = Set(moving.flatMap(\.1))
+        for (member, share) in moving {
+            guard let id = member.memberId else { continue }
+            cluster.group(member.group).move(Set(share), to: id)
+        }
+        for member in runners[first.role]! where !partitions.isDisjoint(with: member.owned) { serve(member) }
+        for (member, _) in moving { serve(member) }
+    }
+
+    /// A poll that brings nothing: the group's moves are served, and time passes in the stage.
+    private func serve(_ member: any DrivenStage) {
+        served(member)
+        lastPolled[ObjectIdentifier(member)] = now
+        member.tick()
     }
 
     private func stamp(_ runner: any DrivenStage) -> WriteStamp {
@@ -318,7 +385,7 @@ final class World {
             }
             let polled = lastPolled[ObjectIdentifier(member)] ?? scenario.start
             if now - polled >= limit { servedUntil = min(servedUntil, polled) }
-            if let waiting = member.oldestUnread(kafka: kafka), now - waiting >= limit {
+            if let waiting = member.oldestUnread(), now - waiting >= limit {
                 idleFreeUntil = min(idleFreeUntil, waiting)
                 servedUntil = min(servedUntil, waiting)
             }
@@ -328,10 +395,9 @@ final class World {
     private func served(_ runner: any DrivenStage) { lastServed[ObjectIdentifier(runner)] = now }
 
     /// Polls `runner` (a `process` of the schedule or of the drain).
-    @discardableResult
-    private func poll(_ runner: any DrivenStage, budget: Int, cut: UInt64) -> Int {
+    private func poll(_ runner: any DrivenStage, budget: Int, cut: UInt64) {
         lastPolled[ObjectIdentifier(runner)] = now
-        return runner.process(budget: budget, cut: cut, kafka: kafka, now: now, stamp: stamp(runner))
+        runner.process(budget: budget, cut: cut)
     }
 
     func apply(_ operation: Operation) {
@@ -350,7 +416,7 @@ final class World {
             // Nothing new flows during a pause: runners left alone then miss nothing, unless
             // records were waiting for them all along.
             for member in activeRoles.flatMap({ runners[$0]! }) {
-                if let waiting = member.oldestUnread(kafka: kafka) { servedUntil = min(servedUntil, waiting) }
+                if let waiting = member.oldestUnread() { servedUntil = min(servedUntil, waiting) }
                 served(member)
                 lastPolled[ObjectIdentifier(member)] = now
             }
@@ -367,7 +433,7 @@ final class World {
         case .tick(let role, let instance):
             guard let runner = runner(role, instance) else { break }
             served(runner)
-            runner.tick(now: now, stamp: stamp(runner))
+            runner.tick()
         case .commit(let role, let instance):
             guard let runner = runner(role, instance) else { break }
             commit(runner)
@@ -380,14 +446,14 @@ final class World {
         case .crash(let role, let instance, let phase):
             for role in role.map({ [$0] }) ?? activeRoles {
                 guard let runner = runner(role, instance) else { continue }
-                if let phase { runner.commit(kafka: kafka, only: nil, now: now, stamp: stamp(runner), stoppingAfter: phase) }
+                if let phase { runner.commit(stoppingAfter: phase) }
                 crash(runner)
             }
         case .adopt(let role, let pick):
             adopt(role, pick: pick)
         case .resend(let instance, let budget, let cut):
             guard mode == .twoStage, let runner = runner(.normalize, instance) else { break }
-            runner.process(budget: budget, cut: cut, kafka: kafka, now: now, stamp: stamp(runner))
+            runner.process(budget: budget, cut: cut)
             crash(runner)
         case .compact(let pick):
             compactState(pick: pick)
@@ -412,20 +478,13 @@ final class World {
         batchNote = nil
     }
 
-    private func commit(_ runner: any DrivenStage) {
-        runner.commit(kafka: kafka, only: nil, now: now, stamp: stamp(runner), stoppingAfter: nil)
-    }
+    private func commit(_ runner: any DrivenStage) { runner.commit(stoppingAfter: nil) }
 
     /// A cooperative rebalance moves `partitions` from `giver` (which commits them first) to
     /// `taker`.
     private func hand(_ partitions: [Int32], from giver: any DrivenStage, to taker: any DrivenStage) {
-        revoke(partitions, from: giver)
-        taker.assign(partitions, kafka: kafka, now: now)
+        give([(taker, partitions)])
         rebalances += 1
-    }
-
-    private func revoke(_ partitions: [Int32], from runner: any DrivenStage) {
-        runner.revoke(partitions, kafka: kafka, now: now, stamp: stamp(runner))
     }
 
     private func crash(_ runner: any DrivenStage) {
@@ -441,8 +500,8 @@ final class World {
         var random = SplitMix(pick)
         var shares = Array(repeating: [Int32](), count: members.count)
         for partition in lost.sorted() { shares[Int(random.below(UInt64(members.count)))].append(partition) }
-        for (member, share) in zip(members, shares) where !share.isEmpty { member.assign(share, kafka: kafka, now: now) }
         orphans[role] = []
+        give(Array(zip(members, shares)))
     }
 
     /// Kafka's log cleaner runs over some partitions of the state topic, up to a random point
@@ -467,7 +526,7 @@ final class World {
     /// Every runner reads its input to the end (its restores first).
     private func readToTheEnd(_ role: Role) {
         for member in runners[role]! {
-            for _ in 0..<8 where !member.restoring.isEmpty || member.unread(kafka: kafka) > 0 {
+            for _ in 0..<8 where !member.restoring.isEmpty || member.unread() > 0 {
                 poll(member, budget: .max, cut: UInt64(bitPattern: now))
             }
         }
@@ -484,8 +543,8 @@ final class World {
         }
         for role in activeRoles {
             for member in runners[role]! {
-                commit(member)
-                revoke(member.owned, from: member)
+                // The stop: the last commit, then the group left (the revoke commits nothing new).
+                member.finish()
                 retired.append(member)
             }
         }
@@ -503,7 +562,7 @@ final class World {
         let committedBefore = commitStarts(group: next.group, topic: inputTopic).contains { ($0.committedOffset ?? 0) > 0 }
         guard let refused = refusal(of: next) else {
             if committedBefore {
-                problems.append(
+                noted.append(
                     "the switch to \(target.rawValue) under group \(next.group) was not refused, though the group holds the other mode's commits on \(inputTopic)")
             }
             deployment = next
@@ -531,7 +590,7 @@ final class World {
                 next.stateTopic = "\(next.group)-state-\(next.generation)"
                 notes.append("refused again (\(again)); --state-topic \(next.stateTopic)")
                 if let still = refusal(of: next) {
-                    problems.append("the switch to \(target.rawValue) was still refused after its remedy: \(still)")
+                    noted.append("the switch to \(target.rawValue) was still refused after its remedy: \(still)")
                     next = Deployment(group: "trackpipe-\(next.generation)", mode: target, generation: next.generation)
                 }
             }
@@ -627,7 +686,7 @@ final class World {
             catchUp(tick: true)
             guardSteps += 1
             if guardSteps > 100_000 {
-                problems.append("the drain did not end")
+                noted.append("the drain did not end")
                 return
             }
         }
@@ -651,26 +710,28 @@ final class World {
         // delivering (a stale hit as its last input makes it slow): far enough covers that lag.
         let far = scenario.window.size + scenario.window.grace + scenario.window.retention + 2 * scenario.window.idleTimeout + 1_000 + spread
         if !scenario.drainByFinish { now += far }
+        // Every hit is produced: a bounded run's input ends here.
+        inputEnded.finish()
         for role in activeRoles {
             readToTheEnd(role)
+            for member in runners[role]! where member.unread() > 0 || !member.restoring.isEmpty {
+                noted.append(
+                    "\(member.label) left \(member.unread()) records unread at the end\(member.restoring.isEmpty ? "" : ", still restoring \(member.restoring)")")
+            }
             for member in runners[role]! {
                 if scenario.drainByFinish {
-                    // A bounded run's end: `finish`, then the last commit.
-                    member.finish(kafka: kafka, now: now, stamp: stamp(member))
+                    // A bounded run's end: `finish` (the stage emits everything), the last commit.
+                    member.finish()
                 } else {
                     // A live run: time passes, and the next commit sends what it released.
-                    member.tick(now: now, stamp: stamp(member))
-                    member.commit(kafka: kafka, only: nil, now: now, stamp: stamp(member), stoppingAfter: nil)
+                    member.tick()
+                    member.commit(stoppingAfter: nil)
                 }
             }
+            // Every normalize stage has finished: the repartition topic ends here.
+            if role == .normalize { repartitionEnded.finish() }
         }
         if let mark = before { record(scenario.drainByFinish ? "drain: read all, finish" : "drain: +\(far), read all, tick, commit", since: mark) }
-        for role in activeRoles {
-            for member in runners[role]! where member.unread(kafka: kafka) > 0 || !member.restoring.isEmpty {
-                problems.append(
-                    "\(member.label) left \(member.unread(kafka: kafka)) records unread at the end\(member.restoring.isEmpty ? "" : ", still restoring \(member.restoring)")")
-            }
-        }
         if options.fault == .reemitStaleRecord { reemitStaleRecord() }
     }
 
@@ -715,7 +776,7 @@ final class World {
                 if let before, !member.lastBatch.isEmpty { record("  \(member.label) read \(member.lastBatch)\(watermarkNote(member))", since: before) }
                 if tick {
                     let before = trace == nil ? nil : snapshot()
-                    member.tick(now: now, stamp: stamp(member))
+                    member.tick()
                     if let before, snapshot().ends != before.ends { record("  \(member.label) tick", since: before) }
                 }
             }
@@ -846,12 +907,4 @@ extension World {
         let first = messages.firstIndex { if case .counted = $0.fate { true } else { false } }
         return first.map { Int64($0) == offset } ?? false
     }
-}
-
-protocol SkippingRecords {
-    func setSkip(_ skip: @escaping (Int32, Int64) -> Bool)
-}
-
-extension SimulatedRunner: SkippingRecords {
-    func setSkip(_ skip: @escaping (Int32, Int64) -> Bool) { self.skip = skip }
 }

@@ -16,6 +16,7 @@ public final class RunnerControl: Sendable {
     let clock: @Sendable () -> Int64
 
     private let stopRequested = Atomic<Bool>(false)
+    private let commitRequested = Atomic<Bool>(false)
     /// When the stop was first requested (clock ms); 0: not yet.
     private let stopRequestedMillis = Atomic<Int64>(0)
     private let failures = Mutex<Failures>(Failures())
@@ -57,6 +58,14 @@ public final class RunnerControl: Sendable {
     }
 
     var isStopRequested: Bool { stopRequested.load(ordering: .relaxed) }
+
+    /// Asks the loop to commit at its next turn, whatever the commit interval (Kafka Streams'
+    /// `ProcessorContext.commit()`): a caller that chooses its own commit points, such as the
+    /// deterministic simulator, whose schedules commit where they want to cut. Any thread.
+    public func requestCommit() { commitRequested.store(true, ordering: .relaxed) }
+
+    /// Whether a commit was requested since the last call (the request is taken).
+    func takeCommitRequest() -> Bool { commitRequested.exchange(false, ordering: .relaxed) }
 
     /// How long ago the stop was requested (ms); nil while it was not.
     var sinceStopRequested: Int64? {

@@ -126,7 +126,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             lastTick = now
         }
         try serveOutput(consumer)
-        if committer.isDue(now: now) { try commit() }
+        if control.takeCommitRequest() || committer.isDue(now: now) { try commit() }
         observer.turn(now: now, stage: &stage, tracker: tracker, consumer: consumer, awaitsAssignment: control.awaitsAssignment)
         takeUpstreamBound()
         return !boundReached && !control.isStopRequested
@@ -149,6 +149,16 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         consumer?.close()
         observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
     }
+
+    /// The run's totals so far, the stage's latest counts taken in first: what the summary will
+    /// say if the run ended now. On the run's thread, between turns.
+    public func currentTotals() -> Accounting {
+        observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
+        return observer.totals
+    }
+
+    /// The stage's gauges (watermark, open windows) as of now. On the run's thread, between turns.
+    public var gauges: StageGauges { stage.gauges() }
 
     /// Creates the clients and takes the input: a subscription, or the fixed assignment.
     private func start() throws -> any ConsumerClient {

@@ -1,0 +1,92 @@
+import Kafka
+import Logging
+import Pipeline
+
+/// How the schedule cuts a process's next polls: at most `budget` records, in runs chosen by
+/// `cut` (0: the poll brings nothing, as one that times out).
+struct PollPlan {
+    var budget: Int
+    var cut: UInt64
+}
+
+/// What the I/O of a killed process throws: nothing it does reaches the cluster any more.
+struct ProcessKilled: Error, CustomStringConvertible {
+    var description: String { "the process was killed" }
+}
+
+/// What the clients of one simulated worker process share: whether it still lives, where it is
+/// armed to die, how the schedule cuts its polls, and how its writes are stamped. A kill is
+/// SIGKILL as the cluster sees it: the consumers leave their groups without a callback or a
+/// commit, whatever the producer had not delivered is gone, and every later call throws.
+final class ProcessLife {
+    private(set) var killed = false
+    /// Armed to die in the middle of the next commit: once the state it writes is acknowledged
+    /// (`prepared`), or when it commits the offsets (`completed`, and `prepared` if no state was
+    /// written), before they reach the coordinator.
+    var dieAt: CommitPhase?
+    /// How the next polls are cut; nil: a whole partition at a time, up to the batch size.
+    var plan: PollPlan?
+    /// The planted `skipOneRecord` fault: records (topic, partition, offset) never delivered.
+    var skip: ((String, Int32, Int64) -> Bool)?
+    /// Who the writes are by, for the checks; nil: the hit producer's stamp.
+    var stamp: (() -> WriteStamp)?
+    /// The state topic, whose acknowledgement a death at `prepared` waits for.
+    var stateTopic: String?
+    /// What its group consumers owned when it died: the group hands it on.
+    private(set) var ownedAtDeath: [Int32] = []
+    fileprivate var consumers: [SimulatedConsumer] = []
+    fileprivate var producers: [SimulatedProducer] = []
+
+    var diesAtCommit: Bool { dieAt != nil }
+    var diesOnceStateIsWritten: Bool { dieAt == .prepared }
+
+    func check() throws { if killed { throw ProcessKilled() } }
+
+    /// Kills the process; returns what its interrupted call throws.
+    @discardableResult
+    func kill() -> ProcessKilled {
+        guard !killed else { return ProcessKilled() }
+        ownedAtDeath = consumers.filter(\.isMember).flatMap { $0.readPositions.keys.map(\.partition) }.sorted()
+        killed = true
+        dieAt = nil
+        for consumer in consumers { consumer.crash() }
+        for producer in producers { producer.crash() }
+        return ProcessKilled()
+    }
+}
+
+/// The cluster's clients for one worker process (or one stage of it), sharing its life.
+final class ProcessClients: KafkaClientFactory, @unchecked Sendable {
+    // @unchecked: the simulation runs on one thread.
+    let cluster: SimulatedCluster
+    let life: ProcessLife
+
+    init(cluster: SimulatedCluster, life: ProcessLife = ProcessLife()) {
+        self.cluster = cluster
+        self.life = life
+    }
+
+    var consumers: [SimulatedConsumer] { life.consumers }
+
+    func consumer(
+        config: KafkaConfig, logger: Logger, rebalance: RebalanceHandler?, maxBatch: Int, wakesFetcher: Bool,
+        onError: (@Sendable (KafkaError) -> Void)?
+    ) throws -> any ConsumerClient {
+        try life.check()
+        let consumer = cluster.consumer(config: config, rebalance: rebalance, maxBatch: maxBatch, life: life)
+        life.consumers.append(consumer)
+        return consumer
+    }
+
+    func producer(
+        config: KafkaConfig, logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)?,
+        onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
+    ) throws -> any ProducerClient {
+        try life.check()
+        let producer = SimulatedProducer(cluster: cluster, onDelivery: onDelivery, life: life)
+        life.producers.append(producer)
+        return producer
+    }
+
+    func crash() { life.kill() }
+}
