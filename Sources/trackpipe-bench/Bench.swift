@@ -14,6 +14,7 @@ struct TrackpipeBench: ParsableCommand {
             WindowingBenchmark.self,
             PipelineBenchmark.self,
             ReplayBenchmark.self,
+            SimulateRunnerBenchmark.self,
             SoakBenchmark.self,
             RestoreBenchmark.self,
             SimulateBenchmark.self,

@@ -1,6 +1,6 @@
 import Pipeline
 
-/// The cluster the simulated runners meet: topics and consumer groups' commits, nothing else.
+/// What the simulated cluster (`SimulatedCluster`) keeps: topics and consumer groups' commits, nothing else.
 /// No broker, no network, no time: a record is readable the moment it is written (the
 /// simulation treats every send as acknowledged at once) and nothing is ever deleted.
 final class InMemoryKafka {

@@ -22,14 +22,14 @@ public struct SimulationOptions: Sendable {
     public var remedy: SwitchRemedy?
     /// Record what every operation did (replays of one seed).
     public var trace = false
-    /// A defect planted in the simulated runner or cluster, to show that the checks catch it.
+    /// A defect planted in the simulated cluster, to show that the checks catch it.
     public var fault: Fault?
 
     public init() {}
 }
 
-/// Defects the simulation can plant in its own runner or cluster (never in the stages), so that
-/// a test can show each check failing for the reason it exists.
+/// Defects the simulation can plant in its own cluster (never in the runner or the stages), so
+/// that a test can show each check failing for the reason it exists.
 public enum Fault: String, Sendable, CaseIterable {
     /// The state topic's log cleaner also removes the latest state of a window: a new owner
     /// reads back an older state (or none) of that window.

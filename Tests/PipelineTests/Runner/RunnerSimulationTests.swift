@@ -16,10 +16,11 @@ struct RunnerSimulationTests {
     }
 
     /// With interval commits going on through a rebalance (the fix of the commit storm reverted:
-    /// `CommitCoordinator.isDue` without `awaitsNewGeneration`), these schedules never settle:
-    /// 2,526 and 4,481 rebalances, 2,022 and 4,003 refused commits, no output. Kept as
+    /// `CommitCoordinator.isDue` without `awaitsNewGeneration`), 6 of 30 seeds of `rebalances`
+    /// and 14 of 30 of `mixed` never settle (seed 8: 2,556 rebalances, 2,036 refused commits, no
+    /// output); seeds 1 to 3 of `mixed`, which the test above runs, are among them. Kept as
     /// regression seeds.
-    @Test("the commit storm's seeds settle", arguments: [UInt64(8), 20])
+    @Test("the commit storm's seeds settle", arguments: [UInt64(7), 8])
     func commitStorm(_ seed: UInt64) {
         let outcome = RunnerWorld(seed: seed, family: .rebalances).run()
         #expect(outcome.passed, "\(outcome.problems.prefix(3)) (\(outcome.rebalances) rebalances, \(outcome.refusedCommits) refused commits)")
