@@ -1,8 +1,8 @@
 import Pipeline
 
 /// What the simulated cluster (`SimulatedCluster`) keeps: topics and consumer groups' commits, nothing else.
-/// No broker, no network, no time: a record is readable the moment it is written (the
-/// simulation treats every send as acknowledged at once) and nothing is ever deleted.
+/// The cluster's clients read and write them; nothing is ever deleted (only the log cleaner
+/// marks records of the state topic as compacted).
 final class InMemoryKafka {
     /// What a group committed for one partition: the next offset to read and the metadata.
     struct Committed: Equatable, CustomStringConvertible {
@@ -38,24 +38,5 @@ final class InMemoryKafka {
     func commit(group: String, topic: String, partition: Int32, _ committed: Committed) {
         commits[group, default: [:]][topic, default: [:]][partition] = committed
         commitTrace?.append((group, topic, partition, committed))
-    }
-}
-
-/// The input topic read back by position, as `InputTopicLookup` does against Kafka: a position
-/// past a partition's end, or of a topic the cluster does not hold, is not found.
-struct InMemoryLookup: OriginalLookup, @unchecked Sendable {
-    // @unchecked: the simulation runs on one thread; the cluster is never touched concurrently.
-    let kafka: InMemoryKafka
-
-    func messages(at positions: Set<InputPosition>) throws -> [InputPosition: InputMessage] {
-        var found: [InputPosition: InputMessage] = [:]
-        for position in positions {
-            guard let log = kafka.topics[position.topic], Int(position.partition) < log.partitionCount,
-                position.offset >= log.start(of: position.partition), position.offset < log.end(of: position.partition)
-            else { continue }
-            let entry = log.entry(partition: position.partition, offset: position.offset)
-            found[position] = InputMessage(key: log.bytes(entry.key), value: log.bytes(entry.value), timestamp: entry.timestamp)
-        }
-        return found
     }
 }

@@ -21,6 +21,9 @@ public enum RunnerFamily: String, CaseIterable, Sendable {
     case outages
     /// Dead letters larger than the dead-letter topic takes, the broker refusing them.
     case oversizedDeadLetters = "oversized-dead-letters"
+    /// A topic trackpipe writes refuses every record for a while (an ACL taken away): the worker
+    /// stops, naming the topic, and its orchestrator starts it again.
+    case refusedTopics = "refused-topics"
     /// All of the above.
     case mixed
 }
@@ -32,6 +35,8 @@ public struct RunnerOutcome: Sendable {
     public var steps: Int
     public var rebalances: Int
     public var refusedCommits: Int
+    /// Workers that stopped on a refused topic (and were started again).
+    public var exits: Int
     public var settled: Bool
     /// What the checks found wrong; empty for a pass.
     public var problems: [String]
@@ -65,6 +70,7 @@ public final class RunnerWorld {
     private var nextInstance = 1
     private var problems: [String] = []
     private var steps = 0
+    private var exits = 0
     private let logger: Logger
     private let inputPartitions = 4
     private let repartitionPartitions = 4
@@ -83,6 +89,19 @@ public final class RunnerWorld {
             self.clients = clients
             self.normalizer = normalizer
             self.aggregator = aggregator
+        }
+
+        /// `Pipeline`'s answer to one runner failing: the others are asked to stop, and finish
+        /// (their last commit).
+        func finishAll(but failed: AnyObject) {
+            if normalizer !== failed {
+                normalizer.requestStop()
+                _ = try? normalizer.finish()
+            }
+            if aggregator !== failed {
+                aggregator.requestStop()
+                _ = try? aggregator.finish()
+            }
         }
     }
 
@@ -128,7 +147,8 @@ public final class RunnerWorld {
         let settled = drain()
         check(settled: settled)
         return RunnerOutcome(
-            seed: seed, family: family, steps: steps, rebalances: cluster.rebalances, refusedCommits: cluster.refusals, settled: settled,
+            seed: seed, family: family, steps: steps, rebalances: cluster.rebalances, refusedCommits: cluster.refusals, exits: exits,
+            settled: settled,
             problems: problems, trace: cluster.trace ?? [])
     }
 
@@ -150,12 +170,34 @@ public final class RunnerWorld {
     }
 
     private func turn<S: Stage>(_ instance: Instance, _ runner: StageRunner<S>, _ name: String) {
+        guard instance.alive else { return }
         do {
-            _ = try runner.turn()
+            // A runner that stops turning on its own has failed (a refused record requests the
+            // stop): `finish` says why, as `run` would.
+            if try !runner.turn() {
+                _ = try runner.finish()
+                problems.append("step \(steps): instance \(instance.number) \(name) ended by itself")
+                instance.alive = false
+                instance.clients.crash()
+            }
         } catch {
-            problems.append("step \(steps): instance \(instance.number) \(name) stopped on \(error)")
-            instance.alive = false
-            instance.clients.crash()
+            runner.abandon(error)
+            let text = "\(error)"
+            if cluster.topicsThatRefused.contains(where: { text.contains("\($0)[") }) {
+                // What the worker does: the failed stage stops without committing, the other is
+                // asked to stop and finishes (its last commit), the process exits, and the
+                // orchestrator starts it again.
+                exits += 1
+                cluster.note("instance \(instance.number) exits: \(name) stopped on \(text)")
+                instance.alive = false
+                instance.finishAll(but: runner)
+                instance.clients.crash()
+                startInstance()
+            } else {
+                problems.append("step \(steps): instance \(instance.number) \(name) stopped on \(error)")
+                instance.alive = false
+                instance.clients.crash()
+            }
         }
     }
 
@@ -178,6 +220,9 @@ public final class RunnerWorld {
             cluster.cutPolls[group] = random.int(1...20)
         case .outages:
             cluster.unreachableUntil = cluster.now + random.int(Int64(500)...Int64(20_000))
+        case .refusedTopics:
+            let topic = random.pick(["\(Self.group)-repartition", Self.outputTopic, "\(Self.group)-state", Self.deadLetterTopic])
+            cluster.refusedTopics[topic] = cluster.now + random.int(Int64(500)...Int64(8_000))
         case .oversizedDeadLetters:
             if random.chance(0.5) {
                 cluster.brokerLimits[Self.deadLetterTopic] = random.pick([100_000, 300_000, 700_000])
@@ -212,7 +257,9 @@ public final class RunnerWorld {
             carrying: OriginalCarrying(windowSize: window.size, retention: window.retention, maxOriginalBytes: limit.bytes / 2))
         let aggregate = AggregateStage(
             sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions), inputTopic: Self.inputTopic),
-            window: window, parallelism: 1, keepsChangelog: true, originals: InMemoryLookup(kafka: kafka))
+            window: window, parallelism: 1, keepsChangelog: true,
+            originals: InputTopicLookup(
+                config: KafkaConfig(["group.id": "\(Self.group)-aggregate"]), logger: logger, clients: clients, clock: cluster.clock))
         func settings(topic: String, group: String, destinations: [Destination: String]) -> RunnerSettings {
             var settings = RunnerSettings(
                 topic: topic, source: .group, bound: .unbounded, commits: true,
@@ -280,6 +327,7 @@ public final class RunnerWorld {
         cluster.refusedCommits = [:]
         cluster.cutPolls = [:]
         cluster.brokerLimits = [:]
+        cluster.refusedTopics = [:]
         produce(corpus.count)
         if instances.filter(\.alive).isEmpty { startInstance() }
         for round in 0..<4_000 {

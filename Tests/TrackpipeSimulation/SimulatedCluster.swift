@@ -32,8 +32,15 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
     var producerLimit = 1_000_000
     /// Topics whose brokers take records only up to this size (`max.message.bytes`).
     var brokerLimits: [String: Int] = [:]
+    /// Topics that refuse every record (`TOPIC_AUTHORIZATION_FAILED`: an ACL taken away), until
+    /// when (clock ms), and every topic that ever refused one.
+    var refusedTopics: [String: Int64] = [:]
+    private(set) var topicsThatRefused: Set<String> = []
     /// Until when no broker answers (clock ms): records wait, commits fail, polls bring nothing.
     var unreachableUntil: Int64 = .min
+    /// Topics whose leaders answer fetches of readers outside the groups (the original lookups)
+    /// so slowly that nothing comes, until when (clock ms).
+    var slowReads: [String: Int64] = [:]
     /// Commits of these groups refused, as for a stale generation, how many more times.
     var refusedCommits: [String: Int] = [:]
     /// The next polls of these groups' members are cut by a rebalance after this many records.
@@ -51,6 +58,9 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
     private(set) var rebalances = 0
     private(set) var refusals = 0
     private(set) var deliveredRecords = 0
+    /// Records read by consumers outside the groups from topics other than the state topic: the
+    /// original lookups.
+    var lookupReads = 0
     private(set) var refusedRecords = 0
     var trace: [String]?
 
@@ -115,6 +125,10 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
     }
 
     func delivered() { deliveredRecords += 1 }
+    func refusedTopic(_ topic: String) {
+        refusedRecords += 1
+        topicsThatRefused.insert(topic)
+    }
     func refusedRecord() { refusedRecords += 1 }
 }
 
@@ -356,13 +370,21 @@ final class SimulatedConsumer: ConsumerClient {
         guard !closed, !life.killed else { return nil }
         var revocations: [ConsumerBatch.Revocation] = []
         serveGroup(revocations: &revocations, gathered: 0)
+        if !isMember, cluster.isUnreachable || positions.keys.contains(where: { (cluster.slowReads[$0.topic] ?? .min) > cluster.now }) {
+            // A reader outside the groups waits its poll's timeout for brokers that do not answer
+            // (the members' polls are the world's to time).
+            cluster.now += Int64(max(1, timeoutMilliseconds))
+            return nil
+        }
         guard !cluster.isUnreachable else { return nil }
-        if let plan = life.plan {
+        // The schedule cuts the polls of members and of state restores; a lookup reads what it asked for.
+        if let plan = life.plan, isMember || positions.keys.allSatisfy({ $0.topic == life.stateTopic }) {
             let events = gather(plan)
             guard !events.isEmpty || !revocations.isEmpty else { return nil }
             return try body(ConsumerBatch(stored: events, revocations: revocations))
         }
         var events: [HeldRecord] = []
+        var ends = 0
         let cut = subscribed == nil ? nil : cluster.cutPolls.removeValue(forKey: groupId)
         gathering: for tp in positions.keys.sorted(by: { ($0.topic, $0.partition) < ($1.topic, $1.partition) }) where !paused.contains(tp) {
             guard events.count < maxBatch, let position = positions[tp] else { continue }
@@ -396,10 +418,14 @@ final class SimulatedConsumer: ConsumerClient {
             if positions[tp] != nil { positions[tp] = offset }
             if reportsEnds, offset == end, reportedEnds[tp] != end, events.count < maxBatch {
                 reportedEnds[tp] = end
+                ends += 1
                 events.append(HeldRecord.partitionEnd(topic: tp.topic, partition: tp.partition, offset: end))
             }
         }
         guard !events.isEmpty else { return nil }
+        if !isMember, positions.keys.contains(where: { $0.topic != life.stateTopic }) {
+            cluster.lookupReads += events.count - ends
+        }
         return try body(ConsumerBatch(stored: events, revocations: revocations))
     }
 
@@ -676,6 +702,11 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         for record in batch {
             guard let log = cluster.kafka.topics[record.topic] else {
                 report(record, error: KafkaError(.unknownTopic, "delivery failed"))
+                continue
+            }
+            if (cluster.refusedTopics[record.topic] ?? .min) > cluster.now {
+                cluster.refusedTopic(record.topic)
+                report(record, error: KafkaError(.topicAuthorizationFailed, "delivery failed"))
                 continue
             }
             let size = (record.key?.count ?? 0) + (record.value?.count ?? 0) + record.headers.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.count ?? 0) }

@@ -112,6 +112,8 @@ final class World {
     /// Crashes of stages that write the output (aggregate, or the one stage).
     private(set) var outputCrashes = 0
     private(set) var crashes = 0
+    /// Times the input's leaders answered original lookups too slowly.
+    private(set) var slowReads = 0
     private(set) var rebalances = 0
     /// What the workers refused to start on, in order (mode switches under the same group).
     private(set) var refusals: [String] = []
@@ -193,11 +195,17 @@ final class World {
             carrying: OriginalCarrying(windowSize: scenario.window.size, retention: scenario.window.retention))
     }
 
-    /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
-    private func shuffledAggregateStage() -> AggregateStage<RepartitionInput> {
-        AggregateStage(
+    /// The window stage as `Pipeline` makes it: with a changelog, in both modes, reading the
+    /// originals of its too-late hits back from the input (`InputTopicLookup`) with the clients
+    /// of its process (none for the checks made before the workers join).
+    private func shuffledAggregateStage(clients: ProcessClients? = nil) -> AggregateStage<RepartitionInput> {
+        let originals = clients.map { clients in
+            InputTopicLookup(
+                config: KafkaConfig(["group.id": deployment.aggregateGroup]), logger: logger, clients: clients, clock: cluster.clock)
+        }
+        return AggregateStage(
             sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), inputTopic: inputTopic),
-            window: scenario.window, parallelism: scenario.parallelism, keepsChangelog: true, originals: InMemoryLookup(kafka: kafka))
+            window: scenario.window, parallelism: scenario.parallelism, keepsChangelog: true, originals: originals)
     }
 
     private func directAggregateStage() -> AggregateStage<RawHitInput> {
@@ -218,15 +226,15 @@ final class World {
         switch mode {
         case .twoStage:
             let normalize = normalizeStage()
-            let aggregate = shuffledAggregateStage()
             runners[.normalize] = (0..<scenario.instances).map { instance in
                 member(
-                    .normalize, instance, stage: normalize, group: deployment.group, topic: inputTopic,
+                    .normalize, instance, stage: { _ in normalize }, group: deployment.group, topic: inputTopic,
                     destinations: [.repartition: deployment.repartitionTopic, .deadLetter: Self.deadLetterTopic], upstream: inputEnded)
             }
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 member(
-                    .aggregate, instance, stage: aggregate, group: deployment.aggregateGroup, topic: deployment.repartitionTopic,
+                    .aggregate, instance, stage: { [unowned self] clients in self.shuffledAggregateStage(clients: clients) },
+                    group: deployment.aggregateGroup, topic: deployment.repartitionTopic,
                     destinations: sinks, upstream: repartitionEnded)
             }
         case .oneStage:
@@ -234,7 +242,7 @@ final class World {
             // (`Pipeline.runSingleStage`).
             let aggregate = directAggregateStage()
             runners[.aggregate] = (0..<scenario.instances).map { instance in
-                member(.aggregate, instance, stage: aggregate, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded)
+                member(.aggregate, instance, stage: { _ in aggregate }, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded)
             }
         }
         for member in runners.values.joined() {
@@ -255,7 +263,7 @@ final class World {
     /// before a revoke, and at the end; a schedule ending as a bounded run reads to the ends its
     /// upstream sets.
     private func member<S: Stage>(
-        _ role: Role, _ instance: Int, stage: S, group: String, topic: String, destinations: [Destination: String], upstream: UpstreamSignal
+        _ role: Role, _ instance: Int, stage: @escaping (ProcessClients) -> S, group: String, topic: String, destinations: [Destination: String], upstream: UpstreamSignal
     ) -> StageInstance<S> {
         let deployment = self.deployment
         let logger = self.logger
@@ -283,7 +291,7 @@ final class World {
                 settings.clients = clients
                 settings.progressInterval = 0
                 settings.maxBatch = .max
-                return StageRunner(stage: stage, settings: settings, logger: logger, clock: clock)
+                return StageRunner(stage: stage(clients), settings: settings, logger: logger, clock: clock)
             })
         stamped = { [unowned self, unowned member] in self.stamp(member) }
         return member
@@ -457,6 +465,9 @@ final class World {
             crash(runner)
         case .compact(let pick):
             compactState(pick: pick)
+        case .slowReads(let length):
+            cluster.slowReads[inputTopic] = max(cluster.slowReads[inputTopic] ?? now, now + length)
+            slowReads += 1
         case .switchTopic(let partitions):
             guard mode == .twoStage else { break }
             stopEveryWorker()

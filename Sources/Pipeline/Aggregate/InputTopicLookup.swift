@@ -8,10 +8,14 @@ import Synchronization
 /// Its consumer belongs to no group (it is assigned what it needs and commits nothing): each
 /// lookup asks where each partition's log starts and ends (positions outside it are gone), is
 /// assigned every partition from the lowest position asked, and reads until it has passed the
-/// highest. Late hits are rare, so it is created on first use and kept for the next.
+/// highest. Late hits are rare, so it is created on first use and kept for the next. Its clients
+/// and clock are given (librdkafka and the wall clock in production), so that the simulator runs
+/// this code against its cluster, slow brokers included.
 public final class InputTopicLookup: OriginalLookup {
     private let config: KafkaConfig
     private let logger: Logger
+    private let clients: any KafkaClientFactory
+    private let clock: @Sendable () -> Int64
     /// How long a lookup may take, all its requests together, before it fails: it runs inside
     /// a commit, and a commit may run inside a revoke, for which the whole group waits.
     private let timeoutMilliseconds: Int64
@@ -20,23 +24,40 @@ public final class InputTopicLookup: OriginalLookup {
     /// input's leaders do not answer, and is well below the group's rebalance timeout
     /// (max.poll.interval.ms, 300 s by default).
     public static let defaultTimeoutMilliseconds: Int64 = 10_000
-    private let reader = Mutex<KafkaConsumer?>(nil)
+    private let reader = Mutex<Reader?>(nil)
+
+    /// The lookup's consumer. The mutex holds it; it is used only under the mutex, so on one
+    /// thread at a time.
+    private struct Reader: @unchecked Sendable {
+        let consumer: any ConsumerClient
+    }
 
     /// - Parameter config: the connection and security settings of a consumer of the input
     ///   topic (a `group.id` is required by the client but never joined).
-    public init(config: KafkaConfig, logger: Logger, timeoutMilliseconds: Int64 = InputTopicLookup.defaultTimeoutMilliseconds) {
+    public init(
+        config: KafkaConfig, logger: Logger, timeoutMilliseconds: Int64 = InputTopicLookup.defaultTimeoutMilliseconds,
+        clients: any KafkaClientFactory = LibrdkafkaClients(), clock: @escaping @Sendable () -> Int64 = wallClockMillis
+    ) {
         var config = config
         config["enable.partition.eof"] = "true"
+        // Never a member: a static id belongs to the stage's own consumer.
+        config["group.instance.id"] = nil
         self.config = config
         self.logger = logger
         self.timeoutMilliseconds = timeoutMilliseconds
+        self.clients = clients
+        self.clock = clock
     }
 
     public func messages(at positions: Set<InputPosition>) throws -> [InputPosition: InputMessage] {
         guard !positions.isEmpty else { return [:] }
         return try reader.withLock { reader in
-            if reader == nil { reader = try KafkaConsumer(config: config, logger: logger) }
-            let consumer = reader!
+            if reader == nil {
+                reader = Reader(
+                    consumer: try clients.consumer(
+                        config: config, logger: logger, rebalance: nil, maxBatch: 1_024, wakesFetcher: true, onError: nil))
+            }
+            let consumer = reader!.consumer
             defer { try? consumer.assign([]) }
             do {
                 return try read(positions, with: consumer)
@@ -50,15 +71,15 @@ public final class InputTopicLookup: OriginalLookup {
         }
     }
 
-    private func read(_ positions: Set<InputPosition>, with consumer: KafkaConsumer) throws -> [InputPosition: InputMessage] {
+    private func read(_ positions: Set<InputPosition>, with consumer: any ConsumerClient) throws -> [InputPosition: InputMessage] {
         var wanted: [TopicPartition: Set<Int64>] = [:]
         for position in positions {
             wanted[TopicPartition(topic: position.topic, partition: position.partition), default: []].insert(position.offset)
         }
         let partitions = Array(wanted.keys)
-        let deadline = wallClockMillis() + timeoutMilliseconds
+        let deadline = clock() + timeoutMilliseconds
         func remaining() throws -> Int32 {
-            let left = deadline - wallClockMillis()
+            let left = deadline - clock()
             guard left > 0 else { throw timedOut(positions.count, Array(wanted.keys)) }
             return Int32(clamping: left)
         }
@@ -83,22 +104,24 @@ public final class InputTopicLookup: OriginalLookup {
         try consumer.assign(assignment)
         var found: [InputPosition: InputMessage] = [:]
         while !remaining.isEmpty {
-            guard wallClockMillis() < deadline else { throw timedOut(positions.count, Array(remaining.keys)) }
+            guard clock() < deadline else { throw timedOut(positions.count, Array(remaining.keys)) }
             var failure: KafkaError?
-            consumer.poll(timeoutMilliseconds: 100) { event in
-                switch event {
-                case .record(let record):
-                    let tp = TopicPartition(topic: record.topic, partition: record.partition)
-                    guard let last = remaining[tp] else { return }
-                    if wanted[tp]?.contains(record.offset) == true {
-                        found[InputPosition(topic: tp.topic, partition: tp.partition, offset: record.offset)] = InputMessage(
-                            key: record.key.map { Array($0) }, value: record.value.map { Array($0) }, timestamp: record.timestamp)
+            _ = consumer.pollBatch(timeoutMilliseconds: 100) { batch in
+                for index in batch.indices {
+                    switch batch[index] {
+                    case .record(let record):
+                        let tp = TopicPartition(topic: record.topic, partition: record.partition)
+                        guard let last = remaining[tp] else { continue }
+                        if wanted[tp]?.contains(record.offset) == true {
+                            found[InputPosition(topic: tp.topic, partition: tp.partition, offset: record.offset)] = InputMessage(
+                                key: record.key.map { Array($0) }, value: record.value.map { Array($0) }, timestamp: record.timestamp)
+                        }
+                        if record.offset >= last { remaining[tp] = nil }
+                    case .partitionEOF(let tp, let offset):
+                        if let last = remaining[tp], offset > last { remaining[tp] = nil }
+                    case .error(let error):
+                        if error.severity == .fatal { failure = error } else { logger.warning("reading the input back: \(error)") }
                     }
-                    if record.offset >= last { remaining[tp] = nil }
-                case .partitionEOF(let tp, let offset):
-                    if let last = remaining[tp], offset > last { remaining[tp] = nil }
-                case .error(let error):
-                    if error.severity == .fatal { failure = error } else { logger.warning("reading the input back: \(error)") }
                 }
             }
             if let failure { throw failure }
