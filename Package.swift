@@ -7,8 +7,10 @@ import PackageDescription
 // engine value driven by its caller with the clock passed in; no I/O, no thread, queue or lock)
 // Pipeline (wires Kafka, domain and engine; its lanes, on Dispatch, are the one place window work
 // runs in parallel) -> TrackpipeCLI (commands) -> trackpipe (executable).
-// Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench) and
-// trackpipe-bench (the benchmarks, docs/performance.md).
+// Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench),
+// TrackpipeSimulation (in Tests/: the deterministic simulator, which runs Pipeline's real runners
+// and stages against a simulated cluster standing in for Kafka's protocols, docs/simulation.md)
+// and trackpipe-bench (the benchmarks, docs/performance.md, and the simulator's long runs).
 let package = Package(
     name: "trackpipe",
     platforms: [.macOS(.v14)],
@@ -71,7 +73,7 @@ let package = Package(
             dependencies: [
                 "Kafka", "TrackingDomain", "Windowing", "Pipeline", "HitGenerator",
                 // The soak checks its output with the tests' independent reference model;
-                // `simulate` runs the deterministic simulator.
+                // `simulate` and `simulate-runner` run the deterministic simulator.
                 "TrackpipeTestSupport", "TrackpipeSimulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

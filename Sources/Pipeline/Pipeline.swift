@@ -161,7 +161,7 @@ public final class Pipeline: Sendable {
         try ensureStateTopic(partitions: partitions)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
-            window: taskWindow(partitions: partitions), parallelism: config.shards, keepsChangelog: true)
+            window: taskWindow(partitions: partitions), parallelism: config.shards)
         var settings = runnerSettings(
             topic: config.inputTopic, group: config.group, member: stage.name, destinations: [.output, .deadLetter, .changelog])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
@@ -207,7 +207,7 @@ public final class Pipeline: Sendable {
             carrying: OriginalCarrying(windowSize: config.window.size, retention: config.window.retention, maxOriginalBytes: recordLimit.bytes / 2))
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), inputTopic: config.inputTopic), window: taskWindow(partitions: repartitions),
-            parallelism: config.shards, keepsChangelog: true,
+            parallelism: config.shards,
             originals: InputTopicLookup(
                 config: config.consumerConfig(group: config.aggregateGroup), logger: logger.with(label: "trackpipe.kafka.lookup")))
         let upstream = UpstreamSignal()

@@ -60,7 +60,7 @@ struct RealTrafficTests {
     func deviceClockAhead() throws {
         let arena = RecordArena()
         var upstream = normalize()
-        try upstream.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: Self.now)
+        try upstream.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: Self.now)
         // One hit per partition stamped 50 minutes after its arrival (within --max-future-skew).
         var hits: [(partition: Int32, offset: Int64, value: [UInt8], timestamp: Int64)] = [
             (0, 0, rawHit("fast", "b0", at: Self.now + 50 * Self.minute), Self.now),
@@ -72,13 +72,14 @@ struct RealTrafficTests {
         }
         let events = try shuffle(hits, through: &upstream, arena: arena)
         var stage = aggregate()
-        try stage.assign([PartitionStart(partition: 0)], now: Self.now)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var sink = RecordingSink()
         // The future-stamped hits come first, in a batch of their own: event time has moved by
         // the time the ordinary ones are judged.
         try feed(Array(events.prefix(2)), from: 0, to: &stage, arena: arena, now: Self.now + 1_000, into: &sink)
         try feed(Array(events.dropFirst(2)), from: 2, to: &stage, arena: arena, now: Self.now + 1_000, into: &sink)
         try stage.finish(now: Self.now + 2_000, into: &sink)
+        try stage.commitAll(now: Self.now + 2_000, into: &sink)
         #expect(sink.to(.deadLetter).count == 0, "\(sink.to(.deadLetter).map { $0.header[DeadLetter.Header.detail] ?? "" })")
         let d1 = lastRecords(sink).first { $0.key.hasPrefix("d1@") }?.value ?? ""
         #expect(d1.contains("\"impressions\":10"), "\(d1)")
@@ -91,7 +92,7 @@ struct RealTrafficTests {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: Self.hour),
             window: WindowConfig(idleTimeout: 2_000), parallelism: 1)
-        try stage.assign([PartitionStart(partition: 0)], now: Self.now)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var records = [arena.record(partition: 0, offset: 0, value: rawHit("fast", "b0", at: Self.now + 50 * Self.minute), timestamp: Self.now)]
         for index in 0..<10 {
             records.append(
@@ -101,13 +102,14 @@ struct RealTrafficTests {
         try stage.process(Array(records.prefix(1)), now: Self.now, into: &sink)
         try stage.process(Array(records.dropFirst()), now: Self.now + 1, into: &sink)
         try stage.finish(now: Self.now + 2, into: &sink)
+        try stage.commitAll(now: Self.now + 2, into: &sink)
         #expect(sink.to(.deadLetter).count == 0)
         #expect(lastRecords(sink).first { $0.key.hasPrefix("d1@") }?.value.contains("\"impressions\":10") == true)
     }
 
     // MARK: 2
 
-    @Test("a takeover whose first batch replays, corrects an emitted window and evicts it emits the correction")
+    @Test("a takeover whose first batch corrects an emitted window and evicts it emits the correction")
     func takeoverKeepsTheCorrection() throws {
         let arena = RecordArena()
         let window = WindowConfig(size: Self.minute, grace: 0, retention: 10 * Self.minute, idleTimeout: 30_000)
@@ -129,17 +131,19 @@ struct RealTrafficTests {
 
         // The previous owner processed the first four records, emitted d1's window and committed.
         var previous = stage()
-        try previous.assign([PartitionStart(partition: 0)], now: Self.now)
+        try previous.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var before = RecordingSink()
         try previous.process(Array(input.prefix(4)), now: Self.now, into: &before)
+        let point = try #require(try previous.commitAll(now: Self.now, into: &before)[0])
         #expect(lastRecords(before).first { $0.key.hasPrefix("d1@") }?.value.contains("\"revision\":3") == true)
-        let point = try #require(previous.commitPoints()[0])
 
-        // The new owner's first batch: the replay below the mark, the correction, the eviction.
+        // The new owner reads the state back; its first batch holds the correction and the eviction.
         var next = stage()
-        try next.assign([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: Self.now)
+        try next.assignRestoring(
+            [PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], state: before, now: Self.now)
         var after = RecordingSink()
         try next.process(Array(input[Int(point.offset)...]), now: Self.now, into: &after)
+        try next.commitAll(now: Self.now, into: &after)
         let d1 = lastRecords(after).first { $0.key.hasPrefix("d1@") }?.value ?? "none"
         #expect(d1.contains("\"revision\":4") && d1.contains("\"impressions\":4"), "the correction was lost: \(d1)")
     }
@@ -150,25 +154,25 @@ struct RealTrafficTests {
     func inputTopicSwitched() throws {
         let arena = RecordArena()
         var first = normalize(topic: "t1")
-        try first.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: Self.now)
+        try first.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: Self.now)
         let old = try shuffle(
             (0..<20).map { (Int32($0 % 2), Int64($0 / 2), rawHit("d1", "b\($0)", at: Self.now - Self.minute), Self.now) }, through: &first,
             arena: arena)
         var stage = aggregate()
-        try stage.assign([PartitionStart(partition: 0)], now: Self.now)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var sink = RecordingSink()
         try feed(old, from: 0, to: &stage, arena: arena, now: Self.now, into: &sink)
         let point = try #require(stage.commitPoints()[0])
 
         // The worker restarts reading t2: its offsets start at 0 again.
         var second = normalize(topic: "t2")
-        try second.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: Self.now)
+        try second.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: Self.now)
         let new = try shuffle(
             (0..<6).map { (Int32($0 % 2), Int64($0 / 2), rawHit("d2", "n\($0)", at: Self.now - Self.minute), Self.now) }, through: &second,
             arena: arena)
         // Both the running task and one restored from its checkpoint count them.
         var restored = aggregate()
-        try restored.assign([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: Self.now)
+        try restored.assignEmpty([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: Self.now)
         var restoredSink = RecordingSink()
         let replay = Array(old[Int(point.offset)...])
         try feed(replay + new, from: point.offset, to: &restored, arena: arena, now: Self.now, into: &restoredSink)
@@ -178,6 +182,7 @@ struct RealTrafficTests {
             #expect(a.duplicates == 0, "\(name): the new topic's hits were dropped as duplicates")
         }
         try stage.finish(now: Self.now + 1, into: &sink)
+        try stage.commitAll(now: Self.now + 1, into: &sink)
         #expect(lastRecords(sink).first { $0.key.hasPrefix("d2@") }?.value.contains("\"impressions\":6") == true)
     }
 
@@ -187,7 +192,7 @@ struct RealTrafficTests {
     func pauseKeepsTheLaggingPartition() throws {
         let arena = RecordArena()
         var upstream = normalize(idleTimeout: 2_000)
-        try upstream.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: Self.now)
+        try upstream.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: Self.now)
         // Partition 0 carries hits three hours old, partition 1 hits one hour old.
         let before = try shuffle(
             [
@@ -195,7 +200,7 @@ struct RealTrafficTests {
                 (1, 0, rawHit("fast", "b", at: Self.now - Self.hour), Self.now),
             ], through: &upstream, arena: arena)
         var stage = aggregate(window: WindowConfig(retention: Self.hour, idleTimeout: 2_000))
-        try stage.assign([PartitionStart(partition: 0)], now: Self.now)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var sink = RecordingSink()
         try feed(before, from: 0, to: &stage, arena: arena, now: Self.now, into: &sink)
         // A 5 s pause: both sources are reported idle.
@@ -208,6 +213,7 @@ struct RealTrafficTests {
             [(0, 1, rawHit("slow", "c", at: Self.now - 3 * Self.hour + 10 * Self.minute), Self.now + 5_002)], through: &upstream, arena: arena,
             now: Self.now + 5_002)
         try feed(after, from: 3, to: &stage, arena: arena, now: Self.now + 5_002, into: &sink)
+        try stage.commitAll(now: Self.now + 5_002, into: &sink)
         #expect(sink.to(.deadLetter).count == 0, "\(sink.to(.deadLetter).map { $0.header[DeadLetter.Header.detail] ?? "" })")
         #expect(stage.drainReport().accounting.accepted == 3)
     }
@@ -222,22 +228,22 @@ struct RealTrafficTests {
         // The normalize stage of the two-stage mode committed offset 500 on the same group.
         let normalizeCommit = SourceCheckpoint(epoch: 0).encoded
         #expect(throws: PipelineError.self) {
-            try stage.assign([PartitionStart(partition: 0, committedOffset: 500, metadata: normalizeCommit, logStart: 0)], now: Self.now)
+            try stage.assignEmpty([PartitionStart(partition: 0, committedOffset: 500, metadata: normalizeCommit, logStart: 0)], now: Self.now)
         }
         do {
-            try stage.assign([PartitionStart(partition: 0, committedOffset: 500, metadata: nil, logStart: 0)], now: Self.now)
+            try stage.assignEmpty([PartitionStart(partition: 0, committedOffset: 500, metadata: nil, logStart: 0)], now: Self.now)
             Issue.record("a plain commit in the middle of the partition was adopted")
         } catch {
             #expect("\(error)".contains("--group"), "the error says what to do: \(error)")
         }
         // A plain commit at the very beginning of the partition is a full recount: accepted.
-        try stage.assign([PartitionStart(partition: 1, committedOffset: 0, metadata: nil, logStart: 0)], now: Self.now)
+        try stage.assignEmpty([PartitionStart(partition: 1, committedOffset: 0, metadata: nil, logStart: 0)], now: Self.now)
         #expect(stage.ownedPartitions == [1])
         // And the normalize stage refuses a window checkpoint (the one-stage mode's) the same way.
         var upstream = normalize()
         let window = Checkpoint(evictedBefore: 0, processedThrough: 10).encoded
         #expect(throws: PipelineError.self) {
-            try upstream.assign([PartitionStart(partition: 0, committedOffset: 5, metadata: window, logStart: 0)], now: Self.now)
+            try upstream.assignEmpty([PartitionStart(partition: 0, committedOffset: 5, metadata: window, logStart: 0)], now: Self.now)
         }
     }
 
@@ -247,7 +253,7 @@ struct RealTrafficTests {
     func quietBacklogIsEmitted() throws {
         let arena = RecordArena()
         var upstream = normalize(sources: 1, idleTimeout: 2_000)
-        try upstream.assign([PartitionStart(partition: 0)], now: Self.now)
+        try upstream.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         let events = try shuffle(
             (0..<5).map { (0, Int64($0), rawHit("d1", "b\($0)", at: Self.now - 10 * Self.minute), Self.now - 10 * Self.minute + 1_000) },
             through: &upstream, arena: arena)
@@ -255,10 +261,11 @@ struct RealTrafficTests {
         try upstream.tick(now: Self.now + 5_000, into: &marks)  // the source has gone quiet
         // A new owner reads the events and the idle report in one batch; nothing comes after.
         var stage = aggregate(window: WindowConfig(idleTimeout: 2_000))
-        try stage.assign([PartitionStart(partition: 0)], now: Self.now)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var sink = RecordingSink()
         try feed(events + marks.to(.repartition), from: 0, to: &stage, arena: arena, now: Self.now + 6_000, into: &sink)
         try stage.tick(now: Self.now + 6_000 + 2 * Self.minute, into: &sink)
+        try stage.commitAll(now: Self.now + 6_000 + 2 * Self.minute, into: &sink)
         let d1 = lastRecords(sink).first { $0.key.hasPrefix("d1@") }?.value ?? "none"
         #expect(d1.contains("\"impressions\":5"), "the window was never emitted: \(d1)")
     }
@@ -271,7 +278,7 @@ struct RealTrafficTests {
         var upstream = NormalizeStage(
             inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 2, limits: NormalizerLimits(), maxFutureSkew: Self.hour,
             idleTimeout: 2_000)
-        try upstream.assign([PartitionStart(partition: 0)], now: Self.now)
+        try upstream.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var shuffle = RecordingSink()
         try upstream.process(
             (0..<20).map { arena.record(partition: 0, offset: Int64($0), value: rawHit("d\($0)", "b", at: Self.now), timestamp: Self.now) },
@@ -281,7 +288,7 @@ struct RealTrafficTests {
         // This instance believes the topic has 3 partitions.
         var stage = AggregateStage(
             sourceTopic: "hits", input: RepartitionInput(partitionCount: 3), window: WindowConfig(idleTimeout: 2_000), parallelism: 1)
-        try stage.assign([PartitionStart(partition: 0)], now: Self.now)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var sink = RecordingSink()
         do {
             try stage.process([arena.record(routedToZero[0], offset: 0)], now: Self.now, into: &sink)

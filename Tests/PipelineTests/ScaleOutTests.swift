@@ -46,6 +46,7 @@ struct ScaleOutTests {
     func resentEventsAreDropped() throws {
         let broker = try makeBroker()
         try broker.createTopic("resend-repartition", partitions: 4)
+        try broker.createTopic("resend-state", partitions: 4)
         let corpus = Corpus(HitStream(HitStreamConfig(count: 6_000, seed: 31, deliveries: 6)).generate())
         try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
         let settings = config(broker, group: "resend", untilEnd: true)
@@ -70,7 +71,8 @@ struct ScaleOutTests {
         second.topic = "resend-repartition"
         second.commits = true
         second.consumer = settings.consumerConfig(group: settings.aggregateGroup)
-        second.destinations = [.output: "aggregates", .deadLetter: "dlq"]
+        // The worker's own state topic (`--state-topic`, `<group>-state`), which its restart reads back.
+        second.destinations = [.output: "aggregates", .deadLetter: "dlq", .changelog: "resend-state"]
         let counted = try StageRunner(stage: aggregate, settings: second, logger: Logger(label: "test")).run()
         #expect(counted.accounting.accepted == routed && !counted.committed.isEmpty)
 

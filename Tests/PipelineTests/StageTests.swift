@@ -38,7 +38,7 @@ struct StageTests {
     func routesByDelivery() throws {
         let arena = RecordArena()
         var stage = normalize()
-        try stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
         var sink = RecordingSink()
         var records: [InputRecord] = []
         for index in 0..<40 {
@@ -85,7 +85,7 @@ struct StageTests {
     func bigBatchesSplit() throws {
         let arena = RecordArena()
         var stage = normalize(repartitions: 1)
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         let padding = String(repeating: "x", count: 2_000)
         let records = (0..<600).map { index in
@@ -111,10 +111,11 @@ struct StageTests {
         put(Int32(-1)); put(Int32(3)); bytes += Array("raw".utf8)
         let arena = RecordArena()
         var stage = aggregate()
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process([arena.record(partition: 0, offset: 0, key: Array("d1".utf8), value: bytes)], now: 0, into: &sink)
         try stage.finish(now: 0, into: &sink)
+        try stage.commitAll(now: 0, into: &sink)
         let out = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
         #expect(out.count == 1 && out[0].contains("\"deliveryId\":\"d1\"") && out[0].contains("\"impressions\":1"), "\(out)")
         #expect(stage.drainReport().accounting.accepted == 1)
@@ -124,9 +125,11 @@ struct StageTests {
     func refusesUnknownVersions() throws {
         let arena = RecordArena()
         var stage = aggregate()
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process([arena.record(partition: 0, offset: 0, value: [9, 3, 1, 0, 0, 0, 0, 0])], now: 0, into: &sink)
+        // Dead letters go out with the commit that follows (once the state is written).
+        try stage.commitAll(now: 0, into: &sink)
         let letters = sink.to(.deadLetter)
         #expect(letters.count == 1)
         #expect(letters[0].header[DeadLetter.Header.reason] == RepartitionInput.unreadableRecord)
@@ -138,7 +141,7 @@ struct StageTests {
     func deadLettersFiltersAndMarks() throws {
         let arena = RecordArena()
         var stage = normalize(repartitions: 3)
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         let off = Array("{\"action\":\"7\",\"timestamp\":5000,\"message\":{\"data\":{\"_dId\":\"d1\",\"_mId\":\"b1\",\"_acsDeliveryTracking\":\"off\"}}}".utf8)
         try stage.process(
@@ -179,7 +182,7 @@ struct StageTests {
     /// One record per hit: each processed as a batch of its own.
     func shuffled(_ hits: [(partition: Int32, offset: Int64, value: [UInt8])], arena: RecordArena) throws -> [RecordingSink.Sent] {
         var stage = normalize(repartitions: 1)
-        try stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
         var sink = RecordingSink()
         for hit in hits {
             try stage.process([arena.record(partition: hit.partition, offset: hit.offset, value: hit.value)], now: 0, into: &sink)
@@ -196,10 +199,11 @@ struct StageTests {
         // The upstream re-sends the last four after a crash.
         let input = events + events.suffix(4)
         var stage = aggregate()
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process(input.enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
         try stage.finish(now: 0, into: &sink)
+        try stage.commitAll(now: 0, into: &sink)
         let out = sink.to(.output)
         #expect(out.count == 1)
         let value = String(decoding: out[0].value!, as: UTF8.self)
@@ -215,7 +219,7 @@ struct StageTests {
         // evicted, and commits: everything processed, nothing held.
         let old = try shuffled((0..<3).map { (partition: 0, offset: Int64($0), value: rawHit("d1", "b\($0)", at: 1_000)) }, arena: arena)
         var first = aggregate()
-        try first.assign([PartitionStart(partition: 0)], now: 0)
+        try first.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try first.process(old.enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
         // Far later events of source 1 move event time past the first window's retention.
@@ -235,7 +239,7 @@ struct StageTests {
 
         // The next owner resumes at the commit; the crashed upstream re-sends source 0's events.
         var second = aggregate()
-        try second.assign([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: 200_000)
+        try second.assignEmpty([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: 200_000)
         var out = RecordingSink()
         let replay = (Int(point.offset)..<5).map { offset -> InputRecord in
             let sent = [old[0], old[1], old[2], late[0], idle.sent[0]][offset]
@@ -243,6 +247,7 @@ struct StageTests {
         }
         try second.process(replay, now: 200_000, into: &out)
         try second.process(old.enumerated().map { arena.record($0.element, offset: 5 + Int64($0.offset)) }, now: 200_001, into: &out)
+        try second.commitAll(now: 200_001, into: &out)
         #expect(out.to(.deadLetter).isEmpty, "re-sent events must not become too_late")
         let a = second.drainReport().accounting
         #expect(a.duplicates == 3)
@@ -259,7 +264,7 @@ struct StageTests {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000),
             parallelism: 1)
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         var upstream = normalize(repartitions: 1)
         try upstream.assign([PartitionStart(partition: 1)], now: 0)
@@ -267,6 +272,7 @@ struct StageTests {
         try upstream.tick(now: 40_000, into: &marks)  // source 1 idle: only source 0 counts
         try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(events[0], offset: 1)], now: 0, into: &sink)
         try stage.process([arena.record(events[1], offset: 2)], now: 1, into: &sink)
+        try stage.commitAll(now: 1, into: &sink)
         let letters = sink.to(.deadLetter)
         #expect(letters.count == 1)
         #expect(letters[0].value == rawHit("d1", "b2", at: 1 * Self.minute))
@@ -299,16 +305,18 @@ struct StageTests {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RepartitionInput(partitionCount: 1),
             window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), parallelism: 1)
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
         try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
+        try stage.commitAll(now: 1, into: &sink)
         let letters = sink.to(.deadLetter)
         #expect(letters.map(\.value) == [rawHit("d1", "b1", at: 1 * Self.minute), rawHit("d2", "b3", at: 2 * Self.minute)])
         #expect(letters.map(\.keyText) == ["k1", "k3"])
         #expect(letters.map { $0.header[DeadLetter.Header.sourceOffset] } == ["1", "3"])
         #expect(letters.allSatisfy { $0.header[DeadLetter.Header.reason] == "too_late" })
         try stage.finish(now: 2, into: &sink)
+        try stage.commitAll(now: 2, into: &sink)
         let out = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
         #expect(out.contains { $0.contains("\"impressions\":2") }, "a and b2 are counted: \(out)")
         let a = stage.drainReport().accounting
@@ -360,14 +368,14 @@ struct StageTests {
         let arena = RecordArena()
         let events = try shuffled((0..<4).map { (partition: 0, offset: Int64($0), value: rawHit("d1", "b\($0)", at: 1_000)) }, arena: arena)
         var stage = aggregate()
-        try stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
         var sink = RecordingSink()
         try stage.process(events.prefix(2).enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
         let kept = stage.commitPoints()[0]
         // A cooperative rebalance: partition 1 leaves, partition 2 arrives with a checkpoint.
         stage.revoke([1])
         let previous = Checkpoint(evictedBefore: .min, processedThrough: 5)
-        try stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
+        try stage.assignEmpty([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
         #expect(stage.ownedPartitions == [0, 2])
         #expect(stage.commitPoints()[0] == kept, "partition 0's task is the same one")
         _ = stage.drainReport()
@@ -378,6 +386,7 @@ struct StageTests {
         let a = stage.drainReport().accounting
         #expect(a.replayed == 1, "only the record of the newly assigned partition below its previous owner's mark")
         try stage.finish(now: 3, into: &sink)
+        try stage.commitAll(now: 3, into: &sink)
         let counts = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
         #expect(counts.contains { $0.contains("\"deliveryId\":\"d1\"") && $0.contains("\"impressions\":4") }, "partition 0 kept its first two hits")
     }
@@ -397,7 +406,7 @@ struct StageTests {
         // not emitted d1's window; it committed offset 0 with processed = 5.
         let checkpoint = Checkpoint(evictedBefore: .min, processedThrough: 5)
         var stage = aggregate()
-        try stage.assign([PartitionStart(partition: 0, committedOffset: 0, metadata: checkpoint.encoded)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0, committedOffset: 0, metadata: checkpoint.encoded)], now: 0)
         var sink = RecordingSink()
         // Source 1 is declared idle: source 0 alone moves event time past d1's window.
         var upstream = normalize(repartitions: 1)
@@ -408,6 +417,7 @@ struct StageTests {
             (0..<3).map { arena.record(events[$0], offset: Int64($0)) } + [arena.record(idle.sent[0], offset: 3)], now: 1, into: &sink)
         #expect(sink.to(.output).isEmpty, "below the previous owner's mark nothing is sent")
         try stage.process([arena.record(events[3], offset: 4), arena.record(events[4], offset: 5)], now: 2, into: &sink)
+        try stage.commitAll(now: 2, into: &sink)
         let sent = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
         #expect(sent.contains { $0.contains("\"deliveryId\":\"d1\"") && $0.contains("\"impressions\":2") }, "\(sent)")
     }

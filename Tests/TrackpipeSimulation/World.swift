@@ -205,13 +205,13 @@ final class World {
         }
         return AggregateStage(
             sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), inputTopic: inputTopic),
-            window: scenario.window, parallelism: scenario.parallelism, keepsChangelog: true, originals: originals)
+            window: scenario.window, parallelism: scenario.parallelism, originals: originals)
     }
 
     private func directAggregateStage() -> AggregateStage<RawHitInput> {
         AggregateStage(
             sourceTopic: inputTopic, input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew),
-            window: scenario.window, parallelism: scenario.parallelism, keepsChangelog: true)
+            window: scenario.window, parallelism: scenario.parallelism)
     }
 
     /// Starts one runner per stage and instance for the current deployment and input topic, and

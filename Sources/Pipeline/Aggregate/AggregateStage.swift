@@ -30,10 +30,11 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     /// it are sent (a backfill of a time range); nil: everything.
     public let range: Range<Int64>?
     /// Whether each task keeps its windows in a changelog (the `.changelog` destination, one
-    /// partition per task): then a task reads its state back when assigned instead of re-reading
-    /// its input for the retention, commits at its processed mark, and sends its aggregate
-    /// records at commits, once the state they carry is written.
-    public let keepsChangelog: Bool
+    /// partition per task): every task of a partition does, so that it reads its state back
+    /// when assigned instead of re-reading its input for the retention, commits at its processed
+    /// mark, and sends its aggregate records at commits, once the state they carry is written.
+    /// The one `global` task of a replay keeps none: it commits nothing.
+    public var keepsChangelog: Bool { tasking == .perPartition }
     /// Reads back, from the input topic, the original messages of `too_late` hits that crossed
     /// the shuffle without them; nil: such dead letters carry the hit as normalized instead.
     public let originals: (any OriginalLookup)?
@@ -46,10 +47,9 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     public init(
         sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, tasking: Tasking = .perPartition,
-        range: Range<Int64>? = nil, keepsChangelog: Bool = false, originals: (any OriginalLookup)? = nil
+        range: Range<Int64>? = nil, originals: (any OriginalLookup)? = nil
     ) {
         self.originals = originals
-        self.keepsChangelog = keepsChangelog && tasking == .perPartition
         self.sourceTopic = sourceTopic
         self.input = input
         self.window = window
@@ -74,7 +74,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             for start in starts where tasks[.partition(start.partition)] == nil {
                 tasks[.partition(start.partition)] = AggregateTask(
                     key: .partition(start.partition), config: window, start: start, sources: input.taskSources,
-                    keepsChangelog: keepsChangelog, changelogSource: input.changelogSource(inputTopic: sourceTopic), now: now)
+                    changelogSource: input.changelogSource(inputTopic: sourceTopic), now: now)
             }
         }
     }

@@ -49,17 +49,18 @@ struct AggregateTask: Sendable {
 
     /// `changelogSource`: the input the task counts, as its changelog's task records name it.
     init(
-        key: TaskKey, config: WindowConfig, start: PartitionStart?, sources: TaskSources, keepsChangelog: Bool = false,
-        changelogSource: UInt64 = 0, now: Int64, shards: Int = 1
+        key: TaskKey, config: WindowConfig, start: PartitionStart?, sources: TaskSources, changelogSource: UInt64 = 0, now: Int64,
+        shards: Int = 1
     ) {
         self.key = key
-        self.keepsChangelog = keepsChangelog && key.partition != nil
+        // A partition's task keeps a changelog; the global task of a replay commits nothing.
+        self.keepsChangelog = key.partition != nil
         self.engine = WindowEngine(config: config, shards: shards, tracksState: self.keepsChangelog)
         self.createdAt = now
         self.sources = sources
         guard let partition = key.partition else { return }
         let begin = TaskStart(start ?? PartitionStart(partition: partition), checkpoint: Checkpoint(decoding: start?.metadata))
-        if self.keepsChangelog { changelog.beginRestore(begin.lineage, source: changelogSource) }
+        changelog.beginRestore(begin.lineage, source: changelogSource)
         let own = sources.initial(partition: partition)
         if !own.isEmpty { engine.assign(partitions: own, now: now) }
         if let point = begin.restorePoint {
@@ -69,7 +70,7 @@ struct AggregateTask: Sendable {
         offsets.committed = begin.committed
         offsets.metadata = begin.metadata
         offsets.restoredMark = begin.replayMark
-        phase = .initial(keepsChangelog: self.keepsChangelog, start: begin)
+        phase = .initial(start: begin)
     }
 
     /// The state is being read back from the changelog: no record may be processed yet.
@@ -206,14 +207,12 @@ struct AggregateTask: Sendable {
         records[key] = record
     }
 
-    /// Records the engine emitted for time passing (a tick or the end of a bounded run): sent at
-    /// once by a task without a changelog (unless it replays silently), held by one with.
+    /// Records the engine emitted for time passing (a tick or the end of a bounded run): held by
+    /// a partition's task until its commit, sent at once by the global task of a replay.
     mutating func takeEmissions(_ emitted: [WindowAggregate]) -> [WindowAggregate] {
-        if keepsChangelog {
-            route(emitted)
-            return []
-        }
-        return phase.isReplaying ? [] : emitted
+        guard keepsChangelog else { return emitted }
+        route(emitted)
+        return []
     }
 
     /// The changelog records for what changed since the last commit.
@@ -286,7 +285,8 @@ struct AggregateTask: Sendable {
             route(output.emitted)
             if caughtUp { catchUp() }
         } else {
-            result.emitted = sentAtOnce(output.emitted, caughtUp: caughtUp)
+            // The global task of a replay: it sends what it emits, in its time range.
+            result.emitted = output.emitted
             if let range { result.emitted.removeAll { !range.contains($0.windowStart) } }
         }
         return result
@@ -350,43 +350,16 @@ struct AggregateTask: Sendable {
         return marks.sorted
     }
 
-    /// What a task without a changelog sends of a batch's emissions. Below the previous owner's
-    /// processed mark, everything this replay would emit was emitted and acknowledged before
-    /// that owner's commit, with the same counts: sending it again would only repeat records
-    /// (and, for a sink reading the stream, step back). Once caught up, windows that ripened
-    /// during the silent replay may hold more than that owner had emitted, and the batch that
-    /// caught up may have corrected windows and then evicted them: the current record of every
-    /// emitted window goes out with what the batch emitted, once per key (equal counts give
-    /// equal revisions, so repeats are harmless).
-    private mutating func sentAtOnce(_ emitted: [WindowAggregate], caughtUp: Bool) -> [WindowAggregate] {
-        if phase.isReplaying { return [] }
-        return caughtUp ? Self.latestPerKey(emitted + engine.emittedRecords()) : emitted
-    }
-
-    /// One record per (delivery, window): the one with the highest revision, in emission order.
-    static func latestPerKey(_ records: [WindowAggregate]) -> [WindowAggregate] {
-        var latest: [WindowKey: WindowAggregate] = [:]
-        for record in records { keepLatest(record, in: &latest) }
-        return WindowEngine.sortedForEmission(Array(latest.values))
-    }
-
     // MARK: Committing
 
-    /// The offset and checkpoint to commit. With a changelog: the processed mark, since the
-    /// windows are in the changelog. Without: below what any open or retained window still
-    /// needs, and never beyond what was processed. The global task commits nothing.
+    /// The offset and checkpoint to commit: the processed mark, since the windows are in the
+    /// changelog. The global task commits nothing.
     func commitPoint() -> CommitPoint? {
-        guard let partition = key.partition, !phase.isRestoring, let processed = offsets.processedThrough else { return nil }
-        if keepsChangelog {
-            let checkpoint = Checkpoint(
-                evictedBefore: engine.evictionHorizon, processedThrough: processed, seen: sources.checkpoint, changelog: changelog.end ?? 0,
-                changelogSince: changelog.lineage)
-            return CommitPoint(offset: processed, metadata: checkpoint.encoded)
-        }
-        let safe = engine.lowestHeldOffsets()[partition].map { min($0, processed) } ?? processed
+        guard key.partition != nil, !phase.isRestoring, let processed = offsets.processedThrough else { return nil }
         let checkpoint = Checkpoint(
-            evictedBefore: engine.evictionHorizon, processedThrough: max(processed, offsets.restoredMark ?? 0), seen: sources.checkpoint)
-        return CommitPoint(offset: safe, metadata: checkpoint.encoded)
+            evictedBefore: engine.evictionHorizon, processedThrough: processed, seen: sources.checkpoint, changelog: changelog.end ?? 0,
+            changelogSince: changelog.lineage)
+        return CommitPoint(offset: processed, metadata: checkpoint.encoded)
     }
 }
 

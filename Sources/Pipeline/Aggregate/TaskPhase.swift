@@ -9,8 +9,8 @@
 ///     └──────stateRefused (the worker stops) ──────────────────────▶ running
 /// ```
 ///
-/// A task without a changelog begins in `replaying(.sentByPreviousOwner)` or `running`
-/// (`initial`); the `global` task of `replay` is always `running`.
+/// A partition's task begins `restoring` (`initial`); the `global` task of `replay`, which
+/// keeps no changelog, is always `running`.
 enum TaskPhase: Sendable, Equatable {
     /// The state is being read back from the changelog: no record may be processed, nothing
     /// is committed or written. Carries the changelog position the last commit recorded
@@ -44,11 +44,8 @@ enum TaskPhase: Sendable, Equatable {
         case stateRefused
     }
 
-    /// The phase of a partition's task when it is created.
-    static func initial(keepsChangelog: Bool, start: TaskStart) -> TaskPhase {
-        if keepsChangelog { return .restoring(committedChangelog: start.committedChangelog) }
-        return start.beginsInReplay ? .replaying(.sentByPreviousOwner) : .running
-    }
+    /// The phase of a partition's task when it is created: its state is read back first.
+    static func initial(start: TaskStart) -> TaskPhase { .restoring(committedChangelog: start.committedChangelog) }
 
     /// The phase after `event`. Events that do not apply in a phase leave it: records of a
     /// restoring partition are held back by the runner, and a restore happens once.

@@ -73,10 +73,4 @@ struct TaskStart: Sendable, Equatable {
         return .committed(since: checkpoint.changelogSince)
     }
 
-    /// Whether a task without a changelog begins below the previous owner's mark, re-reading
-    /// what that owner already sent.
-    var beginsInReplay: Bool {
-        guard let replayMark else { return false }
-        return (committed ?? 0) < replayMark
-    }
 }

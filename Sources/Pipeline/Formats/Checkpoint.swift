@@ -30,7 +30,7 @@ public struct Checkpoint: Sendable, Hashable {
     /// Highest source offset counted per source partition, before `processedThrough`.
     public var seen: [Int32: SourceFloor]
     /// Where the task's changelog partition ended, acknowledged, when this was committed; nil
-    /// for a task without a changelog (its commit trails by what its windows hold).
+    /// in a checkpoint written before state topics (its commit trailed by what its windows held).
     public var changelog: Int64?
     /// Where the task's line of owners began writing its changelog partition (0 if not said).
     public var changelogSince: Int64

@@ -408,6 +408,12 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             return
         }
         let awaiting = Set(stage.partitionsAwaitingState).intersection(mine.map(\.partition))
+        if !awaiting.isEmpty, restorer == nil {
+            // Held back for a restore that could never begin: say so rather than wait forever.
+            fatal = fatal ?? .configuration(
+                "\(stage.name): the stage keeps its window state in a state topic, and this runner has none to read it back from: give it one (the .changelog destination; --state-topic for the worker)")
+            return
+        }
         tracker.holdBack(Array(awaiting))
         let held = Set(pendingStarts)
         let paused = mine.filter { output?.paused == true || awaiting.contains($0.partition) || held.contains($0) }

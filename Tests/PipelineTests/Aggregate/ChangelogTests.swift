@@ -62,7 +62,7 @@ struct ChangelogTests {
     func stage() -> AggregateStage<RawHitInput> {
         AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: Self.window,
-            parallelism: 1, keepsChangelog: true)
+            parallelism: 1)
     }
 
     /// A task's first owner: assigned with no commit, its (empty) state read back.
@@ -286,15 +286,12 @@ struct ChangelogTests {
             hit("d2", "y", at: Self.base + 71_000, 6), hit("d2", "z", at: Self.base + 72_000, 7),
             hit("d1", "f", at: Self.base + 55_000, 8),  // late: d1's correction, revision 6
         ]
-        // An older trackpipe counted the first eight records and committed what its windows held.
-        var old = AggregateStage(
-            sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: Self.window,
-            parallelism: 1)
-        try old.assign([PartitionStart(partition: 0)], now: Self.base)
+        // An older trackpipe (before state topics) counted the first eight records and committed
+        // at the first offset its open windows held, with its processed mark: a checkpoint
+        // without changelog.
+        let point = CommitPoint(offset: 0, metadata: Checkpoint(evictedBefore: .min, processedThrough: 8).encoded)
+        #expect(Checkpoint(decoding: point.metadata)?.changelog == nil)
         var sink = RecordingSink()
-        try old.process(Array(records[0..<8]), now: Self.base, into: &sink)
-        let point = try #require(old.commitPoints()[0])
-        #expect(Checkpoint(decoding: point.metadata)?.changelog == nil && point.offset == 0)
 
         var next = try takeOver(from: point, changelog: [], now: Self.base)
         var topics = Topics()
@@ -489,7 +486,7 @@ struct ChangelogTests {
             ], now: Self.base, into: &shuffled)
         func stage() -> AggregateStage<RepartitionInput> {
             AggregateStage(
-                sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1, keepsChangelog: true)
+                sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1)
         }
         var first = try takeOver(stage(), from: nil, changelog: [], now: Self.base)
         var topics = Topics()

@@ -69,7 +69,7 @@ struct OriginalLookupTests {
     func aggregateLateHits(_ records: [RecordingSink.Sent], arena: RecordArena, originals: any OriginalLookup) throws -> [RecordingSink.Sent] {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1, originals: originals)
-        try stage.assign([PartitionStart(partition: 0)], now: 0)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var marks = RecordingSink()
         var other = normalize(.always)
         try other.assign([PartitionStart(partition: 1)], now: 0)
@@ -77,6 +77,8 @@ struct OriginalLookupTests {
         var sink = RecordingSink()
         try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
         try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
+        // The dead letters, their originals read back all at once, go out with the commit.
+        try stage.commitAll(now: 1, into: &sink)
         return sink.to(.deadLetter)
     }
 

@@ -19,9 +19,7 @@ struct TaskStateTests {
         #expect(start.committed == nil && start.metadata == nil && start.restorePoint == nil && start.replayMark == nil)
         #expect(start.floors == nil && start.committedChangelog == nil)
         #expect(start.lineage == .lastWritten)
-        #expect(!start.beginsInReplay)
-        #expect(TaskPhase.initial(keepsChangelog: false, start: start) == .running)
-        #expect(TaskPhase.initial(keepsChangelog: true, start: start) == .restoring(committedChangelog: nil))
+        #expect(TaskPhase.initial(start: start) == .restoring(committedChangelog: nil))
     }
 
     @Test("a commit without a checkpoint (another tool's, or a reset): resumed from, nothing else, a new line of owners")
@@ -39,20 +37,21 @@ struct TaskStateTests {
         let start = TaskStart(partition, checkpoint: checkpoint)
         #expect(start.committed == 8 && start.metadata == checkpoint.encoded)
         #expect(start.restorePoint == TaskStart.RestorePoint(replayBefore: 12, evictedBefore: 1_000))
-        #expect(start.replayMark == 12 && start.beginsInReplay)
+        #expect(start.replayMark == 12)
         #expect(start.floors == TaskStart.Floors(seen: Self.seen, from: 12))
         #expect(start.committedChangelog == nil)
         #expect(start.lineage == .new, "an older build's commit begins a new line of owners")
-        #expect(TaskPhase.initial(keepsChangelog: false, start: start) == .replaying(.sentByPreviousOwner))
-        #expect(TaskPhase.initial(keepsChangelog: true, start: start) == .restoring(committedChangelog: nil))
+        #expect(TaskPhase.initial(start: start) == .restoring(committedChangelog: nil))
+        // Below the mark once the (empty) state is read: the replay that owner's output already covers.
+        #expect(TaskPhase.transition(.initial(start: start), on: .stateRead(taskRecord: false, belowMark: true)) == .replaying(.sentByPreviousOwner))
     }
 
     @Test("a commit at its processed mark replays nothing")
     func commitAtTheMark() {
         let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12)
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: checkpoint.encoded), checkpoint: checkpoint)
-        #expect(start.replayMark == 12 && !start.beginsInReplay)
-        #expect(TaskPhase.initial(keepsChangelog: false, start: start) == .running)
+        #expect(start.replayMark == 12)
+        #expect(TaskPhase.transition(.initial(start: start), on: .stateRead(taskRecord: false, belowMark: false)) == .running)
     }
 
     @Test("a checkpoint with a changelog: the windows are read back, its line of owners goes on, nothing replays by the commit alone")
@@ -64,7 +63,7 @@ struct TaskStateTests {
         #expect(start.lineage == .committed(since: 4))
         #expect(start.restorePoint == nil && start.replayMark == nil)
         #expect(start.floors == TaskStart.Floors(seen: Self.seen, from: 12))
-        #expect(TaskPhase.initial(keepsChangelog: true, start: start) == .restoring(committedChangelog: 30))
+        #expect(TaskPhase.initial(start: start) == .restoring(committedChangelog: 30))
     }
 
     @Test("a commit beyond the log (the topic recreated): no offset holds, what the checkpoint says in event time does")
@@ -139,7 +138,7 @@ struct TaskStateTests {
     func refusedStateEndsTheRestore() throws {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000),
-            window: WindowConfig(idleTimeout: 2_000), parallelism: 1, keepsChangelog: true)
+            window: WindowConfig(idleTimeout: 2_000), parallelism: 1)
         let checkpoint = Checkpoint(evictedBefore: 0, processedThrough: 10, changelog: 5, changelogSince: 0)
         try stage.assign([PartitionStart(partition: 0, committedOffset: 10, metadata: checkpoint.encoded, logStart: 0)], now: 0)
         #expect(stage.partitionsAwaitingState == [0])

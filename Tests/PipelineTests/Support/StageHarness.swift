@@ -51,9 +51,53 @@ struct RecordingSink: RecordSink {
 
     func to(_ destination: Destination) -> [Sent] { sent.filter { $0.destination == destination } }
 
+    /// Per state partition, the offset after the last state record sent (as if the state topic
+    /// began empty and every send were acknowledged): what a runner hands `completeCommit`.
+    var changelogEnds: [Int32: Int64] {
+        sent.filter { $0.destination == .changelog }.reduce(into: [:]) { $0[$1.partition ?? 0, default: 0] += 1 }
+    }
+
     mutating func take() -> [Sent] {
         defer { sent = [] }
         return sent
+    }
+}
+
+extension Stage {
+    /// Takes partitions whose state topic holds nothing: each task's state is read back at once
+    /// (there is none), so their records flow.
+    mutating func assignEmpty(_ starts: [PartitionStart], now: Int64) throws {
+        try assign(starts, now: now)
+        for partition in partitionsAwaitingState { try stateRestored(partition: partition, now: now) }
+    }
+
+    /// Takes partitions whose state is what `state` sent to the state topic (in order, as the
+    /// topic holds it), read back as the runner reads it.
+    mutating func assignRestoring(_ starts: [PartitionStart], state: RecordingSink, now: Int64) throws {
+        try assign(starts, now: now)
+        let written = state.to(.changelog)
+        for partition in partitionsAwaitingState {
+            var offset: Int64 = 0
+            var records: [StateRecord] = []
+            for record in written where (record.partition ?? 0) == partition {
+                records.append(StateRecord(offset: offset, key: record.key ?? [], value: record.value))
+                offset += 1
+            }
+            if !records.isEmpty { restoreState(records, partition: partition) }
+            try stateRestored(partition: partition, now: now)
+        }
+    }
+
+    /// A commit as the runner makes one, every record acknowledged as it is sent: the state,
+    /// then what was held until it was written (aggregate records, dead letters), then the
+    /// commit points, returned.
+    @discardableResult
+    mutating func commitAll(now: Int64, into sink: inout RecordingSink) throws -> [Int32: CommitPoint] {
+        try prepareCommit(into: &sink)
+        try completeCommit(changelogEnds: sink.changelogEnds, now: now, into: &sink)
+        let points = commitPoints()
+        committed(points.keys.sorted())
+        return points
     }
 }
 
