@@ -1,9 +1,8 @@
-/// Size and offset facts of one store, gathered on demand (stats, safe offsets, capacity)
+/// Size facts of one store, gathered on demand (stats, capacity)
 /// rather than after every batch, so tiny batches stay cheap.
 struct StoreSnapshot: Sendable {
     var openWindows = 0
     var retainedWindows = 0
     var entries = 0
     var entriesByWindowStart: [Int64: Int] = [:]
-    var minOffsets: [Int32: Int64] = [:]
 }

@@ -1,7 +1,7 @@
 import TrackingDomain
 
 /// The windowing engine the pipeline drives: owns event-time bookkeeping (watermark, eviction
-/// horizon, restore points, processed offsets) and the window stores that count.
+/// horizon, restore points) and the window stores that count.
 ///
 /// A value driven by one caller at a time, with the wall clock passed in: it owns no thread,
 /// queue or lock, so the same input always gives the same output and tests drive it step by
@@ -18,7 +18,6 @@ public struct WindowEngine: Sendable {
     private var clock: WatermarkTracker
     private var horizon: Int64 = .min
     private var restorePoints: [Int32: RestorePoint] = [:]
-    private var highestOffsets: [Int32: Int64] = [:]
     private var totals = EngineStats()
     private var retainedEntries = 0
 
@@ -40,13 +39,10 @@ public struct WindowEngine: Sendable {
         clock.assign(partitions, now: now)
     }
 
-    /// Stops waiting for partitions handed to another worker and forgets their offsets.
+    /// Stops waiting for partitions handed to another worker and forgets their restore points.
     public mutating func revoke(partitions: [Int32]) {
         clock.revoke(partitions)
-        for partition in partitions {
-            highestOffsets[partition] = nil
-            restorePoints[partition] = nil
-        }
+        for partition in partitions { restorePoints[partition] = nil }
     }
 
     /// Re-arms crash safety from the commit metadata of a partition: hits below `replayBefore`
@@ -111,19 +107,6 @@ public struct WindowEngine: Sendable {
         return merge(outputs)
     }
 
-    /// The current record of every window already emitted, sorted for emission. A new owner
-    /// that replayed a partition without emitting (its previous owner had emitted that part)
-    /// sends these once it has caught up, because windows may have ripened during the replay
-    /// that the previous owner had not yet emitted in full.
-    public mutating func emittedRecords() -> [WindowAggregate] {
-        // Through `merge`, as every emission: the caller sends these, and the totals count them.
-        merge(stores.map { store in
-            var out = StoreOutput()
-            store.emittedRecords(into: &out)
-            return out
-        }).emitted
-    }
-
     // MARK: State
 
     /// The windows whose state changed, and those evicted, since the last call: what a
@@ -159,30 +142,6 @@ public struct WindowEngine: Sendable {
 
     // MARK: Observation
 
-    /// Per partition, Kafka's "next offset to read" that is safe to commit: the lowest offset
-    /// still held by a retained window, or one past the last processed hit. Partitions with no
-    /// processed hit yet are absent (keep their previous commit).
-    public func safeOffsets() -> [Int32: Int64] {
-        let lowest = lowestHeldOffsets()
-        var safe: [Int32: Int64] = [:]
-        for (partition, highest) in highestOffsets {
-            safe[partition] = Swift.min(EventTimeMath.add(highest, 1), lowest[partition] ?? .max)
-        }
-        return safe
-    }
-
-    /// Per partition, the lowest offset of a hit that an open or retained window still holds;
-    /// partitions whose hits no window holds are absent. Everything below it may be committed.
-    public func lowestHeldOffsets() -> [Int32: Int64] {
-        var lowest: [Int32: Int64] = [:]
-        for snapshot in snapshots() {
-            for (partition, offset) in snapshot.minOffsets {
-                lowest[partition] = Swift.min(lowest[partition] ?? .max, offset)
-            }
-        }
-        return lowest
-    }
-
     /// Every window with end + retention <= this has been evicted; store it in the commit
     /// metadata and pass it back to `restore` after a restart.
     public var evictionHorizon: Int64 { horizon }
@@ -216,7 +175,6 @@ public struct WindowEngine: Sendable {
         let horizonAtStart = horizon
         let restore = restorePoints
         if let marks {
-            noteOffsets(of: batch)
             for mark in marks {
                 clock.observe(partition: mark.source, maxEventTime: mark.watermark, now: now, reportedIdle: mark.idle, delivered: mark.delivered)
             }
@@ -255,43 +213,20 @@ public struct WindowEngine: Sendable {
         return output
     }
 
-    /// Updates partition clocks and processed offsets. Consecutive hits of a partition are
-    /// folded before touching the clock table.
+    /// Updates partition clocks. Consecutive hits of a partition are folded before touching the
+    /// clock table.
     private mutating func observePartitions(of batch: [WindowInput], now: Int64) {
         guard var partition = batch.first?.partition else { return }
         var maxTime: Int64?
-        var highest = Int64.min
         for input in batch {
             if input.partition != partition {
-                observe(partition: partition, maxTime: maxTime, highest: highest, now: now)
+                clock.observe(partition: partition, maxEventTime: maxTime, now: now)
                 partition = input.partition
                 maxTime = nil
-                highest = .min
             }
             if let time = input.event.eventTime { maxTime = Swift.max(maxTime ?? time, time) }
-            highest = Swift.max(highest, input.offset)
         }
-        observe(partition: partition, maxTime: maxTime, highest: highest, now: now)
-    }
-
-    /// Processed offsets per partition, for batches whose clock comes from source marks.
-    private mutating func noteOffsets(of batch: [WindowInput]) {
-        guard var partition = batch.first?.partition else { return }
-        var highest = Int64.min
-        for input in batch {
-            if input.partition != partition {
-                highestOffsets[partition] = Swift.max(highestOffsets[partition] ?? highest, highest)
-                partition = input.partition
-                highest = .min
-            }
-            highest = Swift.max(highest, input.offset)
-        }
-        highestOffsets[partition] = Swift.max(highestOffsets[partition] ?? highest, highest)
-    }
-
-    private mutating func observe(partition: Int32, maxTime: Int64?, highest: Int64, now: Int64) {
         clock.observe(partition: partition, maxEventTime: maxTime, now: now)
-        highestOffsets[partition] = Swift.max(highestOffsets[partition] ?? highest, highest)
     }
 
     /// One shard needs no runner: the hot path of a per-partition task stays a plain call.

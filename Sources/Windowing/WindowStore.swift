@@ -85,7 +85,6 @@ struct WindowStore: Sendable {
             out.replayedFinal += 1
             return
         }
-        slots[index].noteOffset(partition: input.partition, offset: input.offset)
         if change.becameStateChanged { slots[index].stateChangedIds.append(input.event.deliveryId) }
         if change.newEntry {
             slots[index].entries += 1
@@ -162,17 +161,6 @@ struct WindowStore: Sendable {
                 if !slots[index].dirtyIds.isEmpty { reemitDirty(at: index, into: &out) }
             } else {
                 firstEmission(at: index, into: &out)
-            }
-        }
-        out.entries = entries
-    }
-
-    /// The current record of every window already emitted, without changing any state: for an
-    /// owner that rebuilt this state silently and must now make sure the output holds it.
-    func emittedRecords(into out: inout StoreOutput) {
-        for slot in slots where slot.emitted {
-            for (id, window) in slot.deliveries {
-                out.emitted.append(window.aggregate(deliveryId: id, start: slot.start, end: slot.end))
             }
         }
         out.entries = entries
@@ -320,9 +308,6 @@ struct WindowStore: Sendable {
                 snapshot.openWindows += slot.deliveries.count
             }
             snapshot.entriesByWindowStart[slot.start] = slot.entries
-            for (partition, offset) in slot.minOffsets {
-                snapshot.minOffsets[partition] = Swift.min(snapshot.minOffsets[partition] ?? .max, offset)
-            }
         }
         return snapshot
     }

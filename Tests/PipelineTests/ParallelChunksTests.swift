@@ -77,7 +77,6 @@ struct ParallelChunksTests {
                 #expect(one.outputs.map(\.capacityEvictions) == many.outputs.map(\.capacityEvictions))
                 #expect(one.flush.emitted == many.flush.emitted)
                 #expect(one.engine.stats == many.engine.stats)
-                #expect(one.engine.safeOffsets() == many.engine.safeOffsets())
             }
         }
     }

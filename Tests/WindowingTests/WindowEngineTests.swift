@@ -68,7 +68,6 @@ import TrackingDomain
         let out = engine.advance(now: 1)
         #expect(engine.watermark == 100_000)
         #expect(out.emitted.isEmpty)  // window [60s,120s) needs 130 s
-        #expect(engine.safeOffsets() == [0: 0])
     }
 
     // MARK: Shard independence and the reference model
@@ -83,7 +82,6 @@ import TrackingDomain
                 #expect(Self.lateKeys(one.outputs) == Self.lateKeys(many.outputs))
                 #expect(one.outputs.map(\.capacityEvictions) == many.outputs.map(\.capacityEvictions))
                 #expect(one.flush.emitted == many.flush.emitted)
-                #expect(one.engine.safeOffsets() == many.engine.safeOffsets())
                 #expect(one.engine.stats == many.engine.stats)
             }
             #expect(one.outputs.reduce(0) { $0 + $1.emitted.count } > 1_000)
@@ -100,19 +98,11 @@ import TrackingDomain
         var reference = ReferenceModel(config: Self.small, partitions: Set(partitions))
         var last = LastRecords()
         var late: [[Int64]] = []
-        var highest: [Int32: Int64] = [:]
         for (batch, now) in zip(stream.batches, stream.clock) {
             let out = engine.process(batch, now: now)
             reference.apply(batch: batch)
             last.add(out)
             late += out.tooLate.map { [Int64($0.partition), $0.offset] }
-            for input in batch { highest[input.partition] = input.offset }
-            // The safe offset is exactly the lowest offset a retained window still needs, or
-            // one past the last processed hit: never past a hit of a retained window.
-            let held = reference.lowestHeldOffsets
-            var expectedSafe: [Int32: Int64] = [:]
-            for (partition, top) in highest { expectedSafe[partition] = min(top + 1, held[partition] ?? .max) }
-            #expect(engine.safeOffsets() == expectedSafe)
             #expect(engine.evictionHorizon == reference.horizon)
         }
         last.add(engine.flushAll())
@@ -124,39 +114,10 @@ import TrackingDomain
         #expect(stats.hitsCounted + stats.tooLateHits == 6_000)
     }
 
-    // MARK: Offset safety and crash recovery
-
-    @Test func safeOffsetNeverPassesAHitOfARetainedWindow() {
-        let config = WindowConfig(size: 1_000, grace: 0, retention: 2_000, idleTimeout: 1 << 40)
-        var engine = WindowEngine(config: config, shards: 1)
-        engine.assign(partitions: [0, 1], now: 0)
-        _ = engine.process([
-            Hits.input("d1", "b1", .impression, at: 100, partition: 0, offset: 10),    // window 0
-            Hits.input("d1", "b2", .impression, at: 1_100, partition: 0, offset: 11),  // window 1
-            Hits.input("d2", "b1", .impression, at: 1_200, partition: 0, offset: 12),  // window 1
-        ], now: 0)
-        _ = engine.process([Hits.input("d1", "b3", .impression, at: 2_500, partition: 1, offset: 70)], now: 0)
-        #expect(engine.safeOffsets() == [0: 10, 1: 70])
-        // Watermark = min(1 200, 2 500): nothing evicted.
-        #expect(engine.evictionHorizon == 1_200)
-        _ = engine.process([Hits.input("d1", "b4", .impression, at: 3_050, partition: 0, offset: 13)], now: 0)
-        // Watermark 2 500: window 0 (expiry 3 000) still retained.
-        #expect(engine.safeOffsets() == [0: 10, 1: 70])
-        _ = engine.process([Hits.input("d1", "b5", .impression, at: 3_100, partition: 1, offset: 71)], now: 0)
-        // Watermark 3 050: window 0 evicted; window 1 keeps offset 11.
-        #expect(engine.safeOffsets() == [0: 11, 1: 70])
-        _ = engine.process([
-            Hits.input("d9", "b1", .impression, at: 50, partition: 1, offset: 72),  // too late
-            Hits.input("d1", "b6", .impression, at: 9_000, partition: 1, offset: 73),
-        ], now: 0)
-        _ = engine.process([Hits.input("d1", "b7", .impression, at: 9_000, partition: 0, offset: 14)], now: 0)
-        // Watermark 9 000: windows up to [6 000, 7 000) evicted; only window 9 holds hits.
-        #expect(engine.safeOffsets() == [0: 14, 1: 73])
-        #expect(engine.stats.tooLateHits == 1)
-    }
+    // MARK: Crash recovery
 
     @Test(arguments: [5, 40, 117, 230])
-    func crashAndReplayFromSafeOffsetsGivesTheSameLastRecords(crashAfter: Int) {
+    func crashAndReplayFromTheStartGivesTheSameLastRecords(crashAfter: Int) {
         let partitions: [Int32] = [0, 1, 2]
         let stream = RandomStream.make(seed: 99, hits: 6_000, partitions: 3)
         #expect(stream.batches.count > crashAfter)
@@ -166,8 +127,8 @@ import TrackingDomain
         expected.add(reference.flush)
         let expectedLate = Self.lateKeys(reference.outputs)
 
-        // First run: crashes after `crashAfter` batches, having committed its safe offsets with
-        // the eviction horizon and processed position as metadata.
+        // First run: crashes after `crashAfter` batches, having recorded its eviction horizon
+        // and processed position (what a checkpoint written before state topics carried).
         var first = WindowEngine(config: Self.small, shards: 2)
         first.assign(partitions: partitions, now: 0)
         var delivered = LastRecords()
@@ -179,10 +140,11 @@ import TrackingDomain
             late += out.tooLate.map { [Int64($0.partition), $0.offset] }
             for input in stream.batches[index] { processedUpTo[input.partition] = input.offset + 1 }
         }
-        let committed = first.safeOffsets()
         let horizon = first.evictionHorizon
 
-        // Second run: restores, replays every partition from its committed offset.
+        // Second run, with no state read back: restores the points and replays every partition
+        // from its start (below the processed position, hits of evicted windows are dropped,
+        // the others counted again).
         var second = WindowEngine(config: Self.small, shards: 3)
         second.assign(partitions: partitions, now: 0)
         for partition in partitions {
@@ -192,9 +154,7 @@ import TrackingDomain
         }
         var replayed = 0
         for (index, batch) in stream.batches.enumerated() {
-            let resumed = batch.filter { $0.offset >= committed[$0.partition, default: 0] }
-            guard !resumed.isEmpty else { continue }
-            let out = second.process(resumed, now: stream.clock[index])
+            let out = second.process(batch, now: stream.clock[index])
             delivered.add(out)
             late += out.tooLate.map { [Int64($0.partition), $0.offset] }
             replayed += out.replayedFinal
@@ -230,7 +190,6 @@ import TrackingDomain
             oldestWindowStart: 0, newestWindowStart: 0, newHorizon: 101_000)])
         #expect(engine.evictionHorizon == 101_000)
         #expect(engine.stats.entries == 90 && engine.stats.capacityEvictions == 1)
-        #expect(engine.safeOffsets() == [0: 30])
         // The evicted window is closed for good: later hits for it are too late.
         let late = engine.process([Hits.input("d1", "zz", .click, at: 500, offset: offset)], now: 0)
         #expect(late.tooLate.count == 1)
@@ -269,7 +228,5 @@ import TrackingDomain
         out = engine.process([], marks: [SourceMark(source: 2, watermark: 65_000, idle: true)], now: 3_000)
         #expect(engine.watermark == 150_000)
         #expect(out.emitted.map(\.deliveryId) == ["d1"])
-        // Offsets are those of the downstream partition, whatever the sources.
-        #expect(engine.safeOffsets() == [7: 100])
     }
 }

@@ -19,8 +19,6 @@ struct ReferenceModel {
     var horizon = Int64.min
     /// (partition, offset) of every hit the reference calls too late.
     var tooLate: Set<[Int64]> = []
-    /// Per partition, offsets of counted hits by window start (to check offset safety).
-    var heldOffsets: [Int64: [Int32: Int64]] = [:]
 
     init(config: WindowConfig, partitions: Set<Int32>) {
         self.config = config
@@ -46,8 +44,6 @@ struct ReferenceModel {
             cells[key, default: Cell()].broadlogs[input.event.action, default: []].insert(input.event.broadlogId)
             cells[key, default: Cell()].channels[input.event.channel] += 1
             cells[key, default: Cell()].platforms[input.event.platform] += 1
-            heldOffsets[start, default: [:]][input.partition] = min(
-                heldOffsets[start, default: [:]][input.partition] ?? .max, input.offset)
         }
         for input in batch {
             highest[input.partition] = max(highest[input.partition] ?? input.event.eventTime!, input.event.eventTime!)
@@ -55,16 +51,6 @@ struct ReferenceModel {
         if partitions.allSatisfy({ highest[$0] != nil }) {
             horizon = max(horizon, partitions.map { highest[$0]! }.min()!)
         }
-        heldOffsets = heldOffsets.filter { $0.key + config.size + config.retention > horizon }
-    }
-
-    /// Lowest offset per partition of a counted hit whose window is still retained.
-    var lowestHeldOffsets: [Int32: Int64] {
-        var lowest: [Int32: Int64] = [:]
-        for perPartition in heldOffsets.values {
-            for (partition, offset) in perPartition { lowest[partition] = min(lowest[partition] ?? .max, offset) }
-        }
-        return lowest
     }
 
     var expected: [LastRecords.Key: WindowAggregate] {
