@@ -85,7 +85,7 @@ public final class Replay: Sendable {
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: config.window, parallelism: config.shards, tasking: .global, range: range)
         var settings = RunnerSettings(
-            topic: config.inputTopic, source: .assignment(starts), bound: .endAtAssignment, commits: false,
+            topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, commits: false,
             consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
         switch config.output {
         case .topic(let topic): settings.destinations[.output] = topic

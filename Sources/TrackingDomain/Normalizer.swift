@@ -88,7 +88,7 @@ struct HitReader {
     var hit: RawHit { _read { yield captured.pointee } }
 
     /// Which container the ids come from, and how details name it.
-    enum Source {
+    enum IdPlace {
         case top, contextData, userInfo, messageData, notificationUserInfo
 
         var place: String {
@@ -102,8 +102,8 @@ struct HitReader {
         }
     }
 
-    func container(_ source: Source) -> IdContainer {
-        switch source {
+    func container(_ place: IdPlace) -> IdContainer {
+        switch place {
         case .top: hit.top
         case .contextData: hit.contextData
         case .userInfo: hit.userInfo
@@ -120,25 +120,25 @@ struct HitReader {
             return postbackVerdict(kafkaTimestamp: kafkaTimestamp)
         }
         // No array of candidates here: this runs for every hit and must not allocate.
-        let source: Source
+        let place: IdPlace
         if hit.userInfo.present && hit.userInfo.hasIdKey {
-            source = .userInfo
+            place = .userInfo
         } else if hit.messageData.present && hit.messageData.hasIdKey {
-            source = .messageData
+            place = .messageData
         } else if hit.notificationUserInfo.present && hit.notificationUserInfo.hasIdKey {
-            source = .notificationUserInfo
+            place = .notificationUserInfo
         } else if hit.top.hasIdKey {
-            source = .top
+            place = .top
         } else if hit.userInfo.present {
-            source = .userInfo
+            place = .userInfo
         } else if hit.messageData.present {
-            source = .messageData
+            place = .messageData
         } else if hit.notificationUserInfo.present {
-            source = .notificationUserInfo
+            place = .notificationUserInfo
         } else {
-            source = .top
+            place = .top
         }
-        return containerVerdict(source: source, action: hit.top.action, kafkaTimestamp: kafkaTimestamp)
+        return containerVerdict(idPlace: place, action: hit.top.action, kafkaTimestamp: kafkaTimestamp)
     }
 
     // MARK: Shapes
@@ -155,7 +155,7 @@ struct HitReader {
             }
             return .rejected(.notATrackingAction, detail: "not_a_tracking_action: \(found); only trackAction(\"tracking\", …) carries notification hits, so route other analytics actions elsewhere")
         }
-        return containerVerdict(source: .contextData, action: hit.contextData.action, kafkaTimestamp: kafkaTimestamp)
+        return containerVerdict(idPlace: .contextData, action: hit.contextData.action, kafkaTimestamp: kafkaTimestamp)
     }
 
     private func postbackVerdict(kafkaTimestamp: Int64?) -> Verdict {
@@ -194,9 +194,9 @@ struct HitReader {
             eventTime: eventTime, shape: .postbackURL))
     }
 
-    private func containerVerdict(source: Source, action actionSpan: JSONSpan, kafkaTimestamp: Int64?) -> Verdict {
-        let ids = container(source)
-        let place = source.place
+    private func containerVerdict(idPlace: IdPlace, action actionSpan: JSONSpan, kafkaTimestamp: Int64?) -> Verdict {
+        let ids = container(idPlace)
+        let place = idPlace.place
 
         // conflicting_ids: both pairs, before any missing id.
         let pushDelivery = nonEmptyString(ids.pushDeliveryId)
@@ -222,7 +222,7 @@ struct HitReader {
         }
 
         guard let action = readAction(actionSpan) else {
-            let where_ = source == .contextData ? "in contextData" : "at the top level"
+            let where_ = idPlace == .contextData ? "in contextData" : "at the top level"
             let what: String
             switch actionSpan.kind {
             case .absent: what = "there is no \"action\" \(where_)"
@@ -246,7 +246,7 @@ struct HitReader {
 
         let pushIds = pushDelivery != nil || pushBroadlog != nil
         let shape: HitShape
-        switch source {
+        switch idPlace {
         case .top: shape = .sdkContextData
         case .contextData: shape = .trackActionEnvelope
         case .userInfo: shape = pushIds ? .iosPush : .iosLocal

@@ -54,7 +54,7 @@ struct ScaleOutTests {
         // 1. The normalize stage reads everything and its records are acknowledged, but it dies
         //    before committing: a runner with commits off.
         var first = RunnerSettings(
-            topic: "hits", source: .group, bound: .endAtAssignment, commits: false,
+            topic: "hits", assignment: .group, bound: .endAtAssignment, commits: false,
             consumer: settings.consumerConfig(group: "resend"), producer: settings.producerConfig,
             destinations: [.repartition: "resend-repartition", .deadLetter: "dlq"], commitInterval: 300)
         first.maxBatch = 512

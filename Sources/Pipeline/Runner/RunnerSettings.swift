@@ -5,11 +5,12 @@ import Synchronization
 /// the two stages of the scaled-out worker and a replay is one of these values, not a branch
 /// in the runner.
 public struct RunnerSettings: Sendable {
-    public enum Source: Sendable {
-        /// Partitions come from a consumer group subscription; commits go to the group.
+    /// Where the runner's partitions come from.
+    public enum Assignment: Sendable {
+        /// A consumer group subscription; commits go to the group.
         case group
-        /// A fixed assignment with explicit start offsets: no group, no rebalances.
-        case assignment([TopicPartitionOffset])
+        /// Fixed partitions with explicit start offsets: no group, no rebalances (a replay).
+        case fixed([TopicPartitionOffset])
     }
 
     public enum Bound: Sendable {
@@ -21,7 +22,7 @@ public struct RunnerSettings: Sendable {
     }
 
     public var topic: String
-    public var source: Source
+    public var assignment: Assignment
     public var bound: Bound
     public var commits: Bool
     public var consumer: KafkaConfig
@@ -52,11 +53,11 @@ public struct RunnerSettings: Sendable {
     public var recordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault)
 
     public init(
-        topic: String, source: Source, bound: Bound, commits: Bool, consumer: KafkaConfig, producer: KafkaConfig,
+        topic: String, assignment: Assignment, bound: Bound, commits: Bool, consumer: KafkaConfig, producer: KafkaConfig,
         destinations: [Destination: String], commitInterval: Int64
     ) {
         self.topic = topic
-        self.source = source
+        self.assignment = assignment
         self.bound = bound
         self.commits = commits
         self.consumer = consumer
@@ -70,7 +71,7 @@ public struct RunnerSettings: Sendable {
     }
 
     var joinsGroup: Bool {
-        if case .group = source { true } else { false }
+        if case .group = assignment { true } else { false }
     }
 
     /// The consumer group, for messages.

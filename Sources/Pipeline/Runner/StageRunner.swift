@@ -173,7 +173,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 assignmentFailed: { [weak self] in self?.assignmentFailed($0) }),
             maxBatch: settings.maxBatch, wakesFetcher: true, onError: { [triage] in triage.clientError($0, client: "consumer") })
         self.consumer = consumer
-        switch settings.source {
+        switch settings.assignment {
         case .group:
             // Said once, from the live client: what an operator compares with
             // kafka-consumer-groups --describe (and what the static-membership tests read).
@@ -181,7 +181,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 logger.notice("\(stage.name): joining group \(settings.group) as the static member \(member) (group.instance.id)")
             }
             try consumer.subscribe(topics: [settings.topic])
-        case .assignment(let offsets):
+        case .fixed(let offsets):
             try consumer.assign(offsets)
             partitionsAssigned(offsets.map(\.topicPartition), startingAt: offsets)
         }
