@@ -44,13 +44,7 @@ struct SimulateBenchmark: ParsableCommand {
 
     func run() throws {
         guard let base = Simulator.parseSeed(seed) else { throw ValidationError("--seed \(seed) is not a number") }
-        var chosen: [ScheduleFamily] = try families.map { name in
-            guard let family = ScheduleFamily(rawValue: name) else {
-                throw ValidationError("no family \(name); families: \(ScheduleFamily.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            return family
-        }
-        if chosen.isEmpty { chosen = ScheduleFamily.allCases }
+        let chosen: [ScheduleFamily] = try named(families, "family", default: ScheduleFamily.allCases)
         var options = SimulationOptions()
         options.size = quick ? .quick : .standard
         options.enable = try features(enable)
@@ -110,14 +104,20 @@ struct SimulateBenchmark: ParsableCommand {
     }
 
     private func features(_ names: [String]) throws -> Set<Feature> {
-        Set(
-            try names.flatMap { $0.split(separator: ",").map(String.init) }.map { name in
-                guard let feature = Feature(rawValue: name) else {
-                    throw ValidationError("no feature \(name); features: \(Feature.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                return feature
-            })
+        Set(try named(names.flatMap { $0.split(separator: ",").map(String.init) }, "feature", default: []))
     }
 
     private func hex(_ seed: UInt64) -> String { "0x" + String(seed, radix: 16) }
+}
+
+/// The cases `names` name (`default` when none is given), or an error that lists the names there are.
+func named<Named: RawRepresentable & CaseIterable>(_ names: [String], _ what: String, default all: [Named]) throws -> [Named]
+where Named.RawValue == String {
+    let chosen = try names.map { name in
+        guard let value = Named(rawValue: name) else {
+            throw ValidationError("no \(what) \(name); one of: \(Named.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return value
+    }
+    return chosen.isEmpty ? all : chosen
 }

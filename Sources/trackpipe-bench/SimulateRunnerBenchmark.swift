@@ -20,13 +20,7 @@ struct SimulateRunnerBenchmark: ParsableCommand {
     @Flag(help: "Print the cluster's trace of each failing seed.") var trace = false
 
     func run() throws {
-        var chosen: [RunnerFamily] = try families.map { name in
-            guard let family = RunnerFamily(rawValue: name) else {
-                throw ValidationError("no family \(name); families: \(RunnerFamily.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            return family
-        }
-        if chosen.isEmpty { chosen = RunnerFamily.allCases }
+        let chosen: [RunnerFamily] = try named(families, "family", default: RunnerFamily.allCases)
         let started = Date()
         var failed = 0
         for family in chosen {
