@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import TrackpipeSimulation
 
@@ -100,6 +101,25 @@ struct SimulationTests {
         // Fixed seeds: lookups read originals back in most schedules, and gave up in some.
         #expect(outcomes.reduce(0) { $0 + $1.stats.originalsRead } > 1_000)
         #expect(outcomes.filter { $0.stats.standIns > 0 }.count >= 3)
+    }
+
+    /// The simulator replaces the I/O and nothing else: no file of it drives a stage itself
+    /// (records in, commits, restores); only the real `StageRunner` does, through the clients
+    /// of the simulated cluster. The checks before the workers join (`World.refusal`) assign a
+    /// probe stage, as `Pipeline` does, and nothing more.
+    @Test("the simulator has no runner of its own: no file of it drives a stage's records, commits or restores")
+    func noRunnerOfItsOwn() throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("TrackpipeSimulation")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".swift") }
+        #expect(files.count > 15)
+        let driving = try Regex(#"\.(process\([^)]*into:|prepareCommit\(|completeCommit\(|commitPoints\(|committed\(\[|restoreState\(|stateRestored\(|tick\(now:)"#)
+        for file in files {
+            let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
+            for line in text.split(separator: "\n") where line.contains(driving) && !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
+                Issue.record("\(file) drives a stage itself: \(line.trimmingCharacters(in: .whitespaces))")
+            }
+        }
     }
 
     @Test("the checks catch a defect planted in the simulated cluster", arguments: Fault.allCases)
