@@ -1,9 +1,8 @@
 import Kafka
-import Logging
 import Pipeline
 
 /// librdkafka and the brokers, simulated on one thread over the in-memory topics: the clients
-/// a real `StageRunner` gets from it (`KafkaClientFactory`) act as librdkafka's do, on the
+/// a real `StageRunner` gets from it (through a process's `ProcessClients`) act as librdkafka's do, on the
 /// simulation's own clock and schedule, and can be made to fail as a real cluster fails.
 ///
 /// - a consumer group hands out partitions the way the cooperative-sticky assignor does: a
@@ -23,7 +22,7 @@ import Pipeline
 ///   simulated clock. A topic can refuse records larger than a size (the broker's
 ///   `max.message.bytes`), or be missing.
 /// - a poll can be cut by a rebalance between two records, as librdkafka's batch calls are.
-final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
+final class SimulatedCluster: @unchecked Sendable {
     // @unchecked: the simulation runs on one thread; nothing here is touched concurrently.
     let kafka: InMemoryKafka
     /// The simulated wall clock (ms); the runners read it through `clock`.
@@ -57,11 +56,9 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
     /// What happened, for the checks and the trace.
     private(set) var rebalances = 0
     private(set) var refusals = 0
-    private(set) var deliveredRecords = 0
     /// Records read by consumers outside the groups from topics other than the state topic: the
     /// original lookups.
     var lookupReads = 0
-    private(set) var refusedRecords = 0
     var trace: [String]?
 
     private var groups: [String: SimulatedGroup] = [:]
@@ -89,22 +86,9 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
         return group
     }
 
-    // MARK: KafkaClientFactory
+    // MARK: Clients
 
-    func consumer(
-        config: KafkaConfig, logger: Logger, rebalance: RebalanceHandler?, maxBatch: Int, wakesFetcher: Bool,
-        onError: (@Sendable (KafkaError) -> Void)?
-    ) throws -> any ConsumerClient {
-        consumer(config: config, rebalance: rebalance, maxBatch: maxBatch, life: ProcessLife())
-    }
-
-    func producer(
-        config: KafkaConfig, logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)?,
-        onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
-    ) throws -> any ProducerClient {
-        SimulatedProducer(cluster: self, onDelivery: onDelivery, life: ProcessLife())
-    }
-
+    /// A consumer of one process (its `life`); `ProcessClients` is the factory the runners get.
     func consumer(config: KafkaConfig, rebalance: RebalanceHandler?, maxBatch: Int, life: ProcessLife) -> SimulatedConsumer {
         defer { nextMemberId += 1 }
         return SimulatedConsumer(
@@ -124,12 +108,7 @@ final class SimulatedCluster: KafkaClientFactory, @unchecked Sendable {
         note("group \(group.id): commit of member \(member) refused")
     }
 
-    func delivered() { deliveredRecords += 1 }
-    func refusedTopic(_ topic: String) {
-        refusedRecords += 1
-        topicsThatRefused.insert(topic)
-    }
-    func refusedRecord() { refusedRecords += 1 }
+    func refusedTopic(_ topic: String) { topicsThatRefused.insert(topic) }
 }
 
 /// Who decides which member of a group owns what.
@@ -465,7 +444,9 @@ final class SimulatedConsumer: ConsumerClient {
         }
         let prefix = subscribed == nil ? "state " : ""
         lastPoll = slices.map { "\(prefix)\($0.tp.partition):\($0.offsets.lowerBound)-\($0.offsets.upperBound - 1)" }.joined(separator: " ")
-        for (tp, position) in next {
+        // In partition order: a seed replays the same batches in every process.
+        for tp in next.keys.sorted(by: { ($0.topic, $0.partition) < ($1.topic, $1.partition) }) {
+            let position = next[tp]!
             positions[tp] = position
             let end = cluster.kafka.topic(tp.topic).end(of: tp.partition)
             if reportsEnds, position == end, reportedEnds[tp] != end {
@@ -637,7 +618,6 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         var token: UInt64
     }
     private var queue: [Queued] = []
-    private(set) var crashed = false
     let life: ProcessLife
 
     init(cluster: SimulatedCluster, onDelivery: (@Sendable (DeliveryReport) -> Void)?, life: ProcessLife) {
@@ -687,7 +667,6 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
 
     /// The process died: what was not delivered is gone.
     func crash() {
-        crashed = true
         queue = []
     }
 
@@ -696,7 +675,7 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
 
     @discardableResult
     private func deliver() -> Int {
-        guard !crashed, !life.killed, !cluster.isUnreachable else { return 0 }
+        guard !life.killed, !cluster.isUnreachable else { return 0 }
         let batch = queue
         queue = []
         for record in batch {
@@ -711,7 +690,6 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
             }
             let size = (record.key?.count ?? 0) + (record.value?.count ?? 0) + record.headers.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.count ?? 0) }
             if let limit = cluster.brokerLimits[record.topic], size > limit {
-                cluster.refusedRecord()
                 report(record, error: KafkaError(.messageTooLarge, "delivery failed"))
                 continue
             }
@@ -730,7 +708,6 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
                         stamp: stamp)
                 }
             }
-            cluster.delivered()
             onDelivery?(DeliveryReport(token: record.token, topic: record.topic, partition: partition, offset: offset, error: nil))
         }
         return batch.count

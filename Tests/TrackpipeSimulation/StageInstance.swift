@@ -60,8 +60,10 @@ final class StageInstance<S: Stage>: DrivenStage {
     private let cluster: SimulatedCluster
     /// Builds a life's runner on its clients.
     private let makeRunner: (ProcessClients) -> StageRunner<S>
-    /// Sets up a life's clients (stamps, the planted faults).
+    /// Sets up a life's clients (the state topic, the planted faults).
     private let prepare: (ProcessLife) -> Void
+    /// Who the checks say wrote what this instance's producer delivers.
+    private let stamp: (any DrivenStage) -> WriteStamp
     private var runner: StageRunner<S>
     private var clients: ProcessClients
     private(set) var incarnation = 1
@@ -74,8 +76,10 @@ final class StageInstance<S: Stage>: DrivenStage {
 
     init(
         role: Role, instance: Int, generation: Int, group: String, topic: String, cluster: SimulatedCluster,
-        prepare: @escaping (ProcessLife) -> Void, makeRunner: @escaping (ProcessClients) -> StageRunner<S>
+        stamp: @escaping (any DrivenStage) -> WriteStamp, prepare: @escaping (ProcessLife) -> Void,
+        makeRunner: @escaping (ProcessClients) -> StageRunner<S>
     ) {
+        self.stamp = stamp
         self.role = role
         self.instance = instance
         self.generation = generation
@@ -97,6 +101,7 @@ final class StageInstance<S: Stage>: DrivenStage {
     }
 
     private func begin() {
+        clients.life.stamp = { [unowned self] in self.stamp(self) }
         do {
             try runner.begin()
         } catch {

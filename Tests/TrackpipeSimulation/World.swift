@@ -271,11 +271,10 @@ final class World {
         let bound: RunnerSettings.Bound = scenario.drainByFinish ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let skipsInput = options.fault == .skipOneRecord && topic == inputTopic
         let inputTopic = self.inputTopic
-        var stamped: (() -> WriteStamp)?
-        let member = StageInstance<S>(
+        return StageInstance<S>(
             role: role, instance: instance, generation: deployment.generation, group: group, topic: topic, cluster: cluster,
+            stamp: { [unowned self] member in self.stamp(member) },
             prepare: { [unowned self] life in
-                life.stamp = { stamped?() ?? WriteStamp(time: self.now, writer: -1, outputCrashes: self.outputCrashes) }
                 life.stateTopic = deployment.stateTopic
                 if skipsInput {
                     life.skip = { [unowned self] topic, partition, offset in
@@ -293,8 +292,6 @@ final class World {
                 settings.maxBatch = .max
                 return StageRunner(stage: stage(clients), settings: settings, logger: logger, clock: clock)
             })
-        stamped = { [unowned self, unowned member] in self.stamp(member) }
-        return member
     }
 
     /// The group hands each member its share (directed), and the members serve the move in a

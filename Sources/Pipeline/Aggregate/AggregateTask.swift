@@ -11,12 +11,12 @@ struct AggregateTask: Sendable {
     /// Wall-clock ms of the task's creation: the first input's sources hold the watermark back
     /// from then, not from when they were declared.
     let createdAt: Int64
-    /// Whether the task keeps its windows in a changelog: then it reads them back when it is
-    /// assigned, commits at its processed mark, and holds its aggregate records back until the
-    /// state they carry is written (see `prepareCommit`), so that no restart can step a key back.
-    /// Not a phase: fixed for the task's life by its stage, it decides what each phase does
-    /// with an emission and a commit.
-    let keepsChangelog: Bool
+    /// Whether the task keeps its windows in a changelog: every partition's task does (only
+    /// `replay`'s global task does not). It reads them back when it is assigned, commits at its
+    /// processed mark, and holds its aggregate records back until the state they carry is
+    /// written (see `prepareCommit`), so that no restart can step a key back. Not a phase: fixed
+    /// for the task's life, it decides what each phase does with an emission and a commit.
+    var keepsChangelog: Bool { key.partition != nil }
     /// Restoring, replaying or running: decides what a record, an emission and a commit do.
     /// A task without a partition (`replay`'s) only ever runs.
     private(set) var phase: TaskPhase = .running
@@ -53,9 +53,7 @@ struct AggregateTask: Sendable {
         shards: Int = 1
     ) {
         self.key = key
-        // A partition's task keeps a changelog; the global task of a replay commits nothing.
-        self.keepsChangelog = key.partition != nil
-        self.engine = WindowEngine(config: config, shards: shards, tracksState: self.keepsChangelog)
+        self.engine = WindowEngine(config: config, shards: shards, tracksState: key.partition != nil)
         self.createdAt = now
         self.sources = sources
         guard let partition = key.partition else { return }

@@ -73,7 +73,7 @@ public struct CheckpointStatus: Sendable, Encodable {
     /// at or below it, sent again by a crashed normalize stage, are dropped.
     public var duplicateFloors: Int
     /// Where the task's state topic partition had been written when it committed (format 4);
-    /// nil for a task that keeps no changelog.
+    /// nil for a checkpoint written before state topics.
     public var changelog: Int64?
     /// How many incarnations of the input the floors belong to (more than one after the input
     /// topic was switched or recreated under the group, until the old floors are replaced).
