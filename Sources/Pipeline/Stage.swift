@@ -63,6 +63,11 @@ public protocol Stage: Sendable {
     /// The offsets of `partitions` are committed at their commit points: what the stage kept
     /// for a new owner that would replay from an older commit may go.
     mutating func committed(_ partitions: [Int32])
+
+    /// A window closed and its record waits for a commit (it goes out once the state it carries
+    /// is written): the runner commits now rather than at the next interval, so that a closed
+    /// window is readable within about a second of event time passing it.
+    var holdsClosedWindows: Bool { get }
 }
 
 extension Stage {
@@ -72,6 +77,7 @@ extension Stage {
     public mutating func prepareCommit(into sink: inout some RecordSink) throws {}
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {}
     public mutating func committed(_ partitions: [Int32]) {}
+    public var holdsClosedWindows: Bool { false }
 }
 
 /// One record of a stage's changelog, read back.

@@ -3,6 +3,9 @@ public struct EngineOutput: Sendable {
     /// Window records to publish, sorted by (windowStart, deliveryId, revision) so the output
     /// does not depend on the shard count or on hash seeds.
     public var emitted: [WindowAggregate]
+    /// Of `emitted`, the records of windows emitted for the first time: windows that closed,
+    /// as opposed to corrections of windows already out.
+    public var windowsClosed = 0
     /// Hits to dead-letter as `too_late`, sorted by (partition, offset).
     public var tooLate: [LateHit]
     /// Replayed hits that the previous run had already accounted for; dropped, only counted.

@@ -1,6 +1,8 @@
 /// What one store (one shard) produced in one call; the engine merges these across shards.
 struct StoreOutput: Sendable {
     var emitted: [WindowAggregate] = []
+    /// Of `emitted`, the records of windows emitted for the first time (closed, not corrected).
+    var windowsClosed = 0
     var tooLate: [LateHit] = []
     var replayedFinal = 0
     var hitsProcessed = 0

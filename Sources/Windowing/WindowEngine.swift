@@ -246,6 +246,7 @@ public struct WindowEngine: Sendable {
         var entries = 0
         for out in outputs {
             output.emitted.append(contentsOf: out.emitted)
+            output.windowsClosed += out.windowsClosed
             output.tooLate.append(contentsOf: out.tooLate)
             output.replayedFinal += out.replayedFinal
             entries += out.entries

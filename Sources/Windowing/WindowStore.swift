@@ -126,6 +126,7 @@ struct WindowStore: Sendable {
             let ripe = watermark.map { EventTimeMath.add(slot.end, config.grace) <= $0 } ?? false
             if !slot.emitted {
                 emitAll(of: slot, into: &out)
+                out.windowsClosed += slot.deliveries.count
                 if !ripe { out.windowsEmittedEarly += slot.deliveries.count }
             } else {
                 emitDirty(of: slot, into: &out)
@@ -177,6 +178,7 @@ struct WindowStore: Sendable {
             out.emitted.append(window.aggregate(deliveryId: id, start: start, end: end))
             slots[index].deliveries.formIndex(after: &position)
         }
+        out.windowsClosed += slots[index].deliveries.count
         slots[index].emitted = true
         slots[index].dirtyIds.removeAll()
     }

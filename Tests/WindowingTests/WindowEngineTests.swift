@@ -39,6 +39,24 @@ import TrackingDomain
         #expect(out.emitted.map(\.windowStart) == [start])
     }
 
+    /// The runner commits early for closed windows, not for corrections: the output says which.
+    @Test func windowsClosedCountsFirstEmissionsNotCorrections() {
+        var engine = WindowEngine(config: WindowConfig(size: 60_000, grace: 1_000), shards: 2)
+        engine.assign(partitions: [0], now: 0)
+        var out = engine.process([
+            Hits.input("d1", "b1", .impression, at: 1_000, offset: 0), Hits.input("d2", "b2", .impression, at: 2_000, offset: 1),
+        ], now: 0)
+        #expect(out.emitted.isEmpty && out.windowsClosed == 0)
+        out = engine.process([Hits.input("d1", "b3", .impression, at: 61_000, offset: 2)], now: 0)
+        #expect(out.emitted.count == 2 && out.windowsClosed == 2)
+        // A late hit for the closed window: a correction of d1, no window closed.
+        out = engine.process([Hits.input("d1", "b4", .click, at: 3_000, offset: 3)], now: 0)
+        #expect(out.emitted.map(\.deliveryId) == ["d1"] && out.windowsClosed == 0)
+        // The end of a bounded run closes the open window.
+        out = engine.flushAll()
+        #expect(out.emitted.map(\.windowStart) == [60_000] && out.windowsClosed == 1)
+    }
+
     @Test func assignedButSilentPartitionsHoldTheWatermarkUntilIdle() {
         var engine = WindowEngine(config: WindowConfig(), shards: 2)
         engine.assign(partitions: [0, 1], now: 0)

@@ -249,14 +249,14 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         for key in tasks.keys.sorted() where !tasks[key]!.isRestoring {
             let output = tasks[key]!.engine.advance(now: now, on: Lanes(count: parallelism))
             pending.capacityEvictions += output.capacityEvictions
-            try emit(inRange(tasks[key]!.takeEmissions(output.emitted)), now: now, into: &sink)
+            try emit(inRange(tasks[key]!.takeEmissions(output)), now: now, into: &sink)
         }
     }
 
     public mutating func finish(now: Int64, into sink: inout some RecordSink) throws {
         for key in tasks.keys.sorted() where !tasks[key]!.isRestoring {
             let output = tasks[key]!.engine.flushAll(on: Lanes(count: parallelism))
-            try emit(inRange(tasks[key]!.takeEmissions(output.emitted)), now: now, into: &sink)
+            try emit(inRange(tasks[key]!.takeEmissions(output)), now: now, into: &sink)
         }
     }
 
@@ -308,6 +308,8 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public mutating func committed(_ partitions: [Int32]) {
         for partition in partitions { tasks[.partition(partition)]?.committed() }
     }
+
+    public var holdsClosedWindows: Bool { tasks.values.contains { $0.holdsClosedWindow } }
 
     private func inRange(_ aggregates: [WindowAggregate]) -> [WindowAggregate] {
         guard let range else { return aggregates }

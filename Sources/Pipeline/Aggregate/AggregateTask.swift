@@ -26,6 +26,9 @@ struct AggregateTask: Sendable {
     var changelog = TaskChangelog()
     /// Records waiting for the next commit, latest per key (tasks with a changelog).
     private var held: [WindowKey: WindowAggregate] = [:]
+    /// `held` has a window's first record: a window closed and nobody can read it until the
+    /// next commit, so the runner commits early for it.
+    private(set) var holdsClosedWindow = false
     /// What the engine emitted during a silent replay, latest per key: sent once the replay
     /// catches up, since the previous owner may not have emitted it.
     private var suppressed: [WindowKey: WindowAggregate] = [:]
@@ -182,11 +185,12 @@ struct AggregateTask: Sendable {
     /// up. A replay over windows read back from the changelog counts nothing they hold, so what
     /// it emits is never behind what the previous owner sent; it is held like any emission, and
     /// goes out with the commit whose state write records it as emitted.
-    private mutating func route(_ emitted: [WindowAggregate]) {
+    private mutating func route(_ output: EngineOutput) {
         if phase == .replaying(.sentByPreviousOwner) {
-            for record in emitted { Self.keepLatest(record, in: &suppressed) }
+            for record in output.emitted { Self.keepLatest(record, in: &suppressed) }
         } else {
-            for record in emitted { Self.keepLatest(record, in: &held) }
+            for record in output.emitted { Self.keepLatest(record, in: &held) }
+            if output.windowsClosed > 0 { holdsClosedWindow = true }
         }
     }
 
@@ -207,9 +211,9 @@ struct AggregateTask: Sendable {
 
     /// Records the engine emitted for time passing (a tick or the end of a bounded run): held by
     /// a partition's task until its commit, sent at once by the global task of a replay.
-    mutating func takeEmissions(_ emitted: [WindowAggregate]) -> [WindowAggregate] {
-        guard keepsChangelog else { return emitted }
-        route(emitted)
+    mutating func takeEmissions(_ output: EngineOutput) -> [WindowAggregate] {
+        guard keepsChangelog else { return output.emitted }
+        route(output)
         return []
     }
 
@@ -230,7 +234,10 @@ struct AggregateTask: Sendable {
     /// The state written is acknowledged (the changelog ends at `end`): the held records go out.
     mutating func releaseHeld(changelogEnd end: Int64?) -> [WindowAggregate] {
         changelog.released(end: end)
-        defer { held = [:] }
+        defer {
+            held = [:]
+            holdsClosedWindow = false
+        }
         return WindowEngine.sortedForEmission(Array(held.values))
     }
 
@@ -280,7 +287,7 @@ struct AggregateTask: Sendable {
         result.report.capacityEvictions = output.capacityEvictions
         result.deadLetters.sort { $0.reference < $1.reference }
         if keepsChangelog {
-            route(output.emitted)
+            route(output)
             if caughtUp { catchUp() }
         } else {
             // The global task of a replay: it sends what it emits, in its time range.

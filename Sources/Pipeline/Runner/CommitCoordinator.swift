@@ -3,14 +3,21 @@ import Logging
 
 /// Commits what a stage says is safe, and only once it is safe: every record sent so far, on
 /// every destination, must be acknowledged first (a producer flush), so a commit never covers
-/// input whose output could still be lost. Commits happen every `interval`, before partitions
-/// are given away, and at the end of a run.
+/// input whose output could still be lost. Commits happen every `interval`, when a window
+/// closes (at most one such early commit per `earlySpacing`), before partitions are given away,
+/// and at the end of a run.
 struct CommitCoordinator {
     let stageName: String
     let enabled: Bool
     let interval: Int64
     let logger: Logger
     private var lastCommitAt: Int64 = 0
+    private var lastEarlyCommitAt: Int64 = .min / 2
+    /// The least time between two commits made because windows closed. Windows are aligned to
+    /// the epoch, so a live stream closes all of them at once and pays one early commit per
+    /// window length; a backlog closes windows batch after batch, and without this would be read
+    /// at commit speed.
+    static let earlySpacing: Int64 = 1_000
     /// A commit was refused because the group moved on to another generation. librdkafka
     /// answers such a refusal by giving up the whole assignment and joining again, which starts
     /// another rebalance for every member; a member that kept committing on its interval while
@@ -29,6 +36,13 @@ struct CommitCoordinator {
     mutating func begin(at now: Int64) { lastCommitAt = now }
 
     func isDue(now: Int64) -> Bool { enabled && !awaitsNewGeneration && now - lastCommitAt >= interval }
+
+    /// Whether a commit for closed windows may be made now; if so, it counts as one.
+    mutating func takeEarlyCommit(now: Int64) -> Bool {
+        guard enabled, !awaitsNewGeneration, now - lastEarlyCommitAt >= Self.earlySpacing else { return false }
+        lastEarlyCommitAt = now
+        return true
+    }
 
     /// The group handed out its assignment (possibly an empty one): the member is in the current
     /// generation again.
@@ -76,6 +90,7 @@ struct CommitCoordinator {
         do {
             try output.control.waitingOnKafka("the group coordinator to answer a commit") { try consumer.commit(offsets) }
             for (tp, point) in committing { tracker.noteCommitted(tp, point) }
+            timeline.commits += 1
             done += committing.map(\.0.partition)
         } catch {
             if let kafka = error as? KafkaError, kafka.isStaleGeneration {

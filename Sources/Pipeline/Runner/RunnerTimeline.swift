@@ -56,6 +56,9 @@ public struct RunnerTimeline: Sendable {
     public var lastRecordAt: Double?
     /// Seconds from start to the end of the run.
     public var total: Double = 0
+    /// Offset commits made, and how many of them were made early because windows closed.
+    public var commits = 0
+    public var earlyCommits = 0
     let start = RunnerTimeline.now()
 
     public init() {}
@@ -89,5 +92,6 @@ public struct RunnerTimeline: Sendable {
         let phases = Phase.allCases.filter { self[$0] >= 0.005 }.map { "\($0.label) \(f(self[$0]))" }
         return "assigned at \(f(assignedAt)) s, records from \(f(firstRecordAt)) s to \(f(lastRecordAt)) s, ended at \(f(total)) s; "
             + (phases.isEmpty ? "no phase took 5 ms" : phases.joined(separator: ", ") + " (s)")
+            + "; \(commits) commits (\(earlyCommits) early, for closed windows)"
     }
 }

@@ -126,7 +126,13 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             lastTick = now
         }
         try serveOutput(consumer)
-        if control.takeCommitRequest() || committer.isDue(now: now) { try commit() }
+        if control.takeCommitRequest() || committer.isDue(now: now) {
+            try commit()
+        } else if stage.holdsClosedWindows && committer.takeEarlyCommit(now: now) {
+            let before = observer.timeline.commits
+            try commit()
+            if observer.timeline.commits > before { observer.timeline.earlyCommits += 1 }
+        }
         observer.turn(now: now, stage: &stage, tracker: tracker, consumer: consumer, awaitsAssignment: control.awaitsAssignment)
         takeUpstreamBound()
         return !boundReached && !control.isStopRequested
