@@ -146,6 +146,12 @@ struct ConfigurationErrorTests {
             [command], environment: ["TRACKPIPE_BROKER": "kafka:9092"],
             says: ["unknown environment variable TRACKPIPE_BROKER: did you mean TRACKPIPE_BROKERS?"], never: ["kafka:9092"],
             "\(command) TRACKPIPE_BROKER")
+        if command == "run" {
+            let result = try TrackpipeBinary.locate().run(["run", "--brokers", "127.0.0.1:1"], environment: ["TRACKPIPE_BROKER": "kafka:9092"])
+            let first = try #require(result.stderr.split(separator: "\n").first.map(String.init))
+            let readme = try String(contentsOf: DocumentationTests.root.appendingPathComponent("README.md"), encoding: .utf8)
+            #expect(readme.contains("\n" + first + "\n"), "README.md does not quote: \(first)")
+        }
         // A variable another command reads is no error: a deployment gives all of them one
         // environment (the worker's ConfigMap is what `kubectl exec … trackpipe status` sees).
         try refused(
