@@ -108,7 +108,8 @@ public final class Pipeline: Sendable {
     /// Runs `prepare` (the start-up's questions to the cluster) until it gets through. No broker
     /// answering, now or between two of its calls, is waited out (a Kafka outage or a worker
     /// started before its cluster is no reason to exit, and a crash loop would only delay the
-    /// recovery); any other error is thrown. nil: a stop was requested while waiting.
+    /// recovery); any other error is thrown. nil: a stop was requested while waiting. A bounded
+    /// run (`connectTimeout`) gives up after that long instead.
     private func untilTheClusterAnswers<R>(admin: TopicAdmin, _ prepare: () throws -> R) throws -> R? {
         defer { startup.withLock { $0 = nil } }
         let since = wallClockMillis()
@@ -129,13 +130,18 @@ public final class Pipeline: Sendable {
                     wait!.cause = "\(error)"
                     return wait!
                 }
+                if let limit = config.connectTimeout, now - since >= limit {
+                    throw PipelineError.noBrokerAnswered(
+                        "no Kafka broker answered within the --connect-timeout of a bounded run (\(limit % 1000 == 0 ? "\(limit / 1000) s" : "\(limit) ms"); the last attempt: \(error))",
+                        config: config)
+                }
                 if now - lastLog >= Self.clusterLogMillis {
                     lastLog = now
                     logger.warning(
-                        "no Kafka broker at \(config.brokers) answers (waiting \((now - wait.since) / 1000) s; \(error)). Check --brokers and the security settings (\(config.securitySummary)); trackpipe keeps asking every \(Self.clusterRetryMillis / 1000) s and starts as soon as one answers")
+                        "no Kafka broker at \(config.brokers) answers (waiting \((now - wait.since) / 1000) s; \(error)). Check --brokers and the security settings (\(config.securitySummary)); trackpipe keeps asking every \(Self.clusterRetryMillis / 1000) s and starts as soon as one answers\(config.connectTimeout.map { ", for at most \($0 / 1000) s (--connect-timeout)" } ?? "")")
                 }
                 // In slices, so that a stop is noticed at once.
-                let until = wallClockMillis() + Self.clusterRetryMillis
+                let until = min(wallClockMillis() + Self.clusterRetryMillis, config.connectTimeout.map { since + $0 } ?? .max)
                 while wallClockMillis() < until && !runners.isStopRequested { usleep(50_000) }
             }
         }

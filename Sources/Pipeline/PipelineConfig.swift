@@ -20,6 +20,13 @@ public struct PipelineConfig: Sendable {
     public var shards: Int = 1
     /// Consume up to the end offsets noted at assignment, emit every window, commit, and stop.
     public var untilEnd: Bool = false
+    /// How long the start-up waits for a broker to answer before giving up (ms); nil waits as
+    /// long as it takes (the live worker: an outage is no reason to exit). `run --until-end`
+    /// sets it: a bounded job must end.
+    public var connectTimeout: Int64?
+    /// Every client's `client.id` unless `-X client.id` is given: what
+    /// `kafka-consumer-groups --describe` shows in CLIENT-ID, and brokers in their logs and quotas.
+    public var clientId: String = "trackpipe"
     /// librdkafka properties from `-X`, applied on top of trackpipe's defaults (both clients).
     public var kafkaProperties: [String: String] = [:]
     /// Static group membership (KIP-345): each stage's consumer joins its group with the
@@ -92,7 +99,7 @@ public struct PipelineConfig: Sendable {
             // Fetch responses that size (librdkafka's default would be the queue bound, 8 MB):
             // each is one allocation, kept until its last message is consumed.
             "fetch.max.bytes": "\(Self.fetchMaxBytes(messageMaxBytes: kafkaProperties["message.max.bytes"]))",
-            "client.id": "trackpipe",
+            "client.id": clientId,
         ]
         if readingAhead {
             // librdkafka keeps one fetch in flight per broker: a reader that works faster than
@@ -106,6 +113,13 @@ public struct PipelineConfig: Sendable {
         if let member, let id = staticMemberId(stage: member) { defaults["group.instance.id"] = id }
         return KafkaConfig(defaults).merging(KafkaConfig(kafkaProperties.filter { !Self.producerOnly.contains($0.key) }))
             .merging(KafkaConfig(Self.enforcedConsumerProperties))
+    }
+
+    /// `trackpipe-<host>`: each instance named by its host (a pod's name on Kubernetes, where
+    /// every pod would otherwise be `trackpipe`), in the characters Kafka's quotas and JMX take.
+    public static func defaultClientId(host: String) -> String {
+        let name = String(host.unicodeScalars.map { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) ? Character($0) : "-" })
+        return name.isEmpty ? "trackpipe" : "trackpipe-\(name)"
     }
 
     /// What is wrong with an instance id, or nil. Kafka takes any string, but one with spaces
@@ -143,7 +157,7 @@ public struct PipelineConfig: Sendable {
     var producerConfig: KafkaConfig {
         KafkaConfig([
             "bootstrap.servers": brokers,
-            "client.id": "trackpipe",
+            "client.id": clientId,
             "linger.ms": "20",
             "enable.idempotence": "true",
             // No compression: librdkafka 2.0.2's lz4 cost the two-stage worker about a tenth of
@@ -167,7 +181,7 @@ public struct PipelineConfig: Sendable {
     /// For metadata and topic creation: connection and security settings only, and never
     /// creating a topic by asking about it.
     var adminConfig: KafkaConfig {
-        KafkaConfig(["bootstrap.servers": brokers, "client.id": "trackpipe"])
+        KafkaConfig(["bootstrap.servers": brokers, "client.id": clientId])
             .merging(KafkaConfig(kafkaProperties.filter { !Self.consumerOnly.contains($0.key) && !Self.producerOnly.contains($0.key) }))
             .merging(KafkaConfig(["allow.auto.create.topics": "false"]))
     }
@@ -238,6 +252,15 @@ public struct PipelineConfig: Sendable {
             throw PipelineError.configuration(
                 "--state-topic \(state) must differ from the input, output, dead-letter and repartition topics: it holds the window tasks' state")
         }
+    }
+}
+
+extension PipelineError {
+    /// A bounded command (`replay`, `run --until-end`) gives up on a cluster that does not
+    /// answer: what happened (`detail`), and what to check, in the same words everywhere.
+    public static func noBrokerAnswered(_ detail: String, config: PipelineConfig) -> PipelineError {
+        .kafka(
+            "\(detail). No broker at \(config.brokers) answered: check --brokers and the security settings (\(config.securitySummary)), the network and the brokers' advertised listeners")
     }
 }
 

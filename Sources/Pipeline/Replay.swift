@@ -70,8 +70,7 @@ public final class Replay: Sendable {
             count = try Pipeline.partitionCount(of: config.inputTopic, config: pipeline, logger: logger)
         } catch PipelineError.clusterUnreachable(let text) {
             // A replay is a bounded command, not a worker: it does not wait for the cluster.
-            throw PipelineError.kafka(
-                "\(text). No broker at \(config.brokers) answered: check --brokers (and -X security settings), the network and the brokers' advertised listeners")
+            throw PipelineError.noBrokerAnswered(text, config: pipeline)
         }
         let partitions = (0..<Int32(count)).map { TopicPartition(topic: config.inputTopic, partition: $0) }
 
@@ -94,7 +93,10 @@ public final class Replay: Sendable {
         if let dlq = config.deadLetterTopic { settings.destinations[.deadLetter] = dlq } else { settings.discarded.insert(.deadLetter) }
         let stageRunner = StageRunner(stage: stage, settings: settings, logger: logger, onProgress: onProgress)
         runners.register(stageRunner)
-        let summary = try stageRunner.run()
+        var summary = try stageRunner.run()
+        // A replay joins no group and commits nothing: the runner's notion of "committed" (where
+        // its fixed assignment started) is no commit, and the summary does not show it as one.
+        summary.committed = []
         return PipelineSummary(stages: [summary], elapsedMilliseconds: wallClockMillis() - started)
     }
 

@@ -15,6 +15,8 @@ struct EmbeddedBrokerCommand: ParsableCommand {
 
             Unlike a real cluster, with librdkafka 2.0.2 (Debian 12's) it creates every topic a client asks about, with 4 partitions, and it cannot be told not to: librdkafka 2.0.2's mock cluster has no setting for it (its test.mock.* properties only set the number of brokers and their latency), and it answers metadata requests in a protocol version too old to carry a client's allow.auto.create.topics=false. A typo in trackpipe run --input-topic therefore goes unnoticed here: the worker reads a new, empty topic. A newer librdkafka's mock cluster (2.16, say) creates no topic on use and answers no CreateTopics: there, create every topic a worker uses with --topic, internal ones (<group>-repartition, <group>-state) included. Compare the names with the topics this cluster holds (kcat -b ADDRESS -L lists them without creating any).
 
+            Consumer groups rebalance slowly here: librdkafka 2.0.2's mock coordinator waits about session.timeout.ms (45 s by default) in every rebalance round, and a cooperative rebalance takes two rounds or more. A second trackpipe run joining a first got its partitions after 133 s (measured); with -X session.timeout.ms=6000 given to every worker, after 16 s. Do that when trying scale-out here, not on a real cluster.
+
             Example: trackpipe embedded-broker --topic tracking-hits --topic tracking-aggregates --partitions 8
             """)
 
@@ -47,6 +49,7 @@ struct EmbeddedBrokerCommand: ParsableCommand {
                 bootstrap: \(broker.bootstrapServers)
                 topics: \(topics.joined(separator: ", ")) (\(partitions) partitions each)
                 try: kcat -b \(broker.bootstrapServers) -L
+                several workers: give each -X session.timeout.ms=6000 (here every rebalance round waits that long; the default is 45 s)
 
                 """.utf8))
         let signal = ShutdownSignal.wait()

@@ -21,6 +21,57 @@ struct Environment: Sendable {
         "TRACKPIPE_" + flag.uppercased().replacingOccurrences(of: "-", with: "_")
     }
 
+    // MARK: Variables nobody reads
+
+    /// Every `TRACKPIPE_<FLAG>` some command reads. A deployment gives every command one
+    /// environment (the worker's ConfigMap is also what `kubectl exec … trackpipe status`
+    /// sees), so a variable is known if any command reads it, not only the one running.
+    static var knownVariables: Set<String> {
+        Set((RunCommand.environmentFlags + ReplayCommand.environmentFlags + StatusCommand.environmentFlags).map(variableName(forFlag:)))
+    }
+
+    /// Read by the test suite and the scripts, never by a command; a test passes its own
+    /// environment on to the binaries it starts, so these must not stop them.
+    static let toolVariables: Set<String> = [
+        "TRACKPIPE_BINARY", "TRACKPIPE_EXPECTED_LIBRDKAFKA", "TRACKPIPE_UPDATE_GOLDEN", "TRACKPIPE_DEBUG_CGRP",
+    ]
+
+    /// The first `TRACKPIPE_*` variable (by name) that no command reads, with the known one
+    /// closest to it by edit distance: a misspelt `TRACKPIPE_BROKER` would otherwise be
+    /// ignored, and the worker would quietly run against localhost:9092. `TRACKPIPE_X_<ANY>`
+    /// stays free-form (its name only orders the librdkafka properties). The value is never
+    /// quoted: it may be a secret.
+    func unknownVariableProblem() -> String? {
+        let known = Self.knownVariables
+        let unknown = variables.keys.filter {
+            $0.hasPrefix("TRACKPIPE_") && !$0.hasPrefix("TRACKPIPE_X_") && !known.contains($0) && !Self.toolVariables.contains($0)
+        }
+        guard let name = unknown.min() else { return nil }
+        let closest = known.sorted().min { Self.editDistance(name, $0) < Self.editDistance(name, $1) }!
+        return
+            "unknown environment variable \(name): did you mean \(closest)? Every TRACKPIPE_<FLAG> variable sets a flag (trackpipe run --help lists them); a librdkafka property goes in TRACKPIPE_X or TRACKPIPE_X_<ANY> (\"key=value\"). Rename or remove \(name)"
+    }
+
+    /// Levenshtein distance: the fewest single-character insertions, deletions and
+    /// substitutions that turn one name into the other.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.utf8), b = Array(b.utf8)
+        var previous = Array(0...b.count)
+        for i in 1...max(1, a.count) where !a.isEmpty {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...max(1, b.count) where !b.isEmpty {
+                current[j] = Swift.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+
+    /// Throws the configuration error for a variable no command reads (exit 64, with usage).
+    func refuseUnknownVariables() throws {
+        if let problem = unknownVariableProblem() { throw ValidationError(problem) }
+    }
+
     func value(forFlag flag: String) -> String? {
         variables[Self.variableName(forFlag: flag)].flatMap { $0.isEmpty ? nil : $0 }
     }

@@ -43,7 +43,11 @@ struct GenerateCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Event time the hits are spread over (10m, 2h; default: \(defaultSpan)).") var span: String?
     @Option(help: "Live mode: produce this many messages a second into --brokers, with event times following the clock, until SIGINT or SIGTERM (or --count messages).")
     var rate: Double?
-    @Option(help: "Hits a day older than the rest, sent last (they come out as too_late).") var stale = 0
+    @Option(
+        help:
+            "Hits a day older than the rest, sent last: too_late for a worker whose event time is already past their windows' end plus --retention (a group that has processed the rest of the stream before they arrive); a new group that reads them together with the rest counts them."
+    )
+    var stale = 0
     @Option(help: "Kafka bootstrap servers; without it, JSON Lines go to stdout.") var brokers: String?
     @Option(help: "Topic to produce to (with --brokers).") var topic = "tracking-hits"
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka producer property key=value (repeatable).", valueName: "key=value"))

@@ -17,7 +17,7 @@ struct ReplayCommand: ParsableCommand {
 
             Dead letters are sent only when --dlq-topic (or TRACKPIPE_DLQ_TOPIC) is given; the summary counts them either way. --output-file PATH (or - for standard output) writes the aggregate records as JSON Lines instead of producing them.
 
-            Progress goes to standard error: a bar redrawn in place on a terminal, a plain line every 5 s otherwise. Every flag also reads TRACKPIPE_<FLAG>, as for run.
+            Progress and the summary always go to standard error (standard output carries only the records, with --output-file -): progress as a bar redrawn in place on a terminal, a plain line every 5 s otherwise. The summary has no committed line: a replay commits nothing. Every flag also reads TRACKPIPE_<FLAG>, as for run; any other TRACKPIPE_* variable is refused.
 
             Exit codes: 0 when the range is written; 1 when the replay stops on a failure; 64 for a configuration error.
             """)
@@ -36,7 +36,7 @@ struct ReplayCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Dead-letter hits stamped more than this after their Kafka timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)") var maxFutureSkew: String?
     @Option(parsing: .unconditional, help: "Dead-letter input records with more Kafka headers than this, as too_many_headers. (env TRACKPIPE_MAX_HEADERS, default 64)")
     var maxHeaders: Int?
-    @Option(help: "Shards of the replay's window task, by delivery, counted at once on as many lanes (Dispatch workers); results do not depend on it. (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
+    @Option(help: "\(RunCommand.shardsHelp) (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
     @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default warning)") var logLevel: String?
@@ -49,7 +49,14 @@ struct ReplayCommand: ParsableCommand {
         var logFormat: LogFormat
     }
 
+    /// The flags that read `TRACKPIPE_<FLAG>` (`-X`'s `TRACKPIPE_X` too).
+    static let environmentFlags = [
+        "brokers", "input-topic", "output-topic", "dlq-topic", "window", "grace", "retention", "idle-timeout", "max-future-skew", "max-headers", "shards",
+        "log-level", "log-format", "x",
+    ]
+
     func resolve(_ environment: Environment = Environment()) throws -> Resolved {
+        try environment.refuseUnknownVariables()
         var config = Replay.Config()
         config.brokers = try environment.brokers(brokers)
         config.inputTopic = environment.setting("input-topic", inputTopic, default: "tracking-hits").text
@@ -71,7 +78,8 @@ struct ReplayCommand: ParsableCommand {
         config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
         config.shards = try environment.integer("shards", shards, default: ProcessInfo.processInfo.activeProcessorCount)
         guard (1...RunCommand.maxShards).contains(config.shards) else {
-            throw ValidationError("--shards \(config.shards): use 1 to \(RunCommand.maxShards)")
+            throw ValidationError(
+                "\(environment.setting("shards", shards.map(String.init), default: "").label): use 1 to \(RunCommand.maxShards); the number of cores (\(ProcessInfo.processInfo.activeProcessorCount)) is usually best")
         }
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)

@@ -13,15 +13,15 @@ struct RunCommand: ParsableCommand {
         discussion: """
             Two stages run in every process: normalize reads the input topic (group <group>) and sends each accepted hit, keyed by its delivery, to the repartition topic; aggregate reads that topic (group <group>-aggregate) and counts hits in event-time windows. Start more instances with the same flags to scale out: counts stay exact whatever the input's keys. With --input-keyed-by-delivery one stage reads the input directly.
 
-            Every flag can also come from an environment variable TRACKPIPE_<FLAG> (for example TRACKPIPE_BROKERS, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_UNTIL_END=true); the command line wins. librdkafka properties come from -X key=value, TRACKPIPE_X ("k=v;k=v") and TRACKPIPE_X_<ANY> ("k=v").
+            Every flag can also come from an environment variable TRACKPIPE_<FLAG> (for example TRACKPIPE_BROKERS, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_UNTIL_END=true); the command line wins. librdkafka properties come from -X key=value, TRACKPIPE_X ("k=v;k=v") and TRACKPIPE_X_<ANY> ("k=v"). Any other TRACKPIPE_* variable is refused, naming the closest known one.
 
             Durations: 500ms, 10s, 1m, 1h, 1h30m.
 
-            A Kafka outage is waited out, at start-up and later: the worker stays live (/health/live) and reports itself not ready (/health/ready) until a broker answers. A record larger than the dead-letter topic takes is dead-lettered cut to fit.
+            A Kafka outage is waited out, at start-up and later: the worker stays live (/health/live) and reports itself not ready (/health/ready) until a broker answers. Only a bounded run (--until-end) gives up at start-up, after --connect-timeout. A record larger than the dead-letter topic takes is dead-lettered cut to fit.
 
             The input topic must exist: a missing one exits 1 at start-up, before any group is joined (the repartition and state topics are created where the cluster allows). A restart reads each window task's state back from the state topic and goes on from the committed offsets; both groups commit what they processed.
 
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix (the message says which); 64 for a configuration error, -X and TRACKPIPE_X* properties included (checked before any broker is contacted).
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included); 65 when an --until-end run found offsets of its input never delivered (it writes what it read and names them first), unless --allow-lost-input.
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
@@ -41,9 +41,20 @@ struct RunCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "Advance time by the wall clock when a partition is quiet this long. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)")
     var idleTimeout: String?
-    @Option(help: "Lanes (Dispatch workers) that normalize a batch and count window tasks at once; results do not depend on it. (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
+    @Option(help: "\(shardsHelp) (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
     @Flag(help: "Read to the end offsets noted at assignment, emit every window, commit, exit. (env TRACKPIPE_UNTIL_END)")
     var untilEnd = false
+    @Option(
+        parsing: .unconditional,
+        help:
+            "With --until-end: give up after this long without a Kafka broker answering at start-up, and exit 1. The live worker waits as long as it takes. (env TRACKPIPE_CONNECT_TIMEOUT, default 5m)"
+    )
+    var connectTimeout: String?
+    @Flag(
+        help:
+            "With --until-end: exit 0 even if offsets of a stage's input were never delivered (deleted by retention before they were read, or a transactional producer's markers); without it such a run writes what it read, names the lost offsets and exits 65. (env TRACKPIPE_ALLOW_LOST_INPUT)"
+    )
+    var allowLostInput = false
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
     @Option(
@@ -75,7 +86,7 @@ struct RunCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "state-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "shards", "until-end", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
+        "shards", "until-end", "connect-timeout", "allow-lost-input", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -83,7 +94,17 @@ struct RunCommand: ParsableCommand {
     /// many, and a partition's window task runs on one of them.
     static let maxShards = 1_024
 
+    /// What `--shards` means, in every command that takes it (run, replay) and in the README
+    /// and docs/glossary.md, word for word (HelpTextTests holds them to this).
+    static let shardsHelp =
+        "Lanes (Dispatch workers) working at once: the normalize stage judges a batch on them, the aggregate stage counts that many window tasks side by side (replay splits its one task into that many shards, by delivery); 1 to 1024, results do not depend on it."
+
+    /// `--connect-timeout`'s default: long enough for a broker restart or a rolling upgrade, short
+    /// enough that a backfill Job pointed at the wrong address fails within minutes.
+    static let defaultConnectTimeout = "5m"
+
     func resolve(_ environment: Environment = Environment()) throws -> ResolvedRun {
+        try environment.refuseUnknownVariables()
         func text(_ flag: String, _ value: String?, _ fallback: String) -> Environment.Setting {
             environment.setting(flag, value, default: fallback)
         }
@@ -121,6 +142,13 @@ struct RunCommand: ParsableCommand {
                 "\(text("shards", shards.map(String.init), "").label): use 1 to \(Self.maxShards); the number of cores (\(ProcessInfo.processInfo.activeProcessorCount)) is usually best")
         }
         config.untilEnd = try environment.switch("until-end", untilEnd)
+        let connectLimit = try environment.duration("connect-timeout", connectTimeout, default: Self.defaultConnectTimeout)
+        guard connectLimit > 0 else {
+            throw ValidationError("\(text("connect-timeout", connectTimeout, Self.defaultConnectTimeout).label): must be longer than 0, like 30s or 5m")
+        }
+        // Only a bounded run gives up: the live worker waits out any outage (docs/reliability.md).
+        config.connectTimeout = config.untilEnd ? connectLimit : nil
+        let allowsLostInput = try environment.switch("allow-lost-input", allowLostInput)
         config.timings = timings
         config.commitInterval = try environment.duration("commit-interval", commitInterval, default: "5s")
         guard config.commitInterval > 0 else {
@@ -150,7 +178,8 @@ struct RunCommand: ParsableCommand {
             throw ValidationError("\(error)")
         }
         try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
-        return ResolvedRun(config: config, metricsPort: port, logLevel: level, logFormat: format)
+        config.clientId = PipelineConfig.defaultClientId(host: Self.hostName())
+        return ResolvedRun(config: config, metricsPort: port, logLevel: level, logFormat: format, allowsLostInput: allowsLostInput)
     }
 
     /// Configuration errors are found before anything starts, and shown with `run`'s usage
@@ -170,6 +199,34 @@ struct RunCommand: ParsableCommand {
         }
         print(summary.text)
         if resolved.config.timings { print(summary.timelineText) }
+        if let refusal = Self.lostInputRefusal(summary, resolved: resolved) {
+            FileHandle.standardError.write(Data("trackpipe run: \(refusal)\n".utf8))
+            throw ExitCode(Self.lostInputExitCode)
+        }
+    }
+
+    /// A bounded run that could not read all of its input: EX_DATAERR, distinct from a failure
+    /// (1) and a configuration error (64), so that a Job can refuse to retry it (a retry would
+    /// start from the commits past the loss and exit 0).
+    static let lostInputExitCode: Int32 = 65
+
+    /// Why a finished run must not exit 0: an `--until-end` run whose stages saw offsets that
+    /// were never delivered, unless `--allow-lost-input`. The live worker keeps running on a
+    /// gap (it is logged, counted and alerted on).
+    static func lostInputRefusal(_ summary: PipelineSummary, resolved: ResolvedRun) -> String? {
+        guard resolved.config.untilEnd, !resolved.allowsLostInput else { return nil }
+        let gaps = summary.stages.flatMap(\.offsetGaps)
+        guard !gaps.isEmpty else { return nil }
+        let lost = gaps.reduce(Int64(0)) { $0 + $1.count }
+        return
+            "\(lost) offsets of the input were never delivered: \(PipelineSummary.describe(gaps)). Retention deleted them before this run read them (or the topic is compacted, or a transactional producer's markers take those offsets). The windows were written and committed without them; recount from wherever the hits still are, or pass --allow-lost-input (TRACKPIPE_ALLOW_LOST_INPUT=true) to accept the loss and exit 0"
+    }
+
+    /// This machine's name (a pod's name on Kubernetes), for the default `client.id`.
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
+        return String(cString: buffer)
     }
 }
 
@@ -178,6 +235,8 @@ struct ResolvedRun: Sendable {
     var metricsPort: Int
     var logLevel: Logger.Level
     var logFormat: LogFormat
+    /// `--allow-lost-input`: a bounded run exits 0 even with offsets never delivered.
+    var allowsLostInput = false
 }
 
 /// A secret in `-X` is readable by every user of the machine for as long as the process runs
@@ -207,12 +266,19 @@ enum WorkerRun {
             pipeline.requestStop()
         }
         defer { withExtendedLifetime(signals) {} }
-        do {
-            if resolved.metricsPort > 0 {
+        if resolved.metricsPort > 0 {
+            do {
                 endpoint = try MetricsEndpoint(
                     port: resolved.metricsPort, metrics: metrics, pipeline: pipeline, redactor: redactor, logger: logger)
-                logger.info("metrics on :\(resolved.metricsPort)/metrics, health checks on :\(resolved.metricsPort)/health/live and /health/ready")
+            } catch {
+                // A port that cannot be had is a start-up configuration error like any other
+                // (exit 64), found before any broker is contacted.
+                report(error)
+                exit(64)
             }
+            logger.info("metrics on :\(resolved.metricsPort)/metrics, health checks on :\(resolved.metricsPort)/health/live and /health/ready")
+        }
+        do {
             let summary = try pipeline.run()
             endpoint?.stop()
             return summary

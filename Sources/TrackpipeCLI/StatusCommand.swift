@@ -15,7 +15,7 @@ struct StatusCommand: ParsableCommand {
 
             Both groups commit what they processed, every --commit-interval: their lag is the real backlog, plus up to one interval. The aggregate stage keeps its windows in the state topic (<group>-state), from which a restarted worker reads them back, so it commits at its processed mark ("processed" equals "committed"); "unprocessed" is its backlog as of the last commit.
 
-            Nothing is joined or committed: safe against a live worker. Flags take TRACKPIPE_<FLAG> like run's (TRACKPIPE_BROKERS, TRACKPIPE_GROUP, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_REPARTITION_TOPIC, TRACKPIPE_X...).
+            Nothing is joined or committed: safe against a live worker. Flags take TRACKPIPE_<FLAG> like run's (TRACKPIPE_BROKERS, TRACKPIPE_GROUP, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_REPARTITION_TOPIC, TRACKPIPE_X...), so the worker's own environment can be used as it is: its other TRACKPIPE_* variables are ignored, and one that no command reads is refused, naming the closest known one.
 
             Exit codes: 0 with the status; 1 for an unknown group, a group that is not trackpipe's, or Kafka out of reach (the message says which); 64 for a usage error.
             """)
@@ -29,7 +29,12 @@ struct StatusCommand: ParsableCommand {
     @Flag(help: "Print one JSON document instead of tables, for scripts.") var json = false
     @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default warning)") var logLevel: String?
 
+    /// The flags that read `TRACKPIPE_<FLAG>` (`-X`'s `TRACKPIPE_X` too; the log format has no
+    /// flag here, but follows `TRACKPIPE_LOG_FORMAT` like the worker's logs).
+    static let environmentFlags = ["brokers", "group", "input-topic", "repartition-topic", "log-level", "log-format", "x"]
+
     func resolve(_ environment: Environment = Environment()) throws -> (config: PipelineConfig, logLevel: Logger.Level, logFormat: LogFormat) {
+        try environment.refuseUnknownVariables()
         var config = PipelineConfig()
         config.brokers = try environment.brokers(brokers)
         config.group = environment.setting("group", group, default: "trackpipe").text

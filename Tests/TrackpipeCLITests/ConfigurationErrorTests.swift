@@ -140,6 +140,51 @@ struct ConfigurationErrorTests {
         }
     }
 
+    @Test("an unknown TRACKPIPE_* variable exits 64 at once, naming the closest known one", arguments: ["run", "replay", "status"])
+    func unknownVariable(command: String) throws {
+        try refused(
+            [command], environment: ["TRACKPIPE_BROKER": "kafka:9092"],
+            says: ["unknown environment variable TRACKPIPE_BROKER: did you mean TRACKPIPE_BROKERS?"], never: ["kafka:9092"],
+            "\(command) TRACKPIPE_BROKER")
+        if command == "run" {
+            let result = try TrackpipeBinary.locate().run(["run", "--brokers", "127.0.0.1:1"], environment: ["TRACKPIPE_BROKER": "kafka:9092"])
+            let first = try #require(result.stderr.split(separator: "\n").first.map(String.init))
+            let readme = try String(contentsOf: DocumentationTests.root.appendingPathComponent("README.md"), encoding: .utf8)
+            #expect(readme.contains("\n" + first + "\n"), "README.md does not quote: \(first)")
+        }
+        // A variable another command reads is no error: a deployment gives all of them one
+        // environment (the worker's ConfigMap is what `kubectl exec … trackpipe status` sees).
+        try refused(
+            [command, "-X", "no.such.prop=1"], environment: ["TRACKPIPE_UNTIL_END": "true", "TRACKPIPE_METRICS_PORT": "9464", "TRACKPIPE_X_ANY": "acks=all"],
+            says: ["-X no.such.prop=… (value not shown)"], never: ["unknown environment variable"], "\(command) with the worker's variables")
+    }
+
+    @Test("a --metrics-port already in use exits 64 before any broker is contacted, saying so and what to do")
+    func metricsPortInUse() throws {
+        // A port some other process listens on, on every interface, as the worker would.
+        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(holder) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = in_addr_t(INADDR_ANY)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let held = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, length) == 0 && getsockname(holder, $0, &length) == 0 }
+        }
+        try #require(held && listen(holder, 1) == 0, "holding a port")
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let broker = try Listener()
+        for arguments in [["--metrics-port", "\(port)"], ["--until-end"]] {
+            let environment = arguments.first == "--until-end" ? ["TRACKPIPE_METRICS_PORT": "\(port)"] : [:]
+            let result = try TrackpipeBinary.locate().run(["run", "--brokers", broker.address] + arguments, environment: environment)
+            #expect(result.exitCode == 64, "\(result.stderr)")
+            #expect(result.stderr.contains("cannot listen on 0.0.0.0:\(port): the address is already in use"), "\(result.stderr)")
+            #expect(result.stderr.contains("Choose another --metrics-port (TRACKPIPE_METRICS_PORT), stop what holds it"), "\(result.stderr)")
+            #expect(!result.stderr.contains("errno"), "the error is named, not numbered: \(result.stderr)")
+        }
+        #expect(broker.connections() == 0, "the port is taken before any broker is contacted")
+    }
+
     @Test("the check itself: a configuration librdkafka accepts passes, as the worker builds it")
     func acceptedConfiguration() throws {
         let config = KafkaConfig([

@@ -30,7 +30,8 @@ import Yams
             "deploy/prometheus/alerts.test.yml", "deploy/grafana/provisioning/datasources/prometheus.yml",
             "deploy/grafana/provisioning/dashboards/trackpipe.yml", "deploy/k8s/configmap.yaml",
             "deploy/k8s/secret.example.yaml", "deploy/k8s/deployment.yaml", "deploy/k8s/pdb.yaml", "deploy/k8s/service.yaml",
-            "deploy/k8s/static-membership/statefulset.yaml",
+            "deploy/k8s/static-membership/statefulset.yaml", "deploy/k8s/servicemonitor.yaml", "deploy/k8s/prometheusrule.yaml",
+            "deploy/k8s/backfill/job.yaml",
         ] {
             #expect(names.contains(expected), "missing \(expected)")
         }
@@ -49,11 +50,11 @@ import Yams
                 if let kind = manifest["kind"].string { kinds.insert(kind) } else { Issue.record("\(place): no kind") }
             }
         }
-        #expect(kinds == ["ConfigMap", "Secret", "Deployment", "PodDisruptionBudget", "Service", "StatefulSet"])
+        #expect(kinds == ["ConfigMap", "Secret", "Deployment", "PodDisruptionBudget", "Service", "StatefulSet", "Job", "ServiceMonitor", "PrometheusRule"])
     }
 
     @Test func everyTrackpipeVariableSetInDeployIsOneTheProgramReads() throws {
-        let known = Set(RunCommand.environmentFlags.map { Environment.variableName(forFlag: $0) })
+        let known = Environment.knownVariables
         func isRead(_ name: String) -> Bool { known.contains(name) || name.hasPrefix("TRACKPIPE_X_") }
 
         // The variables each file sets, by where they are set.
@@ -69,6 +70,7 @@ import Yams
         let secretData = secret["stringData"].mapping ?? secret["data"].mapping ?? [:]
         settings.append(("Secret stringData", Array(secretData.keys)))
         settings.append(("Deployment env", Array(try DeployFiles.deploymentEnvironment().keys)))
+        settings.append(("Job env", Array(try DeployFiles.literalEnvironment(DeployFiles.workerContainer(DeployFiles.manifest(kind: "Job"))).keys)))
 
         var checked = 0
         for (place, names) in settings {
@@ -112,10 +114,116 @@ import Yams
                 #expect(!resolved.config.inputKeyedByDelivery, "\(place): the input is not keyed by deliveryId")
             }
         }
-        let resolved = try RunCommand.parse([]).resolve(Environment(image.merging(kubernetes) { $1 }))
+        // The ConfigMap's own security: PLAINTEXT, with or without the (optional) Secret.
+        let plain = try RunCommand.parse([]).resolve(Environment(image.merging(try DeployFiles.kubernetesEnvironment(secret: false)) { $1 }))
+        #expect(plain.config.kafkaProperties["security.protocol"] == "PLAINTEXT")
+        #expect(plain.config.kafkaProperties["sasl.password"] == nil)
+        // Its commented SASL example, with the example Secret: what the notes tell users to do.
+        var sasl = image.merging(kubernetes) { $1 }
+        sasl["TRACKPIPE_X"] = try DeployFiles.commentedSASLExample()
+        let resolved = try RunCommand.parse([]).resolve(Environment(sasl))
         #expect(resolved.config.kafkaProperties["security.protocol"] == "SASL_SSL")
+        #expect(resolved.config.kafkaProperties["sasl.mechanism"] == "SCRAM-SHA-512")
         #expect(resolved.config.kafkaProperties["sasl.username"] != nil, "each TRACKPIPE_X_* Secret key becomes one property")
         #expect(resolved.config.kafkaProperties["sasl.password"] != nil)
+    }
+
+    /// A cluster without authentication needs no Secret: the pods must start without one. The
+    /// ConfigMap's default security is PLAINTEXT, with SASL as a commented example only.
+    @Test func kubernetesSecretIsOptionalAndTheConfigMapDefaultsToPlaintext() throws {
+        for (file, kind) in [
+            ("deploy/k8s/deployment.yaml", "Deployment"), ("deploy/k8s/static-membership/statefulset.yaml", "StatefulSet"),
+            ("deploy/k8s/backfill/job.yaml", "Job"),
+        ] {
+            let manifest = try #require(try DeployFiles.documents(DeployFiles.root.appendingPathComponent(file)).first { $0["kind"].string == kind })
+            let sources = (try DeployFiles.workerContainer(manifest)["envFrom"].sequence ?? []).map(YAMLNode.init)
+            let secrets = sources.filter { $0["secretRef"].mapping != nil }
+            #expect(!secrets.isEmpty, "\(file) reads the credentials Secret")
+            for secret in secrets { #expect(secret["secretRef"]["optional"].value as? Bool == true, "\(file): secretRef optional: true") }
+            for configMap in sources where configMap["configMapRef"].mapping != nil {
+                #expect(configMap["configMapRef"]["optional"].value as? Bool != true, "\(file): the ConfigMap is required")
+            }
+        }
+        let data = try DeployFiles.manifest(kind: "ConfigMap")["data"]
+        let security = try #require(data["TRACKPIPE_X"].string)
+        #expect(!security.contains("SASL"), "the ConfigMap's default is no SASL: \(security)")
+        #expect(try DeployFiles.commentedSASLExample().contains("security.protocol=SASL_SSL"))
+    }
+
+    /// The PrometheusRule is alerts.yml for the Prometheus Operator: the same groups, rule for
+    /// rule (alerts.yml is what promtool tests).
+    @Test func prometheusRuleHoldsExactlyTheAlertRulesOfAlertsYml() throws {
+        let rule = try DeployFiles.manifest(kind: "PrometheusRule")
+        #expect(rule["apiVersion"].string == "monitoring.coreos.com/v1")
+        let alerts = try DeployFiles.yaml("deploy/prometheus/alerts.yml")
+        #expect(rule["spec"]["groups"].canonical == alerts["groups"].canonical, "deploy/k8s/prometheusrule.yaml differs from alerts.yml: copy its groups again")
+        #expect((rule["spec"]["groups"].sequence ?? []).count >= 1)
+    }
+
+    /// The ServiceMonitor scrapes every pod behind the metrics Service, under the job name the
+    /// alert rules select, often enough for a failed worker's last scrape.
+    @Test func serviceMonitorScrapesEveryPodUnderTheJobTheRulesSelect() throws {
+        let monitor = try DeployFiles.manifest(kind: "ServiceMonitor")
+        let service = try DeployFiles.manifest(kind: "Service")
+        let serviceLabels = service["metadata"]["labels"].mapping?.mapValues { "\($0)" } ?? [:]
+        let wanted = monitor["spec"]["selector"]["matchLabels"].mapping?.mapValues { "\($0)" } ?? [:]
+        #expect(!wanted.isEmpty && wanted.allSatisfy { serviceLabels[$0.key] == $0.value }, "the ServiceMonitor selects the Service trackpipe-metrics")
+        let portNames = (service["spec"]["ports"].sequence ?? []).compactMap { YAMLNode($0)["name"].string }
+        let endpoints = (monitor["spec"]["endpoints"].sequence ?? []).map(YAMLNode.init)
+        #expect(endpoints.count == 1)
+        let endpoint = try #require(endpoints.first)
+        #expect(portNames.contains(endpoint["port"].string ?? ""), "the endpoint names the Service's port")
+        #expect(endpoint["path"].string == "/metrics")
+        let interval = try DurationText.milliseconds(try #require(endpoint["interval"].string))
+        #expect(Double(interval) / 1000 < MetricsEndpoint.maxLinger, "a failed worker waits at most \(MetricsEndpoint.maxLinger) s for its last scrape")
+        // The job label: the value of the Service's label jobLabel names, else the Service's name.
+        let job = monitor["spec"]["jobLabel"].string.flatMap { serviceLabels[$0] } ?? service["metadata"]["name"].string
+        let rules = try DeployFiles.text("deploy/prometheus/alerts.yml")
+        #expect(job == "trackpipe" && rules.contains("job=\"\(job ?? "")\""), "the rules select job=\"trackpipe\"; the ServiceMonitor gives \(job ?? "none")")
+    }
+
+    /// The backfill Job is `run --until-end` under groups and internal topics of its own (the
+    /// live aggregate stage must not read its events), into an output of its own, bounded in
+    /// time and retries, and never retrying a configuration error or lost input.
+    @Test func backfillJobRunsABoundedCountUnderGroupsAndTopicsOfItsOwn() throws {
+        let job = try DeployFiles.manifest(kind: "Job")
+        let topLevel = try FileManager.default.contentsOfDirectory(atPath: DeployFiles.deploy.appendingPathComponent("k8s").path)
+        #expect(!topLevel.contains("job.yaml"), "kubectl apply -f deploy/k8s/ must not start the Job")
+        let spec = job["spec"]
+        #expect((spec["backoffLimit"].int ?? 0) >= 1)
+        #expect((spec["activeDeadlineSeconds"].int ?? 0) > 0)
+        #expect(spec["template"]["spec"]["restartPolicy"].string == "Never", "podFailurePolicy needs restartPolicy Never")
+        let rules = (spec["podFailurePolicy"]["rules"].sequence ?? []).map(YAMLNode.init)
+        let failFast = rules.filter { $0["action"].string == "FailJob" }.flatMap { ($0["onExitCodes"]["values"].sequence ?? []).compactMap { $0 as? Int } }
+        #expect(Set(failFast) == [64, Int(RunCommand.lostInputExitCode)], "exit 64 and 65 end the Job without a retry: \(failFast)")
+        let container = try DeployFiles.workerContainer(job)
+        #expect(rules.allSatisfy { $0["onExitCodes"]["containerName"].string == container["name"].string })
+        let args = (container["args"].sequence ?? []).map { "\($0)" }
+        #expect(args.first == "run")
+        let image = try Dockerfile.load().runtimeEnvironment
+        var environment = image.merging(try DeployFiles.kubernetesEnvironment(secret: false)) { $1 }
+        environment.merge(try DeployFiles.literalEnvironment(container)) { $1 }
+        let backfill = try RunCommand.parse(Array(args.dropFirst())).resolve(Environment(environment)).config
+        let live = try RunCommand.parse([]).resolve(Environment(image.merging(try DeployFiles.kubernetesEnvironment()) { $1 })).config
+        #expect(backfill.untilEnd && backfill.connectTimeout != nil, "a bounded run, which gives up on an unreachable cluster")
+        #expect(backfill.group != live.group && backfill.aggregateGroup != live.aggregateGroup)
+        #expect(backfill.effectiveRepartitionTopic != live.effectiveRepartitionTopic, "the live aggregate stage would count the backfill's events")
+        #expect(backfill.effectiveStateTopic != live.effectiveStateTopic)
+        #expect(backfill.outputTopic != live.outputTopic)
+        // Not one of the Deployment's pods: the Service and the PDB select those by label.
+        let labels = spec["template"]["metadata"]["labels"].mapping?.mapValues { "\($0)" } ?? [:]
+        let selector = try DeployFiles.manifest(kind: "Service")["spec"]["selector"].mapping?.mapValues { "\($0)" } ?? [:]
+        #expect(!selector.allSatisfy { labels[$0.key] == $0.value }, "the metrics Service must not select the Job's pod")
+        #expect(try DeployFiles.text("deploy/k8s/README.md").contains("backfill/job.yaml"))
+    }
+
+    /// The notes' table lists every manifest under deploy/k8s.
+    @Test func kubernetesNotesListEveryManifest() throws {
+        let notes = try DeployFiles.text("deploy/k8s/README.md")
+        for file in try DeployFiles.yamlFiles() where DeployFiles.relative(file).hasPrefix("deploy/k8s/") {
+            let name = String(DeployFiles.relative(file).dropFirst("deploy/k8s/".count))
+            #expect(notes.contains("| `\(name)` |"), "deploy/k8s/README.md's table does not list \(name)")
+        }
     }
 
     @Test func topicNamesAgreeWithTheProgramDefaultsEverywhere() throws {
@@ -769,16 +877,31 @@ enum DeployFiles {
 
     /// The Deployment container's literal `env` entries.
     static func deploymentEnvironment() throws -> [String: String] {
+        try literalEnvironment(workerContainer(manifest(kind: "Deployment")))
+    }
+
+    /// A container's literal `env` entries.
+    static func literalEnvironment(_ container: YAMLNode) -> [String: String] {
         var result: [String: String] = [:]
-        for entry in (try workerContainer(manifest(kind: "Deployment"))["env"].sequence ?? []).map(YAMLNode.init) {
+        for entry in (container["env"].sequence ?? []).map(YAMLNode.init) {
             if let name = entry["name"].string { result[name] = entry["value"].scalarText ?? "" }
         }
         return result
     }
 
+    /// The `TRACKPIPE_X` line the ConfigMap shows, commented out, for SASL_SSL.
+    static func commentedSASLExample() throws -> String {
+        let text = try self.text("deploy/k8s/configmap.yaml")
+        let line = try #require(
+            text.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("# TRACKPIPE_X: ") && $0.contains("SASL") },
+            "configmap.yaml shows a commented SASL TRACKPIPE_X")
+        let value = line.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces)
+        return value.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+    }
+
     /// What the worker's pod sees: ConfigMap, then Secret (envFrom, in that order), then `env`.
     /// The `envFrom` references must name the ConfigMap and the Secret in deploy/k8s.
-    static func kubernetesEnvironment() throws -> [String: String] {
+    static func kubernetesEnvironment(secret withSecret: Bool = true) throws -> [String: String] {
         let configMap = try manifest(kind: "ConfigMap")
         let secret = try manifest(kind: "Secret")
         let container = try workerContainer(manifest(kind: "Deployment"))
@@ -788,7 +911,7 @@ enum DeployFiles {
         else { throw DeployFileError("the Deployment's envFrom must name the ConfigMap and the Secret of deploy/k8s") }
         var result: [String: String] = [:]
         for (name, value) in configMap["data"].mapping ?? [:] { result[name] = YAMLNode(value).scalarText }
-        for (name, value) in secret["stringData"].mapping ?? [:] { result[name] = YAMLNode(value).scalarText }
+        if withSecret { for (name, value) in secret["stringData"].mapping ?? [:] { result[name] = YAMLNode(value).scalarText } }
         return result.merging(try deploymentEnvironment()) { $1 }
     }
 

@@ -44,6 +44,47 @@ struct HelpTextTests {
         #expect(problems.isEmpty, "\(problems)")
     }
 
+    /// The variables each command reads (what an unknown `TRACKPIPE_*` variable is checked
+    /// against) are those its `--help` names, plus `TRACKPIPE_X` for `-X`.
+    @Test("each command's list of TRACKPIPE_* variables is what its --help names")
+    func environmentListsMatchHelp() throws {
+        let result = try TrackpipeBinary.locate().run(["--experimental-dump-help"])
+        let root = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let commands = try #require((root["command"] as? [String: Any])?["subcommands"] as? [[String: Any]])
+        for (name, listed, unflagged) in [
+            ("run", RunCommand.environmentFlags, ["x"]), ("replay", ReplayCommand.environmentFlags, ["x"]),
+            ("status", StatusCommand.environmentFlags, ["x", "log-format"]),
+        ] {
+            let command = try #require(commands.first { $0["commandName"] as? String == name })
+            var named: Set<String> = []
+            for argument in command["arguments"] as? [[String: Any]] ?? [] {
+                guard let abstract = argument["abstract"] as? String,
+                    let variable = abstract.firstMatch(of: /\(env (TRACKPIPE_[A-Z_]+)/)?.output.1,
+                    let flag = (argument["preferredName"] as? [String: Any])?["name"] as? String
+                else { continue }
+                #expect(Environment.variableName(forFlag: flag) == String(variable), "\(name) --\(flag) names \(variable)")
+                named.insert(flag)
+            }
+            #expect(Set(listed) == named.union(unflagged), "\(name): listed \(Set(listed).subtracting(named.union(unflagged))), help only \(named.subtracting(listed))")
+        }
+    }
+
+    /// `--shards` means one thing, said in the same words by run, replay, the README and the
+    /// glossary.
+    @Test("--shards is described the same way in run --help, replay --help, the README and docs/glossary.md")
+    func shardsDescribedOnce() throws {
+        let text = RunCommand.shardsHelp
+        for command in ["run", "replay"] {
+            let help = try TrackpipeBinary.locate().run([command, "--help"]).stdout
+                .replacingOccurrences(of: #"\s+"#, with: " ", options: .regularExpression)
+            #expect(help.contains(text), "\(command) --help")
+        }
+        for document in ["README.md", "docs/glossary.md"] {
+            let prose = try String(contentsOf: DocumentationTests.root.appendingPathComponent(document), encoding: .utf8)
+            #expect(prose.contains(text), "\(document) does not describe --shards as --help does")
+        }
+    }
+
     /// The README's table of `run`'s flags is what `run --help` offers: the same flags, each
     /// with the variable it reads, and the same defaults where help states one.
     @Test("the README's flag table for run matches run --help: flags, variables and defaults")

@@ -139,9 +139,29 @@ struct MonitoringFilesTests {
             var gauges = StageGauges()
             gauges.watermark = 1_000_000
             stage.gauges(gauges, now: 1_060_000)
-            stage.lag([0: 3])
+            stage.lag([0: 3], owned: 1)
         }
         return String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self)
+    }
+
+    @Test("an instance that owns no partitions reports no lag, not 0; a partition given away loses its series")
+    func lagOfWhatTheInstanceOwns() {
+        let metrics = PipelineMetrics()
+        let stage = metrics.stage("normalize")
+        func text() -> String { String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self) }
+        stage.lag([0: 3, 1: 4], owned: 2)
+        #expect(text().contains("trackpipe_consumer_lag{stage=\"normalize\"} 7.0\n"), "\(text())")
+        #expect(text().contains("trackpipe_partitions_owned{stage=\"normalize\"} 2.0\n"))
+        stage.lag([1: 4], released: [0], owned: 1)
+        #expect(!text().contains("trackpipe_consumer_lag_partition{partition=\"0\""), "\(text())")
+        #expect(text().contains("trackpipe_consumer_lag_partition{partition=\"1\",stage=\"normalize\"} 4.0") || text().contains("trackpipe_consumer_lag_partition{stage=\"normalize\",partition=\"1\"} 4.0"), "\(text())")
+        // Every partition given away in a rebalance: the group's backlog is its new owners' to report.
+        stage.lag([:], released: [1], owned: 0)
+        #expect(!text().contains("trackpipe_consumer_lag{stage=\"normalize\"}"), "\(text())")
+        #expect(!text().contains("trackpipe_consumer_lag_partition{"), "\(text())")
+        #expect(text().contains("trackpipe_partitions_owned{stage=\"normalize\"} 0.0\n"))
+        stage.lag([2: 0], owned: 1)
+        #expect(text().contains("trackpipe_consumer_lag{stage=\"normalize\"} 0.0\n"), "an owner that is caught up says 0")
     }
 
     @Test("the event-time lag is the wall clock minus the stage's watermark, and goes away with the watermark")

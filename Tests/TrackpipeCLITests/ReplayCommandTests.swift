@@ -44,6 +44,8 @@ struct ReplayCommandTests {
         #expect(replay.exitCode == 0, "\(replay.stderr)")
         #expect(replay.stderr.contains("replay: 100.0%"), "progress in a pipe: plain lines ending at 100 %")
         #expect(replay.stderr.contains("balanced      yes"))
+        #expect(!replay.stderr.contains("committed"), "a replay commits nothing, and its summary says no committed positions: \(replay.stderr.suffix(1_500))")
+        #expect(replay.stdout.isEmpty, "the summary goes to standard error even without --output-file -")
         #expect(replay.stderr.contains("the broker does not search offsets by time"), "the embedded broker's limit is said")
         #expect(try reader.committed(inputPartitions) == committedBefore, "the live group's commits are untouched")
 
@@ -83,6 +85,7 @@ struct ReplayCommandTests {
 
         let toStdout = try binary.run(["replay", "--from", from, "--to", to, "--output-file", "-"] + common)
         #expect(toStdout.exitCode == 0)
+        #expect(toStdout.stderr.contains("trackpipe summary") && !toStdout.stdout.contains("trackpipe summary"))
         let fromStdout = try lastPerKey(toStdout.stdout)
         #expect(Set(fromStdout.keys) == Set(backfill.keys))
         for (key, object) in fromStdout { #expect(NSDictionary(dictionary: object).isEqual(to: backfill[key]!), "\(key)") }

@@ -1,5 +1,7 @@
 import ArgumentParser
+import Foundation
 import Testing
+@testable import Pipeline
 @testable import TrackpipeCLI
 
 /// The helpers every command reads its settings through: durations, environment fallbacks and
@@ -78,6 +80,44 @@ struct SettingsTests {
         #expect(noEquals?.contains("hunter2") == false, "a value from the environment may be a secret")
         #expect(message { try KafkaPropertyArguments.parse(["=x"]) } == "-X =x: expected key=value, for example -X security.protocol=SASL_SSL")
         #expect(try KafkaPropertyArguments.parse(["a=b=c", " linger.ms =5"]) == ["a": "b=c", "linger.ms": "5"])
+    }
+
+    @Test("an unknown TRACKPIPE_* variable is refused with the closest known one; TRACKPIPE_X_<ANY> and every command's variables are known")
+    func unknownVariables() throws {
+        #expect(Environment.editDistance("TRACKPIPE_BROKER", "TRACKPIPE_BROKERS") == 1)
+        #expect(Environment.editDistance("kitten", "sitting") == 3)
+        #expect(Environment.editDistance("", "abc") == 3 && Environment.editDistance("abc", "") == 3 && Environment.editDistance("", "") == 0)
+        let problem = try #require(Environment(["TRACKPIPE_BROKER": "secret-host:9092", "PATH": "/bin"]).unknownVariableProblem())
+        #expect(problem.hasPrefix("unknown environment variable TRACKPIPE_BROKER: did you mean TRACKPIPE_BROKERS?"), "\(problem)")
+        #expect(!problem.contains("secret-host"), "the value may be a secret")
+        #expect(Environment(["TRACKPIPE_GRACE_PERIOD": "10s"]).unknownVariableProblem()?.contains("did you mean TRACKPIPE_GRACE?") == true)
+        #expect(Environment(["TRACKPIPE_UNTILEND": "1"]).unknownVariableProblem()?.contains("did you mean TRACKPIPE_UNTIL_END?") == true)
+        #expect(Environment(["TRACKPIPE_X_SASL_PASSWORD": "sasl.password=p", "TRACKPIPE_X": "acks=all"]).unknownVariableProblem() == nil)
+        // Variables of run, replay and status, and those only the tests and scripts read.
+        let everything = Dictionary(uniqueKeysWithValues: (Environment.knownVariables.union(Environment.toolVariables)).map { ($0, "x") })
+        #expect(Environment(everything).unknownVariableProblem() == nil)
+        #expect(Environment.knownVariables.isSuperset(of: ["TRACKPIPE_METRICS_PORT", "TRACKPIPE_OUTPUT_TOPIC", "TRACKPIPE_X", "TRACKPIPE_CONNECT_TIMEOUT"]))
+        #expect(throws: (any Error).self) { try RunCommand.parse([]).resolve(Environment(["TRACKPIPE_BROKER": "kafka:9092"])) }
+        #expect(throws: (any Error).self) { try StatusCommand.parse([]).resolve(Environment(["TRACKPIPE_GROUPS": "g"])) }
+        #expect(throws: (any Error).self) { try ReplayCommand.parse([]).resolve(Environment(["TRACKPIPE_FROM": "beginning"])) }
+    }
+
+    @Test("each instance's clients are named after its host unless -X client.id says otherwise")
+    func clientIdNamesTheInstance() throws {
+        #expect(PipelineConfig.defaultClientId(host: "trackpipe-7d9f8-x2x4q") == "trackpipe-trackpipe-7d9f8-x2x4q")
+        #expect(PipelineConfig.defaultClientId(host: "") == "trackpipe")
+        #expect(PipelineConfig.defaultClientId(host: "host name/é") == "trackpipe-host-name--")
+        let host = RunCommand.hostName()
+        #expect(!host.isEmpty)
+        let config = try RunCommand.parse([]).resolve(Environment([:])).config
+        #expect(config.clientId == PipelineConfig.defaultClientId(host: host))
+        for built in [config.consumerConfig(group: "g", member: "normalize"), config.producerConfig, config.adminConfig] {
+            #expect(built["client.id"] == config.clientId)
+        }
+        let named = try RunCommand.parse(["-X", "client.id=mine"]).resolve(Environment([:])).config
+        #expect(named.consumerConfig(group: "g")["client.id"] == "mine" && named.producerConfig["client.id"] == "mine")
+        let fromVariable = try RunCommand.parse([]).resolve(Environment(["TRACKPIPE_X_CLIENT_ID": "client.id=trackpipe-1"])).config
+        #expect(fromVariable.adminConfig["client.id"] == "trackpipe-1")
     }
 
     @Test("TRACKPIPE_X lists and TRACKPIPE_X_<ANY> variables keep their order and origin")

@@ -51,8 +51,7 @@ public final class MetricsServer: Sendable {
         guard bound == 0, listen(fd, 16) == 0 else {
             let code = errno
             close(fd)
-            throw PipelineError.configuration(
-                "metrics server: cannot listen on \(host):\(port) (errno \(code)); choose another --metrics-port or 0 to turn it off")
+            throw PipelineError.configuration(Self.cannotListen(host: host, port: port, errno: code))
         }
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -65,6 +64,21 @@ public final class MetricsServer: Sendable {
         let thread = Thread { listener.serve(metrics: metrics, health: health) }
         thread.name = "trackpipe.metrics-server"
         thread.start()
+    }
+
+    /// Why the port could not be had, and what to do; `errno` named, not only numbered.
+    static func cannotListen(host: String, port: Int, errno code: Int32) -> String {
+        switch code {
+        case EADDRINUSE:
+            return
+                "metrics server: cannot listen on \(host):\(port): the address is already in use (another process, or another trackpipe, holds port \(port)). Choose another --metrics-port (TRACKPIPE_METRICS_PORT), stop what holds it (ss -ltnp 'sport = :\(port)' names it), or use 0 to turn the endpoint off"
+        case EACCES:
+            return
+                "metrics server: cannot listen on \(host):\(port): permission denied (ports below 1024 need privileges). Choose another --metrics-port (TRACKPIPE_METRICS_PORT) above 1023, or 0 to turn the endpoint off"
+        default:
+            return
+                "metrics server: cannot listen on \(host):\(port): \(String(cString: strerror(code))) (errno \(code)). Choose another --metrics-port (TRACKPIPE_METRICS_PORT), or 0 to turn the endpoint off"
+        }
     }
 
     /// Stops listening and returns once the socket is closed (at most a few seconds, if a

@@ -91,7 +91,8 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_window_entries": "Broadlog entries held in window state.",
         "trackpipe_watermark_ms": "Lowest event-time watermark over the stage's partitions (epoch ms).",
         "trackpipe_event_time_lag_seconds": "Seconds from the stage's lowest event-time watermark to the wall clock; absent while the stage has no watermark.",
-        "trackpipe_consumer_lag": "Messages behind the end of the stage's input topic, all owned partitions.",
+        "trackpipe_consumer_lag": "Messages behind the end of the stage's input topic, all owned partitions; absent while the stage owns none.",
+        "trackpipe_partitions_owned": "Partitions of the stage's input topic this instance owns (0: another instance owns them all).",
         "trackpipe_consumer_lag_partition": "Messages behind the end of one partition of the stage's input topic.",
         "trackpipe_input_paused": "1 while the stage's input is paused because its output waits for the broker (more than half of queue.buffering.max.kbytes unacknowledged).",
         "trackpipe_input_pauses": "Times the stage paused its input because its output was behind.",
@@ -134,8 +135,8 @@ public final class PipelineMetrics: Sendable {
         gauges[name, [("stage", stage)] + extra]
     }
 
-    func removeGauge(_ name: String, stage: String) {
-        gauges.remove(name, [("stage", stage)])
+    func removeGauge(_ name: String, stage: String, _ extra: (String, String)...) {
+        gauges.remove(name, [("stage", stage)] + extra)
     }
 }
 
@@ -205,11 +206,23 @@ public struct StageMetrics: Sendable {
         }
     }
 
-    func lag(_ byPartition: [Int32: Int64]) {
+    /// The lag of the partitions the stage owns, and how many it owns. A partition given away
+    /// (`released`) loses its series, and a stage that owns none reports no lag at all, rather
+    /// than 0: its partitions' backlog is their owners' to report, and a 0 here would read as
+    /// "caught up" on a dashboard of this instance while the group is behind.
+    func lag(_ byPartition: [Int32: Int64], released: Set<Int32> = [], owned: Int) {
+        for partition in released {
+            parent.removeGauge("trackpipe_consumer_lag_partition", stage: stage, ("partition", String(partition)))
+        }
         for (partition, lag) in byPartition {
             parent.gauge("trackpipe_consumer_lag_partition", stage: stage, ("partition", String(partition))).set(Double(lag))
         }
-        parent.gauge("trackpipe_consumer_lag", stage: stage).set(Double(byPartition.values.reduce(0, +)))
+        parent.gauge("trackpipe_partitions_owned", stage: stage).set(Double(owned))
+        if owned == 0 {
+            parent.removeGauge("trackpipe_consumer_lag", stage: stage)
+        } else {
+            parent.gauge("trackpipe_consumer_lag", stage: stage).set(Double(byPartition.values.reduce(0, +)))
+        }
     }
 
     private func bump(_ name: String, _ count: Int) {

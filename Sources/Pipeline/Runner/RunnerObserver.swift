@@ -20,12 +20,15 @@ struct RunnerObserver {
     private(set) var started: Int64 = 0
 
     private(set) var totals = Accounting()
+    /// Every jump the guard saw, for the summary (a bounded run refuses to end well on one).
+    private(set) var gaps: [OffsetGap] = []
     var timeline = RunnerTimeline()
     /// Records handed to the stage since the last report (for progress between reports).
     private var pendingConsumed = 0
-    /// Messages behind the end of the owned partitions, as of the last report.
-    private var lastLag: Int64 = 0
-    /// Partitions whose lag gauge was last set, to zero it once they are given away.
+    /// Messages behind the end of the owned partitions, as of the last report; nil while the
+    /// stage owns none (its lag is its partitions' owners' to report, not 0).
+    private var lastLag: Int64? = 0
+    /// Partitions whose lag gauge was last set, to take it away once they are given away.
     private var lagReported: Set<Int32> = []
     private var lastReport: Int64 = 0
     private var lastProgress: Int64 = 0
@@ -76,6 +79,7 @@ struct RunnerObserver {
         guard stale > 0 || !gaps.isEmpty else { return }
         totals.staleDropped += stale
         totals.offsetGaps += gaps.count
+        self.gaps += gaps.map { OffsetGap(partition: $0.0, from: $0.1, to: $0.2) }
         metrics?.guarded(stale: stale, gaps: gaps.count)
         for (tp, expected, got) in gaps {
             logger.warning(
@@ -128,16 +132,16 @@ struct RunnerObserver {
                 "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."
             )
         }
-        var lags = consumer.map { tracker.lags(from: $0) } ?? [:]
-        lastLag = lags.values.reduce(0, +)
+        let lags = consumer.map { tracker.lags(from: $0) } ?? [:]
+        lastLag = tracker.isEmpty ? nil : lags.values.reduce(0, +)
         // A partition given away keeps no stale lag: its new owner reports it.
         let reporting = Set(lags.keys)
-        for partition in lagReported.subtracting(reporting) { lags[partition] = 0 }
+        let released = lagReported.subtracting(reporting)
         lagReported = reporting
         guard let metrics else { return }
         metrics.record(drained)
         metrics.gauges(stage.gauges(), now: now)
-        metrics.lag(lags)
+        metrics.lag(lags, released: released, owned: tracker.partitions.count)
     }
 
     func progress(tracker: PartitionTracker, now: Int64, finished: Bool = false) -> RunnerProgress {
@@ -153,7 +157,7 @@ struct RunnerObserver {
     private func logProgress(seconds: Double) {
         let delta = totals.subtracting(lineBase)
         let letters = delta.deadLettered.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        var line = "\(stageName): consumed \(delta.consumed) (\(Int(Double(delta.consumed) / max(seconds, 0.001)))/s), lag \(lastLag), accepted \(delta.accepted)"
+        var line = "\(stageName): consumed \(delta.consumed) (\(Int(Double(delta.consumed) / max(seconds, 0.001)))/s), \(lastLag.map { "lag \($0)" } ?? "owns no partitions"), accepted \(delta.accepted)"
         if delta.filteredTotal > 0 { line += ", filtered \(delta.filteredTotal)" }
         if emits { line += ", emitted \(delta.emitted)" }
         if delta.duplicates > 0 { line += ", duplicates dropped \(delta.duplicates)" }

@@ -303,7 +303,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         observer.timeline.total = observer.timeline.elapsed()
         return StageSummary(
             stage: stage.name, topic: settings.topic, accounting: observer.totals, elapsedMilliseconds: clock() - started,
-            committed: committed, timeline: observer.timeline, pauses: output!.pauses, largestBacklog: output!.largestBacklog)
+            committed: committed, timeline: observer.timeline, pauses: output!.pauses, largestBacklog: output!.largestBacklog,
+            offsetGaps: observer.gaps)
     }
 
     /// The stage's state changes are written and acknowledged first, then what it held back

@@ -12,4 +12,22 @@ public struct StageSummary: Sendable {
     /// waited for acknowledgement at once.
     public var pauses = 0
     public var largestBacklog = 0
+    /// Offsets of the stage's input that were never delivered (the consumer guard's jumps),
+    /// in the order they were seen: what a bounded run lost.
+    public var offsetGaps: [OffsetGap] = []
+}
+
+/// Offsets `from..<to` of a partition that were never delivered: the consumer expected `from`
+/// and was handed `to`.
+public struct OffsetGap: Sendable, Equatable {
+    public var partition: TopicPartition
+    public var from: Int64
+    public var to: Int64
+    public var count: Int64 { to - from }
+
+    public init(partition: TopicPartition, from: Int64, to: Int64) {
+        self.partition = partition
+        self.from = from
+        self.to = to
+    }
 }

@@ -1,0 +1,126 @@
+import Foundation
+import HitGenerator
+import Kafka
+import Testing
+import TrackpipeTestSupport
+
+@testable import Pipeline
+@testable import TrackpipeCLI
+
+/// `run --until-end` is a job, not a service: it must end, and end truthfully. It gives up on a
+/// cluster that never answers (exit 1, naming what to check) where the live worker waits, and
+/// it refuses to call a run complete whose input was deleted before it was read (exit 65,
+/// naming the lost offsets), unless told to accept the loss.
+@Suite("bounded runs: giving up on the cluster, refusing lost input")
+struct BoundedRunTests {
+    @Test("run --until-end with no broker answering gives up after --connect-timeout: exit 1, naming --brokers and the security settings")
+    func connectTimeout() throws {
+        // A loopback port nobody listens on: every connection is refused.
+        let port = try LoopbackPort.free()
+        let worker = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(), ["run", "--until-end", "--brokers", "127.0.0.1:\(port)", "--connect-timeout", "3s"])
+        defer { worker.signal(SIGKILL) }
+        // Waits on the process's exit; the deadline only bounds a hang.
+        let code = worker.waitForExit(seconds: SafetyDeadline.seconds)
+        #expect(code == 1, "exit \(code.map(String.init) ?? "none (still waiting)"); stderr: \(worker.stderr.suffix(2_000))")
+        let last = worker.stderr.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(last.hasPrefix("trackpipe run: no Kafka broker answered within the --connect-timeout of a bounded run (3 s;"), "\(last)")
+        #expect(last.contains("No broker at 127.0.0.1:\(port) answered: check --brokers and the security settings (-X security.protocol=plaintext)"), "\(last)")
+        #expect(worker.stdout.isEmpty, "nothing was run, so no summary")
+    }
+
+    @Test("--connect-timeout: a bounded run's limit only; the live worker has none")
+    func connectTimeoutSettings() throws {
+        let bounded = try RunCommand.parse(["--until-end"]).resolve(Environment([:]))
+        #expect(bounded.config.connectTimeout == 300_000, "5 minutes by default")
+        let fromEnvironment = try RunCommand.parse([]).resolve(Environment(["TRACKPIPE_UNTIL_END": "true", "TRACKPIPE_CONNECT_TIMEOUT": "30s"]))
+        #expect(fromEnvironment.config.connectTimeout == 30_000)
+        let live = try RunCommand.parse(["--connect-timeout", "30s"]).resolve(Environment([:]))
+        #expect(live.config.connectTimeout == nil, "the live worker waits out any outage")
+        #expect(throws: (any Error).self) { try RunCommand.parse(["--until-end", "--connect-timeout", "0s"]).resolve(Environment([:])) }
+    }
+
+    /// A summary of a bounded run whose normalize stage jumped over offsets 500..<15747.
+    static func summaryWithGap() -> PipelineSummary {
+        var accounting = Accounting()
+        accounting.consumed = 3
+        accounting.accepted = 3
+        accounting.offsetGaps = 1
+        let gap = OffsetGap(partition: TopicPartition(topic: "hits", partition: 0), from: 500, to: 15_747)
+        let normalize = StageSummary(
+            stage: "normalize", topic: "hits", accounting: accounting, elapsedMilliseconds: 1_000,
+            committed: [TopicPartitionOffset(topic: "hits", partition: 0, offset: 15_750)], offsetGaps: [gap])
+        var aggregate = normalize
+        aggregate.stage = "aggregate"
+        aggregate.topic = "g-repartition"
+        aggregate.offsetGaps = []
+        aggregate.accounting.offsetGaps = 0
+        return PipelineSummary(stages: [normalize, aggregate], elapsedMilliseconds: 1_000)
+    }
+
+    @Test("the CLI's decision: a bounded run with offsets never delivered exits 65 naming them, unless --allow-lost-input; a live run never does")
+    func lostInputDecision() throws {
+        let summary = Self.summaryWithGap()
+        let bounded = try RunCommand.parse(["--until-end"]).resolve(Environment([:]))
+        let refusal = try #require(RunCommand.lostInputRefusal(summary, resolved: bounded))
+        #expect(refusal.hasPrefix("15247 offsets of the input were never delivered: hits[0] offsets 500 to 15746 (15247)."), "\(refusal)")
+        #expect(refusal.contains("--allow-lost-input"))
+        #expect(RunCommand.lostInputExitCode == 65)
+        let accepting = try RunCommand.parse(["--until-end", "--allow-lost-input"]).resolve(Environment([:]))
+        #expect(RunCommand.lostInputRefusal(summary, resolved: accepting) == nil)
+        let acceptingByVariable = try RunCommand.parse(["--until-end"]).resolve(Environment(["TRACKPIPE_ALLOW_LOST_INPUT": "true"]))
+        #expect(RunCommand.lostInputRefusal(summary, resolved: acceptingByVariable) == nil)
+        let live = try RunCommand.parse([]).resolve(Environment([:]))
+        #expect(RunCommand.lostInputRefusal(summary, resolved: live) == nil, "the live worker keeps running: the gap is logged, counted, alerted on")
+        var whole = summary
+        whole.stages[0].offsetGaps = []
+        #expect(RunCommand.lostInputRefusal(whole, resolved: bounded) == nil)
+        // The summary itself names them, under the stage that saw them.
+        #expect(summary.text.contains("  never read    15247 offsets: hits[0] offsets 500 to 15746 (15247)\n"), "\(summary.text)")
+        let single = [OffsetGap(partition: TopicPartition(topic: "t", partition: 3), from: 7, to: 8)]
+        #expect(PipelineSummary.describe(single) == "t[3] offset 7")
+    }
+
+    @Test("input deleted before a bounded run read it: the run writes what it read, names the lost offsets and exits 65; --allow-lost-input exits 0")
+    func lostInputEndToEnd() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 1)
+        let binary = try TrackpipeBinary.locate()
+        let common = [
+            "run", "--until-end", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--group", "lossy", "--log-level", "warning",
+            "-X", "session.timeout.ms=6000",
+        ]
+        func produce(_ count: Int, seed: UInt64) throws {
+            let corpus = Corpus(HitStream(HitStreamConfig(count: count, seed: seed, deliveries: 4)).generate())
+            try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        }
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "lossy", "log_level": "3"]))
+        let partition = TopicPartition(topic: "hits", partition: 0)
+
+        try produce(500, seed: 1)
+        let first = try binary.run(common)
+        #expect(first.exitCode == 0, "\(first.stderr.suffix(2_000))")
+        let committed = try #require(try reader.committed([partition]).first?.offset)
+        // The embedded broker keeps only the newest few megabytes of a partition: more hits
+        // than that delete the oldest, the group's committed offset among them, as retention
+        // does on a real cluster whose consumers fall behind.
+        try produce(40_000, seed: 2)
+        let logStart = try #require(try reader.beginningOffsets([partition]).first?.offset)
+        try #require(logStart > committed, "the broker deleted the offsets after the commit (log start \(logStart), committed \(committed))")
+
+        let second = try binary.run(common)
+        #expect(second.exitCode == 65, "\(second.stderr.suffix(2_000))")
+        let lost = "hits[0] offsets \(committed) to \(logStart - 1) (\(logStart - committed))"
+        #expect(second.stderr.contains("trackpipe run: \(logStart - committed) offsets of the input were never delivered: \(lost)."), "\(second.stderr.suffix(2_000))")
+        #expect(second.stdout.contains("  never read    \(logStart - committed) offsets: \(lost)"), "the summary names them: \(second.stdout)")
+        #expect(second.stdout.contains("balanced      yes"), "what it read is written and counted: \(second.stdout)")
+        let after = try #require(try reader.committed([partition]).first?.offset)
+        #expect(after == 40_500, "committed to the end of what it read")
+
+        // The same loss again, accepted.
+        try produce(40_000, seed: 3)
+        let accepted = try binary.run(common + ["--allow-lost-input"])
+        #expect(accepted.exitCode == 0, "\(accepted.stderr.suffix(2_000))")
+        #expect(accepted.stdout.contains("  never read    "), "still named in the summary: \(accepted.stdout)")
+    }
+}
