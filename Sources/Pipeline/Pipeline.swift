@@ -162,8 +162,9 @@ public final class Pipeline: Sendable {
         let partitions = try inputPartitions()
         // A group last run with two stages (or by another tool) is refused before it is joined.
         for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: partitions, config: config, logger: logger) {
-            if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic) { throw refusal }
+            if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, windowSize: config.window.size) { throw refusal }
         }
+        try checkOutputWindows()
         try ensureStateTopic(partitions: partitions)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
@@ -198,8 +199,9 @@ public final class Pipeline: Sendable {
         for start in try GroupCommits.starts(
             group: config.aggregateGroup, topic: repartitionTopic, partitions: repartitions, config: config, logger: logger)
         {
-            if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic) { throw refusal }
+            if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, windowSize: config.window.size) { throw refusal }
         }
+        try checkOutputWindows()
         try ensureStateTopic(partitions: repartitions)
         let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic])
         let normalize = NormalizeStage(
@@ -314,6 +316,15 @@ public final class Pipeline: Sendable {
         }
         guard let count else { throw PipelineError.inputTopicMissing(topic) }
         return count
+    }
+
+    /// An output topic that holds windows of another size is refused before anything is written.
+    private func checkOutputWindows() throws {
+        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
+        try WindowSizeCheck.checkOutput(
+            topic: config.outputTopic, partitions: try existingPartitionCount(of: config.outputTopic, admin: admin),
+            window: config.window.size, consumerConfig: config.consumerConfig(group: config.group),
+            logger: logger.with(label: "trackpipe.kafka.consumer"))
     }
 
     /// A topic's partition count, nil if it does not exist; no broker answering is

@@ -277,6 +277,9 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     case groupMismatch(String)
     /// Instances route the repartition topic by different partition counts.
     case routingMismatch(String)
+    /// The group's state or the output topic was counted with another setting that decides what
+    /// a key means (the window size): going on would mix results. A configuration error.
+    case settingChanged(String)
     case kafka(String)
     /// No broker answered: the start-up waits and asks again (never shown as a failure).
     case clusterUnreachable(String)
@@ -296,6 +299,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
             "the state topic \(topic) has \(has) partitions, but the window tasks' input has \(needs): each task keeps its state in the partition of its own number, so the counts must be equal. Point --state-topic at the topic this group has used, or, for a new deployment, give it a new one with \(needs) partitions (cleanup.policy=compact) or none and let trackpipe create it"
         case .groupMismatch(let text): "this consumer group cannot be resumed by this stage: \(text)."
         case .routingMismatch(let text): text
+        case .settingChanged(let text): "configuration: \(text)."
         case .kafka(let text): text
         case .clusterUnreachable(let text): "no Kafka broker answered: \(text)"
         }

@@ -79,6 +79,15 @@ public final class Replay: Sendable {
         consumerConfig["enable.auto.commit"] = "false"
         let starts = try startOffsets(partitions, consumer: KafkaConsumer(config: consumerConfig, logger: logger))
 
+        if case .topic(let topic) = config.output {
+            let partitions: Int?
+            do {
+                partitions = try Pipeline.partitionCount(of: topic, config: pipeline, logger: logger)
+            } catch PipelineError.inputTopicMissing {
+                partitions = nil
+            }
+            try WindowSizeCheck.checkOutput(topic: topic, partitions: partitions, window: config.window.size, consumerConfig: consumerConfig, logger: logger)
+        }
         let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),

@@ -288,6 +288,9 @@ enum WorkerRun {
             // waits forever for one of its threads. Nothing is pending: a failed run commits
             // nothing further, and what was sent has been flushed or is abandoned on purpose.
             report(error)
+            // A setting that would mix results with what the group or the output holds is
+            // found at start-up, before anything is written: a configuration error, at once.
+            if case PipelineError.settingChanged = error { exit(64) }
             endpoint?.lingerAfterFailure(redactor.redact("\(error)"), logger: logger) { signalled.get() }
             exit(1)
         }

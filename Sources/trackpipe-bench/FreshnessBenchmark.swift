@@ -58,7 +58,7 @@ struct FreshnessBenchmark: ParsableCommand {
         let generator = try Self.start(
             binary,
             ["generate", "--rate", "\(rate)", "--deliveries", "\(deliveries)", "--brokers", broker.bootstrapServers, "--topic", "tracking-hits",
-             "-X", "log_level=3"],
+             "-X", "log_level=3", "-X", "message.timeout.ms=0"],
             log: "/tmp/trackpipe-freshness-generate.log")
         workers.append(generator)
 

@@ -7,7 +7,7 @@ import TrackpipeTestSupport
 import Windowing
 
 /// What an operator changes under a running group, end to end on the embedded broker: the input
-/// topic, and the mode.
+/// topic, the mode, and the window size.
 @Suite("Changes under a group on the embedded broker", .serialized)
 struct GroupChangeTests {
     static let minute: Int64 = 60_000
@@ -64,5 +64,57 @@ struct GroupChangeTests {
         }
         let now = try TestTopics.contents(broker)
         #expect(now.outputRecords == written.outputRecords, "records were written")
+    }
+
+    @Test("the window size changed under a group is refused at start-up, naming both sizes and the remedies; nothing is written; the same size goes on")
+    func windowSizeChangeRefused() throws {
+        let broker = try TestTopics.broker()
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 2_000, seed: 74, deliveries: 5)).generate())
+        try corpus.produce(0..<1_000, to: "hits", on: broker)
+        _ = try Pipeline(config: config(broker, group: "sizes", input: "hits")).run()
+        let written = try TestTopics.contents(broker)
+        #expect(written.outputRecords > 0)
+        try corpus.produce(1_000..<2_000, to: "hits", on: broker)
+
+        var five = config(broker, group: "sizes", input: "hits")
+        five.window = WindowConfig(size: 5 * Self.minute)
+        do {
+            _ = try Pipeline(config: five).run()
+            Issue.record("a run of 5-minute windows went on from a group that counted 1-minute windows")
+        } catch let error as PipelineError {
+            guard case .settingChanged = error else {
+                Issue.record("refused, but not as a changed setting: \(error)")
+                return
+            }
+            let text = "\(error)"
+            #expect(text.contains("windows of 1m") && text.contains("--window 5m"), "\(text)")
+            #expect(text.contains("new --group") && text.contains("new --output-topic"), "\(text)")
+        }
+        let after = try TestTopics.contents(broker)
+        #expect(after.outputRecords == written.outputRecords, "records were written")
+        #expect(after.deadLetters.count == written.deadLetters.count, "dead letters were written")
+
+        // The same size goes on, and the counts are whole.
+        _ = try Pipeline(config: config(broker, group: "sizes", input: "hits")).run()
+        let problems = try TestTopics.contents(broker).mismatches(against: counted([corpus]))
+        #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+    }
+
+    @Test("a new group of another window size writing into an output topic that holds 1-minute windows is refused before it writes")
+    func outputTopicOfAnotherSizeRefused() throws {
+        let broker = try TestTopics.broker()
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 600, seed: 75, deliveries: 4)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        _ = try Pipeline(config: config(broker, group: "first-size", input: "hits")).run()
+        let written = try TestTopics.contents(broker)
+
+        var five = config(broker, group: "second-size", input: "hits")
+        five.window = WindowConfig(size: 5 * Self.minute)
+        #expect {
+            _ = try Pipeline(config: five).run()
+        } throws: { error in
+            "\(error)".contains("the output topic aggregates holds windows of 1m") && "\(error)".contains("new --output-topic")
+        }
+        #expect(try TestTopics.contents(broker).outputRecords == written.outputRecords, "records were written")
     }
 }

@@ -70,7 +70,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             tasks[.global] = task
         case .perPartition:
             let topic = input.readTopicName(sourceTopic: sourceTopic)
-            if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic) }).first { throw refusal }
+            if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic, windowSize: window.size) }).first { throw refusal }
             for start in starts where tasks[.partition(start.partition)] == nil {
                 tasks[.partition(start.partition)] = AggregateTask(
                     key: .partition(start.partition), config: window, start: start, sources: input.taskSources,

@@ -80,11 +80,15 @@ struct AggregateTask: Sendable {
     /// Why a window task cannot resume from `start`, if it cannot: a commit without a window
     /// checkpoint, other than one at the very beginning of the partition (a full recount), was
     /// made by another mode or tool, and resuming from it would count only the hits after it,
-    /// overwriting full records with partial ones.
-    static func refusal(of start: PartitionStart, topic: String) -> PipelineError? {
-        guard let committed = start.committedOffset, !start.commitIsBeyondTheLog, Checkpoint(decoding: start.metadata) == nil,
-            committed != (start.logStart ?? 0)
-        else { return nil }
+    /// overwriting full records with partial ones; and a checkpoint of windows of another size
+    /// than `windowSize` would mix two meanings of one output key.
+    static func refusal(of start: PartitionStart, topic: String, windowSize: Int64) -> PipelineError? {
+        guard let committed = start.committedOffset, !start.commitIsBeyondTheLog else { return nil }
+        if let checkpoint = Checkpoint(decoding: start.metadata) {
+            guard let counted = checkpoint.windowSize, counted != windowSize else { return nil }
+            return WindowSizeCheck.groupRefusal(counted: counted, asked: windowSize, topic: topic, partition: start.partition)
+        }
+        guard committed != (start.logStart ?? 0) else { return nil }
         let who =
             SourceCheckpoint(decoding: start.metadata) != nil
             ? "by trackpipe's normalize stage (the group was last run with two stages, whose commits on the input hold no window state)"
@@ -363,7 +367,7 @@ struct AggregateTask: Sendable {
         guard key.partition != nil, !phase.isRestoring, let processed = offsets.processedThrough else { return nil }
         let checkpoint = Checkpoint(
             evictedBefore: engine.evictionHorizon, processedThrough: processed, seen: sources.checkpoint, changelog: changelog.end ?? 0,
-            changelogSince: changelog.lineage)
+            changelogSince: changelog.lineage, windowSize: engine.config.size)
         return CommitPoint(offset: processed, metadata: checkpoint.encoded)
     }
 }

@@ -8,11 +8,12 @@
 /// - `trackpipe/3 evicted=<ms> processed=<offset> seen=<map>`: behind the repartition topic,
 ///   adding per source partition the highest source offset counted before `processed`, with
 ///   the incarnation of the input (topic and epoch) it belongs to.
-/// - `trackpipe/4 evicted=<ms> processed=<offset> changelog=<offset> since=<offset> [seen=<map>]`:
+/// - `trackpipe/4 evicted=<ms> processed=<offset> changelog=<offset> since=<offset> window=<ms> [seen=<map>]`:
 ///   a task whose windows live in its changelog: the commit is at `processed`, `changelog` says
 ///   how far the changelog partition had been written and acknowledged (its end offset then),
-///   and `since` where this line of owners began writing it (what lies before belongs to an
-///   earlier run of the group and is never read back).
+///   `since` where this line of owners began writing it (what lies before belongs to an
+///   earlier run of the group and is never read back), and `window` the size of the windows
+///   it counts, which no later run of the group may change (nil: not recorded).
 /// - `trackpipe/2 …` (read only): the same without incarnations, written before they existed;
 ///   its floors belong to the configured input topic's first epoch.
 ///
@@ -34,6 +35,9 @@ public struct Checkpoint: Sendable, Hashable {
     public var changelog: Int64?
     /// Where the task's line of owners began writing its changelog partition (0 if not said).
     public var changelogSince: Int64
+    /// The window size (ms) the state was counted with: a key `<deliveryId>@<windowStart>` means
+    /// a different window under another size, so a run of another size must not go on from it.
+    public var windowSize: Int64?
 
     /// The incarnation of floors read from a version 2 checkpoint, which did not record one.
     public static let unrecordedIncarnation: UInt64 = 0
@@ -44,19 +48,23 @@ public struct Checkpoint: Sendable, Hashable {
     public static let maxSourcePartitions = 400
 
     public init(
-        evictedBefore: Int64, processedThrough: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64? = nil, changelogSince: Int64 = 0
+        evictedBefore: Int64, processedThrough: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64? = nil, changelogSince: Int64 = 0,
+        windowSize: Int64? = nil
     ) {
         self.evictedBefore = evictedBefore
         self.processedThrough = processedThrough
         self.seen = seen
         self.changelog = changelog
         self.changelogSince = changelogSince
+        self.windowSize = windowSize
     }
 
     public var encoded: String {
         let base = "evicted=\(evictedBefore) processed=\(processedThrough)"
         let seenField = seen.isEmpty ? "" : " seen=" + Self.encode(seen)
-        if let changelog { return "trackpipe/4 " + base + " changelog=\(changelog) since=\(changelogSince)" + seenField }
+        if let changelog {
+            return "trackpipe/4 " + base + " changelog=\(changelog) since=\(changelogSince)" + (windowSize.map { " window=\($0)" } ?? "") + seenField
+        }
         if seen.isEmpty { return "trackpipe/1 " + base }
         return "trackpipe/3 " + base + seenField
     }
@@ -69,6 +77,7 @@ public struct Checkpoint: Sendable, Hashable {
         var processed: Int64?
         var changelog: Int64?
         var since: Int64 = 0
+        var window: Int64?
         var seen: [Int32: SourceFloor] = [:]
         for field in text.split(separator: " ").dropFirst() {
             let parts = field.split(separator: "=", maxSplits: 1)
@@ -78,6 +87,7 @@ public struct Checkpoint: Sendable, Hashable {
             case "processed": processed = Int64(parts[1])
             case "changelog": changelog = Int64(parts[1])
             case "since": since = Int64(parts[1]) ?? 0
+            case "window": window = Int64(parts[1])
             case "seen":
                 guard let map = format == "trackpipe/2" ? Self.decodeUnrecorded(parts[1]) : Self.decode(parts[1]) else { return nil }
                 seen = map
@@ -85,7 +95,8 @@ public struct Checkpoint: Sendable, Hashable {
             }
         }
         guard let evicted, let processed, (format == "trackpipe/4") == (changelog != nil) else { return nil }
-        self.init(evictedBefore: evicted, processedThrough: processed, seen: seen, changelog: changelog, changelogSince: since)
+        self.init(
+            evictedBefore: evicted, processedThrough: processed, seen: seen, changelog: changelog, changelogSince: since, windowSize: window)
     }
 
     // MARK: The seen map
