@@ -5,7 +5,8 @@ enum ScanFailure: Error, Sendable {
     case tooDeep(offset: Int)
 }
 
-/// Object keys the normalizer cares about; every other key is validated and skipped.
+/// Object keys the normalizer cares about: the contract's names (section 2 of
+/// docs/tracking-hits.md). Every other key is validated and skipped.
 enum HitKey: UInt8 {
     case other, pushDeliveryId, pushBroadlogId, deliveryId, broadlogId, trackingFlag, action, aps
     case actionName, contextData, url, userInfo, message, notificationUserInfo, timestamp, channel, platform, data
@@ -51,6 +52,59 @@ enum HitKey: UInt8 {
         }
         return .other
     }
+
+    /// The key as the hit writes it, for details.
+    var name: String {
+        switch self {
+        case .other: "(another name)"
+        case .pushDeliveryId: "_dId"
+        case .pushBroadlogId: "_mId"
+        case .deliveryId: "deliveryId"
+        case .broadlogId: "broadlogId"
+        case .trackingFlag: "_acsDeliveryTracking"
+        case .action: "action"
+        case .aps: "aps"
+        case .actionName: "actionName"
+        case .contextData: "contextData"
+        case .url: "url"
+        case .userInfo: "userInfo"
+        case .message: "message"
+        case .notificationUserInfo: "NOTIFICATION_USER_INFO"
+        case .timestamp: "timestamp"
+        case .channel: "channel"
+        case .platform: "platform"
+        case .data: "data"
+        }
+    }
+}
+
+/// The contract's names met so far in one object, each with its first value, so that a repeat
+/// can be compared with the first (docs/normalization.md, "Repeated names"). The values sit in
+/// uninitialized stack memory that only the `met` bits make readable, so starting an object
+/// clears nothing: zeroing the scanned hit for every message was a measurable share of a hit's
+/// cost (docs/performance.md), and eighteen slots per object would add to it.
+struct NamesMet {
+    /// One slot per `HitKey`, indexed by its raw value.
+    static let capacity = Int(HitKey.data.rawValue) + 1
+
+    private let firstValues: UnsafeMutablePointer<JSONSpan>
+    private var met: UInt32 = 0
+
+    init(firstValues: UnsafeMutablePointer<JSONSpan>) {
+        self.firstValues = firstValues
+    }
+
+    @inline(__always)
+    func firstValue(of key: HitKey) -> JSONSpan? {
+        met & 1 << key.rawValue != 0 ? firstValues[Int(key.rawValue)] : nil
+    }
+
+    /// Notes the first value of `key` (which must not have been met yet).
+    @inline(__always)
+    mutating func meet(_ key: HitKey, _ value: JSONSpan) {
+        met |= 1 << key.rawValue
+        (firstValues + Int(key.rawValue)).initialize(to: value)
+    }
 }
 
 /// A single-pass JSON validator over raw bytes (RFC 8259, UTF-8 only) that captures the handful
@@ -58,8 +112,12 @@ enum HitKey: UInt8 {
 ///
 /// Strictness matches the contract: invalid UTF-8 anywhere (including escaped lone surrogates,
 /// which cannot be represented in UTF-8), control characters in strings, leading zeros, a BOM,
-/// or trailing bytes after the value are malformed JSON. Duplicate keys: the last one wins,
-/// for containers too (a later `userInfo` replaces an earlier one entirely).
+/// or trailing bytes after the value are malformed JSON. Repeated names: in the objects the
+/// contract reads, the first value of each of its names is captured; a repeat with the same
+/// JSON text is read as one occurrence (a repeated container is not read into again), and the
+/// first repeat with another text is recorded in `RawHit.repeated` (the hit is ambiguous, so
+/// the normalizer rejects it). The scan goes on to the end either way, so that malformed JSON
+/// later in the message is still reported as such.
 struct JSONScanner {
     let base: UnsafePointer<UInt8>
     let count: Int
@@ -144,6 +202,19 @@ struct JSONScanner {
         }
     }
 
+    /// `scanObject` for one of the objects the contract reads, with the names it has met.
+    @inline(__always)
+    mutating func scanContractObject(
+        depth: Int, _ member: (inout JSONScanner, HitKey, inout NamesMet) throws(ScanFailure) -> Void
+    ) throws(ScanFailure) {
+        try withUnsafeTemporaryAllocation(of: JSONSpan.self, capacity: NamesMet.capacity) { (slots) throws(ScanFailure) in
+            var names = NamesMet(firstValues: slots.baseAddress!)
+            try scanObject(depth: depth) { (s: inout JSONScanner, key: HitKey) throws(ScanFailure) in
+                try member(&s, key, &names)
+            }
+        }
+    }
+
     mutating func scanKey() throws(ScanFailure) -> HitKey {
         let span = try scanString()
         if !span.escaped {
@@ -154,73 +225,125 @@ struct JSONScanner {
     }
 
     mutating func scanTopObject(into hit: inout RawHit) throws(ScanFailure) {
-        try scanObject(depth: 1) { (s: inout JSONScanner, key: HitKey) throws(ScanFailure) in
+        try scanContractObject(depth: 1) { (s: inout JSONScanner, key: HitKey, names: inout NamesMet) throws(ScanFailure) in
             switch key {
-            case .pushDeliveryId: hit.top.pushDeliveryId = try s.skipValue(parentDepth: 1)
-            case .pushBroadlogId: hit.top.pushBroadlogId = try s.skipValue(parentDepth: 1)
-            case .deliveryId: hit.top.deliveryId = try s.skipValue(parentDepth: 1)
-            case .broadlogId: hit.top.broadlogId = try s.skipValue(parentDepth: 1)
-            case .trackingFlag: hit.top.trackingFlag = try s.skipValue(parentDepth: 1)
-            case .action: hit.top.action = try s.skipValue(parentDepth: 1)
-            case .aps: hit.top.aps = try s.skipValue(parentDepth: 1)
-            case .actionName: hit.actionName = try s.skipValue(parentDepth: 1)
-            case .url: hit.url = try s.skipValue(parentDepth: 1)
-            case .timestamp: hit.timestamp = try s.skipValue(parentDepth: 1)
-            case .channel: hit.channel = try s.skipValue(parentDepth: 1)
-            case .platform: hit.platform = try s.skipValue(parentDepth: 1)
+            case .pushDeliveryId: hit.top.pushDeliveryId = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .pushBroadlogId: hit.top.pushBroadlogId = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .deliveryId: hit.top.deliveryId = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .broadlogId: hit.top.broadlogId = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .trackingFlag: hit.top.trackingFlag = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .action: hit.top.action = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .aps: hit.top.aps = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .actionName: hit.actionName = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .url: hit.url = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .timestamp: hit.timestamp = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .channel: hit.channel = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
+            case .platform: hit.platform = try s.scanNamed(key, in: .top, names: &names, repeated: &hit.repeated, parentDepth: 1)
             case .contextData:
-                hit.contextDataValue = try s.scanContainer(into: &hit.contextData, depth: 2)
+                hit.contextDataValue = try s.scanContainer(
+                    key, as: .contextData, into: &hit.contextData, in: .top, names: &names, repeated: &hit.repeated, depth: 2)
             case .userInfo:
-                _ = try s.scanContainer(into: &hit.userInfo, depth: 2)
+                _ = try s.scanContainer(key, as: .userInfo, into: &hit.userInfo, in: .top, names: &names, repeated: &hit.repeated, depth: 2)
             case .notificationUserInfo:
-                hit.notificationUserInfoValue = try s.scanContainer(into: &hit.notificationUserInfo, depth: 2)
+                _ = try s.scanContainer(
+                    key, as: .notificationUserInfo, into: &hit.notificationUserInfo, in: .top, names: &names, repeated: &hit.repeated, depth: 2)
             case .message:
-                hit.messageData = IdContainer()
-                if s.pos < s.count, s.base[s.pos] == UInt8(ascii: "{") {
-                    let start = s.pos
-                    try s.scanMessageWrapper(into: &hit.messageData, depth: 2)
-                    hit.message = JSONSpan(kind: .object, start: start, end: s.pos)
-                } else {
-                    hit.message = try s.skipValue(parentDepth: 1)
-                }
+                hit.message = try s.scanContainer(key, as: .message, into: &hit.messageData, in: .top, names: &names, repeated: &hit.repeated, depth: 2)
             case .other, .data:
                 _ = try s.skipValue(parentDepth: 1)
             }
         }
     }
 
-    /// The FCM `message` wrapper: only its `data` object matters.
-    mutating func scanMessageWrapper(into data: inout IdContainer, depth: Int) throws(ScanFailure) {
-        try scanObject(depth: depth) { (s: inout JSONScanner, key: HitKey) throws(ScanFailure) in
-            if key == .data {
-                _ = try s.scanContainer(into: &data, depth: depth + 1)
+    /// Skips the value of the contract name `key` in `object` and returns the name's first value:
+    /// this one the first time; on a repeat the first, after comparing the two by their JSON
+    /// text and recording a difference in `repeated` (unless an earlier one is there).
+    @inline(__always)
+    mutating func scanNamed(
+        _ key: HitKey, in object: HitObject, names: inout NamesMet, repeated: inout RepeatedName, parentDepth: Int
+    ) throws(ScanFailure) -> JSONSpan {
+        let value = try skipValue(parentDepth: parentDepth)
+        guard let first = names.firstValue(of: key) else {
+            names.meet(key, value)
+            return value
+        }
+        if !repeated.isPresent && !sameText(first, value) {
+            repeated = RepeatedName(key: key, object: object, first: first, second: value)
+        }
+        return first
+    }
+
+    /// Scans the value of `key`, a container the contract reads (`object`), into `container`,
+    /// and returns it. Only the first occurrence in the parent is read into: a repeat is skipped
+    /// and compared with the first by its text (`scanNamed`), so an identical one reads as one
+    /// occurrence. For `message`, `container` receives its `data`.
+    mutating func scanContainer(
+        _ key: HitKey, as object: HitObject, into container: inout IdContainer, in parent: HitObject,
+        names: inout NamesMet, repeated: inout RepeatedName, depth: Int
+    ) throws(ScanFailure) -> JSONSpan {
+        if names.firstValue(of: key) != nil {
+            return try scanNamed(key, in: parent, names: &names, repeated: &repeated, parentDepth: depth - 1)
+        }
+        let value: JSONSpan
+        if pos < count, base[pos] == UInt8(ascii: "{") {
+            let start = pos
+            if object == .message {
+                try scanMessageWrapper(into: &container, repeated: &repeated, depth: depth)
             } else {
+                container.present = true
+                try scanIdContainer(object, into: &container, repeated: &repeated, depth: depth)
+            }
+            value = JSONSpan(kind: .object, start: start, end: pos)
+        } else {
+            value = try skipValue(parentDepth: depth - 1)
+        }
+        names.meet(key, value)
+        return value
+    }
+
+    /// The FCM `message` wrapper: its `data` object holds the ids; the contract's other names
+    /// are only checked for repeats.
+    private mutating func scanMessageWrapper(into data: inout IdContainer, repeated: inout RepeatedName, depth: Int) throws(ScanFailure) {
+        try scanContractObject(depth: depth) { (s: inout JSONScanner, key: HitKey, names: inout NamesMet) throws(ScanFailure) in
+            switch key {
+            case .data:
+                _ = try s.scanContainer(key, as: .messageData, into: &data, in: .message, names: &names, repeated: &repeated, depth: depth + 1)
+            case .other:
+                _ = try s.skipValue(parentDepth: depth)
+            default:
+                _ = try s.scanNamed(key, in: .message, names: &names, repeated: &repeated, parentDepth: depth)
+            }
+        }
+    }
+
+    /// An object that may hold a hit's ids (`contextData`, `userInfo`, `message.data`,
+    /// `NOTIFICATION_USER_INFO`). The contract's names that it reads only at the top level are
+    /// only checked for repeats: another reader of the hit could take them from here.
+    private mutating func scanIdContainer(
+        _ object: HitObject, into container: inout IdContainer, repeated: inout RepeatedName, depth: Int
+    ) throws(ScanFailure) {
+        try scanContractObject(depth: depth) { (s: inout JSONScanner, key: HitKey, names: inout NamesMet) throws(ScanFailure) in
+            switch key {
+            case .pushDeliveryId: container.pushDeliveryId = try s.scanNamed(key, in: object, names: &names, repeated: &repeated, parentDepth: depth)
+            case .pushBroadlogId: container.pushBroadlogId = try s.scanNamed(key, in: object, names: &names, repeated: &repeated, parentDepth: depth)
+            case .deliveryId: container.deliveryId = try s.scanNamed(key, in: object, names: &names, repeated: &repeated, parentDepth: depth)
+            case .broadlogId: container.broadlogId = try s.scanNamed(key, in: object, names: &names, repeated: &repeated, parentDepth: depth)
+            case .trackingFlag: container.trackingFlag = try s.scanNamed(key, in: object, names: &names, repeated: &repeated, parentDepth: depth)
+            case .action: container.action = try s.scanNamed(key, in: object, names: &names, repeated: &repeated, parentDepth: depth)
+            case .aps: container.aps = try s.scanNamed(key, in: object, names: &names, repeated: &repeated, parentDepth: depth)
+            case .actionName, .url, .timestamp, .channel, .platform, .contextData, .userInfo, .message, .notificationUserInfo:
+                _ = try s.scanNamed(key, in: object, names: &names, repeated: &repeated, parentDepth: depth)
+            case .other, .data:
                 _ = try s.skipValue(parentDepth: depth)
             }
         }
     }
 
-    /// Scans a value that may be an id container. Resets `container` first (last key wins).
-    mutating func scanContainer(into container: inout IdContainer, depth: Int) throws(ScanFailure) -> JSONSpan {
-        container = IdContainer()
-        guard pos < count, base[pos] == UInt8(ascii: "{") else {
-            return try skipValue(parentDepth: depth - 1)
-        }
-        let start = pos
-        container.present = true
-        try scanObject(depth: depth) { (s: inout JSONScanner, key: HitKey) throws(ScanFailure) in
-            switch key {
-            case .pushDeliveryId: container.pushDeliveryId = try s.skipValue(parentDepth: depth)
-            case .pushBroadlogId: container.pushBroadlogId = try s.skipValue(parentDepth: depth)
-            case .deliveryId: container.deliveryId = try s.skipValue(parentDepth: depth)
-            case .broadlogId: container.broadlogId = try s.skipValue(parentDepth: depth)
-            case .trackingFlag: container.trackingFlag = try s.skipValue(parentDepth: depth)
-            case .action: container.action = try s.skipValue(parentDepth: depth)
-            case .aps: container.aps = try s.skipValue(parentDepth: depth)
-            default: _ = try s.skipValue(parentDepth: depth)
-            }
-        }
-        return JSONSpan(kind: .object, start: start, end: pos)
+    /// Whether two captured values are the same JSON text, byte for byte (a string and a
+    /// number with the same digits are not: the kinds differ).
+    func sameText(_ a: JSONSpan, _ b: JSONSpan) -> Bool {
+        guard a.kind == b.kind, a.end - a.start == b.end - b.start else { return false }
+        return rawBytes(a).elementsEqual(rawBytes(b))
     }
 
     /// Validates and skips one value at `pos`, returning where it was. Iterative, with an explicit
@@ -552,6 +675,14 @@ struct JSONScanner {
 
     func string(_ span: JSONSpan) -> String {
         withStringBytes(span) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A captured value's JSON text as written (a string with its quotes and escapes), with
+    /// tabs and line breaks between its tokens shown as spaces, for a one-line detail.
+    func text(_ span: JSONSpan) -> String {
+        let quote = span.kind == .string ? 1 : 0
+        let bytes = UnsafeRawBufferPointer(start: base + span.start - quote, count: span.end - span.start + 2 * quote)
+        return String(decoding: bytes.lazy.map { $0 == 0x09 || $0 == 0x0A || $0 == 0x0D ? 0x20 : $0 }, as: UTF8.self)
     }
 }
 

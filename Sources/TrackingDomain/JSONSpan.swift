@@ -52,9 +52,10 @@ struct JSONSpan: Sendable {
 }
 
 /// The fields captured from one object that may hold a hit's ids: the top level, `contextData`,
-/// `userInfo`, `message.data` or `NOTIFICATION_USER_INFO`.
+/// `userInfo`, `message.data` or `NOTIFICATION_USER_INFO`. Each holds the first value of its
+/// name (a hit that repeats one with another value is rejected before any is read).
 struct IdContainer: Sendable {
-    /// True when the key was present with an object value (the last occurrence wins).
+    /// True when the container's name was present with an object value.
     var present = false
     var pushDeliveryId = JSONSpan()    // _dId
     var pushBroadlogId = JSONSpan()    // _mId
@@ -69,6 +70,36 @@ struct IdContainer: Sendable {
     }
 }
 
+/// The objects of a hit that the contract reads, where a repeated name makes the hit ambiguous.
+enum HitObject: UInt8, Sendable {
+    case top, contextData, userInfo, message, messageData, notificationUserInfo
+
+    /// How details name the object.
+    var place: String {
+        switch self {
+        case .top: "at the top level"
+        case .contextData: "in contextData"
+        case .userInfo: "in userInfo"
+        case .message: "in message"
+        case .messageData: "in message.data"
+        case .notificationUserInfo: "in NOTIFICATION_USER_INFO"
+        }
+    }
+}
+
+/// The first of the contract's names that a hit repeats with another value (`duplicate_field`):
+/// JSON parsers disagree on which of the two counts, so the hit means different things to
+/// different readers.
+struct RepeatedName: Sendable {
+    /// `.other` while no name is repeated with another value.
+    var key = HitKey.other
+    var object = HitObject.top
+    var first = JSONSpan()
+    var second = JSONSpan()
+
+    var isPresent: Bool { key != .other }
+}
+
 /// Everything the normalizer needs from one message, captured in a single pass.
 struct RawHit: Sendable {
     var top = IdContainer()
@@ -80,8 +111,8 @@ struct RawHit: Sendable {
     var contextDataValue = JSONSpan()
     var url = JSONSpan()
     var message = JSONSpan()
-    var notificationUserInfoValue = JSONSpan()
     var timestamp = JSONSpan()
     var channel = JSONSpan()
     var platform = JSONSpan()
+    var repeated = RepeatedName()
 }

@@ -8,7 +8,9 @@
 ///
 /// Checks run in the contract's order and the first failure decides: `too_large`, then
 /// `malformed_json` / `too_deep` (in byte order: the first of the two met while scanning),
-/// `not_an_object`, the envelope (`not_a_tracking_action`, `malformed_tracking_url`),
+/// `not_an_object`, `duplicate_field` (a name the contract reads given twice with different
+/// values: which one the sender meant is unknowable, so no field of the hit can be trusted),
+/// the envelope (`not_a_tracking_action`, `malformed_tracking_url`),
 /// `conflicting_ids`, `missing_delivery_id`, `missing_broadlog_id`, `id_too_long`,
 /// `unknown_action`, `invalid_timestamp`, and only then the tracking rule. See ``HitShape``
 /// for how the shape is chosen and `docs/normalization.md` for every decision.
@@ -93,11 +95,11 @@ struct HitReader {
 
         var place: String {
             switch self {
-            case .top: "at the top level"
-            case .contextData: "in contextData"
-            case .userInfo: "in userInfo"
-            case .messageData: "in message.data"
-            case .notificationUserInfo: "in NOTIFICATION_USER_INFO"
+            case .top: HitObject.top.place
+            case .contextData: HitObject.contextData.place
+            case .userInfo: HitObject.userInfo.place
+            case .messageData: HitObject.messageData.place
+            case .notificationUserInfo: HitObject.notificationUserInfo.place
             }
         }
     }
@@ -113,6 +115,9 @@ struct HitReader {
     }
 
     func verdict(kafkaTimestamp: Int64?) -> Verdict {
+        if hit.repeated.isPresent {
+            return duplicateField(hit.repeated)
+        }
         if hit.actionName.isPresent || hit.contextDataValue.isPresent {
             return envelopeVerdict(kafkaTimestamp: kafkaTimestamp)
         }
@@ -139,6 +144,12 @@ struct HitReader {
             place = .top
         }
         return containerVerdict(idPlace: place, action: hit.top.action, kafkaTimestamp: kafkaTimestamp)
+    }
+
+    // MARK: Repeated names
+
+    private func duplicateField(_ repeated: RepeatedName) -> Verdict {
+        .rejected(.duplicateField, detail: "duplicate_field: \"\(repeated.key.name)\" is repeated \(repeated.object.place) with different values (\(excerpt(repeated.first)) and \(excerpt(repeated.second))); JSON readers disagree on which one counts, so send each field once")
     }
 
     // MARK: Shapes
@@ -386,6 +397,13 @@ struct HitReader {
 
     private func quoted(_ span: JSONSpan) -> String {
         JSONWriter.quote(scanner.string(span), limit: 80)
+    }
+
+    /// A value's JSON text as sent, cut like `quoted`: strings keep their quotes and escapes,
+    /// so that two spellings of one string can be told apart.
+    private func excerpt(_ span: JSONSpan) -> String {
+        let text = scanner.text(span)
+        return text.count > 80 ? String(text.prefix(80)) + "…" : text
     }
 
     private func found(_ push: JSONSpan, _ pushName: String, _ plain: JSONSpan, _ plainName: String) -> String {

@@ -14,6 +14,7 @@ package struct PostbackURL: Sendable, Equatable {
     package enum Failure: Error, Sendable, Equatable {
         case noQuery
         case noIdParameter
+        case repeatedIdParameter
         case badPercentEncoding
         case notUTF8
         case wrongPartCount(Int)
@@ -21,9 +22,11 @@ package struct PostbackURL: Sendable, Equatable {
     }
 
     /// Reads the query's `id` parameter: percent-decoded (and `+` as space, as form-encoded query
-    /// strings write it), split on commas, exactly three non-empty parts. When `id` appears more
-    /// than once the last one wins, like duplicate JSON keys. The path is not checked: tracking
-    /// servers are mounted under different prefixes.
+    /// strings write it), split on commas, exactly three non-empty parts. An `id` that appears
+    /// more than once is a failure, even with equal values, as the contract says: web servers
+    /// and frameworks disagree on which of the values a query means, like JSON parsers on a
+    /// repeated name. The path is not checked: tracking servers are mounted under different
+    /// prefixes.
     package static func parse(_ url: UnsafeRawBufferPointer) -> Result<PostbackURL, Failure> {
         var index = 0
         let count = url.count
@@ -43,6 +46,7 @@ package struct PostbackURL: Sendable, Equatable {
             while paramEnd < queryEnd, url[paramEnd] != UInt8(ascii: "&") { paramEnd += 1 }
             if paramEnd - paramStart >= 3, url[paramStart] == UInt8(ascii: "i"),
                url[paramStart + 1] == UInt8(ascii: "d"), url[paramStart + 2] == UInt8(ascii: "=") {
+                if idValue != nil { return .failure(.repeatedIdParameter) }
                 idValue = (paramStart + 3)..<paramEnd
             }
             paramStart = paramEnd + 1
@@ -117,6 +121,7 @@ extension PostbackURL.Failure {
         switch self {
         case .noQuery: "the url has no query string"
         case .noIdParameter: "the url's query has no \"id\" parameter"
+        case .repeatedIdParameter: "the url's query has more than one \"id\" parameter, so which one counts depends on who reads it"
         case .badPercentEncoding: "the \"id\" parameter has an invalid percent escape"
         case .notUTF8: "the \"id\" parameter does not decode to UTF-8"
         case .wrongPartCount(let n): "the \"id\" parameter has \(n) comma-separated part\(n == 1 ? "" : "s"), not 3"

@@ -3,6 +3,8 @@
 public enum RejectReason: String, Sendable, Hashable, CaseIterable {
     case malformedJSON = "malformed_json"
     case notAnObject = "not_an_object"
+    /// A name the contract reads, repeated in one object with another value.
+    case duplicateField = "duplicate_field"
     case notATrackingAction = "not_a_tracking_action"
     case malformedTrackingURL = "malformed_tracking_url"
     case conflictingIds = "conflicting_ids"

@@ -72,11 +72,14 @@ struct FuzzTests {
             }
         }
         // The mutations must actually reach the interesting verdicts, or the test proves little.
-        for expected in ["ok", "malformed_json", "not_an_object", "too_deep", "missing_delivery_id", "unknown_action"] {
+        for expected in ["ok", "malformed_json", "not_an_object", "too_deep", "duplicate_field", "missing_delivery_id", "unknown_action"] {
             #expect(reasons[expected, default: 0] > 0, "no mutated input was \(expected): \(reasons)")
         }
     }
 
+    /// The differential holds for hits that repeat a name too: Foundation reads them (keeping
+    /// one of the values) and so does the scanner, which then rejects the hit as
+    /// `duplicate_field`, not as `malformed_json` (`repeatedContractNames` checks that).
     @Test("mutated hits: malformed_json exactly when Foundation cannot parse the bytes")
     func mutatedAgreeWithFoundation() {
         let seeds = Self.seeds
@@ -90,6 +93,65 @@ struct FuzzTests {
             #expect(ours == Self.foundationAccepts(input), "disagreement on \(String(decoding: input, as: UTF8.self).debugDescription)")
         }
         #expect(malformed > 500)
+    }
+
+    /// The names the contract reads in each object it reads (docs/normalization.md, "Repeated
+    /// names"); `data` counts only in `message`.
+    static let contractNames = [
+        "_dId", "deliveryId", "_mId", "broadlogId", "action", "actionName", "timestamp", "channel", "platform", "url",
+        "_acsDeliveryTracking", "aps", "contextData", "userInfo", "message", "NOTIFICATION_USER_INFO",
+    ]
+
+    /// Values a repeat may carry: each is a different JSON text, some of them different texts
+    /// of one value (`"7"`, `7`, `"\u0037"`, `7.0`).
+    static let repeatValues = [
+        #""7""#, "7", #""\u0037""#, "7.0", #""1""#, #""2""#, #""on""#, #""off""#, #""ON""#, "null", "true", #""""#,
+        #""d57fd6""#, #""h1685a5""#, "1795300000000", #""2026-11-22T10:00:00Z""#, #""push""#, #""ios""#,
+        #""android""#, #""tracking""#, #""https://t.example.com/r/?id=h1,d1,7""#, "{}", #"{"_dId":"d","_mId":"b"}"#, "[]",
+    ]
+
+    @Test("a name the contract reads, given twice: duplicate_field unless both are the same JSON text, and then the verdict of one")
+    func repeatedContractNames() throws {
+        let seeds = GoldenCase.all
+            .filter { $0.expectedLine?.contains("\"status\":\"rejected\"") == false }
+            .compactMap { OrderedJSON.read($0.input) }
+            .filter { !$0.repeatsAName }
+        try #require(seeds.count > 40)
+        // Every object the contract reads in every seed, by place, so that each place gets its share.
+        var objects: [String: [(hit: OrderedJSON, path: [Int])]] = [:]
+        for hit in seeds {
+            for (path, place) in hit.contractObjects { objects[place, default: []].append((hit, path)) }
+        }
+        let places = ["top", "contextData", "userInfo", "message", "message.data", "NOTIFICATION_USER_INFO"]
+        #expect(Set(objects.keys) == Set(places))
+        var rng = SplitMix64(seed: 0xD0_B1E5)
+        for _ in 0..<3000 {
+            let place = places.randomElement(using: &rng)!
+            guard let (hit, path) = objects[place]?.randomElement(using: &rng) else { continue }
+            let name = (Self.contractNames + (place == "message" ? ["data"] : [])).randomElement(using: &rng)!
+            let members = hit.members(at: path)
+            // The hit with the name once: as it is, or with the name added.
+            var once = hit
+            let value: String
+            if let existing = members.first(where: { $0.name == name }) {
+                value = existing.value.text
+            } else {
+                value = Self.repeatValues.randomElement(using: &rng)!
+                once = hit.inserting(name: name, value: value, at: Int.random(in: 0...members.count, using: &rng), in: path)
+            }
+            let position = Int.random(in: 0...(members.count + 1), using: &rng)
+            let twiceSame = once.inserting(name: name, value: value, at: position, in: path)
+            let other = Self.repeatValues.filter { $0 != value }.randomElement(using: &rng)!
+            let twiceDifferent = once.inserting(name: name, value: other, at: position, in: path)
+
+            let onceVerdict = Normalizer().normalize(Array(once.text.utf8), kafkaTimestamp: 1_795_300_000_000)
+            let sameVerdict = Normalizer().normalize(Array(twiceSame.text.utf8), kafkaTimestamp: 1_795_300_000_000)
+            #expect(sameVerdict == onceVerdict, "\(twiceSame.text) against \(once.text)")
+            let differentVerdict = Normalizer().normalize(Array(twiceDifferent.text.utf8), kafkaTimestamp: 1_795_300_000_000)
+            #expect(differentVerdict.reason == .duplicateField, "\(twiceDifferent.text): \(differentVerdict)")
+            // Foundation reads the ambiguous hit as valid JSON, taking one of the two values.
+            #expect(Self.foundationAccepts(Array(twiceDifferent.text.utf8)))
+        }
     }
 
     @Test("random valid JSON documents are never malformed_json, and Foundation agrees they are valid")
@@ -201,6 +263,156 @@ struct ValidJSONGenerator {
     private func hex4(_ unit: UInt16) -> String {
         let digits = String(unit, radix: 16)
         return String(repeating: "0", count: 4 - digits.count) + digits
+    }
+}
+
+/// A valid JSON text read as a tree that keeps every object's members in order (repeats
+/// included) and every other value's text as written, so that a test can add a member to one
+/// object and write the hit back.
+indirect enum OrderedJSON {
+    case object([Member])
+    case other(String)
+
+    struct Member {
+        /// The name decoded, and as written (with its quotes and escapes).
+        var name: String
+        var nameText: String
+        var value: OrderedJSON
+    }
+
+    static func read(_ bytes: [UInt8]) -> OrderedJSON? {
+        var reader = Reader(bytes: bytes)
+        return reader.value()
+    }
+
+    /// The JSON text, without whitespace between an object's members.
+    var text: String {
+        switch self {
+        case .object(let members): "{" + members.map { $0.nameText + ":" + $0.value.text }.joined(separator: ",") + "}"
+        case .other(let text): text
+        }
+    }
+
+    /// The objects the contract reads, as paths of member indices, with how details name them.
+    var contractObjects: [(path: [Int], place: String)] {
+        guard case .object(let members) = self else { return [] }
+        var objects: [(path: [Int], place: String)] = [([], "top")]
+        for (index, member) in members.enumerated() {
+            guard case .object(let inner) = member.value else { continue }
+            switch member.name {
+            case "contextData", "userInfo", "NOTIFICATION_USER_INFO":
+                objects.append(([index], member.name))
+            case "message":
+                objects.append(([index], "message"))
+                for (dataIndex, data) in inner.enumerated() where data.name == "data" {
+                    if case .object = data.value { objects.append(([index, dataIndex], "message.data")) }
+                }
+            default:
+                break
+            }
+        }
+        return objects
+    }
+
+    /// Whether any object in the tree gives a name twice.
+    var repeatsAName: Bool {
+        guard case .object(let members) = self else { return false }
+        return Set(members.map(\.name)).count < members.count || members.contains { $0.value.repeatsAName }
+    }
+
+    func members(at path: [Int]) -> [Member] {
+        guard case .object(let members) = self else { return [] }
+        guard let first = path.first else { return members }
+        return members[first].value.members(at: Array(path.dropFirst()))
+    }
+
+    func inserting(name: String, value: String, at position: Int, in path: [Int]) -> OrderedJSON {
+        guard case .object(var members) = self else { return self }
+        if let first = path.first {
+            members[first].value = members[first].value.inserting(name: name, value: value, at: position, in: Array(path.dropFirst()))
+        } else {
+            members.insert(Member(name: name, nameText: "\"\(name)\"", value: .other(value)), at: min(position, members.count))
+        }
+        return .object(members)
+    }
+
+    /// Reads valid JSON only (the golden inputs that are not rejected).
+    private struct Reader {
+        let bytes: [UInt8]
+        var index = 0
+
+        mutating func value() -> OrderedJSON? {
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: "{") { return object() }
+            let start = index
+            skipScalarOrArray()
+            return .other(String(decoding: bytes[start..<index], as: UTF8.self))
+        }
+
+        private mutating func object() -> OrderedJSON? {
+            index += 1
+            var members: [Member] = []
+            skipWhitespace()
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(members)
+            }
+            while true {
+                skipWhitespace()
+                let start = index
+                skipString()
+                let nameText = String(decoding: bytes[start..<index], as: UTF8.self)
+                guard let name = (try? JSONSerialization.jsonObject(with: Data(nameText.utf8), options: .fragmentsAllowed)) as? String else { return nil }
+                skipWhitespace()
+                index += 1  // :
+                guard let value = value() else { return nil }
+                members.append(Member(name: name, nameText: nameText, value: value))
+                skipWhitespace()
+                let separator = bytes[index]
+                index += 1
+                if separator == UInt8(ascii: "}") { return .object(members) }
+            }
+        }
+
+        private mutating func skipWhitespace() {
+            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        }
+
+        private mutating func skipString() {
+            index += 1
+            while bytes[index] != UInt8(ascii: "\"") {
+                index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
+            }
+            index += 1
+        }
+
+        /// A string, number, literal or array (arrays hold no object the contract reads).
+        private mutating func skipScalarOrArray() {
+            var depth = 0
+            while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: "\""):
+                    skipString()
+                    if depth == 0 { return }
+                    continue
+                case UInt8(ascii: "["), UInt8(ascii: "{"):
+                    depth += 1
+                case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                    if depth == 0 { return }
+                    depth -= 1
+                    if depth == 0 {
+                        index += 1
+                        return
+                    }
+                case UInt8(ascii: ","), 0x20, 0x09, 0x0A, 0x0D:
+                    if depth == 0 { return }
+                default:
+                    break
+                }
+                index += 1
+            }
+        }
     }
 }
 

@@ -96,6 +96,7 @@ struct NormalizerTests {
             "", "[]", #"{"actionName":"x"}"#, #"{"url":"x"}"#, #"{"_dId":"a","deliveryId":"b"}"#,
             #"{"action":"7"}"#, #"{"deliveryId":"d"}"#, #"{"deliveryId":"d","broadlogId":"b"}"#,
             #"{"deliveryId":"d","broadlogId":"b","action":"7","timestamp":"x"}"#,
+            #"{"deliveryId":"d","broadlogId":"b","action":"7","action":"1"}"#,
         ]
         for input in inputs {
             guard case .rejected(let reason, let detail) = Normalizer().normalize(Array(input.utf8), kafkaTimestamp: nil) else {

@@ -22,6 +22,10 @@ import TrackingDomain
 ///    nor `too_large` (inputs stay under the 1 MiB limit), and its detail starts with its code.
 /// 7. The verdict's JSON line (what `trackpipe normalize` prints) is well-formed JSON: fed back
 ///    to the normalizer it is read as an object with no ids, so it is `missing_delivery_id`.
+/// 8. Repeated names (docs/normalization.md): for a valid object, the verdict is
+///    `duplicate_field` exactly when `JSONReference` finds, in an object the contract reads, a
+///    name the contract reads given twice with different JSON texts; and when every repeat it
+///    finds has its first value's text, the message without those repeats gets the same verdict.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzNormalizer(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     checkNormalizer(UnsafeRawBufferPointer(start: data, count: size))
@@ -62,6 +66,7 @@ func checkNormalizer(_ input: UnsafeRawBufferPointer) {
             fuzzRequire(reason == expected, "\(describeInput(input)): the reference reads \(reference), the normalizer says \(verdict)")
         } else {
             fuzzRequire(reason.map { !structural.contains($0) } ?? true, "\(describeInput(input)): the reference reads an object, the normalizer says \(verdict)")
+            checkRepeatedNames(verdict, reader: reader, input: input)
         }
     }
 
@@ -81,6 +86,25 @@ func checkNormalizer(_ input: UnsafeRawBufferPointer) {
     if case .rejected(.missingDeliveryId, _) = reread {} else {
         fuzzRequire(false, "\(describeInput(input)): its verdict line \(String(decoding: line, as: UTF8.self)) reads back as \(reread)")
     }
+}
+
+/// Property 8, for a message the reference read as a valid object.
+func checkRepeatedNames(_ verdict: Verdict, reader: JSONReference, input: UnsafeRawBufferPointer) {
+    let isDuplicateField = if case .rejected(.duplicateField, _) = verdict { true } else { false }
+    fuzzRequire(
+        isDuplicateField == reader.repeatsWithAnotherValue,
+        "\(describeInput(input)): the reference \(reader.repeatsWithAnotherValue ? "finds" : "finds no") name repeated with another value, the normalizer says \(verdict)")
+    guard !reader.repeatsWithAnotherValue, !reader.sameValueRepeats.isEmpty else { return }
+    var without: [UInt8] = []
+    var next = 0
+    // A repeat inside a repeated container goes with it.
+    for cut in reader.sameValueRepeats.sorted(by: { $0.lowerBound < $1.lowerBound }) where cut.lowerBound >= next {
+        without += input[next..<cut.lowerBound]
+        next = cut.upperBound
+    }
+    without += input[next...]
+    let once = normalizer.normalize(without, kafkaTimestamp: kafkaTime)
+    fuzzRequire(once == verdict, "\(describeInput(input)): \(verdict), but without its repeats \(String(decoding: without, as: UTF8.self).debugDescription) gives \(once)")
 }
 
 func checkAccepted(_ event: TrackingEvent, input: UnsafeRawBufferPointer) {
@@ -115,6 +139,11 @@ func checkAccepted(_ event: TrackingEvent, input: UnsafeRawBufferPointer) {
 /// after the value. It stops at the first of a syntax error and a container opened deeper than
 /// `maxDepth` (the top-level value is depth 1), as the normalizer does, so at most `maxDepth`
 /// frames of recursion.
+///
+/// On the way it notes, in the objects the contract reads, the names the contract reads that
+/// are given more than once (names compared decoded, values by their JSON text): every
+/// occurrence of a container is looked into, which finds what the normalizer finds in the
+/// first, since a second one with the same text holds the same names.
 struct JSONReference {
     enum Reading: Equatable {
         case valid(isObject: Bool)
@@ -124,9 +153,23 @@ struct JSONReference {
 
     private enum Stop: Error { case malformed, tooDeep }
 
+    /// The objects the contract reads (docs/normalization.md, "Repeated names").
+    private enum ContractObject { case top, container, message }
+
+    private static let contractNames: Set<[UInt8]> = Set([
+        "_dId", "deliveryId", "_mId", "broadlogId", "action", "actionName", "timestamp", "channel", "platform", "url",
+        "_acsDeliveryTracking", "aps", "contextData", "userInfo", "message", "NOTIFICATION_USER_INFO",
+    ].map { Array($0.utf8) })
+    private static let topLevelContainers: Set<[UInt8]> = Set(["contextData", "userInfo", "NOTIFICATION_USER_INFO"].map { Array($0.utf8) })
+
     private let bytes: [UInt8]
     private let maxDepth: Int
     private var index = 0
+    /// A name the contract reads, given twice with different JSON texts in an object it reads.
+    private(set) var repeatsWithAnotherValue = false
+    /// Each later occurrence of such a name with the same text as the first, from the comma
+    /// before it to the end of its value: what can be cut out to leave one occurrence.
+    private(set) var sameValueRepeats: [Range<Int>] = []
 
     init(_ bytes: [UInt8], maxDepth: Int) {
         self.bytes = bytes
@@ -137,7 +180,7 @@ struct JSONReference {
         do throws(Stop) {
             skipWhitespace()
             let isObject = peek == UInt8(ascii: "{")
-            try value(depth: 1)
+            try value(depth: 1, object: .top)
             skipWhitespace()
             guard index == bytes.count else { throw Stop.malformed }
             return .valid(isObject: isObject)
@@ -157,7 +200,8 @@ struct JSONReference {
         index += 1
     }
 
-    private mutating func value(depth: Int) throws(Stop) {
+    /// `object`: which object the contract reads this value is, if it is an object.
+    private mutating func value(depth: Int, object: ContractObject? = nil) throws(Stop) {
         guard let b = peek else { throw .malformed }
         switch b {
         case UInt8(ascii: "{"), UInt8(ascii: "["):
@@ -166,16 +210,41 @@ struct JSONReference {
             index += 1
             skipWhitespace()
             if peek == close { index += 1; return }
+            var firstTexts: [[UInt8]: ArraySlice<UInt8>] = [:]
+            var memberStart = index
             while true {
+                var name: [UInt8] = []
                 if close == UInt8(ascii: "}") {
-                    try string()
+                    name = try string()
                     skipWhitespace()
                     try take(UInt8(ascii: ":"))
                     skipWhitespace()
                 }
-                try value(depth: depth + 1)
+                let counts = object != nil && (Self.contractNames.contains(name) || object == .message && name == Array("data".utf8))
+                let inner: ContractObject? =
+                    switch object {
+                    case .top where name == Array("message".utf8): .message
+                    case .top where Self.topLevelContainers.contains(name): .container
+                    case .message where name == Array("data".utf8): .container
+                    default: nil
+                    }
+                let valueStart = index
+                try value(depth: depth + 1, object: inner)
+                if counts {
+                    let text = bytes[valueStart..<index]
+                    if let first = firstTexts[name] {
+                        if first == text {
+                            sameValueRepeats.append(memberStart..<index)
+                        } else {
+                            repeatsWithAnotherValue = true
+                        }
+                    } else {
+                        firstTexts[name] = text
+                    }
+                }
                 skipWhitespace()
                 if peek == UInt8(ascii: ",") {
+                    memberStart = index
                     index += 1
                     skipWhitespace()
                     continue
@@ -184,7 +253,7 @@ struct JSONReference {
                 return
             }
         case UInt8(ascii: "\""):
-            try string()
+            _ = try string()
         case UInt8(ascii: "t"): try literal("true")
         case UInt8(ascii: "f"): try literal("false")
         case UInt8(ascii: "n"): try literal("null")
@@ -233,36 +302,45 @@ struct JSONReference {
     /// Both cases; a digit's value is its index modulo 16.
     private static let hexDigits = Array("0123456789abcdef0123456789ABCDEF".utf8)
 
-    private mutating func string() throws(Stop) {
+    /// Reads a string and returns its contents decoded, as UTF-8.
+    private mutating func string() throws(Stop) -> [UInt8] {
         try take(UInt8(ascii: "\""))
+        var decoded: [UInt8] = []
         while true {
             guard let b = peek else { throw .malformed }
             switch b {
             case UInt8(ascii: "\""):
                 index += 1
-                return
+                return decoded
             case UInt8(ascii: "\\"):
                 index += 1
                 guard let e = peek else { throw .malformed }
                 index += 1
                 switch e {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
-                     UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-                    break
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded.append(e)
+                case UInt8(ascii: "b"): decoded.append(0x08)
+                case UInt8(ascii: "f"): decoded.append(0x0C)
+                case UInt8(ascii: "n"): decoded.append(0x0A)
+                case UInt8(ascii: "r"): decoded.append(0x0D)
+                case UInt8(ascii: "t"): decoded.append(0x09)
                 case UInt8(ascii: "u"):
-                    let unit = try hex4()
-                    if (0xDC00...0xDFFF).contains(unit) { throw .malformed }
-                    if (0xD800...0xDBFF).contains(unit) {
+                    var scalar = try hex4()
+                    if (0xDC00...0xDFFF).contains(scalar) { throw .malformed }
+                    if (0xD800...0xDBFF).contains(scalar) {
                         try take(UInt8(ascii: "\\"))
                         try take(UInt8(ascii: "u"))
-                        guard (0xDC00...0xDFFF).contains(try hex4()) else { throw .malformed }
+                        let low = try hex4()
+                        guard (0xDC00...0xDFFF).contains(low) else { throw .malformed }
+                        scalar = 0x10000 + (scalar - 0xD800) << 10 + (low - 0xDC00)
                     }
+                    decoded += Array(String(Character(Unicode.Scalar(scalar)!)).utf8)
                 default:
                     throw .malformed
                 }
             case 0..<0x20:
                 throw .malformed
             case 0x20..<0x80:
+                decoded.append(b)
                 index += 1
             default:
                 // One multi-byte sequence: its length from the lead byte, its validity (no
@@ -271,6 +349,7 @@ struct JSONReference {
                 guard index + length <= bytes.count,
                       String(validating: bytes[index..<(index + length)], as: UTF8.self) != nil
                 else { throw .malformed }
+                decoded += bytes[index..<(index + length)]
                 index += length
             }
         }

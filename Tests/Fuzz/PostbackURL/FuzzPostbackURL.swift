@@ -66,8 +66,8 @@ func checkPostbackURL(_ input: UnsafeRawBufferPointer) {
 private let comma = UInt8(ascii: ",")
 
 /// The documented rules, step by step: the query is what follows the first `?` (a `#` before
-/// it means there is none) up to the next `#`; parameters are separated by `&`; the last
-/// `id=` parameter wins; its value is percent-decoded with `+` as a space and must be UTF-8;
+/// it means there is none) up to the next `#`; parameters are separated by `&`; exactly one
+/// of them may start with `id=`; its value is percent-decoded with `+` as a space and must be UTF-8;
 /// it splits on `,` into exactly three non-empty parts (broadlogId, deliveryId, action).
 func referenceParse(_ url: [UInt8]) -> Outcome {
     guard let questionMark = url.firstIndex(of: UInt8(ascii: "?")),
@@ -76,7 +76,9 @@ func referenceParse(_ url: [UInt8]) -> Outcome {
     var query = url[(questionMark + 1)...]
     if let hash = query.firstIndex(of: UInt8(ascii: "#")) { query = query[..<hash] }
     let parameters = query.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false)
-    guard let id = parameters.last(where: { $0.starts(with: "id=".utf8) }) else { return .failure(.noIdParameter) }
+    let ids = parameters.filter { $0.starts(with: "id=".utf8) }
+    guard ids.count < 2 else { return .failure(.repeatedIdParameter) }
+    guard let id = ids.first else { return .failure(.noIdParameter) }
 
     let value = Array(id.dropFirst(3))
     var decoded: [UInt8] = []
