@@ -1,4 +1,5 @@
 import ArgumentParser
+import Windowing
 import Foundation
 import Logging
 import TrackingDomain
@@ -102,6 +103,15 @@ struct Environment: Sendable {
         if let commandLine { return Setting(flag: flag, text: commandLine, origin: .commandLine) }
         if let text = value(forFlag: flag) { return Setting(flag: flag, text: text, origin: .environment) }
         return Setting(flag: flag, text: fallback, origin: .defaultValue)
+    }
+
+    /// `--emit` (`TRACKPIPE_EMIT`): when window records go out.
+    func emission(_ commandLine: String?) throws -> WindowEmission {
+        let setting = setting("emit", commandLine, default: "changes")
+        guard let emission = WindowEmission(rawValue: setting.text) else {
+            throw ValidationError("\(setting.label): say changes (every change of a window, the default) or final (one record per window, once nothing can change it)")
+        }
+        return emission
     }
 
     /// A duration setting in milliseconds. Errors read `TRACKPIPE_GRACE=-5s: durations cannot

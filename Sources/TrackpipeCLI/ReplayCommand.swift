@@ -33,6 +33,7 @@ struct ReplayCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "A partition quiet this long stops holding event time back. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)") var idleTimeout: String?
+    @Option(help: "\(RunCommand.emitHelp) (env TRACKPIPE_EMIT, default changes)") var emit: String?
     @Option(parsing: .unconditional, help: "Dead-letter hits stamped more than this after their Kafka timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)") var maxFutureSkew: String?
     @Option(parsing: .unconditional, help: "Dead-letter input records with more Kafka headers than this, as too_many_headers. (env TRACKPIPE_MAX_HEADERS, default 64)")
     var maxHeaders: Int?
@@ -51,7 +52,7 @@ struct ReplayCommand: ParsableCommand {
 
     /// The flags that read `TRACKPIPE_<FLAG>` (`-X`'s `TRACKPIPE_X` too).
     static let environmentFlags = [
-        "brokers", "input-topic", "output-topic", "dlq-topic", "window", "grace", "retention", "idle-timeout", "max-future-skew", "max-headers", "shards",
+        "brokers", "input-topic", "output-topic", "dlq-topic", "window", "grace", "retention", "idle-timeout", "emit", "max-future-skew", "max-headers", "shards",
         "log-level", "log-format", "x",
     ]
 
@@ -74,6 +75,7 @@ struct ReplayCommand: ParsableCommand {
             throw ValidationError("--window, --grace, --retention, --idle-timeout: \(problem)")
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle)
+        config.window.emission = try environment.emission(emit)
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
         config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
         config.shards = try environment.integer("shards", shards, default: ProcessInfo.processInfo.activeProcessorCount)

@@ -41,6 +41,7 @@ struct RunCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "Advance time by the wall clock when a partition is quiet this long. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)")
     var idleTimeout: String?
+    @Option(help: "\(emitHelp) (env TRACKPIPE_EMIT, default changes)") var emit: String?
     @Option(help: "\(shardsHelp) (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
     @Flag(help: "Read to the end offsets noted at assignment, emit every window, commit, exit. (env TRACKPIPE_UNTIL_END)")
     var untilEnd = false
@@ -86,7 +87,7 @@ struct RunCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "state-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "shards", "until-end", "connect-timeout", "allow-lost-input", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
+        "emit", "shards", "until-end", "connect-timeout", "allow-lost-input", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -98,6 +99,9 @@ struct RunCommand: ParsableCommand {
     /// and docs/glossary.md, word for word (HelpTextTests holds them to this).
     static let shardsHelp =
         "Lanes (Dispatch workers) working at once: the normalize stage judges a batch on them, the aggregate stage counts that many window tasks side by side (replay splits its one task into that many shards, by delivery); 1 to 1024, results do not depend on it."
+
+    /// What `--emit` means, in run and replay alike.
+    static let emitHelp = "When window records go out: changes (at the window's end plus grace, then with every correction until its end plus retention) or final (one record per window, once nothing can change it: event time past its end plus retention, or the end of a bounded run; a backfill then writes the same records for the same input)."
 
     /// `--connect-timeout`'s default: long enough for a broker restart or a rolling upgrade, short
     /// enough that a backfill Job pointed at the wrong address fails within minutes.
@@ -136,6 +140,7 @@ struct RunCommand: ParsableCommand {
             throw ValidationError("\(involved.map { text($0.0, $0.1, $0.2).label }.joined(separator: ", ")): \(problem)")
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
+        config.window.emission = try environment.emission(emit)
         config.shards = try environment.integer("shards", shards, default: ProcessInfo.processInfo.activeProcessorCount)
         guard (1...Self.maxShards).contains(config.shards) else {
             throw ValidationError(

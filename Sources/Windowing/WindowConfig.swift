@@ -17,6 +17,9 @@ public struct WindowConfig: Sendable, Hashable {
     /// Upper bound on retained (window, delivery, broadlog) entries; reaching it evicts the
     /// oldest windows early instead of growing until the process is killed.
     public var maxEntries: Int
+    /// When a window's record goes out. Not a parameter of `init`: the contract's default
+    /// (every change) is what almost every caller wants.
+    public var emission: WindowEmission = .changes
 
     /// Traps on nonsensical combinations: they are configuration errors the CLI must reject
     /// up front, not conditions to survive at runtime.
@@ -46,4 +49,18 @@ public struct WindowConfig: Sendable, Hashable {
         if maxEntries <= 0 { return "the entry cap must be at least 1" }
         return nil
     }
+}
+
+/// When a window's record goes out.
+public enum WindowEmission: String, Sendable, Hashable, CaseIterable {
+    /// Once event time passes the window's end plus grace, then again with every correction
+    /// until its end plus retention: the contract's default, for live dashboards. A sink keeps
+    /// the last record (or the highest revision) per key.
+    case changes
+    /// Once, when nothing can change the window any more: event time past its end plus
+    /// retention, or the end of a bounded input. A backfill then writes one record per window,
+    /// the same records for the same input whatever the partitions, shards and timing (Kafka
+    /// Streams' `suppress(untilWindowCloses)`, with the retention as the close). The record of a
+    /// window comes a retention later than with `changes`.
+    case final
 }

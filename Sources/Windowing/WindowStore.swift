@@ -144,7 +144,9 @@ struct WindowStore: Sendable {
             cursor = 0
         }
 
-        for index in slots.indices {
+        // With final emission, a window goes out only as it is evicted above (or as a bounded
+        // run ends, `flushAll`).
+        for index in slots.indices where config.emission == .changes {
             if slots[index].emitted {
                 if !slots[index].dirtyIds.isEmpty { reemitDirty(at: index, into: &out) }
             } else if let watermark, EventTimeMath.add(slots[index].end, config.grace) <= watermark {

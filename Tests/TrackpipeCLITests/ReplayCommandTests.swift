@@ -91,6 +91,69 @@ struct ReplayCommandTests {
         for (key, object) in fromStdout { #expect(NSDictionary(dictionary: object).isEqual(to: backfill[key]!), "\(key)") }
     }
 
+    @Test("--emit final: three replays (other shards, another partition count) write the same records, one per window, each the last record of a default replay; run --until-end --emit final writes one per window too")
+    func finalEmission() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 8)
+        try broker.createTopic("hits-3", partitions: 3)
+        for topic in ["final-run", "dlq", "final-repartition", "final-state"] { try broker.createTopic(topic, partitions: 4) }
+        // An hour and a half of event time: windows are evicted (and written) while the replay
+        // reads, not only at its end; late hits and SDK retries included.
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 9_000, seed: 77, deliveries: 6, span: 90 * 60_000)).generate())
+        // Then hits of the same deliveries for windows closed long before, still within the
+        // retention: corrections for the default emission.
+        let late = Corpus(
+            HitStream(
+                HitStreamConfig(
+                    count: 400, seed: 78, deliveries: 6, start: Self.start + 40 * 60_000, span: 30 * 60_000, deliverySeed: 77,
+                    firstRecipient: 1_000_000)
+            ).generate())
+        for topic in ["hits", "hits-3"] {
+            try corpus.produce(0..<corpus.hits.count, to: topic, on: broker)
+            try late.produce(0..<late.hits.count, to: topic, on: broker)
+        }
+        let binary = try TrackpipeBinary.locate()
+        let common = ["--brokers", broker.bootstrapServers, "--log-level", "warning", "-X", "session.timeout.ms=6000"]
+        func replay(_ input: String, shards: Int, emit: String) throws -> String {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("final-\(UUID()).jsonl")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let run = try binary.run(
+                ["replay", "--input-topic", input, "--output-file", file.path, "--shards", "\(shards)", "--emit", emit] + common)
+            #expect(run.exitCode == 0, "\(run.stderr)")
+            return try String(contentsOf: file, encoding: .utf8)
+        }
+        func keyed(_ lines: [Substring]) throws -> [(String, [String: Any])] {
+            try lines.map { line in
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                return ("\(object["deliveryId"]!)@\(object["windowStart"]!)", object)
+            }
+        }
+        var lastOfChanges: [String: [String: Any]] = [:]
+        let changes = try keyed(try replay("hits", shards: 2, emit: "changes").split(separator: "\n"))
+        for (key, object) in changes { lastOfChanges[key] = object }
+        #expect(changes.count > lastOfChanges.count, "the default replay writes corrections too")
+
+        let finals = [try replay("hits", shards: 1, emit: "final"), try replay("hits", shards: 3, emit: "final"), try replay("hits-3", shards: 2, emit: "final")]
+        #expect(finals[0] == finals[1] && finals[0] == finals[2], "the same records in the same order, whatever the shards and partitions")
+        let records = try keyed(finals[0].split(separator: "\n"))
+        #expect(records.count == lastOfChanges.count && Set(records.map(\.0)) == Set(lastOfChanges.keys), "one record per window, every window")
+        for (key, object) in records {
+            #expect(NSDictionary(dictionary: object).isEqual(to: lastOfChanges[key]!), "\(key): final \(object), last of the default \(lastOfChanges[key]!)")
+        }
+
+        // The live worker's bounded mode: one record per window as well, the same ones.
+        let run = try binary.run(
+            ["run", "--input-topic", "hits", "--output-topic", "final-run", "--dlq-topic", "dlq", "--group", "final", "--until-end", "--emit", "final"]
+                + common)
+        #expect(run.exitCode == 0, "\(run.stderr)")
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "final-reader", "log_level": "3"]))
+        let written = try reader.readToEnd(topic: "final-run", partitions: 4, timeoutSeconds: SafetyDeadline.seconds)
+        #expect(written.count == lastOfChanges.count, "one record per window")
+        for (key, object) in try lastByKey(written) {
+            #expect(NSDictionary(dictionary: object).isEqual(to: lastOfChanges[key] ?? [:]), "\(key)")
+        }
+    }
+
     @Test("bad ranges are refused with a message that says what to type", arguments: [
         (["--from", "2026-11-22T10:05:30Z"], "--from 2026-11-22T10:05:30Z is not on a window boundary (windows of 60 s start at multiples of the window size since the Unix epoch): use 2026-11-22T10:05:00Z or 2026-11-22T10:06:00Z"),
         (["--from", "2026-11-22T10:05:00Z", "--to", "2026-11-22T10:05:00Z"], "--to 2026-11-22T10:05:00Z is not after --from 2026-11-22T10:05:00Z: the range [from, to) would be empty; for one window write --to 2026-11-22T10:06:00Z"),
