@@ -99,6 +99,12 @@ public struct PipelineConfig: Sendable {
             // Fetch responses that size (librdkafka's default would be the queue bound, 8 MB):
             // each is one allocation, kept until its last message is consumed.
             "fetch.max.bytes": "\(Self.fetchMaxBytes(messageMaxBytes: kafkaProperties["message.max.bytes"]))",
+            // A fetch that finds nothing new waits at most this long. A broker answers as soon
+            // as records come, but librdkafka's embedded broker holds an empty fetch for the
+            // whole wait: at the default 500 ms each of the two hops (input, repartition topic)
+            // added up to half a second before a closed window's record (trackpipe-bench
+            // freshness). An idle consumer asks a little more often; one that reads, no more.
+            "fetch.wait.max.ms": "100",
             "client.id": clientId,
         ]
         if readingAhead {

@@ -154,6 +154,32 @@ struct ReplayCommandTests {
         }
     }
 
+    @Test("another --window than the group's or the output topic's: run and replay exit 64 naming both sizes, and write nothing")
+    func windowSizeChangeRefused() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 4)
+        for topic in ["aggregates", "dlq", "sized-repartition", "sized-state"] { try broker.createTopic(topic, partitions: 4) }
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 1_500, seed: 79, deliveries: 4)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let binary = try TrackpipeBinary.locate()
+        let common = [
+            "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", "aggregates", "--log-level", "warning", "-X",
+            "session.timeout.ms=6000",
+        ]
+        let first = try binary.run(["run", "--dlq-topic", "dlq", "--group", "sized", "--until-end"] + common)
+        #expect(first.exitCode == 0, "\(first.stderr)")
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "sized-reader", "log_level": "3"]))
+        let written = try reader.readToEnd(topic: "aggregates", partitions: 4, timeoutSeconds: SafetyDeadline.seconds).count
+
+        let run = try binary.run(["run", "--dlq-topic", "dlq", "--group", "sized", "--until-end", "--window", "5m"] + common)
+        #expect(run.exitCode == 64, "\(run.stderr)")
+        #expect(run.stderr.contains("counted windows of 1m") && run.stderr.contains("--window 5m"), "\(run.stderr)")
+        let replay = try binary.run(["replay", "--window", "5m"] + common)
+        #expect(replay.exitCode == 64, "\(replay.stderr)")
+        #expect(replay.stderr.contains("holds windows of 1m") && replay.stderr.contains("new --output-topic"), "\(replay.stderr)")
+        #expect(try reader.readToEnd(topic: "aggregates", partitions: 4, timeoutSeconds: SafetyDeadline.seconds).count == written)
+    }
+
     @Test("bad ranges are refused with a message that says what to type", arguments: [
         (["--from", "2026-11-22T10:05:30Z"], "--from 2026-11-22T10:05:30Z is not on a window boundary (windows of 60 s start at multiples of the window size since the Unix epoch): use 2026-11-22T10:05:00Z or 2026-11-22T10:06:00Z"),
         (["--from", "2026-11-22T10:05:00Z", "--to", "2026-11-22T10:05:00Z"], "--to 2026-11-22T10:05:00Z is not after --from 2026-11-22T10:05:00Z: the range [from, to) would be empty; for one window write --to 2026-11-22T10:06:00Z"),

@@ -4,20 +4,26 @@ import Logging
 /// Commits what a stage says is safe, and only once it is safe: every record sent so far, on
 /// every destination, must be acknowledged first (a producer flush), so a commit never covers
 /// input whose output could still be lost. Commits happen every `interval`, when a window
-/// closes (at most one such early commit per `earlySpacing`), before partitions are given away,
-/// and at the end of a run.
+/// closes (rationed: a few at once, then one per `earlySpacing`), before partitions are given
+/// away, and at the end of a run.
 struct CommitCoordinator {
     let stageName: String
     let enabled: Bool
     let interval: Int64
     let logger: Logger
     private var lastCommitAt: Int64 = 0
-    private var lastEarlyCommitAt: Int64 = .min / 2
-    /// The least time between two commits made because windows closed. Windows are aligned to
-    /// the epoch, so a live stream closes all of them at once and pays one early commit per
-    /// window length; a backlog closes windows batch after batch, and without this would be read
-    /// at commit speed.
+    /// Commits for closed windows are rationed like tokens in a bucket: `earlyBurst` at once,
+    /// one more every `earlySpacing`. Windows are aligned to the epoch, so a live stream closes
+    /// all of them within a second of each other, though not in one turn (each task's event
+    /// time passes the boundary when its sources' marks arrive): the burst lets each of those
+    /// moments commit at once, and the stream pays a few early commits per window length. A
+    /// backlog closes windows batch after batch, and without the ration would be read at commit
+    /// speed: after the burst it pays one early commit a second.
     static let earlySpacing: Int64 = 1_000
+    static let earlyBurst: Int64 = 4
+    /// Early commits in hand, times `earlySpacing`, as of `earlyCountedAt`.
+    private var earlyCredit: Int64 = earlyBurst * earlySpacing
+    private var earlyCountedAt: Int64 = .min / 2
     /// A commit was refused because the group moved on to another generation. librdkafka
     /// answers such a refusal by giving up the whole assignment and joining again, which starts
     /// another rebalance for every member; a member that kept committing on its interval while
@@ -37,10 +43,14 @@ struct CommitCoordinator {
 
     func isDue(now: Int64) -> Bool { enabled && !awaitsNewGeneration && now - lastCommitAt >= interval }
 
-    /// Whether a commit for closed windows may be made now; if so, it counts as one.
+    /// Whether a commit for closed windows may be made now; if so, it takes one from the ration.
     mutating func takeEarlyCommit(now: Int64) -> Bool {
-        guard enabled, !awaitsNewGeneration, now - lastEarlyCommitAt >= Self.earlySpacing else { return false }
-        lastEarlyCommitAt = now
+        guard enabled, !awaitsNewGeneration else { return false }
+        let cap = Self.earlyBurst * Self.earlySpacing
+        earlyCredit = min(cap, earlyCredit + max(0, min(now - earlyCountedAt, cap)))
+        earlyCountedAt = now
+        guard earlyCredit >= Self.earlySpacing else { return false }
+        earlyCredit -= Self.earlySpacing
         return true
     }
 
