@@ -241,7 +241,7 @@ struct RealTrafficTests {
         #expect(stage.ownedPartitions == [1])
         // And the normalize stage refuses a window checkpoint (the one-stage mode's) the same way.
         var upstream = normalize()
-        let window = Checkpoint(evictedBefore: 0, processedThrough: 10).encoded
+        let window = Checkpoint(evictedBefore: 0, processedThrough: 10, changelog: 0).encoded
         #expect(throws: PipelineError.self) {
             try upstream.assignEmpty([PartitionStart(partition: 0, committedOffset: 5, metadata: window, logStart: 0)], now: Self.now)
         }

@@ -10,8 +10,7 @@ public struct RepartitionInput: AggregateInput {
     /// The repartition topic's partition count, which every instance must route by.
     public let partitionCount: Int32
     /// The incarnation of events from records that do not name their topic (written before
-    /// format 3), and of floors a version 2 checkpoint did not name: the configured input
-    /// topic's first epoch.
+    /// format 3): the configured input topic's first epoch.
     public let unnamedIncarnation: UInt64
 
     public init(partitionCount: Int32, inputTopic: String = "hits") {
@@ -20,7 +19,7 @@ public struct RepartitionInput: AggregateInput {
     }
 
     /// The input partitions upstream, of every incarnation the records name.
-    public var taskSources: TaskSources { .upstream(unnamedIncarnation: unnamedIncarnation) }
+    public var taskSources: TaskSources { .upstream }
 
     public func changelogSource(inputTopic: String) -> UInt64 {
         ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic)

@@ -2,12 +2,11 @@ import Windowing
 
 /// Where a partition's window task begins, worked out from its partition's start alone: a pure
 /// function, so that every way a commit can look (none, beyond the log, another tool's, a
-/// checkpoint of each format) is tested without an engine, a changelog or Kafka.
+/// checkpoint) is tested without an engine, a changelog or Kafka.
 ///
-/// Three checkpoint formats lead to three beginnings: none (count from where the consumer
-/// starts), a changelog position (format 4: the windows are read back, and the task record
-/// there says how far they had counted), or a processed mark (formats 1 to 3, written before
-/// changelogs: the commit trails by what the windows held, and the replay from it rebuilds them).
+/// Without a checkpoint the task counts from where the consumer starts; with one, its windows
+/// are read back from the changelog up to the position the checkpoint recorded, and the task
+/// record there says how far they had counted.
 struct TaskStart: Sendable, Equatable {
     /// Where the engine's restore point puts the replay's end and the eviction horizon.
     struct RestorePoint: Sendable, Equatable {
@@ -30,13 +29,11 @@ struct TaskStart: Sendable, Equatable {
     var metadata: String?
     /// Which line of owners' changelog a task with one reads back.
     var lineage: TaskChangelog.Lineage
+    /// For a checkpoint beyond the log: the horizon it reached holds, no offset does.
     var restorePoint: RestorePoint?
-    /// The previous owner's processed mark, for a checkpoint without changelog: below it the
-    /// replay is silent.
-    var replayMark: Int64?
     var floors: Floors?
-    /// The changelog position the commit recorded (format 4): the windows are in the changelog,
-    /// which must reach it.
+    /// The changelog position the commit recorded: the windows are in the changelog, which must
+    /// reach it.
     var committedChangelog: Int64?
 
     init(_ start: PartitionStart, checkpoint: Checkpoint?) {
@@ -55,21 +52,16 @@ struct TaskStart: Sendable, Equatable {
         guard let checkpoint else { return }
         metadata = start.metadata
         floors = Floors(seen: checkpoint.seen, from: checkpoint.processedThrough)
-        if let written = checkpoint.changelog {
-            committedChangelog = written
-        } else {
-            restorePoint = RestorePoint(replayBefore: checkpoint.processedThrough, evictedBefore: checkpoint.evictedBefore)
-            replayMark = checkpoint.processedThrough
-        }
+        committedChangelog = checkpoint.changelog
     }
 
     /// The changelog is read back only from where the last commit's line of owners began
     /// writing it. Without a commit, an owner continues the line that wrote last if it counted
     /// the same input (its owner died before its first commit); any other commit (an offset
-    /// reset, a recreated topic, an older build) begins a new line.
+    /// reset, a recreated topic) begins a new line.
     private static func lineage(_ start: PartitionStart, checkpoint: Checkpoint?) -> TaskChangelog.Lineage {
         guard start.committedOffset != nil else { return .lastWritten }
-        guard let checkpoint, checkpoint.changelog != nil, !start.commitIsBeyondTheLog else { return .new }
+        guard let checkpoint, !start.commitIsBeyondTheLog else { return .new }
         return .committed(since: checkpoint.changelogSince)
     }
 
