@@ -254,6 +254,40 @@ struct ChangelogTests {
         #expect(big.contains("\"impressions\":60000") && big.contains("\"uniqueImpressions\":60000"), "\(big.prefix(200))")
     }
 
+    @Test("a changelog record of another format version is refused, not guessed at: nothing of it is read back, each is counted as unreadable")
+    func refusesRecordsOfAnotherVersion() throws {
+        let arena = RecordArena()
+        var first = try firstOwner()
+        var topics = Topics()
+        var sink = RecordingSink()
+        try first.process(input(arena, count: 20), now: Self.base, into: &sink)
+        topics.take(&sink)
+        _ = try commit(&first, into: &topics, now: Self.base)
+        let other = topics.changelog.map { record in
+            StateRecord(offset: record.offset, key: record.key, value: record.value.map { [ChangelogRecord.version + 1] + $0.dropFirst() })
+        }
+        #expect(other.contains { ChangelogRecord.decodeKey($0.key) == .task && $0.value != nil })
+        for record in other {
+            guard let value = record.value, let key = ChangelogRecord.decodeKey(record.key) else { continue }
+            do {
+                switch key {
+                case .task: _ = try ChangelogRecord.decodeTask(value)
+                case .head: _ = try ChangelogRecord.decodeHead(value)
+                case .chunk: _ = try ChangelogRecord.decodeChunk(value)
+                }
+                Issue.record("a record of format version \(ChangelogRecord.version + 1) was read")
+            } catch {
+                #expect("\(error)".contains("format version \(ChangelogRecord.version + 1)"), "\(error)")
+            }
+        }
+        var changelog = TaskChangelog()
+        changelog.beginRestore(.lastWritten, source: 0)
+        for record in other { changelog.apply(offset: record.offset, key: record.key, value: record.value) }
+        let restored = changelog.finishRestore(committedChangelog: nil)
+        #expect(restored.windows.isEmpty && restored.task == nil)
+        #expect(restored.unreadable == other.filter { $0.value != nil }.count && restored.records == other.count)
+    }
+
     @Test("a changelog behind the last commit (deleted or truncated) is refused with what to do")
     func changelogBehindTheCommit() throws {
         let arena = RecordArena()
