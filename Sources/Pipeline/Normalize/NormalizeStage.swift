@@ -318,7 +318,7 @@ public struct OriginalCarrying: Sendable, Equatable {
     /// hit under a key of a few hundred kilobytes could take it past.
     let maxOriginalBytes: Int
 
-    /// Every hit carries its original (as before format 4).
+    /// Every hit carries its original.
     public static let always = OriginalCarrying(window: nil, maxOriginalBytes: .max)
 
     /// The rule above, for windows of this size and retention, and originals of at most
