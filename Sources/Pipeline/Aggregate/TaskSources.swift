@@ -29,14 +29,14 @@ public struct TaskSources: Sendable {
     var resumesWatermark: Bool { upstream == nil }
 
     /// Takes the duplicate filter's floors from a checkpoint.
-    mutating func restore(_ floors: TaskStart.Floors) {
+    mutating func restore(_ floors: [Int32: SourceFloor]) {
         upstream?.restore(floors)
     }
 
     /// The filter's verdict on an event, by its source position.
     @inline(__always)
     mutating func admit(_ event: DecodedBatch.Event) -> SourceDedup.Verdict {
-        upstream?.dedup.admit(event.source, sourceOffset: event.sourceOffset, position: event.offset) ?? .first
+        upstream?.dedup.admit(event.source, sourceOffset: event.sourceOffset) ?? .first
     }
 
     /// The engine's number for a source.
@@ -63,8 +63,8 @@ struct UpstreamSources: Sendable {
     private var incarnations: [UInt64: Int] = [:]
     private var declared: [UInt64: Int] = [:]
 
-    mutating func restore(_ floors: TaskStart.Floors) {
-        dedup = SourceDedup(restored: floors.seen, at: floors.from)
+    mutating func restore(_ floors: [Int32: SourceFloor]) {
+        dedup = SourceDedup(restored: floors)
     }
 
     /// The engine's number for a source: its partition for the first incarnation seen, a number

@@ -14,13 +14,6 @@ struct TaskStart: Sendable, Equatable {
         var evictedBefore: Int64
     }
 
-    /// The duplicate filter's floors as checkpointed, and the position from which they apply
-    /// (the replay below it rebuilds them; see `Checkpoint`).
-    struct Floors: Sendable, Equatable {
-        var seen: [Int32: SourceFloor]
-        var from: Int64
-    }
-
     /// The commit the task resumes from: nil when there is none, or when it lies beyond the log
     /// and its offsets mean nothing in the log there is now.
     var committed: Int64?
@@ -31,7 +24,8 @@ struct TaskStart: Sendable, Equatable {
     var lineage: TaskChangelog.Lineage
     /// For a checkpoint beyond the log: the horizon it reached holds, no offset does.
     var restorePoint: RestorePoint?
-    var floors: Floors?
+    /// The duplicate filter's floors, as checkpointed.
+    var floors: [Int32: SourceFloor]?
     /// The changelog position the commit recorded: the windows are in the changelog, which must
     /// reach it.
     var committedChangelog: Int64?
@@ -45,13 +39,13 @@ struct TaskStart: Sendable, Equatable {
             // stay closed, and source positions it had counted stay counted.
             guard let checkpoint else { return }
             restorePoint = RestorePoint(replayBefore: 0, evictedBefore: checkpoint.evictedBefore)
-            floors = Floors(seen: checkpoint.seen, from: 0)
+            floors = checkpoint.seen
             return
         }
         committed = start.committedOffset
         guard let checkpoint else { return }
         metadata = start.metadata
-        floors = Floors(seen: checkpoint.seen, from: checkpoint.processedThrough)
+        floors = checkpoint.seen
         committedChangelog = checkpoint.changelog
     }
 

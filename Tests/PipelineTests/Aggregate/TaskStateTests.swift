@@ -38,7 +38,7 @@ struct TaskStateTests {
         #expect(start.committedChangelog == 30)
         #expect(start.lineage == .committed(since: 4))
         #expect(start.restorePoint == nil)
-        #expect(start.floors == TaskStart.Floors(seen: Self.seen, from: 12))
+        #expect(start.floors == Self.seen)
         #expect(TaskPhase.initial(start: start) == .restoring(committedChangelog: 30))
     }
 
@@ -48,7 +48,7 @@ struct TaskStateTests {
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: checkpoint.encoded, logEnd: 3), checkpoint: checkpoint)
         #expect(start.committed == nil && start.metadata == nil && start.committedChangelog == nil)
         #expect(start.restorePoint == TaskStart.RestorePoint(replayBefore: 0, evictedBefore: 1_000))
-        #expect(start.floors == TaskStart.Floors(seen: Self.seen, from: 0))
+        #expect(start.floors == Self.seen)
         #expect(start.lineage == .new)
 
         let bare = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: nil, logEnd: 3), checkpoint: nil)
