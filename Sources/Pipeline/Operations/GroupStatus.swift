@@ -186,6 +186,9 @@ extension WorkerStatus {
             let foreign = committed.compactMap(\.foreignMetadata)
             if committed.isEmpty {
                 parts.append("\(group.group) has committed nothing on \(group.topic)")
+            } else if let tag = foreign.lazy.compactMap(Checkpoint.otherVersion(of:)).first {
+                parts.append(
+                    "\(group.group) has committed \(committed.count) partitions of \(group.topic) with checkpoints of another version of trackpipe (\(tag)), which this one does not read (it reads \(Checkpoint.format))")
             } else if let sample = foreign.first {
                 parts.append(
                     "\(group.group) has committed \(committed.count) partitions of \(group.topic) with metadata that is not a trackpipe checkpoint (\"\(sample.prefix(60))\")")
