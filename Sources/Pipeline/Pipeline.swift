@@ -218,7 +218,7 @@ public final class Pipeline: Sendable {
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
             carrying: OriginalCarrying(windowSize: config.window.size, retention: config.window.retention, maxOriginalBytes: recordLimit.bytes / 2))
         let aggregate = AggregateStage(
-            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), inputTopic: config.inputTopic), window: taskWindow(partitions: repartitions),
+            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions)), window: taskWindow(partitions: repartitions),
             parallelism: config.shards,
             originals: InputTopicLookup(
                 config: config.consumerConfig(group: config.aggregateGroup), logger: logger.with(label: "trackpipe.kafka.lookup")))

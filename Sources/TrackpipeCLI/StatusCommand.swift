@@ -95,7 +95,7 @@ struct StatusCommand: ParsableCommand {
         Column(header: "unprocessed") { $0.checkpoint.map { "\($0.unprocessed)" } ?? "-" },
         Column(header: "duplicate floors") { $0.checkpoint.map { "\($0.duplicateFloors)" } ?? "-" },
         Column(header: "inputs") { $0.checkpoint.map { "\($0.inputIncarnations)" } ?? "-" },
-        Column(header: "changelog") { $0.checkpoint.map { $0.changelog.map(String.init) ?? "-" } ?? "-" },
+        Column(header: "changelog") { $0.checkpoint.map { String($0.changelog) } ?? "-" },
     ]
 
     /// What the normalize stage committed with each input partition.

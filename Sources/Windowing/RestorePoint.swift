@@ -5,8 +5,8 @@
 /// a window the previous run emitted for the last time or was dead-lettered by it; counting
 /// it again would double it.
 ///
-/// Without a changelog the previous run had sent both before it committed, so the replay stays
-/// silent. With one, the replay covers exactly the interval whose output the previous run held
+/// Without `counted`, the horizon alone judges a replayed hit. With it (a task with a
+/// changelog), the replay covers exactly the interval whose output the previous run held
 /// back for its last commit and may have lost in a crash: `counted` then says how far each
 /// window of the state read back had counted, so that the replay tells every hit the previous
 /// owner counted (dropped silently, its record is sent again from the state) from one it judged

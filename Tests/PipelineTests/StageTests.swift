@@ -27,7 +27,7 @@ struct StageTests {
             try record.value!.withUnsafeBytes { bytes in
                 guard case .events(let events) = try RepartitionRecord.decode(bytes) else { return }
                 for event in events {
-                    result.append((record.partition!, String(decoding: event.deliveryId!, as: UTF8.self), DecodedEvent(event)))
+                    result.append((record.partition!, String(decoding: event.deliveryId, as: UTF8.self), DecodedEvent(event)))
                 }
             }
         }
@@ -100,41 +100,38 @@ struct StageTests {
         #expect(try events(of: routed).map(\.event.sourceOffset) == (0..<600).map(Int64.init))
     }
 
-    @Test("aggregate: records of format version 1 (one event, the delivery id as key) left by an older trackpipe are still counted")
-    func readsVersionOne() throws {
-        // Version 1, kind 1 (event), 2 source partitions; then the event without its delivery id.
-        var bytes: [UInt8] = [1, 1, 2, 0]
-        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
-        put(Int32(0)); put(Int64(7)); put(Int64(1_000)); put(Int64(1_000)); put(Int64(1_500))
-        bytes += [HitAction.impression.rawValue, Channel.push.rawValue, Platform.ios.rawValue, HitShape.allCases[0].rawValue]
-        put(UInt16(2)); bytes += Array("b1".utf8)
-        put(Int32(-1)); put(Int32(3)); bytes += Array("raw".utf8)
+    @Test("aggregate: a repartition record written by another version of trackpipe is dead-lettered as found, with what to do; nothing of it is counted")
+    func refusesRecordsOfAnotherVersion() throws {
         let arena = RecordArena()
+        var written = try shuffled([(partition: 0, offset: 0, value: rawHit("d1", "b1", at: 1_000))], arena: arena)[0]
+        #expect(written.value?.first == RepartitionRecord.version)
+        // The same record as another version would tag it (an older one, and a later one).
+        var older = written
+        older.value![0] = RepartitionRecord.version - 1
+        written.value![0] = 9
+        older.value!.withUnsafeBytes { raw in
+            #expect(throws: RepartitionRecord.DecodingError.self) { try RepartitionRecord.decode(raw) }
+            #expect(throws: RepartitionRecord.DecodingError.self) { try RepartitionRecord.event(0, in: raw) }
+        }
         var stage = aggregate()
         try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
-        try stage.process([arena.record(partition: 0, offset: 0, key: Array("d1".utf8), value: bytes)], now: 0, into: &sink)
+        try stage.process([arena.record(older, offset: 0), arena.record(written, offset: 1)], now: 0, into: &sink)
+        // Dead letters go out with the commit that follows (once the state is written).
         try stage.finish(now: 0, into: &sink)
         try stage.commitAll(now: 0, into: &sink)
-        let out = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
-        #expect(out.count == 1 && out[0].contains("\"deliveryId\":\"d1\"") && out[0].contains("\"impressions\":1"), "\(out)")
-        #expect(stage.drainReport().accounting.accepted == 1)
-    }
-
-    @Test("aggregate: a record of an unknown format version is dead-lettered with a reason that names it, not guessed at")
-    func refusesUnknownVersions() throws {
-        let arena = RecordArena()
-        var stage = aggregate()
-        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
-        var sink = RecordingSink()
-        try stage.process([arena.record(partition: 0, offset: 0, value: [9, 3, 1, 0, 0, 0, 0, 0])], now: 0, into: &sink)
-        // Dead letters go out with the commit that follows (once the state is written).
-        try stage.commitAll(now: 0, into: &sink)
         let letters = sink.to(.deadLetter)
-        #expect(letters.count == 1)
-        #expect(letters[0].header[DeadLetter.Header.reason] == RepartitionInput.unreadableRecord)
-        #expect(letters[0].header[DeadLetter.Header.detail]?.contains("format version 9") == true)
-        #expect(stage.drainReport().accounting.balanced)
+        #expect(letters.count == 2)
+        #expect(letters.map(\.value) == [older.value, written.value], "each record as found")
+        for (letter, version) in zip(letters, [RepartitionRecord.version - 1, 9]) {
+            let detail = letter.header[DeadLetter.Header.detail] ?? ""
+            #expect(letter.header[DeadLetter.Header.reason] == RepartitionInput.unreadableRecord)
+            #expect(detail.contains("format version \(version), written by another version of trackpipe"), "\(detail)")
+            #expect(detail.contains("reads version \(RepartitionRecord.version) only") && detail.contains("same trackpipe version"), "\(detail)")
+        }
+        #expect(sink.to(.output).isEmpty)
+        let a = stage.drainReport().accounting
+        #expect(a.accepted == 0 && a.deadLettered == [RepartitionInput.unreadableRecord: 2] && a.balanced)
     }
 
     @Test("normalize: bad and tracking-off messages never reach the repartition topic; marks go to every partition")
@@ -166,7 +163,7 @@ struct StageTests {
             return
         }
         #expect(record.origin.sourcePartitions == 2 && record.origin.routedPartitions == 3)
-        #expect(record.origin.sourceTopic.map { String(decoding: $0, as: UTF8.self) } == "hits")
+        #expect(String(decoding: record.origin.sourceTopic, as: UTF8.self) == "hits")
         #expect(record.marks == [SourceMark(source: 0, watermark: 5_000, idle: false)] && record.epochs == [0])
         // Quiet for the idle timeout: the marks say so, and the watermark stays.
         _ = sink.take()
@@ -330,23 +327,41 @@ struct StageTests {
         for source in 0..<Int32(Checkpoint.maxSourcePartitions) {
             seen[source] = SourceFloor(incarnation: incarnation, offset: Int64(source) * 1_000_003 + (1 << 40))
         }
-        let checkpoint = Checkpoint(evictedBefore: 1_795_000_000_000, processedThrough: 123_456_789, seen: seen)
+        let checkpoint = Checkpoint(
+            evictedBefore: 1_795_000_000_000, processedThrough: 123_456_789, seen: seen, changelog: 1 << 40, changelogSince: 1 << 39,
+            windowSize: 60_000)
         #expect(Checkpoint(decoding: checkpoint.encoded) == checkpoint)
         #expect(checkpoint.encoded.utf8.count <= Checkpoint.maxEncodedBytes)
-        let v1 = Checkpoint(evictedBefore: -5, processedThrough: 0)
-        #expect(v1.encoded == "trackpipe/1 evicted=-5 processed=0")
-        #expect(Checkpoint(decoding: v1.encoded) == v1)
-        #expect(Checkpoint(decoding: "trackpipe/2 evicted=1 processed=2 seen=%%%") == nil)
+        let bare = Checkpoint(evictedBefore: -5, processedThrough: 0, changelog: 0)
+        #expect(bare.encoded == "trackpipe/4 evicted=-5 processed=0 changelog=0 since=0")
+        #expect(Checkpoint(decoding: bare.encoded) == bare)
+        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 changelog=3 since=0 seen=%%%") == nil)
+        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 since=0") == nil, "the changelog position is not optional")
         #expect(Checkpoint(decoding: "some other tool") == nil)
         #expect(Checkpoint(decoding: nil) == nil)
         let sparse = Checkpoint(
             evictedBefore: 1, processedThrough: 2,
-            seen: [3: SourceFloor(incarnation: 7, offset: -1), 70_000: SourceFloor(incarnation: incarnation, offset: 0)])
+            seen: [3: SourceFloor(incarnation: 7, offset: -1), 70_000: SourceFloor(incarnation: incarnation, offset: 0)], changelog: 9)
         #expect(Checkpoint(decoding: sparse.encoded) == sparse)
-        // Written before incarnations existed: read, its floors marked as not naming one.
-        #expect(
-            Checkpoint(decoding: "trackpipe/2 evicted=1 processed=2 seen=AAMAAQ")?.seen
-                == [0: SourceFloor(incarnation: Checkpoint.unrecordedIncarnation, offset: 2), 1: SourceFloor(incarnation: Checkpoint.unrecordedIncarnation, offset: 0)])
+    }
+
+    @Test("a checkpoint of another version of trackpipe is not read: the aggregate stage refuses the group's commit with the remedy, as another tool's")
+    func refusesCheckpointsOfAnotherVersion() throws {
+        let current = Checkpoint(evictedBefore: 1_000, processedThrough: 5, changelog: 2).encoded
+        let other = current.replacingOccurrences(of: "trackpipe/4 ", with: "trackpipe/3 ")
+        #expect(Checkpoint(decoding: other) == nil)
+        #expect(Checkpoint.otherVersion(of: other) == "trackpipe/3")
+        #expect(Checkpoint.otherVersion(of: current) == nil && Checkpoint.otherVersion(of: "trackpipe/source epoch=0") == nil)
+        var stage = aggregate()
+        do {
+            try stage.assignEmpty([PartitionStart(partition: 0, committedOffset: 5, metadata: other, logStart: 0)], now: 0)
+            Issue.record("a checkpoint of another version was adopted")
+        } catch {
+            let text = "\(error)"
+            #expect(text.contains("another version of trackpipe") && text.contains("trackpipe/3"), "\(text)")
+            #expect(text.contains("--group") && text.contains("--to-earliest"), "the remedy: \(text)")
+        }
+        #expect(stage.ownedPartitions.isEmpty)
     }
 
     @Test("the batch-consume guard drops repeated offsets and reports jumps")
@@ -372,10 +387,16 @@ struct StageTests {
         var sink = RecordingSink()
         try stage.process(events.prefix(2).enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
         let kept = stage.commitPoints()[0]
-        // A cooperative rebalance: partition 1 leaves, partition 2 arrives with a checkpoint.
+        // A cooperative rebalance: partition 1 leaves, partition 2 arrives with a checkpoint at 3
+        // and a changelog whose task record says its previous owner processed through 5 (it
+        // crashed between the state write and the commit).
         stage.revoke([1])
-        let previous = Checkpoint(evictedBefore: .min, processedThrough: 5)
-        try stage.assignEmpty([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
+        let previous = Checkpoint(evictedBefore: .min, processedThrough: 3, changelog: 0)
+        try stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
+        let task = ChangelogRecord.TaskState(
+            processedThrough: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits"))
+        stage.restoreState([StateRecord(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))], partition: 2)
+        try stage.stateRestored(partition: 2, now: 1)
         #expect(stage.ownedPartitions == [0, 2])
         #expect(stage.commitPoints()[0] == kept, "partition 0's task is the same one")
         _ = stage.drainReport()
@@ -389,36 +410,5 @@ struct StageTests {
         try stage.commitAll(now: 3, into: &sink)
         let counts = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
         #expect(counts.contains { $0.contains("\"deliveryId\":\"d1\"") && $0.contains("\"impressions\":4") }, "partition 0 kept its first two hits")
-    }
-
-    @Test("aggregate: a window that ripened during a silent replay is emitted once the replay catches up, even if the previous owner never emitted it")
-    func windowsRipenedDuringReplayAreEmitted() throws {
-        let arena = RecordArena()
-        // Source 0 and 1 both move past the first window: it is ripe once both have reported.
-        let events = try shuffled([
-            (partition: 0, offset: 0, value: rawHit("d1", "b1", at: 1_000)),
-            (partition: 0, offset: 1, value: rawHit("d1", "b2", at: 2_000)),
-            (partition: 0, offset: 2, value: rawHit("d2", "b3", at: 200_000)),
-            (partition: 1, offset: 0, value: rawHit("d2", "b4", at: 200_000)),
-            (partition: 1, offset: 1, value: rawHit("d3", "b5", at: 260_000)),
-        ], arena: arena)
-        // The previous owner processed the first five records but, its watermark lagging, had
-        // not emitted d1's window; it committed offset 0 with processed = 5.
-        let checkpoint = Checkpoint(evictedBefore: .min, processedThrough: 5)
-        var stage = aggregate()
-        try stage.assignEmpty([PartitionStart(partition: 0, committedOffset: 0, metadata: checkpoint.encoded)], now: 0)
-        var sink = RecordingSink()
-        // Source 1 is declared idle: source 0 alone moves event time past d1's window.
-        var upstream = normalize(repartitions: 1)
-        try upstream.assign([PartitionStart(partition: 1)], now: 0)
-        var idle = RecordingSink()
-        try upstream.tick(now: 40_000, into: &idle)
-        try stage.process(
-            (0..<3).map { arena.record(events[$0], offset: Int64($0)) } + [arena.record(idle.sent[0], offset: 3)], now: 1, into: &sink)
-        #expect(sink.to(.output).isEmpty, "below the previous owner's mark nothing is sent")
-        try stage.process([arena.record(events[3], offset: 4), arena.record(events[4], offset: 5)], now: 2, into: &sink)
-        try stage.commitAll(now: 2, into: &sink)
-        let sent = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }
-        #expect(sent.contains { $0.contains("\"deliveryId\":\"d1\"") && $0.contains("\"impressions\":2") }, "\(sent)")
     }
 }

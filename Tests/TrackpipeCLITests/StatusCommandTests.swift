@@ -146,7 +146,7 @@ struct StatusCommandTests {
         }
     }
 
-    @Test("a group another consumer committed, without trackpipe's checkpoints: exit 1, naming what was found")
+    @Test("a group another consumer committed, without trackpipe's checkpoints (or with another version's): exit 1, naming what was found")
     func notTrackpipesGroup() throws {
         let broker = try makeBroker()
         let corpus = Corpus(HitStream(HitStreamConfig(count: 200, seed: 32, deliveries: 2)).generate())
@@ -168,5 +168,17 @@ struct StatusCommandTests {
             result.stderr.contains("plain-aggregate has committed 1 partitions of plain-repartition with metadata that is not a trackpipe checkpoint (\"streams-app v3\")"),
             "\(result.stderr)")
         #expect(result.stderr.contains("kcat -G"), "names the likely other consumer")
+
+        // A group whose aggregate checkpoints another version of trackpipe wrote: named as such.
+        try broker.createTopic("old-repartition", partitions: 1)
+        let old = try KafkaConsumer(
+            config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "old-aggregate", "log_level": "3"]))
+        try old.commit([TopicPartitionOffset(topic: "old-repartition", partition: 0, offset: 3, metadata: "trackpipe/3 evicted=0 processed=3")])
+        let again = try status(broker, group: "old")
+        #expect(again.exitCode == 1)
+        #expect(
+            again.stderr.contains(
+                "old-aggregate has committed 1 partitions of old-repartition with checkpoints of another version of trackpipe (trackpipe/3), which this one does not read (it reads trackpipe/4)"),
+            "\(again.stderr)")
     }
 }

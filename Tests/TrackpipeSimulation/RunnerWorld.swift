@@ -263,7 +263,7 @@ public final class RunnerWorld {
             batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4),
             carrying: OriginalCarrying(windowSize: window.size, retention: window.retention, maxOriginalBytes: limit.bytes / 2))
         let aggregate = AggregateStage(
-            sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions), inputTopic: Self.inputTopic),
+            sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions)),
             window: window, parallelism: 1,
             originals: InputTopicLookup(
                 config: KafkaConfig(["group.id": "\(Self.group)-aggregate"]), logger: logger, clients: clients, clock: cluster.clock))

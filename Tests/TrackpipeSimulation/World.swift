@@ -204,7 +204,7 @@ final class World {
                 config: KafkaConfig(["group.id": deployment.aggregateGroup]), logger: logger, clients: clients, clock: cluster.clock)
         }
         return AggregateStage(
-            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), inputTopic: inputTopic),
+            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions)),
             window: scenario.window, parallelism: scenario.parallelism, originals: originals)
     }
 

@@ -146,7 +146,7 @@ import TrackingDomain
         let expectedLate = Self.lateKeys(reference.outputs)
 
         // First run: crashes after `crashAfter` batches, having recorded its eviction horizon
-        // and processed position (what a checkpoint written before state topics carried).
+        // and processed position (a restore point without a state read back).
         var first = WindowEngine(config: Self.small, shards: 2)
         first.assign(partitions: partitions, now: 0)
         var delivered = LastRecords()

@@ -29,16 +29,12 @@ struct AggregateTask: Sendable {
     /// `held` has a window's first record: a window closed and nobody can read it until the
     /// next commit, so the runner commits early for it.
     private(set) var holdsClosedWindow = false
-    /// What the engine emitted during a silent replay, latest per key: sent once the replay
-    /// catches up, since the previous owner may not have emitted it.
-    private var suppressed: [WindowKey: WindowAggregate] = [:]
 
     /// What the task made of its share of a batch, for the stage to send in partition order.
     struct Result {
         var report = StageReport()
         var emitted: [WindowAggregate] = []
-        /// Dead letters to send (not those of a replay, whose previous owner sent them), in
-        /// record order.
+        /// Dead letters to send, in record order.
         var deadLetters: [PendingDeadLetter] = []
         /// The batch was routed by another partition count: nothing was counted.
         var misrouted: (routed: Int, expected: Int)?
@@ -70,7 +66,6 @@ struct AggregateTask: Sendable {
         if let floors = begin.floors { self.sources.restore(floors) }
         offsets.committed = begin.committed
         offsets.metadata = begin.metadata
-        offsets.restoredMark = begin.replayMark
         phase = .initial(start: begin)
     }
 
@@ -78,10 +73,11 @@ struct AggregateTask: Sendable {
     var isRestoring: Bool { phase.isRestoring }
 
     /// Why a window task cannot resume from `start`, if it cannot: a commit without a window
-    /// checkpoint, other than one at the very beginning of the partition (a full recount), was
-    /// made by another mode or tool, and resuming from it would count only the hits after it,
-    /// overwriting full records with partial ones; and a checkpoint of windows of another size
-    /// than `windowSize` would mix two meanings of one output key.
+    /// checkpoint this version reads, other than one at the very beginning of the partition (a
+    /// full recount), was made by another mode, tool or version of trackpipe, and resuming from
+    /// it would count only the hits after it, overwriting full records with partial ones; and a
+    /// checkpoint of windows of another size than `windowSize` would mix two meanings of one
+    /// output key.
     static func refusal(of start: PartitionStart, topic: String, windowSize: Int64) -> PipelineError? {
         guard let committed = start.committedOffset, !start.commitIsBeyondTheLog else { return nil }
         if let checkpoint = Checkpoint(decoding: start.metadata) {
@@ -90,9 +86,13 @@ struct AggregateTask: Sendable {
         }
         guard committed != (start.logStart ?? 0) else { return nil }
         let who =
-            SourceCheckpoint(decoding: start.metadata) != nil
-            ? "by trackpipe's normalize stage (the group was last run with two stages, whose commits on the input hold no window state)"
-            : "without a trackpipe checkpoint (by another tool, or by an offset reset)"
+            if let tag = Checkpoint.otherVersion(of: start.metadata) {
+                "by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(Checkpoint.format) only)"
+            } else if SourceCheckpoint(decoding: start.metadata) != nil {
+                "by trackpipe's normalize stage (the group was last run with two stages, whose commits on the input hold no window state)"
+            } else {
+                "without a trackpipe checkpoint (by another tool, or by an offset reset)"
+            }
         return .groupMismatch(
             "the group's commit at offset \(committed) of \(topic)[\(start.partition)] was made \(who). Counting windows from it would miss the hits before it and overwrite full records with partial ones. Run this mode under a --group of its own (a new group counts the input from its beginning), or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount")
     }
@@ -103,9 +103,9 @@ struct AggregateTask: Sendable {
         for record in records { changelog.apply(offset: record.offset, key: record.key, value: record.value) }
     }
 
-    /// The changelog is read: the windows go back into the engine, the silent replay runs to
-    /// where the state was written, and windows whose last emission may be lost are sent again
-    /// once it has. Returns what was read, for the log.
+    /// The changelog is read: the windows go back into the engine, the replay runs to where the
+    /// state was written, and windows whose last emission may be lost are sent again with the
+    /// first commit. Returns what was read, for the log.
     mutating func stateRestored(now: Int64) throws -> TaskChangelog.Restored {
         guard case .restoring(let committedChangelog) = phase, let partition = key.partition else { return TaskChangelog.Restored() }
         let restored = changelog.finishRestore(committedChangelog: committedChangelog)
@@ -135,7 +135,7 @@ struct AggregateTask: Sendable {
             if let record = final.record(windowSize: config.size) { Self.keepLatest(record, in: &held) }
         }
         for record in engine.currentRecords(restored.unconfirmed.filter { !isFinal($0) }) { Self.keepLatest(record, in: &held) }
-        if phase.handle(.stateRead(taskRecord: restored.task != nil, belowMark: offsets.isReplaying)) { catchUp() }
+        if phase.handle(.stateRead(belowMark: offsets.isReplaying)) { engine.replayFinished(partition: partition) }
         var report = restored
         report.unreadable += malformed
         return report
@@ -184,27 +184,13 @@ struct AggregateTask: Sendable {
 
     // MARK: What goes out
 
-    /// Emissions of a task with a changelog: held until the next commit, or, during a silent replay
-    /// that rebuilds windows from an older commit without changelog, kept for when it catches
-    /// up. A replay over windows read back from the changelog counts nothing they hold, so what
-    /// it emits is never behind what the previous owner sent; it is held like any emission, and
-    /// goes out with the commit whose state write records it as emitted.
-    private mutating func route(_ output: EngineOutput) {
-        if phase == .replaying(.sentByPreviousOwner) {
-            for record in output.emitted { Self.keepLatest(record, in: &suppressed) }
-        } else {
-            for record in output.emitted { Self.keepLatest(record, in: &held) }
-            if output.windowsClosed > 0 { holdsClosedWindow = true }
-        }
-    }
-
-    /// The silent replay reached the state read back: what it emitted goes out with the next
-    /// commit. The batch that caught up may already have emitted newer records of the same
-    /// windows: per key, the highest revision wins.
-    private mutating func catchUp() {
-        for record in suppressed.values { Self.keepLatest(record, in: &held) }
-        suppressed = [:]
-        if let partition = key.partition { engine.replayFinished(partition: partition) }
+    /// Emissions of a task with a changelog: held until the next commit. A replay over windows
+    /// read back from the changelog counts nothing they hold, so what it emits is never behind
+    /// what the previous owner sent; it is held like any emission, and goes out with the commit
+    /// whose state write records it as emitted.
+    private mutating func hold(_ output: EngineOutput) {
+        for record in output.emitted { Self.keepLatest(record, in: &held) }
+        if output.windowsClosed > 0 { holdsClosedWindow = true }
     }
 
     private static func keepLatest(_ record: WindowAggregate, in records: inout [WindowKey: WindowAggregate]) {
@@ -217,7 +203,7 @@ struct AggregateTask: Sendable {
     /// a partition's task until its commit, sent at once by the global task of a replay.
     mutating func takeEmissions(_ output: EngineOutput) -> [WindowAggregate] {
         guard keepsChangelog else { return output.emitted }
-        route(output)
+        hold(output)
         return []
     }
 
@@ -254,9 +240,7 @@ struct AggregateTask: Sendable {
         _ batch: DecodedBatch, through lastOffset: Int64, range: Range<Int64>?, now: Int64, on runner: some ShardRunner = ShardsInTurn()
     ) -> Result {
         if let misrouted = batch.misrouted { return Result(misrouted: misrouted) }
-        // Decided by the phase the batch began in: the records that end a replay are replayed.
-        let letters = LetterFilter(
-            range: range, windowSize: engine.config.size, offsets: offsets, resendsReplayed: phase.resendsReplayedOutput)
+        let letters = LetterFilter(range: range, windowSize: engine.config.size, offsets: offsets)
         if key.partition != nil { offsets.processedThrough = lastOffset + 1 }
         let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying))
         var result = Result()
@@ -291,8 +275,8 @@ struct AggregateTask: Sendable {
         result.report.capacityEvictions = output.capacityEvictions
         result.deadLetters.sort { $0.reference < $1.reference }
         if keepsChangelog {
-            route(output)
-            if caughtUp { catchUp() }
+            hold(output)
+            if caughtUp, let partition = key.partition { engine.replayFinished(partition: partition) }
         } else {
             // The global task of a replay: it sends what it emits, in its time range.
             result.emitted = output.emitted
@@ -301,20 +285,18 @@ struct AggregateTask: Sendable {
         return result
     }
 
-    /// Which dead letters of a batch go out: not those of a silent replay (its previous owner
-    /// sent them), and, in a backfill of a time range, those that belong to it by the time
-    /// they are about: the window of a late hit, the Kafka timestamp of a message that could
-    /// not be read.
+    /// Which dead letters of a batch go out: all of them (a replay's too, since the previous
+    /// owner may never have sent them), except, in a backfill of a time range, those that do not
+    /// belong to it by the time they are about: the window of a late hit, the Kafka timestamp of
+    /// a message that could not be read.
     fileprivate struct LetterFilter {
         let range: Range<Int64>?
         let windowSize: Int64
         let offsets: PartitionOffsets
-        let resendsReplayed: Bool
 
         func isReplay(_ offset: Int64) -> Bool { offsets.isReplay(offset) }
 
         func sends(offset: Int64, about time: Int64?) -> Bool {
-            guard resendsReplayed || !offsets.isReplay(offset) else { return false }
             guard let range, let time else { return true }
             return range.contains(EventTimeMath.windowStart(of: time, size: windowSize))
         }

@@ -9,18 +9,13 @@ public struct RepartitionInput: AggregateInput {
 
     /// The repartition topic's partition count, which every instance must route by.
     public let partitionCount: Int32
-    /// The incarnation of events from records that do not name their topic (written before
-    /// format 3), and of floors a version 2 checkpoint did not name: the configured input
-    /// topic's first epoch.
-    public let unnamedIncarnation: UInt64
 
-    public init(partitionCount: Int32, inputTopic: String = "hits") {
+    public init(partitionCount: Int32) {
         self.partitionCount = partitionCount
-        self.unnamedIncarnation = SourceKey.incarnation(topic: inputTopic, epoch: 0)
     }
 
     /// The input partitions upstream, of every incarnation the records name.
-    public var taskSources: TaskSources { .upstream(unnamedIncarnation: unnamedIncarnation) }
+    public var taskSources: TaskSources { .upstream }
 
     public func changelogSource(inputTopic: String) -> UInt64 {
         ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic)
@@ -30,15 +25,14 @@ public struct RepartitionInput: AggregateInput {
 
     /// The incarnation of a source partition of `origin`.
     func incarnation(of origin: RepartitionRecord.Origin, epoch: UInt32) -> UInt64 {
-        guard let topic = origin.sourceTopic else { return unnamedIncarnation }
-        return SourceKey.incarnation(topic: topic, epoch: epoch)
+        SourceKey.incarnation(topic: origin.sourceTopic, epoch: epoch)
     }
 
     /// Notes how the record's events were routed; a record routed by another partition count
     /// than the topic has means instances disagree on it.
     private func checkRouting(_ origin: RepartitionRecord.Origin, into batch: inout DecodedBatch) {
-        if let routed = origin.routedPartitions, routed != Int(partitionCount), batch.misrouted == nil {
-            batch.misrouted = (routed, Int(partitionCount))
+        if origin.routedPartitions != Int(partitionCount), batch.misrouted == nil {
+            batch.misrouted = (origin.routedPartitions, Int(partitionCount))
         }
     }
 
@@ -52,9 +46,8 @@ public struct RepartitionInput: AggregateInput {
         do {
             decoded = try RepartitionRecord.decode(value)
         } catch {
-            return Self.reject(
-                "\(error); only trackpipe of the same major version should write to the repartition topic",
-                DeadLetterReference(record: index), of: record, into: &batch)
+            let detail = error.writtenByAnotherVersion ? "\(error)" : "\(error); only trackpipe should write to the repartition topic"
+            return Self.reject(detail, DeadLetterReference(record: index), of: record, into: &batch)
         }
         switch decoded {
         case .marks(let record):
@@ -66,12 +59,6 @@ public struct RepartitionInput: AggregateInput {
                 batch.marks.note(
                     source: SourceKey(incarnation: incarnation, partition: mark.source), watermark: mark.watermark, idle: mark.idle)
             }
-        case .event(let event):
-            let incarnation = incarnation(of: event.origin, epoch: event.sourceEpoch)
-            noteSourcePartitions(event.sourcePartitions, of: incarnation, into: &batch)
-            take(
-                event, incarnation: incarnation, deliveryId: record.key, reference: DeadLetterReference(record: index), of: record,
-                into: &batch)
         case .events(let events):
             guard let first = events.first else { return }
             checkRouting(first.origin, into: &batch)
@@ -86,9 +73,7 @@ public struct RepartitionInput: AggregateInput {
                     incarnation = self.incarnation(of: event.origin, epoch: epoch)
                     noteSourcePartitions(event.sourcePartitions, of: incarnation, into: &batch)
                 }
-                take(
-                    event, incarnation: incarnation, deliveryId: event.deliveryId,
-                    reference: DeadLetterReference(record: index, event: number), of: record, into: &batch)
+                take(event, incarnation: incarnation, reference: DeadLetterReference(record: index, event: number), of: record, into: &batch)
             }
         }
     }
@@ -98,12 +83,13 @@ public struct RepartitionInput: AggregateInput {
     }
 
     private func take(
-        _ event: RepartitionRecord.Event, incarnation: UInt64, deliveryId: UnsafeRawBufferPointer?, reference: DeadLetterReference,
-        of record: InputRecord, into batch: inout DecodedBatch
+        _ event: RepartitionRecord.Event, incarnation: UInt64, reference: DeadLetterReference, of record: InputRecord,
+        into batch: inout DecodedBatch
     ) {
         let source = SourceKey(incarnation: incarnation, partition: event.sourcePartition)
         batch.marks.note(source: source, watermark: event.sourceWatermark)
-        guard let deliveryId, !deliveryId.isEmpty else {
+        let deliveryId = event.deliveryId
+        guard !deliveryId.isEmpty else {
             return Self.reject("an event without its delivery id", reference, of: record, into: &batch)
         }
         let tracking = TrackingEvent(
@@ -130,16 +116,15 @@ public struct RepartitionInput: AggregateInput {
     public func deadLetter(
         _ reference: DeadLetterReference, of record: InputRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
-        if let value = record.value, let event = Self.event(reference.event, in: value) {
+        if let value = record.value, let number = reference.event, let event = Self.event(number, in: value) {
             let letter = DeadLetter(
                 reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: event.sourcePartition,
                 sourceOffset: event.sourceOffset)
             guard let shape = event.leftInInput else {
                 return OutgoingDeadLetter(letter: letter, key: event.originalKey, value: event.originalValue, timestamp: event.originalTimestamp)
             }
-            // The record names the topic its events came from (the configured one for records
-            // written before it did).
-            let topic = event.origin.sourceTopic.map { String(decoding: $0, as: UTF8.self) } ?? sourceTopic
+            // The record names the topic its events came from.
+            let topic = String(decoding: event.origin.sourceTopic, as: UTF8.self)
             return OutgoingDeadLetter(
                 letter: letter, key: nil, value: nil, timestamp: event.originalTimestamp,
                 leftOriginal: LeftOriginal(
@@ -156,7 +141,7 @@ public struct RepartitionInput: AggregateInput {
     /// The hit as normalized, in the form `trackpipe normalize` writes events.
     private static func standIn(_ event: RepartitionRecord.Event) -> [UInt8] {
         let tracking = TrackingEvent(
-            deliveryId: event.deliveryId.map { String(decoding: $0, as: UTF8.self) } ?? "",
+            deliveryId: String(decoding: event.deliveryId, as: UTF8.self),
             broadlogId: String(decoding: event.broadlogId, as: UTF8.self), action: event.action, channel: event.channel,
             platform: event.platform, eventTime: event.eventTime, shape: event.shape)
         var writer = JSONWriter()
@@ -164,9 +149,9 @@ public struct RepartitionInput: AggregateInput {
         return writer.bytes
     }
 
-    /// Event `number` of a record (nil: the one event of a version 1 record), without decoding
-    /// the record's other events: a burst of late hits from one record costs one pass each.
-    private static func event(_ number: Int?, in value: UnsafeRawBufferPointer) -> RepartitionRecord.Event? {
+    /// Event `number` of a record, without decoding the record's other events: a burst of late
+    /// hits from one record costs one pass each.
+    private static func event(_ number: Int, in value: UnsafeRawBufferPointer) -> RepartitionRecord.Event? {
         (try? RepartitionRecord.event(number, in: value)) ?? nil
     }
 }

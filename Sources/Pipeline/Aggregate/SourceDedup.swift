@@ -10,12 +10,10 @@
 /// another incarnation (another input topic under the same group, or the topic recreated) is
 /// never a copy of the old positions; it starts a new floor, and `admit` says so.
 ///
-/// `restored` is the map the previous owner checkpointed at its processed mark; it applies only
-/// from that mark on, because the replay below it rebuilds `live` (see `Checkpoint`).
+/// A new owner begins with the map the previous owner checkpointed at its processed mark, where
+/// it committed and the new owner starts reading (see `Checkpoint`).
 struct SourceDedup: Sendable, Equatable {
     private(set) var live: [Int32: SourceFloor] = [:]
-    private(set) var restored: [Int32: SourceFloor] = [:]
-    private(set) var restoredAt: Int64 = .max
 
     enum Verdict: Equatable {
         case first
@@ -26,14 +24,12 @@ struct SourceDedup: Sendable, Equatable {
 
     init() {}
 
-    init(restored: [Int32: SourceFloor], at position: Int64) {
-        self.restored = restored
-        self.restoredAt = position
+    init(restored: [Int32: SourceFloor]) {
+        live = restored
     }
 
     @inline(__always)
-    mutating func admit(_ source: SourceKey, sourceOffset: Int64, position: Int64) -> Verdict {
-        if position >= restoredAt { foldRestored() }
+    mutating func admit(_ source: SourceKey, sourceOffset: Int64) -> Verdict {
         let floor = live[source.partition]
         if let floor, floor.incarnation == source.incarnation, sourceOffset <= floor.offset { return .copy }
         live[source.partition] = SourceFloor(incarnation: source.incarnation, offset: sourceOffset)
@@ -41,20 +37,8 @@ struct SourceDedup: Sendable, Equatable {
         return .first
     }
 
-    /// From the mark on, the checkpointed floors hold: they are the previous owner's state there,
-    /// newer than anything the replay below the mark rebuilt.
-    private mutating func foldRestored() {
-        live = checkpoint
-        restored = [:]
-        restoredAt = .max
-    }
-
     /// The map to checkpoint at the current processed position.
-    var checkpoint: [Int32: SourceFloor] {
-        live.merging(restored) { live, restored in
-            live.incarnation == restored.incarnation && live.offset > restored.offset ? live : restored
-        }
-    }
+    var checkpoint: [Int32: SourceFloor] { live }
 }
 
 /// The highest source offset counted from one source partition, and the incarnation it

@@ -127,8 +127,8 @@ struct TaskChangelog: Sendable {
         /// input (`ChangelogRecord.TaskState.source`; an owner that died before its first
         /// commit), or else a new one at the partition's end.
         case lastWritten
-        /// A commit that names none (an offset reset, a recreated topic, an older build): a new
-        /// line at the partition's end.
+        /// A commit that names none (an offset reset, a recreated topic): a new line at the
+        /// partition's end.
         case new
     }
 

@@ -4,7 +4,7 @@
 /// could disagree.
 ///
 /// ```
-/// restoring ──stateRead──▶ replaying(…) ──processed past the mark──▶ running
+/// restoring ──stateRead──▶ replaying ──processed past the mark──▶ running
 ///     ├──────stateRead, nothing to replay──────────────────────────▶ running
 ///     └──────stateRefused (the worker stops) ──────────────────────▶ running
 /// ```
@@ -13,29 +13,20 @@
 /// keeps no changelog, is always `running`.
 enum TaskPhase: Sendable, Equatable {
     /// The state is being read back from the changelog: no record may be processed, nothing
-    /// is committed or written. Carries the changelog position the last commit recorded
-    /// (format 4), which the state read back must reach.
+    /// is committed or written. Carries the changelog position the last commit recorded, which
+    /// the state read back must reach (nil: no commit).
     case restoring(committedChangelog: Int64?)
-    /// Re-reading input the previous owner had processed, below its mark.
-    case replaying(ReplayOutput)
+    /// Re-reading input the previous owner had processed, below the mark of the changelog's
+    /// task record, written ahead of a commit that was never made: the output that owner held
+    /// for it may be lost, so the replay sends its dead letters again, and the state read back
+    /// its records.
+    case replaying
     case running
 
-    /// Whether what a replay produces reached the output under the previous owner.
-    enum ReplayOutput: Sendable, Equatable {
-        /// The mark is a checkpoint's (written before changelogs): that owner sent everything
-        /// below it before committing, so the replay is silent, and what it emits is kept for
-        /// when it catches up.
-        case sentByPreviousOwner
-        /// The mark is the changelog's task record, written ahead of a commit that was never
-        /// made: the output that owner held for it may be lost, so the replay sends its dead
-        /// letters again, and the state read back its records.
-        case heldByPreviousOwner
-    }
-
     enum Event: Sendable, Equatable {
-        /// The changelog was read to its end: whether it held a task record of this line of
-        /// owners (whose mark then begins the replay), and whether the task is below a mark.
-        case stateRead(taskRecord: Bool, belowMark: Bool)
+        /// The changelog was read to its end: whether the task is below the mark of the task
+        /// record read back.
+        case stateRead(belowMark: Bool)
         /// A batch was counted; whether the task is still below the mark.
         case processed(belowMark: Bool)
         /// The changelog contradicts the commit: the stage throws, and the worker stops. The
@@ -51,9 +42,8 @@ enum TaskPhase: Sendable, Equatable {
     /// restoring partition are held back by the runner, and a restore happens once.
     static func transition(_ phase: TaskPhase, on event: Event) -> TaskPhase {
         switch (phase, event) {
-        case (.restoring, .stateRead(let taskRecord, let belowMark)):
-            guard belowMark else { return .running }
-            return .replaying(taskRecord ? .heldByPreviousOwner : .sentByPreviousOwner)
+        case (.restoring, .stateRead(let belowMark)):
+            return belowMark ? .replaying : .running
         case (.restoring, .stateRefused):
             return .running
         case (.replaying, .processed(let belowMark)):
@@ -64,7 +54,7 @@ enum TaskPhase: Sendable, Equatable {
     }
 
     /// Applies `event`; returns whether the task has just begun running, having restored or
-    /// replayed: what it kept for that moment is due.
+    /// replayed.
     mutating func handle(_ event: Event) -> Bool {
         let next = Self.transition(self, on: event)
         defer { self = next }
@@ -75,13 +65,4 @@ enum TaskPhase: Sendable, Equatable {
         if case .restoring = self { return true }
         return false
     }
-
-    var isReplaying: Bool {
-        if case .replaying = self { return true }
-        return false
-    }
-
-    /// Whether the output of replayed records (dead letters and records alike) goes out again,
-    /// since the previous owner may never have sent it.
-    var resendsReplayedOutput: Bool { self == .replaying(.heldByPreviousOwner) }
 }

@@ -15,9 +15,7 @@ public struct TaskSources: Sendable {
 
     static let partitionRead = TaskSources(upstream: nil)
 
-    static func upstream(unnamedIncarnation: UInt64) -> TaskSources {
-        TaskSources(upstream: UpstreamSources(unnamedIncarnation: unnamedIncarnation))
-    }
+    static let upstream = TaskSources(upstream: UpstreamSources())
 
     /// The sources the engine waits for from the task's creation: the partition read, if it is
     /// one; upstream sources are declared as the records name them.
@@ -31,14 +29,14 @@ public struct TaskSources: Sendable {
     var resumesWatermark: Bool { upstream == nil }
 
     /// Takes the duplicate filter's floors from a checkpoint.
-    mutating func restore(_ floors: TaskStart.Floors) {
+    mutating func restore(_ floors: [Int32: SourceFloor]) {
         upstream?.restore(floors)
     }
 
     /// The filter's verdict on an event, by its source position.
     @inline(__always)
     mutating func admit(_ event: DecodedBatch.Event) -> SourceDedup.Verdict {
-        upstream?.dedup.admit(event.source, sourceOffset: event.sourceOffset, position: event.offset) ?? .first
+        upstream?.dedup.admit(event.source, sourceOffset: event.sourceOffset) ?? .first
     }
 
     /// The engine's number for a source.
@@ -59,23 +57,14 @@ public struct TaskSources: Sendable {
 
 /// The sources behind the shuffle: each upstream partition of each incarnation of the input.
 struct UpstreamSources: Sendable {
-    /// The incarnation of floors a version 2 checkpoint did not name (the configured topic's).
-    let unnamedIncarnation: UInt64
     var dedup = SourceDedup()
     /// The engine's number for each source (an input partition of one incarnation), and how many
     /// partitions of each incarnation have been declared to the engine.
     private var incarnations: [UInt64: Int] = [:]
     private var declared: [UInt64: Int] = [:]
 
-    init(unnamedIncarnation: UInt64) {
-        self.unnamedIncarnation = unnamedIncarnation
-    }
-
-    mutating func restore(_ floors: TaskStart.Floors) {
-        let seen = floors.seen.mapValues { floor in
-            floor.incarnation == Checkpoint.unrecordedIncarnation ? SourceFloor(incarnation: unnamedIncarnation, offset: floor.offset) : floor
-        }
-        dedup = SourceDedup(restored: seen, at: floors.from)
+    mutating func restore(_ floors: [Int32: SourceFloor]) {
+        dedup = SourceDedup(restored: floors)
     }
 
     /// The engine's number for a source: its partition for the first incarnation seen, a number

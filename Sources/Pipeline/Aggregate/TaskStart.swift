@@ -2,24 +2,16 @@ import Windowing
 
 /// Where a partition's window task begins, worked out from its partition's start alone: a pure
 /// function, so that every way a commit can look (none, beyond the log, another tool's, a
-/// checkpoint of each format) is tested without an engine, a changelog or Kafka.
+/// checkpoint) is tested without an engine, a changelog or Kafka.
 ///
-/// Three checkpoint formats lead to three beginnings: none (count from where the consumer
-/// starts), a changelog position (format 4: the windows are read back, and the task record
-/// there says how far they had counted), or a processed mark (formats 1 to 3, written before
-/// changelogs: the commit trails by what the windows held, and the replay from it rebuilds them).
+/// Without a checkpoint the task counts from where the consumer starts; with one, its windows
+/// are read back from the changelog up to the position the checkpoint recorded, and the task
+/// record there says how far they had counted.
 struct TaskStart: Sendable, Equatable {
     /// Where the engine's restore point puts the replay's end and the eviction horizon.
     struct RestorePoint: Sendable, Equatable {
         var replayBefore: Int64
         var evictedBefore: Int64
-    }
-
-    /// The duplicate filter's floors as checkpointed, and the position from which they apply
-    /// (the replay below it rebuilds them; see `Checkpoint`).
-    struct Floors: Sendable, Equatable {
-        var seen: [Int32: SourceFloor]
-        var from: Int64
     }
 
     /// The commit the task resumes from: nil when there is none, or when it lies beyond the log
@@ -30,13 +22,12 @@ struct TaskStart: Sendable, Equatable {
     var metadata: String?
     /// Which line of owners' changelog a task with one reads back.
     var lineage: TaskChangelog.Lineage
+    /// For a checkpoint beyond the log: the horizon it reached holds, no offset does.
     var restorePoint: RestorePoint?
-    /// The previous owner's processed mark, for a checkpoint without changelog: below it the
-    /// replay is silent.
-    var replayMark: Int64?
-    var floors: Floors?
-    /// The changelog position the commit recorded (format 4): the windows are in the changelog,
-    /// which must reach it.
+    /// The duplicate filter's floors, as checkpointed.
+    var floors: [Int32: SourceFloor]?
+    /// The changelog position the commit recorded: the windows are in the changelog, which must
+    /// reach it.
     var committedChangelog: Int64?
 
     init(_ start: PartitionStart, checkpoint: Checkpoint?) {
@@ -48,28 +39,23 @@ struct TaskStart: Sendable, Equatable {
             // stay closed, and source positions it had counted stay counted.
             guard let checkpoint else { return }
             restorePoint = RestorePoint(replayBefore: 0, evictedBefore: checkpoint.evictedBefore)
-            floors = Floors(seen: checkpoint.seen, from: 0)
+            floors = checkpoint.seen
             return
         }
         committed = start.committedOffset
         guard let checkpoint else { return }
         metadata = start.metadata
-        floors = Floors(seen: checkpoint.seen, from: checkpoint.processedThrough)
-        if let written = checkpoint.changelog {
-            committedChangelog = written
-        } else {
-            restorePoint = RestorePoint(replayBefore: checkpoint.processedThrough, evictedBefore: checkpoint.evictedBefore)
-            replayMark = checkpoint.processedThrough
-        }
+        floors = checkpoint.seen
+        committedChangelog = checkpoint.changelog
     }
 
     /// The changelog is read back only from where the last commit's line of owners began
     /// writing it. Without a commit, an owner continues the line that wrote last if it counted
     /// the same input (its owner died before its first commit); any other commit (an offset
-    /// reset, a recreated topic, an older build) begins a new line.
+    /// reset, a recreated topic) begins a new line.
     private static func lineage(_ start: PartitionStart, checkpoint: Checkpoint?) -> TaskChangelog.Lineage {
         guard start.committedOffset != nil else { return .lastWritten }
-        guard let checkpoint, checkpoint.changelog != nil, !start.commitIsBeyondTheLog else { return .new }
+        guard let checkpoint, !start.commitIsBeyondTheLog else { return .new }
         return .committed(since: checkpoint.changelogSince)
     }
 

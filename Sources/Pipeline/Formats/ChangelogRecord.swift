@@ -16,7 +16,10 @@ import Windowing
 /// - `T`: the task's own state as of the write: how far it had processed its input, the
 ///   eviction horizon, and where its line of owners began writing the partition.
 ///
-/// Values start with a format version byte; a reader refuses versions it does not know.
+/// Values start with a format version byte, `version`, the one version this trackpipe writes
+/// and reads: a record of any other is refused, not guessed at (a restore skips it as
+/// unreadable). A release that changes the format reads the previous one for one release, then
+/// drops it (docs/scale-out.md, "Formats").
 public enum ChangelogRecord {
     public static let version: UInt8 = 1
     /// Broadlog bytes a head carries itself; beyond, they go to chunks of at most this size.

@@ -1,46 +1,38 @@
 /// What the worker stores in Kafka's commit metadata next to each committed offset, so that the
-/// next owner of the partition (a restart, or another instance after a rebalance) can replay
-/// from the offset exactly: recognise hits whose window was already final, skip dead letters
-/// already sent, and drop events an upstream stage sent twice.
+/// next owner of the partition (a restart, or another instance after a rebalance) can go on from
+/// it exactly: read its windows back from the changelog, recognise hits whose window was already
+/// final, and drop events an upstream stage sent twice.
 ///
-/// Encodings, all text:
-/// - `trackpipe/1 evicted=<ms> processed=<offset>`: windows over the input topic itself.
-/// - `trackpipe/3 evicted=<ms> processed=<offset> seen=<map>`: behind the repartition topic,
-///   adding per source partition the highest source offset counted before `processed`, with
-///   the incarnation of the input (topic and epoch) it belongs to.
-/// - `trackpipe/4 evicted=<ms> processed=<offset> changelog=<offset> since=<offset> window=<ms> [seen=<map>]`:
-///   a task whose windows live in its changelog: the commit is at `processed`, `changelog` says
-///   how far the changelog partition had been written and acknowledged (its end offset then),
-///   `since` where this line of owners began writing it (what lies before belongs to an
-///   earlier run of the group and is never read back), and `window` the size of the windows
-///   it counts, which no later run of the group may change (nil: not recorded).
-/// - `trackpipe/2 …` (read only): the same without incarnations, written before they existed;
-///   its floors belong to the configured input topic's first epoch.
+/// One encoding, text:
+/// `trackpipe/4 evicted=<ms> processed=<offset> changelog=<offset> since=<offset> [window=<ms>] [seen=<map>]`.
+/// The commit is at `processed`; `changelog` says how far the task's changelog partition had been
+/// written and acknowledged (its end offset then), `since` where this line of owners began
+/// writing it (what lies before belongs to an earlier run of the group and is never read back),
+/// `window` the size of the windows it counts, which no later run of the group may change, and
+/// `seen`, behind the repartition topic, per source partition the highest source offset counted
+/// before `processed`, with the incarnation of the input (topic and epoch) it belongs to.
 ///
-/// The `seen` map is taken at `processed`, not at the committed offset, and is applied only to
-/// records at or after `processed`: records between the committed offset and `processed` are
-/// replayed, and the replay rebuilds the map for them (an event re-sent among them whose
-/// original came before the committed offset belongs to a window that was already final, which
-/// `evicted` recognises). Anything else (another tool's commit, an unknown format) decodes to
-/// nil.
+/// The `seen` map is taken at `processed` and is applied only to records at or after it. Anything
+/// else decodes to nil: another tool's commit, and a checkpoint of another version of trackpipe
+/// (`otherVersion(of:)` tells them apart, for the refusal). A release that changes this format
+/// reads the previous one for one release, then drops it (docs/scale-out.md, "Formats").
 public struct Checkpoint: Sendable, Hashable {
+    /// The tag the encoding begins with: the one version this trackpipe writes and reads.
+    public static let format = "trackpipe/4"
+
     /// Every window with `windowEnd + retention <= evictedBefore` had been evicted (epoch ms).
     public var evictedBefore: Int64
-    /// The next offset the previous owner had not yet processed.
+    /// The next offset the committing owner had not yet processed (where it committed).
     public var processedThrough: Int64
     /// Highest source offset counted per source partition, before `processedThrough`.
     public var seen: [Int32: SourceFloor]
-    /// Where the task's changelog partition ended, acknowledged, when this was committed; nil
-    /// in a checkpoint written before state topics (its commit trailed by what its windows held).
-    public var changelog: Int64?
-    /// Where the task's line of owners began writing its changelog partition (0 if not said).
+    /// Where the task's changelog partition ended, acknowledged, when this was committed.
+    public var changelog: Int64
+    /// Where the task's line of owners began writing its changelog partition.
     public var changelogSince: Int64
     /// The window size (ms) the state was counted with: a key `<deliveryId>@<windowStart>` means
     /// a different window under another size, so a run of another size must not go on from it.
     public var windowSize: Int64?
-
-    /// The incarnation of floors read from a version 2 checkpoint, which did not record one.
-    public static let unrecordedIncarnation: UInt64 = 0
 
     /// Kafka brokers refuse commit metadata above `offset.metadata.max.bytes` (4096 by default).
     public static let maxEncodedBytes = 4_000
@@ -48,7 +40,7 @@ public struct Checkpoint: Sendable, Hashable {
     public static let maxSourcePartitions = 400
 
     public init(
-        evictedBefore: Int64, processedThrough: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64? = nil, changelogSince: Int64 = 0,
+        evictedBefore: Int64, processedThrough: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64, changelogSince: Int64 = 0,
         windowSize: Int64? = nil
     ) {
         self.evictedBefore = evictedBefore
@@ -60,23 +52,16 @@ public struct Checkpoint: Sendable, Hashable {
     }
 
     public var encoded: String {
-        let base = "evicted=\(evictedBefore) processed=\(processedThrough)"
-        let seenField = seen.isEmpty ? "" : " seen=" + Self.encode(seen)
-        if let changelog {
-            return "trackpipe/4 " + base + " changelog=\(changelog) since=\(changelogSince)" + (windowSize.map { " window=\($0)" } ?? "") + seenField
-        }
-        if seen.isEmpty { return "trackpipe/1 " + base }
-        return "trackpipe/3 " + base + seenField
+        Self.format + " evicted=\(evictedBefore) processed=\(processedThrough) changelog=\(changelog) since=\(changelogSince)"
+            + (windowSize.map { " window=\($0)" } ?? "") + (seen.isEmpty ? "" : " seen=" + Self.encode(seen))
     }
 
     public init?(decoding text: String?) {
-        guard let text, let space = text.firstIndex(of: " ") else { return nil }
-        let format = text[..<space]
-        guard ["trackpipe/1", "trackpipe/2", "trackpipe/3", "trackpipe/4"].contains(format) else { return nil }
+        guard let text, text.hasPrefix(Self.format + " ") else { return nil }
         var evicted: Int64?
         var processed: Int64?
         var changelog: Int64?
-        var since: Int64 = 0
+        var since: Int64?
         var window: Int64?
         var seen: [Int32: SourceFloor] = [:]
         for field in text.split(separator: " ").dropFirst() {
@@ -86,24 +71,34 @@ public struct Checkpoint: Sendable, Hashable {
             case "evicted": evicted = Int64(parts[1])
             case "processed": processed = Int64(parts[1])
             case "changelog": changelog = Int64(parts[1])
-            case "since": since = Int64(parts[1]) ?? 0
+            case "since": since = Int64(parts[1])
             case "window": window = Int64(parts[1])
             case "seen":
-                guard let map = format == "trackpipe/2" ? Self.decodeUnrecorded(parts[1]) : Self.decode(parts[1]) else { return nil }
+                guard let map = Self.decode(parts[1]) else { return nil }
                 seen = map
             default: continue
             }
         }
-        guard let evicted, let processed, (format == "trackpipe/4") == (changelog != nil) else { return nil }
+        guard let evicted, let processed, let changelog, let since else { return nil }
         self.init(
             evictedBefore: evicted, processedThrough: processed, seen: seen, changelog: changelog, changelogSince: since, windowSize: window)
     }
 
+    /// The tag of a window checkpoint that another version of trackpipe wrote (`trackpipe/<n>`
+    /// other than `format`), which this one does not read; nil for anything else.
+    public static func otherVersion(of metadata: String?) -> String? {
+        guard let metadata else { return nil }
+        let tag = metadata.prefix { $0 != " " }
+        guard tag.hasPrefix("trackpipe/"), tag != format, tag.dropFirst("trackpipe/".count).allSatisfy(\.isNumber), tag.count > 10 else {
+            return nil
+        }
+        return String(tag)
+    }
+
     // MARK: The seen map
     //
-    // Version 3: varint group count; per incarnation, its 8 bytes little-endian, a varint entry
-    // count, then per entry varints (source gap, offset + 1). Version 2 was the entries alone.
-    // Base64url without padding.
+    // A varint group count; per incarnation, its 8 bytes little-endian, a varint entry count,
+    // then per entry varints (source gap, offset + 1). Base64url without padding.
 
     static func encode(_ seen: [Int32: SourceFloor]) -> String {
         var groups: [UInt64: [(Int32, Int64)]] = [:]
@@ -137,14 +132,6 @@ public struct Checkpoint: Sendable, Hashable {
         return position == bytes.count ? map : nil
     }
 
-    /// A version 2 map: entries only, their incarnation not recorded.
-    static func decodeUnrecorded<Text: StringProtocol>(_ text: Text) -> [Int32: SourceFloor]? {
-        guard let bytes = unbase64url(text) else { return nil }
-        var position = 0
-        guard let entries = readEntries(bytes, &position, count: .max), position == bytes.count else { return nil }
-        return Dictionary(uniqueKeysWithValues: entries.map { ($0.0, SourceFloor(incarnation: unrecordedIncarnation, offset: $0.1)) })
-    }
-
     private static func appendEntries(_ entries: [(Int32, Int64)], to bytes: inout [UInt8]) {
         var previous: Int64 = -1
         for (source, offset) in entries {
@@ -154,7 +141,7 @@ public struct Checkpoint: Sendable, Hashable {
         }
     }
 
-    /// Up to `count` entries, or to the end of the bytes.
+    /// `count` entries.
     private static func readEntries(_ bytes: [UInt8], _ position: inout Int, count: Int) -> [(Int32, Int64)]? {
         var entries: [(Int32, Int64)] = []
         var previous: Int64 = -1
@@ -165,7 +152,7 @@ public struct Checkpoint: Sendable, Hashable {
             entries.append((Int32(source), Int64(truncatingIfNeeded: offset) - 1))
             previous = source
         }
-        guard count == .max || entries.count == count else { return nil }
+        guard entries.count == count else { return nil }
         return entries
     }
 

@@ -18,25 +18,24 @@ import Windowing
 ///   sent to every repartition partition now and then, so that a partition that receives few
 ///   of a source's events still learns how far that source's event time has moved.
 ///
-/// Every record starts with a format version byte; a reader refuses versions it does not know
-/// rather than guess. Version 1 sent one event per record with the delivery id as the record
-/// key, version 2 batched events; this reader still reads both, so records left in the topic by
-/// an older instance are counted after an upgrade. Every record carries the input topic's
-/// partition count, so the aggregate stage knows how many sources must report before the
-/// watermark can move. Version 3 adds where the events come from and how they were routed: the
-/// input topic's name and, per event and mark, the epoch of its input partition (a new epoch
-/// begins when the topic is found recreated), so that positions of another topic or of a
-/// recreated one are never taken for copies of old ones; and the repartition topic's partition
-/// count the writer routed by, so that instances that disagree on it are caught. Version 4
-/// leaves most hits' original key and value in the input topic (see `writeEvent`): an event
-/// then records only their lengths, and a `too_late` dead letter reads the message back from
-/// the input by its position.
+/// Every record starts with a format version byte, `version`, the one version this trackpipe
+/// writes and reads: a record of any other version was written by another version of trackpipe,
+/// and is refused rather than guessed at (`DecodingError.writtenByAnotherVersion`). A release
+/// that changes the format reads the previous one for one release, then drops it
+/// (docs/scale-out.md, "Formats").
+///
+/// Every record says where its events come from and how they were routed: the input topic's
+/// name and partition count (the aggregate stage knows how many sources must report before the
+/// watermark can move), per event and mark the epoch of its input partition (a new epoch begins
+/// when the topic is found recreated), so that positions of another topic or of a recreated
+/// one are never taken for copies of old ones, and the repartition topic's partition count the
+/// writer routed by, so that instances that disagree on it are caught. Most hits' original key
+/// and value stay in the input topic (see `writeEvent`): an event then records only their
+/// lengths, and a `too_late` dead letter reads the message back from the input by its position.
 public enum RepartitionRecord {
     public static let version: UInt8 = 4
 
     enum Kind: UInt8 {
-        /// Version 1 only: one event, its delivery id in the record key.
-        case event = 1
         case marks = 2
         case events = 3
     }
@@ -45,10 +44,10 @@ public enum RepartitionRecord {
     public struct Origin {
         /// The input topic's partition count.
         public var sourcePartitions: Int
-        /// The input topic's name; nil in records older than version 3.
-        public var sourceTopic: UnsafeRawBufferPointer?
-        /// The repartition partition count the writer routed by; nil in records older than version 3.
-        public var routedPartitions: Int?
+        /// The input topic's name.
+        public var sourceTopic: UnsafeRawBufferPointer
+        /// The repartition partition count the writer routed by.
+        public var routedPartitions: Int
     }
 
     /// An event as read back: views into the record's bytes, valid as long as they are.
@@ -56,7 +55,7 @@ public enum RepartitionRecord {
         public var origin: Origin
         public var sourcePartitions: Int { origin.sourcePartitions }
         public var sourcePartition: Int32
-        /// The epoch of the source partition (0 in records older than version 3).
+        /// The epoch of the source partition.
         public var sourceEpoch: UInt32
         public var sourceOffset: Int64
         public var sourceWatermark: Int64
@@ -66,15 +65,14 @@ public enum RepartitionRecord {
         public var channel: Channel
         public var platform: Platform
         public var shape: HitShape
-        /// nil in version 1 records, whose record key is the delivery id.
-        public var deliveryId: UnsafeRawBufferPointer?
+        public var deliveryId: UnsafeRawBufferPointer
         public var broadlogId: UnsafeRawBufferPointer
         /// The original key and value, when the event carries them (nil when it does not: see
         /// `leftInInput`).
         public var originalKey: UnsafeRawBufferPointer?
         public var originalValue: UnsafeRawBufferPointer?
-        /// The original was left in the input topic (version 4): the lengths of its key and
-        /// value, by which the message read back from there is recognised.
+        /// The original was left in the input topic: the lengths of its key and value, by which
+        /// the message read back from there is recognised.
         public var leftInInput: OriginalShape?
     }
 
@@ -90,8 +88,6 @@ public enum RepartitionRecord {
     }
 
     public enum Decoded {
-        /// A version 1 record of one event.
-        case event(Event)
         case events([Event])
         case marks(Marks)
     }
@@ -100,12 +96,15 @@ public enum RepartitionRecord {
     public struct Marks {
         public var origin: Origin
         public var marks: [SourceMark]
-        /// The epoch of each mark's source partition, in the same order (0 before version 3).
+        /// The epoch of each mark's source partition, in the same order.
         public var epochs: [UInt32]
     }
 
     public struct DecodingError: Error, CustomStringConvertible {
         public var description: String
+        /// The record begins with another format version than `version`: another version of
+        /// trackpipe wrote it, and the description says what to do.
+        public var writtenByAnotherVersion = false
     }
 
     /// An events record stays well below the 1 MB that producers and brokers accept by default
@@ -208,7 +207,7 @@ public enum RepartitionRecord {
         }
     }
 
-    /// The header every version 3 record starts with, after its version and kind.
+    /// The header every record starts with, after its version and kind.
     private static func appendOrigin(_ source: Source, to bytes: inout [UInt8]) {
         append(UInt16(clamping: source.partitions), to: &bytes)
         append(UInt16(clamping: source.routedPartitions), to: &bytes)
@@ -290,55 +289,46 @@ public enum RepartitionRecord {
     // MARK: Decoding
 
     /// What every record starts with: its format version, its kind and its origin.
-    private static func readHeader(_ reader: inout Reader) throws(DecodingError) -> (version: UInt8, kind: UInt8, origin: Origin) {
-        let version = try reader.byte()
-        guard (1...Self.version).contains(version) else {
+    private static func readHeader(_ reader: inout Reader) throws(DecodingError) -> (kind: UInt8, origin: Origin) {
+        let found = try reader.byte()
+        guard found == version else {
             throw DecodingError(
-                description: "repartition record of format version \(version); this trackpipe reads versions 1 to \(Self.version)")
+                description:
+                    "repartition record of format version \(found), written by another version of trackpipe; this one reads version \(version) only. Run every instance of a deployment on the same trackpipe version, upgrading one release at a time (a release reads the formats of the one before it); the hits of such records are not counted: recount the input under a new --group to count them",
+                writtenByAnotherVersion: true)
         }
-        let kindByte = try reader.byte()
-        var origin = Origin(sourcePartitions: Int(try reader.integer(UInt16.self)))
-        if version >= 3 {
-            origin.routedPartitions = Int(try reader.integer(UInt16.self))
-            origin.sourceTopic = try reader.slice(Int(try reader.integer(UInt16.self)))
-        }
-        return (version, kindByte, origin)
+        let kind = try reader.byte()
+        let sourcePartitions = Int(try reader.integer(UInt16.self))
+        let routedPartitions = Int(try reader.integer(UInt16.self))
+        let sourceTopic = try reader.slice(Int(try reader.integer(UInt16.self)))
+        return (kind, Origin(sourcePartitions: sourcePartitions, sourceTopic: sourceTopic, routedPartitions: routedPartitions))
     }
 
-    /// Event `number` of an events record (nil: the one event of a version 1 record), read
-    /// without decoding the others: each event is preceded by its length, so the ones before
-    /// it are stepped over. For a dead letter, which needs one event of a record.
-    public static func event(_ number: Int?, in bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Event? {
+    /// Event `number` of an events record, read without decoding the others: each event is
+    /// preceded by its length, so the ones before it are stepped over. For a dead letter, which
+    /// needs one event of a record.
+    public static func event(_ number: Int, in bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Event? {
         var reader = Reader(bytes: bytes)
-        let (version, kindByte, origin) = try readHeader(&reader)
-        switch Kind(rawValue: kindByte) {
-        case .event where version == 1:
-            return number == nil ? try readEvent(&reader, origin: origin, version: version) : nil
-        case .events where version >= 2:
-            guard let number, number >= 0, number < Int(try reader.integer(UInt32.self)) else { return nil }
-            for _ in 0..<number { _ = try reader.slice(Int(try reader.integer(UInt32.self))) }
-            let length = Int(try reader.integer(UInt32.self))
-            var inner = Reader(bytes: try reader.slice(length))
-            return try readEvent(&inner, origin: origin, version: version)
-        default:
-            return nil
-        }
+        let (kind, origin) = try readHeader(&reader)
+        guard Kind(rawValue: kind) == .events, number >= 0, number < Int(try reader.integer(UInt32.self)) else { return nil }
+        for _ in 0..<number { _ = try reader.slice(Int(try reader.integer(UInt32.self))) }
+        let length = Int(try reader.integer(UInt32.self))
+        var inner = Reader(bytes: try reader.slice(length))
+        return try readEvent(&inner, origin: origin)
     }
 
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Decoded {
         var reader = Reader(bytes: bytes)
-        let (version, kindByte, origin) = try readHeader(&reader)
-        switch Kind(rawValue: kindByte) {
-        case .event where version == 1:
-            return .event(try readEvent(&reader, origin: origin, version: version))
-        case .events where version >= 2:
+        let (kind, origin) = try readHeader(&reader)
+        switch Kind(rawValue: kind) {
+        case .events:
             let count = Int(try reader.integer(UInt32.self))
             var events: [Event] = []
             events.reserveCapacity(min(count, bytes.count / 40))
             for _ in 0..<count {
                 let length = Int(try reader.integer(UInt32.self))
                 var inner = Reader(bytes: try reader.slice(length))
-                events.append(try readEvent(&inner, origin: origin, version: version))
+                events.append(try readEvent(&inner, origin: origin))
                 guard inner.position == length else { throw DecodingError(description: "repartition event with trailing bytes") }
             }
             guard reader.position == bytes.count else { throw DecodingError(description: "repartition record with trailing bytes") }
@@ -354,25 +344,25 @@ public enum RepartitionRecord {
                 let watermark = try reader.integer(Int64.self)
                 let idle = try reader.byte() != 0
                 marks.append(SourceMark(source: source, watermark: watermark == Int64.min ? nil : watermark, idle: idle))
-                epochs.append(version >= 3 ? try reader.integer(UInt32.self) : 0)
+                epochs.append(try reader.integer(UInt32.self))
             }
             return .marks(Marks(origin: origin, marks: marks, epochs: epochs))
-        default:
-            throw DecodingError(description: "repartition record of unknown kind \(kindByte) in format version \(version)")
+        case nil:
+            throw DecodingError(description: "repartition record of unknown kind \(kind)")
         }
     }
 
-    private static func readEvent(_ reader: inout Reader, origin: Origin, version: UInt8) throws(DecodingError) -> Event {
+    private static func readEvent(_ reader: inout Reader, origin: Origin) throws(DecodingError) -> Event {
         let sourcePartition = try reader.integer(Int32.self)
         let sourceOffset = try reader.integer(Int64.self)
         let sourceWatermark = try reader.integer(Int64.self)
         let eventTime = try reader.integer(Int64.self)
         let timestamp = try reader.integer(Int64.self)
-        let epoch = version >= 3 ? try reader.integer(UInt32.self) : 0
+        let epoch = try reader.integer(UInt32.self)
         guard let action = HitAction(rawValue: try reader.byte()), let channel = Channel(rawValue: try reader.byte()),
             let platform = Platform(rawValue: try reader.byte()), let shape = HitShape(rawValue: try reader.byte())
         else { throw DecodingError(description: "repartition event with an unknown action, channel, platform or shape code") }
-        let deliveryId = version >= 2 ? try reader.slice(Int(try reader.integer(UInt16.self))) : nil
+        let deliveryId = try reader.slice(Int(try reader.integer(UInt16.self)))
         let broadlog = try reader.slice(Int(try reader.integer(UInt16.self)))
         let keyLength = try reader.integer(Int32.self)
         let key = keyLength >= 0 ? try reader.slice(Int(keyLength)) : nil
@@ -381,7 +371,7 @@ public enum RepartitionRecord {
         var left: OriginalShape?
         if valueLength < -1 || keyLength < -1 {
             // Left in the input: the key too (or the message had none), and a value was there.
-            guard version >= 4, valueLength < -1, keyLength < 0 else {
+            guard valueLength < -1, keyLength < 0 else {
                 throw DecodingError(description: "repartition event with a malformed original key or value length")
             }
             left = OriginalShape(keyLength: keyLength == -1 ? nil : Int(-2 - keyLength), valueLength: Int(-2 - valueLength))

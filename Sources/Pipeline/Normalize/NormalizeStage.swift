@@ -88,12 +88,13 @@ public struct NormalizeStage: Stage {
 
     /// A partition's state from what its previous owner committed. A commit beyond the log means
     /// the topic was recreated: a new epoch, and the watermark starts over. A commit carrying a
-    /// window checkpoint was made by the one-stage mode on this group: refused, since resuming
-    /// from it would skip hits whose windows were still open.
+    /// window checkpoint (of this version of trackpipe or another) was made by the one-stage
+    /// mode on this group: refused, since resuming from it would skip hits whose windows were
+    /// still open.
     static func resume(from start: PartitionStart, topic: String, now: Int64) throws -> SourceState {
         var state = SourceState(watermark: nil, lastEventAt: now, processed: nil)
         guard start.committedOffset != nil else { return state }
-        if Checkpoint(decoding: start.metadata) != nil {
+        if Checkpoint(decoding: start.metadata) != nil || Checkpoint.otherVersion(of: start.metadata) != nil {
             throw PipelineError.groupMismatch(
                 "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint: the group was last run with --input-keyed-by-delivery (one stage), whose open windows are in that mode's state, where two stages do not look. Resuming two stages from it would count partial windows. Run two stages under a --group of their own (a new group counts the input from its beginning), or keep --input-keyed-by-delivery")
         }
@@ -321,7 +322,7 @@ public struct OriginalCarrying: Sendable, Equatable {
     /// hit under a key of a few hundred kilobytes could take it past.
     let maxOriginalBytes: Int
 
-    /// Every hit carries its original (as before format 4).
+    /// Every hit carries its original.
     public static let always = OriginalCarrying(window: nil, maxOriginalBytes: .max)
 
     /// The rule above, for windows of this size and retention, and originals of at most

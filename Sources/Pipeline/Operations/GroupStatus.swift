@@ -44,8 +44,8 @@ public struct PartitionStatus: Sendable, Encodable {
     public var checkpoint: CheckpointStatus?
     /// The commit's metadata decoded, where the normalize stage made it.
     public var source: SourceCheckpointStatus?
-    /// The commit's metadata as stored, where it is something else than a checkpoint (another
-    /// program's); nil when empty.
+    /// The commit's metadata as stored, where it is something else than a checkpoint this
+    /// version reads (another program's, or another version of trackpipe's); nil when empty.
     public var foreignMetadata: String?
 }
 
@@ -55,26 +55,23 @@ public struct PartitionStatus: Sendable, Encodable {
 /// output carries at once, and one more column in `trackpipe status`'s table
 /// (`StatusCommand.checkpointColumns`).
 public struct CheckpointStatus: Sendable, Encodable {
-    /// The encoding's tag, `trackpipe/1`, `trackpipe/2` or `trackpipe/3`.
+    /// The encoding's tag, `trackpipe/4` (`Checkpoint.format`).
     public var format: String
     /// Every window that ended (plus retention) before this had been evicted: later hits for
     /// them are recognised as already final. It is the stage's watermark at the commit; nil
     /// before the first watermark (nothing evicted yet).
     public var evictedBefore: String?
     public var evictedBeforeMillis: Int64
-    /// The next offset the committing owner had not processed: with a changelog, the committed
-    /// offset itself; before changelogs, a new owner replayed up to here silently.
+    /// The next offset the committing owner had not processed: the committed offset itself.
     public var processedThrough: Int64
     /// Messages after the processed mark, as of the commit: the real backlog of the
-    /// aggregate stage (with a changelog its committed offset is the processed mark; a
-    /// checkpoint of format 1 to 3 committed behind it, by what its windows held).
+    /// aggregate stage.
     public var unprocessed: Int64
     /// Source partitions with a duplicate floor (the highest source offset counted): events
     /// at or below it, sent again by a crashed normalize stage, are dropped.
     public var duplicateFloors: Int
-    /// Where the task's state topic partition had been written when it committed (format 4);
-    /// nil for a checkpoint written before state topics.
-    public var changelog: Int64?
+    /// Where the task's state topic partition had been written when it committed.
+    public var changelog: Int64
     /// How many incarnations of the input the floors belong to (more than one after the input
     /// topic was switched or recreated under the group, until the old floors are replaced).
     public var inputIncarnations: Int
@@ -189,6 +186,9 @@ extension WorkerStatus {
             let foreign = committed.compactMap(\.foreignMetadata)
             if committed.isEmpty {
                 parts.append("\(group.group) has committed nothing on \(group.topic)")
+            } else if let tag = foreign.lazy.compactMap(Checkpoint.otherVersion(of:)).first {
+                parts.append(
+                    "\(group.group) has committed \(committed.count) partitions of \(group.topic) with checkpoints of another version of trackpipe (\(tag)), which this one does not read (it reads \(Checkpoint.format))")
             } else if let sample = foreign.first {
                 parts.append(
                     "\(group.group) has committed \(committed.count) partitions of \(group.topic) with metadata that is not a trackpipe checkpoint (\"\(sample.prefix(60))\")")

@@ -9,7 +9,7 @@
 /// | `processedThrough` | every offset below it has been handled: counted, dropped or dead-lettered | task |
 /// | `committed` | the offset stored in the group, where the next owner starts: the previous owner's at assignment, then this owner's last commit | runner and task |
 /// | `metadata` | what was committed with it: what the committing owner had settled (a `Checkpoint` or `SourceCheckpoint`) | runner and task |
-/// | `restoredMark` | the previous owner's `processedThrough`, from its checkpoint: below it a record is a replay whose output that owner already sent | task |
+/// | `restoredMark` | the previous owner's `processedThrough`, from the task record of its changelog: below it a record is a replay, whose output that owner may not have sent | task |
 public struct PartitionOffsets: Sendable, Equatable {
     public var nextToRead: Int64?
     public var processedThrough: Int64?
@@ -47,7 +47,7 @@ public struct PartitionOffsets: Sendable, Equatable {
         offset < (restoredMark ?? .min)
     }
 
-    /// Still below the previous owner's mark: what is emitted now, that owner already emitted.
+    /// Still below the previous owner's mark: the task replays what that owner processed.
     var isReplaying: Bool {
         guard let restoredMark else { return false }
         return (processedThrough ?? committed ?? 0) < restoredMark

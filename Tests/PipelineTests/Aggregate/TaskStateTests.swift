@@ -16,7 +16,7 @@ struct TaskStateTests {
     func noCommit() {
         let start = TaskStart(PartitionStart(partition: 3, logStart: 10, logEnd: 20), checkpoint: nil)
         #expect(start == TaskStart(PartitionStart(partition: 3), checkpoint: nil))
-        #expect(start.committed == nil && start.metadata == nil && start.restorePoint == nil && start.replayMark == nil)
+        #expect(start.committed == nil && start.metadata == nil && start.restorePoint == nil)
         #expect(start.floors == nil && start.committedChangelog == nil)
         #expect(start.lineage == .lastWritten)
         #expect(TaskPhase.initial(start: start) == .restoring(committedChangelog: nil))
@@ -26,32 +26,8 @@ struct TaskStateTests {
     func commitWithoutCheckpoint() {
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 5, metadata: "someone else's", logEnd: 9), checkpoint: nil)
         #expect(start.committed == 5 && start.metadata == nil)
-        #expect(start.restorePoint == nil && start.replayMark == nil && start.floors == nil && start.committedChangelog == nil)
+        #expect(start.restorePoint == nil && start.floors == nil && start.committedChangelog == nil)
         #expect(start.lineage == .new)
-    }
-
-    @Test("a checkpoint written before changelogs: replay silently from the commit up to its processed mark")
-    func checkpointWithoutChangelog() {
-        let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12, seen: Self.seen)
-        let partition = PartitionStart(partition: 0, committedOffset: 8, metadata: checkpoint.encoded, logEnd: 20)
-        let start = TaskStart(partition, checkpoint: checkpoint)
-        #expect(start.committed == 8 && start.metadata == checkpoint.encoded)
-        #expect(start.restorePoint == TaskStart.RestorePoint(replayBefore: 12, evictedBefore: 1_000))
-        #expect(start.replayMark == 12)
-        #expect(start.floors == TaskStart.Floors(seen: Self.seen, from: 12))
-        #expect(start.committedChangelog == nil)
-        #expect(start.lineage == .new, "an older build's commit begins a new line of owners")
-        #expect(TaskPhase.initial(start: start) == .restoring(committedChangelog: nil))
-        // Below the mark once the (empty) state is read: the replay that owner's output already covers.
-        #expect(TaskPhase.transition(.initial(start: start), on: .stateRead(taskRecord: false, belowMark: true)) == .replaying(.sentByPreviousOwner))
-    }
-
-    @Test("a commit at its processed mark replays nothing")
-    func commitAtTheMark() {
-        let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12)
-        let start = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: checkpoint.encoded), checkpoint: checkpoint)
-        #expect(start.replayMark == 12)
-        #expect(TaskPhase.transition(.initial(start: start), on: .stateRead(taskRecord: false, belowMark: false)) == .running)
     }
 
     @Test("a checkpoint with a changelog: the windows are read back, its line of owners goes on, nothing replays by the commit alone")
@@ -61,8 +37,8 @@ struct TaskStateTests {
         #expect(start.committed == 12 && start.metadata == checkpoint.encoded)
         #expect(start.committedChangelog == 30)
         #expect(start.lineage == .committed(since: 4))
-        #expect(start.restorePoint == nil && start.replayMark == nil)
-        #expect(start.floors == TaskStart.Floors(seen: Self.seen, from: 12))
+        #expect(start.restorePoint == nil)
+        #expect(start.floors == Self.seen)
         #expect(TaskPhase.initial(start: start) == .restoring(committedChangelog: 30))
     }
 
@@ -70,9 +46,9 @@ struct TaskStateTests {
     func commitBeyondTheLog() {
         let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12, seen: Self.seen, changelog: 30, changelogSince: 4)
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: checkpoint.encoded, logEnd: 3), checkpoint: checkpoint)
-        #expect(start.committed == nil && start.metadata == nil && start.replayMark == nil && start.committedChangelog == nil)
+        #expect(start.committed == nil && start.metadata == nil && start.committedChangelog == nil)
         #expect(start.restorePoint == TaskStart.RestorePoint(replayBefore: 0, evictedBefore: 1_000))
-        #expect(start.floors == TaskStart.Floors(seen: Self.seen, from: 0))
+        #expect(start.floors == Self.seen)
         #expect(start.lineage == .new)
 
         let bare = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: nil, logEnd: 3), checkpoint: nil)
@@ -84,35 +60,30 @@ struct TaskStateTests {
     @Test("restoring: the state read decides between a replay and running; a refusal ends the restore; records change nothing")
     func fromRestoring() {
         let restoring = TaskPhase.restoring(committedChangelog: 30)
-        #expect(TaskPhase.transition(restoring, on: .stateRead(taskRecord: true, belowMark: true)) == .replaying(.heldByPreviousOwner))
-        #expect(TaskPhase.transition(restoring, on: .stateRead(taskRecord: false, belowMark: true)) == .replaying(.sentByPreviousOwner))
-        #expect(TaskPhase.transition(restoring, on: .stateRead(taskRecord: true, belowMark: false)) == .running)
-        #expect(TaskPhase.transition(restoring, on: .stateRead(taskRecord: false, belowMark: false)) == .running)
+        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: true)) == .replaying)
+        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: false)) == .running)
         #expect(TaskPhase.transition(restoring, on: .stateRefused) == .running)
         #expect(TaskPhase.transition(restoring, on: .processed(belowMark: false)) == restoring)
     }
 
     @Test("replaying: runs once a batch reaches the mark, and only then")
     func fromReplaying() {
-        for output in [TaskPhase.ReplayOutput.sentByPreviousOwner, .heldByPreviousOwner] {
-            let replaying = TaskPhase.replaying(output)
-            #expect(TaskPhase.transition(replaying, on: .processed(belowMark: true)) == replaying)
-            #expect(TaskPhase.transition(replaying, on: .processed(belowMark: false)) == .running)
-            #expect(TaskPhase.transition(replaying, on: .stateRead(taskRecord: true, belowMark: false)) == replaying)
-            #expect(TaskPhase.transition(replaying, on: .stateRefused) == replaying)
-        }
+        #expect(TaskPhase.transition(.replaying, on: .processed(belowMark: true)) == .replaying)
+        #expect(TaskPhase.transition(.replaying, on: .processed(belowMark: false)) == .running)
+        #expect(TaskPhase.transition(.replaying, on: .stateRead(belowMark: false)) == .replaying)
+        #expect(TaskPhase.transition(.replaying, on: .stateRefused) == .replaying)
     }
 
     @Test("running is final")
     func fromRunning() {
-        for event in [TaskPhase.Event.processed(belowMark: true), .processed(belowMark: false), .stateRead(taskRecord: true, belowMark: true), .stateRefused] {
+        for event in [TaskPhase.Event.processed(belowMark: true), .processed(belowMark: false), .stateRead(belowMark: true), .stateRefused] {
             #expect(TaskPhase.transition(.running, on: event) == .running)
         }
     }
 
     @Test("handle says when the task has just begun running, once")
     func caughtUpOnce() {
-        var phase = TaskPhase.replaying(.sentByPreviousOwner)
+        var phase = TaskPhase.replaying
         let stillReplaying = phase.handle(.processed(belowMark: true))
         #expect(!stillReplaying)
         let caughtUp = phase.handle(.processed(belowMark: false))
@@ -120,16 +91,8 @@ struct TaskStateTests {
         let again = phase.handle(.processed(belowMark: false))
         #expect(!again)
         var restoring = TaskPhase.restoring(committedChangelog: nil)
-        let restored = restoring.handle(.stateRead(taskRecord: false, belowMark: false))
+        let restored = restoring.handle(.stateRead(belowMark: false))
         #expect(restored && restoring == .running)
-    }
-
-    @Test("only a replay of output the previous owner held sends it again")
-    func resends() {
-        #expect(TaskPhase.replaying(.heldByPreviousOwner).resendsReplayedOutput)
-        #expect(!TaskPhase.replaying(.sentByPreviousOwner).resendsReplayedOutput)
-        #expect(!TaskPhase.running.resendsReplayedOutput)
-        #expect(!TaskPhase.restoring(committedChangelog: 1).resendsReplayedOutput)
     }
 
     // MARK: Through the stage
