@@ -204,8 +204,8 @@ public final class Pipeline: Sendable {
         try checkOutputWindows()
         try ensureStateTopic(partitions: repartitions)
         let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic])
-        // Marks every 100 ms (at most one per tick while records flow): a window task hears a
-        // source's event time through the events routed to it, which for a task of few
+        // Marks every 100 ms (one per tick, every 200 ms, while records flow): a window task
+        // hears a source's event time through the events routed to it, which for a task of few
         // deliveries come a few a second, and through marks; at 500 ms the marks held a closed
         // window back by about half a second (trackpipe-bench freshness).
         let normalize = NormalizeStage(

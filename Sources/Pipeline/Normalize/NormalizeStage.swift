@@ -164,9 +164,6 @@ public struct NormalizeStage: Stage {
         for partition in batches.indices where !batches[partition].isEmpty {
             try send(batchOf: Int32(partition), into: &sink)
         }
-        // While records flow the runner ticks only every few batches: marks due go out now, so
-        // that a window task of few deliveries hears every source's event time on time.
-        try tick(now: now, into: &sink)
     }
 
     private mutating func send(batchOf partition: Int32, into sink: inout some RecordSink) throws {
