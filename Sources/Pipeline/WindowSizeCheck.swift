@@ -33,11 +33,10 @@ enum WindowSizeCheck {
         let reader = try KafkaConsumer(config: consumerConfig, logger: logger)
         defer { reader.close() }
         let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
-        var wanted: [TopicPartitionOffset] = []
-        for tp in all {
-            let (low, high) = try reader.watermarks(tp)
-            if high > low { wanted.append(TopicPartitionOffset(tp, offset: high - 1)) }
-        }
+        // Two requests for all partitions, not one per partition.
+        let lows = Dictionary(uniqueKeysWithValues: try reader.beginningOffsets(all).map { ($0.partition, $0.offset) })
+        let wanted = try reader.endOffsets(all).filter { $0.offset > (lows[$0.partition] ?? $0.offset) }
+            .map { TopicPartitionOffset($0.topicPartition, offset: $0.offset - 1) }
         guard !wanted.isEmpty else { return [] }
         try reader.assign(wanted)
         var pending = Set(wanted.map(\.partition))

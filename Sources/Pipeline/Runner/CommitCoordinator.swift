@@ -18,12 +18,13 @@ struct CommitCoordinator {
     /// time passes the boundary when its sources' marks arrive): the burst lets each of those
     /// moments commit at once, and the stream pays a few early commits per window length. A
     /// backlog closes windows batch after batch, and without the ration would be read at commit
-    /// speed: after the burst it pays one early commit a second.
+    /// speed (each commit writes the state of every window changed since the last): it pays one
+    /// early commit a second. The ration starts empty at every assignment.
     static let earlySpacing: Int64 = 1_000
     static let earlyBurst: Int64 = 4
     /// Early commits in hand, times `earlySpacing`, as of `earlyCountedAt`.
-    private var earlyCredit: Int64 = earlyBurst * earlySpacing
-    private var earlyCountedAt: Int64 = .min / 2
+    private var earlyCredit: Int64 = 0
+    private var earlyCountedAt: Int64 = 0
     /// A commit was refused because the group moved on to another generation. librdkafka
     /// answers such a refusal by giving up the whole assignment and joining again, which starts
     /// another rebalance for every member; a member that kept committing on its interval while
@@ -39,7 +40,10 @@ struct CommitCoordinator {
         self.logger = logger
     }
 
-    mutating func begin(at now: Int64) { lastCommitAt = now }
+    mutating func begin(at now: Int64) {
+        lastCommitAt = now
+        earlyCountedAt = now
+    }
 
     func isDue(now: Int64) -> Bool { enabled && !awaitsNewGeneration && now - lastCommitAt >= interval }
 
@@ -55,8 +59,13 @@ struct CommitCoordinator {
     }
 
     /// The group handed out its assignment (possibly an empty one): the member is in the current
-    /// generation again.
-    mutating func groupAssigned() { awaitsNewGeneration = false }
+    /// generation again. What it was given usually starts on a backlog (after a join, a
+    /// rebalance or a restart): the ration of early commits starts empty.
+    mutating func groupAssigned(at now: Int64) {
+        awaitsNewGeneration = false
+        earlyCredit = 0
+        earlyCountedAt = now
+    }
 
     /// Waits for every record sent so far to be acknowledged, then commits each owned partition's
     /// commit point (or only `partitions`'). A point that did not move is not committed again; a

@@ -366,7 +366,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private func partitionsAssigned(_ partitions: [TopicPartition], startingAt explicit: [TopicPartitionOffset]? = nil) {
         let now = clock()
         control.assigned(at: now)
-        committer.groupAssigned()
+        committer.groupAssigned(at: now)
         observer.partitionsAssigned()
         guard let consumer, let mine = rebalance.claim(partitions) else { return }
         if let explicit {
