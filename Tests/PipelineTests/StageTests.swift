@@ -332,22 +332,23 @@ struct StageTests {
             windowSize: 60_000)
         #expect(Checkpoint(decoding: checkpoint.encoded) == checkpoint)
         #expect(checkpoint.encoded.utf8.count <= Checkpoint.maxEncodedBytes)
-        let bare = Checkpoint(evictedBefore: -5, processedThrough: 0, changelog: 0)
-        #expect(bare.encoded == "trackpipe/4 evicted=-5 processed=0 changelog=0 since=0")
+        let bare = Checkpoint(evictedBefore: -5, processedThrough: 0, changelog: 0, windowSize: Self.minute)
+        #expect(bare.encoded == "trackpipe/4 evicted=-5 processed=0 changelog=0 since=0 window=60000")
         #expect(Checkpoint(decoding: bare.encoded) == bare)
-        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 changelog=3 since=0 seen=%%%") == nil)
-        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 since=0") == nil, "the changelog position is not optional")
+        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 changelog=3 since=0 window=60000 seen=%%%") == nil)
+        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 since=0 window=60000") == nil, "the changelog position is not optional")
+        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 changelog=3 since=0") == nil, "the window size is not optional")
         #expect(Checkpoint(decoding: "some other tool") == nil)
         #expect(Checkpoint(decoding: nil) == nil)
         let sparse = Checkpoint(
             evictedBefore: 1, processedThrough: 2,
-            seen: [3: SourceFloor(incarnation: 7, offset: -1), 70_000: SourceFloor(incarnation: incarnation, offset: 0)], changelog: 9)
+            seen: [3: SourceFloor(incarnation: 7, offset: -1), 70_000: SourceFloor(incarnation: incarnation, offset: 0)], changelog: 9, windowSize: Self.minute)
         #expect(Checkpoint(decoding: sparse.encoded) == sparse)
     }
 
     @Test("a checkpoint of another version of trackpipe is not read: the aggregate stage refuses the group's commit with the remedy, as another tool's")
     func refusesCheckpointsOfAnotherVersion() throws {
-        let current = Checkpoint(evictedBefore: 1_000, processedThrough: 5, changelog: 2).encoded
+        let current = Checkpoint(evictedBefore: 1_000, processedThrough: 5, changelog: 2, windowSize: Self.minute).encoded
         let other = current.replacingOccurrences(of: "trackpipe/4 ", with: "trackpipe/3 ")
         #expect(Checkpoint(decoding: other) == nil)
         #expect(Checkpoint.otherVersion(of: other) == "trackpipe/3")
@@ -391,7 +392,7 @@ struct StageTests {
         // and a changelog whose task record says its previous owner processed through 5 (it
         // crashed between the state write and the commit).
         stage.revoke([1])
-        let previous = Checkpoint(evictedBefore: .min, processedThrough: 3, changelog: 0)
+        let previous = Checkpoint(evictedBefore: .min, processedThrough: 3, changelog: 0, windowSize: Self.minute)
         try stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
         let task = ChangelogRecord.TaskState(
             processedThrough: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits"))

@@ -81,8 +81,8 @@ struct AggregateTask: Sendable {
     static func refusal(of start: PartitionStart, topic: String, windowSize: Int64) -> PipelineError? {
         guard let committed = start.committedOffset, !start.commitIsBeyondTheLog else { return nil }
         if let checkpoint = Checkpoint(decoding: start.metadata) {
-            guard let counted = checkpoint.windowSize, counted != windowSize else { return nil }
-            return WindowSizeCheck.groupRefusal(counted: counted, asked: windowSize, topic: topic, partition: start.partition)
+            guard checkpoint.windowSize != windowSize else { return nil }
+            return WindowSizeCheck.groupRefusal(counted: checkpoint.windowSize, asked: windowSize, topic: topic, partition: start.partition)
         }
         guard committed != (start.logStart ?? 0) else { return nil }
         let who =

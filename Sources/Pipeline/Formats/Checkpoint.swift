@@ -4,7 +4,7 @@
 /// final, and drop events an upstream stage sent twice.
 ///
 /// One encoding, text:
-/// `trackpipe/4 evicted=<ms> processed=<offset> changelog=<offset> since=<offset> [window=<ms>] [seen=<map>]`.
+/// `trackpipe/4 evicted=<ms> processed=<offset> changelog=<offset> since=<offset> window=<ms> [seen=<map>]`.
 /// The commit is at `processed`; `changelog` says how far the task's changelog partition had been
 /// written and acknowledged (its end offset then), `since` where this line of owners began
 /// writing it (what lies before belongs to an earlier run of the group and is never read back),
@@ -32,7 +32,7 @@ public struct Checkpoint: Sendable, Hashable {
     public var changelogSince: Int64
     /// The window size (ms) the state was counted with: a key `<deliveryId>@<windowStart>` means
     /// a different window under another size, so a run of another size must not go on from it.
-    public var windowSize: Int64?
+    public var windowSize: Int64
 
     /// Kafka brokers refuse commit metadata above `offset.metadata.max.bytes` (4096 by default).
     public static let maxEncodedBytes = 4_000
@@ -41,7 +41,7 @@ public struct Checkpoint: Sendable, Hashable {
 
     public init(
         evictedBefore: Int64, processedThrough: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64, changelogSince: Int64 = 0,
-        windowSize: Int64? = nil
+        windowSize: Int64
     ) {
         self.evictedBefore = evictedBefore
         self.processedThrough = processedThrough
@@ -53,7 +53,7 @@ public struct Checkpoint: Sendable, Hashable {
 
     public var encoded: String {
         Self.format + " evicted=\(evictedBefore) processed=\(processedThrough) changelog=\(changelog) since=\(changelogSince)"
-            + (windowSize.map { " window=\($0)" } ?? "") + (seen.isEmpty ? "" : " seen=" + Self.encode(seen))
+            + " window=\(windowSize)" + (seen.isEmpty ? "" : " seen=" + Self.encode(seen))
     }
 
     public init?(decoding text: String?) {
@@ -79,7 +79,7 @@ public struct Checkpoint: Sendable, Hashable {
             default: continue
             }
         }
-        guard let evicted, let processed, let changelog, let since else { return nil }
+        guard let evicted, let processed, let changelog, let since, let window else { return nil }
         self.init(
             evictedBefore: evicted, processedThrough: processed, seen: seen, changelog: changelog, changelogSince: since, windowSize: window)
     }

@@ -32,7 +32,7 @@ struct TaskStateTests {
 
     @Test("a checkpoint with a changelog: the windows are read back, its line of owners goes on, nothing replays by the commit alone")
     func checkpointWithChangelog() {
-        let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12, seen: Self.seen, changelog: 30, changelogSince: 4)
+        let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12, seen: Self.seen, changelog: 30, changelogSince: 4, windowSize: 60_000)
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: checkpoint.encoded), checkpoint: checkpoint)
         #expect(start.committed == 12 && start.metadata == checkpoint.encoded)
         #expect(start.committedChangelog == 30)
@@ -44,7 +44,7 @@ struct TaskStateTests {
 
     @Test("a commit beyond the log (the topic recreated): no offset holds, what the checkpoint says in event time does")
     func commitBeyondTheLog() {
-        let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12, seen: Self.seen, changelog: 30, changelogSince: 4)
+        let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12, seen: Self.seen, changelog: 30, changelogSince: 4, windowSize: 60_000)
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: checkpoint.encoded, logEnd: 3), checkpoint: checkpoint)
         #expect(start.committed == nil && start.metadata == nil && start.committedChangelog == nil)
         #expect(start.restorePoint == TaskStart.RestorePoint(replayBefore: 0, evictedBefore: 1_000))
@@ -102,7 +102,7 @@ struct TaskStateTests {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000),
             window: WindowConfig(idleTimeout: 2_000), parallelism: 1)
-        let checkpoint = Checkpoint(evictedBefore: 0, processedThrough: 10, changelog: 5, changelogSince: 0)
+        let checkpoint = Checkpoint(evictedBefore: 0, processedThrough: 10, changelog: 5, changelogSince: 0, windowSize: 60_000)
         try stage.assign([PartitionStart(partition: 0, committedOffset: 10, metadata: checkpoint.encoded, logStart: 0)], now: 0)
         #expect(stage.partitionsAwaitingState == [0])
         stage.restoreState([], partition: 0)
