@@ -141,6 +141,42 @@ import TrackingDomain
         #expect(driver.feed([], watermark: 200_000).emitted.isEmpty)
     }
 
+    /// The same hits, late ones included, under both emissions: `changes` writes a first record
+    /// and a correction, `final` writes nothing until the window leaves retention and then one
+    /// record, the same as the last one `changes` wrote.
+    @Test func finalEmissionWritesEachWindowOnceAsItLeavesRetention() {
+        func run(_ emission: WindowEmission) -> [[WindowAggregate]] {
+            var config = Self.config
+            config.emission = emission
+            var driver = Driver(store: WindowStore(config: config))
+            return [
+                driver.feed([
+                    Hits.input("d1", "b1", .impression, at: 1_000, offset: 0),
+                    Hits.input("d1", "b1", .click, at: 2_000, offset: 1),
+                ], watermark: 2_000).emitted,
+                driver.feed([], watermark: 75_000).emitted,  // grace passed
+                driver.feed([Hits.input("d1", "b2", .impression, at: 3_000, offset: 2)], watermark: 76_000).emitted,  // late
+                driver.feed([], watermark: 180_000).emitted,  // retention passed: evicted
+                driver.feed([], watermark: 400_000).emitted,
+            ]
+        }
+        let changes = run(.changes)
+        #expect(changes.map(\.count) == [0, 1, 1, 0, 0])
+        let final = run(.final)
+        #expect(final.map(\.count) == [0, 0, 0, 1, 0])
+        #expect(final[3] == changes[2], "the final record is the last record of the default emission")
+        #expect(final[3].first?.impressions == 2 && final[3].first?.revision == 3)
+
+        // A bounded run's end writes the windows still retained, once.
+        var config = Self.config
+        config.emission = .final
+        var driver = Driver(store: WindowStore(config: config))
+        _ = driver.feed([Hits.input("d1", "b1", .impression, at: 1_000, offset: 0)], watermark: 75_000)
+        var out = StoreOutput()
+        driver.store.flushAll(into: &out)
+        #expect(out.emitted.map(\.revision) == [1])
+    }
+
     @Test func snapshotCountsEntriesPerWindowStart() {
         var driver = Driver()
         _ = driver.feed([
