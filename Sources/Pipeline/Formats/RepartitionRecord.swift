@@ -132,15 +132,14 @@ public enum RepartitionRecord {
         originalKey: UnsafeRawBufferPointer?, originalValue: UnsafeRawBufferPointer?, maxOriginalBytes: Int = .max,
         into bytes: inout [UInt8], at start: Int
     ) -> Int {
-        var originalKey = originalKey, originalValue = originalValue
-        var cutHeaders: [KafkaHeader] = []
-        if (originalKey?.count ?? 0) + (originalValue?.count ?? 0) > maxOriginalBytes,
-            let cut = DeadLetterCut.fitting(key: originalKey, value: originalValue, headers: [], limit: maxOriginalBytes)
-        {
-            originalKey = originalKey.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) }
-            originalValue = originalValue.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) }
-            cutHeaders = cut.headers
-        }
+        // Constants, not variables: the closures below capture them, and a captured variable is
+        // checked for exclusive access at run time on every read.
+        let cut =
+            (originalKey?.count ?? 0) + (originalValue?.count ?? 0) > maxOriginalBytes
+            ? DeadLetterCut.fitting(key: originalKey, value: originalValue, headers: [], limit: maxOriginalBytes) : nil
+        let originalKey = cut.map { cut in originalKey.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) } } ?? originalKey
+        let originalValue = cut.map { cut in originalValue.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) } } ?? originalValue
+        let cutHeaders = cut?.headers ?? []
         var deliveryId = event.deliveryId
         var broadlogId = event.broadlogId
         return deliveryId.withUTF8 { delivery in
