@@ -213,15 +213,14 @@ public final class Pipeline: Sendable {
             limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
             markInterval: min(100, max(50, config.window.idleTimeout / 4)), parallelism: config.shards,
             // A record larger than the producer's queue could never be queued, nor one larger
-            // than the topic takes: a batch is sent once it holds this much, and an event that
-            // carries its original adds at most half the limit to it (see `OriginalCarrying`).
+            // than the topic takes: a batch is sent once it holds this much, and an event adds
+            // at most half the limit to it, its original cut to fit if need be (its dead letter,
+            // on a topic of the same limit, then fits too).
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
-            carrying: OriginalCarrying(windowSize: config.window.size, retention: config.window.retention, maxOriginalBytes: recordLimit.bytes / 2))
+            maxOriginalBytes: recordLimit.bytes / 2)
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions)), window: taskWindow(partitions: repartitions),
-            parallelism: config.shards,
-            originals: InputTopicLookup(
-                config: config.consumerConfig(group: config.aggregateGroup), logger: logger.with(label: "trackpipe.kafka.lookup")))
+            parallelism: config.shards)
         let upstream = UpstreamSignal()
         var first = runnerSettings(
             topic: config.inputTopic, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])

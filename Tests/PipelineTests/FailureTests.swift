@@ -41,8 +41,8 @@ struct FailureTests {
         for record in try reader.readToEnd(topic: topic, partitions: 4, timeoutSeconds: SafetyDeadline.seconds) {
             guard let value = record.value else { continue }
             try value.withUnsafeBytes { bytes in
-                guard case .events(let events) = try RepartitionRecord.decode(bytes) else { return }
-                for event in events { reached[event.sourcePartition] = max(reached[event.sourcePartition] ?? 0, event.sourceOffset + 1) }
+                guard case .events(let record) = try RepartitionRecord.decode(bytes) else { return }
+                for event in record.events { reached[event.sourcePartition] = max(reached[event.sourcePartition] ?? 0, event.sourceOffset + 1) }
             }
         }
         return reached

@@ -92,16 +92,13 @@ struct SimulationTests {
         #expect(outcome.passed, "\(outcome.report())")
     }
 
-    @Test("original lookups under slow input leaders give up within their bound: those dead letters go with the hit as normalized, naming the position, and every count stays exact")
-    func slowOriginals() {
+    @Test("two stages with hits past retention, crashes and rebalances: every too_late dead letter carries its message's key and value as the input holds them (the checker compares each), and every count stays exact")
+    func tooLateCarriesOriginals() {
         let outcomes = [ScheduleFamily.eventTime, .chaos].flatMap { family in
             (0..<24).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: family, options: Self.quick) }
         }
         for outcome in outcomes where !outcome.passed { Issue.record("\(outcome.report())") }
-        // Fixed seeds: lookups read originals back in most schedules, and gave up in some (which
-        // ones depends on when commits come: a window that closes brings one early).
-        #expect(outcomes.reduce(0) { $0 + $1.stats.originalsRead } > 1_000)
-        #expect(outcomes.contains { $0.stats.standIns > 0 })
+        #expect(outcomes.reduce(0) { $0 + $1.stats.tooLate } > 100)
     }
 
     /// The simulator replaces the I/O and nothing else: no file of it drives a stage itself

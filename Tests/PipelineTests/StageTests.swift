@@ -25,9 +25,9 @@ struct StageTests {
         var result: [(partition: Int32, deliveryId: String, event: DecodedEvent)] = []
         for record in records {
             try record.value!.withUnsafeBytes { bytes in
-                guard case .events(let events) = try RepartitionRecord.decode(bytes) else { return }
-                for event in events {
-                    result.append((record.partition!, String(decoding: event.deliveryId, as: UTF8.self), DecodedEvent(event)))
+                guard case .events(let decoded) = try RepartitionRecord.decode(bytes) else { return }
+                for event in decoded.events {
+                    result.append((record.partition!, String(decoding: event.deliveryId, as: UTF8.self), DecodedEvent(event, of: decoded)))
                 }
             }
         }
@@ -62,7 +62,7 @@ struct StageTests {
             #expect(event.sourcePartitions == 2)
             #expect(event.originalKey.hasPrefix("device-"))
             #expect(event.originalValue.contains(delivery))
-            #expect(event.sourceWatermark >= event.eventTime)
+            #expect(event.sourceWatermark.map { $0 >= event.eventTime } == true)
         }
         // Within a partition, events keep the input order of each source.
         for partition in Set(events.map(\.partition)) {
@@ -71,9 +71,15 @@ struct StageTests {
                 #expect(offsets == offsets.sorted())
             }
         }
-        // The watermark each event carries is its source's running maximum, in input order.
-        let source0 = events.filter { $0.event.sourcePartition == 0 }.sorted { $0.event.sourceOffset < $1.event.sourceOffset }
-        #expect(source0.map(\.event.sourceWatermark) == source0.map { 1_000 + 2 * $0.event.sourceOffset })
+        // Each record gives each of its sources the watermark as of the record's last event of it:
+        // the source's running maximum in input order (hit i of the batch is at 1,000 + i ms).
+        for partition in Set(events.map(\.partition)) {
+            for source: Int32 in [0, 1] {
+                let ofSource = events.filter { $0.partition == partition && $0.event.sourcePartition == source }
+                guard let last = ofSource.map(\.event.sourceOffset).max() else { continue }
+                #expect(ofSource.allSatisfy { $0.event.sourceWatermark == 1_000 + 2 * last + Int64(source) })
+            }
+        }
         #expect(Set(partitionOf.values).count > 1, "seven deliveries over four partitions use more than one")
         #expect(stage.commitPoints().mapValues(\.offset) == [0: 20, 1: 20])
         #expect(stage.commitPoints().values.allSatisfy { SourceCheckpoint(decoding: $0.metadata)?.epoch == 0 })
@@ -162,8 +168,7 @@ struct StageTests {
             Issue.record("not marks")
             return
         }
-        #expect(record.origin.sourcePartitions == 2 && record.origin.routedPartitions == 3)
-        #expect(String(decoding: record.origin.sourceTopic, as: UTF8.self) == "hits")
+        #expect(record.origin == RepartitionRecord.Origin(sourceTopic: "hits", sourcePartitions: 2, routedPartitions: 3))
         #expect(record.marks == [SourceMark(source: 0, watermark: 5_000, idle: false)] && record.epochs == [0])
         // Quiet for the idle timeout: the marks say so, and the watermark stays.
         _ = sink.take()
@@ -318,6 +323,86 @@ struct StageTests {
         #expect(out.contains { $0.contains("\"impressions\":2") }, "a and b2 are counted: \(out)")
         let a = stage.drainReport().accounting
         #expect(a.consumed == 4 && a.accepted == 2 && a.deadLettered == ["too_late": 2] && a.balanced)
+    }
+
+    @Test("two stages: a too_late hit's dead letter carries its original key, value and timestamp byte for byte, read from the repartition record alone: the input's bytes are gone by then")
+    func tooLateCarriesItsOriginalWithoutTheInput() throws {
+        let key: [UInt8] = [0, 0xFF, 0x80, 0x7F, 0x0A] + Array("device-é".utf8)
+        let late = Array("{\"deliveryId\":\"d1\",\"broadlogId\":\"b\\u00e9\",\"action\":\"7\",\"timestamp\":60000,\"note\":\"κ\"}".utf8)
+        var input: RecordArena? = RecordArena()
+        var upstream = normalize(repartitions: 1)
+        try upstream.assign([PartitionStart(partition: 0)], now: 0)
+        var shuffle = RecordingSink()
+        // Each hit arrives at its own time, as a phone sends it.
+        try upstream.process(
+            [input!.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: 100 * Self.minute), timestamp: 100 * Self.minute)],
+            now: 0, into: &shuffle)
+        try upstream.process([input!.record(partition: 0, offset: 1, key: key, value: late, timestamp: 61_000)], now: 0, into: &shuffle)
+        // The input topic's retention has passed: nothing of its messages is left to read.
+        input = nil
+        let arena = RecordArena()
+        var marks = RecordingSink()
+        var other = normalize(repartitions: 1)
+        try other.assign([PartitionStart(partition: 1)], now: 0)
+        try other.tick(now: 40_000, into: &marks)  // source 1 idle: only source 0 counts
+        var stage = AggregateStage(
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 1),
+            window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), parallelism: 1)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        let records = shuffle.to(.repartition)
+        try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
+        try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
+        try stage.commitAll(now: 1, into: &sink)
+        let letters = sink.to(.deadLetter)
+        try #require(letters.count == 1)
+        #expect(letters[0].key == key)
+        #expect(letters[0].value == late)
+        #expect(letters[0].timestamp == 61_000)
+        #expect(letters[0].header[DeadLetter.Header.reason] == "too_late")
+        #expect(letters[0].header[DeadLetter.Header.sourceTopic] == "hits")
+        #expect(letters[0].header[DeadLetter.Header.sourceOffset] == "1")
+        #expect(!letters[0].headers.contains { $0.key == DeadLetterCut.Header.truncated }, "nothing cut")
+    }
+
+    @Test("two stages: a too_late hit whose original was too large to cross whole is dead-lettered cut as DeadLetterCut cuts, saying so, its first bytes exact")
+    func tooLateLargeOriginalIsCut() throws {
+        let arena = RecordArena()
+        let padding = String(repeating: "p", count: 30_000)
+        let late = Array("{\"deliveryId\":\"d1\",\"broadlogId\":\"b\",\"action\":\"7\",\"timestamp\":60000,\"pad\":\"\(padding)\"}".utf8)
+        var upstream = NormalizeStage(
+            inputTopic: "hits", sourcePartitions: 2, repartitionPartitions: 1, limits: NormalizerLimits(), maxFutureSkew: 3_600_000,
+            idleTimeout: 30_000, maxOriginalBytes: 8_192)
+        try upstream.assign([PartitionStart(partition: 0)], now: 0)
+        var shuffle = RecordingSink()
+        try upstream.process(
+            [arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: 100 * Self.minute), timestamp: 100 * Self.minute)],
+            now: 0, into: &shuffle)
+        try upstream.process([arena.record(partition: 0, offset: 1, key: Array("k".utf8), value: late, timestamp: 61_000)], now: 0, into: &shuffle)
+        let records = shuffle.to(.repartition)
+        #expect(records[1].value!.count < 8_192 + 1_000)
+        var marks = RecordingSink()
+        var other = normalize(repartitions: 1)
+        try other.assign([PartitionStart(partition: 1)], now: 0)
+        try other.tick(now: 40_000, into: &marks)
+        var stage = AggregateStage(
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 1),
+            window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), parallelism: 1)
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
+        try stage.process([arena.record(records[1], offset: 2)], now: 1, into: &sink)
+        try stage.commitAll(now: 1, into: &sink)
+        let letters = sink.to(.deadLetter)
+        try #require(letters.count == 1)
+        let expected = try #require(
+            late.withUnsafeBytes { value in Array("k".utf8).withUnsafeBytes { key in DeadLetterCut.fitting(key: key, value: value, headers: [], limit: 8_192) } })
+        #expect(letters[0].key == Array("k".utf8))
+        #expect(letters[0].value == Array(late.prefix(expected.valueBytes)))
+        #expect(letters[0].header[DeadLetter.Header.reason] == "too_late")
+        #expect(letters[0].header[DeadLetterCut.Header.truncated] == "value")
+        #expect(letters[0].header[DeadLetterCut.Header.valueSize] == String(late.count))
+        #expect(letters[0].header[DeadLetterCut.Header.valueSHA256] == late.withUnsafeBytes { SHA256.hex($0) })
     }
 
     @Test("checkpoints round-trip, the seen map is compact, and other tools' metadata is ignored")

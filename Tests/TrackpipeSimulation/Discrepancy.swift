@@ -76,10 +76,6 @@ public struct ScheduleStats: Sendable {
     public var strictLatenessChecked: Int?
     /// Hits the quiet-period bound was checked on; nil when it was not applied.
     public var quietBoundChecked: Int?
-    /// Originals the aggregate stages read back from the input (lookups served), and dead
-    /// letters sent with the hit as normalized because the lookup could not be served in time.
-    public var originalsRead = 0
-    public var standIns = 0
 
     public var description: String {
         var text =
@@ -89,7 +85,6 @@ public struct ScheduleStats: Sendable {
         if generations > 1 { text += ", \(generations) generations (\(steppedBackAcrossGenerations) keys recounted from a lower revision)" }
         if let checked = strictLatenessChecked { text += ", strict lateness checked on \(checked) hits" }
         if let checked = quietBoundChecked { text += ", the quiet bound checked on \(checked) hits" }
-        if originalsRead > 0 || standIns > 0 { text += ", \(originalsRead) originals read back, \(standIns) sent as normalized" }
         return text
     }
 }

@@ -47,10 +47,6 @@ public enum Feature: String, CaseIterable, Sendable, Comparable {
     case lanes
     /// Repartition records cut small, so one batch's events span several records.
     case smallRecords = "small-records"
-    /// The input's leaders answer the aggregate stage's reads of originals (for too-late hits
-    /// that crossed the shuffle without them) too slowly for a while: each lookup gives up after
-    /// its bound, and the dead letters go with the hit as normalized, naming the position.
-    case slowOriginals = "slow-originals"
 
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 

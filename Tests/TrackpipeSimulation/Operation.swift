@@ -44,9 +44,6 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
     case resend(instance: Int, budget: Int, cut: UInt64)
     /// Kafka's log cleaner runs over some partitions of the state topic (chosen by `pick`).
     case compact(pick: UInt64)
-    /// For this many ms the input's leaders answer reads from outside the groups (the original
-    /// lookups) so slowly that nothing comes.
-    case slowReads(for: Int64)
     /// Every worker stops once the input is read to its end and restarts reading a new input
     /// topic (with this many partitions) under the same groups.
     case switchTopic(partitions: Int)
@@ -70,7 +67,6 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
         case .adopt(let role, _): "adopt(\(role.letter))"
         case .resend(let instance, let budget, _): "RESEND(n\(instance).p\(budget))"
         case .compact: "compact"
-        case .slowReads(let length): "slow-reads(\(length))"
         case .switchTopic(let partitions): "SWITCH-TOPIC(\(partitions))"
         case .switchMode(let mode, let remedy): "SWITCH-TO-\(mode == .oneStage ? "ONE-STAGE" : "TWO-STAGES")(then \(remedy.rawValue))"
         }

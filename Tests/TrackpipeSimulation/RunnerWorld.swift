@@ -260,13 +260,10 @@ public final class RunnerWorld {
         let normalize = NormalizeStage(
             inputTopic: Self.inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(repartitionPartitions),
             limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout, markInterval: 100, parallelism: 1,
-            batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4),
-            carrying: OriginalCarrying(windowSize: window.size, retention: window.retention, maxOriginalBytes: limit.bytes / 2))
+            batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2)
         let aggregate = AggregateStage(
             sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions)),
-            window: window, parallelism: 1,
-            originals: InputTopicLookup(
-                config: KafkaConfig(["group.id": "\(Self.group)-aggregate"]), logger: logger, clients: clients, clock: cluster.clock))
+            window: window, parallelism: 1)
         func settings(topic: String, group: String, destinations: [Destination: String]) -> RunnerSettings {
             var settings = RunnerSettings(
                 topic: topic, assignment: .group, bound: .unbounded, commits: true,

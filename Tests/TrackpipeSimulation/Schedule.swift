@@ -50,9 +50,6 @@ public struct Schedule: Sendable {
         let remedy = scenario.has(.offsetReset) ? drawnRemedy : .newGroup
         let switchAt = switches ? drawnSwitch : -1
         var operations: [Operation] = []
-        // Draws added after the others, from a stream of their own: the schedules drawn before
-        // them stay as they were.
-        var later = SplitMix(scenario.hitSeed ^ 0x5_10E0)
 
         func budget() -> Int {
             let roll = random.next() % 100
@@ -91,8 +88,6 @@ public struct Schedule: Sendable {
             if scenario.has(.rebalances), move.0 { operations.append(.rebalance(move.1, from: move.2, to: move.3, pick: move.4)) }
             let compact = (random.chance(0.15), random.seed())
             if scenario.has(.compaction), compact.0 { operations.append(.compact(pick: compact.1)) }
-            let slow = (later.chance(0.06), later.int(Int64(12_000)...Int64(30_000)))
-            if mode == .twoStage, scenario.has(.slowOriginals), slow.0 { operations.append(.slowReads(for: slow.1)) }
             let newPartitions = random.int(1...4)
             if step == switchAt {
                 if scenario.has(.topicSwitch), mode == .twoStage {

@@ -63,7 +63,7 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
         switch self {
         case .steady: return FamilySpec(mode: .twoStage, features: input.union([.smallRecords]))
         case .steadyOneStage: return FamilySpec(mode: .oneStage, features: input)
-        case .eventTime: return FamilySpec(mode: .twoStage, features: input.union(time).union([.slowOriginals]))
+        case .eventTime: return FamilySpec(mode: .twoStage, features: input.union(time))
         case .eventTimeOneStage: return FamilySpec(mode: .oneStage, features: input.union(time).subtracting([.smallRecords]))
         case .rebalance:
             return FamilySpec(mode: .twoStage, features: input.union(moves).union([.beyondRetention, .rebalances, .smallRecords]))
@@ -80,7 +80,7 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
                 mode: .oneStage, features: input.union(moves).union([.crashes, .commitCrashes, .rebalances]), longRetention: true, endsWithFinish: true)
         case .chaos:
             return FamilySpec(
-                mode: .twoStage, features: input.union(time).union(moves).union([.crashes, .commitCrashes, .resends, .rebalances, .slowOriginals]))
+                mode: .twoStage, features: input.union(time).union(moves).union([.crashes, .commitCrashes, .resends, .rebalances]))
         case .chaosOneStage:
             return FamilySpec(
                 mode: .oneStage, features: input.union(time).union(moves).union([.crashes, .commitCrashes, .rebalances]).subtracting([.smallRecords]))

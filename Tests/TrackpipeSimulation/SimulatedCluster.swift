@@ -37,9 +37,6 @@ final class SimulatedCluster: @unchecked Sendable {
     private(set) var topicsThatRefused: Set<String> = []
     /// Until when no broker answers (clock ms): records wait, commits fail, polls bring nothing.
     var unreachableUntil: Int64 = .min
-    /// Topics whose leaders answer fetches of readers outside the groups (the original lookups)
-    /// so slowly that nothing comes, until when (clock ms).
-    var slowReads: [String: Int64] = [:]
     /// Commits of these groups refused, as for a stale generation, how many more times.
     var refusedCommits: [String: Int] = [:]
     /// The next polls of these groups' members are cut by a rebalance after this many records.
@@ -56,9 +53,6 @@ final class SimulatedCluster: @unchecked Sendable {
     /// What happened, for the checks and the trace.
     private(set) var rebalances = 0
     private(set) var refusals = 0
-    /// Records read by consumers outside the groups from topics other than the state topic: the
-    /// original lookups.
-    var lookupReads = 0
     var trace: [String]?
 
     private var groups: [String: SimulatedGroup] = [:]
@@ -349,21 +343,21 @@ final class SimulatedConsumer: ConsumerClient {
         guard !closed, !life.killed else { return nil }
         var revocations: [ConsumerBatch.Revocation] = []
         serveGroup(revocations: &revocations, gathered: 0)
-        if !isMember, cluster.isUnreachable || positions.keys.contains(where: { (cluster.slowReads[$0.topic] ?? .min) > cluster.now }) {
+        if !isMember, cluster.isUnreachable {
             // A reader outside the groups waits its poll's timeout for brokers that do not answer
             // (the members' polls are the world's to time).
             cluster.now += Int64(max(1, timeoutMilliseconds))
             return nil
         }
         guard !cluster.isUnreachable else { return nil }
-        // The schedule cuts the polls of members and of state restores; a lookup reads what it asked for.
+        // The schedule cuts the polls of members and of state restores; another reader outside
+        // the groups reads what it asked for.
         if let plan = life.plan, isMember || positions.keys.allSatisfy({ $0.topic == life.stateTopic }) {
             let events = gather(plan)
             guard !events.isEmpty || !revocations.isEmpty else { return nil }
             return try body(ConsumerBatch(stored: events, revocations: revocations))
         }
         var events: [HeldRecord] = []
-        var ends = 0
         let cut = subscribed == nil ? nil : cluster.cutPolls.removeValue(forKey: groupId)
         gathering: for tp in positions.keys.sorted(by: { ($0.topic, $0.partition) < ($1.topic, $1.partition) }) where !paused.contains(tp) {
             guard events.count < maxBatch, let position = positions[tp] else { continue }
@@ -397,14 +391,10 @@ final class SimulatedConsumer: ConsumerClient {
             if positions[tp] != nil { positions[tp] = offset }
             if reportsEnds, offset == end, reportedEnds[tp] != end, events.count < maxBatch {
                 reportedEnds[tp] = end
-                ends += 1
                 events.append(HeldRecord.partitionEnd(topic: tp.topic, partition: tp.partition, offset: end))
             }
         }
         guard !events.isEmpty else { return nil }
-        if !isMember, positions.keys.contains(where: { $0.topic != life.stateTopic }) {
-            cluster.lookupReads += events.count - ends
-        }
         return try body(ConsumerBatch(stored: events, revocations: revocations))
     }
 

@@ -112,8 +112,6 @@ final class World {
     /// Crashes of stages that write the output (aggregate, or the one stage).
     private(set) var outputCrashes = 0
     private(set) var crashes = 0
-    /// Times the input's leaders answered original lookups too slowly.
-    private(set) var slowReads = 0
     private(set) var rebalances = 0
     /// What the workers refused to start on, in order (mode switches under the same group).
     private(set) var refusals: [String] = []
@@ -191,21 +189,14 @@ final class World {
         NormalizeStage(
             inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
             limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
-            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes,
-            carrying: OriginalCarrying(windowSize: scenario.window.size, retention: scenario.window.retention))
+            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes)
     }
 
-    /// The window stage as `Pipeline` makes it: with a changelog, in both modes, reading the
-    /// originals of its too-late hits back from the input (`InputTopicLookup`) with the clients
-    /// of its process (none for the checks made before the workers join).
-    private func shuffledAggregateStage(clients: ProcessClients? = nil) -> AggregateStage<RepartitionInput> {
-        let originals = clients.map { clients in
-            InputTopicLookup(
-                config: KafkaConfig(["group.id": deployment.aggregateGroup]), logger: logger, clients: clients, clock: cluster.clock)
-        }
-        return AggregateStage(
+    /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
+    private func shuffledAggregateStage() -> AggregateStage<RepartitionInput> {
+        AggregateStage(
             sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions)),
-            window: scenario.window, parallelism: scenario.parallelism, originals: originals)
+            window: scenario.window, parallelism: scenario.parallelism)
     }
 
     private func directAggregateStage() -> AggregateStage<RawHitInput> {
@@ -228,12 +219,12 @@ final class World {
             let normalize = normalizeStage()
             runners[.normalize] = (0..<scenario.instances).map { instance in
                 member(
-                    .normalize, instance, stage: { _ in normalize }, group: deployment.group, topic: inputTopic,
+                    .normalize, instance, stage: { normalize }, group: deployment.group, topic: inputTopic,
                     destinations: [.repartition: deployment.repartitionTopic, .deadLetter: Self.deadLetterTopic], upstream: inputEnded)
             }
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 member(
-                    .aggregate, instance, stage: { [unowned self] clients in self.shuffledAggregateStage(clients: clients) },
+                    .aggregate, instance, stage: { [unowned self] in self.shuffledAggregateStage() },
                     group: deployment.aggregateGroup, topic: deployment.repartitionTopic,
                     destinations: sinks, upstream: repartitionEnded)
             }
@@ -242,7 +233,7 @@ final class World {
             // (`Pipeline.runSingleStage`).
             let aggregate = directAggregateStage()
             runners[.aggregate] = (0..<scenario.instances).map { instance in
-                member(.aggregate, instance, stage: { _ in aggregate }, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded)
+                member(.aggregate, instance, stage: { aggregate }, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded)
             }
         }
         for member in runners.values.joined() {
@@ -263,7 +254,7 @@ final class World {
     /// before a revoke, and at the end; a schedule ending as a bounded run reads to the ends its
     /// upstream sets.
     private func member<S: Stage>(
-        _ role: Role, _ instance: Int, stage: @escaping (ProcessClients) -> S, group: String, topic: String, destinations: [Destination: String], upstream: UpstreamSignal
+        _ role: Role, _ instance: Int, stage: @escaping () -> S, group: String, topic: String, destinations: [Destination: String], upstream: UpstreamSignal
     ) -> StageInstance<S> {
         let deployment = self.deployment
         let logger = self.logger
@@ -290,7 +281,7 @@ final class World {
                 settings.clients = clients
                 settings.progressInterval = 0
                 settings.maxBatch = .max
-                return StageRunner(stage: stage(clients), settings: settings, logger: logger, clock: clock)
+                return StageRunner(stage: stage(), settings: settings, logger: logger, clock: clock)
             })
     }
 
@@ -462,9 +453,6 @@ final class World {
             crash(runner)
         case .compact(let pick):
             compactState(pick: pick)
-        case .slowReads(let length):
-            cluster.slowReads[inputTopic] = max(cluster.slowReads[inputTopic] ?? now, now + length)
-            slowReads += 1
         case .switchTopic(let partitions):
             guard mode == .twoStage else { break }
             stopEveryWorker()

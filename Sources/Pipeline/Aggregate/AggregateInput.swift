@@ -50,15 +50,18 @@ public struct DeadLetterReference: Sendable, Hashable, Comparable {
     }
 }
 
-/// A dead letter ready to send: the original bytes and the context headers, or where to read
-/// the original bytes (a hit that crossed the shuffle without them).
+/// A dead letter ready to send: the original bytes and the context headers.
 public struct OutgoingDeadLetter {
     public var letter: DeadLetter
     public var key: UnsafeRawBufferPointer?
     public var value: UnsafeRawBufferPointer?
     public var timestamp: Int64?
-    /// The original is to be read from the input topic; `key` and `value` are nil.
-    public var leftOriginal: LeftOriginal? = nil
+    /// What was cut of an original too large to cross the shuffle whole (`DeadLetterCut`'s
+    /// headers); empty when `key` and `value` are whole.
+    public var cut: [KafkaHeader] = []
+
+    /// The headers to send: the context, then what was cut.
+    public var headers: [KafkaHeader] { cut.isEmpty ? letter.headers : letter.headers + cut }
 }
 
 /// What an input made of a task's share of a batch, in record order.

@@ -1,3 +1,4 @@
+import Kafka
 import TrackingDomain
 import Windowing
 
@@ -35,9 +36,6 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     /// mark, and sends its aggregate records at commits, once the state they carry is written.
     /// The one `global` task of a replay keeps none: it commits nothing.
     public var keepsChangelog: Bool { tasking == .perPartition }
-    /// Reads back, from the input topic, the original messages of `too_late` hits that crossed
-    /// the shuffle without them; nil: such dead letters carry the hit as normalized instead.
-    public let originals: (any OriginalLookup)?
 
     private var tasks: [TaskKey: AggregateTask] = [:]
     /// Dead letters waiting for the next commit (with a changelog).
@@ -47,9 +45,8 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     public init(
         sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, tasking: Tasking = .perPartition,
-        range: Range<Int64>? = nil, originals: (any OriginalLookup)? = nil
+        range: Range<Int64>? = nil
     ) {
-        self.originals = originals
         self.sourceTopic = sourceTopic
         self.input = input
         self.window = window
@@ -147,46 +144,12 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             // Like the records: sent once the state that judged them is written, so that a
             // crash before the commit leaves the judgement to the next owner, whole.
             heldDeadLetters += letters.map(HeldDeadLetter.init)
-        } else if letters.contains(where: { $0.leftOriginal != nil }) {
-            try send(resolve(letters.map(HeldDeadLetter.init)), into: &sink)
         } else {
             for outgoing in letters {
                 try sink.send(
-                    .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
+                    .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.headers,
                     timestamp: outgoing.timestamp)
             }
-        }
-    }
-
-    /// Dead letters whose original stayed in the input get it read back, all at once; one that
-    /// is no longer there (or was replaced, or cannot be read in time) goes with the hit as
-    /// normalized, and says so.
-    private func resolve(_ letters: [HeldDeadLetter]) -> [HeldDeadLetter] {
-        let positions = Set(letters.compactMap { $0.leftOriginal?.position })
-        guard !positions.isEmpty else { return letters }
-        // A lookup that cannot reach the input in time (its leader down, say) must not hold the
-        // commit, let alone a rebalance: the letters go with the hit as normalized, and say
-        // where the whole message still is.
-        var found: [InputPosition: InputMessage] = [:]
-        var unreadable: String?
-        do {
-            found = try originals?.messages(at: positions) ?? [:]
-        } catch {
-            unreadable = "\(error)"
-        }
-        return letters.map { letter in
-            guard let left = letter.leftOriginal else { return letter }
-            var resolved = letter
-            resolved.leftOriginal = nil
-            if let message = found[left.position], left.matches(message) {
-                resolved.key = message.key
-                resolved.value = message.value
-            } else {
-                resolved.key = nil
-                resolved.value = left.standIn
-                resolved.letter.detail += unreadable.map(left.unreadableNote) ?? left.missingNote(found: found[left.position] != nil)
-            }
-            return resolved
         }
     }
 
@@ -194,7 +157,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         for letter in letters {
             try letter.key.withOptionalBytes { key in
                 try letter.value.withOptionalBytes { value in
-                    try sink.send(.deadLetter, partition: nil, key: key, value: value, headers: letter.letter.headers, timestamp: letter.timestamp)
+                    try sink.send(.deadLetter, partition: nil, key: key, value: value, headers: letter.headers, timestamp: letter.timestamp)
                 }
             }
         }
@@ -297,7 +260,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     }
 
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {
-        try send(resolve(heldDeadLetters), into: &sink)
+        try send(heldDeadLetters, into: &sink)
         heldDeadLetters = []
         for key in tasks.keys.sorted() where tasks[key]!.keepsChangelog {
             let records = tasks[key]!.releaseHeld(changelogEnd: key.partition.flatMap { changelogEnds[$0] })
@@ -346,19 +309,16 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 /// A dead letter kept until the next commit: its bytes copied, since the record it came from
 /// is gone once the batch is.
 struct HeldDeadLetter: Sendable {
-    var letter: DeadLetter
+    var headers: [KafkaHeader]
     var key: [UInt8]?
     var value: [UInt8]?
     var timestamp: Int64?
-    /// The original is still to be read from the input topic.
-    var leftOriginal: LeftOriginal?
 
     init(_ outgoing: OutgoingDeadLetter) {
-        letter = outgoing.letter
+        headers = outgoing.headers
         key = outgoing.key.map { Array($0) }
         value = outgoing.value.map { Array($0) }
         timestamp = outgoing.timestamp
-        leftOriginal = outgoing.leftOriginal
     }
 }
 

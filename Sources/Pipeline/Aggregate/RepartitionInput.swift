@@ -2,7 +2,7 @@ import TrackingDomain
 import Windowing
 
 /// The repartition topic, behind the shuffle: events keyed by delivery, each with its source
-/// position and its source's watermark, and marks records with every source's watermark.
+/// position, and every record with the watermarks of its source partitions.
 public struct RepartitionInput: AggregateInput {
     /// The dead-letter reason for a repartition record this version cannot read.
     public static let unreadableRecord = "unreadable_repartition_record"
@@ -23,17 +23,30 @@ public struct RepartitionInput: AggregateInput {
 
     public func readTopicName(sourceTopic: String) -> String { "the repartition topic" }
 
-    /// The incarnation of a source partition of `origin`.
-    func incarnation(of origin: RepartitionRecord.Origin, epoch: UInt32) -> UInt64 {
-        SourceKey.incarnation(topic: origin.sourceTopic, epoch: epoch)
-    }
-
     /// Notes how the record's events were routed; a record routed by another partition count
     /// than the topic has means instances disagree on it.
     private func checkRouting(_ origin: RepartitionRecord.Origin, into batch: inout DecodedBatch) {
         if origin.routedPartitions != Int(partitionCount), batch.misrouted == nil {
             batch.misrouted = (origin.routedPartitions, Int(partitionCount))
         }
+    }
+
+    /// Notes a record's table of source partitions (a marks record's, or an events record's
+    /// closing one) and returns each one's key.
+    @discardableResult
+    private func note(
+        _ marks: [SourceMark], epochs: [UInt32], of origin: RepartitionRecord.Origin, into batch: inout DecodedBatch
+    ) -> [SourceKey] {
+        var keys: [SourceKey] = []
+        keys.reserveCapacity(marks.count)
+        for (mark, epoch) in zip(marks, epochs) {
+            let incarnation = SourceKey.incarnation(topic: origin.sourceTopic, epoch: epoch)
+            batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, origin.sourcePartitions)
+            let key = SourceKey(incarnation: incarnation, partition: mark.source)
+            batch.marks.note(source: key, watermark: mark.watermark, idle: mark.idle)
+            keys.append(key)
+        }
+        return keys
     }
 
     public func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch) {
@@ -50,44 +63,34 @@ public struct RepartitionInput: AggregateInput {
             return Self.reject(detail, DeadLetterReference(record: index), of: record, into: &batch)
         }
         switch decoded {
-        case .marks(let record):
+        case .marks(let marks):
             batch.markRecords += 1
-            checkRouting(record.origin, into: &batch)
-            for (mark, epoch) in zip(record.marks, record.epochs) {
-                let incarnation = incarnation(of: record.origin, epoch: epoch)
-                batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, record.origin.sourcePartitions)
-                batch.marks.note(
-                    source: SourceKey(incarnation: incarnation, partition: mark.source), watermark: mark.watermark, idle: mark.idle)
-            }
+            checkRouting(marks.origin, into: &batch)
+            note(marks.marks, epochs: marks.epochs, of: marks.origin, into: &batch)
         case .events(let events):
-            guard let first = events.first else { return }
-            checkRouting(first.origin, into: &batch)
-            // The events of one record share their origin, and mostly their sources' epoch: the
-            // incarnation (a hash of the topic's name) is worked out once per epoch met in a row.
-            var epoch = first.sourceEpoch
-            var incarnation = incarnation(of: first.origin, epoch: epoch)
-            noteSourcePartitions(first.sourcePartitions, of: incarnation, into: &batch)
-            for (number, event) in events.enumerated() {
-                if event.sourceEpoch != epoch {
-                    epoch = event.sourceEpoch
-                    incarnation = self.incarnation(of: event.origin, epoch: epoch)
-                    noteSourcePartitions(event.sourcePartitions, of: incarnation, into: &batch)
+            checkRouting(events.origin, into: &batch)
+            // The events of a record come in runs of one source partition: its key is looked up
+            // in the record's table once per run.
+            let keys = note(events.marks, epochs: events.epochs, of: events.origin, into: &batch)
+            var source: SourceKey?
+            for (number, event) in events.events.enumerated() {
+                let reference = DeadLetterReference(record: index, event: number)
+                if source?.partition != event.sourcePartition {
+                    source = keys.first { $0.partition == event.sourcePartition }
                 }
-                take(event, incarnation: incarnation, reference: DeadLetterReference(record: index, event: number), of: record, into: &batch)
+                guard let source else {
+                    Self.reject("an event of a source partition its record does not list", reference, of: record, into: &batch)
+                    continue
+                }
+                take(event, source: source, reference: reference, of: record, into: &batch)
             }
         }
     }
 
-    private func noteSourcePartitions(_ count: Int, of incarnation: UInt64, into batch: inout DecodedBatch) {
-        batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, count)
-    }
-
     private func take(
-        _ event: RepartitionRecord.Event, incarnation: UInt64, reference: DeadLetterReference, of record: InputRecord,
+        _ event: RepartitionRecord.Event, source: SourceKey, reference: DeadLetterReference, of record: InputRecord,
         into batch: inout DecodedBatch
     ) {
-        let source = SourceKey(incarnation: incarnation, partition: event.sourcePartition)
-        batch.marks.note(source: source, watermark: event.sourceWatermark)
         let deliveryId = event.deliveryId
         guard !deliveryId.isEmpty else {
             return Self.reject("an event without its delivery id", reference, of: record, into: &batch)
@@ -111,8 +114,9 @@ public struct RepartitionInput: AggregateInput {
     }
 
     /// A hit that crossed the shuffle is dead-lettered as it first arrived: the original key,
-    /// value and timestamp it carried, and its position in the input topic. A record that could
-    /// not be read is sent as found.
+    /// value and timestamp it carried (cut as the normalize stage cut it, if it was too large to
+    /// travel whole), and its position in the input topic. A record that could not be read is
+    /// sent as found.
     public func deadLetter(
         _ reference: DeadLetterReference, of record: InputRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
@@ -120,33 +124,15 @@ public struct RepartitionInput: AggregateInput {
             let letter = DeadLetter(
                 reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: event.sourcePartition,
                 sourceOffset: event.sourceOffset)
-            guard let shape = event.leftInInput else {
-                return OutgoingDeadLetter(letter: letter, key: event.originalKey, value: event.originalValue, timestamp: event.originalTimestamp)
-            }
-            // The record names the topic its events came from.
-            let topic = String(decoding: event.origin.sourceTopic, as: UTF8.self)
             return OutgoingDeadLetter(
-                letter: letter, key: nil, value: nil, timestamp: event.originalTimestamp,
-                leftOriginal: LeftOriginal(
-                    position: InputPosition(topic: topic, partition: event.sourcePartition, offset: event.sourceOffset), shape: shape,
-                    timestamp: event.originalTimestamp, standIn: Self.standIn(event)))
+                letter: letter, key: event.originalKey, value: event.originalValue, timestamp: event.originalTimestamp,
+                cut: event.originalCut.isEmpty ? [] : (try? RepartitionRecord.cutHeaders(event.originalCut)) ?? [])
         }
         return OutgoingDeadLetter(
             letter: DeadLetter(
                 reason: reason, detail: detail, sourceTopic: "\(sourceTopic) (via the repartition topic)",
                 sourcePartition: record.partition, sourceOffset: record.offset),
             key: record.key, value: record.value, timestamp: record.timestamp)
-    }
-
-    /// The hit as normalized, in the form `trackpipe normalize` writes events.
-    private static func standIn(_ event: RepartitionRecord.Event) -> [UInt8] {
-        let tracking = TrackingEvent(
-            deliveryId: String(decoding: event.deliveryId, as: UTF8.self),
-            broadlogId: String(decoding: event.broadlogId, as: UTF8.self), action: event.action, channel: event.channel,
-            platform: event.platform, eventTime: event.eventTime, shape: event.shape)
-        var writer = JSONWriter()
-        tracking.writeJSON(into: &writer)
-        return writer.bytes
     }
 
     /// Event `number` of a record, without decoding the record's other events: a burst of late

@@ -1,3 +1,4 @@
+import Kafka
 import TrackingDomain
 import Windowing
 
@@ -9,14 +10,18 @@ import Windowing
 ///
 /// - **events**: the events of one input batch bound for one repartition partition, in input
 ///   order. Each carries the normalized hit with its delivery id, its source position (input
-///   partition and offset, which the aggregate stage deduplicates by), the source partition's
-///   watermark as of this hit, and the original key and value bytes, so that a hit found too
-///   late downstream is dead-lettered exactly as it arrived. Batching matters: librdkafka's
-///   cost is mostly per message, on both the producing and the consuming side (measured in
-///   docs/performance.md).
+///   partition and offset, which the aggregate stage deduplicates by), and the original key,
+///   value and timestamp, so that a hit found too late downstream is dead-lettered exactly as it
+///   arrived, whatever the input topic still holds. An original larger than the writer's bound
+///   travels cut as its dead letter would be (`DeadLetterCut`): its first bytes, and what was
+///   cut. The record ends with a table of the source partitions its events come from, each with
+///   its epoch and its watermark once the record's last event of it was taken. Batching
+///   matters: librdkafka's cost is mostly per message, on both the producing and the consuming
+///   side (measured in docs/performance.md).
 /// - **marks**: the watermarks and idleness of the source partitions one normalize stage owns,
 ///   sent to every repartition partition now and then, so that a partition that receives few
-///   of a source's events still learns how far that source's event time has moved.
+///   of a source's events still learns how far that source's event time has moved. Its table is
+///   written like the events record's.
 ///
 /// Every record starts with a format version byte, `version`, the one version this trackpipe
 /// writes and reads: a record of any other version was written by another version of trackpipe,
@@ -24,41 +29,41 @@ import Windowing
 /// that changes the format reads the previous one for one release, then drops it
 /// (docs/scale-out.md, "Formats").
 ///
-/// Every record says where its events come from and how they were routed: the input topic's
-/// name and partition count (the aggregate stage knows how many sources must report before the
-/// watermark can move), per event and mark the epoch of its input partition (a new epoch begins
-/// when the topic is found recreated), so that positions of another topic or of a recreated
-/// one are never taken for copies of old ones, and the repartition topic's partition count the
-/// writer routed by, so that instances that disagree on it are caught. Most hits' original key
-/// and value stay in the input topic (see `writeEvent`): an event then records only their
-/// lengths, and a `too_late` dead letter reads the message back from the input by its position.
+/// Every record then says where its events come from and how they were routed (`Origin`): the
+/// input topic's name and partition count (the aggregate stage knows how many sources must
+/// report before the watermark can move), and the repartition topic's partition count the
+/// writer routed by, so that instances that disagree on it are caught. The epoch of each source
+/// partition in the table (a new epoch begins when the topic is found recreated) keeps
+/// positions of another topic or of a recreated one from being taken for copies of old ones.
 public enum RepartitionRecord {
-    public static let version: UInt8 = 4
+    public static let version: UInt8 = 5
 
     enum Kind: UInt8 {
         case marks = 2
         case events = 3
     }
 
-    /// What a record says of where its events come from and how they were routed.
-    public struct Origin {
+    /// Where a record's events come from and how they were routed: the same for every record a
+    /// writer sends.
+    public struct Origin: Sendable, Hashable {
+        /// The input topic's name.
+        public var sourceTopic: String
         /// The input topic's partition count.
         public var sourcePartitions: Int
-        /// The input topic's name.
-        public var sourceTopic: UnsafeRawBufferPointer
         /// The repartition partition count the writer routed by.
         public var routedPartitions: Int
+
+        public init(sourceTopic: String, sourcePartitions: Int, routedPartitions: Int) {
+            self.sourceTopic = sourceTopic
+            self.sourcePartitions = sourcePartitions
+            self.routedPartitions = routedPartitions
+        }
     }
 
     /// An event as read back: views into the record's bytes, valid as long as they are.
     public struct Event {
-        public var origin: Origin
-        public var sourcePartitions: Int { origin.sourcePartitions }
         public var sourcePartition: Int32
-        /// The epoch of the source partition.
-        public var sourceEpoch: UInt32
         public var sourceOffset: Int64
-        public var sourceWatermark: Int64
         public var eventTime: Int64
         public var originalTimestamp: Int64?
         public var action: HitAction
@@ -67,29 +72,28 @@ public enum RepartitionRecord {
         public var shape: HitShape
         public var deliveryId: UnsafeRawBufferPointer
         public var broadlogId: UnsafeRawBufferPointer
-        /// The original key and value, when the event carries them (nil when it does not: see
-        /// `leftInInput`).
+        /// The original key (nil: the message had none) and value (nil: a tombstone), whole or,
+        /// if `originalCut` is not empty, their first bytes.
         public var originalKey: UnsafeRawBufferPointer?
         public var originalValue: UnsafeRawBufferPointer?
-        /// The original was left in the input topic: the lengths of its key and value, by which
-        /// the message read back from there is recognised.
-        public var leftInInput: OriginalShape?
-    }
-
-    /// The lengths of an original key (nil: the message had none) and value.
-    public struct OriginalShape: Sendable, Hashable {
-        public var keyLength: Int?
-        public var valueLength: Int
-
-        public init(keyLength: Int?, valueLength: Int) {
-            self.keyLength = keyLength
-            self.valueLength = valueLength
-        }
+        /// What was cut of an original too large to travel whole, as the headers of its dead
+        /// letter will say it (see `cutHeaders`); empty when the original is whole.
+        public var originalCut: UnsafeRawBufferPointer
     }
 
     public enum Decoded {
-        case events([Event])
+        case events(Events)
         case marks(Marks)
+    }
+
+    /// An events record as read back.
+    public struct Events {
+        public var origin: Origin
+        public var events: [Event]
+        /// The source partitions of the events, each with its watermark as of the record's last
+        /// event of it (never idle), and the epoch of each, in the same order.
+        public var marks: [SourceMark]
+        public var epochs: [UInt32]
     }
 
     /// A marks record as read back.
@@ -113,41 +117,38 @@ public enum RepartitionRecord {
 
     // MARK: Encoding
 
-    /// Where an event's source watermark and epoch sit from the start of its encoding (see
-    /// `writeEvent`): events are encoded in parallel before these are known, and get them
-    /// written in by the one thread that knows the order.
-    static let sourceWatermarkOffset = 12
-    static let sourceEpochOffset = 36
-
-    /// Writes the source's watermark and epoch into the event encoded at `start` of `bytes`.
-    static func setSourceFacts(watermark: Int64, epoch: UInt32, ofEventAt start: Int, in bytes: UnsafeMutableRawBufferPointer) {
-        bytes.storeBytes(of: watermark.littleEndian, toByteOffset: start + sourceWatermarkOffset, as: Int64.self)
-        bytes.storeBytes(of: epoch.littleEndian, toByteOffset: start + sourceEpochOffset, as: UInt32.self)
-    }
-
     /// Writes one event's encoding (as it appears inside an events record, without its length)
     /// into `bytes` from `start`, and returns where it ends. `bytes` only grows, and what lies
     /// beyond the returned end is scratch: a caller that keeps one buffer from batch to batch
     /// writes every event with one size check and plain stores, where appending its dozen
-    /// fields one by one cost a few per cent of the two-stage worker's CPU.
+    /// fields one by one cost a few per cent of the two-stage worker's CPU. Nothing in an event
+    /// depends on the events before it, so that events can be written on several threads.
     ///
-    /// With `carriesOriginal` false the original key and value stay in the input topic and the
-    /// event records only their lengths (as a length of -2 - n): the original bytes were two
-    /// thirds of an event, and carrying them through the topic cost the two-stage worker about
-    /// a tenth of its CPU (docs/performance.md), for the rare hit found too late downstream.
+    /// An original key and value larger together than `maxOriginalBytes` travel cut to that
+    /// size as a dead letter of them would be, so that one hit cannot take an events record
+    /// past what the topic takes.
     static func writeEvent(
-        _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, sourceEpoch: UInt32, sourceOffset: Int64,
-        sourceWatermark: Int64, originalTimestamp: Int64?, originalKey: UnsafeRawBufferPointer?,
-        originalValue: UnsafeRawBufferPointer?, carriesOriginal: Bool = true, into bytes: inout [UInt8], at start: Int
+        _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, sourceOffset: Int64, originalTimestamp: Int64?,
+        originalKey: UnsafeRawBufferPointer?, originalValue: UnsafeRawBufferPointer?, maxOriginalBytes: Int = .max,
+        into bytes: inout [UInt8], at start: Int
     ) -> Int {
+        // Constants, not variables: the closures below capture them, and a captured variable is
+        // checked for exclusive access at run time on every read.
+        let cut =
+            (originalKey?.count ?? 0) + (originalValue?.count ?? 0) > maxOriginalBytes
+            ? DeadLetterCut.fitting(key: originalKey, value: originalValue, headers: [], limit: maxOriginalBytes) : nil
+        let originalKey = cut.map { cut in originalKey.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) } } ?? originalKey
+        let originalValue = cut.map { cut in originalValue.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) } } ?? originalValue
+        let cutHeaders = cut?.headers ?? []
         var deliveryId = event.deliveryId
         var broadlogId = event.broadlogId
         return deliveryId.withUTF8 { delivery in
             broadlogId.withUTF8 { broadlog in
                 let delivery = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: delivery.prefix(Int(UInt16.max))))
                 let broadlog = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: broadlog.prefix(Int(UInt16.max))))
-                let originalBytes = carriesOriginal ? (originalKey?.count ?? 0) + (originalValue?.count ?? 0) : 0
-                let size = sourceFactsEnd + 4 + 2 + delivery.count + 2 + broadlog.count + 4 + 4 + originalBytes
+                let originalBytes = (originalKey?.count ?? 0) + (originalValue?.count ?? 0)
+                let cutBytes = cutHeaders.reduce(0) { $0 + 4 + $1.key.utf8.count + ($1.value?.count ?? 0) }
+                let size = fixedFieldsEnd + 2 + delivery.count + 2 + broadlog.count + 4 + 4 + originalBytes + 2 + cutBytes
                 if bytes.count < start + size {
                     bytes.append(contentsOf: repeatElement(0, count: max(start + size - bytes.count, bytes.count)))
                 }
@@ -165,16 +166,13 @@ public enum RepartitionRecord {
                     }
                     func putBlob(_ blob: UnsafeRawBufferPointer?) {
                         guard let blob else { return put(Int32(-1)) }
-                        guard carriesOriginal else { return put(Int32(-2) - Int32(clamping: blob.count)) }
                         put(Int32(clamping: blob.count))
                         put(blob)
                     }
                     put(sourcePartition)
                     put(sourceOffset)
-                    put(sourceWatermark)
                     put(eventTime)
                     put(originalTimestamp ?? -1)
-                    put(sourceEpoch)
                     put(event.action.rawValue)
                     put(event.channel.rawValue)
                     put(event.platform.rawValue)
@@ -185,33 +183,42 @@ public enum RepartitionRecord {
                     put(broadlog)
                     putBlob(originalKey)
                     putBlob(originalValue)
+                    put(UInt16(cutBytes))
+                    for header in cutHeaders {
+                        var key = header.key
+                        key.withUTF8 { key in
+                            put(UInt16(key.count))
+                            put(UnsafeRawBufferPointer(key))
+                        }
+                        let value = header.value ?? []
+                        put(UInt16(value.count))
+                        value.withUnsafeBytes { put($0) }
+                    }
                     return at
                 }
             }
         }
     }
 
-    /// Where an event's fixed fields end (after its source epoch).
-    private static let sourceFactsEnd = 40
-
-    /// Where a writer's records come from and how it routes: the same for every record it sends.
-    public struct Source: Sendable, Hashable {
-        public var topic: String
-        public var partitions: Int
-        public var routedPartitions: Int32
-
-        public init(topic: String, partitions: Int, routedPartitions: Int32) {
-            self.topic = topic
-            self.partitions = partitions
-            self.routedPartitions = routedPartitions
-        }
-    }
+    /// Where an event's fixed fields end (after its shape).
+    private static let fixedFieldsEnd = 32
 
     /// The header every record starts with, after its version and kind.
-    private static func appendOrigin(_ source: Source, to bytes: inout [UInt8]) {
-        append(UInt16(clamping: source.partitions), to: &bytes)
-        append(UInt16(clamping: source.routedPartitions), to: &bytes)
-        appendShortText(source.topic, to: &bytes)
+    private static func appendOrigin(_ origin: Origin, to bytes: inout [UInt8]) {
+        append(UInt16(clamping: origin.sourcePartitions), to: &bytes)
+        append(UInt16(clamping: origin.routedPartitions), to: &bytes)
+        appendShortText(origin.sourceTopic, to: &bytes)
+    }
+
+    /// A table of source partitions, as marks records and the end of events records hold it.
+    private static func appendSourceTable(_ marks: [SourceMark], epochs: [UInt32], to bytes: inout [UInt8]) {
+        append(UInt16(clamping: marks.count), to: &bytes)
+        for (index, mark) in marks.prefix(Int(UInt16.max)).enumerated() {
+            append(mark.source, to: &bytes)
+            append(mark.watermark ?? Int64.min, to: &bytes)
+            bytes.append(mark.idle ? 1 : 0)
+            append(index < epochs.count ? epochs[index] : 0, to: &bytes)
+        }
     }
 
     /// The events bound for one repartition partition, becoming one record.
@@ -222,16 +229,24 @@ public enum RepartitionRecord {
         private var countOffset = 0
         /// The newest Kafka timestamp of the input records, the record's own timestamp.
         private(set) var timestamp: Int64?
+        /// The source partitions of the events so far, each with its latest watermark, and
+        /// their epochs: the record's closing table.
+        private var sources: [SourceMark] = []
+        private var epochs: [UInt32] = []
 
         var isEmpty: Bool { count == 0 }
 
-        /// Adds one event encoded by `appendEvent`.
-        mutating func append(encodedEvent: UnsafeRawBufferPointer, timestamp: Int64?, source: Source) {
+        /// Adds one event encoded by `writeEvent`, of a source partition (of `epoch`) whose
+        /// watermark, as of this event, is `watermark`.
+        mutating func append(
+            encodedEvent: UnsafeRawBufferPointer, timestamp: Int64?, origin: Origin, sourcePartition: Int32, epoch: UInt32,
+            watermark: Int64
+        ) {
             if count == 0 {
                 bytes.removeAll(keepingCapacity: true)
                 bytes.append(RepartitionRecord.version)
                 bytes.append(Kind.events.rawValue)
-                RepartitionRecord.appendOrigin(source, to: &bytes)
+                RepartitionRecord.appendOrigin(origin, to: &bytes)
                 countOffset = bytes.count
                 RepartitionRecord.append(UInt32(0), to: &bytes)
             }
@@ -239,31 +254,38 @@ public enum RepartitionRecord {
             RepartitionRecord.appendRaw(encodedEvent, to: &bytes)
             count += 1
             if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
+            // A record's events come in runs of one source partition: the last entry first.
+            if let last = sources.indices.last, sources[last].source == sourcePartition {
+                sources[last].watermark = watermark
+            } else if let index = sources.firstIndex(where: { $0.source == sourcePartition }) {
+                sources[index].watermark = watermark
+            } else {
+                sources.append(SourceMark(source: sourcePartition, watermark: watermark, idle: false))
+                epochs.append(epoch)
+            }
         }
 
-        /// The finished record; the batch is empty afterwards (keeping its buffer).
+        /// The finished record, its table of sources closing it; the batch is empty afterwards
+        /// (keeping its buffers).
         mutating func take(_ body: (UnsafeRawBufferPointer, _ timestamp: Int64?) throws -> Void) rethrows {
             let at = countOffset
             bytes.withUnsafeMutableBytes { $0.storeBytes(of: UInt32(count).littleEndian, toByteOffset: at, as: UInt32.self) }
+            RepartitionRecord.appendSourceTable(sources, epochs: epochs, to: &bytes)
             try bytes.withUnsafeBytes { try body($0, timestamp) }
             count = 0
             timestamp = nil
+            sources.removeAll(keepingCapacity: true)
+            epochs.removeAll(keepingCapacity: true)
         }
     }
 
     /// A marks record: each mark with the epoch of its source partition.
-    public static func encodeMarks(_ marks: [SourceMark], epochs: [UInt32], source: Source, into bytes: inout [UInt8]) {
+    public static func encodeMarks(_ marks: [SourceMark], epochs: [UInt32], origin: Origin, into bytes: inout [UInt8]) {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(version)
         bytes.append(Kind.marks.rawValue)
-        appendOrigin(source, to: &bytes)
-        append(UInt16(clamping: marks.count), to: &bytes)
-        for (index, mark) in marks.prefix(Int(UInt16.max)).enumerated() {
-            append(mark.source, to: &bytes)
-            append(mark.watermark ?? Int64.min, to: &bytes)
-            bytes.append(mark.idle ? 1 : 0)
-            append(index < epochs.count ? epochs[index] : 0, to: &bytes)
-        }
+        appendOrigin(origin, to: &bytes)
+        appendSourceTable(marks, epochs: epochs, to: &bytes)
     }
 
     private static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
@@ -300,8 +322,8 @@ public enum RepartitionRecord {
         let kind = try reader.byte()
         let sourcePartitions = Int(try reader.integer(UInt16.self))
         let routedPartitions = Int(try reader.integer(UInt16.self))
-        let sourceTopic = try reader.slice(Int(try reader.integer(UInt16.self)))
-        return (kind, Origin(sourcePartitions: sourcePartitions, sourceTopic: sourceTopic, routedPartitions: routedPartitions))
+        let sourceTopic = String(decoding: try reader.slice(Int(try reader.integer(UInt16.self))), as: UTF8.self)
+        return (kind, Origin(sourceTopic: sourceTopic, sourcePartitions: sourcePartitions, routedPartitions: routedPartitions))
     }
 
     /// Event `number` of an events record, read without decoding the others: each event is
@@ -309,12 +331,12 @@ public enum RepartitionRecord {
     /// needs one event of a record.
     public static func event(_ number: Int, in bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Event? {
         var reader = Reader(bytes: bytes)
-        let (kind, origin) = try readHeader(&reader)
+        let (kind, _) = try readHeader(&reader)
         guard Kind(rawValue: kind) == .events, number >= 0, number < Int(try reader.integer(UInt32.self)) else { return nil }
         for _ in 0..<number { _ = try reader.slice(Int(try reader.integer(UInt32.self))) }
         let length = Int(try reader.integer(UInt32.self))
         var inner = Reader(bytes: try reader.slice(length))
-        return try readEvent(&inner, origin: origin)
+        return try readEvent(&inner)
     }
 
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Decoded {
@@ -328,37 +350,41 @@ public enum RepartitionRecord {
             for _ in 0..<count {
                 let length = Int(try reader.integer(UInt32.self))
                 var inner = Reader(bytes: try reader.slice(length))
-                events.append(try readEvent(&inner, origin: origin))
+                events.append(try readEvent(&inner))
                 guard inner.position == length else { throw DecodingError(description: "repartition event with trailing bytes") }
             }
+            let (marks, epochs) = try readSourceTable(&reader)
             guard reader.position == bytes.count else { throw DecodingError(description: "repartition record with trailing bytes") }
-            return .events(events)
+            return .events(Events(origin: origin, events: events, marks: marks, epochs: epochs))
         case .marks:
-            let count = Int(try reader.integer(UInt16.self))
-            var marks: [SourceMark] = []
-            var epochs: [UInt32] = []
-            marks.reserveCapacity(count)
-            epochs.reserveCapacity(count)
-            for _ in 0..<count {
-                let source = try reader.integer(Int32.self)
-                let watermark = try reader.integer(Int64.self)
-                let idle = try reader.byte() != 0
-                marks.append(SourceMark(source: source, watermark: watermark == Int64.min ? nil : watermark, idle: idle))
-                epochs.append(try reader.integer(UInt32.self))
-            }
+            let (marks, epochs) = try readSourceTable(&reader)
             return .marks(Marks(origin: origin, marks: marks, epochs: epochs))
         case nil:
             throw DecodingError(description: "repartition record of unknown kind \(kind)")
         }
     }
 
-    private static func readEvent(_ reader: inout Reader, origin: Origin) throws(DecodingError) -> Event {
+    private static func readSourceTable(_ reader: inout Reader) throws(DecodingError) -> ([SourceMark], [UInt32]) {
+        let count = Int(try reader.integer(UInt16.self))
+        var marks: [SourceMark] = []
+        var epochs: [UInt32] = []
+        marks.reserveCapacity(count)
+        epochs.reserveCapacity(count)
+        for _ in 0..<count {
+            let source = try reader.integer(Int32.self)
+            let watermark = try reader.integer(Int64.self)
+            let idle = try reader.byte() != 0
+            marks.append(SourceMark(source: source, watermark: watermark == Int64.min ? nil : watermark, idle: idle))
+            epochs.append(try reader.integer(UInt32.self))
+        }
+        return (marks, epochs)
+    }
+
+    private static func readEvent(_ reader: inout Reader) throws(DecodingError) -> Event {
         let sourcePartition = try reader.integer(Int32.self)
         let sourceOffset = try reader.integer(Int64.self)
-        let sourceWatermark = try reader.integer(Int64.self)
         let eventTime = try reader.integer(Int64.self)
         let timestamp = try reader.integer(Int64.self)
-        let epoch = try reader.integer(UInt32.self)
         guard let action = HitAction(rawValue: try reader.byte()), let channel = Channel(rawValue: try reader.byte()),
             let platform = Platform(rawValue: try reader.byte()), let shape = HitShape(rawValue: try reader.byte())
         else { throw DecodingError(description: "repartition event with an unknown action, channel, platform or shape code") }
@@ -368,19 +394,27 @@ public enum RepartitionRecord {
         let key = keyLength >= 0 ? try reader.slice(Int(keyLength)) : nil
         let valueLength = try reader.integer(Int32.self)
         let value = valueLength >= 0 ? try reader.slice(Int(valueLength)) : nil
-        var left: OriginalShape?
-        if valueLength < -1 || keyLength < -1 {
-            // Left in the input: the key too (or the message had none), and a value was there.
-            guard valueLength < -1, keyLength < 0 else {
-                throw DecodingError(description: "repartition event with a malformed original key or value length")
-            }
-            left = OriginalShape(keyLength: keyLength == -1 ? nil : Int(-2 - keyLength), valueLength: Int(-2 - valueLength))
+        guard keyLength >= -1, valueLength >= -1 else {
+            throw DecodingError(description: "repartition event with a malformed original key or value length")
         }
+        let cut = try reader.slice(Int(try reader.integer(UInt16.self)))
         return Event(
-            origin: origin, sourcePartition: sourcePartition, sourceEpoch: epoch, sourceOffset: sourceOffset,
-            sourceWatermark: sourceWatermark, eventTime: eventTime, originalTimestamp: timestamp < 0 ? nil : timestamp,
-            action: action, channel: channel, platform: platform, shape: shape, deliveryId: deliveryId, broadlogId: broadlog,
-            originalKey: key, originalValue: value, leftInInput: left)
+            sourcePartition: sourcePartition, sourceOffset: sourceOffset, eventTime: eventTime,
+            originalTimestamp: timestamp < 0 ? nil : timestamp, action: action, channel: channel, platform: platform, shape: shape,
+            deliveryId: deliveryId, broadlogId: broadlog, originalKey: key, originalValue: value, originalCut: cut)
+    }
+
+    /// The headers that say what was cut of an event's original (`Event.originalCut`), for its
+    /// dead letter.
+    public static func cutHeaders(_ cut: UnsafeRawBufferPointer) throws(DecodingError) -> [KafkaHeader] {
+        var reader = Reader(bytes: cut)
+        var headers: [KafkaHeader] = []
+        while !reader.isAtEnd {
+            let key = String(decoding: try reader.slice(Int(try reader.integer(UInt16.self))), as: UTF8.self)
+            let value = Array(try reader.slice(Int(try reader.integer(UInt16.self))))
+            headers.append(KafkaHeader(key: key, value: value))
+        }
+        return headers
     }
 
     private typealias Reader = ByteReader<DecodingError>

@@ -11,9 +11,10 @@ import Windowing
 /// the runner commits it only after every record sent is acknowledged, so a crash re-sends
 /// some events (the aggregate stage drops them by source position) and loses none.
 ///
-/// Event time crosses the shuffle with the events: each event carries its source partition's
-/// watermark, and every `markInterval` the stage tells every repartition partition how far
-/// each of its source partitions has got, and which have gone idle.
+/// Event time crosses the shuffle with the events: each events record ends with the watermark
+/// of each of its source partitions, and every `markInterval` the stage tells every
+/// repartition partition how far each of its source partitions has got, and which have gone
+/// idle.
 public struct NormalizeStage: Stage {
     public let name = "normalize"
     public let inputTopic: String
@@ -26,12 +27,13 @@ public struct NormalizeStage: Stage {
     public let parallelism: Int
     /// An events record is sent once it holds this many bytes (see `RepartitionRecord`).
     public let batchBytes: Int
-    /// Which hits carry their original key and value through the repartition topic.
-    public let carrying: OriginalCarrying
+    /// An event whose original key and value are larger together than this carries them cut
+    /// to this size, as its dead letter would be (see `RepartitionRecord.writeEvent`).
+    public let maxOriginalBytes: Int
 
     private let intake: HitIntake
     /// What every record says of where its events come from and how they were routed.
-    private let origin: RepartitionRecord.Source
+    private let origin: RepartitionRecord.Origin
     private var sources: [Int32: SourceState] = [:]
     /// Wall-clock ms of the last marks sent; nil: send at the next tick.
     private var lastMarks: Int64?
@@ -58,9 +60,9 @@ public struct NormalizeStage: Stage {
     public init(
         inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, limits: NormalizerLimits,
         maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
-        batchBytes: Int = RepartitionRecord.batchBytes, carrying: OriginalCarrying = .always
+        batchBytes: Int = RepartitionRecord.batchBytes, maxOriginalBytes: Int = .max
     ) {
-        self.carrying = carrying
+        self.maxOriginalBytes = max(0, maxOriginalBytes)
         self.parallelism = max(1, parallelism)
         self.batchBytes = max(1, batchBytes)
         precondition(repartitionPartitions >= 1, "the repartition topic has at least one partition")
@@ -68,7 +70,8 @@ public struct NormalizeStage: Stage {
         self.sourcePartitions = sourcePartitions
         self.repartitionPartitions = repartitionPartitions
         self.intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
-        self.origin = RepartitionRecord.Source(topic: inputTopic, partitions: sourcePartitions, routedPartitions: repartitionPartitions)
+        self.origin = RepartitionRecord.Origin(
+            sourceTopic: inputTopic, sourcePartitions: sourcePartitions, routedPartitions: Int(repartitionPartitions))
         self.idleTimeout = idleTimeout
         self.markInterval = markInterval
         self.batches = Array(repeating: RepartitionRecord.EventBatch(), count: Int(repartitionPartitions))
@@ -114,7 +117,7 @@ public struct NormalizeStage: Stage {
         // threads over contiguous chunks. What depends on order (each source's watermark, the
         // sends) follows on this thread.
         let laneCount = Self.prepare(
-            records, intake: intake, repartitionPartitions: repartitionPartitions, carrying: carrying,
+            records, intake: intake, repartitionPartitions: repartitionPartitions, maxOriginalBytes: maxOriginalBytes,
             lanes: records.count >= 512 ? parallelism : 1, into: &lanes)
         var index = 0
         // Records come in runs of one partition: its source state is taken out once per run.
@@ -138,10 +141,10 @@ public struct NormalizeStage: Stage {
                     source.lastEventAt = now
                     let epoch = source.epoch
                     let origin = self.origin
-                    lanes[lane].arena.withUnsafeMutableBytes { arena in
-                        RepartitionRecord.setSourceFacts(watermark: watermark, epoch: epoch, ofEventAt: bytes.lowerBound, in: arena)
+                    lanes[lane].arena.withUnsafeBytes { arena in
                         batches[Int(target)].append(
-                            encodedEvent: UnsafeRawBufferPointer(rebasing: arena[bytes]), timestamp: record.timestamp, source: origin)
+                            encodedEvent: UnsafeRawBufferPointer(rebasing: arena[bytes]), timestamp: record.timestamp, origin: origin,
+                            sourcePartition: record.partition, epoch: epoch, watermark: watermark)
                     }
                     if batches[Int(target)].bytes.count >= batchBytes {
                         try send(batchOf: target, into: &sink)
@@ -172,8 +175,7 @@ public struct NormalizeStage: Stage {
         }
     }
 
-    /// One record, judged and (if accepted) encoded into its lane's arena at `bytes`, its
-    /// source watermark still to be set.
+    /// One record, judged and (if accepted) encoded into its lane's arena at `bytes`.
     enum Prepared {
         case event(eventTime: Int64, partition: Int32, bytes: Range<Int>)
         case filtered(FilterReason)
@@ -197,7 +199,7 @@ public struct NormalizeStage: Stage {
     /// Judges and encodes `records` on up to `lanes` threads, lane `i` into `prepared[i]`;
     /// returns how many lanes hold this batch (the first ones).
     static func prepare(
-        _ records: [InputRecord], intake: HitIntake, repartitionPartitions: Int32, carrying: OriginalCarrying, lanes: Int,
+        _ records: [InputRecord], intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int, lanes: Int,
         into prepared: inout [PreparedLane]
     ) -> Int {
         let lanes = max(1, min(lanes, records.count))
@@ -208,7 +210,7 @@ public struct NormalizeStage: Stage {
             let work: @Sendable (Int) -> Void = { lane in
                 prepareChunk(
                     records, min(records.count, lane * chunk)..<min(records.count, (lane + 1) * chunk), intake: intake,
-                    repartitionPartitions: repartitionPartitions, carrying: carrying, into: &box.value[lane])
+                    repartitionPartitions: repartitionPartitions, maxOriginalBytes: maxOriginalBytes, into: &box.value[lane])
             }
             if lanes == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) }
         }
@@ -216,7 +218,7 @@ public struct NormalizeStage: Stage {
     }
 
     private static func prepareChunk(
-        _ records: [InputRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, carrying: OriginalCarrying,
+        _ records: [InputRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int,
         into prepared: inout PreparedLane
     ) {
         prepared.items.removeAll(keepingCapacity: true)
@@ -230,11 +232,9 @@ public struct NormalizeStage: Stage {
             case .accepted(let event, let eventTime):
                 let start = used
                 used = RepartitionRecord.writeEvent(
-                    event, eventTime: eventTime, sourcePartition: record.partition, sourceEpoch: 0, sourceOffset: record.offset,
-                    sourceWatermark: eventTime, originalTimestamp: record.timestamp, originalKey: record.key,
-                    originalValue: record.value, carriesOriginal: carrying.carries(
-                        eventTime: eventTime, arrival: record.timestamp, originalBytes: (record.key?.count ?? 0) + (record.value?.count ?? 0)),
-                    into: &prepared.arena, at: start)
+                    event, eventTime: eventTime, sourcePartition: record.partition, sourceOffset: record.offset,
+                    originalTimestamp: record.timestamp, originalKey: record.key, originalValue: record.value,
+                    maxOriginalBytes: maxOriginalBytes, into: &prepared.arena, at: start)
                 prepared.items.append(
                     .event(
                         eventTime: eventTime,
@@ -265,7 +265,7 @@ public struct NormalizeStage: Stage {
         let marks = owned.map { partition, state in
             SourceMark(source: partition, watermark: state.watermark, idle: now - state.lastEventAt >= idleTimeout)
         }
-        RepartitionRecord.encodeMarks(marks, epochs: owned.map(\.value.epoch), source: origin, into: &buffer)
+        RepartitionRecord.encodeMarks(marks, epochs: owned.map(\.value.epoch), origin: origin, into: &buffer)
         for partition in 0..<repartitionPartitions {
             try buffer.withUnsafeBytes { value in
                 try sink.send(.repartition, partition: partition, key: nil, value: value, headers: [], timestamp: now)
@@ -293,53 +293,5 @@ public struct NormalizeStage: Stage {
         var gauges = StageGauges()
         gauges.watermark = sources.values.compactMap(\.watermark).min()
         return gauges
-    }
-}
-
-/// Which hits carry their original key and value through the repartition topic.
-///
-/// Only a `too_late` dead letter downstream needs them, and a hit is too late only when the
-/// aggregate stage's event time has passed the end of its window by the retention. That event
-/// time follows the arrival of the hits it has read (each capped at its Kafka timestamp), so in
-/// the ordinary course a hit can be too late only if it arrived about a retention after its
-/// window ended: those carry their original, with half the retention to spare. The others
-/// leave it in the input topic, from where a dead letter reads it back by its position should
-/// it turn out late after all (event time that went on with the wall clock through a long
-/// outage, say: see `OriginalLookup`).
-public struct OriginalCarrying: Sendable, Equatable {
-    struct Window: Sendable, Equatable {
-        var size: Int64
-        var retention: Int64
-    }
-
-    /// nil: every hit carries its original.
-    let window: Window?
-    /// A hit whose key and value together are larger than this leaves them in the input
-    /// whatever its time: a repartition record must stay within what the topic takes, and one
-    /// hit under a key of a few hundred kilobytes could take it past.
-    let maxOriginalBytes: Int
-
-    /// Every hit carries its original.
-    public static let always = OriginalCarrying(window: nil, maxOriginalBytes: .max)
-
-    /// The rule above, for windows of this size and retention, and originals of at most
-    /// `maxOriginalBytes`.
-    public init(windowSize: Int64, retention: Int64, maxOriginalBytes: Int = .max) {
-        self.init(window: Window(size: max(1, windowSize), retention: max(0, retention)), maxOriginalBytes: maxOriginalBytes)
-    }
-
-    private init(window: Window?, maxOriginalBytes: Int) {
-        self.window = window
-        self.maxOriginalBytes = maxOriginalBytes
-    }
-
-    /// Whether a hit of `eventTime` that arrived at `arrival` (its Kafka timestamp; nil when
-    /// unknown), with a key and value of `originalBytes`, carries its original.
-    @inline(__always)
-    func carries(eventTime: Int64, arrival: Int64?, originalBytes: Int) -> Bool {
-        guard originalBytes <= maxOriginalBytes else { return false }
-        guard let window, let arrival else { return true }
-        let end = EventTimeMath.add(EventTimeMath.windowStart(of: eventTime, size: window.size), window.size)
-        return EventTimeMath.add(end, window.retention / 2) <= arrival
     }
 }

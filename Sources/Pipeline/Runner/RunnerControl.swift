@@ -29,8 +29,8 @@ public final class RunnerControl: Sendable {
     /// Assigned partitions held back because the cluster did not say where they start, or
     /// their state could not be read back yet.
     private let heldBackPartitions = Atomic<Int>(0)
-    /// What the run thread waits for from the cluster, and since when (a flush, a commit, a
-    /// lookup): such a wait is not a stuck loop, however long the cluster takes.
+    /// What the run thread waits for from the cluster, and since when (a flush, a commit): such
+    /// a wait is not a stuck loop, however long the cluster takes.
     private let kafkaWait = Mutex<(what: String, since: Int64)?>(nil)
 
     struct Failures {

@@ -106,21 +106,23 @@ func rawHit(_ delivery: String, _ broadlog: String, action: String = "7", at tim
     Array("{\"deliveryId\":\"\(delivery)\",\"broadlogId\":\"\(broadlog)\",\"action\":\"\(action)\",\"timestamp\":\(time)}".utf8)
 }
 
-/// A repartition event copied out of its record's bytes, for assertions.
+/// A repartition event copied out of its record's bytes, for assertions, with what its record
+/// says of its source partition.
 struct DecodedEvent {
     var sourcePartitions: Int
     var sourcePartition: Int32
     var sourceOffset: Int64
-    var sourceWatermark: Int64
+    /// The source partition's watermark in the record's table.
+    var sourceWatermark: Int64?
     var eventTime: Int64
     var originalKey: String
     var originalValue: String
 
-    init(_ event: RepartitionRecord.Event) {
-        sourcePartitions = event.sourcePartitions
+    init(_ event: RepartitionRecord.Event, of record: RepartitionRecord.Events) {
+        sourcePartitions = record.origin.sourcePartitions
         sourcePartition = event.sourcePartition
         sourceOffset = event.sourceOffset
-        sourceWatermark = event.sourceWatermark
+        sourceWatermark = record.marks.first { $0.source == event.sourcePartition }?.watermark
         eventTime = event.eventTime
         originalKey = event.originalKey.map { String(decoding: $0, as: UTF8.self) } ?? ""
         originalValue = event.originalValue.map { String(decoding: $0, as: UTF8.self) } ?? ""
