@@ -52,7 +52,7 @@ struct AggregateTask: Sendable {
         shards: Int = 1
     ) {
         self.key = key
-        self.engine = WindowEngine(config: config, shards: shards, tracksState: key.partition != nil)
+        self.engine = WindowEngine(config: config, shards: shards, exportsChanges: key.partition != nil)
         self.createdAt = now
         self.sources = sources
         guard let partition = key.partition else { return }
@@ -61,7 +61,7 @@ struct AggregateTask: Sendable {
         let own = sources.initial(partition: partition)
         if !own.isEmpty { engine.assign(partitions: own, now: now) }
         if let point = begin.restorePoint {
-            engine.restore(partition: partition, replayBefore: point.replayBefore, evictedBefore: point.evictedBefore)
+            engine.restore(partition: partition, processedMark: point.replayBefore, evictedBefore: point.evictedBefore)
         }
         if let floors = begin.floors { self.sources.restore(floors) }
         offsets.committed = begin.committed
@@ -172,7 +172,7 @@ struct AggregateTask: Sendable {
         from task: ChangelogRecord.TaskState, windows: [WindowState], finals: [WindowKey], partition: Int32, now: Int64
     ) {
         let counted = Dictionary(windows.map { ($0.key, $0.countedThrough) }, uniquingKeysWith: max)
-        engine.restore(partition: partition, replayBefore: task.processedThrough, evictedBefore: task.evictedBefore, counted: counted)
+        engine.restore(partition: partition, processedMark: task.processedThrough, evictedBefore: task.evictedBefore, counted: counted)
         if sources.resumesWatermark, let watermark = task.watermark {
             // Without the previous owner's event time, windows read back would wait for the
             // next hit however long the input stays quiet.
