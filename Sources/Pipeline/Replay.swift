@@ -92,9 +92,9 @@ public final class Replay: Sendable {
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: config.window, parallelism: config.shards, tasking: .global, range: range)
+        // A fixed assignment: no group joined, so nothing committed.
         var settings = RunnerSettings(
-            topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, commits: false,
-            consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
+            topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
         switch config.output {
         case .topic(let topic): settings.destinations[.output] = topic
         case .lines(let writer): settings.lineOutputs[.output] = writer
