@@ -32,6 +32,31 @@ public protocol AggregateInput: Sendable {
     ) -> OutgoingDeadLetter
 }
 
+extension AggregateInput {
+    /// The records at `indices`, decoded in order.
+    func decode(_ records: [InputRecord], at indices: some Sequence<Int>) -> DecodedBatch {
+        var batch = DecodedBatch()
+        for index in indices { decode(records[index], at: index, into: &batch) }
+        return batch
+    }
+
+    /// Every record decoded on `lanes` threads over contiguous chunks, joined in record order:
+    /// a batch that one task counts would otherwise decode on one thread.
+    func decodeInParallel(_ records: [InputRecord], lanes: Int) -> DecodedBatch {
+        let chunks = inParallelChunks(of: records.count, lanes: lanes) { range in decode(records, at: range) }
+        var joined = chunks[0]
+        for chunk in chunks.dropFirst() { joined.append(chunk) }
+        return joined
+    }
+
+    /// A task's dead letters, made from the records they are about while the batch is alive.
+    func deadLetters(_ pending: [PendingDeadLetter], of records: [InputRecord], sourceTopic: String) -> [OutgoingDeadLetter] {
+        pending.map { letter in
+            deadLetter(letter.reference, of: records[letter.reference.record], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
+        }
+    }
+}
+
 /// Which message a dead letter is about: a record of the batch, and for a record that carries
 /// several events (the batched repartition format), which of them.
 public struct DeadLetterReference: Sendable, Hashable, Comparable {
@@ -59,6 +84,15 @@ public struct OutgoingDeadLetter {
     public var timestamp: Int64?
     /// The original is to be read from the input topic; `key` and `value` are nil.
     public var leftOriginal: LeftOriginal? = nil
+}
+
+extension RecordSink {
+    /// Sends a dead letter whose original bytes it carries.
+    mutating func send(_ outgoing: OutgoingDeadLetter) throws {
+        try send(
+            .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
+            timestamp: outgoing.timestamp)
+    }
 }
 
 /// What an input made of a task's share of a batch, in record order.

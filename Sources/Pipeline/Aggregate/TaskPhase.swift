@@ -9,8 +9,8 @@
 ///     └──────stateRefused (the worker stops) ──────────────────────▶ running
 /// ```
 ///
-/// A partition's task begins `restoring` (`initial`); the `global` task of `replay`, which
-/// keeps no changelog, is always `running`.
+/// A partition's task begins `restoring` (`initial`). `replay`'s task (`ReplayTask`), which
+/// keeps no changelog, has no phase.
 enum TaskPhase: Sendable, Equatable {
     /// The state is being read back from the changelog: no record may be processed, nothing
     /// is committed or written. Carries the changelog position the last commit recorded, which

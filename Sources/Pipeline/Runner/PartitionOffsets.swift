@@ -42,11 +42,6 @@ public struct PartitionOffsets: Sendable, Equatable {
         return .take
     }
 
-    /// Whether the record at `offset` re-reads what the previous owner had processed.
-    func isReplay(_ offset: Int64) -> Bool {
-        offset < (restoredMark ?? .min)
-    }
-
     /// Still below the previous owner's mark: the task replays what that owner processed.
     var isReplaying: Bool {
         guard let restoredMark else { return false }
