@@ -179,7 +179,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         pending.notices.append(
             "partition \(partition): read back \(restored.windows.count) windows from \(restored.records) changelog records"
                 + (restored.unreadable > 0 ? ", \(restored.unreadable) of them unreadable and skipped" : "")
-                + (restored.task.map { "; its state had counted the input through offset \($0.processedThrough)" } ?? ""))
+                + (restored.task.map { "; its state had counted the input through offset \($0.processedMark)" } ?? ""))
         pending.accounting.restored += restored.records
     }
 

@@ -36,8 +36,9 @@ struct AggregateTask: WindowTask {
         changelog.beginRestore(begin.lineage, source: changelogSource)
         let own = sources.initial(partition: partition)
         if !own.isEmpty { engine.assign(partitions: own, now: now) }
-        if let point = begin.restorePoint {
-            engine.restore(partition: partition, processedMark: point.replayBefore, evictedBefore: point.evictedBefore)
+        if let horizon = begin.horizonBeyondTheLog {
+            // Nothing of the recreated topic is below the checkpoint's offsets: no record is a replay.
+            engine.restore(partition: partition, processedMark: 0, evictedBefore: horizon)
         }
         if let floors = begin.floors { self.sources.restore(floors) }
         offsets.committed = begin.committed
@@ -132,9 +133,9 @@ struct AggregateTask: WindowTask {
                 "the changelog of partition \(partition) ends at offset \(end ?? 0), before the \(committedChangelog) its last commit recorded: the state topic was deleted, recreated or truncated, and the windows cannot be read back exactly. Stop every instance, then either restore the state topic, or start the deployment under a new --group (it counts the input from its beginning)")
         }
         if let task = restored.task {
-            if let committed, task.processedThrough < committed {
+            if let committed, task.processedMark < committed {
                 throw PipelineError.kafka(
-                    "the changelog of partition \(partition) holds state as of offset \(task.processedThrough), before the \(committed) the group committed: it lost records (retention, or the topic recreated). Stop every instance, then restore the state topic or start under a new --group")
+                    "the changelog of partition \(partition) holds state as of offset \(task.processedMark), before the \(committed) the group committed: it lost records (retention, or the topic recreated). Stop every instance, then restore the state topic or start under a new --group")
             }
         } else if restored.records == 0, committedChangelog > 0 {
             throw PipelineError.kafka(
@@ -146,14 +147,14 @@ struct AggregateTask: WindowTask {
     /// windows read back (what they counted, what was evicted), not counted again.
     private mutating func resume(from task: ChangelogRecord.TaskState, windows: [WindowState], finals: [WindowKey], now: Int64) {
         let counted = Dictionary(windows.map { ($0.key, $0.countedThrough) }, uniquingKeysWith: max)
-        engine.restore(partition: partition, processedMark: task.processedThrough, evictedBefore: task.evictedBefore, counted: counted)
+        engine.restore(partition: partition, processedMark: task.processedMark, evictedBefore: task.evictedBefore, counted: counted)
         if sources.resumesWatermark, let watermark = task.watermark {
             // Without the previous owner's event time, windows read back would wait for the
             // next hit however long the input stays quiet.
             engine.resume(partition: partition, watermark: watermark, now: now)
         }
-        offsets.restoredMark = task.processedThrough
-        changelog.evictedOnRestore(finals, mark: task.processedThrough)
+        offsets.previousMark = task.processedMark
+        changelog.evictedOnRestore(finals, mark: task.processedMark)
     }
 
     // MARK: What goes out
@@ -187,9 +188,9 @@ struct AggregateTask: WindowTask {
 
     /// The changelog records for what changed since the last commit.
     mutating func changelogEntries() -> [ChangelogRecord.Entry] {
-        guard !phase.isRestoring, let processed = offsets.processedThrough ?? offsets.committed else { return [] }
+        guard !phase.isRestoring, let processed = offsets.processedMark ?? offsets.committed else { return [] }
         let task = ChangelogRecord.TaskState(
-            processedThrough: max(processed, offsets.restoredMark ?? processed), evictedBefore: engine.evictionHorizon,
+            processedMark: max(processed, offsets.previousMark ?? processed), evictedBefore: engine.evictionHorizon,
             watermark: engine.watermark)
         return changelog.entries(for: engine.exportChanges(), task: task)
     }
@@ -216,9 +217,9 @@ struct AggregateTask: WindowTask {
     /// thread, touching only this task.
     mutating func count(_ batch: DecodedBatch, through lastOffset: Int64, now: Int64) -> TaskResult {
         if let misrouted = batch.misrouted { return TaskResult(misrouted: misrouted) }
-        offsets.processedThrough = lastOffset + 1
+        offsets.processedMark = lastOffset + 1
         let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying))
-        let (result, output) = countBatch(batch, range: nil, previousMark: offsets.restoredMark, now: now, on: ShardsInTurn())
+        let (result, output) = countBatch(batch, range: nil, previousMark: offsets.previousMark, now: now, on: ShardsInTurn())
         hold(output)
         if caughtUp { engine.replayFinished(partition: partition) }
         return result
@@ -229,9 +230,9 @@ struct AggregateTask: WindowTask {
     /// The offset and checkpoint to commit: the processed mark, since the windows are in the
     /// changelog.
     func commitPoint() -> CommitPoint? {
-        guard !phase.isRestoring, let processed = offsets.processedThrough else { return nil }
+        guard !phase.isRestoring, let processed = offsets.processedMark else { return nil }
         let checkpoint = Checkpoint(
-            evictedBefore: engine.evictionHorizon, processedThrough: processed, seen: sources.checkpoint, changelog: changelog.end ?? 0,
+            evictedBefore: engine.evictionHorizon, processedMark: processed, seen: sources.checkpoint, changelog: changelog.end ?? 0,
             changelogSince: changelog.lineage, windowSize: engine.config.size)
         return CommitPoint(offset: processed, metadata: checkpoint.encoded)
     }
