@@ -2,9 +2,10 @@ import Kafka
 import TrackingDomain
 import Windowing
 
-/// How the aggregate stage reads its input. The stage counts; an input turns each record into
-/// what counting needs (events with their source position, the sources' watermarks, and what
-/// must be dead-lettered or was filtered) and, for a dead letter, finds the bytes to send.
+/// How a window stage (the aggregate stage, or `replay`'s) reads its input. The stage counts;
+/// an input turns each record into what counting needs (events with their source position, the
+/// sources' watermarks, and what must be dead-lettered or was filtered) and, for a dead letter,
+/// finds the bytes to send.
 ///
 /// Two inputs exist: raw hits, for input already keyed by delivery and for `replay`
 /// (`RawHitInput`), and the repartition topic behind the shuffle (`RepartitionInput`).

@@ -2,8 +2,8 @@ import TrackingDomain
 import Windowing
 
 /// Counts hits per delivery in event-time windows, one task per partition of its input, and
-/// emits aggregate records and `too_late` dead letters once the state that judged them is in
-/// the changelog. Partitions hold disjoint deliveries (input keyed by delivery, or the
+/// sends aggregate records and dead letters once the state that judged them is in the
+/// changelog. Partitions hold disjoint deliveries (input keyed by delivery, or the
 /// repartition topic), so a task's state moves with its partition. What a record holds is the
 /// `Input`'s business: raw hits for input already keyed by delivery, repartition records behind
 /// the shuffle. (`replay`'s one task over every partition is the `ReplayStage`'s.)

@@ -8,8 +8,9 @@ import Windowing
 /// checkpoint can never make another's replayed hits late.
 ///
 /// It reads its windows back from its changelog when it is assigned, commits at its processed
-/// mark, and holds its aggregate records and dead letters back until the state they carry is
-/// written (see `AggregateStage.prepareCommit`), so that no restart can step a key back.
+/// mark, and holds its aggregate records back until the state they carry is written (see
+/// `AggregateStage.prepareCommit`; the stage holds its dead letters as long), so that no
+/// restart can step a key back.
 struct AggregateTask: WindowTask {
     let partition: Int32
     var engine: WindowEngine
@@ -159,10 +160,10 @@ struct AggregateTask: WindowTask {
 
     // MARK: What goes out
 
-    /// Emissions: held until the next commit. A replay over windows
-    /// read back from the changelog counts nothing they hold, so what it emits is never behind
-    /// what the previous owner sent; it is held like any emission, and goes out with the commit
-    /// whose state write records it as emitted.
+    /// Emissions are held until the next commit. A replay over windows read back from the
+    /// changelog counts nothing they hold, so what it emits is never behind what the previous
+    /// owner sent; it is held like any emission, and goes out with the commit whose state write
+    /// records it as emitted.
     private mutating func hold(_ output: EngineOutput) {
         for record in output.emitted { Self.keepLatest(record, in: &held) }
         if output.windowsClosed > 0 { holdsClosedWindow = true }
