@@ -281,7 +281,7 @@ public final class Pipeline: Sendable {
             }
         }
         var settings = RunnerSettings(
-            topic: topic, assignment: .group, bound: .unbounded, commits: true, consumer: config.consumerConfig(group: group, member: member),
+            topic: topic, assignment: .group, bound: .unbounded, consumer: config.consumerConfig(group: group, member: member),
             producer: config.producerConfig, destinations: topics, commitInterval: config.commitInterval)
         settings.maxBatch = config.maxBatch
         settings.progressInterval = config.progressInterval

@@ -143,6 +143,14 @@ public struct StageGauges: Sendable, Equatable {
     public var watermark: Int64?
 
     public init() {}
+
+    /// Adds a window task's engine: its windows, its entries, and its watermark to the lowest.
+    mutating func add(_ engine: WindowEngine) {
+        let stats = engine.stats
+        openWindows += stats.openWindows + stats.retainedWindows
+        entries += stats.entries
+        if let mark = engine.watermark { watermark = min(watermark ?? mark, mark) }
+    }
 }
 
 /// What a stage did between two `drainReport` calls.
@@ -158,4 +166,12 @@ public struct StageReport: Sendable {
     public var notices: [String] = []
 
     public init() {}
+
+    /// Adds what a window task made of its share of a batch.
+    mutating func add(_ other: StageReport) {
+        accounting.add(other.accounting)
+        emitDelays += other.emitDelays
+        capacityEvictions += other.capacityEvictions
+        notices += other.notices
+    }
 }

@@ -91,7 +91,7 @@ struct StatusCommand: ParsableCommand {
     static let checkpointColumns: [Column] = [
         Column(header: "checkpoint") { $0.checkpoint?.format ?? ($0.foreignMetadata == nil ? "-" : "foreign") },
         Column(header: "evicted before") { $0.checkpoint.map { $0.evictedBefore ?? "none" } ?? "-" },
-        Column(header: "processed") { $0.checkpoint.map { "\($0.processedThrough)" } ?? "-" },
+        Column(header: "processed") { $0.checkpoint.map { "\($0.processedMark)" } ?? "-" },
         Column(header: "unprocessed") { $0.checkpoint.map { "\($0.unprocessed)" } ?? "-" },
         Column(header: "duplicate floors") { $0.checkpoint.map { "\($0.duplicateFloors)" } ?? "-" },
         Column(header: "inputs") { $0.checkpoint.map { "\($0.inputIncarnations)" } ?? "-" },

@@ -29,7 +29,7 @@ struct DeliveryWindow: Sendable {
     /// Changed since the last emission (only tracked once the window has been emitted).
     var dirty = false
     /// The input position (`WindowInput.position`) of the last hit counted, kept only by stores
-    /// that track state: a restored window skips replayed hits it already holds.
+    /// that export their changes for a changelog: a restored window skips replayed hits it already holds.
     var countedThrough: Int64 = .min
     /// The revision of the last record emitted; 0 when none was.
     var emittedRevision: UInt32 = 0
@@ -56,10 +56,10 @@ struct DeliveryWindow: Sendable {
     @inline(__always)
     mutating func record(
         broadlogId: String, action: HitAction, channel: Channel, platform: Platform, trackDirty: Bool, position: Int64 = 0,
-        tracksState: Bool = false
+        exportsChanges: Bool = false
     ) -> Change {
         var becameStateChanged = false
-        if tracksState {
+        if exportsChanges {
             if position <= countedThrough { return Change(newEntry: false, becameDirty: false, alreadyCounted: true) }
             countedThrough = position
             if !stateChanged {

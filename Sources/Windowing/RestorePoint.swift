@@ -1,8 +1,9 @@
-/// What the previous run of the worker had settled for one partition, read back from the
-/// Kafka commit metadata (and, for a task with a changelog, from its state).
+/// What the previous owner of a partition had settled, as a new owner's engine keeps it: its
+/// processed mark, its horizon, and, for a task with a changelog, how far each window of the
+/// state read back had counted.
 ///
-/// A hit below `replayBefore` whose window expires at or before `evictedBefore` was either in
-/// a window the previous run emitted for the last time or was dead-lettered by it; counting
+/// A hit below `processedMark` whose window expires at or before `evictedBefore` was either in
+/// a window the previous owner emitted for the last time or was dead-lettered by it; counting
 /// it again would double it.
 ///
 /// Without `counted`, the horizon alone judges a replayed hit. With it (a task with a
@@ -12,7 +13,7 @@
 /// owner counted (dropped silently, its record is sent again from the state) from one it judged
 /// too late (its dead letter is sent again), whatever the horizon of the replay.
 struct RestorePoint: Sendable, Hashable {
-    var replayBefore: Int64
+    var processedMark: Int64
     var evictedBefore: Int64
     /// `countedThrough` of each window of the state read back, evicted or not; nil when the
     /// replay's verdicts do not come from a state.

@@ -21,13 +21,16 @@ public struct WindowEngine: Sendable {
     private var totals = EngineStats()
     private var retainedEntries = 0
 
-    /// - Parameter tracksState: keep what a changelog needs (see `exportChanges`, `restore`):
-    ///   for an engine over one partition's input only.
-    public init(config: WindowConfig = WindowConfig(), shards: Int = 1, tracksState: Bool = false) {
+    /// - Parameter exportsChanges: keep what a changelog of this engine needs (`exportChanges`,
+    ///   and how far each window counted, so that windows read back skip replayed hits they
+    ///   hold): for an engine over one partition's input only, since offsets of different
+    ///   partitions cannot be compared. An engine that nothing reads back (a replay's) keeps none
+    ///   of it, and would otherwise keep every evicted window's final state to the end.
+    public init(config: WindowConfig = WindowConfig(), shards: Int = 1, exportsChanges: Bool = false) {
         precondition(shards >= 1, "at least one shard")
         self.config = config
         self.shardCount = shards
-        self.stores = (0..<shards).map { _ in WindowStore(config: config, tracksState: tracksState) }
+        self.stores = (0..<shards).map { _ in WindowStore(config: config, exportsChanges: exportsChanges) }
         self.clock = WatermarkTracker(idleTimeout: config.idleTimeout)
     }
 
@@ -45,17 +48,17 @@ public struct WindowEngine: Sendable {
         for partition in partitions { restorePoints[partition] = nil }
     }
 
-    /// Re-arms crash safety from the commit metadata of a partition: hits below `replayBefore`
-    /// in windows the previous run had already finalised (expiry <= `evictedBefore`) are
-    /// dropped silently, and windows past `evictedBefore` stay closed for new hits too, so a
-    /// partial re-emission can never overwrite a final record.
+    /// Re-arms crash safety from what the previous owner of a partition had settled (its
+    /// restore point): hits below its `processedMark` in windows it had already finalised
+    /// (expiry <= `evictedBefore`) are dropped silently, and windows past `evictedBefore` stay
+    /// closed for new hits too, so a partial re-emission can never overwrite a final record.
     ///
     /// With `counted` (a task whose changelog was written ahead of its commit, whose output for
     /// the replayed interval may be lost), the replay takes the previous owner's verdicts from
     /// the state instead: a replayed hit is dropped if its window's state (`countedThrough` per
     /// window) holds it, and reported too late otherwise.
-    public mutating func restore(partition: Int32, replayBefore: Int64, evictedBefore: Int64, counted: [WindowKey: Int64]? = nil) {
-        restorePoints[partition] = RestorePoint(replayBefore: replayBefore, evictedBefore: evictedBefore, counted: counted)
+    public mutating func restore(partition: Int32, processedMark: Int64, evictedBefore: Int64, counted: [WindowKey: Int64]? = nil) {
+        restorePoints[partition] = RestorePoint(processedMark: processedMark, evictedBefore: evictedBefore, counted: counted)
         horizon = Swift.max(horizon, evictedBefore)
     }
 

@@ -10,7 +10,7 @@ struct WindowSlot: Sendable {
     /// Deliveries changed since the last emission, each listed once.
     var dirtyIds: [String] = []
     /// Deliveries whose state changed since it was last handed out for the changelog, each
-    /// listed once (kept only by stores that track state).
+    /// listed once (kept only by stores that export their changes).
     var stateChangedIds: [String] = []
 
     init(start: Int64, end: Int64) {

@@ -9,9 +9,8 @@ struct WindowStore: Sendable {
     let config: WindowConfig
     /// Whether the store keeps what a changelog needs: how far each window has counted (so that
     /// a restored window skips replayed hits it already holds), what was emitted, and what
-    /// changed since the state was last handed out. A store over one partition's input only:
-    /// offsets of different partitions cannot be compared.
-    let tracksState: Bool
+    /// changed since the state was last handed out (see `WindowEngine.init`).
+    let exportsChanges: Bool
     /// Windows evicted since the state was last handed out.
     private var evictedSinceExport: [WindowKey] = []
     /// The final state of windows evicted since the state was last handed out, where it moved on.
@@ -26,9 +25,9 @@ struct WindowStore: Sendable {
     private(set) var watermark: Int64?
     private(set) var entries = 0
 
-    init(config: WindowConfig, tracksState: Bool = false) {
+    init(config: WindowConfig, exportsChanges: Bool = false) {
         self.config = config
-        self.tracksState = tracksState
+        self.exportsChanges = exportsChanges
     }
 
     // MARK: Ingest
@@ -47,7 +46,7 @@ struct WindowStore: Sendable {
         let start = EventTimeMath.windowStart(of: time, size: config.size)
         let end = EventTimeMath.add(start, config.size)
         let expiry = EventTimeMath.add(end, config.retention)
-        if !restore.isEmpty, let point = restore[input.partition], input.offset < point.replayBefore {
+        if !restore.isEmpty, let point = restore[input.partition], input.offset < point.processedMark {
             if let counted = point.counted {
                 // The state read back settles every verdict of the replayed interval: a hit its
                 // window holds was counted, any other was judged too late (a window takes every
@@ -79,7 +78,7 @@ struct WindowStore: Sendable {
         let change = slots[index].deliveries[input.event.deliveryId, default: DeliveryWindow()].record(
             broadlogId: input.event.broadlogId, action: input.event.action,
             channel: input.event.channel, platform: input.event.platform,
-            trackDirty: slots[index].emitted, position: input.position, tracksState: tracksState)
+            trackDirty: slots[index].emitted, position: input.position, exportsChanges: exportsChanges)
         if change.alreadyCounted {
             // A restored window that holds this replayed hit already.
             out.replayedFinal += 1
@@ -132,7 +131,7 @@ struct WindowStore: Sendable {
                 emitDirty(of: slot, into: &out)
             }
             out.windowsEvicted += slot.deliveries.count
-            if tracksState { noteEvicted(slot) }
+            if exportsChanges { noteEvicted(slot) }
             out.entriesFreed += slot.entries
             entries -= slot.entries
             out.oldestEvictedStart = Swift.min(out.oldestEvictedStart ?? slot.start, slot.start)
@@ -200,7 +199,7 @@ struct WindowStore: Sendable {
     /// The window at `position` is being emitted: remember its revision, a change of state.
     @inline(__always)
     private mutating func noteEmitted(slot index: Int, at position: Dictionary<String, DeliveryWindow>.Index) {
-        guard tracksState else { return }
+        guard exportsChanges else { return }
         let revision = UInt32(truncatingIfNeeded: slots[index].deliveries.values[position].hitCount)
         slots[index].deliveries.values[position].emittedRevision = revision
         if !slots[index].deliveries.values[position].stateChanged {
@@ -242,7 +241,7 @@ struct WindowStore: Sendable {
     /// The windows whose state changed (with the final state of those evicted), and the windows
     /// evicted, since the last call.
     mutating func exportChanges(into changes: inout StateChanges) {
-        guard tracksState else { return }
+        guard exportsChanges else { return }
         changes.windows += finalsSinceExport
         finalsSinceExport.removeAll()
         for index in slots.indices where !slots[index].stateChangedIds.isEmpty {

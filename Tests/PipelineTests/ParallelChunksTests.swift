@@ -6,7 +6,8 @@ import Windowing
 @testable import Pipeline
 
 /// The lanes are the pipeline's one layer of parallelism: they run window tasks, and the shards
-/// of a replay's one task. Whatever they run, output must be what running it in turn gives.
+/// of a replay's one task (`ReplayStageTests`). Whatever they run, output must be what running
+/// it in turn gives.
 @Suite("lanes")
 struct ParallelChunksTests {
     @Test("every item is worked on once, by index, its changes kept, its result in item order", arguments: [1, 2, 3, 8])
@@ -78,50 +79,6 @@ struct ParallelChunksTests {
                 #expect(one.flush.emitted == many.flush.emitted)
                 #expect(one.engine.stats == many.engine.stats)
             }
-        }
-    }
-
-    @Test("a replay's one task, its shards on three lanes, sends what it sends on one lane, record for record")
-    func replayTaskOnTheLanes() throws {
-        let arena = RecordArena()
-        let hits = HitStream(HitStreamConfig(count: 8_000, seed: 5, deliveries: 60, span: 12 * 60_000, lateRate: 0.05)).generate()
-        let partitions: Int32 = 4
-        let records = hits.enumerated().map { index, hit in
-            arena.record(
-                partition: Int32(index) % partitions, offset: Int64(index) / Int64(partitions), key: hit.key, value: hit.value,
-                timestamp: hit.kafkaTimestamp)
-        }
-        // Late hits arrive 30 s to 2 min after their time: past the 20 s retention, some are too late.
-        // Batches as a consumer returns them: runs of one partition, several partitions each.
-        let batches = stride(from: 0, to: records.count, by: 800).map { start in
-            records[start..<min(records.count, start + 800)].sorted { ($0.partition, $0.offset) < ($1.partition, $1.offset) }
-        }
-        let start = hits.map(\.kafkaTimestamp).min()!
-        for maxEntries in [20_000_000, 400] {
-            let window = WindowConfig(size: 60_000, grace: 5_000, retention: 20_000, idleTimeout: 1 << 40, maxEntries: maxEntries)
-            func replay(lanes: Int) throws -> (sent: [RecordingSink.Sent], capacityEvictions: Int) {
-                var stage = AggregateStage(
-                    sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: window,
-                    parallelism: lanes, tasking: .global)
-                try stage.assign((0..<partitions).map { PartitionStart(partition: $0) }, now: start)
-                var sink = RecordingSink()
-                var evictions = 0
-                for (index, batch) in batches.enumerated() {
-                    let now = start + Int64(index) * 1_000
-                    try stage.process(Array(batch), now: now, into: &sink)
-                    try stage.tick(now: now + 500, into: &sink)
-                    evictions += stage.drainReport().capacityEvictions.count
-                }
-                try stage.finish(now: start + Int64(batches.count) * 1_000, into: &sink)
-                return (sink.sent, evictions)
-            }
-            let one = try replay(lanes: 1)
-            let three = try replay(lanes: 3)
-            #expect(one.sent.filter { $0.destination == .output }.count > 300)
-            #expect(one.sent.contains { $0.destination == .deadLetter && $0.header[DeadLetter.Header.reason] == "too_late" })
-            if maxEntries < 10_000 { #expect(one.capacityEvictions > 0) }
-            #expect(one.sent == three.sent)
-            #expect(one.capacityEvictions == three.capacityEvictions)
         }
     }
 }

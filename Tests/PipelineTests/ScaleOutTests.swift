@@ -52,9 +52,11 @@ struct ScaleOutTests {
         let settings = config(broker, group: "resend", untilEnd: true)
 
         // 1. The normalize stage reads everything and its records are acknowledged, but it dies
-        //    before committing: a runner with commits off.
+        //    before committing: a runner of the input's partitions outside the group, which
+        //    commits nothing.
+        let everything = (0..<Int32(8)).map { TopicPartitionOffset(topic: "hits", partition: $0, offset: KafkaOffset.beginning) }
         var first = RunnerSettings(
-            topic: "hits", assignment: .group, bound: .endAtAssignment, commits: false,
+            topic: "hits", assignment: .fixed(everything), bound: .endAtAssignment,
             consumer: settings.consumerConfig(group: "resend"), producer: settings.producerConfig,
             destinations: [.repartition: "resend-repartition", .deadLetter: "dlq"], commitInterval: 300)
         first.maxBatch = 512
@@ -69,7 +71,7 @@ struct ScaleOutTests {
         let aggregate = AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 4), window: settings.window, parallelism: 2)
         var second = first
         second.topic = "resend-repartition"
-        second.commits = true
+        second.assignment = .group
         second.consumer = settings.consumerConfig(group: settings.aggregateGroup)
         // The worker's own state topic (`--state-topic`, `<group>-state`), which its restart reads back.
         second.destinations = [.output: "aggregates", .deadLetter: "dlq", .changelog: "resend-state"]

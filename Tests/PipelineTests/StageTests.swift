@@ -234,7 +234,7 @@ struct StageTests {
         try first.process([arena.record(idle.sent[0], offset: 4)], now: 100_001, into: &sink)
         let point = try #require(first.commitPoints()[0])
         let checkpoint = try #require(Checkpoint(decoding: point.metadata))
-        #expect(checkpoint.processedThrough == 5)
+        #expect(checkpoint.processedMark == 5)
         #expect(checkpoint.seen.mapValues(\.offset) == [0: 2, 1: 0])
         #expect(Set(checkpoint.seen.values.map(\.incarnation)) == [SourceKey.incarnation(topic: "hits", epoch: 0)])
         #expect(checkpoint.evictedBefore > 2 * Self.minute, "the first window was evicted")
@@ -413,11 +413,11 @@ struct StageTests {
             seen[source] = SourceFloor(incarnation: incarnation, offset: Int64(source) * 1_000_003 + (1 << 40))
         }
         let checkpoint = Checkpoint(
-            evictedBefore: 1_795_000_000_000, processedThrough: 123_456_789, seen: seen, changelog: 1 << 40, changelogSince: 1 << 39,
+            evictedBefore: 1_795_000_000_000, processedMark: 123_456_789, seen: seen, changelog: 1 << 40, changelogSince: 1 << 39,
             windowSize: 60_000)
         #expect(Checkpoint(decoding: checkpoint.encoded) == checkpoint)
         #expect(checkpoint.encoded.utf8.count <= Checkpoint.maxEncodedBytes)
-        let bare = Checkpoint(evictedBefore: -5, processedThrough: 0, changelog: 0, windowSize: Self.minute)
+        let bare = Checkpoint(evictedBefore: -5, processedMark: 0, changelog: 0, windowSize: Self.minute)
         #expect(bare.encoded == "trackpipe/4 evicted=-5 processed=0 changelog=0 since=0 window=60000")
         #expect(Checkpoint(decoding: bare.encoded) == bare)
         #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 changelog=3 since=0 window=60000 seen=%%%") == nil)
@@ -426,14 +426,14 @@ struct StageTests {
         #expect(Checkpoint(decoding: "some other tool") == nil)
         #expect(Checkpoint(decoding: nil) == nil)
         let sparse = Checkpoint(
-            evictedBefore: 1, processedThrough: 2,
+            evictedBefore: 1, processedMark: 2,
             seen: [3: SourceFloor(incarnation: 7, offset: -1), 70_000: SourceFloor(incarnation: incarnation, offset: 0)], changelog: 9, windowSize: Self.minute)
         #expect(Checkpoint(decoding: sparse.encoded) == sparse)
     }
 
     @Test("a checkpoint of another version of trackpipe is not read: the aggregate stage refuses the group's commit with the remedy, as another tool's")
     func refusesCheckpointsOfAnotherVersion() throws {
-        let current = Checkpoint(evictedBefore: 1_000, processedThrough: 5, changelog: 2, windowSize: Self.minute).encoded
+        let current = Checkpoint(evictedBefore: 1_000, processedMark: 5, changelog: 2, windowSize: Self.minute).encoded
         let other = current.replacingOccurrences(of: "trackpipe/4 ", with: "trackpipe/3 ")
         #expect(Checkpoint(decoding: other) == nil)
         #expect(Checkpoint.otherVersion(of: other) == "trackpipe/3")
@@ -477,10 +477,10 @@ struct StageTests {
         // and a changelog whose task record says its previous owner processed through 5 (it
         // crashed between the state write and the commit).
         stage.revoke([1])
-        let previous = Checkpoint(evictedBefore: .min, processedThrough: 3, changelog: 0, windowSize: Self.minute)
+        let previous = Checkpoint(evictedBefore: .min, processedMark: 3, changelog: 0, windowSize: Self.minute)
         try stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
         let task = ChangelogRecord.TaskState(
-            processedThrough: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits"))
+            processedMark: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits"))
         stage.restoreState([StateRecord(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))], partition: 2)
         try stage.stateRestored(partition: 2, now: 1)
         #expect(stage.ownedPartitions == [0, 2])

@@ -266,7 +266,7 @@ public final class RunnerWorld {
             window: window, parallelism: 1)
         func settings(topic: String, group: String, destinations: [Destination: String]) -> RunnerSettings {
             var settings = RunnerSettings(
-                topic: topic, assignment: .group, bound: .unbounded, commits: true,
+                topic: topic, assignment: .group, bound: .unbounded,
                 consumer: KafkaConfig(["group.id": group, "enable.partition.eof": "true", "client.id": "instance-\(number)"]),
                 producer: KafkaConfig([:]), destinations: destinations, commitInterval: 500)
             settings.clients = clients

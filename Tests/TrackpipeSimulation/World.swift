@@ -275,7 +275,7 @@ final class World {
             },
             makeRunner: { clients in
                 var settings = RunnerSettings(
-                    topic: topic, assignment: .group, bound: bound, commits: true,
+                    topic: topic, assignment: .group, bound: bound,
                     consumer: KafkaConfig(["group.id": group, "enable.partition.eof": "true"]), producer: KafkaConfig([:]),
                     destinations: destinations, commitInterval: .max / 4)
                 settings.clients = clients

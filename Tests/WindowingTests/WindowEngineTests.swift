@@ -151,23 +151,23 @@ import TrackingDomain
         first.assign(partitions: partitions, now: 0)
         var delivered = LastRecords()
         var late: [[Int64]] = []
-        var processedUpTo: [Int32: Int64] = [:]
+        var processedMarks: [Int32: Int64] = [:]
         for index in 0..<crashAfter {
             let out = first.process(stream.batches[index], now: stream.clock[index])
             delivered.add(out)
             late += out.tooLate.map { [Int64($0.partition), $0.offset] }
-            for input in stream.batches[index] { processedUpTo[input.partition] = input.offset + 1 }
+            for input in stream.batches[index] { processedMarks[input.partition] = input.offset + 1 }
         }
         let horizon = first.evictionHorizon
 
         // Second run, with no state read back: restores the points and replays every partition
-        // from its start (below the processed position, hits of evicted windows are dropped,
+        // from its start (below the processed mark, hits of evicted windows are dropped,
         // the others counted again).
         var second = WindowEngine(config: Self.small, shards: 3)
         second.assign(partitions: partitions, now: 0)
         for partition in partitions {
-            if let replayBefore = processedUpTo[partition] {
-                second.restore(partition: partition, replayBefore: replayBefore, evictedBefore: horizon)
+            if let processedMark = processedMarks[partition] {
+                second.restore(partition: partition, processedMark: processedMark, evictedBefore: horizon)
             }
         }
         var replayed = 0

@@ -91,7 +91,7 @@ import TrackingDomain
 
     @Test func restoredReplayOfFinalWindowsIsDroppedAndCounted() {
         var driver = Driver()
-        driver.restore = [0: RestorePoint(replayBefore: 10, evictedBefore: 180_000)]
+        driver.restore = [0: RestorePoint(processedMark: 10, evictedBefore: 180_000)]
         driver.horizon = 180_000
         let out = driver.feed([
             Hits.input("d1", "b1", .impression, at: 1_000, offset: 8),   // final window, replayed
@@ -110,7 +110,7 @@ import TrackingDomain
         var driver = Driver()
         driver.restore = [
             0: RestorePoint(
-                replayBefore: 10, evictedBefore: 180_000,
+                processedMark: 10, evictedBefore: 180_000,
                 counted: [WindowKey(windowStart: 0, deliveryId: "d1"): 5, WindowKey(windowStart: 60_000, deliveryId: "d1"): 7])
         ]
         let out = driver.feed([

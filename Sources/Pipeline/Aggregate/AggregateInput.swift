@@ -2,9 +2,10 @@ import Kafka
 import TrackingDomain
 import Windowing
 
-/// How the aggregate stage reads its input. The stage counts; an input turns each record into
-/// what counting needs (events with their source position, the sources' watermarks, and what
-/// must be dead-lettered or was filtered) and, for a dead letter, finds the bytes to send.
+/// How a window stage (the aggregate stage, or `replay`'s) reads its input. The stage counts;
+/// an input turns each record into what counting needs (events with their source position, the
+/// sources' watermarks, and what must be dead-lettered or was filtered) and, for a dead letter,
+/// finds the bytes to send.
 ///
 /// Two inputs exist: raw hits, for input already keyed by delivery and for `replay`
 /// (`RawHitInput`), and the repartition topic behind the shuffle (`RepartitionInput`).
@@ -30,6 +31,31 @@ public protocol AggregateInput: Sendable {
     func deadLetter(
         _ reference: DeadLetterReference, of record: InputRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter
+}
+
+extension AggregateInput {
+    /// The records at `indices`, decoded in order.
+    func decode(_ records: [InputRecord], at indices: some Sequence<Int>) -> DecodedBatch {
+        var batch = DecodedBatch()
+        for index in indices { decode(records[index], at: index, into: &batch) }
+        return batch
+    }
+
+    /// Every record decoded on `lanes` threads over contiguous chunks, joined in record order:
+    /// a batch that one task counts would otherwise decode on one thread.
+    func decodeInParallel(_ records: [InputRecord], lanes: Int) -> DecodedBatch {
+        let chunks = inParallelChunks(of: records.count, lanes: lanes) { range in decode(records, at: range) }
+        var joined = chunks[0]
+        for chunk in chunks.dropFirst() { joined.append(chunk) }
+        return joined
+    }
+
+    /// A task's dead letters, made from the records they are about while the batch is alive.
+    func deadLetters(_ pending: [PendingDeadLetter], of records: [InputRecord], sourceTopic: String) -> [OutgoingDeadLetter] {
+        pending.map { letter in
+            deadLetter(letter.reference, of: records[letter.reference.record], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
+        }
+    }
 }
 
 /// Which message a dead letter is about: a record of the batch, and for a record that carries
@@ -62,6 +88,15 @@ public struct OutgoingDeadLetter {
 
     /// The headers to send: the context, then what was cut.
     public var headers: [KafkaHeader] { cut.isEmpty ? letter.headers : letter.headers + cut }
+}
+
+extension RecordSink {
+    /// Sends a dead letter whose original bytes it carries.
+    mutating func send(_ outgoing: OutgoingDeadLetter) throws {
+        try send(
+            .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
+            timestamp: outgoing.timestamp)
+    }
 }
 
 /// What an input made of a task's share of a batch, in record order.

@@ -43,3 +43,26 @@ public enum AggregateRecord {
         return writer.string
     }
 }
+
+/// Sends aggregate records to the output, one JSON writer reused for every value, and notes in
+/// the stage's report how long after its window's end each went out.
+struct AggregateEmitter: Sendable {
+    private var writer = JSONWriter()
+
+    mutating func emit(
+        _ aggregates: [WindowAggregate], now: Int64, report: inout StageReport, into sink: inout some RecordSink
+    ) throws {
+        for aggregate in aggregates {
+            writer.removeAll()
+            AggregateRecord.writeValue(aggregate, into: &writer)
+            var key = AggregateRecord.key(aggregate)
+            try key.withUTF8 { keyBytes in
+                try writer.bytes.withUnsafeBytes { value in
+                    try sink.send(.output, partition: nil, key: UnsafeRawBufferPointer(keyBytes), value: value, headers: [], timestamp: nil)
+                }
+            }
+            report.emitDelays.append(max(0, Double(now - aggregate.windowEnd) / 1000))
+        }
+        report.accounting.emitted += aggregates.count
+    }
+}

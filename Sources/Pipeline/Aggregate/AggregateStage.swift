@@ -2,88 +2,52 @@ import Kafka
 import TrackingDomain
 import Windowing
 
-/// Counts hits per delivery in event-time windows, one task per partition of its input (or one
-/// task over all of them, for `replay`), and emits aggregate records and `too_late` dead
-/// letters. What a record holds is the `Input`'s business: raw hits for input already keyed by
-/// delivery and for `replay`, repartition records behind the shuffle.
+/// Counts hits per delivery in event-time windows, one task per partition of its input, and
+/// sends aggregate records and dead letters once the state that judged them is in the
+/// changelog. Partitions hold disjoint deliveries (input keyed by delivery, or the
+/// repartition topic), so a task's state moves with its partition. What a record holds is the
+/// `Input`'s business: raw hits for input already keyed by delivery, repartition records behind
+/// the shuffle. (`replay`'s one task over every partition is the `ReplayStage`'s.)
 public struct AggregateStage<Input: AggregateInput>: Stage {
-    /// How window state is split.
-    public enum Tasking: Sendable {
-        /// One task per partition: partitions hold disjoint deliveries (input keyed by
-        /// delivery, or the repartition topic). State moves with its partition; commits work.
-        case perPartition
-        /// One task over every partition, its deliveries split by hash into `parallelism` shards
-        /// that run on the lanes: exact whatever the keys, for a single process that reads
-        /// everything (`replay`). No commit points.
-        case global
-    }
-
     public let name = "aggregate"
     /// The topic the hits were first read from, named in dead letters.
     public let sourceTopic: String
     public let input: Input
     /// Settings of each task's engine (its `maxEntries` is a per-task share).
     public let window: WindowConfig
-    /// How many lanes run window work at once: tasks, or with `.global` the one task's shards.
+    /// How many lanes count tasks at once.
     public let parallelism: Int
-    public let tasking: Tasking
-    /// Only windows starting in this range are emitted, and only dead letters that belong to
-    /// it are sent (a backfill of a time range); nil: everything.
-    public let range: Range<Int64>?
-    /// Whether each task keeps its windows in a changelog (the `.changelog` destination, one
-    /// partition per task): every task of a partition does, so that it reads its state back
-    /// when assigned instead of re-reading its input for the retention, commits at its processed
-    /// mark, and sends its aggregate records at commits, once the state they carry is written.
-    /// The one `global` task of a replay keeps none: it commits nothing.
-    public var keepsChangelog: Bool { tasking == .perPartition }
 
-    private var tasks: [TaskKey: AggregateTask] = [:]
-    /// Dead letters waiting for the next commit (with a changelog).
+    private var tasks: [Int32: AggregateTask] = [:]
+    /// Dead letters waiting for the next commit.
     private var heldDeadLetters: [HeldDeadLetter] = []
     private var pending = StageReport()
-    private var writer = JSONWriter()
+    private var emitter = AggregateEmitter()
 
-    public init(
-        sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, tasking: Tasking = .perPartition,
-        range: Range<Int64>? = nil
-    ) {
+    public init(sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int) {
         self.sourceTopic = sourceTopic
         self.input = input
         self.window = window
         self.parallelism = max(1, parallelism)
-        self.tasking = tasking
-        self.range = range
     }
 
     // MARK: Partitions
 
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
-        switch tasking {
-        case .global:
-            var task =
-                tasks[.global]
-                ?? AggregateTask(key: .global, config: window, start: nil, sources: input.taskSources, now: now, shards: parallelism)
-            task.engine.assign(partitions: starts.map(\.partition), now: now)
-            tasks[.global] = task
-        case .perPartition:
-            let topic = input.readTopicName(sourceTopic: sourceTopic)
-            if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic, windowSize: window.size) }).first { throw refusal }
-            for start in starts where tasks[.partition(start.partition)] == nil {
-                tasks[.partition(start.partition)] = AggregateTask(
-                    key: .partition(start.partition), config: window, start: start, sources: input.taskSources,
-                    changelogSource: input.changelogSource(inputTopic: sourceTopic), now: now)
-            }
+        let topic = input.readTopicName(sourceTopic: sourceTopic)
+        if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic, windowSize: window.size) }).first { throw refusal }
+        for start in starts where tasks[start.partition] == nil {
+            tasks[start.partition] = AggregateTask(
+                start: start, config: window, sources: input.taskSources, changelogSource: input.changelogSource(inputTopic: sourceTopic),
+                now: now)
         }
     }
 
     public mutating func revoke(_ partitions: [Int32]) {
-        switch tasking {
-        case .global: tasks[.global]?.engine.revoke(partitions: partitions)
-        case .perPartition: for partition in partitions { tasks[.partition(partition)] = nil }
-        }
+        for partition in partitions { tasks[partition] = nil }
     }
 
-    public var ownedPartitions: [Int32] { tasks.keys.compactMap(\.partition).sorted() }
+    public var ownedPartitions: [Int32] { tasks.keys.sorted() }
 
     // MARK: Records
 
@@ -91,65 +55,34 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         guard !records.isEmpty else { return }
         let shares = share(records)
         // Each task of the batch is taken out, worked on by exactly one lane, and put back.
-        var working = shares.map { tasks.removeValue(forKey: $0.key) }
-        let input = self.input, range = self.range, lanes = Lanes(count: parallelism)
-        // One task (a replay, or a batch of one partition) would decode on one thread: decode
-        // its records on every lane first, in contiguous chunks, then count in order.
+        var working = shares.map { tasks.removeValue(forKey: $0.partition) }
+        let input = self.input
+        // A batch of one partition would decode on one thread: decode its records on every
+        // lane first, in contiguous chunks, then count in order.
         let decodedAhead: DecodedBatch? =
-            shares.count == 1 && parallelism > 1 && records.count >= 512 ? Self.decodeInParallel(records, input: input, lanes: parallelism) : nil
-        // Tasks run on the lanes, and so do the shards of a task that has several: only the one
-        // task of `.global`, always alone in its batch, so the lanes never nest.
-        let results = inParallel(&working, lanes: parallelism) { task, item -> AggregateTask.Result in
+            shares.count == 1 && parallelism > 1 && records.count >= 512 ? input.decodeInParallel(records, lanes: parallelism) : nil
+        let results = inParallel(&working, lanes: parallelism) { task, item -> TaskResult in
             let indices = shares[item].indices
             guard task != nil else {
                 // Records of a partition this stage does not own (the runner's guard should
                 // have dropped them): refused loudly, never counted nowhere.
-                var refused = AggregateTask.Result()
+                var refused = TaskResult()
                 refused.report.accounting.staleDropped = indices.count
                 return refused
             }
-            var batch = DecodedBatch()
-            if let decodedAhead {
-                batch = decodedAhead
-            } else {
-                for index in indices { input.decode(records[index], at: index, into: &batch) }
-            }
-            return task!.count(batch, through: records[indices.last!].offset, range: range, now: now, on: lanes)
+            let batch = decodedAhead ?? input.decode(records, at: indices)
+            return task!.count(batch, through: records[indices.last!].offset, now: now)
         }
-        for (share, task) in zip(shares, working) where task != nil { tasks[share.key] = task }
+        for (share, task) in zip(shares, working) where task != nil { tasks[share.partition] = task }
         if let misrouted = results.lazy.compactMap(\.misrouted).first {
             throw PipelineError.routingMismatch(
                 "the repartition topic holds records routed by \(misrouted.routed) partitions, but it has \(misrouted.expected): instances disagree on its partition count (partitions were added while instances ran, or instances started at different times saw different counts), and one delivery's windows would be counted in two places. Stop every instance. The repartition topic's partition count cannot change under a group: to use more partitions, start the deployment under a new --group (its repartition topic and aggregate group follow the name; it counts the input from its beginning)")
         }
         for result in results {
-            pending.accounting.add(result.report.accounting)
-            pending.capacityEvictions += result.report.capacityEvictions
-            pending.notices += result.report.notices
-            try deliver(result.deadLetters, of: records, into: &sink)
-            try emit(result.emitted, now: now, into: &sink)
-        }
-    }
-
-    /// A task's dead letters, made from the records they are about while the batch is alive.
-    private mutating func deliver(
-        _ pending: [AggregateTask.PendingDeadLetter], of records: [InputRecord], into sink: inout some RecordSink
-    ) throws {
-        var letters: [OutgoingDeadLetter] = []
-        letters.reserveCapacity(pending.count)
-        for letter in pending {
-            let record = records[letter.reference.record]
-            letters.append(input.deadLetter(letter.reference, of: record, reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic))
-        }
-        if keepsChangelog {
+            pending.add(result.report)
             // Like the records: sent once the state that judged them is written, so that a
             // crash before the commit leaves the judgement to the next owner, whole.
-            heldDeadLetters += letters.map(HeldDeadLetter.init)
-        } else {
-            for outgoing in letters {
-                try sink.send(
-                    .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.headers,
-                    timestamp: outgoing.timestamp)
-            }
+            heldDeadLetters += input.deadLetters(result.deadLetters, of: records, sourceTopic: sourceTopic).map(HeldDeadLetter.init)
         }
     }
 
@@ -163,9 +96,9 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         }
     }
 
-    /// The batch's records by task, in task order; each task's records keep their batch order.
-    private func share(_ records: [InputRecord]) -> [(key: TaskKey, indices: [Int])] {
-        if case .global = tasking { return [(.global, Array(records.indices))] }
+    /// The batch's records by partition, in partition order; each partition's records keep their
+    /// batch order.
+    private func share(_ records: [InputRecord]) -> [(partition: Int32, indices: [Int])] {
         // Records come in runs of one partition: the table is touched once per run, not per record.
         var byPartition: [Int32: [Int]] = [:]
         var start = 0
@@ -176,76 +109,46 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             byPartition[partition, default: []].append(contentsOf: start..<end)
             start = end
         }
-        return byPartition.keys.sorted().map { (.partition($0), byPartition[$0]!) }
-    }
-
-    /// Every record decoded on `lanes` threads over contiguous chunks, joined in record order.
-    private static func decodeInParallel(_ records: [InputRecord], input: Input, lanes: Int) -> DecodedBatch {
-        let chunks = inParallelChunks(of: records.count, lanes: lanes) { range in
-            var batch = DecodedBatch()
-            for index in range { input.decode(records[index], at: index, into: &batch) }
-            return batch
-        }
-        var joined = chunks[0]
-        for chunk in chunks.dropFirst() { joined.append(chunk) }
-        return joined
-    }
-
-    private mutating func emit(_ aggregates: [WindowAggregate], now: Int64, into sink: inout some RecordSink) throws {
-        for aggregate in aggregates {
-            writer.removeAll()
-            AggregateRecord.writeValue(aggregate, into: &writer)
-            var key = AggregateRecord.key(aggregate)
-            try key.withUTF8 { keyBytes in
-                try writer.bytes.withUnsafeBytes { value in
-                    try sink.send(.output, partition: nil, key: UnsafeRawBufferPointer(keyBytes), value: value, headers: [], timestamp: nil)
-                }
-            }
-            pending.emitDelays.append(max(0, Double(now - aggregate.windowEnd) / 1000))
-        }
-        pending.accounting.emitted += aggregates.count
+        return byPartition.keys.sorted().map { ($0, byPartition[$0]!) }
     }
 
     // MARK: Time
 
+    /// Emissions are held until the next commit (`completeCommit` sends them).
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {
-        for key in tasks.keys.sorted() where !tasks[key]!.isRestoring {
-            let output = tasks[key]!.engine.advance(now: now, on: Lanes(count: parallelism))
-            pending.capacityEvictions += output.capacityEvictions
-            try emit(inRange(tasks[key]!.takeEmissions(output)), now: now, into: &sink)
+        for partition in tasks.keys.sorted() where !tasks[partition]!.isRestoring {
+            pending.capacityEvictions += tasks[partition]!.advance(now: now)
         }
     }
 
     public mutating func finish(now: Int64, into sink: inout some RecordSink) throws {
-        for key in tasks.keys.sorted() where !tasks[key]!.isRestoring {
-            let output = tasks[key]!.engine.flushAll(on: Lanes(count: parallelism))
-            try emit(inRange(tasks[key]!.takeEmissions(output)), now: now, into: &sink)
+        for partition in tasks.keys.sorted() where !tasks[partition]!.isRestoring {
+            tasks[partition]!.flushAll()
         }
     }
 
     // MARK: State
 
     public var partitionsAwaitingState: [Int32] {
-        tasks.values.filter(\.isRestoring).compactMap(\.key.partition).sorted()
+        tasks.values.filter(\.isRestoring).map(\.partition).sorted()
     }
 
     public mutating func restoreState(_ records: [StateRecord], partition: Int32) {
-        tasks[.partition(partition)]?.restoreState(records)
+        tasks[partition]?.restoreState(records)
     }
 
     public mutating func stateRestored(partition: Int32, now: Int64) throws {
-        guard let restored = try tasks[.partition(partition)]?.stateRestored(now: now) else { return }
+        guard let restored = try tasks[partition]?.stateRestored(now: now) else { return }
         pending.notices.append(
             "partition \(partition): read back \(restored.windows.count) windows from \(restored.records) changelog records"
                 + (restored.unreadable > 0 ? ", \(restored.unreadable) of them unreadable and skipped" : "")
-                + (restored.task.map { "; its state had counted the input through offset \($0.processedThrough)" } ?? ""))
+                + (restored.task.map { "; its state had counted the input through offset \($0.processedMark)" } ?? ""))
         pending.accounting.restored += restored.records
     }
 
     public mutating func prepareCommit(into sink: inout some RecordSink) throws {
-        for key in tasks.keys.sorted() {
-            guard let partition = key.partition else { continue }
-            for entry in tasks[key]!.changelogEntries() {
+        for partition in tasks.keys.sorted() {
+            for entry in tasks[partition]!.changelogEntries() {
                 try entry.key.withUnsafeBytes { keyBytes in
                     if let value = entry.value {
                         try value.withUnsafeBytes { valueBytes in
@@ -262,31 +165,22 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {
         try send(heldDeadLetters, into: &sink)
         heldDeadLetters = []
-        for key in tasks.keys.sorted() where tasks[key]!.keepsChangelog {
-            let records = tasks[key]!.releaseHeld(changelogEnd: key.partition.flatMap { changelogEnds[$0] })
-            try emit(records, now: now, into: &sink)
+        for partition in tasks.keys.sorted() {
+            let records = tasks[partition]!.releaseHeld(changelogEnd: changelogEnds[partition])
+            try emitter.emit(records, now: now, report: &pending, into: &sink)
         }
     }
 
     public mutating func committed(_ partitions: [Int32]) {
-        for partition in partitions { tasks[.partition(partition)]?.committed() }
+        for partition in partitions { tasks[partition]?.committed() }
     }
 
     public var holdsClosedWindows: Bool { tasks.values.contains { $0.holdsClosedWindow } }
 
-    private func inRange(_ aggregates: [WindowAggregate]) -> [WindowAggregate] {
-        guard let range else { return aggregates }
-        return aggregates.filter { range.contains($0.windowStart) }
-    }
-
     // MARK: Observation
 
     public func commitPoints() -> [Int32: CommitPoint] {
-        var points: [Int32: CommitPoint] = [:]
-        for task in tasks.values {
-            if let partition = task.key.partition, let point = task.commitPoint() { points[partition] = point }
-        }
-        return points
+        tasks.compactMapValues { $0.commitPoint() }
     }
 
     public mutating func drainReport() -> StageReport {
@@ -296,12 +190,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     public func gauges() -> StageGauges {
         var gauges = StageGauges()
-        for task in tasks.values {
-            let stats = task.engine.stats
-            gauges.openWindows += stats.openWindows + stats.retainedWindows
-            gauges.entries += stats.entries
-            if let watermark = task.engine.watermark { gauges.watermark = min(gauges.watermark ?? watermark, watermark) }
-        }
+        for task in tasks.values { gauges.add(task.engine) }
         return gauges
     }
 }

@@ -69,7 +69,7 @@ struct TaskChangelog: Sendable {
                 footprints[key] = footprint
             }
         }
-        evictedAwaitingRelease += changes.evicted.map { ($0, task.processedThrough) }
+        evictedAwaitingRelease += changes.evicted.map { ($0, task.processedMark) }
         var task = task
         task.lineage = lineage
         task.source = source

@@ -9,23 +9,23 @@
 ///     └──────stateRefused (the worker stops) ──────────────────────▶ running
 /// ```
 ///
-/// A partition's task begins `restoring` (`initial`); the `global` task of `replay`, which
-/// keeps no changelog, is always `running`.
+/// A partition's task begins `restoring` (`initial`). `replay`'s task (`ReplayTask`), which
+/// keeps no changelog, has no phase.
 enum TaskPhase: Sendable, Equatable {
     /// The state is being read back from the changelog: no record may be processed, nothing
     /// is committed or written. Carries the changelog position the last commit recorded, which
     /// the state read back must reach (nil: no commit).
     case restoring(committedChangelog: Int64?)
-    /// Re-reading input the previous owner had processed, below the mark of the changelog's
-    /// task record, written ahead of a commit that was never made: the output that owner held
-    /// for it may be lost, so the replay sends its dead letters again, and the state read back
-    /// its records.
+    /// Re-reading input the previous owner had processed, below its processed mark (in the
+    /// changelog's task record, written ahead of a commit that was never made): the output that
+    /// owner held for it may be lost, so the replay sends its dead letters again, and the state
+    /// read back its records.
     case replaying
     case running
 
     enum Event: Sendable, Equatable {
-        /// The changelog was read to its end: whether the task is below the mark of the task
-        /// record read back.
+        /// The changelog was read to its end: whether the task is below the previous owner's
+        /// processed mark, as the task record read back says.
         case stateRead(belowMark: Bool)
         /// A batch was counted; whether the task is still below the mark.
         case processed(belowMark: Bool)

@@ -8,12 +8,6 @@ import Windowing
 /// are read back from the changelog up to the position the checkpoint recorded, and the task
 /// record there says how far they had counted.
 struct TaskStart: Sendable, Equatable {
-    /// Where the engine's restore point puts the replay's end and the eviction horizon.
-    struct RestorePoint: Sendable, Equatable {
-        var replayBefore: Int64
-        var evictedBefore: Int64
-    }
-
     /// The commit the task resumes from: nil when there is none, or when it lies beyond the log
     /// and its offsets mean nothing in the log there is now.
     var committed: Int64?
@@ -22,8 +16,9 @@ struct TaskStart: Sendable, Equatable {
     var metadata: String?
     /// Which line of owners' changelog a task with one reads back.
     var lineage: TaskChangelog.Lineage
-    /// For a checkpoint beyond the log: the horizon it reached holds, no offset does.
-    var restorePoint: RestorePoint?
+    /// For a checkpoint beyond the log: the eviction horizon it had reached, which holds,
+    /// though none of its offsets does.
+    var horizonBeyondTheLog: Int64?
     /// The duplicate filter's floors, as checkpointed.
     var floors: [Int32: SourceFloor]?
     /// The changelog position the commit recorded: the windows are in the changelog, which must
@@ -38,7 +33,7 @@ struct TaskStart: Sendable, Equatable {
             // replay. What the checkpoint says in event time still holds: windows it had closed
             // stay closed, and source positions it had counted stay counted.
             guard let checkpoint else { return }
-            restorePoint = RestorePoint(replayBefore: 0, evictedBefore: checkpoint.evictedBefore)
+            horizonBeyondTheLog = checkpoint.evictedBefore
             floors = checkpoint.seen
             return
         }

@@ -37,7 +37,7 @@ public enum ChangelogRecord {
     /// What the task record says.
     public struct TaskState: Sendable, Equatable {
         /// The next input offset the task had not processed when it wrote its state.
-        public var processedThrough: Int64
+        public var processedMark: Int64
         /// Every window with end + retention at or before this had been evicted.
         public var evictedBefore: Int64
         /// The changelog offset from which this task's line of owners wrote the partition (see
@@ -219,7 +219,7 @@ public enum ChangelogRecord {
 
     static func taskValue(_ state: TaskState) -> [UInt8] {
         var value: [UInt8] = [version, Tag.task.rawValue]
-        append(state.processedThrough, to: &value)
+        append(state.processedMark, to: &value)
         append(state.evictedBefore, to: &value)
         append(state.lineage, to: &value)
         append(state.source, to: &value)
@@ -230,7 +230,7 @@ public enum ChangelogRecord {
     static func decodeTask(_ bytes: [UInt8]) throws(DecodingError) -> TaskState {
         try read(bytes, tag: .task) { reader throws(DecodingError) in
             var state = TaskState(
-                processedThrough: try reader.integer(Int64.self), evictedBefore: try reader.integer(Int64.self),
+                processedMark: try reader.integer(Int64.self), evictedBefore: try reader.integer(Int64.self),
                 lineage: try reader.integer(Int64.self), source: try reader.integer(UInt64.self))
             let watermark = try reader.integer(Int64.self)
             state.watermark = watermark == .min ? nil : watermark

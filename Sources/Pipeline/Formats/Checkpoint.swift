@@ -23,8 +23,8 @@ public struct Checkpoint: Sendable, Hashable {
     /// Every window with `windowEnd + retention <= evictedBefore` had been evicted (epoch ms).
     public var evictedBefore: Int64
     /// The next offset the committing owner had not yet processed (where it committed).
-    public var processedThrough: Int64
-    /// Highest source offset counted per source partition, before `processedThrough`.
+    public var processedMark: Int64
+    /// Highest source offset counted per source partition, before `processedMark`.
     public var seen: [Int32: SourceFloor]
     /// Where the task's changelog partition ended, acknowledged, when this was committed.
     public var changelog: Int64
@@ -40,11 +40,11 @@ public struct Checkpoint: Sendable, Hashable {
     public static let maxSourcePartitions = 400
 
     public init(
-        evictedBefore: Int64, processedThrough: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64, changelogSince: Int64 = 0,
+        evictedBefore: Int64, processedMark: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64, changelogSince: Int64 = 0,
         windowSize: Int64
     ) {
         self.evictedBefore = evictedBefore
-        self.processedThrough = processedThrough
+        self.processedMark = processedMark
         self.seen = seen
         self.changelog = changelog
         self.changelogSince = changelogSince
@@ -52,7 +52,7 @@ public struct Checkpoint: Sendable, Hashable {
     }
 
     public var encoded: String {
-        Self.format + " evicted=\(evictedBefore) processed=\(processedThrough) changelog=\(changelog) since=\(changelogSince)"
+        Self.format + " evicted=\(evictedBefore) processed=\(processedMark) changelog=\(changelog) since=\(changelogSince)"
             + " window=\(windowSize)" + (seen.isEmpty ? "" : " seen=" + Self.encode(seen))
     }
 
@@ -81,7 +81,7 @@ public struct Checkpoint: Sendable, Hashable {
         }
         guard let evicted, let processed, let changelog, let since, let window else { return nil }
         self.init(
-            evictedBefore: evicted, processedThrough: processed, seen: seen, changelog: changelog, changelogSince: since, windowSize: window)
+            evictedBefore: evicted, processedMark: processed, seen: seen, changelog: changelog, changelogSince: since, windowSize: window)
     }
 
     /// The tag of a window checkpoint that another version of trackpipe wrote (`trackpipe/<n>`

@@ -51,9 +51,9 @@ public struct PartitionStatus: Sendable, Encodable {
 
 /// A decoded `Checkpoint`, with its times as RFC 3339 and what follows from it.
 ///
-/// A new field of `Checkpoint` becomes one more property here (set in `init`), which the JSON
-/// output carries at once, and one more column in `trackpipe status`'s table
-/// (`StatusCommand.checkpointColumns`).
+/// A new field of `Checkpoint` becomes one more property here (set in `init`, named in
+/// `CodingKeys`, without which the JSON output leaves it out), and one more column in
+/// `trackpipe status`'s table (`StatusCommand.checkpointColumns`).
 public struct CheckpointStatus: Sendable, Encodable {
     /// The encoding's tag, `trackpipe/4` (`Checkpoint.format`).
     public var format: String
@@ -62,8 +62,9 @@ public struct CheckpointStatus: Sendable, Encodable {
     /// before the first watermark (nothing evicted yet).
     public var evictedBefore: String?
     public var evictedBeforeMillis: Int64
-    /// The next offset the committing owner had not processed: the committed offset itself.
-    public var processedThrough: Int64
+    /// The processed mark: the next offset the committing owner had not processed, the
+    /// committed offset itself.
+    public var processedMark: Int64
     /// Messages after the processed mark, as of the commit: the real backlog of the
     /// aggregate stage.
     public var unprocessed: Int64
@@ -76,13 +77,19 @@ public struct CheckpointStatus: Sendable, Encodable {
     /// topic was switched or recreated under the group, until the old floors are replaced).
     public var inputIncarnations: Int
 
+    enum CodingKeys: String, CodingKey {
+        case format, evictedBefore, evictedBeforeMillis, unprocessed, duplicateFloors, changelog, inputIncarnations
+        /// The JSON name `status --json` has always written, which scripts read.
+        case processedMark = "processedThrough"
+    }
+
     init(_ checkpoint: Checkpoint, format: String, end: Int64) {
         self.format = format
         evictedBeforeMillis = checkpoint.evictedBefore
         evictedBefore =
             checkpoint.evictedBefore < RFC3339.minEpochMillis ? nil : RFC3339.format(epochMillis: checkpoint.evictedBefore)
-        processedThrough = checkpoint.processedThrough
-        unprocessed = max(0, end - checkpoint.processedThrough)
+        processedMark = checkpoint.processedMark
+        unprocessed = max(0, end - checkpoint.processedMark)
         duplicateFloors = checkpoint.seen.count
         inputIncarnations = Set(checkpoint.seen.values.map(\.incarnation)).count
         changelog = checkpoint.changelog

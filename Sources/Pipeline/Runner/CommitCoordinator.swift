@@ -8,6 +8,7 @@ import Logging
 /// away, and at the end of a run.
 struct CommitCoordinator {
     let stageName: String
+    /// Only a runner in a group commits: a fixed assignment has no group to commit to.
     let enabled: Bool
     let interval: Int64
     let logger: Logger
@@ -35,7 +36,7 @@ struct CommitCoordinator {
 
     init(stageName: String, settings: RunnerSettings, logger: Logger) {
         self.stageName = stageName
-        self.enabled = settings.commits
+        self.enabled = settings.joinsGroup
         self.interval = settings.commitInterval
         self.logger = logger
     }

@@ -6,16 +6,16 @@
 /// | offset | meaning | kept by |
 /// |---|---|---|
 /// | `nextToRead` | the next offset the consumer should deliver; below it a record is stale, above it offsets were skipped | runner (admission guard) |
-/// | `processedThrough` | every offset below it has been handled: counted, dropped or dead-lettered | task |
+/// | `processedMark` | the processed mark: every offset below it has been handled (counted, dropped or dead-lettered) | task |
 /// | `committed` | the offset stored in the group, where the next owner starts: the previous owner's at assignment, then this owner's last commit | runner and task |
 /// | `metadata` | what was committed with it: what the committing owner had settled (a `Checkpoint` or `SourceCheckpoint`) | runner and task |
-/// | `restoredMark` | the previous owner's `processedThrough`, from the task record of its changelog: below it a record is a replay, whose output that owner may not have sent | task |
+/// | `previousMark` | the previous owner's processed mark, from the task record of its changelog: below it a record is a replay, whose output that owner may not have sent | task |
 public struct PartitionOffsets: Sendable, Equatable {
     public var nextToRead: Int64?
-    public var processedThrough: Int64?
+    public var processedMark: Int64?
     public var committed: Int64?
     public var metadata: String?
-    public var restoredMark: Int64?
+    public var previousMark: Int64?
 
     public init(nextToRead: Int64? = nil, committed: Int64? = nil, metadata: String? = nil) {
         self.nextToRead = nextToRead
@@ -42,14 +42,9 @@ public struct PartitionOffsets: Sendable, Equatable {
         return .take
     }
 
-    /// Whether the record at `offset` re-reads what the previous owner had processed.
-    func isReplay(_ offset: Int64) -> Bool {
-        offset < (restoredMark ?? .min)
-    }
-
     /// Still below the previous owner's mark: the task replays what that owner processed.
     var isReplaying: Bool {
-        guard let restoredMark else { return false }
-        return (processedThrough ?? committed ?? 0) < restoredMark
+        guard let previousMark else { return false }
+        return (processedMark ?? committed ?? 0) < previousMark
     }
 }

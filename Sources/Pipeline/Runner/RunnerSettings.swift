@@ -9,7 +9,8 @@ public struct RunnerSettings: Sendable {
     public enum Assignment: Sendable {
         /// A consumer group subscription; commits go to the group.
         case group
-        /// Fixed partitions with explicit start offsets: no group, no rebalances (a replay).
+        /// Fixed partitions with explicit start offsets: no group, so no rebalances and nothing
+        /// to commit to (a replay).
         case fixed([TopicPartitionOffset])
     }
 
@@ -24,7 +25,6 @@ public struct RunnerSettings: Sendable {
     public var topic: String
     public var assignment: Assignment
     public var bound: Bound
-    public var commits: Bool
     public var consumer: KafkaConfig
     public var producer: KafkaConfig
     public var destinations: [Destination: String]
@@ -53,13 +53,12 @@ public struct RunnerSettings: Sendable {
     public var recordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault)
 
     public init(
-        topic: String, assignment: Assignment, bound: Bound, commits: Bool, consumer: KafkaConfig, producer: KafkaConfig,
+        topic: String, assignment: Assignment, bound: Bound, consumer: KafkaConfig, producer: KafkaConfig,
         destinations: [Destination: String], commitInterval: Int64
     ) {
         self.topic = topic
         self.assignment = assignment
         self.bound = bound
-        self.commits = commits
         self.consumer = consumer
         self.producer = producer
         self.destinations = destinations
@@ -70,6 +69,7 @@ public struct RunnerSettings: Sendable {
         if case .unbounded = bound { false } else { true }
     }
 
+    /// Whether the runner is in a group, and so commits to it.
     var joinsGroup: Bool {
         if case .group = assignment { true } else { false }
     }

@@ -10,8 +10,9 @@ import Logging
 /// `RunnerControl`.
 ///
 /// Everything that differs between `run`, `run --until-end`, the two stages of the scaled-out
-/// worker and a replay is configuration (`RunnerSettings`): where partitions come from, where
-/// reading stops and whether offsets are committed.
+/// worker and a replay is configuration (`RunnerSettings`): where partitions come from (and so
+/// whether offsets are committed: a fixed assignment has no group to commit to), and where
+/// reading stops.
 ///
 /// Commit safety: an offset is committed only after every record sent so far is acknowledged,
 /// and only as far as the stage's commit point, which is below anything it still holds.
@@ -314,7 +315,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// `patience` bounds the waits for acknowledgements: a commit whose records are not
     /// acknowledged in time is not made (the previous one holds), which is safe at any step.
     private func commit(only partitions: Set<Int32>? = nil, patience: OutputChannel.Patience = .untilStopped) throws {
-        guard fatal == nil, settings.commits, let consumer, output != nil, !tracker.isEmpty else { return }
+        guard fatal == nil, settings.joinsGroup, let consumer, output != nil, !tracker.isEmpty else { return }
         let written = output!.sink.changelogRecords
         try stage.prepareCommit(into: &output!.sink)
         if output!.sink.changelogRecords > written {

@@ -16,7 +16,7 @@ struct TaskStateTests {
     func noCommit() {
         let start = TaskStart(PartitionStart(partition: 3, logStart: 10, logEnd: 20), checkpoint: nil)
         #expect(start == TaskStart(PartitionStart(partition: 3), checkpoint: nil))
-        #expect(start.committed == nil && start.metadata == nil && start.restorePoint == nil)
+        #expect(start.committed == nil && start.metadata == nil && start.horizonBeyondTheLog == nil)
         #expect(start.floors == nil && start.committedChangelog == nil)
         #expect(start.lineage == .lastWritten)
         #expect(TaskPhase.initial(start: start) == .restoring(committedChangelog: nil))
@@ -26,33 +26,33 @@ struct TaskStateTests {
     func commitWithoutCheckpoint() {
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 5, metadata: "someone else's", logEnd: 9), checkpoint: nil)
         #expect(start.committed == 5 && start.metadata == nil)
-        #expect(start.restorePoint == nil && start.floors == nil && start.committedChangelog == nil)
+        #expect(start.horizonBeyondTheLog == nil && start.floors == nil && start.committedChangelog == nil)
         #expect(start.lineage == .new)
     }
 
     @Test("a checkpoint with a changelog: the windows are read back, its line of owners goes on, nothing replays by the commit alone")
     func checkpointWithChangelog() {
-        let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12, seen: Self.seen, changelog: 30, changelogSince: 4, windowSize: 60_000)
+        let checkpoint = Checkpoint(evictedBefore: 1_000, processedMark: 12, seen: Self.seen, changelog: 30, changelogSince: 4, windowSize: 60_000)
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: checkpoint.encoded), checkpoint: checkpoint)
         #expect(start.committed == 12 && start.metadata == checkpoint.encoded)
         #expect(start.committedChangelog == 30)
         #expect(start.lineage == .committed(since: 4))
-        #expect(start.restorePoint == nil)
+        #expect(start.horizonBeyondTheLog == nil)
         #expect(start.floors == Self.seen)
         #expect(TaskPhase.initial(start: start) == .restoring(committedChangelog: 30))
     }
 
     @Test("a commit beyond the log (the topic recreated): no offset holds, what the checkpoint says in event time does")
     func commitBeyondTheLog() {
-        let checkpoint = Checkpoint(evictedBefore: 1_000, processedThrough: 12, seen: Self.seen, changelog: 30, changelogSince: 4, windowSize: 60_000)
+        let checkpoint = Checkpoint(evictedBefore: 1_000, processedMark: 12, seen: Self.seen, changelog: 30, changelogSince: 4, windowSize: 60_000)
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: checkpoint.encoded, logEnd: 3), checkpoint: checkpoint)
         #expect(start.committed == nil && start.metadata == nil && start.committedChangelog == nil)
-        #expect(start.restorePoint == TaskStart.RestorePoint(replayBefore: 0, evictedBefore: 1_000))
+        #expect(start.horizonBeyondTheLog == 1_000)
         #expect(start.floors == Self.seen)
         #expect(start.lineage == .new)
 
         let bare = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: nil, logEnd: 3), checkpoint: nil)
-        #expect(bare.committed == nil && bare.restorePoint == nil && bare.floors == nil && bare.lineage == .new)
+        #expect(bare.committed == nil && bare.horizonBeyondTheLog == nil && bare.floors == nil && bare.lineage == .new)
     }
 
     // MARK: The phases
@@ -102,7 +102,7 @@ struct TaskStateTests {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000),
             window: WindowConfig(idleTimeout: 2_000), parallelism: 1)
-        let checkpoint = Checkpoint(evictedBefore: 0, processedThrough: 10, changelog: 5, changelogSince: 0, windowSize: 60_000)
+        let checkpoint = Checkpoint(evictedBefore: 0, processedMark: 10, changelog: 5, changelogSince: 0, windowSize: 60_000)
         try stage.assign([PartitionStart(partition: 0, committedOffset: 10, metadata: checkpoint.encoded, logStart: 0)], now: 0)
         #expect(stage.partitionsAwaitingState == [0])
         stage.restoreState([], partition: 0)

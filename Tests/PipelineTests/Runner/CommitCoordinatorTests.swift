@@ -7,9 +7,9 @@ import Testing
 /// and a backlog from being read at commit speed.
 @Suite("commit coordinator: early commits for closed windows")
 struct CommitCoordinatorTests {
-    func coordinator(commits: Bool = true) -> CommitCoordinator {
+    func coordinator(_ assignment: RunnerSettings.Assignment = .group) -> CommitCoordinator {
         let settings = RunnerSettings(
-            topic: "hits", assignment: .group, bound: .unbounded, commits: commits, consumer: KafkaConfig([:]), producer: KafkaConfig([:]),
+            topic: "hits", assignment: assignment, bound: .unbounded, consumer: KafkaConfig([:]), producer: KafkaConfig([:]),
             destinations: [:], commitInterval: 5_000)
         return CommitCoordinator(stageName: "aggregate", settings: settings, logger: Logger(label: "test"))
     }
@@ -32,11 +32,12 @@ struct CommitCoordinatorTests {
         #expect(!afterRebalance)
     }
 
-    @Test("a runner that commits nothing (replay) makes no early commit")
+    @Test("a runner of a fixed assignment (replay) has no group to commit to: no commit is ever due, not even an early one")
     func noCommits() {
-        var committer = coordinator(commits: false)
+        var committer = coordinator(.fixed([TopicPartitionOffset(TopicPartition(topic: "hits", partition: 0), offset: 0)]))
         committer.begin(at: 0)
         let early = committer.takeEarlyCommit(now: 60_000)
-        #expect(!early)
+        #expect(!early && !committer.isDue(now: 60_000))
+        #expect(coordinator().isDue(now: 60_000))
     }
 }

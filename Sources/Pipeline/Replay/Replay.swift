@@ -8,8 +8,8 @@ import Windowing
 /// process, without a consumer group and without committing anything, so a live worker's
 /// group is never disturbed.
 ///
-/// One process reads every partition into one window task (exact whatever the input's keys),
-/// so no repartition stage is needed. It starts early enough for late hits and event time to
+/// One process reads every partition into one window task (`ReplayStage`, exact whatever the
+/// input's keys), so no repartition stage is needed. It starts early enough for late hits and event time to
 /// behave as they did live (`from` minus the retention, found with a time search where the
 /// broker answers one) and stops at the end offsets seen at the start.
 public final class Replay: Sendable {
@@ -89,12 +89,12 @@ public final class Replay: Sendable {
             try WindowSizeCheck.checkOutput(topic: topic, partitions: partitions, window: config.window.size, consumerConfig: consumerConfig, logger: logger)
         }
         let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
-        let stage = AggregateStage(
+        let stage = ReplayStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
-            window: config.window, parallelism: config.shards, tasking: .global, range: range)
+            window: config.window, shards: config.shards, range: range)
+        // A fixed assignment: no group joined, so nothing committed.
         var settings = RunnerSettings(
-            topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, commits: false,
-            consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
+            topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
         switch config.output {
         case .topic(let topic): settings.destinations[.output] = topic
         case .lines(let writer): settings.lineOutputs[.output] = writer

@@ -1,0 +1,143 @@
+import TrackingDomain
+import Windowing
+
+/// What both kinds of window task share: an engine, the sources of its events as its input has
+/// them, and the counting of a decoded batch into them. A partition's task (`AggregateTask`)
+/// adds what a partition needs to move between owners: a changelog, commits, and a previous
+/// owner to take over from. `replay`'s one task (`ReplayTask`) adds only its shards, and sends
+/// what it counts at once.
+protocol WindowTask: Sendable {
+    var engine: WindowEngine { get set }
+    var sources: TaskSources { get set }
+    /// Wall-clock ms of the task's creation: the first input's sources hold the watermark back
+    /// from then, not from when they were declared.
+    var createdAt: Int64 { get }
+}
+
+/// What a task made of its share of a batch, for the stage to send in partition order.
+struct TaskResult {
+    var report = StageReport()
+    /// Dead letters to send, in record order.
+    var deadLetters: [PendingDeadLetter] = []
+    /// The batch was routed by another partition count: nothing was counted.
+    var misrouted: (routed: Int, expected: Int)?
+}
+
+/// A dead letter a task decided on, made into a record by the stage while its batch is alive.
+struct PendingDeadLetter {
+    var reference: DeadLetterReference
+    var reason: String
+    var detail: String
+}
+
+extension WindowTask {
+    /// Counts what an input decoded from this task's records: filtered hits and rejected
+    /// messages are accounted (the rejected as dead letters), copies an upstream sent twice are
+    /// dropped, and the engine counts the rest; its too-late hits become dead letters too. In a
+    /// backfill of a time range, only the dead letters that belong to `range` go out. A record
+    /// below `previousMark` (the previous owner's processed mark) re-reads what that owner
+    /// processed, and is accounted as replayed. Runs on a worker thread, touching only this
+    /// task; `runner` runs the engine's shards, if it has several.
+    mutating func countBatch(
+        _ batch: DecodedBatch, range: Range<Int64>?, previousMark: Int64?, now: Int64, on runner: some ShardRunner
+    ) -> (TaskResult, EngineOutput) {
+        let letters = LetterFilter(range: range, windowSize: engine.config.size, previousMark: previousMark)
+        var result = TaskResult()
+        var accounting = Accounting()
+        accounting.marks = batch.markRecords
+        for declaration in sources.declare(batch.sourcePartitions, createdAt: createdAt, now: now) {
+            engine.assign(partitions: declaration.ids, now: declaration.since)
+        }
+        for (offset, reason) in batch.filtered {
+            accounting.consume(at: offset, letters)
+            accounting.filtered[reason.rawValue, default: 0] += 1
+        }
+        for rejection in batch.rejections {
+            accounting.consume(at: rejection.offset, letters)
+            accounting.deadLettered[rejection.reason, default: 0] += 1
+            if letters.sends(offset: rejection.offset, about: rejection.time) {
+                result.deadLetters.append(PendingDeadLetter(reference: rejection.reference, reason: rejection.reason, detail: rejection.detail))
+            }
+        }
+        let inputs = admit(batch.events, letters, into: &accounting, notices: &result.report.notices)
+        let output = engine.process(inputs, marks: engineMarks(batch.marks), now: now, on: runner)
+        accounting.accepted += inputs.count - output.tooLate.count
+        accounting.replayedFinal += output.replayedFinal
+        for late in output.tooLate {
+            accounting.deadLettered[RejectReason.tooLate.rawValue, default: 0] += 1
+            if letters.sends(offset: late.offset, about: late.event.eventTime) {
+                result.deadLetters.append(
+                    PendingDeadLetter(reference: batch.events[late.tag].reference, reason: RejectReason.tooLate.rawValue, detail: late.detail))
+            }
+        }
+        result.report.accounting = accounting
+        result.report.capacityEvictions = output.capacityEvictions
+        result.deadLetters.sort { $0.reference < $1.reference }
+        return (result, output)
+    }
+
+    /// The events to count, in order: copies an upstream sent twice are dropped.
+    private mutating func admit(
+        _ events: [DecodedBatch.Event], _ letters: LetterFilter, into accounting: inout Accounting, notices: inout [String]
+    ) -> [WindowInput] {
+        var inputs: [WindowInput] = []
+        inputs.reserveCapacity(events.count)
+        var switched: Set<Int32> = []
+        for (tag, decoded) in events.enumerated() {
+            accounting.consume(at: decoded.offset, letters)
+            switch sources.admit(decoded) {
+            case .copy:
+                accounting.duplicates += 1
+                continue
+            case .firstOfNewIncarnation:
+                switched.insert(decoded.source.partition)
+            case .first:
+                break
+            }
+            // Several events can share a record: the position tells them apart, in order.
+            let position = decoded.offset << 16 | Int64(UInt16(truncatingIfNeeded: decoded.reference.event ?? 0))
+            inputs.append(
+                WindowInput(event: decoded.event, partition: decoded.partition, offset: decoded.offset, tag: tag, position: position))
+        }
+        if !switched.isEmpty {
+            notices.append(
+                "events of input partitions \(switched.sorted()) now come from another incarnation of the input (another topic under this group, or the topic deleted and created again): their offsets start afresh, and earlier positions no longer mark copies")
+        }
+        return inputs
+    }
+
+    /// The sources' watermarks under the engine's numbers for them.
+    private mutating func engineMarks(_ reported: SourceMarks<SourceKey>) -> [SourceMark] {
+        var marks = SourceMarks<Int32>()
+        for (source, report) in reported.bySource {
+            marks.note(source: sources.engineId(source), watermark: report.watermark, idle: report.idle, delivered: report.delivered)
+        }
+        return marks.sorted
+    }
+}
+
+/// Which dead letters of a batch go out: all of them (a replay's too, since the previous owner
+/// may never have sent them), except, in a backfill of a time range, those that do not belong
+/// to it by the time they are about: the window of a late hit, the Kafka timestamp of a message
+/// that could not be read.
+private struct LetterFilter {
+    let range: Range<Int64>?
+    let windowSize: Int64
+    /// The previous owner's processed mark: below it, a record re-reads what that owner processed.
+    let previousMark: Int64?
+
+    func isReplay(_ offset: Int64) -> Bool { offset < (previousMark ?? .min) }
+
+    func sends(offset: Int64, about time: Int64?) -> Bool {
+        guard let range, let time else { return true }
+        return range.contains(EventTimeMath.windowStart(of: time, size: windowSize))
+    }
+}
+
+extension Accounting {
+    /// A message of the input read, and whether it re-reads what the previous owner processed.
+    fileprivate mutating func consume(at offset: Int64, _ letters: LetterFilter) {
+        consumed += 1
+        if letters.isReplay(offset) { replayed += 1 }
+    }
+}
