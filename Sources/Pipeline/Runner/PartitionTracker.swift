@@ -50,6 +50,7 @@ struct PartitionTracker {
     /// The owned partitions and where each stands.
     private var owned: LazyFilterSequence<[TopicPartition: TrackedPartition]> { assigned.lazy.filter { $0.value.phase.isOwned } }
 
+    /// Owns no partition (one still starting does not count).
     var isEmpty: Bool { !assigned.values.contains { $0.phase.isOwned } }
     var partitions: [TopicPartition] { owned.map(\.key) }
     var sortedPartitions: [TopicPartition] { owned.map(\.key).sorted { $0.partition < $1.partition } }
@@ -61,6 +62,12 @@ struct PartitionTracker {
     private mutating func apply(_ event: PartitionPhase.Event, to partition: TopicPartition) {
         guard let phase = assigned[partition]?.phase else { return }
         assigned[partition]?.phase = PartitionPhase.transition(phase, on: event)
+    }
+
+    /// Moves each of these partitions on by `event` (the stage asked for their state, their
+    /// restore began).
+    mutating func apply(_ event: PartitionPhase.Event, to partitions: [Int32]) {
+        for partition in partitions { apply(event, to: TopicPartition(topic: topic, partition: partition)) }
     }
 
     /// Partitions whose start the cluster did not say: they wait, `starting`. Returns those
@@ -84,15 +91,6 @@ struct PartitionTracker {
     /// Partitions given away: owned or still starting, they are forgotten.
     mutating func release(_ partitions: [TopicPartition]) {
         for partition in partitions { assigned[partition] = nil }
-    }
-
-    /// The stage asked for the state of these partitions: held back until it is in.
-    mutating func awaitState(_ partitions: [Int32]) {
-        for partition in partitions { apply(.stateAwaited, to: TopicPartition(topic: topic, partition: partition)) }
-    }
-
-    mutating func restoreBegan(_ partitions: [Int32]) {
-        for partition in partitions { apply(.restoreBegan, to: TopicPartition(topic: topic, partition: partition)) }
     }
 
     /// A partition's state is in: where its input starts again (nil: where the reset policy

@@ -423,7 +423,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 "\(stage.name): the stage keeps its window state in a state topic, and this runner has none to read it back from: give it one (the .changelog destination; --state-topic for the worker)"))
             return
         }
-        tracker.awaitState(Array(awaiting))
+        tracker.apply(.stateAwaited, to: Array(awaiting))
         let paused = mine.filter { !tracker.flows($0) }
         let flowing = mine.filter { tracker.flows($0) }
         do {
@@ -445,7 +445,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         do {
             let empty = try restorer.begin(partitions, now: now)
             self.restorer = restorer
-            tracker.restoreBegan(partitions)
+            tracker.apply(.restoreBegan, to: partitions)
             for partition in empty { try stateIsIn(partition, consumer: consumer) }
         } catch let error as KafkaError where error.severity == .transient {
             if !again {

@@ -57,10 +57,10 @@ struct PartitionPhaseTests {
         let other = TopicPartition(topic: "hits", partition: 1)
         tracker.take(tp, committed: 0, metadata: nil)
         tracker.take(other, committed: 0, metadata: nil)
-        tracker.awaitState([0])
+        tracker.apply(.stateAwaited, to: [0])
         #expect(tracker.awaitingRestore == [0] && tracker.waitingOnCluster() == 1)
         #expect(!tracker.flows(tp) && tracker.flows(other) && tracker.running == [other])
-        tracker.restoreBegan([0])
+        tracker.apply(.restoreBegan, to: [0])
         #expect(tracker.awaitingRestore.isEmpty && tracker.waitingOnCluster() == 0 && !tracker.flows(tp))
         tracker.backpressured = true
         #expect(!tracker.flows(other) && tracker.running == [other], "paused, still running")
