@@ -310,4 +310,19 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
         case .clusterUnreachable(let text): "no Kafka broker answered: \(text)"
         }
     }
+
+    /// The exit code of `run` or `replay` stopped by this error: 64 (EX_USAGE) for a setting to
+    /// change before starting again, which waiting or a restart cannot fix and a scheduler should
+    /// not retry; 1 for every other failure.
+    public var exitCode: Int32 {
+        switch self {
+        case .configuration, .settingChanged: 64
+        case .deliveryFailed, .inputTopicMissing, .repartitionTopicMissing, .stateTopicMissing, .stateTopicMismatch, .groupMismatch,
+            .routingMismatch, .kafka, .clusterUnreachable:
+            1
+        }
+    }
+
+    /// The exit code of `run` or `replay` stopped by `error`, a `PipelineError` or not.
+    public static func exitCode(for error: any Error) -> Int32 { (error as? PipelineError)?.exitCode ?? 1 }
 }

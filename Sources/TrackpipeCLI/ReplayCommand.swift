@@ -136,8 +136,7 @@ struct ReplayCommand: ParsableCommand {
             FileHandle.standardError.write(Data((summary.text + "\n").utf8))
         } catch {
             FileHandle.standardError.write(Data("trackpipe replay: \(redactor.redact("\(error)"))\n".utf8))
-            if case PipelineError.settingChanged = error { throw ExitCode(64) }
-            throw ExitCode(1)
+            throw ExitCode(PipelineError.exitCode(for: error))
         }
     }
 }

@@ -21,7 +21,7 @@ struct RunCommand: ParsableCommand {
 
             The input topic must exist: a missing one exits 1 at start-up, before any group is joined (the repartition and state topics are created where the cluster allows). A restart reads each window task's state back from the state topic and goes on from the committed offsets; both groups commit what they processed.
 
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included); 65 when an --until-end run found offsets of its input never delivered (it writes what it read and names them first), unless --allow-lost-input.
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster (a --window other than the group's, more input partitions than a checkpoint holds); 65 when an --until-end run found offsets of its input never delivered (it writes what it read and names them first), unless --allow-lost-input.
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
@@ -256,7 +256,8 @@ func warnAboutSecretsOnCommandLine(_ keys: [String], logger: Logger) {
 
 /// Wires a pipeline to signals and the metrics endpoint; shared by `run` and `demo`.
 enum WorkerRun {
-    /// Returns the summary of a run that ended well; on failure, `report`s the error and exits 1.
+    /// Returns the summary of a run that ended well; on failure, `report`s the error and exits
+    /// with its code (`PipelineError.exitCode`).
     static func execute(_ resolved: ResolvedRun, logger: Logger, report: (any Error) -> Void) -> PipelineSummary {
         let metrics = PipelineMetrics()
         let pipeline = Pipeline(config: resolved.config, logger: logger, metrics: metrics)
@@ -293,11 +294,13 @@ enum WorkerRun {
             // waits forever for one of its threads. Nothing is pending: a failed run commits
             // nothing further, and what was sent has been flushed or is abandoned on purpose.
             report(error)
-            // A setting that would mix results with what the group or the output holds is
-            // found at start-up, before anything is written: a configuration error, at once.
-            if case PipelineError.settingChanged = error { exit(64) }
+            // A setting to change (one that would mix results with what the group or the output
+            // holds, among others) is found at start-up, before anything is written: it exits
+            // at once, with nothing for a last scrape to show.
+            let code = PipelineError.exitCode(for: error)
+            if code != 1 { exit(code) }
             endpoint?.lingerAfterFailure(redactor.redact("\(error)"), logger: logger) { signalled.get() }
-            exit(1)
+            exit(code)
         }
     }
 }

@@ -185,6 +185,16 @@ struct ConfigurationErrorTests {
         #expect(broker.connections() == 0, "the port is taken before any broker is contacted")
     }
 
+    @Test("an --output-file replay cannot open exits 64 like any other setting to change (not 1, a failure), before any broker is contacted")
+    func unwritableOutputFile() throws {
+        let listener = try Listener()
+        let path = "/nonexistent-\(getpid())/windows.jsonl"
+        let result = try TrackpipeBinary.locate().run(["replay", "--brokers", listener.address, "--output-file", path])
+        #expect(result.exitCode == 64, "\(result.stderr)")
+        #expect(result.stderr.contains("--output-file \(path): cannot be opened for writing"), "\(result.stderr)")
+        #expect(listener.connections() == 0, "the broker was contacted before the error")
+    }
+
     @Test("the check itself: a configuration librdkafka accepts passes, as the worker builds it")
     func acceptedConfiguration() throws {
         let config = KafkaConfig([

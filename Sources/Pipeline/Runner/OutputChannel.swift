@@ -20,8 +20,7 @@ struct OutputChannel {
     private let stageName: String
     private let logger: Logger
     private let metrics: StageMetrics?
-    /// Whether the input is paused because the output is behind, and how often it was.
-    private(set) var paused = false
+    /// How often the input was paused because the output was behind.
     private(set) var pauses = 0
 
     init(
@@ -155,24 +154,26 @@ struct OutputChannel {
         }
     }
 
-    /// Pauses every owned partition while more than `limit` bytes wait for the broker's
-    /// acknowledgement, and resumes below half of it.
-    mutating func applyBackpressure(to consumer: any ConsumerClient, owned partitions: [TopicPartition]) throws {
-        guard limit > 0 else { return }
+    /// Whether the input, paused for the output's sake or not (`paused`), should change: paused
+    /// while more than `limit` bytes wait for the broker's acknowledgement, resumed below half
+    /// of it; nil: as it is. `apply` pauses or resumes it; the change is then counted and said.
+    mutating func backpressure(paused: Bool, apply: (_ pause: Bool) throws -> Void) throws -> Bool? {
+        guard limit > 0 else { return nil }
         let bytes = backlog.bytes
         if !paused, bytes > limit {
-            try consumer.pause(partitions)
-            paused = true
+            try apply(true)
             pauses += 1
             metrics?.paused(true)
             logger.notice(
                 "\(stageName): \(bytes / 1024) KiB of output wait for the broker's acknowledgement, more than \(limit / 1024) KiB (half of queue.buffering.max.kbytes): pausing the input until the output catches up")
+            return true
         } else if paused, bytes <= limit / 2 {
-            try consumer.resume(partitions)
-            paused = false
+            try apply(false)
             metrics?.paused(false)
             logger.info("\(stageName): output caught up (\(bytes / 1024) KiB waiting): resuming the input")
+            return false
         }
+        return nil
     }
 }
 

@@ -1,23 +1,23 @@
 import Kafka
 
-/// The partitions a runner owns and where each stands: which records of a batch the stage may
-/// see (the admission guard), where a bounded run stops, how far behind each partition is.
+/// The partitions assigned to a runner and where each stands: its phase (`PartitionPhase`),
+/// which records of a batch the stage may see (the admission guard), where a bounded run stops,
+/// how far behind each partition is. Only owned partitions (taken over from a known start)
+/// count for commits, bounds, progress and lag; a `starting` one is only waited for.
 ///
 /// The guard exists because librdkafka 2.0.x has handed out records of revoked partitions and
 /// repeated or skipped offsets around rebalances: a record of a partition not owned, or at an
-/// offset already read, is dropped; a jump forward is taken and reported.
+/// offset already read, is dropped; a jump forward is taken and reported. A record of a
+/// partition held back for its state that slips through is dropped too, without moving it on
+/// (the partition is sought back to its start once the state is in).
 struct PartitionTracker {
     let topic: String
-    private(set) var owned: [TopicPartition: TrackedPartition] = [:]
-    /// Partitions whose state is being read back: their input is held back (paused), and a
-    /// record of theirs that slips through is dropped without moving them on (the partition is
-    /// sought back to its start once the state is in).
-    private(set) var restoring: Set<Int32> = []
-    /// Held-back partitions that had a record dropped: the consumer's position has moved past
-    /// their start, so they need a seek back before they flow.
-    private var slipped: Set<Int32> = []
+    private var assigned: [TopicPartition: TrackedPartition] = [:]
+    /// The output is behind: every running partition's input is paused until it catches up.
+    var backpressured = false
 
     struct TrackedPartition {
+        var phase: PartitionPhase
         var offsets = PartitionOffsets()
         /// Where reading started, once known (for progress).
         var first: Int64?
@@ -47,29 +47,51 @@ struct PartitionTracker {
         self.topic = topic
     }
 
-    var isEmpty: Bool { owned.isEmpty }
-    var partitions: [TopicPartition] { Array(owned.keys) }
-    var sortedPartitions: [TopicPartition] { owned.keys.sorted { $0.partition < $1.partition } }
+    /// The owned partitions and where each stands.
+    private var owned: LazyFilterSequence<[TopicPartition: TrackedPartition]> { assigned.lazy.filter { $0.value.phase.isOwned } }
 
-    subscript(partition: TopicPartition) -> TrackedPartition? { owned[partition] }
+    /// Owns no partition (one still starting does not count).
+    var isEmpty: Bool { !assigned.values.contains { $0.phase.isOwned } }
+    var partitions: [TopicPartition] { owned.map(\.key) }
+    var sortedPartitions: [TopicPartition] { owned.map(\.key).sorted { $0.partition < $1.partition } }
 
-    // MARK: Ownership
+    subscript(partition: TopicPartition) -> TrackedPartition? { assigned[partition].flatMap { $0.phase.isOwned ? $0 : nil } }
+
+    // MARK: Phases
+
+    private mutating func apply(_ event: PartitionPhase.Event, to partition: TopicPartition) {
+        guard let phase = assigned[partition]?.phase else { return }
+        assigned[partition]?.phase = PartitionPhase.transition(phase, on: event)
+    }
+
+    /// Moves each of these partitions on by `event` (the stage asked for their state, their
+    /// restore began).
+    mutating func apply(_ event: PartitionPhase.Event, to partitions: [Int32]) {
+        for partition in partitions { apply(event, to: TopicPartition(topic: topic, partition: partition)) }
+    }
+
+    /// Partitions whose start the cluster did not say: they wait, `starting`. Returns those
+    /// that were not waiting already.
+    mutating func awaitStart(_ partitions: [TopicPartition]) -> [TopicPartition] {
+        partitions.filter { tp in
+            guard assigned[tp] == nil else { return false }
+            assigned[tp] = TrackedPartition(phase: .starting)
+            return true
+        }
+    }
 
     /// Takes a partition that reading resumes at `committed` (nil: where the consumer's reset
     /// policy puts it).
     mutating func take(_ partition: TopicPartition, committed: Int64?, metadata: String?) {
-        owned[partition] = TrackedPartition(offsets: PartitionOffsets(nextToRead: committed, committed: committed, metadata: metadata))
+        let phase = PartitionPhase.transition(assigned[partition]?.phase ?? .starting, on: .taken)
+        assigned[partition] = TrackedPartition(
+            phase: phase, offsets: PartitionOffsets(nextToRead: committed, committed: committed, metadata: metadata))
     }
 
+    /// Partitions given away: owned or still starting, they are forgotten.
     mutating func release(_ partitions: [TopicPartition]) {
-        for partition in partitions {
-            owned[partition] = nil
-            restoring.remove(partition.partition)
-            slipped.remove(partition.partition)
-        }
+        for partition in partitions { assigned[partition] = nil }
     }
-
-    mutating func holdBack(_ partitions: [Int32]) { restoring.formUnion(partitions) }
 
     /// A partition's state is in: where its input starts again (nil: where the reset policy
     /// puts it, the beginning), and whether the consumer must be sought back there (a record
@@ -77,23 +99,44 @@ struct PartitionTracker {
     /// fetch and need no seek: a seek waits on librdkafka's broker thread, which a busy client
     /// can keep longer than the seek's timeout.
     mutating func letThrough(_ partition: Int32) -> (start: Int64?, seek: Bool) {
-        restoring.remove(partition)
-        let seek = slipped.remove(partition) != nil
-        return (owned[TopicPartition(topic: topic, partition: partition)]?.offsets.nextToRead, seek)
+        let tp = TopicPartition(topic: topic, partition: partition)
+        let seek = assigned[tp]?.phase.slipped ?? false
+        apply(.stateIn, to: tp)
+        return (assigned[tp]?.offsets.nextToRead, seek)
     }
 
-    /// Owned partitions whose input flows (not held back for a restore).
-    var flowing: [TopicPartition] { owned.keys.filter { !restoring.contains($0.partition) } }
+    /// Partitions waiting for the cluster to say where they start, in partition order.
+    var starting: [TopicPartition] { inPhase { $0 == .starting }.map { TopicPartition(topic: topic, partition: $0) } }
+
+    /// Owned partitions whose restore the cluster did not let begin, in partition order.
+    var awaitingRestore: [Int32] { inPhase { if case .awaitingRestore = $0 { true } else { false } } }
+
+    private func inPhase(_ isIn: (PartitionPhase) -> Bool) -> [Int32] {
+        assigned.filter { isIn($0.value.phase) }.map(\.key.partition).sorted()
+    }
+
+    /// Assigned partitions held back while the runner asks the cluster again at each turn (where
+    /// they start, or whether their restore may begin), apart from `excluded` (being revoked).
+    func waitingOnCluster(apartFrom excluded: [TopicPartition] = []) -> Int {
+        assigned.reduce(0) { $0 + ($1.value.phase.waitsOnCluster && !excluded.contains($1.key) ? 1 : 0) }
+    }
+
+    /// Whether the input of a partition flows: it is running and the output is not behind.
+    func flows(_ partition: TopicPartition) -> Bool { assigned[partition]?.phase == .running && !backpressured }
+
+    /// Owned partitions whose records go to the stage (not held back), paused or not.
+    var running: [TopicPartition] { assigned.filter { $0.value.phase == .running }.map(\.key) }
 
     mutating func noteCommitted(_ partition: TopicPartition, _ point: CommitPoint) {
-        owned[partition]?.offsets.committed = point.offset
-        owned[partition]?.offsets.metadata = point.metadata
+        guard self[partition] != nil else { return }
+        assigned[partition]?.offsets.committed = point.offset
+        assigned[partition]?.offsets.metadata = point.metadata
     }
 
     /// What this runner committed, per owned partition, in partition order.
     var committed: [TopicPartitionOffset] {
         sortedPartitions.compactMap { tp in
-            owned[tp]?.offsets.committed.map { TopicPartitionOffset(tp, offset: $0, metadata: owned[tp]?.offsets.metadata) }
+            assigned[tp]?.offsets.committed.map { TopicPartitionOffset(tp, offset: $0, metadata: assigned[tp]?.offsets.metadata) }
         }
     }
 
@@ -168,10 +211,10 @@ struct PartitionTracker {
         }
         // Records come in runs of one partition: its state is taken out once per run.
         var current: TopicPartition?
-        var state = TrackedPartition()
+        var state = TrackedPartition(phase: .running)
         var isOwned = false
         func putBack() {
-            if let current, isOwned { owned[current] = state }
+            if let current, isOwned { assigned[current] = state }
         }
         for (index, sighting) in sightings {
             switch sighting {
@@ -180,15 +223,15 @@ struct PartitionTracker {
                     putBack()
                     let key = TopicPartition(topic: topic, partition: partition)
                     current = key
-                    if let known = owned[key] {
+                    if let known = assigned[key], known.phase.isOwned {
                         state = known
                         isOwned = true
                     } else {
                         isOwned = false
                     }
                 }
-                guard isOwned, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0), !restoring.contains(partition) else {
-                    if isOwned, restoring.contains(partition) { slipped.insert(partition) }
+                guard isOwned, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0), state.phase == .running else {
+                    if isOwned { state.phase = PartitionPhase.transition(state.phase, on: .recordDropped) }
                     sifted.stale += 1
                     continue
                 }
@@ -211,7 +254,7 @@ struct PartitionTracker {
                 putBack()
                 current = nil
                 let tp = TopicPartition(topic: topic, partition: partition)
-                if let end = owned[tp]?.end, offset >= end { owned[tp]?.atEnd = true }
+                if let end = self[tp]?.end, offset >= end { assigned[tp]?.atEnd = true }
             case .other:
                 continue
             }
@@ -226,29 +269,29 @@ struct PartitionTracker {
     mutating func takeEnds(of partitions: [TopicPartition], from consumer: any ConsumerClient) throws {
         guard !partitions.isEmpty else { return }
         let ends = try consumer.endOffsets(partitions)
-        let unknown = partitions.filter { owned[$0]?.offsets.nextToRead == nil }
+        let unknown = partitions.filter { self[$0]?.offsets.nextToRead == nil }
         let beginnings = unknown.isEmpty ? [] : try consumer.beginningOffsets(unknown)
         for end in ends {
-            guard var state = owned[end.topicPartition] else { continue }
+            guard var state = self[end.topicPartition] else { continue }
             state.end = end.offset
             let start =
                 state.offsets.nextToRead ?? beginnings.first { $0.topicPartition == end.topicPartition }?.offset ?? 0
             state.first = state.first ?? start
             if start >= end.offset { state.atEnd = true }
-            owned[end.topicPartition] = state
+            assigned[end.topicPartition] = state
         }
     }
 
     /// Every owned partition read to its end (a bounded run is done); a partition still being
     /// restored is not.
-    var allAtEnd: Bool { !owned.isEmpty && restoring.isEmpty && owned.values.allSatisfy(\.atEnd) }
+    var allAtEnd: Bool { !isEmpty && owned.allSatisfy { $0.value.atEnd && !$0.value.phase.awaitsState } }
 
     /// Offsets read and to read over every partition's bounded range; nil until all are known.
     var boundedProgress: (done: Int64, total: Int64)? {
-        guard !owned.isEmpty else { return nil }
+        guard !isEmpty else { return nil }
         var done: Int64 = 0
         var total: Int64 = 0
-        for state in owned.values {
+        for (_, state) in owned {
             guard let end = state.end, let first = state.first else { return nil }
             total += max(0, end - first)
             done += max(0, min(state.offsets.nextToRead ?? first, end) - first)

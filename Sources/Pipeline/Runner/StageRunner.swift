@@ -31,20 +31,15 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     // The parts. Each is reached through `self` and never held across a poll: a rebalance
     // callback inside the poll uses them too.
     private var stage: S
+    /// Every assigned partition and its phase.
     private var tracker: PartitionTracker
     private var rebalance: RebalanceListener
     private var committer: CommitCoordinator
     private var observer: RunnerObserver
-    private var output: OutputChannel?
-    private var consumer: (any ConsumerClient)?
     private var restorer: StateRestorer?
+    /// The run's state, with its clients and its first fatal error.
+    private var lifecycle = RunnerLifecycle.idle
 
-    /// An error found where it cannot be thrown (inside a rebalance callback): the loop stops on it.
-    private var fatal: PipelineError?
-    /// Assigned partitions whose starts the cluster did not give (they are held back, paused),
-    /// and owned partitions whose state restore could not begin: asked again at each turn.
-    private var pendingStarts: [TopicPartition] = []
-    private var pendingRestores: [Int32] = []
     /// The records of the batch in hand, kept from batch to batch for its buffer.
     private var inputs: [InputRecord] = []
     private var upstreamEndsTaken = false
@@ -106,27 +101,28 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         control.started(at: startedAt)
         observer.begin(at: startedAt)
         committer.begin(at: startedAt)
-        consumer = try start()
+        try start()
     }
 
     /// One turn of the loop: poll a batch (and, while state is read back, a batch of state), let
     /// time pass, serve the output, commit when due, report. False once the run should end: a
     /// stop was requested or the bound is reached.
     public func turn() throws -> Bool {
-        guard let consumer, !control.isStopRequested else { return false }
-        if !pendingStarts.isEmpty || !pendingRestores.isEmpty { retryPending(consumer) }
+        guard let clients = lifecycle.clients, !control.isStopRequested else { return false }
+        let consumer = clients.consumer
+        if tracker.waitingOnCluster() > 0 { retryWaiting(consumer) }
         let restoring = restorer?.isRestoring == true
-        let polled = try pollPhase(consumer, timeoutMilliseconds: restoring ? 10 : 100)
+        let polled = try pollPhase(consumer, timeoutMilliseconds: restoring ? 10 : 100, output: clients)
         if restoring { try restorePhase(consumer) }
         try throwIfFailed()
         let now = clock()
         control.loopTurned(at: now)
         control.restoreStalled(for: restorer?.stalledFor(now: now) ?? 0)
         if !polled || now - lastTick >= settings.tickInterval {
-            try punctuate(now: now)
+            try punctuate(now: now, output: clients)
             lastTick = now
         }
-        try serveOutput(consumer)
+        try serveOutput(clients)
         if control.takeCommitRequest() || committer.isDue(now: now) {
             try commit()
         } else if stage.holdsClosedWindows && committer.takeEarlyCommit(now: now) {
@@ -142,25 +138,26 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// The end of a run that went well: last emissions, every record acknowledged, the last
     /// commit, then the group left.
     public func finish() throws -> StageSummary {
-        guard let consumer else { throw PipelineError.kafka("\(stage.name): finish() before begin()") }
+        guard let clients = lifecycle.clients else { throw PipelineError.kafka("\(stage.name): finish() before begin() or after the end") }
         try throwIfFailed()
-        try finishRun()
-        return close(consumer, started: startedAt)
+        try finishRun(clients)
+        return close(clients, started: startedAt)
     }
 
     /// The end of a run that failed: nothing more is committed; the group is left and what was
     /// counted reported.
     public func abandon(_ error: any Error) {
-        fatal = error as? PipelineError ?? .kafka("\(error)")
+        lifecycle.fail(error)
         logger.error("\(stage.name): stopping without committing further: \(error)")
-        consumer?.close()
-        observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
+        lifecycle.clients?.consumer.close()
+        lifecycle.close()
+        observer.report(stage: &stage, tracker: tracker, consumer: lifecycle.consumer, now: clock())
     }
 
     /// The run's totals so far, the stage's latest counts taken in first: what the summary will
     /// say if the run ended now. On the run's thread, between turns.
     public func currentTotals() -> Accounting {
-        observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
+        observer.report(stage: &stage, tracker: tracker, consumer: lifecycle.consumer, now: clock())
         return observer.totals
     }
 
@@ -168,8 +165,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     public var gauges: StageGauges { stage.gauges() }
 
     /// Creates the clients and takes the input: a subscription, or the fixed assignment.
-    private func start() throws -> any ConsumerClient {
-        output = try OutputChannel(
+    private func start() throws {
+        let output = try OutputChannel(
             stageName: stage.name, settings: settings, control: control, logger: logger, metrics: metrics,
             onClientError: { [triage] in triage.clientError($0, client: "producer") })
         let consumer = try settings.clients.consumer(
@@ -179,7 +176,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 partitionsRevoking: { [weak self] in self?.partitionsRevoking($0) },
                 assignmentFailed: { [weak self] in self?.assignmentFailed($0) }),
             maxBatch: settings.maxBatch, wakesFetcher: true, onError: { [triage] in triage.clientError($0, client: "consumer") })
-        self.consumer = consumer
+        lifecycle = .running(RunnerClients(consumer: consumer, output: output))
         switch settings.assignment {
         case .group:
             // Said once, from the live client: what an operator compares with
@@ -192,12 +189,11 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             try consumer.assign(offsets)
             partitionsAssigned(offsets.map(\.topicPartition), startingAt: offsets)
         }
-        return consumer
     }
 
     /// Polls one batch and hands what the guard admits to the stage; false if nothing came.
     /// Time in the stage counts as processing, the rest of the call as polling.
-    private func pollPhase(_ consumer: any ConsumerClient, timeoutMilliseconds: Int32) throws -> Bool {
+    private func pollPhase(_ consumer: any ConsumerClient, timeoutMilliseconds: Int32, output clients: RunnerClients) throws -> Bool {
         let begin = RunnerTimeline.now()
         var inBatch = 0.0
         let polled: Void? = try consumer.pollBatch(timeoutMilliseconds: timeoutMilliseconds) { batch in
@@ -212,7 +208,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             observer.handedToStage(inputs.count)
             let processing = RunnerTimeline.now()
             defer { inBatch = observer.timeline.add(.processing, since: processing) - processing }
-            try stage.process(inputs, now: clock(), into: &output!.sink)
+            try stage.process(inputs, now: clock(), into: &clients.output.sink)
         }
         observer.timeline.add(polled == nil ? .idlePolling : .polling, since: begin + inBatch)
         return polled != nil
@@ -235,7 +231,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let (start, needsSeek) = tracker.letThrough(partition)
         let tp = TopicPartition(topic: settings.topic, partition: partition)
         if needsSeek { try seek(consumer, tp, to: start ?? KafkaOffset.beginning) }
-        if output?.paused != true { try consumer.resume([tp]) }
+        if !tracker.backpressured { try consumer.resume([tp]) }
     }
 
     /// A seek waits for the partition's broker thread; a busy client (librdkafka's debug
@@ -255,35 +251,40 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     /// Lets wall-clock time pass in the stage: idle sources, closing windows, marks.
-    private func punctuate(now: Int64) throws {
+    private func punctuate(now: Int64, output clients: RunnerClients) throws {
         let begin = RunnerTimeline.now()
         defer { observer.timeline.add(.ticking, since: begin) }
-        try stage.tick(now: now, into: &output!.sink)
+        try stage.tick(now: now, into: &clients.output.sink)
     }
 
-    /// Delivery reports, then the input paused or resumed by how much output waits.
-    private func serveOutput(_ consumer: any ConsumerClient) throws {
+    /// Delivery reports, then the input of the running partitions paused or resumed by how much
+    /// output waits.
+    private func serveOutput(_ clients: RunnerClients) throws {
         let begin = RunnerTimeline.now()
-        try output!.serveReports()
+        try clients.output.serveReports()
         observer.timeline.add(.servingReports, since: begin)
-        try output!.applyBackpressure(to: consumer, owned: tracker.flowing)
+        let change = try clients.output.backpressure(paused: tracker.backpressured) { pause in
+            let running = tracker.running
+            try pause ? clients.consumer.pause(running) : clients.consumer.resume(running)
+        }
+        if let change { tracker.backpressured = change }
     }
 
     private func throwIfFailed() throws {
-        if let fatal { throw fatal }
+        if let failure = lifecycle.failure { throw failure }
         if let error = control.clientFailure { throw triage.fatal(error) }
         if let failure = control.deliveryFailure { throw PipelineError.deliveryFailed(failure) }
     }
 
     /// The end of a bounded run or of a stop request: last emissions, every record
     /// acknowledged, the last commit.
-    private func finishRun() throws {
+    private func finishRun(_ clients: RunnerClients) throws {
         let begin = RunnerTimeline.now()
-        if settings.isBounded { try stage.finish(now: clock(), into: &output!.sink) }
+        if settings.isBounded { try stage.finish(now: clock(), into: &clients.output.sink) }
         observer.timeline.add(.finishing, since: begin)
-        guard try output!.awaitAcknowledgements(timeline: &observer.timeline) else {
+        guard try clients.output.awaitAcknowledgements(timeline: &observer.timeline) else {
             logger.warning(
-                "\(stage.name): stopping with \(output!.producer.outstanding) records the broker has not acknowledged within \(OutputChannel.stopGrace / 1000) s of the stop: not committing past the previous commit; the next start reads that input again")
+                "\(stage.name): stopping with \(clients.output.producer.outstanding) records the broker has not acknowledged within \(OutputChannel.stopGrace / 1000) s of the stop: not committing past the previous commit; the next start reads that input again")
             return
         }
         for writer in settings.lineOutputs.values { try writer.flush() }
@@ -291,20 +292,23 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     /// Leaves the group and sums the run up.
-    private func close(_ consumer: any ConsumerClient, started: Int64) -> StageSummary {
+    private func close(_ clients: RunnerClients, started: Int64) -> StageSummary {
         // Closing revokes the partitions, which forgets their offsets: read them first.
         let committed = tracker.committed
         let begin = RunnerTimeline.now()
+        let consumer = clients.consumer
         consumer.close()
+        lifecycle.close()
         restorer?.close()
         observer.timeline.add(.closing, since: begin)
         observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
         observer.onProgress?(observer.progress(tracker: tracker, now: clock(), finished: true))
-        observer.timeline.add(.producing, seconds: output!.sink.sendSeconds)
+        let output = clients.output
+        observer.timeline.add(.producing, seconds: output.sink.sendSeconds)
         observer.timeline.total = observer.timeline.elapsed()
         return StageSummary(
             stage: stage.name, topic: settings.topic, accounting: observer.totals, elapsedMilliseconds: clock() - started,
-            committed: committed, timeline: observer.timeline, pauses: output!.pauses, largestBacklog: output!.largestBacklog,
+            committed: committed, timeline: observer.timeline, pauses: output.pauses, largestBacklog: output.largestBacklog,
             offsetGaps: observer.gaps)
     }
 
@@ -315,20 +319,20 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// `patience` bounds the waits for acknowledgements: a commit whose records are not
     /// acknowledged in time is not made (the previous one holds), which is safe at any step.
     private func commit(only partitions: Set<Int32>? = nil, patience: OutputChannel.Patience = .untilStopped) throws {
-        guard fatal == nil, settings.joinsGroup, let consumer, output != nil, !tracker.isEmpty else { return }
-        let written = output!.sink.changelogRecords
-        try stage.prepareCommit(into: &output!.sink)
-        if output!.sink.changelogRecords > written {
-            metrics?.changelogRecords(output!.sink.changelogRecords - written)
-            guard try output!.awaitAcknowledgements(timeline: &observer.timeline, patience: patience) else {
+        guard case .running(let clients) = lifecycle, settings.joinsGroup, !tracker.isEmpty else { return }
+        let written = clients.output.sink.changelogRecords
+        try stage.prepareCommit(into: &clients.output.sink)
+        if clients.output.sink.changelogRecords > written {
+            metrics?.changelogRecords(clients.output.sink.changelogRecords - written)
+            guard try clients.output.awaitAcknowledgements(timeline: &observer.timeline, patience: patience) else {
                 logger.warning(
                     "\(stage.name): the state written for a commit was not acknowledged in time (the brokers that lead the state topic do not answer): not committing; the previous commit holds")
                 return
             }
         }
-        try stage.completeCommit(changelogEnds: output!.acknowledgedChangelogEnds, now: clock(), into: &output!.sink)
+        try stage.completeCommit(changelogEnds: clients.output.acknowledgedChangelogEnds, now: clock(), into: &clients.output.sink)
         let committed = try committer.commit(
-            stage.commitPoints(), only: partitions, now: clock(), tracker: &tracker, consumer: consumer, output: &output!,
+            stage.commitPoints(), only: partitions, now: clock(), tracker: &tracker, consumer: clients.consumer, output: &clients.output,
             patience: patience, timeline: &observer.timeline)
         stage.committed(committed)
     }
@@ -354,11 +358,11 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     private func takeEnds(of partitions: [TopicPartition]) {
-        guard let consumer else { return }
+        guard let consumer = lifecycle.clients?.consumer else { return }
         do {
             try tracker.takeEnds(of: partitions, from: consumer)
         } catch {
-            fatal = fatal ?? .kafka("\(stage.name): cannot read the end offsets of \(settings.topic): \(error)")
+            lifecycle.fail(PipelineError.kafka("\(stage.name): cannot read the end offsets of \(settings.topic): \(error)"))
         }
     }
 
@@ -369,7 +373,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         control.assigned(at: now)
         committer.groupAssigned(at: now)
         observer.partitionsAssigned()
-        guard let consumer, let mine = rebalance.claim(partitions) else { return }
+        guard let consumer = lifecycle.clients?.consumer, let mine = rebalance.claim(partitions) else { return }
         if let explicit {
             takeOver(mine, starts: RebalanceListener.starts(of: mine, committed: explicit), consumer: consumer, now: now)
         } else {
@@ -378,25 +382,23 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     /// Reads where the partitions start, then takes them over. A cluster that does not answer
-    /// (an outage in the middle of a rebalance) holds them back, paused, to be asked again at
-    /// the next turns: an outage costs a pause, not the run.
+    /// (an outage in the middle of a rebalance) leaves them `starting`, paused, to be asked
+    /// again at the next turns: an outage costs a pause, not the run.
     private func readStartsAndTakeOver(_ partitions: [TopicPartition], consumer: any ConsumerClient, now: Int64) {
         do {
             let starts = try rebalance.starts(of: partitions, readingFrom: consumer)
-            pendingStarts.removeAll { partitions.contains($0) }
             takeOver(partitions, starts: starts, consumer: consumer, now: now)
         } catch let error as KafkaError where error.severity == .transient {
-            let new = partitions.filter { !pendingStarts.contains($0) }
+            let new = tracker.awaitStart(partitions)
             if !new.isEmpty {
-                pendingStarts += new
                 try? consumer.pause(new)
                 logger.warning(
                     "\(stage.name): cannot read where \(new.map(\.description).joined(separator: ", ")) start (\(error)): holding them back and asking again at each turn")
             }
         } catch {
-            fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
+            lifecycle.fail(error)
         }
-        control.heldBack(pendingStarts.count + pendingRestores.count)
+        control.heldBack(tracker.waitingOnCluster())
     }
 
     /// The partitions are this runner's from these starts: the tracker, the stage, the
@@ -412,26 +414,25 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         do {
             try stage.assign(starts, now: now)
         } catch {
-            fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
+            lifecycle.fail(error)
             return
         }
         let awaiting = Set(stage.partitionsAwaitingState).intersection(mine.map(\.partition))
         if !awaiting.isEmpty, restorer == nil {
             // Held back for a restore that could never begin: say so rather than wait forever.
-            fatal = fatal ?? .configuration(
-                "\(stage.name): the stage keeps its window state in a state topic, and this runner has none to read it back from: give it one (the .changelog destination; --state-topic for the worker)")
+            lifecycle.fail(PipelineError.configuration(
+                "\(stage.name): the stage keeps its window state in a state topic, and this runner has none to read it back from: give it one (the .changelog destination; --state-topic for the worker)"))
             return
         }
-        tracker.holdBack(Array(awaiting))
-        let held = Set(pendingStarts)
-        let paused = mine.filter { output?.paused == true || awaiting.contains($0.partition) || held.contains($0) }
-        let flowing = mine.filter { !paused.contains($0) }
+        tracker.apply(.stateAwaited, to: Array(awaiting))
+        let paused = mine.filter { !tracker.flows($0) }
+        let flowing = mine.filter { tracker.flows($0) }
         do {
             try consumer.pause(paused)
             // Held back while their starts were asked again: they flow now.
             try consumer.resume(flowing)
         } catch {
-            fatal = fatal ?? .kafka("\(stage.name): cannot hold back newly assigned partitions (the output is behind, or their state is being read back): \(error)")
+            lifecycle.fail(PipelineError.kafka("\(stage.name): cannot hold back newly assigned partitions (the output is behind, or their state is being read back): \(error)"))
         }
         if case .endAtAssignment = settings.bound { takeEnds(of: mine) }
         rebalance.logAssigned(mine)
@@ -439,50 +440,51 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     /// Starts reading the state of partitions back; a cluster that does not answer leaves them
-    /// held back, to be asked again at the next turns.
-    private func beginRestore(_ partitions: [Int32], consumer: any ConsumerClient, now: Int64) {
+    /// `awaitingRestore`, to be asked again at the next turns (`again`), which is said once.
+    private func beginRestore(_ partitions: [Int32], again: Bool = false, consumer: any ConsumerClient, now: Int64) {
         guard var restorer else { return }
         do {
             let empty = try restorer.begin(partitions, now: now)
             self.restorer = restorer
-            pendingRestores.removeAll { partitions.contains($0) }
+            tracker.apply(.restoreBegan, to: partitions)
             for partition in empty { try stateIsIn(partition, consumer: consumer) }
         } catch let error as KafkaError where error.severity == .transient {
-            let new = partitions.filter { !pendingRestores.contains($0) }
-            pendingRestores += new
-            if !new.isEmpty {
-                logger.warning("\(stage.name): cannot begin reading the state of partitions \(new) back (\(error)): asking again at each turn")
+            if !again {
+                logger.warning("\(stage.name): cannot begin reading the state of partitions \(partitions) back (\(error)): asking again at each turn")
             }
         } catch {
-            fatal = fatal ?? (error as? PipelineError ?? .kafka("\(stage.name): cannot read the state of partitions \(partitions) back from \(restorer.topic): \(error)"))
+            lifecycle.fail(error as? PipelineError ?? .kafka("\(stage.name): cannot read the state of partitions \(partitions) back from \(restorer.topic): \(error)"))
         }
-        control.heldBack(pendingStarts.count + pendingRestores.count)
+        control.heldBack(tracker.waitingOnCluster())
     }
 
-    /// Asks again for what an unanswering cluster left pending.
-    private func retryPending(_ consumer: any ConsumerClient) {
+    /// Asks again for what an unanswering cluster left waiting.
+    private func retryWaiting(_ consumer: any ConsumerClient) {
         let now = clock()
-        if !pendingStarts.isEmpty { readStartsAndTakeOver(pendingStarts, consumer: consumer, now: now) }
-        if !pendingRestores.isEmpty { beginRestore(pendingRestores, consumer: consumer, now: now) }
+        let starting = tracker.starting
+        if !starting.isEmpty { readStartsAndTakeOver(starting, consumer: consumer, now: now) }
+        let awaitingRestore = tracker.awaitingRestore
+        if !awaitingRestore.isEmpty { beginRestore(awaitingRestore, again: true, consumer: consumer, now: now) }
     }
 
     private func partitionsRevoking(_ partitions: [TopicPartition]) {
-        pendingStarts.removeAll { partitions.contains($0) }
-        pendingRestores.removeAll { partition in partitions.contains { $0.topic == settings.topic && $0.partition == partition } }
-        control.heldBack(pendingStarts.count + pendingRestores.count)
+        control.heldBack(tracker.waitingOnCluster(apartFrom: partitions))
         let mine = rebalance.releasing(partitions, ownedBy: tracker)
+        // Still starting: never taken over, nothing to give back.
+        let starting = Set(tracker.starting)
+        tracker.release(partitions.filter { starting.contains($0) })
         guard !mine.isEmpty else { return }
         do {
             try commit(only: Set(mine.map(\.partition)), patience: .bounded(Self.revokePatience))
         } catch {
             logger.error("\(stage.name): commit before revoke failed: \(error)")
-            fatal = fatal ?? (error as? PipelineError ?? .kafka("\(error)"))
+            lifecycle.fail(error)
         }
         if var restorer {
             do {
                 try restorer.cancel(mine.map(\.partition))
             } catch {
-                fatal = fatal ?? .kafka("\(stage.name): cannot stop reading the state of revoked partitions: \(error)")
+                lifecycle.fail(PipelineError.kafka("\(stage.name): cannot stop reading the state of revoked partitions: \(error)"))
             }
             self.restorer = restorer
         }
@@ -492,6 +494,6 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     private func assignmentFailed(_ error: KafkaError) {
-        fatal = fatal ?? rebalance.refusal(error)
+        lifecycle.fail(rebalance.refusal(error))
     }
 }

@@ -48,7 +48,7 @@ struct PartitionTrackerTests {
         let quiet = TopicPartition(topic: "hits", partition: 1)
         tracker.take(tp, committed: 40, metadata: nil)
         tracker.take(quiet, committed: 7, metadata: nil)
-        tracker.holdBack([0, 1])
+        tracker.apply(.stateAwaited, to: [0, 1])
         let slipped = tracker.sift(records(40...44, from: 0), revocations: [])
         #expect(slipped.taken.isEmpty && slipped.stale == 5, "nothing reaches the stage before the state is in")
         let first = tracker.letThrough(0)
