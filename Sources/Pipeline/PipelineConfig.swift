@@ -287,6 +287,9 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     /// a key means (the window size): going on would mix results. A configuration error.
     case settingChanged(String)
     case kafka(String)
+    /// Writing `replay --output-file` failed part way (a full disk, a closed pipe): the file is
+    /// incomplete. Not a setting to change, so it exits 1 like any other failure of a run.
+    case outputFileFailed(String)
     /// No broker answered: the start-up waits and asks again (never shown as a failure).
     case clusterUnreachable(String)
 
@@ -307,6 +310,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
         case .routingMismatch(let text): text
         case .settingChanged(let text): "configuration: \(text)."
         case .kafka(let text): text
+        case .outputFileFailed(let text): "\(text); the output is incomplete: make room (or keep the reader open) and run the replay again"
         case .clusterUnreachable(let text): "no Kafka broker answered: \(text)"
         }
     }
@@ -318,7 +322,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
         switch self {
         case .configuration, .settingChanged: 64
         case .deliveryFailed, .inputTopicMissing, .repartitionTopicMissing, .stateTopicMissing, .stateTopicMismatch, .groupMismatch,
-            .routingMismatch, .kafka, .clusterUnreachable:
+            .routingMismatch, .kafka, .outputFileFailed, .clusterUnreachable:
             1
         }
     }

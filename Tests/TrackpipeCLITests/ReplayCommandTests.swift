@@ -157,6 +157,18 @@ struct ReplayCommandTests {
         }
     }
 
+    @Test("an --output-file that fills up part way (a full disk) fails the replay with exit 1, not 64: the setting was right, the run was not")
+    func outputFileFullExits1() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 4)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 2_000, seed: 80, deliveries: 4)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let result = try TrackpipeBinary.locate().run(
+            ["replay", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-file", "/dev/full", "--log-level", "warning"])
+        #expect(result.exitCode == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("--output-file /dev/full: writing failed") && result.stderr.contains("the output is incomplete"), "\(result.stderr)")
+    }
+
     @Test("another --window than the group's or the output topic's: run and replay exit 64 naming both sizes, and write nothing")
     func windowSizeChangeRefused() throws {
         let broker = try EmbeddedBroker()

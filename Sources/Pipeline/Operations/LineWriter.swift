@@ -53,7 +53,7 @@ public final class LineWriter: Sendable {
         do {
             try buffer.withUnsafeBytes { try writeAll($0, to: descriptor) }
         } catch let error as WriteAllError {
-            throw PipelineError.configuration("--output-file \(path): writing failed: \(error.reason)")
+            throw PipelineError.outputFileFailed("--output-file \(path): writing failed: \(error.reason)")
         }
         buffer.removeAll(keepingCapacity: true)
     }
