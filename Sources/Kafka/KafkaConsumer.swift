@@ -211,7 +211,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// Hands up to `maxBatch` events to `body`, one at a time, waiting at most `timeoutMilliseconds`
     /// for the first. Rebalance callbacks run in here too. Returns the number of events handed over.
     @discardableResult
-    public func poll(timeoutMilliseconds: Int32, _ body: (ConsumerEvent) throws -> Void) rethrows -> Int {
+    public func poll(timeoutMilliseconds: Int32, _ body: (ConsumerEvent<ConsumerRecord>) throws -> Void) rethrows -> Int {
         try pollBatch(timeoutMilliseconds: timeoutMilliseconds) { batch in
             for event in batch { try body(event) }
             return batch.count

@@ -60,7 +60,13 @@ public final class InputTopicLookup: OriginalLookup {
             let consumer = reader!.consumer
             defer { try? consumer.assign([]) }
             do {
-                return try read(positions, with: consumer)
+                // A topic at a time: the records a poll hands out name their partition only.
+                let deadline = clock() + timeoutMilliseconds
+                var found: [InputPosition: InputMessage] = [:]
+                for (topic, ofTopic) in Dictionary(grouping: positions, by: \.topic).sorted(by: { $0.key < $1.key }) {
+                    found.merge(try read(Set(ofTopic), of: topic, with: consumer, deadline: deadline)) { $1 }
+                }
+                return found
             } catch let error as PipelineError {
                 throw error
             } catch {
@@ -71,13 +77,14 @@ public final class InputTopicLookup: OriginalLookup {
         }
     }
 
-    private func read(_ positions: Set<InputPosition>, with consumer: any ConsumerClient) throws -> [InputPosition: InputMessage] {
+    private func read(
+        _ positions: Set<InputPosition>, of topic: String, with consumer: any ConsumerClient, deadline: Int64
+    ) throws -> [InputPosition: InputMessage] {
         var wanted: [TopicPartition: Set<Int64>] = [:]
         for position in positions {
-            wanted[TopicPartition(topic: position.topic, partition: position.partition), default: []].insert(position.offset)
+            wanted[TopicPartition(topic: topic, partition: position.partition), default: []].insert(position.offset)
         }
         let partitions = Array(wanted.keys)
-        let deadline = clock() + timeoutMilliseconds
         func remaining() throws -> Int32 {
             let left = deadline - clock()
             guard left > 0 else { throw timedOut(positions.count, Array(wanted.keys)) }
@@ -107,10 +114,10 @@ public final class InputTopicLookup: OriginalLookup {
             guard clock() < deadline else { throw timedOut(positions.count, Array(remaining.keys)) }
             var failure: KafkaError?
             _ = consumer.pollBatch(timeoutMilliseconds: 100) { batch in
-                for index in batch.indices {
-                    switch batch[index] {
+                for index in 0..<batch.count {
+                    switch batch.event(at: index) {
                     case .record(let record):
-                        let tp = TopicPartition(topic: record.topic, partition: record.partition)
+                        let tp = TopicPartition(topic: topic, partition: record.partition)
                         guard let last = remaining[tp] else { continue }
                         if wanted[tp]?.contains(record.offset) == true {
                             found[InputPosition(topic: tp.topic, partition: tp.partition, offset: record.offset)] = InputMessage(
