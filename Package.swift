@@ -97,7 +97,7 @@ let package = Package(
         // against a simulated cluster, through random schedules, checked against the reference.
         .target(
             name: "TrackpipeSimulation",
-            dependencies: ["Pipeline", "Kafka", "Windowing", "TrackingDomain", "HitGenerator", "TrackpipeTestSupport"],
+            dependencies: ["Pipeline", "Kafka", "CRdKafka", "Windowing", "TrackingDomain", "HitGenerator", "TrackpipeTestSupport"],
             path: "Tests/TrackpipeSimulation"),
         .testTarget(name: "HitGeneratorTests", dependencies: ["HitGenerator", "TrackingDomain"]),
         .testTarget(

@@ -17,8 +17,8 @@ extension EmbeddedBroker {
     /// read back (`injectedErrorsLeft`): a test learns from it that a request has arrived.
     public func failNextRequests(_ api: KafkaAPI, on brokerId: Int32, with error: Int32, count: Int) throws {
         for _ in 0..<count {
-            let err = pushBrokerError(brokerId, api: api, error: error)
-            if err != 0 { throw KafkaError(.embeddedBroker, "injecting errors into embedded broker \(brokerId): error \(err)") }
+            let err = rd_kafka_resp_err_t(rawValue: pushBrokerError(brokerId, api: api, error: error))
+            if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.from(err, "injecting errors into embedded broker \(brokerId)") }
         }
     }
 
@@ -27,9 +27,7 @@ extension EmbeddedBroker {
     public func injectedErrorsLeft(_ api: KafkaAPI, on brokerId: Int32) throws -> Int {
         var count = 0
         let err = rd_kafka_mock_broker_error_stack_cnt(cluster, brokerId, api.rawValue, &count)
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            throw KafkaError(.embeddedBroker, "reading the injected errors of embedded broker \(brokerId): \(String(cString: rd_kafka_err2str(err)))")
-        }
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.from(err, "reading the injected errors of embedded broker \(brokerId)") }
         return count
     }
 
