@@ -21,7 +21,7 @@ public struct InputRecord: @unchecked Sendable {
 
     public init(
         partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?,
-        headerCount: Int = 0
+        headerCount: Int
     ) {
         self.partition = partition
         self.offset = offset

@@ -14,7 +14,7 @@ final class RecordArena {
     }
 
     func record(partition: Int32, offset: Int64, key: [UInt8]? = nil, value: [UInt8]?, timestamp: Int64? = nil) -> InputRecord {
-        InputRecord(partition: partition, offset: offset, key: bytes(key), value: bytes(value), timestamp: timestamp)
+        InputRecord(partition: partition, offset: offset, key: bytes(key), value: bytes(value), timestamp: timestamp, headerCount: 0)
     }
 
     func record(_ sent: RecordingSink.Sent, offset: Int64) -> InputRecord {
