@@ -148,7 +148,9 @@ extension ConsumerBatch: PolledBatch {
             .record(
                 PolledRecord(
                     partition: record.partition, offset: record.offset, key: record.key, value: record.value, timestamp: record.timestamp,
-                    headerCount: record.headerCount))
+                    headerCount: HeaderCount(of: record.message) { message in
+                        message.map { ConsumerRecord(message: UnsafeMutablePointer(mutating: $0.assumingMemoryBound(to: rd_kafka_message_t.self))).headerCount } ?? 0
+                    }))
         case .partitionEOF(let tp, let offset): .partitionEOF(tp, offset: offset)
         case .error(let error): .error(error)
         }

@@ -26,10 +26,11 @@ public struct PolledRecord: @unchecked Sendable {
     /// Epoch ms (create or log-append time); nil when the record has none.
     public var timestamp: Int64?
     /// How many Kafka headers the record carries (the headers themselves are not read).
-    public var headerCount: Int
+    public var headerCount: HeaderCount
 
     public init(
-        partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?, headerCount: Int
+        partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?,
+        headerCount: HeaderCount
     ) {
         self.partition = partition
         self.offset = offset
@@ -38,4 +39,22 @@ public struct PolledRecord: @unchecked Sendable {
         self.timestamp = timestamp
         self.headerCount = headerCount
     }
+}
+
+/// How many headers a polled record carries, worked out when asked: on the thread that judges
+/// the record, which reads the value next to the count anyway (`ConsumerRecord.headerCount`),
+/// not on the polling thread, which reads no value. A plain function and the record it reads,
+/// so that it costs no allocation and reads the same for every client.
+public struct HeaderCount: @unchecked Sendable {
+    // @unchecked: `record` is read-only until the `pollBatch` body returns, from any thread.
+    private let record: UnsafeRawPointer?
+    private let count: @convention(c) (UnsafeRawPointer?) -> Int
+
+    /// `count(record)` when asked; `record` must stay valid as long as the poll's views do.
+    public init(of record: UnsafeRawPointer?, _ count: @convention(c) (UnsafeRawPointer?) -> Int) {
+        self.record = record
+        self.count = count
+    }
+
+    public var value: Int { count(record) }
 }

@@ -16,19 +16,21 @@ public struct InputRecord: @unchecked Sendable {
     /// Epoch ms (create or log-append time); nil when the record has none.
     public var timestamp: Int64?
     /// How many Kafka headers the record carries (checked against `NormalizerLimits.maxHeaders`;
-    /// the headers themselves are not read).
-    public var headerCount: Int
+    /// the headers themselves are not read). Worked out when asked, on the thread that judges
+    /// the record (`HeaderCount`).
+    public var headerCount: Int { counted.value }
+    private var counted: HeaderCount
 
     public init(
         partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?,
-        headerCount: Int
+        headerCount: HeaderCount
     ) {
         self.partition = partition
         self.offset = offset
         self.key = key
         self.value = value
         self.timestamp = timestamp
-        self.headerCount = headerCount
+        self.counted = headerCount
     }
 
     init(_ record: PolledRecord) {

@@ -67,6 +67,9 @@ final class HeldRecord {
         return .record(
             PolledRecord(
                 partition: partition, offset: offset, key: key.map { UnsafeRawBufferPointer($0) }, value: value.map { UnsafeRawBufferPointer($0) },
-                timestamp: timestamp, headerCount: headerCount))
+                timestamp: timestamp,
+                headerCount: HeaderCount(of: UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())) { record in
+                    record.map { Unmanaged<HeldRecord>.fromOpaque($0).takeUnretainedValue().headerCount } ?? 0
+                }))
     }
 }
