@@ -6,21 +6,11 @@ public struct ConsumerRecord: @unchecked Sendable {
     // @unchecked: a read-only view of a message librdkafka keeps unchanged until the poll body
     // that received it returns; reading it from several threads inside that body is safe.
     let message: UnsafeMutablePointer<rd_kafka_message_t>
-    /// Set for a record a simulated consumer holds in memory: `message` then points at its
-    /// plain copy of the fields every record has, and the rest (which librdkafka would read
-    /// from its own bookkeeping) comes from here.
-    let stored: HeldRecord?
-
-    init(message: UnsafeMutablePointer<rd_kafka_message_t>, stored: HeldRecord? = nil) {
-        self.message = message
-        self.stored = stored
-    }
 
     public var partition: Int32 { message.pointee.partition }
     public var offset: Int64 { message.pointee.offset }
 
     public var topic: String {
-        if let stored { return stored.topic }
         return message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
     }
 
@@ -37,7 +27,6 @@ public struct ConsumerRecord: @unchecked Sendable {
 
     /// Epoch milliseconds (create or log-append time), `nil` when the record has none.
     public var timestamp: Int64? {
-        if let stored { return stored.timestamp }
         let ts = rd_kafka_message_timestamp(message, nil)
         return ts < 0 ? nil : ts
     }
@@ -61,7 +50,6 @@ public struct ConsumerRecord: @unchecked Sendable {
     /// tests on 2.0.2 and 2.16 and in the reader's source for those between:
     /// docs/compatibility.md); on any other, librdkafka is asked for every record.
     public var headerCount: Int {
-        if let stored { return stored.headers.count }
         if Librdkafka.readsHeaderCountInPlace, byteAfterValue == 0 { return 0 }
         return headerCountFromLibrdkafka
     }
@@ -85,7 +73,6 @@ public struct ConsumerRecord: @unchecked Sendable {
 
     /// Headers, copied out (this allocates: use only where needed).
     public var headers: [KafkaHeader] {
-        if let stored { return stored.headers }
         var native: OpaquePointer?
         guard rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native else { return [] }
         var result: [KafkaHeader] = []
@@ -104,8 +91,10 @@ public struct ConsumerRecord: @unchecked Sendable {
 
 /// What one poll can hand back: a record, the end of a partition (when `enable.partition.eof`
 /// is on), or an error librdkafka reports to the application (most are transient and logged).
-public enum ConsumerEvent {
-    case record(ConsumerRecord)
+/// `Record` is librdkafka's `ConsumerRecord` read in place, or the `PolledRecord` a stage
+/// runner reads from any client (`PolledBatch`).
+public enum ConsumerEvent<Record> {
+    case record(Record)
     case partitionEOF(TopicPartition, offset: Int64)
     case error(KafkaError)
 }
@@ -131,27 +120,15 @@ public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
         }
     }
 
-    /// The events of a simulated consumer's batch, instead of librdkafka's messages.
-    let stored: [HeldRecord]?
-
     init(messages: UnsafeBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>?>, revocations: [Revocation] = []) {
         self.messages = messages
         self.revocations = revocations
-        self.stored = nil
-    }
-
-    /// A batch of records held in memory (a simulated consumer's).
-    public init(stored: [HeldRecord], revocations: [Revocation] = []) {
-        self.messages = UnsafeBufferPointer(start: nil, count: 0)
-        self.revocations = revocations
-        self.stored = stored
     }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { stored?.count ?? messages.count }
+    public var endIndex: Int { messages.count }
 
-    public subscript(position: Int) -> ConsumerEvent {
-        if let stored { return stored[position].event }
+    public subscript(position: Int) -> ConsumerEvent<ConsumerRecord> {
         let message = messages[position]!
         let err = message.pointee.err
         if err == RD_KAFKA_RESP_ERR_NO_ERROR { return .record(ConsumerRecord(message: message)) }
@@ -164,73 +141,18 @@ public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
     }
 }
 
-/// A consumed event held in memory rather than in librdkafka's buffers: what a simulated
-/// consumer hands out. It keeps its own copy of the bytes, for as long as it lives (at least
-/// the `pollBatch` body that receives it).
-public final class HeldRecord: @unchecked Sendable {
-    // @unchecked: immutable after init; `message` and the byte buffers are written only there
-    // and freed only in deinit.
-    let message: UnsafeMutablePointer<rd_kafka_message_t>
-    public let topic: String
-    public let timestamp: Int64?
-    public let headers: [KafkaHeader]
-    private let failure: KafkaError?
-    private let isEnd: Bool
-
-    /// A record.
-    public convenience init(
-        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?, timestamp: Int64?, headers: [KafkaHeader] = []
-    ) {
-        self.init(topic: topic, partition: partition, offset: offset, key: key, value: value, timestamp: timestamp, headers: headers, failure: nil, isEnd: false)
-    }
-
-    /// The end of a partition (`enable.partition.eof`): `offset` is where it ends.
-    public static func partitionEnd(topic: String, partition: Int32, offset: Int64) -> HeldRecord {
-        HeldRecord(topic: topic, partition: partition, offset: offset, key: nil, value: nil, timestamp: nil, headers: [], failure: nil, isEnd: true)
-    }
-
-    /// An error the consumer reports among the records.
-    public static func error(_ error: KafkaError, topic: String = "", partition: Int32 = -1) -> HeldRecord {
-        HeldRecord(topic: topic, partition: partition, offset: -1, key: nil, value: nil, timestamp: nil, headers: [], failure: error, isEnd: false)
-    }
-
-    private init(
-        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?, timestamp: Int64?, headers: [KafkaHeader],
-        failure: KafkaError?, isEnd: Bool
-    ) {
-        self.topic = topic
-        self.timestamp = timestamp
-        self.headers = headers
-        self.failure = failure
-        self.isEnd = isEnd
-        func copy(_ bytes: [UInt8]?) -> UnsafeMutableRawPointer? {
-            guard let bytes else { return nil }
-            // One byte more than needed, so that an empty value is a valid, non-nil buffer.
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: bytes.count + 1, alignment: 1)
-            bytes.withUnsafeBytes { if let base = $0.baseAddress { buffer.copyMemory(from: base, byteCount: $0.count) } }
-            return buffer
+extension ConsumerBatch: PolledBatch {
+    public func event(at index: Int) -> ConsumerEvent<PolledRecord> {
+        switch self[index] {
+        case .record(let record):
+            .record(
+                PolledRecord(
+                    partition: record.partition, offset: record.offset, key: record.key, value: record.value, timestamp: record.timestamp,
+                    headerCount: HeaderCount(of: record.message) { message in
+                        message.map { ConsumerRecord(message: UnsafeMutablePointer(mutating: $0.assumingMemoryBound(to: rd_kafka_message_t.self))).headerCount } ?? 0
+                    }))
+        case .partitionEOF(let tp, let offset): .partitionEOF(tp, offset: offset)
+        case .error(let error): .error(error)
         }
-        message = .allocate(capacity: 1)
-        var native = rd_kafka_message_t()
-        native.partition = partition
-        native.offset = offset
-        native.key = copy(key)
-        native.key_len = key?.count ?? 0
-        native.payload = copy(value)
-        native.len = value?.count ?? 0
-        message.initialize(to: native)
-    }
-
-    deinit {
-        message.pointee.key?.deallocate()
-        message.pointee.payload?.deallocate()
-        message.deinitialize(count: 1)
-        message.deallocate()
-    }
-
-    var event: ConsumerEvent {
-        if let failure { return .error(failure) }
-        if isEnd { return .partitionEOF(TopicPartition(topic: topic, partition: message.pointee.partition), offset: message.pointee.offset) }
-        return .record(ConsumerRecord(message: message, stored: self))
     }
 }

@@ -56,7 +56,7 @@ final class FetchWaker: Sendable {
     /// Whether the last wake is still waiting for its answer.
     var isWaking: Bool { state.inFlight.load(ordering: .acquiring) }
 
-    /// Wakes performed so far (for tests and the debug log).
+    /// Wakes performed so far (the consumer logs it when it closes).
     var count: Int { state.wakes.load(ordering: .relaxed) }
 
     /// Starts a wake unless one is in flight or the waker was stopped.

@@ -8,11 +8,13 @@ import Logging
 /// Rebalance callbacks (the `RebalanceHandler` given at creation) run inside `pollBatch`, on
 /// the polling thread, as librdkafka runs them.
 public protocol ConsumerClient: AnyObject {
+    /// What a poll hands out: `ConsumerBatch` for librdkafka, read in place.
+    associatedtype Batch: PolledBatch
     func subscribe(topics: [String]) throws
     func assign(_ offsets: [TopicPartitionOffset]) throws
     /// Gathers up to the batch size of events (waiting up to the timeout for the first) and
     /// hands them to `body`, valid only for its length; nil when nothing came.
-    func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (ConsumerBatch) throws -> R) rethrows -> R?
+    func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (Batch) throws -> R) rethrows -> R?
     /// Commits exactly these offsets (the next offset to read), with their metadata.
     func commit(_ offsets: [TopicPartitionOffset]) throws
     func committed(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset]

@@ -10,14 +10,14 @@ public final class KafkaConsumer: @unchecked Sendable {
     // @unchecked: `closed`, the batch buffer and the wake policy are used only by the one
     // thread that polls and closes (see Threading above); librdkafka's handle is thread-safe
     // for the other calls.
-    private let client: OpaquePointer
+    let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
     private let batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>?>
     private let batchCapacity: Int
     private var closed = false
     /// The queue every partition's messages are forwarded to (what `poll` reads).
     private let consumerQueue: OpaquePointer
-    private let fetchWaker: FetchWaker?
+    let fetchWaker: FetchWaker?
     private var wakePolicy: FetchWakePolicy?
     public let logger: Logger
 
@@ -84,11 +84,8 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// which costs next to nothing; librdkafka's default, a second, was the stall.
     static let fetchQueueBackoffMilliseconds = 10
 
-    /// A property's value as this consumer's client holds it (for tests).
-    func effectiveProperty(_ name: String) -> Int? { Self.integerProperty(client, name) }
-
     /// A property's value as the client holds it (librdkafka's default when none was set).
-    private static func integerProperty(_ client: OpaquePointer, _ name: String) -> Int? {
+    static func integerProperty(_ client: OpaquePointer, _ name: String) -> Int? {
         stringProperty(client, name).flatMap { Int($0) }
     }
 
@@ -124,12 +121,6 @@ public final class KafkaConsumer: @unchecked Sendable {
         let id = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return id.isEmpty ? nil : id
     }
-
-    /// Wakes performed by the fetch waker so far (nil without one).
-    public var fetchWakes: Int? { fetchWaker?.count }
-
-    /// A wake of the fetcher is waiting for its answer.
-    public var isWakingFetcher: Bool { fetchWaker?.isWaking ?? false }
 
     private static func rebalance(
         client: OpaquePointer, err: rd_kafka_resp_err_t,
@@ -177,12 +168,6 @@ public final class KafkaConsumer: @unchecked Sendable {
         return err.isError ? KafkaError.from(err, revoking ? "giving up the revoked partitions" : "taking the assigned partitions") : nil
     }
 
-    /// For tests: `applyAssignment` on this consumer's client.
-    func applyAssignment(_ partitions: [TopicPartition], cooperative: Bool) -> KafkaError? {
-        let list = NativePartitionList(partitions)
-        return Self.applyAssignment(client, list.pointer, cooperative: cooperative)
-    }
-
     public func subscribe(topics: [String]) throws {
         let list = NativePartitionList(topics.map { TopicPartition(topic: $0, partition: Int32(RD_KAFKA_PARTITION_UA)) })
         let err = rd_kafka_subscribe(client, list.pointer)
@@ -211,7 +196,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// Hands up to `maxBatch` events to `body`, one at a time, waiting at most `timeoutMilliseconds`
     /// for the first. Rebalance callbacks run in here too. Returns the number of events handed over.
     @discardableResult
-    public func poll(timeoutMilliseconds: Int32, _ body: (ConsumerEvent) throws -> Void) rethrows -> Int {
+    public func poll(timeoutMilliseconds: Int32, _ body: (ConsumerEvent<ConsumerRecord>) throws -> Void) rethrows -> Int {
         try pollBatch(timeoutMilliseconds: timeoutMilliseconds) { batch in
             for event in batch { try body(event) }
             return batch.count
@@ -348,16 +333,6 @@ public final class KafkaConsumer: @unchecked Sendable {
         let err = rd_kafka_get_watermark_offsets(client, partition.topic, partition.partition, &low, &high)
         guard !err.isError, high >= 0 else { return nil }
         return (low, high)
-    }
-
-    /// The partitions this member holds right now.
-    public func assignment() throws -> [TopicPartition] {
-        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-        let err = rd_kafka_assignment(client, &list)
-        if err.isError { throw KafkaError.from(err, "reading the assignment") }
-        guard let list else { return [] }
-        defer { rd_kafka_topic_partition_list_destroy(list) }
-        return NativePartitionList.offsets(of: list).map(\.topicPartition)
     }
 
     /// Leaves the group cleanly (revoking partitions through the rebalance handler), so that

@@ -30,7 +30,7 @@ public struct KafkaError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { message }
 
-    static func from(_ err: rd_kafka_resp_err_t, _ context: String) -> KafkaError {
+    package static func from(_ err: rd_kafka_resp_err_t, _ context: String) -> KafkaError {
         let name = String(cString: rd_kafka_err2name(err))
         let text = String(cString: rd_kafka_err2str(err))
         return KafkaError(.librdkafka(code: err.rawValue), "\(context): \(name): \(text)")
@@ -146,30 +146,5 @@ extension KafkaError {
         default:
             return "See the error name in librdkafka's documentation."
         }
-    }
-}
-
-extension KafkaError {
-    /// The librdkafka errors a client other than librdkafka's (the simulator's) raises where
-    /// librdkafka would, so that the runner meets them exactly as it does in production.
-    public enum Named: Sendable, CaseIterable {
-        case illegalGeneration, rebalanceInProgress, timedOut, messageTooLarge, unknownTopic, transport, topicAuthorizationFailed
-
-        var code: rd_kafka_resp_err_t {
-            switch self {
-            case .illegalGeneration: RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION
-            case .rebalanceInProgress: RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS
-            case .timedOut: RD_KAFKA_RESP_ERR__TIMED_OUT
-            case .messageTooLarge: RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE
-            case .unknownTopic: RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART
-            case .transport: RD_KAFKA_RESP_ERR__TRANSPORT
-            case .topicAuthorizationFailed: RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED
-            }
-        }
-    }
-
-    /// The error librdkafka reports for `named`, in `context`.
-    public init(_ named: Named, _ context: String) {
-        self = KafkaError.from(named.code, context)
     }
 }

@@ -15,7 +15,7 @@ public struct SecretRedactor: Sendable, Equatable {
     public static let placeholder = "[redacted]"
 
     /// The values to hide, longest first, each as UTF-8.
-    private var values: [[UInt8]] = []
+    private(set) var values: [[UInt8]] = []
 
     public init() {}
 
@@ -29,9 +29,6 @@ public struct SecretRedactor: Sendable, Equatable {
     }
 
     public var isEmpty: Bool { values.isEmpty }
-
-    /// How many distinct values are hidden (for tests and diagnostics; never the values).
-    public var count: Int { values.count }
 
     public mutating func add(_ more: some Sequence<String>) {
         insert(more.filter { !$0.isEmpty }.map { Array($0.utf8) })
@@ -62,12 +59,6 @@ public struct SecretRedactor: Sendable, Equatable {
         return changed ? String(decoding: bytes, as: UTF8.self) : text
     }
 
-    /// Whether `text` holds any of the values (what a test asserts never happens in output).
-    public func reveals(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        return values.contains { Self.firstIndex(of: $0, in: bytes, from: 0) != nil }
-    }
-
     private static let placeholderBytes = Array(placeholder.utf8)
 
     /// nil when `needle` does not occur.
@@ -87,7 +78,7 @@ public struct SecretRedactor: Sendable, Equatable {
         return result
     }
 
-    private static func firstIndex(of needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
+    static func firstIndex(of needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
         guard let first = needle.first, haystack.count - start >= needle.count else { return nil }
         var index = start
         let last = haystack.count - needle.count

@@ -17,27 +17,25 @@ public struct InputRecord: @unchecked Sendable {
     public var timestamp: Int64?
     /// How many Kafka headers the record carries (checked against `NormalizerLimits.maxHeaders`;
     /// the headers themselves are not read). Worked out when asked, on the thread that judges
-    /// the record: it reads the record's memory next to the value, which that thread reads anyway.
-    public var headerCount: Int { consumed?.headerCount ?? givenHeaderCount }
-
-    /// The consumed record, for its header count; nil for records made by hand.
-    private var consumed: ConsumerRecord?
-    private var givenHeaderCount: Int
+    /// the record (`HeaderCount`).
+    public var headerCount: Int { counted.value }
+    private var counted: HeaderCount
 
     public init(
         partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?,
-        headerCount: Int = 0
+        headerCount: HeaderCount
     ) {
         self.partition = partition
         self.offset = offset
         self.key = key
         self.value = value
         self.timestamp = timestamp
-        self.givenHeaderCount = headerCount
+        self.counted = headerCount
     }
 
-    init(_ record: ConsumerRecord) {
-        self.init(partition: record.partition, offset: record.offset, key: record.key, value: record.value, timestamp: record.timestamp)
-        consumed = record
+    init(_ record: PolledRecord) {
+        self.init(
+            partition: record.partition, offset: record.offset, key: record.key, value: record.value, timestamp: record.timestamp,
+            headerCount: record.headerCount)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Synchronization
 import Testing
+import TrackpipeTestSupport
 
 @Suite("Kafka under faults and rebalances", .serialized)
 struct KafkaFaultTests {

@@ -1,6 +1,7 @@
 import Kafka
 import Testing
 import TrackingDomain
+import TrackpipeTestSupport
 import Windowing
 @testable import Pipeline
 
@@ -47,7 +48,7 @@ struct InputLimitTests {
         let hit = rawHit("d1", "b1", at: Self.hitTime)
         let records = [64, 65, 0, 1_000].enumerated().map { index, count in
             InputRecord(
-                partition: 0, offset: Int64(index), key: nil, value: arena.bytes(hit), timestamp: Self.hitTime, headerCount: count)
+                partition: 0, offset: Int64(index), key: nil, value: arena.bytes(hit), timestamp: Self.hitTime, headerCount: .known(count))
         }
         let (letters, report) = try run(path, limits: NormalizerLimits(), records)
         #expect(letters.map(\.0) == ["too_many_headers", "too_many_headers"])
@@ -73,7 +74,7 @@ struct InputLimitTests {
             rawHit("d1", "broadlog-id-too-long", at: Self.hitTime),  // id_too_long
         ]
         let records = values.enumerated().map { index, value in
-            InputRecord(partition: 0, offset: Int64(index), key: nil, value: arena.bytes(value), timestamp: Self.hitTime, headerCount: 4)
+            InputRecord(partition: 0, offset: Int64(index), key: nil, value: arena.bytes(value), timestamp: Self.hitTime, headerCount: .known(4))
         }
         let (letters, report) = try run(path, limits: limits, records)
         #expect(letters.map(\.0) == ["too_large", "too_deep", "id_too_long"])

@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Testing
+import TrackpipeTestSupport
 
 /// What docs/reliability.md, deploy/k8s/README.md and `run --help` say a missing input topic
 /// does, checked against the binary: it exits 1 at start-up with the message they quote, and

@@ -338,7 +338,7 @@ final class SimulatedConsumer: ConsumerClient {
 
     /// Rebalance callbacks first (as librdkafka serves them inside the poll), then records of
     /// owned, unpaused partitions, a run per partition, and their ends.
-    func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (ConsumerBatch) throws -> R) rethrows -> R? {
+    func pollBatch<R>(timeoutMilliseconds: Int32, _ body: (HeldBatch) throws -> R) rethrows -> R? {
         lastPoll = ""
         guard !closed, !life.killed else { return nil }
         var revocations: [ConsumerBatch.Revocation] = []
@@ -355,7 +355,7 @@ final class SimulatedConsumer: ConsumerClient {
         if let plan = life.plan, isMember || positions.keys.allSatisfy({ $0.topic == life.stateTopic }) {
             let events = gather(plan)
             guard !events.isEmpty || !revocations.isEmpty else { return nil }
-            return try body(ConsumerBatch(stored: events, revocations: revocations))
+            return try body(HeldBatch(events: events, revocations: revocations))
         }
         var events: [HeldRecord] = []
         let cut = subscribed == nil ? nil : cluster.cutPolls.removeValue(forKey: groupId)
@@ -395,7 +395,7 @@ final class SimulatedConsumer: ConsumerClient {
             }
         }
         guard !events.isEmpty else { return nil }
-        return try body(ConsumerBatch(stored: events, revocations: revocations))
+        return try body(HeldBatch(events: events, revocations: revocations))
     }
 
     /// A poll as the schedule cut it: up to `plan.budget` records in runs of random length from

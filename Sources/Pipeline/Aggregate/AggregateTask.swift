@@ -87,13 +87,8 @@ struct AggregateTask: WindowTask {
     mutating func stateRestored(now: Int64) throws -> TaskChangelog.Restored {
         guard case .restoring(let committedChangelog) = phase else { return TaskChangelog.Restored() }
         let restored = changelog.finishRestore(committedChangelog: committedChangelog)
-        do {
-            try Self.check(
-                restored, partition: partition, committed: offsets.committed, committedChangelog: committedChangelog, end: changelog.end)
-        } catch {
-            _ = phase.handle(.stateRefused)
-            throw error
-        }
+        try Self.check(
+            restored, partition: partition, committed: offsets.committed, committedChangelog: committedChangelog, end: changelog.end)
         // Windows past the horizon the state records were evicted in the interval its last
         // write covered: they are read back only for their last records and for the replay.
         let evictedBefore = restored.task?.evictedBefore ?? .min

@@ -5,9 +5,11 @@
 ///
 /// ```
 /// restoring ──stateRead──▶ replaying ──processed past the mark──▶ running
-///     ├──────stateRead, nothing to replay──────────────────────────▶ running
-///     └──────stateRefused (the worker stops) ──────────────────────▶ running
+///     └──────stateRead, nothing to replay──────────────────────────▶ running
 /// ```
+///
+/// A changelog that contradicts the commit is refused before any event: the stage throws, the
+/// worker stops, and the task stays `restoring`, so nothing of it is counted or committed.
 ///
 /// A partition's task begins `restoring` (`initial`). `replay`'s task (`ReplayTask`), which
 /// keeps no changelog, has no phase.
@@ -29,10 +31,6 @@ enum TaskPhase: Sendable, Equatable {
         case stateRead(belowMark: Bool)
         /// A batch was counted; whether the task is still below the mark.
         case processed(belowMark: Bool)
-        /// The changelog contradicts the commit: the stage throws, and the worker stops. The
-        /// restore is over all the same, so that a caller that goes on (the simulator, which
-        /// records the refusal) does not wait for it forever.
-        case stateRefused
     }
 
     /// The phase of a partition's task when it is created: its state is read back first.
@@ -44,11 +42,9 @@ enum TaskPhase: Sendable, Equatable {
         switch (phase, event) {
         case (.restoring, .stateRead(let belowMark)):
             return belowMark ? .replaying : .running
-        case (.restoring, .stateRefused):
-            return .running
         case (.replaying, .processed(let belowMark)):
             return belowMark ? phase : .running
-        case (.restoring, .processed), (.replaying, .stateRead), (.replaying, .stateRefused), (.running, _):
+        case (.restoring, .processed), (.replaying, .stateRead), (.running, _):
             return phase
         }
     }

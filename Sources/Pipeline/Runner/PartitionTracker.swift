@@ -162,13 +162,13 @@ struct PartitionTracker {
 
     /// Sorts a batch into the records the stage may see, in order, in `records` (emptied
     /// first, its capacity kept), and says what was dropped.
-    mutating func admit(_ batch: ConsumerBatch, into records: inout [InputRecord]) -> Admitted {
+    mutating func admit(_ batch: some PolledBatch, into records: inout [InputRecord]) -> Admitted {
         var admitted = Admitted()
         var sightings = self.sightings
         self.sightings = []
         sightings.removeAll(keepingCapacity: true)
-        for index in batch.indices {
-            switch batch[index] {
+        for index in 0..<batch.count {
+            switch batch.event(at: index) {
             case .record(let record): sightings.append((index, .record(partition: record.partition, offset: record.offset)))
             case .partitionEOF(let tp, let offset):
                 sightings.append((index, tp.topic == topic ? .partitionEnd(partition: tp.partition, offset: offset) : .other))
@@ -183,7 +183,7 @@ struct PartitionTracker {
         admitted.gaps = sifted.gaps
         records.removeAll(keepingCapacity: true)
         for index in taken {
-            if case .record(let record) = batch[index] { records.append(InputRecord(record)) }
+            if case .record(let record) = batch.event(at: index) { records.append(InputRecord(record)) }
         }
         self.sightings = sightings
         self.taken = taken

@@ -96,8 +96,8 @@ struct StateRestorer {
         var byPartition: [Int32: [StateRecord]] = [:]
         var ended: Set<Int32> = []
         try consumer.pollBatch(timeoutMilliseconds: timeoutMilliseconds) { batch in
-            for index in batch.indices {
-                switch batch[index] {
+            for index in 0..<batch.count {
+                switch batch.event(at: index) {
                 case .record(let record):
                     guard var restoration = active[record.partition], record.offset >= restoration.position else { continue }
                     if record.offset < restoration.end {

@@ -57,12 +57,11 @@ struct TaskStateTests {
 
     // MARK: The phases
 
-    @Test("restoring: the state read decides between a replay and running; a refusal ends the restore; records change nothing")
+    @Test("restoring: the state read decides between a replay and running; records change nothing")
     func fromRestoring() {
         let restoring = TaskPhase.restoring(committedChangelog: 30)
         #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: true)) == .replaying)
         #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: false)) == .running)
-        #expect(TaskPhase.transition(restoring, on: .stateRefused) == .running)
         #expect(TaskPhase.transition(restoring, on: .processed(belowMark: false)) == restoring)
     }
 
@@ -71,12 +70,11 @@ struct TaskStateTests {
         #expect(TaskPhase.transition(.replaying, on: .processed(belowMark: true)) == .replaying)
         #expect(TaskPhase.transition(.replaying, on: .processed(belowMark: false)) == .running)
         #expect(TaskPhase.transition(.replaying, on: .stateRead(belowMark: false)) == .replaying)
-        #expect(TaskPhase.transition(.replaying, on: .stateRefused) == .replaying)
     }
 
     @Test("running is final")
     func fromRunning() {
-        for event in [TaskPhase.Event.processed(belowMark: true), .processed(belowMark: false), .stateRead(belowMark: true), .stateRefused] {
+        for event in [TaskPhase.Event.processed(belowMark: true), .processed(belowMark: false), .stateRead(belowMark: true)] {
             #expect(TaskPhase.transition(.running, on: event) == .running)
         }
     }
@@ -97,7 +95,7 @@ struct TaskStateTests {
 
     // MARK: Through the stage
 
-    @Test("a changelog that contradicts the commit is refused, and the restore is over all the same")
+    @Test("a changelog that contradicts the commit is refused, and its partition's state is never taken as read")
     func refusedStateEndsTheRestore() throws {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000),
@@ -107,6 +105,8 @@ struct TaskStateTests {
         #expect(stage.partitionsAwaitingState == [0])
         stage.restoreState([], partition: 0)
         #expect(throws: PipelineError.self) { try stage.stateRestored(partition: 0, now: 0) }
-        #expect(stage.partitionsAwaitingState.isEmpty)
+        // Nothing of the task is counted, emitted or committed: the worker stops on the error.
+        #expect(stage.partitionsAwaitingState == [0])
+        #expect(stage.commitPoints().isEmpty)
     }
 }

@@ -1,4 +1,5 @@
 import Kafka
+import TrackpipeTestSupport
 @testable import Pipeline
 
 /// Owns byte buffers for `InputRecord`s built in tests (records are views, as in Kafka).
@@ -14,7 +15,7 @@ final class RecordArena {
     }
 
     func record(partition: Int32, offset: Int64, key: [UInt8]? = nil, value: [UInt8]?, timestamp: Int64? = nil) -> InputRecord {
-        InputRecord(partition: partition, offset: offset, key: bytes(key), value: bytes(value), timestamp: timestamp)
+        InputRecord(partition: partition, offset: offset, key: bytes(key), value: bytes(value), timestamp: timestamp, headerCount: .known(0))
     }
 
     func record(_ sent: RecordingSink.Sent, offset: Int64) -> InputRecord {
