@@ -14,10 +14,17 @@ public protocol PolledBatch {
     func event(at index: Int) -> ConsumerEvent<PolledRecord>
 }
 
-/// A consumed record as a stage runner reads it: its position, views of its bytes (valid only
-/// inside the `pollBatch` body) and what the runner judges it by.
+/// One consumed message as the runner and the stages read it: partition, offset and views of
+/// its bytes, whichever client polled it.
+///
+/// The views point into the consumer's buffer and are valid only inside the `pollBatch` body
+/// (for a stage, during the `Stage.process` call that received them): nothing is copied on
+/// the hot path. A stage that keeps anything (an id, a dead letter's bytes) copies it or sends
+/// it on before returning.
 public struct PolledRecord: @unchecked Sendable {
-    // @unchecked: read-only views of bytes nobody changes until the `pollBatch` body returns.
+    // @unchecked: read-only views of bytes that nobody mutates until the `pollBatch` body
+    // returns, so they may be read from several threads at once (parallel normalization,
+    // window tasks).
     public var partition: Int32
     public var offset: Int64
     public var key: UnsafeRawBufferPointer?
@@ -25,8 +32,11 @@ public struct PolledRecord: @unchecked Sendable {
     public var value: UnsafeRawBufferPointer?
     /// Epoch ms (create or log-append time); nil when the record has none.
     public var timestamp: Int64?
-    /// How many Kafka headers the record carries (the headers themselves are not read).
-    public var headerCount: HeaderCount
+    /// How many Kafka headers the record carries (checked against the normalizer's limit; the
+    /// headers themselves are not read). Worked out when asked, on the thread that judges the
+    /// record (`HeaderCount`).
+    public var headerCount: Int { counted.value }
+    private var counted: HeaderCount
 
     public init(
         partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?,
@@ -37,7 +47,7 @@ public struct PolledRecord: @unchecked Sendable {
         self.key = key
         self.value = value
         self.timestamp = timestamp
-        self.headerCount = headerCount
+        self.counted = headerCount
     }
 }
 

@@ -1,3 +1,4 @@
+import Kafka
 import Windowing
 
 /// One step of the worker as a value: records in; records out (through a `RecordSink`), dead
@@ -21,7 +22,7 @@ public protocol Stage: Sendable {
     mutating func revoke(_ partitions: [Int32])
 
     /// Handles one batch of records, in partition order within each partition.
-    mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws
+    mutating func process(_ records: [PolledRecord], now: Int64, into sink: inout some RecordSink) throws
 
     /// Lets wall-clock time pass: idle sources release the watermark, windows close, marks go out.
     mutating func tick(now: Int64, into sink: inout some RecordSink) throws

@@ -1,9 +1,9 @@
 import Kafka
+@testable import Pipeline
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport
 import Windowing
-@testable import Pipeline
 
 /// Every input limit, through both stages that read raw input (normalize, and the single-stage
 /// aggregate path): each turns a record away with its own reason, counted by reason, with a
@@ -16,7 +16,7 @@ struct InputLimitTests {
 
     /// Runs `records` through the stage of `path`; returns the dead letters' (reason, detail)
     /// in record order, and the report.
-    func run(_ path: Path, limits: NormalizerLimits, _ records: [InputRecord]) throws -> (letters: [(String, String)], report: StageReport) {
+    func run(_ path: Path, limits: NormalizerLimits, _ records: [PolledRecord]) throws -> (letters: [(String, String)], report: StageReport) {
         var sink = RecordingSink()
         var report: StageReport
         switch path {
@@ -47,7 +47,7 @@ struct InputLimitTests {
         let arena = RecordArena()
         let hit = rawHit("d1", "b1", at: Self.hitTime)
         let records = [64, 65, 0, 1_000].enumerated().map { index, count in
-            InputRecord(
+            PolledRecord(
                 partition: 0, offset: Int64(index), key: nil, value: arena.bytes(hit), timestamp: Self.hitTime, headerCount: .known(count))
         }
         let (letters, report) = try run(path, limits: NormalizerLimits(), records)
@@ -74,7 +74,7 @@ struct InputLimitTests {
             rawHit("d1", "broadlog-id-too-long", at: Self.hitTime),  // id_too_long
         ]
         let records = values.enumerated().map { index, value in
-            InputRecord(partition: 0, offset: Int64(index), key: nil, value: arena.bytes(value), timestamp: Self.hitTime, headerCount: .known(4))
+            PolledRecord(partition: 0, offset: Int64(index), key: nil, value: arena.bytes(value), timestamp: Self.hitTime, headerCount: .known(4))
         }
         let (letters, report) = try run(path, limits: limits, records)
         #expect(letters.map(\.0) == ["too_large", "too_deep", "id_too_long"])

@@ -1,8 +1,8 @@
 import Kafka
+@testable import Pipeline
 import Testing
 import TrackingDomain
 import Windowing
-@testable import Pipeline
 
 /// The stages as values: records in, records out, commit points. No Kafka.
 @Suite("Stages without Kafka")
@@ -40,7 +40,7 @@ struct StageTests {
         var stage = normalize()
         try stage.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
         var sink = RecordingSink()
-        var records: [InputRecord] = []
+        var records: [PolledRecord] = []
         for index in 0..<40 {
             let delivery = "d\(index % 7)"
             records.append(
@@ -243,7 +243,7 @@ struct StageTests {
         var second = aggregate()
         try second.assignEmpty([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: 200_000)
         var out = RecordingSink()
-        let replay = (Int(point.offset)..<5).map { offset -> InputRecord in
+        let replay = (Int(point.offset)..<5).map { offset -> PolledRecord in
             let sent = [old[0], old[1], old[2], late[0], idle.sent[0]][offset]
             return arena.record(sent, offset: Int64(offset))
         }

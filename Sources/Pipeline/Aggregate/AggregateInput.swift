@@ -24,18 +24,18 @@ public protocol AggregateInput: Sendable {
     func readTopicName(sourceTopic: String) -> String
 
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
-    func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch)
+    func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch)
 
     /// The record to send to the dead-letter topic for `reference`: the original key, value and
     /// timestamp of the hit, with where it was first read.
     func deadLetter(
-        _ reference: DeadLetterReference, of record: InputRecord, reason: String, detail: String, sourceTopic: String
+        _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter
 }
 
 extension AggregateInput {
     /// The records at `indices`, decoded in order.
-    func decode(_ records: [InputRecord], at indices: some Sequence<Int>) -> DecodedBatch {
+    func decode(_ records: [PolledRecord], at indices: some Sequence<Int>) -> DecodedBatch {
         var batch = DecodedBatch()
         for index in indices { decode(records[index], at: index, into: &batch) }
         return batch
@@ -43,7 +43,7 @@ extension AggregateInput {
 
     /// Every record decoded on `lanes` threads over contiguous chunks, joined in record order:
     /// a batch that one task counts would otherwise decode on one thread.
-    func decodeInParallel(_ records: [InputRecord], lanes: Int) -> DecodedBatch {
+    func decodeInParallel(_ records: [PolledRecord], lanes: Int) -> DecodedBatch {
         let chunks = inParallelChunks(of: records.count, lanes: lanes) { range in decode(records, at: range) }
         var joined = chunks[0]
         for chunk in chunks.dropFirst() { joined.append(chunk) }
@@ -51,7 +51,7 @@ extension AggregateInput {
     }
 
     /// A task's dead letters, made from the records they are about while the batch is alive.
-    func deadLetters(_ pending: [PendingDeadLetter], of records: [InputRecord], sourceTopic: String) -> [OutgoingDeadLetter] {
+    func deadLetters(_ pending: [PendingDeadLetter], of records: [PolledRecord], sourceTopic: String) -> [OutgoingDeadLetter] {
         pending.map { letter in
             deadLetter(letter.reference, of: records[letter.reference.record], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
         }

@@ -51,7 +51,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     // MARK: Records
 
-    public mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws {
+    public mutating func process(_ records: [PolledRecord], now: Int64, into sink: inout some RecordSink) throws {
         guard !records.isEmpty else { return }
         let shares = share(records)
         // Each task of the batch is taken out, worked on by exactly one lane, and put back.
@@ -98,7 +98,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     /// The batch's records by partition, in partition order; each partition's records keep their
     /// batch order.
-    private func share(_ records: [InputRecord]) -> [(partition: Int32, indices: [Int])] {
+    private func share(_ records: [PolledRecord]) -> [(partition: Int32, indices: [Int])] {
         // Records come in runs of one partition: the table is touched once per run, not per record.
         var byPartition: [Int32: [Int]] = [:]
         var start = 0

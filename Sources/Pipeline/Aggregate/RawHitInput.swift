@@ -1,3 +1,4 @@
+import Kafka
 import TrackingDomain
 import Windowing
 
@@ -18,7 +19,7 @@ public struct RawHitInput: AggregateInput {
 
     public func readTopicName(sourceTopic: String) -> String { sourceTopic }
 
-    public func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch) {
+    public func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         let reference = DeadLetterReference(record: index)
         switch intake.take(record) {
         case .accepted(var event, let eventTime):
@@ -40,7 +41,7 @@ public struct RawHitInput: AggregateInput {
     }
 
     public func deadLetter(
-        _ reference: DeadLetterReference, of record: InputRecord, reason: String, detail: String, sourceTopic: String
+        _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
         OutgoingDeadLetter(
             letter: DeadLetter(

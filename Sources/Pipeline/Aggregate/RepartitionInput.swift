@@ -1,3 +1,4 @@
+import Kafka
 import TrackingDomain
 import Windowing
 
@@ -49,7 +50,7 @@ public struct RepartitionInput: AggregateInput {
         return keys
     }
 
-    public func decode(_ record: InputRecord, at index: Int, into batch: inout DecodedBatch) {
+    public func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         guard let value = record.value else {
             return Self.reject(
                 "an empty record on the repartition topic; only trackpipe should write to it", DeadLetterReference(record: index),
@@ -88,7 +89,7 @@ public struct RepartitionInput: AggregateInput {
     }
 
     private func take(
-        _ event: RepartitionRecord.Event, source: SourceKey, reference: DeadLetterReference, of record: InputRecord,
+        _ event: RepartitionRecord.Event, source: SourceKey, reference: DeadLetterReference, of record: PolledRecord,
         into batch: inout DecodedBatch
     ) {
         let deliveryId = event.deliveryId
@@ -105,7 +106,7 @@ public struct RepartitionInput: AggregateInput {
     }
 
     private static func reject(
-        _ detail: String, _ reference: DeadLetterReference, of record: InputRecord, into batch: inout DecodedBatch
+        _ detail: String, _ reference: DeadLetterReference, of record: PolledRecord, into batch: inout DecodedBatch
     ) {
         batch.rejections.append(
             DecodedBatch.Rejection(
@@ -118,7 +119,7 @@ public struct RepartitionInput: AggregateInput {
     /// travel whole), and its position in the input topic. A record that could not be read is
     /// sent as found.
     public func deadLetter(
-        _ reference: DeadLetterReference, of record: InputRecord, reason: String, detail: String, sourceTopic: String
+        _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
         if let value = record.value, let number = reference.event, let event = Self.event(number, in: value) {
             let letter = DeadLetter(

@@ -1,3 +1,4 @@
+import Kafka
 import TrackingDomain
 
 /// Turns a raw input message into a verdict the stages act on: the normalizer's, plus the
@@ -26,7 +27,7 @@ struct HitIntake: Sendable {
         self.maxFutureSkew = maxFutureSkew
     }
 
-    func take(_ record: InputRecord) -> Outcome {
+    func take(_ record: PolledRecord) -> Outcome {
         // First, like too_large: a limit on what the record costs, checked before parsing.
         let maxHeaders = normalizer.limits.maxHeaders
         if record.headerCount > maxHeaders {

@@ -1,4 +1,5 @@
 import Dispatch
+import Kafka
 import TrackingDomain
 import Windowing
 
@@ -111,7 +112,7 @@ public struct NormalizeStage: Stage {
         return state
     }
 
-    public mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws {
+    public mutating func process(_ records: [PolledRecord], now: Int64, into sink: inout some RecordSink) throws {
         guard !records.isEmpty else { return }
         // Judging and encoding each record needs nothing but the record: done on `parallelism`
         // threads over contiguous chunks. What depends on order (each source's watermark, the
@@ -199,7 +200,7 @@ public struct NormalizeStage: Stage {
     /// Judges and encodes `records` on up to `lanes` threads, lane `i` into `prepared[i]`;
     /// returns how many lanes hold this batch (the first ones).
     static func prepare(
-        _ records: [InputRecord], intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int, lanes: Int,
+        _ records: [PolledRecord], intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int, lanes: Int,
         into prepared: inout [PreparedLane]
     ) -> Int {
         let lanes = max(1, min(lanes, records.count))
@@ -218,7 +219,7 @@ public struct NormalizeStage: Stage {
     }
 
     private static func prepareChunk(
-        _ records: [InputRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int,
+        _ records: [PolledRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int,
         into prepared: inout PreparedLane
     ) {
         prepared.items.removeAll(keepingCapacity: true)

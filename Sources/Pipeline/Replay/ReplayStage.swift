@@ -1,3 +1,4 @@
+import Kafka
 import Windowing
 
 /// The stage of `replay`: one window task over every partition of the input (`ReplayTask`), its
@@ -45,7 +46,7 @@ struct ReplayStage: Stage {
 
     // MARK: Records
 
-    mutating func process(_ records: [InputRecord], now: Int64, into sink: inout some RecordSink) throws {
+    mutating func process(_ records: [PolledRecord], now: Int64, into sink: inout some RecordSink) throws {
         guard !records.isEmpty else { return }
         guard task != nil else {
             // Records before any assignment (the runner's guard should have dropped them):

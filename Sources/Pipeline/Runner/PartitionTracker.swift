@@ -162,7 +162,7 @@ struct PartitionTracker {
 
     /// Sorts a batch into the records the stage may see, in order, in `records` (emptied
     /// first, its capacity kept), and says what was dropped.
-    mutating func admit(_ batch: some PolledBatch, into records: inout [InputRecord]) -> Admitted {
+    mutating func admit(_ batch: some PolledBatch, into records: inout [PolledRecord]) -> Admitted {
         var admitted = Admitted()
         var sightings = self.sightings
         self.sightings = []
@@ -183,7 +183,7 @@ struct PartitionTracker {
         admitted.gaps = sifted.gaps
         records.removeAll(keepingCapacity: true)
         for index in taken {
-            if case .record(let record) = batch.event(at: index) { records.append(InputRecord(record)) }
+            if case .record(let record) = batch.event(at: index) { records.append(record) }
         }
         self.sightings = sightings
         self.taken = taken

@@ -41,7 +41,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private var lifecycle = RunnerLifecycle.idle
 
     /// The records of the batch in hand, kept from batch to batch for its buffer.
-    private var inputs: [InputRecord] = []
+    private var inputs: [PolledRecord] = []
     private var upstreamEndsTaken = false
     private var lastUnknownTopicLog: Int64 = .min / 2
 

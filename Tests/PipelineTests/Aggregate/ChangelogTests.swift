@@ -1,8 +1,8 @@
 import Kafka
+@testable import Pipeline
 import Testing
 import TrackingDomain
 import Windowing
-@testable import Pipeline
 
 /// A window task's state in its changelog, without Kafka: written at commits, read back by a
 /// new owner, exact whatever the crash point, with older versions compacted away.
@@ -106,7 +106,7 @@ struct ChangelogTests {
 
     /// The rest of a bounded run: `records` in batches of `size`, the end of the run, its commit.
     func runToEnd(
-        _ stage: inout AggregateStage<RawHitInput>, _ records: ArraySlice<InputRecord>, batch size: Int, into topics: inout Topics,
+        _ stage: inout AggregateStage<RawHitInput>, _ records: ArraySlice<PolledRecord>, batch size: Int, into topics: inout Topics,
         now: Int64
     ) throws {
         var sink = RecordingSink()
@@ -120,7 +120,7 @@ struct ChangelogTests {
 
     /// Hits of a few deliveries over a few minutes, some late, each arriving a second after it
     /// happened; offsets 0..<count on partition 0.
-    func input(_ arena: RecordArena, count: Int) -> [InputRecord] {
+    func input(_ arena: RecordArena, count: Int) -> [PolledRecord] {
         (0..<count).map { index in
             let late = index % 7 == 3
             let time = Self.base + Int64(index) * 4_000 - (late ? 90_000 : 0)
@@ -130,7 +130,7 @@ struct ChangelogTests {
     }
 
     /// The last record per key of an uninterrupted run over `records`, cut into batches of `size`.
-    func reference(_ records: [InputRecord], batch size: Int) throws -> [String: String] {
+    func reference(_ records: [PolledRecord], batch size: Int) throws -> [String: String] {
         var only = try firstOwner()
         var topics = Topics()
         var sink = RecordingSink()
@@ -332,7 +332,7 @@ struct ChangelogTests {
     @Test("a crash after the state was written and before the records held for it went out: the next owner sends the last record of a window evicted in that interval, and that interval's dead letters")
     func crashBeforeTheHeldRecordsWentOut() throws {
         let arena = RecordArena()
-        func hit(_ delivery: String, _ broadlog: String, at time: Int64, arriving: Int64? = nil, _ offset: Int64) -> InputRecord {
+        func hit(_ delivery: String, _ broadlog: String, at time: Int64, arriving: Int64? = nil, _ offset: Int64) -> PolledRecord {
             arena.record(partition: 0, offset: offset, value: rawHit(delivery, broadlog, at: time), timestamp: arriving ?? time + 1_000)
         }
         let far = Self.base + 30 * Self.minute
@@ -510,7 +510,7 @@ struct ChangelogTests {
             let now = Self.base + 1_000 + Int64(second) * 60_000
             var marks = RecordingSink()
             try upstream.tick(now: now, into: &marks)
-            let records = marks.to(.repartition).map { sent -> InputRecord in
+            let records = marks.to(.repartition).map { sent -> PolledRecord in
                 defer { offset += 1 }
                 return arena.record(sent, offset: offset)
             }

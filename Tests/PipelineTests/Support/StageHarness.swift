@@ -1,8 +1,8 @@
 import Kafka
-import TrackpipeTestSupport
 @testable import Pipeline
+import TrackpipeTestSupport
 
-/// Owns byte buffers for `InputRecord`s built in tests (records are views, as in Kafka).
+/// Owns byte buffers for `PolledRecord`s built in tests (records are views, as in Kafka).
 final class RecordArena {
     private var buffers: [UnsafeMutableRawBufferPointer] = []
 
@@ -14,11 +14,11 @@ final class RecordArena {
         return UnsafeRawBufferPointer(rebasing: buffer[0..<array.count])
     }
 
-    func record(partition: Int32, offset: Int64, key: [UInt8]? = nil, value: [UInt8]?, timestamp: Int64? = nil) -> InputRecord {
-        InputRecord(partition: partition, offset: offset, key: bytes(key), value: bytes(value), timestamp: timestamp, headerCount: .known(0))
+    func record(partition: Int32, offset: Int64, key: [UInt8]? = nil, value: [UInt8]?, timestamp: Int64? = nil) -> PolledRecord {
+        PolledRecord(partition: partition, offset: offset, key: bytes(key), value: bytes(value), timestamp: timestamp, headerCount: .known(0))
     }
 
-    func record(_ sent: RecordingSink.Sent, offset: Int64) -> InputRecord {
+    func record(_ sent: RecordingSink.Sent, offset: Int64) -> PolledRecord {
         record(partition: sent.partition ?? 0, offset: offset, key: sent.key, value: sent.value, timestamp: sent.timestamp)
     }
 
