@@ -120,7 +120,7 @@ struct StatusCommandTests {
             #expect(row["partition"] as? Int == Int(commit.partition))
             #expect(row["committed"] as? Int == Int(commit.offset))
             #expect(decoded["format"] as? String == String(commit.metadata?.prefix(11) ?? ""))
-            #expect(decoded["processedThrough"] as? Int == Int(checkpoint.processedMark))
+            #expect(decoded["processedMark"] as? Int == Int(checkpoint.processedMark))
             #expect(decoded["evictedBeforeMillis"] as? Int == Int(checkpoint.evictedBefore))
             #expect(decoded["evictedBefore"] as? String == RFC3339.format(epochMillis: checkpoint.evictedBefore))
             #expect(checkpoint.evictedBefore > now - 60 * 60_000, "the horizon follows the stream's event time")

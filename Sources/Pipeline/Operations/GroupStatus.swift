@@ -77,12 +77,6 @@ public struct CheckpointStatus: Sendable, Encodable {
     /// topic was switched or recreated under the group, until the old floors are replaced).
     public var inputIncarnations: Int
 
-    enum CodingKeys: String, CodingKey {
-        case format, evictedBefore, evictedBeforeMillis, unprocessed, duplicateFloors, changelog, inputIncarnations
-        /// The JSON name `status --json` has always written, which scripts read.
-        case processedMark = "processedThrough"
-    }
-
     init(_ checkpoint: Checkpoint, format: String, end: Int64) {
         self.format = format
         evictedBeforeMillis = checkpoint.evictedBefore
