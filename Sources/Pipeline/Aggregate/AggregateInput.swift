@@ -94,7 +94,7 @@ extension RecordSink {
     /// Sends a dead letter whose original bytes it carries.
     mutating func send(_ outgoing: OutgoingDeadLetter) throws {
         try send(
-            .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.letter.headers,
+            .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.headers,
             timestamp: outgoing.timestamp)
     }
 }
