@@ -42,6 +42,9 @@ struct PartitionTracker {
     /// afresh (and the kernel zero) for every batch.
     private var sightings: [(index: Int, sighting: Sighting)] = []
     private var taken: [Int] = []
+    /// The batch's records as read in the first pass, by index (nil for other events), so that
+    /// the records taken are not read out of the batch a second time.
+    private var polled: [PolledRecord?] = []
 
     init(topic: String) {
         self.topic = topic
@@ -167,13 +170,20 @@ struct PartitionTracker {
         var sightings = self.sightings
         self.sightings = []
         sightings.removeAll(keepingCapacity: true)
+        var polled = self.polled
+        self.polled = []
+        polled.removeAll(keepingCapacity: true)
         for index in 0..<batch.count {
             switch batch.event(at: index) {
-            case .record(let record): sightings.append((index, .record(partition: record.partition, offset: record.offset)))
+            case .record(let record):
+                sightings.append((index, .record(partition: record.partition, offset: record.offset)))
+                polled.append(record)
+                continue
             case .partitionEOF(let tp, let offset):
                 sightings.append((index, tp.topic == topic ? .partitionEnd(partition: tp.partition, offset: offset) : .other))
             case .error(let error): admitted.errors.append(error)
             }
+            polled.append(nil)
         }
         var taken = self.taken
         self.taken = []
@@ -183,10 +193,11 @@ struct PartitionTracker {
         admitted.gaps = sifted.gaps
         records.removeAll(keepingCapacity: true)
         for index in taken {
-            if case .record(let record) = batch.event(at: index) { records.append(record) }
+            if let record = polled[index] { records.append(record) }
         }
         self.sightings = sightings
         self.taken = taken
+        self.polled = polled
         return admitted
     }
 
