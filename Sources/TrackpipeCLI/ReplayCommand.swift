@@ -17,6 +17,8 @@ struct ReplayCommand: ParsableCommand {
 
             Dead letters are sent only when --dlq-topic (or TRACKPIPE_DLQ_TOPIC) is given; the summary counts them either way. --output-file PATH (or - for standard output) writes the aggregate records as JSON Lines instead of producing them.
 
+            Over a range, the summary's accepted, filtered, dead-lettered and emitted counts are what is about a window of the range, which is what is written (dead letters: a rejected message whose Kafka timestamp falls in the range, a too_late hit of a window in it); what was read for event time and lies outside the range is counted on its own line, outside range, and balanced with the rest.
+
             Progress and the summary always go to standard error (standard output carries only the records, with --output-file -): progress as a bar redrawn in place on a terminal, a plain line every 5 s otherwise. The summary has no committed line: a replay commits nothing. Every flag also reads TRACKPIPE_<FLAG>, as for run; any other TRACKPIPE_* variable is refused.
 
             Exit codes: 0 when the range is written; 1 when the replay stops on a failure; 64 for a configuration error.

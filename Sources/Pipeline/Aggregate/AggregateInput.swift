@@ -128,8 +128,9 @@ public struct DecodedBatch: Sendable {
 
     public var events: [Event] = []
     public var rejections: [Rejection] = []
-    /// Hits the tracking rule filtered: the offset of each one's record, and the reason.
-    public var filtered: [(offset: Int64, reason: FilterReason)] = []
+    /// Hits the tracking rule filtered: the offset of each one's record, the reason, and the
+    /// time the hit is about (its Kafka timestamp) for a backfill's range; nil when unknown.
+    public var filtered: [(offset: Int64, reason: FilterReason, time: Int64?)] = []
     /// The sources' watermarks, as the events and marks records of the batch reported them.
     public var marks = SourceMarks<SourceKey>()
     /// How many partitions each input incarnation upstream has, as the records say.

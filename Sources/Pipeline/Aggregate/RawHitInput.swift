@@ -33,7 +33,7 @@ public struct RawHitInput: AggregateInput {
             // ahead of the collector's must not make everyone else's hits late.
             batch.marks.note(source: source, watermark: min(eventTime, record.timestamp ?? eventTime))
         case .filtered(let reason):
-            batch.filtered.append((record.offset, reason))
+            batch.filtered.append((record.offset, reason, record.timestamp))
         case .rejected(let reason, let detail):
             batch.rejections.append(
                 DecodedBatch.Rejection(reason: reason, detail: detail, reference: reference, offset: record.offset, time: record.timestamp))

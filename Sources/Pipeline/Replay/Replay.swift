@@ -106,7 +106,8 @@ public final class Replay: Sendable {
         // A replay joins no group and commits nothing: the runner's notion of "committed" (where
         // its fixed assignment started) is no commit, and the summary does not show it as one.
         summary.committed = []
-        return PipelineSummary(stages: [summary], elapsedMilliseconds: wallClockMillis() - started)
+        let backfill = config.from != nil || config.to != nil ? range : nil
+        return PipelineSummary(stages: [summary], elapsedMilliseconds: wallClockMillis() - started, range: backfill)
     }
 
     /// Where each partition starts: the first record stamped at or after `from` minus the
