@@ -89,6 +89,8 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_windows_finalized_early": "Delivery windows finalized early because window state reached --max-entries; later hits for them are too_late.",
         "trackpipe_windows_open": "Delivery windows held in memory (open or retained).",
         "trackpipe_window_entries": "Broadlog entries held in window state.",
+        "trackpipe_windows_pending": "Delivery windows counted and not written yet (with --emit final, every window until event time passes its end plus the retention).",
+        "trackpipe_first_window_due_seconds": "Event time, in seconds, the stage's watermark has still to cover before its first pending window is written; absent while none is pending or there is no watermark.",
         "trackpipe_watermark_ms": "Lowest event-time watermark over the stage's partitions (epoch ms).",
         "trackpipe_event_time_lag_seconds": "Seconds from the stage's lowest event-time watermark to the wall clock; absent while the stage has no watermark.",
         "trackpipe_consumer_lag": "Messages behind the end of the stage's input topic, all owned partitions; absent while the stage owns none.",
@@ -194,6 +196,12 @@ public struct StageMetrics: Sendable {
     func gauges(_ gauges: StageGauges, now: Int64) {
         parent.gauge("trackpipe_windows_open", stage: stage).set(Double(gauges.openWindows))
         parent.gauge("trackpipe_window_entries", stage: stage).set(Double(gauges.entries))
+        parent.gauge("trackpipe_windows_pending", stage: stage).set(Double(gauges.pendingWindows))
+        if let due = gauges.firstPendingDue, let watermark = gauges.watermark {
+            parent.gauge("trackpipe_first_window_due_seconds", stage: stage).set(Double(due - watermark) / 1000)
+        } else {
+            parent.removeGauge("trackpipe_first_window_due_seconds", stage: stage)
+        }
         if let watermark = gauges.watermark {
             parent.gauge("trackpipe_watermark_ms", stage: stage).set(Double(watermark))
             // Negative when event time runs ahead of this machine's clock (a producer's clock

@@ -66,6 +66,7 @@ public struct PipelineSummary: Sendable {
             if !stage.offsetGaps.isEmpty {
                 lines.append("  never read    \(stage.offsetGaps.reduce(Int64(0)) { $0 + $1.count }) offsets: \(Self.describe(stage.offsetGaps))")
             }
+            if let pending = stage.gaugesAtEnd.pendingText() { lines.append("  pending       " + pending) }
             if !stage.committed.isEmpty {
                 lines.append("  committed     " + stage.committed.map { "\($0.partition)@\($0.offset)" }.joined(separator: " "))
             }

@@ -293,8 +293,10 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// Leaves the group and sums the run up.
     private func close(_ clients: RunnerClients, started: Int64) -> StageSummary {
-        // Closing revokes the partitions, which forgets their offsets: read them first.
+        // Closing revokes the partitions, which forgets their offsets and their windows: read
+        // them first.
         let committed = tracker.committed
+        let gaugesAtEnd = stage.gauges()
         let begin = RunnerTimeline.now()
         let consumer = clients.consumer
         consumer.close()
@@ -309,7 +311,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         return StageSummary(
             stage: stage.name, topic: settings.topic, accounting: observer.totals, elapsedMilliseconds: clock() - started,
             committed: committed, timeline: observer.timeline, pauses: output.pauses, largestBacklog: output.largestBacklog,
-            offsetGaps: observer.gaps)
+            offsetGaps: observer.gaps, gaugesAtEnd: gaugesAtEnd)
     }
 
     /// The stage's state changes are written and acknowledged first, then what it held back
