@@ -19,7 +19,7 @@ struct ReplayCommand: ParsableCommand {
 
             Over a range, the summary's accepted, filtered, dead-lettered and emitted counts are what is about a window of the range, which is what is written (dead letters: a rejected message whose Kafka timestamp falls in the range, a too_late hit of a window in it); what was read for event time and lies outside the range is counted on its own line, outside range, and balanced with the rest.
 
-            Progress and the summary always go to standard error (standard output carries only the records, with --output-file -): progress as a bar redrawn in place on a terminal, a plain line every 5 s otherwise. The summary has no committed line: a replay commits nothing. Every flag also reads TRACKPIPE_<FLAG>, as for run; any other TRACKPIPE_* variable is refused.
+            Progress and the summary always go to standard error (standard output carries only the records, with --output-file -): progress as a bar redrawn in place on a terminal, a plain line every 5 s otherwise. The summary has no committed line: a replay commits nothing. Every flag but --from, --to and --output-file also reads TRACKPIPE_<FLAG>, as for run, and a value there is checked even where the command line overrides it; any other TRACKPIPE_* variable is refused.
 
             Exit codes: 0 when the range is written; 1 when the replay stops on a failure; 64 for a configuration error.
             """)
@@ -62,19 +62,22 @@ struct ReplayCommand: ParsableCommand {
         try environment.refuseUnknownVariables()
         var config = Replay.Config()
         config.brokers = try environment.brokers(brokers)
-        config.inputTopic = environment.setting("input-topic", inputTopic, default: "tracking-hits").text
+        config.inputTopic = try environment.topic("input-topic", inputTopic, default: "tracking-hits")
         let output = environment.setting("output-topic", outputTopic, default: "tracking-aggregates")
         if outputFile != nil, output.origin == .commandLine {
             throw ValidationError("--output-topic and --output-file: choose one place for the aggregate records")
         }
-        config.output = .topic(output.text)
-        config.deadLetterTopic = dlqTopic ?? environment.value(forFlag: "dlq-topic")
+        config.output = .topic(try environment.topic("output-topic", outputTopic, default: "tracking-aggregates"))
+        config.deadLetterTopic = try environment.optionalTopic("dlq-topic", dlqTopic)
         let size = try environment.duration("window", window, default: "1m")
         let graceMillis = try environment.duration("grace", grace, default: "10s")
         let retentionMillis = try environment.duration("retention", retention, default: "1h")
         let idle = try environment.duration("idle-timeout", idleTimeout, default: "30s")
         if let problem = WindowConfig.problem(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: 20_000_000) {
-            throw ValidationError("--window, --grace, --retention, --idle-timeout: \(problem)")
+            let given = ["window": window, "grace": grace, "retention": retention, "idle-timeout": idleTimeout]
+            let involved = RunCommand.windowSettings(involvedIn: problem)
+            throw ValidationError(
+                "\(involved.map { environment.setting($0.flag, given[$0.flag] ?? nil, default: $0.fallback).label }.joined(separator: ", ")): \(problem)")
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle)
         config.window.emission = try environment.emission(emit)
@@ -95,6 +98,7 @@ struct ReplayCommand: ParsableCommand {
                 "--to \(to) is not after --from \(from): the range [from, to) would be empty; for one window write --to \(RFC3339.format(epochMillis: start + size))")
         }
         let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "warning")
+        try environment.checkOverriddenValues { _ = try resolve($0) }
         return Resolved(config: config, outputFile: outputFile, logLevel: level, logFormat: format)
     }
 

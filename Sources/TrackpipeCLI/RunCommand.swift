@@ -13,13 +13,15 @@ struct RunCommand: ParsableCommand {
         discussion: """
             Two stages run in every process: normalize reads the input topic (group <group>) and sends each accepted hit, keyed by its delivery, to the repartition topic; aggregate reads that topic (group <group>-aggregate) and counts hits in event-time windows. Start more instances with the same flags to scale out: counts stay exact whatever the input's keys. With --input-keyed-by-delivery one stage reads the input directly.
 
-            Every flag can also come from an environment variable TRACKPIPE_<FLAG> (for example TRACKPIPE_BROKERS, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_UNTIL_END=true); the command line wins. librdkafka properties come from -X key=value, TRACKPIPE_X ("k=v;k=v") and TRACKPIPE_X_<ANY> ("k=v"). Any other TRACKPIPE_* variable is refused, naming the closest known one.
+            Every flag but --timings can also come from an environment variable TRACKPIPE_<FLAG> (for example TRACKPIPE_BROKERS, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_UNTIL_END=true); the command line wins, but a value in the environment is checked even where the command line overrides it (TRACKPIPE_WINDOW=banana with --window 1m is refused, naming the variable). librdkafka properties come from -X key=value, TRACKPIPE_X ("k=v;k=v") and TRACKPIPE_X_<ANY> ("k=v"). Any other TRACKPIPE_* variable is refused: one named after a flag without a variable (TRACKPIPE_TIMINGS) says so, any other names the closest known one. Topic names are checked as Kafka checks them, the repartition and state topics' names made from --group included.
 
             Durations: 500ms, 10s, 1m, 1h, 1h30m.
 
             A Kafka outage is waited out, at start-up and later: the worker stays live (/health/live) and reports itself not ready (/health/ready) until a broker answers. Only a bounded run (--until-end) gives up at start-up, after --connect-timeout. A record larger than the dead-letter topic takes is dead-lettered cut to fit.
 
             The input topic must exist: a missing one exits 1 at start-up, before any group is joined (the repartition and state topics are created where the cluster allows). A restart reads each window task's state back from the state topic and goes on from the committed offsets; both groups commit what they processed.
+
+            With --emit final, a live worker holds every window until event time passes its end plus --retention: its aggregate progress lines, its summary and the gauges trackpipe_windows_pending and trackpipe_first_window_due_seconds say how many windows it holds and when the first is due.
 
             SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster (a --window other than the group's, more input partitions than a checkpoint holds); 65 when an --until-end run found offsets of its input never delivered (it writes what it read and names them first), unless --allow-lost-input.
             """)
@@ -79,7 +81,7 @@ struct RunCommand: ParsableCommand {
     var progressInterval: String?
     @Option(parsing: .unconditional, help: "/health/live fails after a consume loop has not turned this long; /health/ready also after this long without a reachable broker or with a commit waiting on the cluster. (env TRACKPIPE_UNHEALTHY_AFTER, default 60s)")
     var unhealthyAfter: String?
-    @Flag(help: "After the summary, print where each stage's wall time went (poll, process, produce, commit, ...).")
+    @Flag(help: "After the summary, print where each stage's wall time went (poll, process, produce, commit, ...). (no environment variable)")
     var timings = false
     @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default info)") var logLevel: String?
     @Option(help: "text or json. (env TRACKPIPE_LOG_FORMAT, default text)") var logFormat: String?
@@ -103,6 +105,18 @@ struct RunCommand: ParsableCommand {
     /// What `--emit` means, in run and replay alike.
     static let emitHelp = "When window records go out: changes (at the window's end plus grace, then with every correction until its end plus retention) or final (one record per window, once nothing can change it: event time past its end plus retention, or the end of a bounded run; a backfill then writes the same records for the same input)."
 
+    /// The window settings a `WindowConfig.problem` is about, with their defaults, so that a
+    /// refusal names each as it was given (run and replay alike).
+    static func windowSettings(involvedIn problem: String) -> [(flag: String, fallback: String)] {
+        switch problem {
+        case _ where problem.contains("window size"): [("window", "1m")]
+        case _ where problem.contains("grace period must not"): [("grace", "10s")]
+        case _ where problem.contains("retention"): [("retention", "1h"), ("grace", "10s")]
+        case _ where problem.contains("idle timeout"): [("idle-timeout", "30s")]
+        default: [("max-entries", "20000000")]
+        }
+    }
+
     /// `--connect-timeout`'s default: long enough for a broker restart or a rolling upgrade, short
     /// enough that a backfill Job pointed at the wrong address fails within minutes.
     static let defaultConnectTimeout = "5m"
@@ -114,13 +128,22 @@ struct RunCommand: ParsableCommand {
         }
         var config = PipelineConfig()
         config.brokers = try environment.brokers(brokers)
-        config.inputTopic = text("input-topic", inputTopic, "tracking-hits").text
-        config.outputTopic = text("output-topic", outputTopic, "tracking-aggregates").text
-        config.deadLetterTopic = text("dlq-topic", dlqTopic, "tracking-hits-dlq").text
+        config.inputTopic = try environment.topic("input-topic", inputTopic, default: "tracking-hits")
+        config.outputTopic = try environment.topic("output-topic", outputTopic, default: "tracking-aggregates")
+        config.deadLetterTopic = try environment.topic("dlq-topic", dlqTopic, default: "tracking-hits-dlq")
         config.group = text("group", group, "trackpipe").text
-        config.repartitionTopic = repartitionTopic ?? environment.value(forFlag: "repartition-topic")
-        config.stateTopic = stateTopic ?? environment.value(forFlag: "state-topic")
+        config.repartitionTopic = try environment.optionalTopic("repartition-topic", repartitionTopic)
+        config.stateTopic = try environment.optionalTopic("state-topic", stateTopic)
         config.inputKeyedByDelivery = try environment.switch("input-keyed-by-delivery", inputKeyedByDelivery)
+        // The internal topics are named after the group unless given.
+        for (flag, given, name) in [
+            ("repartition-topic", config.repartitionTopic != nil || config.inputKeyedByDelivery, config.effectiveRepartitionTopic),
+            ("state-topic", config.stateTopic != nil, config.effectiveStateTopic),
+        ] where !given {
+            if let problem = Environment.topicNameProblem(name) {
+                throw ValidationError("\(text("group", group, "trackpipe").label): the --\(flag) it names, \(name), is \(problem); change the group or give --\(flag)")
+            }
+        }
         let size = try environment.duration("window", window, default: "1m")
         let graceMillis = try environment.duration("grace", grace, default: "10s")
         let retentionMillis = try environment.duration("retention", retention, default: "1h")
@@ -129,15 +152,9 @@ struct RunCommand: ParsableCommand {
         if let problem = WindowConfig.problem(
             size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
         {
-            let involved: [(String, String?, String)] =
-                switch problem {
-                case _ where problem.contains("window size"): [("window", window, "1m")]
-                case _ where problem.contains("grace period must not"): [("grace", grace, "10s")]
-                case _ where problem.contains("retention"): [("retention", retention, "1h"), ("grace", grace, "10s")]
-                case _ where problem.contains("idle timeout"): [("idle-timeout", idleTimeout, "30s")]
-                default: [("max-entries", maxEntries.map(String.init), "20000000")]
-                }
-            throw ValidationError("\(involved.map { text($0.0, $0.1, $0.2).label }.joined(separator: ", ")): \(problem)")
+            let given = ["window": window, "grace": grace, "retention": retention, "idle-timeout": idleTimeout, "max-entries": maxEntries.map(String.init)]
+            let involved = Self.windowSettings(involvedIn: problem)
+            throw ValidationError("\(involved.map { text($0.flag, given[$0.flag] ?? nil, $0.fallback).label }.joined(separator: ", ")): \(problem)")
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
         config.window.emission = try environment.emission(emit)
@@ -168,7 +185,7 @@ struct RunCommand: ParsableCommand {
         }
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
-        config.instanceId = instanceId ?? environment.value(forFlag: "instance-id")
+        config.instanceId = environment.optional("instance-id", instanceId)
         if let id = config.instanceId, let problem = PipelineConfig.instanceIdProblem(id) {
             throw ValidationError("\(text("instance-id", instanceId, "").label): \(problem)")
         }
@@ -184,6 +201,7 @@ struct RunCommand: ParsableCommand {
         }
         try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         config.clientId = PipelineConfig.defaultClientId(host: Self.hostName())
+        try environment.checkOverriddenValues { _ = try resolve($0) }
         return ResolvedRun(config: config, metricsPort: port, logLevel: level, logFormat: format, allowsLostInput: allowsLostInput)
     }
 
