@@ -20,9 +20,6 @@ public protocol AggregateInput: Sendable {
     /// reads back windows another input's tasks wrote.
     func changelogSource(inputTopic: String) -> UInt64
 
-    /// The topic a stage of this input reads, for messages.
-    func readTopicName(sourceTopic: String) -> String
-
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
     func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch)
 

@@ -17,6 +17,11 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public let window: WindowConfig
     /// How many lanes count tasks at once.
     public let parallelism: Int
+    /// What the group is fixed to: recorded in every checkpoint, and a commit that records
+    /// another is refused.
+    public let identity: GroupIdentity
+    /// The group the tasks count for (`--group`), named in their state.
+    public let group: String
 
     private var tasks: [Int32: AggregateTask] = [:]
     /// Dead letters waiting for the next commit.
@@ -24,22 +29,28 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     private var pending = StageReport()
     private var emitter = AggregateEmitter()
 
-    public init(sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int) {
+    public init(sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, identity: GroupIdentity, group: String) {
+        precondition(identity.windowSize == window.size, "the identity records the window size the tasks count")
         self.sourceTopic = sourceTopic
         self.input = input
         self.window = window
         self.parallelism = max(1, parallelism)
+        self.identity = identity
+        self.group = group
     }
 
     // MARK: Partitions
 
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
-        let topic = input.readTopicName(sourceTopic: sourceTopic)
-        if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic, windowSize: window.size) }).first { throw refusal }
+        // The topic the tasks read: the repartition topic behind the shuffle, else the input.
+        let topic = identity.repartitionTopic ?? sourceTopic
+        if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic, identity: identity, group: group) }).first {
+            throw refusal
+        }
         for start in starts where tasks[start.partition] == nil {
             tasks[start.partition] = AggregateTask(
                 start: start, config: window, sources: input.taskSources, changelogSource: input.changelogSource(inputTopic: sourceTopic),
-                now: now)
+                identity: identity, group: group, now: now)
         }
     }
 

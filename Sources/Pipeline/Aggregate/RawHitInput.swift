@@ -17,8 +17,6 @@ public struct RawHitInput: AggregateInput {
         ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic)
     }
 
-    public func readTopicName(sourceTopic: String) -> String { sourceTopic }
-
     public func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         let reference = DeadLetterReference(record: index)
         switch intake.take(record) {

@@ -22,8 +22,6 @@ public struct RepartitionInput: AggregateInput {
         ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic)
     }
 
-    public func readTopicName(sourceTopic: String) -> String { "the repartition topic" }
-
     /// Notes how the record's events were routed; a record routed by another partition count
     /// than the topic has means instances disagree on it.
     private func checkRouting(_ origin: RepartitionRecord.Origin, into batch: inout DecodedBatch) {
