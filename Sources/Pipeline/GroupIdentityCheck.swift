@@ -15,15 +15,17 @@ import Logging
 ///   a run of another group pointed at either would count the other's hits or overwrite its
 ///   windows.
 ///
-/// What cannot be told here: a run under the same group that shares no topic with the group's
-/// commits (another input topic and other internal topics: it commits nowhere the group did,
-/// and is a new pipeline under an old name; and a one-stage run on another input topic, whose
-/// group's two-stage commits are all on other topics: the two-stage pipeline, started again,
-/// stops on the other run's state, `AggregateTask.check`), two instances of different settings started on a
-/// new group before either committed (the first rebalance that hands one a partition the other
-/// committed stops it, `AggregateTask.refusal`, `NormalizeStage.resume`), and internal topics
-/// whose newest records are of another version of trackpipe, or all older than
-/// `NewestRecords.bound` offsets behind junk.
+/// What cannot be told here (docs/windowing.md says it to users): a run under the same group
+/// that shares no topic with the group's commits (another input topic and other internal
+/// topics, or one stage on another input topic: it commits nowhere the group did, and is a new
+/// pipeline under an old name; a two-stage pipeline started again after it stops on its state,
+/// `AggregateTask.check`); instances of different settings started on a new group before
+/// either committed (the first rebalance that hands one a partition the other committed stops
+/// it, `AggregateTask.refusal`, `NormalizeStage.resume`); two groups started on one new
+/// internal topic before either wrote to it (an aggregate stage that reads the other's
+/// repartition record stops on it, `RepartitionInput`; a task never continues another group's
+/// state, `TaskChangelog`); and internal topics whose newest records are of another version of
+/// trackpipe, or all older than `NewestRecords.bound` offsets behind others.
 enum GroupIdentityCheck {
     static func check(config: PipelineConfig, inputPartitions: Int, admin: TopicAdmin, logger: Logger) throws {
         let asked = config.identity

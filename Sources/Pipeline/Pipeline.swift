@@ -231,7 +231,7 @@ public final class Pipeline: Sendable {
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
             maxOriginalBytes: recordLimit.bytes / 2)
         let aggregate = AggregateStage(
-            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions)), window: taskWindow(partitions: repartitions),
+            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), group: config.group), window: taskWindow(partitions: repartitions),
             parallelism: config.shards, identity: config.identity, group: config.group)
         let upstream = UpstreamSignal()
         var first = runnerSettings(

@@ -200,7 +200,7 @@ final class World {
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
     private func shuffledAggregateStage(for deployment: Deployment) -> AggregateStage<RepartitionInput> {
         AggregateStage(
-            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions)),
+            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), group: deployment.group),
             window: scenario.window, parallelism: scenario.parallelism, identity: deployment.identity(windowSize: scenario.window.size),
             group: deployment.group)
     }

@@ -136,6 +136,8 @@ public struct DecodedBatch: Sendable {
     /// A record routed by another repartition partition count than the topic has: (the count
     /// it was routed by, the topic's).
     public var misrouted: (routed: Int, expected: Int)?
+    /// A record another group's normalize stage wrote: that group's name.
+    public var writtenBy: String?
 
     public init() {}
 
@@ -148,5 +150,6 @@ public struct DecodedBatch: Sendable {
         sourcePartitions.merge(other.sourcePartitions, uniquingKeysWith: max)
         markRecords += other.markRecords
         misrouted = misrouted ?? other.misrouted
+        writtenBy = writtenBy ?? other.writtenBy
     }
 }

@@ -89,6 +89,10 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             throw PipelineError.routingMismatch(
                 "the repartition topic holds records routed by \(misrouted.routed) partitions, but it has \(misrouted.expected): instances disagree on its partition count (partitions were added while instances ran, or instances started at different times saw different counts), and one delivery's windows would be counted in two places. Stop every instance. The repartition topic's partition count cannot change under a group: to use more partitions, start the deployment under a new --group (its repartition topic and aggregate group follow the name; it counts the input from its beginning)")
         }
+        if let other = results.lazy.compactMap(\.writtenBy).first, let repartition = identity.repartitionTopic {
+            throw PipelineError.settingChanged(
+                "the repartition topic \(repartition) holds records that group \(other)'s normalize stage wrote, and this is group \(group): two groups writing one repartition topic would each count the other's hits, and nothing of them was counted. Stop the instances of both; give each group a repartition topic of its own (--repartition-topic, by default <group>-repartition)")
+        }
         for result in results {
             pending.add(result.report)
             // Like the records: sent once the state that judged them is written, so that a

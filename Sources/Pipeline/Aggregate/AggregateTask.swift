@@ -228,6 +228,7 @@ struct AggregateTask: WindowTask {
     /// thread, touching only this task.
     mutating func count(_ batch: DecodedBatch, through lastOffset: Int64, now: Int64) -> TaskResult {
         if let misrouted = batch.misrouted { return TaskResult(misrouted: misrouted) }
+        if let other = batch.writtenBy { return TaskResult(writtenBy: other) }
         offsets.processedMark = lastOffset + 1
         let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying))
         let (result, output) = countBatch(batch, range: nil, previousMark: offsets.previousMark, now: now, on: ShardsInTurn())

@@ -28,6 +28,13 @@ extension AggregateStage {
     }
 }
 
+extension RepartitionInput {
+    /// The repartition topic of the test group.
+    init(partitionCount: Int32) {
+        self.init(partitionCount: partitionCount, group: TestGroup.name)
+    }
+}
+
 extension NormalizeStage {
     /// A normalize stage of the test group, fixed to 1-minute windows.
     init(
