@@ -27,11 +27,24 @@ import Logging
 /// state, `TaskChangelog`); and internal topics whose newest records are of another version of
 /// trackpipe, or all older than `NewestRecords.bound` offsets behind others.
 enum GroupIdentityCheck {
-    static func check(config: PipelineConfig, inputPartitions: Int, admin: TopicAdmin, logger: Logger) throws {
+    /// The commits the check read, for the stages' own refusals (`NormalizeStage.resume`,
+    /// `AggregateTask.refusal`) before the groups are joined.
+    struct Commits {
+        /// The group's, on the input topic.
+        var input: [PartitionStart]
+        /// The aggregate group's, on the repartition topic (two stages; empty where the topic
+        /// does not exist yet).
+        var repartition: [PartitionStart]
+    }
+
+    /// Throws the refusal of a run that is not the pipeline its group is, or that points at an
+    /// internal topic another group writes.
+    static func check(config: PipelineConfig, inputPartitions: Int, admin: TopicAdmin, logger: Logger) throws -> Commits {
         let asked = config.identity
         let consumerLogger = logger.with(label: "trackpipe.kafka.consumer")
-        for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: inputPartitions, config: config, logger: logger)
-        {
+        var commits = Commits(input: [], repartition: [])
+        commits.input = try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: inputPartitions, config: config, logger: logger)
+        for start in commits.input {
             if let refusal = GroupIdentity.recorded(in: start.metadata)?.refusal(
                 group: config.group, asked: asked, evidence: "its commit on \(config.inputTopic)[\(start.partition)]", given: config.givenSettings)
             {
@@ -41,8 +54,9 @@ enum GroupIdentityCheck {
         let repartition = config.effectiveRepartitionTopic
         let repartitions = asked.repartitionTopic == nil ? nil : try Pipeline.existingPartitionCount(of: repartition, admin: admin)
         if let repartitions {
-            for start in try GroupCommits.starts(group: config.aggregateGroup, topic: repartition, partitions: repartitions, config: config, logger: logger)
-            {
+            commits.repartition = try GroupCommits.starts(
+                group: config.aggregateGroup, topic: repartition, partitions: repartitions, config: config, logger: logger)
+            for start in commits.repartition {
                 if let refusal = GroupIdentity.recorded(in: start.metadata)?.refusal(
                     group: config.group, asked: asked, evidence: "its aggregate stage's commit on \(repartition)[\(start.partition)]",
                     given: config.givenSettings)
@@ -73,6 +87,7 @@ enum GroupIdentityCheck {
                     "the state topic \(state) holds the windows of group \(other) (the newest task record of \(state)[\(partition)] says so), and this run is group \(config.group): two groups keeping state in one topic would overwrite each other's windows, and a task of one could take the other's for its own. Give this run a state topic of its own (\(config.givenSetting(.stateTopic).label) now; by default it is <group>-state), or run it as --group \(other)")
             }
         }
+        return commits
     }
 
     /// The first partition (by number) whose newest recognised record names another writer.

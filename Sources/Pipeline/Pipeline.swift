@@ -163,8 +163,8 @@ public final class Pipeline: Sendable {
         // What the group is fixed to, and who writes its state topic, before it is joined; a
         // group last run with two stages (or by another tool) is refused too.
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        try GroupIdentityCheck.check(config: config, inputPartitions: partitions, admin: admin, logger: logger)
-        for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: partitions, config: config, logger: logger) {
+        let commits = try GroupIdentityCheck.check(config: config, inputPartitions: partitions, admin: admin, logger: logger)
+        for start in commits.input {
             if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, identity: config.identity, group: config.group) {
                 throw refusal
             }
@@ -199,17 +199,13 @@ public final class Pipeline: Sendable {
         // is joined or anything is created or written; a group last run with one stage is
         // refused too, as is an aggregate group whose commits another tool made.
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        try GroupIdentityCheck.check(config: config, inputPartitions: sources, admin: admin, logger: logger)
-        for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: sources, config: config, logger: logger) {
+        let commits = try GroupIdentityCheck.check(config: config, inputPartitions: sources, admin: admin, logger: logger)
+        for start in commits.input {
             _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, identity: config.identity, group: config.group, now: 0)
         }
-        if let existing = try Self.existingPartitionCount(of: repartitionTopic, admin: admin) {
-            for start in try GroupCommits.starts(
-                group: config.aggregateGroup, topic: repartitionTopic, partitions: existing, config: config, logger: logger)
-            {
-                if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, identity: config.identity, group: config.group) {
-                    throw refusal
-                }
+        for start in commits.repartition {
+            if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, identity: config.identity, group: config.group) {
+                throw refusal
             }
         }
         try checkOutputWindows()

@@ -285,7 +285,7 @@ struct GroupIdentityTests {
         }
         #expect(marks.origin.group == "g1")
 
-        let source = ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits")
+        let source = ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: Self.minute)
         var task = ChangelogRecord.TaskState(processedMark: 10, evictedBefore: 0, lineage: 0, source: source)
         task.group = "g1"
         #expect(try ChangelogRecord.decodeTask(ChangelogRecord.taskValue(task)) == task)
@@ -300,6 +300,13 @@ struct GroupIdentityTests {
         own.beginRestore(.lastWritten, source: source, group: "g1")
         own.apply(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))
         #expect(own.finishRestore(committedChangelog: nil).task == task && own.lineage == 0)
+        // A task of g1 counting windows of another size (its first owner died before it
+        // committed, and the group was started again with another --window): a new line too.
+        var resized = TaskChangelog()
+        resized.beginRestore(
+            .lastWritten, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: 5 * Self.minute), group: "g1")
+        resized.apply(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))
+        #expect(resized.finishRestore(committedChangelog: nil).task == nil && resized.lineage == 1)
     }
 
     @Test("an aggregate stage that reads a record another group's normalize stage wrote stops on it (exit 64), counting nothing of it; its own group's records count")

@@ -483,7 +483,7 @@ struct StageTests {
         let previous = Checkpoint(evictedBefore: .min, processedMark: 3, changelog: 0, windowSize: Self.minute)
         try stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
         let task = ChangelogRecord.TaskState(
-            processedMark: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits"))
+            processedMark: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: Self.minute))
         stage.restoreState([StateRecord(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))], partition: 2)
         try stage.stateRestored(partition: 2, now: 1)
         #expect(stage.ownedPartitions == [0, 2])

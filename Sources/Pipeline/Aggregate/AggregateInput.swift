@@ -16,9 +16,10 @@ public protocol AggregateInput: Sendable {
     /// position; before it, each partition read is its own source, and nothing arrives twice.
     var taskSources: TaskSources { get }
 
-    /// The input as a changelog's task records name it (`ChangelogRecord.source`): a task never
-    /// reads back windows another input's tasks wrote.
-    func changelogSource(inputTopic: String) -> UInt64
+    /// The input, counted in windows of `windowSize`, as a changelog's task records name it
+    /// (`ChangelogRecord.source`): a task never reads back windows another input's tasks wrote,
+    /// or windows of another size.
+    func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64
 
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
     func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch)

@@ -13,8 +13,8 @@ public struct RawHitInput: AggregateInput {
         intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
     }
 
-    public func changelogSource(inputTopic: String) -> UInt64 {
-        ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic)
+    public func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
+        ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic, windowSize: windowSize)
     }
 
     public func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {

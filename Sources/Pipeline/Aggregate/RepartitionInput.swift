@@ -22,8 +22,8 @@ public struct RepartitionInput: AggregateInput {
     /// The input partitions upstream, of every incarnation the records name.
     public var taskSources: TaskSources { .upstream }
 
-    public func changelogSource(inputTopic: String) -> UInt64 {
-        ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic)
+    public func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
+        ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic, windowSize: windowSize)
     }
 
     /// Notes how the record's events were routed and who wrote it; a record routed by another

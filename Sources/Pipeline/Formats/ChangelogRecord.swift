@@ -45,8 +45,8 @@ public enum ChangelogRecord {
         /// `Checkpoint.changelogSince`): a task record naming another was written by another
         /// run of the group (the other mode, or a recount after an offset reset).
         public var lineage: Int64 = 0
-        /// Which input the task counts (`ChangelogRecord.source(of:)`): an owner without a
-        /// commit continues the state only of a task of the same input.
+        /// Which input the task counts, in windows of which size (`ChangelogRecord.source`): an
+        /// owner without a commit continues the state only of a task of the same input and size.
         public var source: UInt64 = 0
         /// The task's event-time watermark when it wrote its state (nil: none yet), from which a
         /// new owner's event time goes on while its input stays quiet.
@@ -56,11 +56,13 @@ public enum ChangelogRecord {
     }
 
     /// A stable name of the input a task counts: the repartition topic's partitions (two
-    /// stages, whatever the input topic) or the partitions of an input topic (one stage).
-    /// FNV-1a, so that every process and build agrees.
-    public static func source(crossesShuffle: Bool, inputTopic: String) -> UInt64 {
+    /// stages, whatever the input topic) or the partitions of an input topic (one stage), and the
+    /// size of the windows it counts them in (the windows of another size are other windows,
+    /// even before a commit has recorded the size). FNV-1a, so that every process and build
+    /// agrees.
+    public static func source(crossesShuffle: Bool, inputTopic: String, windowSize: Int64) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in (crossesShuffle ? "repartition" : "input " + inputTopic).utf8 {
+        for byte in ((crossesShuffle ? "repartition" : "input " + inputTopic) + " window \(windowSize)").utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
         }
         return hash
