@@ -75,7 +75,16 @@ struct ReplayCommand: ParsableCommand {
         let retentionMillis = try environment.duration("retention", retention, default: "1h")
         let idle = try environment.duration("idle-timeout", idleTimeout, default: "30s")
         if let problem = WindowConfig.problem(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: 20_000_000) {
-            throw ValidationError("--window, --grace, --retention, --idle-timeout: \(problem)")
+            // Named as given, as run names them: a variable of the deployment, or a flag.
+            let involved: [(String, String?, String)] =
+                switch problem {
+                case _ where problem.contains("window size"): [("window", window, "1m")]
+                case _ where problem.contains("grace period must not"): [("grace", grace, "10s")]
+                case _ where problem.contains("retention"): [("retention", retention, "1h"), ("grace", grace, "10s")]
+                case _ where problem.contains("idle timeout"): [("idle-timeout", idleTimeout, "30s")]
+                default: [("window", window, "1m"), ("grace", grace, "10s"), ("retention", retention, "1h"), ("idle-timeout", idleTimeout, "30s")]
+                }
+            throw ValidationError("\(involved.map { environment.setting($0.0, $0.1, default: $0.2).label }.joined(separator: ", ")): \(problem)")
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle)
         config.windowGiven = RunCommand.given(environment.setting("window", window, default: "1m"))

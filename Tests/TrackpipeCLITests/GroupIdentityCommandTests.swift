@@ -260,6 +260,20 @@ struct GivenSettingTests {
         #expect(throws: (any Error).self) { try RunCommand.parse([]).resolve(Environment(["TRACKPIPE_ALLOW_UNCHECKED_OUTPUT": "maybe"])) }
     }
 
+    @Test("a window setting refused by replay is named as given, as run names it")
+    func replayNamesWindowSettingsAsGiven() {
+        #expect {
+            try ReplayCommand.parse([]).resolve(Environment(["TRACKPIPE_WINDOW": "0s"]))
+        } throws: { error in
+            "\(error)".contains("TRACKPIPE_WINDOW=0s: the window size must be longer than 0") && !"\(error)".contains("--window")
+        }
+        #expect {
+            try ReplayCommand.parse(["--grace", "2h"]).resolve(Environment([:]))
+        } throws: { error in
+            "\(error)".contains("--retention (default 1h), --grace 2h: the retention must be at least the grace period")
+        }
+    }
+
     @Test("an internal topic's name that Kafka would refuse is a configuration error before any broker is asked, named as given")
     func badInternalTopicName() throws {
         let result = try TrackpipeBinary.locate().run(["run", "--brokers", "127.0.0.1:1"], environment: ["TRACKPIPE_STATE_TOPIC": "my state"])
