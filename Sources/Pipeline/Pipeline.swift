@@ -160,15 +160,20 @@ public final class Pipeline: Sendable {
     /// What the start-up asks of the cluster, then the run itself (as the closure returned).
     private func prepareSingleStage() throws -> () throws -> [StageSummary] {
         let partitions = try inputPartitions()
-        // A group last run with two stages (or by another tool) is refused before it is joined.
-        for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: partitions, config: config, logger: logger) {
-            if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, windowSize: config.window.size) { throw refusal }
+        // What the group is fixed to, and who writes its state topic, before it is joined; a
+        // group last run with two stages (or by another tool) is refused too.
+        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
+        let commits = try GroupIdentityCheck.check(config: config, inputPartitions: partitions, admin: admin, logger: logger)
+        for start in commits.input {
+            if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, identity: config.identity, group: config.group) {
+                throw refusal
+            }
         }
         try checkOutputWindows()
         try ensureStateTopic(partitions: partitions)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
-            window: taskWindow(partitions: partitions), parallelism: config.shards)
+            window: taskWindow(partitions: partitions), parallelism: config.shards, identity: config.identity, group: config.group)
         var settings = runnerSettings(
             topic: config.inputTopic, group: config.group, member: stage.name, destinations: [.output, .deadLetter, .changelog])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
@@ -185,23 +190,26 @@ public final class Pipeline: Sendable {
 
     private func prepareTwoStages() throws -> () throws -> [StageSummary] {
         let sources = try inputPartitions()
-        guard sources <= Checkpoint.maxSourcePartitions else {
+        guard Checkpoint.fits(sourcePartitions: sources, identity: config.identity) else {
             throw PipelineError.configuration(
-                "the input topic \(config.inputTopic) has \(sources) partitions; the aggregate stage's checkpoint (one offset per input partition, in Kafka's commit metadata) fits at most \(Checkpoint.maxSourcePartitions). Use fewer input partitions, or --input-keyed-by-delivery for input keyed by deliveryId")
+                "the input topic \(config.inputTopic) has \(sources) partitions; the aggregate stage's checkpoint (one offset per input partition, and the names of the repartition and state topics, in Kafka's commit metadata of at most \(Checkpoint.maxEncodedBytes) bytes) fits at most \(Checkpoint.maxSourcePartitions), fewer with long topic names. Use fewer input partitions (or shorter --repartition-topic and --state-topic names), or --input-keyed-by-delivery for input keyed by deliveryId")
         }
         let repartitionTopic = config.effectiveRepartitionTopic
-        // A group last run with one stage is refused before it is joined, as is an aggregate
-        // group whose commits another tool made.
-        for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: sources, config: config, logger: logger) {
-            _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, now: 0)
+        // What the group is fixed to, and who writes its internal topics, before either group
+        // is joined or anything is created or written; a group last run with one stage is
+        // refused too, as is an aggregate group whose commits another tool made.
+        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
+        let commits = try GroupIdentityCheck.check(config: config, inputPartitions: sources, admin: admin, logger: logger)
+        for start in commits.input {
+            _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, identity: config.identity, group: config.group, now: 0)
         }
-        let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
-        for start in try GroupCommits.starts(
-            group: config.aggregateGroup, topic: repartitionTopic, partitions: repartitions, config: config, logger: logger)
-        {
-            if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, windowSize: config.window.size) { throw refusal }
+        for start in commits.repartition {
+            if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, identity: config.identity, group: config.group) {
+                throw refusal
+            }
         }
         try checkOutputWindows()
+        let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
         try ensureStateTopic(partitions: repartitions)
         let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic])
         // Marks every 100 ms (one per tick, every 200 ms, while records flow): a window task
@@ -210,7 +218,7 @@ public final class Pipeline: Sendable {
         // window back by about half a second (trackpipe-bench freshness).
         let normalize = NormalizeStage(
             inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
-            limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
+            identity: config.identity, group: config.group, limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
             markInterval: min(100, max(50, config.window.idleTimeout / 4)), parallelism: config.shards,
             // A record larger than the producer's queue could never be queued, nor one larger
             // than the topic takes: a batch is sent once it holds this much, and an event adds
@@ -219,8 +227,8 @@ public final class Pipeline: Sendable {
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
             maxOriginalBytes: recordLimit.bytes / 2)
         let aggregate = AggregateStage(
-            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions)), window: taskWindow(partitions: repartitions),
-            parallelism: config.shards)
+            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), group: config.group), window: taskWindow(partitions: repartitions),
+            parallelism: config.shards, identity: config.identity, group: config.group)
         let upstream = UpstreamSignal()
         var first = runnerSettings(
             topic: config.inputTopic, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])
@@ -325,14 +333,14 @@ public final class Pipeline: Sendable {
     private func checkOutputWindows() throws {
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         try WindowSizeCheck.checkOutput(
-            topic: config.outputTopic, partitions: try existingPartitionCount(of: config.outputTopic, admin: admin),
-            window: config.window.size, consumerConfig: config.consumerConfig(group: config.group),
-            logger: logger.with(label: "trackpipe.kafka.consumer"))
+            topic: config.outputTopic, partitions: try Self.existingPartitionCount(of: config.outputTopic, admin: admin),
+            window: config.window.size, given: config.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
+            consumerConfig: config.consumerConfig(group: config.group), logger: logger.with(label: "trackpipe.kafka.consumer"))
     }
 
     /// A topic's partition count, nil if it does not exist; no broker answering is
     /// `clusterUnreachable` (waited out), not a missing topic.
-    private func existingPartitionCount(of topic: String, admin: TopicAdmin) throws -> Int? {
+    static func existingPartitionCount(of topic: String, admin: TopicAdmin) throws -> Int? {
         do {
             return try admin.partitionCount(of: topic)
         } catch let error as KafkaError where error.severity == .transient {
@@ -368,7 +376,7 @@ public final class Pipeline: Sendable {
     private func ensureStateTopic(partitions: Int) throws {
         let topic = config.effectiveStateTopic
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        if let count = try existingPartitionCount(of: topic, admin: admin) {
+        if let count = try Self.existingPartitionCount(of: topic, admin: admin) {
             guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
             return
         }
@@ -396,7 +404,7 @@ public final class Pipeline: Sendable {
     /// input, a week's retention) where the cluster allows.
     private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> Int {
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        if let count = try existingPartitionCount(of: topic, admin: admin) {
+        if let count = try Self.existingPartitionCount(of: topic, admin: admin) {
             if count != partitions {
                 logger.notice(
                     "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate parallelism is bounded by \(count)")

@@ -2,6 +2,7 @@ import ArgumentParser
 import Windowing
 import Foundation
 import Logging
+import Pipeline
 import TrackingDomain
 
 /// Flags fall back to `TRACKPIPE_<FLAG>` environment variables (a container's natural way to
@@ -282,12 +283,9 @@ struct Environment: Sendable {
         return try topic(flag, commandLine, default: name)
     }
 
-    /// What is wrong with a topic name, by Kafka's rule (`Topic.validate`): 1 to 249 characters
-    /// of ASCII letters, digits, `.`, `_` and `-`, and not `.` or `..`.
+    /// What is wrong with a topic name, by Kafka's rule (`PipelineConfig.isTopicName`).
     static func topicNameProblem(_ name: String) -> String? {
-        let legal = name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }
-        if legal, !name.isEmpty, name.count <= 249, name != ".", name != ".." { return nil }
-        return "not a Kafka topic name; use 1 to 249 letters, digits, '.', '_' and '-' (and not . or ..)"
+        PipelineConfig.isTopicName(name) ? nil : PipelineConfig.topicNameProblem
     }
 
     /// The bootstrap servers: every comma-separated address must be non-empty.

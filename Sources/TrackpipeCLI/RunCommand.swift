@@ -23,7 +23,7 @@ struct RunCommand: ParsableCommand {
 
             With --emit final, a live worker holds every window until event time passes its end plus --retention: its aggregate progress lines, its summary and the gauges trackpipe_windows_pending and trackpipe_first_window_due_seconds say how many windows it holds and when the first is due.
 
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster (a --window other than the group's, more input partitions than a checkpoint holds); 65 when an --until-end run found offsets of its input never delivered (it writes what it read and names them first), unless --allow-lost-input.
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster, before any group is joined or anything written (a setting the group is fixed to given otherwise than its commits say: --window, --input-keyed-by-delivery, --repartition-topic, --state-topic; an internal topic that another group writes; an output topic that holds windows of another size, or whose size cannot be told without --allow-unchecked-output; more input partitions than a checkpoint holds); 65 when an --until-end run found offsets of its input never delivered (it writes what it read and names them first), unless --allow-lost-input.
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
@@ -32,13 +32,13 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Topic for dead letters. (env TRACKPIPE_DLQ_TOPIC, default tracking-hits-dlq)") var dlqTopic: String?
     @Option(help: "Consumer group of the input topic; the aggregate stage uses <group>-aggregate. (env TRACKPIPE_GROUP, default trackpipe)")
     var group: String?
-    @Option(help: "Internal topic between the normalize and aggregate stages, keyed by delivery. (env TRACKPIPE_REPARTITION_TOPIC, default <group>-repartition)")
+    @Option(help: "Internal topic between the normalize and aggregate stages, keyed by delivery; fixed for the group once it has committed. (env TRACKPIPE_REPARTITION_TOPIC, default <group>-repartition)")
     var repartitionTopic: String?
-    @Option(help: "Compacted topic the window tasks keep their state in, one partition per task; created if missing. (env TRACKPIPE_STATE_TOPIC, default <group>-state)")
+    @Option(help: "Compacted topic the window tasks keep their state in, one partition per task; created if missing; fixed for the group once it has committed. (env TRACKPIPE_STATE_TOPIC, default <group>-state)")
     var stateTopic: String?
-    @Flag(help: "The input is already keyed by deliveryId: skip the repartition stage and window the input directly. (env TRACKPIPE_INPUT_KEYED_BY_DELIVERY)")
+    @Flag(help: "The input is already keyed by deliveryId: skip the repartition stage and window the input directly; fixed for the group once it has committed. (env TRACKPIPE_INPUT_KEYED_BY_DELIVERY)")
     var inputKeyedByDelivery = false
-    @Option(parsing: .unconditional, help: "Tumbling window size. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
+    @Option(parsing: .unconditional, help: "Tumbling window size; fixed for the group once it has committed, and for the output topic. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
     @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "Advance time by the wall clock when a partition is quiet this long. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)")
@@ -58,6 +58,8 @@ struct RunCommand: ParsableCommand {
             "With --until-end: exit 0 even if offsets of a stage's input were never delivered (deleted by retention before they were read, or a transactional producer's markers); without it such a run writes what it read, names the lost offsets and exits 65. (env TRACKPIPE_ALLOW_LOST_INPUT)"
     )
     var allowLostInput = false
+    @Flag(help: "\(allowUncheckedOutputHelp) (env TRACKPIPE_ALLOW_UNCHECKED_OUTPUT)")
+    var allowUncheckedOutput = false
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
     @Option(
@@ -89,7 +91,7 @@ struct RunCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "state-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "emit", "shards", "until-end", "connect-timeout", "allow-lost-input", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
+        "emit", "shards", "until-end", "connect-timeout", "allow-lost-input", "allow-unchecked-output", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -101,6 +103,10 @@ struct RunCommand: ParsableCommand {
     /// and docs/glossary.md, word for word (HelpTextTests holds them to this).
     static let shardsHelp =
         "Lanes (Dispatch workers) working at once: the normalize stage judges a batch on them, the aggregate stage counts that many window tasks side by side (replay splits its one task into that many shards, by delivery); 1 to 1024, results do not depend on it."
+
+    /// What `--allow-unchecked-output` means, in run and replay alike.
+    static let allowUncheckedOutputHelp =
+        "Write into an output topic whose window size cannot be told (the newest 100 offsets of a partition hold no aggregate record, only tombstones or other records, and older ones remain); without it such a run exits 64 before writing. An aggregate record of another size is refused either way."
 
     /// What `--emit` means, in run and replay alike.
     static let emitHelp = "When window records go out: changes (at the window's end plus grace, then with every correction until its end plus retention) or final (one record per window, once nothing can change it: event time past its end plus retention, or the end of a bounded run; a backfill then writes the same records for the same input)."
@@ -144,6 +150,14 @@ struct RunCommand: ParsableCommand {
                 throw ValidationError("\(text("group", group, "trackpipe").label): the --\(flag) it names, \(name), is \(problem); change the group or give --\(flag)")
             }
         }
+        // How each setting the group is fixed to was given, for the refusals that name it.
+        config.given = [
+            .window: Self.given(text("window", window, "1m")),
+            .repartitionTopic: Self.given(text("repartition-topic", repartitionTopic, "\(config.group)-repartition")),
+            .stateTopic: Self.given(text("state-topic", stateTopic, "\(config.group)-state")),
+            .inputKeyedByDelivery: Self.given(text("input-keyed-by-delivery", inputKeyedByDelivery ? "" : nil, "false")),
+        ]
+        config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
         let size = try environment.duration("window", window, default: "1m")
         let graceMillis = try environment.duration("grace", grace, default: "10s")
         let retentionMillis = try environment.duration("retention", retention, default: "1h")
@@ -243,6 +257,17 @@ struct RunCommand: ParsableCommand {
         let lost = gaps.reduce(Int64(0)) { $0 + $1.count }
         return
             "\(lost) offsets of the input were never delivered: \(PipelineSummary.describe(gaps)). Retention deleted them before this run read them (or the topic is compacted, or a transactional producer's markers take those offsets). The windows were written and committed without them; recount from wherever the hits still are, or pass --allow-lost-input (TRACKPIPE_ALLOW_LOST_INPUT=true) to accept the loss and exit 0"
+    }
+
+    /// A setting as the pipeline names it in a refusal.
+    static func given(_ setting: Environment.Setting) -> GivenSetting {
+        let source: GivenSetting.Source =
+            switch setting.origin {
+            case .commandLine: .commandLine
+            case .environment: .environment
+            case .defaultValue: .defaultValue
+            }
+        return GivenSetting(flag: setting.flag, text: setting.text, source: source)
     }
 
     /// This machine's name (a pod's name on Kubernetes), for the default `client.id`.

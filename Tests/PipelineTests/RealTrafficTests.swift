@@ -242,7 +242,7 @@ struct RealTrafficTests {
         // And the normalize stage refuses a window checkpoint (the one-stage mode's) the same way.
         var upstream = normalize()
         let window = Checkpoint(evictedBefore: 0, processedMark: 10, changelog: 0, windowSize: Self.minute).encoded
-        for metadata in [window, window.replacingOccurrences(of: "trackpipe/4 ", with: "trackpipe/3 ")] {
+        for metadata in [window, window.replacingOccurrences(of: Checkpoint.format + " ", with: "trackpipe/3 ")] {
             #expect(throws: PipelineError.self, "\(metadata)") {
                 try upstream.assignEmpty([PartitionStart(partition: 0, committedOffset: 5, metadata: metadata, logStart: 0)], now: Self.now)
             }

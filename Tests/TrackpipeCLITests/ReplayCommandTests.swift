@@ -232,7 +232,7 @@ struct ReplayCommandTests {
 
         let run = try binary.run(["run", "--dlq-topic", "dlq", "--group", "sized", "--until-end", "--window", "5m"] + common)
         #expect(run.exitCode == 64, "\(run.stderr)")
-        #expect(run.stderr.contains("counted windows of 1m") && run.stderr.contains("--window 5m"), "\(run.stderr)")
+        #expect(run.stderr.contains("it counts windows of 1m and this run asks for --window 5m"), "\(run.stderr)")
         let replay = try binary.run(["replay", "--window", "5m"] + common)
         #expect(replay.exitCode == 64, "\(replay.stderr)")
         #expect(replay.stderr.contains("holds windows of 1m") && replay.stderr.contains("new --output-topic"), "\(replay.stderr)")

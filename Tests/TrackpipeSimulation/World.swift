@@ -32,6 +32,11 @@ struct Deployment: Equatable {
 
     var aggregateGroup: String { "\(group)-aggregate" }
     var repartitionTopic: String { "\(group)-repartition" }
+    /// What the deployment's group is fixed to, as `PipelineConfig.identity` derives it.
+    func identity(windowSize: Int64) -> GroupIdentity {
+        GroupIdentity(windowSize: windowSize, repartitionTopic: mode == .twoStage ? repartitionTopic : nil, stateTopic: stateTopic)
+    }
+
     /// The group and topic the window tasks commit on.
     func windowGroup(inputTopic: String) -> (group: String, topic: String) {
         mode == .twoStage ? (aggregateGroup, repartitionTopic) : (group, inputTopic)
@@ -185,24 +190,26 @@ final class World {
         if kafka.topics[deployment.stateTopic] == nil { kafka.create(deployment.stateTopic, partitions: taskPartitions) }
     }
 
-    private func normalizeStage() -> NormalizeStage {
+    private func normalizeStage(for deployment: Deployment) -> NormalizeStage {
         NormalizeStage(
             inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
-            limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
+            identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
             markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes)
     }
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
-    private func shuffledAggregateStage() -> AggregateStage<RepartitionInput> {
+    private func shuffledAggregateStage(for deployment: Deployment) -> AggregateStage<RepartitionInput> {
         AggregateStage(
-            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions)),
-            window: scenario.window, parallelism: scenario.parallelism)
+            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), group: deployment.group),
+            window: scenario.window, parallelism: scenario.parallelism, identity: deployment.identity(windowSize: scenario.window.size),
+            group: deployment.group)
     }
 
-    private func directAggregateStage() -> AggregateStage<RawHitInput> {
+    private func directAggregateStage(for deployment: Deployment) -> AggregateStage<RawHitInput> {
         AggregateStage(
             sourceTopic: inputTopic, input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew),
-            window: scenario.window, parallelism: scenario.parallelism)
+            window: scenario.window, parallelism: scenario.parallelism, identity: deployment.identity(windowSize: scenario.window.size),
+            group: deployment.group)
     }
 
     /// Starts one runner per stage and instance for the current deployment and input topic, and
@@ -216,7 +223,7 @@ final class World {
         let sinks: [Destination: String] = [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic, .changelog: deployment.stateTopic]
         switch mode {
         case .twoStage:
-            let normalize = normalizeStage()
+            let normalize = normalizeStage(for: deployment)
             runners[.normalize] = (0..<scenario.instances).map { instance in
                 member(
                     .normalize, instance, stage: { normalize }, group: deployment.group, topic: inputTopic,
@@ -224,14 +231,14 @@ final class World {
             }
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 member(
-                    .aggregate, instance, stage: { [unowned self] in self.shuffledAggregateStage() },
+                    .aggregate, instance, stage: { [unowned self] in self.shuffledAggregateStage(for: deployment) },
                     group: deployment.aggregateGroup, topic: deployment.repartitionTopic,
                     destinations: sinks, upstream: repartitionEnded)
             }
         case .oneStage:
             // `--input-keyed-by-delivery` runs the aggregate stage in `--group` itself
             // (`Pipeline.runSingleStage`).
-            let aggregate = directAggregateStage()
+            let aggregate = directAggregateStage(for: deployment)
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 member(.aggregate, instance, stage: { aggregate }, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded)
             }
@@ -341,7 +348,7 @@ final class World {
         case .oneStage:
             let starts = commitStarts(group: deployment.group, topic: inputTopic)
             if !starts.isEmpty {
-                var probe = directAggregateStage()
+                var probe = directAggregateStage(for: deployment)
                 do { try probe.assign(starts, now: now) } catch { return "\(error)" }
             }
             if let state = kafka.topics[deployment.stateTopic], state.partitionCount != inputPartitions {
@@ -350,12 +357,12 @@ final class World {
         case .twoStage:
             let starts = commitStarts(group: deployment.group, topic: inputTopic)
             if !starts.isEmpty {
-                var probe = normalizeStage()
+                var probe = normalizeStage(for: deployment)
                 do { try probe.assign(starts, now: now) } catch { return "\(error)" }
             }
             let shuffled = commitStarts(group: deployment.aggregateGroup, topic: deployment.repartitionTopic)
             if !shuffled.isEmpty {
-                var probe = shuffledAggregateStage()
+                var probe = shuffledAggregateStage(for: deployment)
                 do { try probe.assign(shuffled, now: now) } catch { return "\(error)" }
             }
             if let state = kafka.topics[deployment.stateTopic], state.partitionCount != scenario.repartitionPartitions {

@@ -16,12 +16,10 @@ public protocol AggregateInput: Sendable {
     /// position; before it, each partition read is its own source, and nothing arrives twice.
     var taskSources: TaskSources { get }
 
-    /// The input as a changelog's task records name it (`ChangelogRecord.source`): a task never
-    /// reads back windows another input's tasks wrote.
-    func changelogSource(inputTopic: String) -> UInt64
-
-    /// The topic a stage of this input reads, for messages.
-    func readTopicName(sourceTopic: String) -> String
+    /// The input, counted in windows of `windowSize`, as a changelog's task records name it
+    /// (`ChangelogRecord.source`): a task never reads back windows another input's tasks wrote,
+    /// or windows of another size.
+    func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64
 
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
     func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch)
@@ -140,6 +138,8 @@ public struct DecodedBatch: Sendable {
     /// A record routed by another repartition partition count than the topic has: (the count
     /// it was routed by, the topic's).
     public var misrouted: (routed: Int, expected: Int)?
+    /// A record another group's normalize stage wrote: that group's name.
+    public var writtenBy: String?
 
     public init() {}
 
@@ -152,5 +152,6 @@ public struct DecodedBatch: Sendable {
         sourcePartitions.merge(other.sourcePartitions, uniquingKeysWith: max)
         markRecords += other.markRecords
         misrouted = misrouted ?? other.misrouted
+        writtenBy = writtenBy ?? other.writtenBy
     }
 }

@@ -13,11 +13,9 @@ public struct RawHitInput: AggregateInput {
         intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
     }
 
-    public func changelogSource(inputTopic: String) -> UInt64 {
-        ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic)
+    public func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
+        ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic, windowSize: windowSize)
     }
-
-    public func readTopicName(sourceTopic: String) -> String { sourceTopic }
 
     public func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         let reference = DeadLetterReference(record: index)

@@ -31,12 +31,14 @@ import Windowing
 ///
 /// Every record then says where its events come from and how they were routed (`Origin`): the
 /// input topic's name and partition count (the aggregate stage knows how many sources must
-/// report before the watermark can move), and the repartition topic's partition count the
-/// writer routed by, so that instances that disagree on it are caught. The epoch of each source
+/// report before the watermark can move), the repartition topic's partition count the
+/// writer routed by, so that instances that disagree on it are caught, and the group whose
+/// normalize stage wrote it, so that a run of another group pointed at this topic is refused
+/// before it writes (`GroupIdentityCheck`). The epoch of each source
 /// partition in the table (a new epoch begins when the topic is found recreated) keeps
 /// positions of another topic or of a recreated one from being taken for copies of old ones.
 public enum RepartitionRecord {
-    public static let version: UInt8 = 5
+    public static let version: UInt8 = 6
 
     enum Kind: UInt8 {
         case marks = 2
@@ -52,11 +54,15 @@ public enum RepartitionRecord {
         public var sourcePartitions: Int
         /// The repartition partition count the writer routed by.
         public var routedPartitions: Int
+        /// The group whose normalize stage wrote the record (`--group`): a repartition topic
+        /// carries one group's hits.
+        public var group: String
 
-        public init(sourceTopic: String, sourcePartitions: Int, routedPartitions: Int) {
+        public init(sourceTopic: String, sourcePartitions: Int, routedPartitions: Int, group: String) {
             self.sourceTopic = sourceTopic
             self.sourcePartitions = sourcePartitions
             self.routedPartitions = routedPartitions
+            self.group = group
         }
     }
 
@@ -208,6 +214,7 @@ public enum RepartitionRecord {
         append(UInt16(clamping: origin.sourcePartitions), to: &bytes)
         append(UInt16(clamping: origin.routedPartitions), to: &bytes)
         appendShortText(origin.sourceTopic, to: &bytes)
+        appendShortText(origin.group, to: &bytes)
     }
 
     /// A table of source partitions, as marks records and the end of events records hold it.
@@ -323,7 +330,14 @@ public enum RepartitionRecord {
         let sourcePartitions = Int(try reader.integer(UInt16.self))
         let routedPartitions = Int(try reader.integer(UInt16.self))
         let sourceTopic = String(decoding: try reader.slice(Int(try reader.integer(UInt16.self))), as: UTF8.self)
-        return (kind, Origin(sourceTopic: sourceTopic, sourcePartitions: sourcePartitions, routedPartitions: routedPartitions))
+        let group = String(decoding: try reader.slice(Int(try reader.integer(UInt16.self))), as: UTF8.self)
+        return (kind, Origin(sourceTopic: sourceTopic, sourcePartitions: sourcePartitions, routedPartitions: routedPartitions, group: group))
+    }
+
+    /// The origin a record begins with, without reading its events: who wrote it.
+    public static func origin(of bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Origin {
+        var reader = Reader(bytes: bytes)
+        return try readHeader(&reader).origin
     }
 
     /// Event `number` of an events record, read without decoding the others: each event is
