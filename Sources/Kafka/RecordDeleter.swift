@@ -149,15 +149,17 @@ public final class RecordDeleter: RecordDeletionClient {
         let eventError = rd_kafka_event_error(event)
         if eventError.isError {
             let text = rd_kafka_event_error_string(event).map { String(cString: $0) } ?? ""
-            let error = RecordDeletionError(
-                KafkaError(.librdkafka(code: eventError.rawValue), "deleting records: \(String(cString: rd_kafka_err2name(eventError))): \(text)"))
+            let error = RecordDeletionError(KafkaError.from(eventError, "deleting records: \(text)"))
             return offsets.map { RecordDeletion(partition: $0.topicPartition, below: $0.offset, outcome: .failure(error)) }
         }
         var results: [TopicPartition: Result<Int64, RecordDeletionError>] = [:]
-        if let result = rd_kafka_event_DeleteRecords_result(event), let list = rd_kafka_DeleteRecords_result_offsets(result) {
+        if let result = rd_kafka_event_DeleteRecords_result(event), let list = rd_kafka_DeleteRecords_result_offsets(result),
+            let elements = list.pointee.elems
+        {
             for index in 0..<Int(list.pointee.cnt) {
-                let element = list.pointee.elems[index]
-                let partition = TopicPartition(topic: String(cString: element.topic), partition: element.partition)
+                let element = elements[index]
+                guard let topic = element.topic.map({ String(cString: $0) }) else { continue }
+                let partition = TopicPartition(topic: topic, partition: element.partition)
                 // On an error the offset is the one asked for, not the log start.
                 results[partition] =
                     element.err.isError

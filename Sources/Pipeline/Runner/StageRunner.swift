@@ -175,6 +175,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let output = try OutputChannel(
             stageName: stage.name, settings: settings, control: control, logger: logger, metrics: metrics,
             onClientError: { [triage] in triage.clientError($0, client: "producer") })
+        if let purging = settings.purge, settings.joinsGroup {
+            purge = try PurgeCoordinator(stageName: stage.name, settings: settings, purge: purging, logger: logger, metrics: metrics)
+        }
         let consumer = try settings.clients.consumer(
             config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
             rebalance: RebalanceHandler(
@@ -183,9 +186,6 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
                 assignmentFailed: { [weak self] in self?.assignmentFailed($0) }),
             maxBatch: settings.maxBatch, wakesFetcher: true, onError: { [triage] in triage.clientError($0, client: "consumer") })
         lifecycle = .running(RunnerClients(consumer: consumer, output: output))
-        if let settings = settings.purge, self.settings.joinsGroup {
-            purge = try PurgeCoordinator(stageName: stage.name, settings: self.settings, purge: settings, logger: logger, metrics: metrics)
-        }
         switch settings.assignment {
         case .group:
             // Said once, from the live client: what an operator compares with
