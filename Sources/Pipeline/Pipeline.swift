@@ -238,6 +238,9 @@ public final class Pipeline: Sendable {
             topic: repartitionTopic, group: config.aggregateGroup, member: aggregate.name, destinations: [.output, .deadLetter, .changelog])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
         second.recordLimit = recordLimit
+        // The repartition topic is this worker's own: what the aggregate group has committed is
+        // read by no one again, and goes (the user's input, read by the one stage, never does).
+        if config.purgeInterval > 0 { second.purge = PurgeSettings(interval: config.purgeInterval, admin: config.adminConfig) }
         let normalizer = StageRunner(stage: normalize, settings: first, logger: logger, metrics: metrics?.stage(normalize.name))
         let aggregator = StageRunner(stage: aggregate, settings: second, logger: logger, metrics: metrics?.stage(aggregate.name))
         runners.register(normalizer)
@@ -400,8 +403,22 @@ public final class Pipeline: Sendable {
         }
     }
 
+    /// How trackpipe creates the repartition topic (docs/deploy.md, "The repartition topic's
+    /// retention"): deleted, never compacted (its keys are deliveries: compaction would drop
+    /// events). The aggregate stage purges what its group has committed (`--purge-interval`), so
+    /// the retention is only the backstop for where purges are refused or the stage is stopped:
+    /// a week, longer than any stop to recover from (a record retention deletes before it is
+    /// counted is lost input, reported as such), and bounded where the cluster refuses purges
+    /// (an infinite retention, as Kafka Streams sets with its purges, would grow without end
+    /// there). A purge frees whole segments only, and the active segment never: segments of 50
+    /// MiB (as Kafka Streams' repartition topics) or an hour, whichever fills first, so that a
+    /// quiet topic's purged records leave the disk within about an hour.
+    public static let repartitionTopicConfig = [
+        "cleanup.policy": "delete", "retention.ms": "604800000", "segment.bytes": "52428800", "segment.ms": "3600000",
+    ]
+
     /// The repartition topic's partition count, creating the topic (as many partitions as the
-    /// input, a week's retention) where the cluster allows.
+    /// input, `repartitionTopicConfig`) where the cluster allows.
     private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> Int {
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         if let count = try Self.existingPartitionCount(of: topic, admin: admin) {
@@ -412,7 +429,7 @@ public final class Pipeline: Sendable {
             return count
         }
         do {
-            try admin.createTopic(topic, partitions: partitions, config: ["cleanup.policy": "delete", "retention.ms": "604800000"])
+            try admin.createTopic(topic, partitions: partitions, config: Self.repartitionTopicConfig)
             for _ in 0..<50 {
                 if let count = try? admin.partitionCount(of: topic) {
                     logger.notice("created the repartition topic \(topic) with \(count) partitions")

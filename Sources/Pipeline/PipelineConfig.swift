@@ -38,6 +38,10 @@ public struct PipelineConfig: Sendable {
     public var limits: NormalizerLimits = NormalizerLimits()
     /// How often safe offsets are committed while running (ms).
     public var commitInterval: Int64 = 5_000
+    /// The least time between two purges of the repartition topic (ms): after a commit, the
+    /// aggregate stage deletes the records below what its group committed (DeleteRecords); 0:
+    /// never. One stage has no topic of its own to purge.
+    public var purgeInterval: Int64 = 30_000
     /// A hit whose event time is more than this after its Kafka record's timestamp is
     /// dead-lettered as `future_timestamp` (ms): one device with a wrong clock must not move the
     /// watermark for everyone and turn every later hit into `too_late`.

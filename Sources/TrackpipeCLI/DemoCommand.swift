@@ -98,6 +98,8 @@ struct DemoCommand: ParsableCommand {
         config.untilEnd = true
         config.shards = 2
         config.group = "trackpipe-demo"
+        // The embedded broker does not delete records: a purge would only be refused (and say so).
+        config.purgeInterval = 0
         let pipeline = Pipeline(config: config, logger: Logger(label: "trackpipe"))
         running.set(pipeline)
         let summary = try pipeline.run()

@@ -74,6 +74,12 @@ struct RunCommand: ParsableCommand {
     @Option(
         parsing: .unconditional,
         help:
+            "Two stages: after a commit, delete the repartition topic's records the aggregate group has committed (DeleteRecords), at most this often; 0s never does. A cluster that refuses (no DeleteRecords, no Delete grant) is said once and counted; the topic's retention.ms then bounds it. (env TRACKPIPE_PURGE_INTERVAL, default 30s)"
+    )
+    var purgeInterval: String?
+    @Option(
+        parsing: .unconditional,
+        help:
             "Dead-letter hits stamped more than this after their Kafka timestamp, as future_timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)"
     )
     var maxFutureSkew: String?
@@ -91,7 +97,7 @@ struct RunCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "state-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "emit", "shards", "until-end", "connect-timeout", "allow-lost-input", "allow-unchecked-output", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
+        "emit", "shards", "until-end", "connect-timeout", "allow-lost-input", "allow-unchecked-output", "instance-id", "metrics-port", "max-entries", "commit-interval", "purge-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -190,6 +196,7 @@ struct RunCommand: ParsableCommand {
         guard config.commitInterval > 0 else {
             throw ValidationError("\(text("commit-interval", commitInterval, "5s").label): must be longer than 0, like 1s or 5s")
         }
+        config.purgeInterval = try environment.duration("purge-interval", purgeInterval, default: "30s")
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
         config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
         config.progressInterval = try environment.duration("progress-interval", progressInterval, default: "30s")

@@ -142,7 +142,7 @@ struct SettingsTests {
         "grace": ("-5s", "5s"), "retention": ("soon", "2h"), "idle-timeout": ("0s", "30s"), "emit": ("sometimes", "final"),
         "shards": ("many", "2"), "until-end": ("ture", nil), "connect-timeout": ("0s", "1m"), "allow-lost-input": ("maybe", nil), "allow-unchecked-output": ("maybe", nil),
         "instance-id": ("pod 0", "pod-0"), "metrics-port": ("70000", "0"), "max-entries": ("lots", "1000"),
-        "commit-interval": ("0s", "1s"), "max-future-skew": ("-1h", "1h"), "max-headers": ("-1", "64"),
+        "commit-interval": ("0s", "1s"), "purge-interval": ("often", "30s"), "max-future-skew": ("-1h", "1h"), "max-headers": ("-1", "64"),
         "progress-interval": ("often", "10s"), "unhealthy-after": ("0s", "60s"), "log-level": ("loud", "info"), "log-format": ("xml", "text"),
     ]
 

@@ -76,6 +76,13 @@ public struct ScheduleStats: Sendable {
     public var strictLatenessChecked: Int?
     /// Hits the quiet-period bound was checked on; nil when it was not applied.
     public var quietBoundChecked: Int?
+    /// Partitions the runners asked to purge, purged, and refused by the cluster.
+    public var purgesAsked = 0
+    public var purged = 0
+    public var purgesRefused = 0
+    /// Bytes of records written to the repartition topics, and the bytes they hold at the end.
+    public var repartitionBytesWritten = 0
+    public var repartitionBytesKept = 0
 
     public var description: String {
         var text =
@@ -85,6 +92,8 @@ public struct ScheduleStats: Sendable {
         if generations > 1 { text += ", \(generations) generations (\(steppedBackAcrossGenerations) keys recounted from a lower revision)" }
         if let checked = strictLatenessChecked { text += ", strict lateness checked on \(checked) hits" }
         if let checked = quietBoundChecked { text += ", the quiet bound checked on \(checked) hits" }
+        if purgesAsked > 0 { text += ", \(purgesAsked) partition purges asked, \(purged) done, \(purgesRefused) refused" }
+        if repartitionBytesWritten > 0 { text += ", the repartition topic keeps \(repartitionBytesKept) of \(repartitionBytesWritten) bytes written" }
         return text
     }
 }

@@ -33,6 +33,10 @@ public struct Scenario: Sendable, CustomStringConvertible {
     /// Simulated wall-clock ms at the start.
     public var start: Int64
     public var hitSeed: UInt64
+    /// With `purges`: the aggregate stage's `--purge-interval` (ms), and how long the cluster
+    /// takes to carry a purge out.
+    public var purgeInterval: Int64 = 0
+    public var purgeDelay: Int64 = 0
 
     public func has(_ feature: Feature) -> Bool { features.contains(feature) }
 
@@ -57,7 +61,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
         let smallRecords = random.chance(0.5), recordBytes = random.int(200...1_500)
         let trackingOffEvery = random.int(3...5)
         let shares = (late: random.int(3...15), beyond: random.int(1...5), fast: random.int(1...5), wrong: random.int(1...3))
-        return Scenario(
+        var scenario = Scenario(
             mode: mode, features: features, lockstep: spec.lockstep,
             inputPartitions: inputPartitions, repartitionPartitions: random.int(1...4), instances: random.int(1...3),
             window: window,
@@ -79,6 +83,15 @@ public struct Scenario: Sendable, CustomStringConvertible {
             drainByFinish: random.chance(0.5) || spec.endsWithFinish,
             start: 1_795_341_600_000 + random.int(0...86_400_000),
             hitSeed: random.next())
+        // Drawn from a generator of their own, so that the schedules drawn before purges
+        // existed stay as they were.
+        var purging = SplitMix(scenario.hitSeed ^ 0x9_06E_DE1E)
+        let interval = purging.pick([1, 250, 1_000, 5_000] as [Int64]), delay = purging.pick([0, 0, 100, 1_500, 8_000] as [Int64])
+        if features.contains(.purges) {
+            scenario.purgeInterval = interval
+            scenario.purgeDelay = delay
+        }
+        return scenario
     }
 
     var hitSettings: HitSource.Settings {
@@ -102,6 +115,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             keyedByDelivery ? "keyed by delivery" : nil,
             drainByFinish ? "ends with finish" : "ends with a far tick",
             lockstep ? "lockstep" : nil,
+            purgeInterval > 0 ? "purges every \(purgeInterval) ms, carried out after \(purgeDelay) ms" : nil,
         ].compactMap { $0 }
         parts.append("features: " + features.sorted().map(\.rawValue).joined(separator: ","))
         return parts.joined(separator: "; ")

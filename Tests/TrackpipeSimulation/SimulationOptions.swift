@@ -39,6 +39,9 @@ public enum Fault: String, Sendable, CaseIterable {
     /// After the run, an older record of some key is delivered again at the end of the output:
     /// a stale aggregate overwrites the full one.
     case reemitStaleRecord = "reemit-stale-record"
+    /// The brokers carry a purge out to the partition's end, whatever it asked: records no one
+    /// has counted yet are gone.
+    case purgePastCommit = "purge-past-commit"
 }
 
 /// How big schedules are: the number of steps and the rate of hits.

@@ -150,6 +150,8 @@ final class World {
         self.options = options
         cluster = SimulatedCluster(kafka: kafka, now: scenario.start)
         cluster.assignor = .directed
+        cluster.recordDeletions.delay = scenario.purgeDelay
+        cluster.recordDeletions.deletesToTheEnd = options.fault == .purgePastCommit
         logger = errors.logger()
         source = HitSource(scenario.hitSettings)
         deployment = Deployment(group: "trackpipe", mode: scenario.mode, generation: 1)
@@ -269,6 +271,11 @@ final class World {
         let bound: RunnerSettings.Bound = scenario.drainByFinish ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let skipsInput = options.fault == .skipOneRecord && topic == inputTopic
         let inputTopic = self.inputTopic
+        // As `Pipeline` sets it up: the aggregate stage of two stages purges its input, the
+        // repartition topic (the one stage reads the user's topic, never purged).
+        let purge =
+            role == .aggregate && topic == deployment.repartitionTopic && scenario.purgeInterval > 0
+            ? PurgeSettings(interval: scenario.purgeInterval, admin: KafkaConfig([:])) : nil
         return StageInstance<S>(
             role: role, instance: instance, generation: deployment.generation, group: group, topic: topic, cluster: cluster,
             stamp: { [unowned self] member in self.stamp(member) },
@@ -288,6 +295,7 @@ final class World {
                 settings.clients = clients
                 settings.progressInterval = 0
                 settings.maxBatch = .max
+                settings.purge = purge
                 return StageRunner(stage: stage(), settings: settings, logger: logger, clock: clock)
             })
     }
@@ -476,6 +484,14 @@ final class World {
         case .switchMode(let target, let remedy):
             guard mode != target else { break }
             switchMode(to: target, remedy: remedy)
+        case .refusePurges(let refusal, let length):
+            let error: KafkaError.Named =
+                switch refusal {
+                case .unsupported: .unsupportedFeature
+                case .notAuthorized: .topicAuthorizationFailed
+                case .timedOut: .timedOut
+                }
+            cluster.recordDeletions.refusal = (error, now + length)
         }
         if let before { record(batchNote.map { "\(operation) \($0)" } ?? "\(operation)", since: before) }
         batchNote = nil
@@ -735,6 +751,13 @@ final class World {
             if role == .normalize { repartitionEnded.finish() }
         }
         if let mark = before { record(scenario.drainByFinish ? "drain: read all, finish" : "drain: +\(far), read all, tick, commit", since: mark) }
+        if scenario.purgeInterval > 0 {
+            // Purges still on their way reach the brokers (past their delay, and past the
+            // runners' request timeout, 30 s, for those refused as timed out): the checks see
+            // the logs as they end up.
+            now += max(scenario.purgeDelay, 60_000)
+            cluster.settleDeletions()
+        }
         if options.fault == .reemitStaleRecord { reemitStaleRecord() }
     }
 
@@ -811,13 +834,18 @@ final class World {
 
     private struct Snapshot {
         var ends: [String: [Int64]]
+        var starts: [String: [Int64]]
         var commits: Int
     }
 
     private func snapshot() -> Snapshot {
         var ends: [String: [Int64]] = [:]
-        for (name, log) in kafka.topics { ends[name] = (0..<Int32(log.partitionCount)).map { log.end(of: $0) } }
-        return Snapshot(ends: ends, commits: kafka.commitTrace?.count ?? 0)
+        var starts: [String: [Int64]] = [:]
+        for (name, log) in kafka.topics {
+            ends[name] = (0..<Int32(log.partitionCount)).map { log.end(of: $0) }
+            starts[name] = (0..<Int32(log.partitionCount)).map { log.start(of: $0) }
+        }
+        return Snapshot(ends: ends, starts: starts, commits: kafka.commitTrace?.count ?? 0)
     }
 
     private func record(_ operation: String, since before: Snapshot) {
@@ -861,6 +889,12 @@ final class World {
                             "\n      \(name)[\(partition)]@\(offset) \(message.kind.rawValue):\(eventTime) Kafka timestamp +\(message.kafkaTimestamp - scenario.start)"
                     }
                 }
+            }
+        }
+        for name in kafka.topics.keys.sorted() {
+            let log = kafka.topic(name)
+            for partition in 0..<Int32(log.partitionCount) where log.start(of: partition) > before.starts[name]?[Int(partition)] ?? 0 {
+                line += "\n    purged \(name)[\(partition)] below \(log.start(of: partition))"
             }
         }
         if let commits = kafka.commitTrace {

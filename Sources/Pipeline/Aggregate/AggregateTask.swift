@@ -78,7 +78,10 @@ struct AggregateTask: WindowTask {
         if SourceCheckpoint(decoding: start.metadata) != nil {
             who = "by trackpipe's normalize stage, whose commits hold no window state"
         } else {
-            guard !start.commitIsBeyondTheLog, committed != (start.logStart ?? 0) else { return nil }
+            // A plain commit at the very beginning of the user's input is a full recount. The
+            // repartition topic's beginning is where the last purge left it, not the group's
+            // first record: there it would recount only what is left.
+            guard !start.commitIsBeyondTheLog, identity.repartitionTopic != nil || committed != (start.logStart ?? 0) else { return nil }
             who =
                 if let tag = Checkpoint.otherVersion(of: start.metadata) ?? SourceCheckpoint.otherVersion(of: start.metadata) {
                     "by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(Checkpoint.format) only)"
@@ -86,8 +89,12 @@ struct AggregateTask: WindowTask {
                     "without a trackpipe checkpoint (by another tool, or by an offset reset)"
                 }
         }
+        let recount =
+            identity.repartitionTopic == nil
+            ? ", or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount"
+            : " (the repartition topic is purged as it is counted, so its earliest offset is no full recount)"
         return .groupMismatch(
-            "the group's commit at offset \(committed) of \(topic)[\(start.partition)] was made \(who). Counting windows from it would miss the hits before it and overwrite full records with partial ones. Run this mode under a --group of its own (a new group counts the input from its beginning), or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount")
+            "the group's commit at offset \(committed) of \(topic)[\(start.partition)] was made \(who). Counting windows from it would miss the hits before it and overwrite full records with partial ones. Run this mode under a --group of its own (a new group counts the input from its beginning)\(recount)")
     }
 
     // MARK: Reading the state back

@@ -103,6 +103,7 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_changelog_records": "Records written to the state topic (window states, tombstones of evicted windows, task records).",
         "trackpipe_dead_letters_cut": "Dead letters whose original key or value was cut to fit the dead-letter topic (headers carry the original sizes and SHA-256).",
         "trackpipe_kafka_errors": "Errors librdkafka reported, by severity: transient ones (connections, leaders, timeouts) it retries by itself; a fatal one stops the worker.",
+        "trackpipe_repartition_purges": "Partitions of the repartition topic the aggregate stage asked the cluster to purge up to its commits (DeleteRecords), by outcome: purged, unsupported (the cluster does not delete records), not_authorized (no Delete grant), transient, failed.",
     ]
 
     /// The metrics of one stage; every reason is visible at zero before it first happens, so
@@ -171,6 +172,17 @@ public struct StageMetrics: Sendable {
     func paused(_ paused: Bool) {
         parent.gauge("trackpipe_input_paused", stage: stage).set(Double(paused ? 1 : 0))
         if paused { parent.counter("trackpipe_input_pauses", stage: stage).increment() }
+    }
+
+    /// The stage purges its input: every outcome of a purge exists from the start, at 0.
+    func purgeOutcomesRegistered() {
+        for outcome in PurgeCoordinator.Outcome.allCases {
+            _ = parent.counter("trackpipe_repartition_purges", stage: stage, ("outcome", outcome.rawValue))
+        }
+    }
+
+    func purges(_ outcome: String, _ count: Int) {
+        parent.counter("trackpipe_repartition_purges", stage: stage, ("outcome", outcome)).increment(by: Int64(count))
     }
 
     func kafkaError(_ severity: KafkaError.Severity) {
