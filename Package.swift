@@ -7,10 +7,11 @@ import PackageDescription
 // engine value driven by its caller with the clock passed in; no I/O, no thread, queue or lock)
 // Pipeline (wires Kafka, domain and engine; its lanes, on Dispatch, are the one place window work
 // runs in parallel) -> TrackpipeCLI (commands) -> trackpipe (executable).
-// Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench),
-// TrackpipeSimulation (in Tests/: the deterministic simulator, which runs Pipeline's real runners
-// and stages against a simulated cluster standing in for Kafka's protocols, docs/simulation.md)
-// and trackpipe-bench (the benchmarks, docs/performance.md, and the simulator's long runs).
+// Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench) and
+// trackpipe-bench (the benchmarks, docs/performance.md). Under Tests/, and linked by no product:
+// TrackpipeTestSupport (the reference model), TrackpipeSimulation (the deterministic simulator,
+// which runs Pipeline's real runners and stages against a simulated cluster standing in for
+// Kafka's protocols, docs/simulation.md) and trackpipe-check (their long runs and the soak).
 let package = Package(
     name: "trackpipe",
     platforms: [.macOS(.v14)],
@@ -72,9 +73,6 @@ let package = Package(
             name: "trackpipe-bench",
             dependencies: [
                 "Kafka", "TrackingDomain", "Windowing", "Pipeline", "HitGenerator",
-                // The soak checks its output with the tests' independent reference model;
-                // `simulate` and `simulate-runner` run the deterministic simulator.
-                "TrackpipeTestSupport", "TrackpipeSimulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -86,7 +84,8 @@ let package = Package(
             resources: [.copy("Golden")]
         ),
         .testTarget(name: "WindowingTests", dependencies: ["Windowing", "TrackingDomain", "HitGenerator"]),
-        // Shared by the end-to-end tests: the independent reference model and corpus plumbing.
+        // Shared by the end-to-end tests and trackpipe-check: the independent reference model
+        // and corpus plumbing.
         // It also holds the embedded broker's fault injection, which only tests use, with the
         // one C call of librdkafka's mock cluster that Swift cannot make itself (CRdKafkaMock).
         .target(
@@ -99,6 +98,16 @@ let package = Package(
             name: "TrackpipeSimulation",
             dependencies: ["Pipeline", "Kafka", "CRdKafka", "Windowing", "TrackingDomain", "HitGenerator", "TrackpipeTestSupport"],
             path: "Tests/TrackpipeSimulation"),
+        // The long checks, not part of CI (docs/simulation.md, docs/reliability.md): `simulate`
+        // and `simulate-runner` run the simulators for as long as asked, `soak` a live stream
+        // against the reference model. A tool, not a product: it links the test modules.
+        .executableTarget(
+            name: "trackpipe-check",
+            dependencies: [
+                "Kafka", "HitGenerator", "TrackpipeTestSupport", "TrackpipeSimulation",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tests/TrackpipeCheck"),
         .testTarget(name: "HitGeneratorTests", dependencies: ["HitGenerator", "TrackingDomain"]),
         .testTarget(
             name: "PipelineTests",

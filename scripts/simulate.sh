@@ -10,9 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-swift build -c release --product trackpipe-bench
+swift build -c release --product trackpipe-check
 schedules=20000
 for argument in "$@"; do
     [ "$argument" = "--schedules" ] && schedules=""
 done
-exec .build/release/trackpipe-bench simulate ${schedules:+--schedules "$schedules"} "$@"
+exec .build/release/trackpipe-check simulate ${schedules:+--schedules "$schedules"} "$@"

@@ -8,5 +8,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 swift build -c release --product trackpipe
-swift build -c release --product trackpipe-bench
-exec .build/release/trackpipe-bench soak "$@"
+swift build -c release --product trackpipe-check
+exec .build/release/trackpipe-check soak "$@"

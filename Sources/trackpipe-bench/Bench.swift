@@ -14,11 +14,8 @@ struct TrackpipeBench: ParsableCommand {
             WindowingBenchmark.self,
             PipelineBenchmark.self,
             ReplayBenchmark.self,
-            SimulateRunnerBenchmark.self,
-            SoakBenchmark.self,
             RestoreBenchmark.self,
             FreshnessBenchmark.self,
-            SimulateBenchmark.self,
         ]
     )
 }

@@ -57,6 +57,6 @@ public struct ScheduleSize: Sendable, Hashable {
 
     /// For the test suite: tens to a few hundred messages.
     public static let quick = ScheduleSize(steps: 12...40, rate: 4...20)
-    /// For `trackpipe-bench simulate`: up to a few thousand messages.
+    /// For `trackpipe-check simulate`: up to a few thousand messages.
     public static let standard = ScheduleSize(steps: 20...90, rate: 5...40)
 }

@@ -16,7 +16,7 @@ public struct ScheduleOutcome: Sendable {
 
     /// The command that replays this schedule.
     public var replayCommand: String {
-        var parts = ["trackpipe-bench simulate --family \(schedule.family.rawValue) --seed \(Simulator.hex(schedule.seed)) --schedules 1"]
+        var parts = ["trackpipe-check simulate --family \(schedule.family.rawValue) --seed \(Simulator.hex(schedule.seed)) --schedules 1"]
         if options.size == .quick { parts.append("--quick") }
         for feature in options.enable.sorted() { parts.append("--enable \(feature.rawValue)") }
         for feature in options.disable.sorted() { parts.append("--disable \(feature.rawValue)") }

@@ -6,7 +6,7 @@ import TrackpipeSimulation
 /// of crashes, rebalances, late hits and switches against the real stages and an in-memory
 /// Kafka, every schedule checked against the reference model. Prints schedules a second and
 /// every failing seed; a failing seed replays alone with `--seed S --schedules 1`.
-struct SimulateBenchmark: ParsableCommand {
+struct SimulateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
         abstract: "Random schedules against the real stages and an in-memory Kafka; prints every failing seed.")
@@ -65,7 +65,7 @@ struct SimulateBenchmark: ParsableCommand {
 
         print("simulate: \(schedules) schedules of \(chosen.map(\.rawValue).joined(separator: ", ")) from seed \(seed)")
         var campaign = Campaign(families: chosen, options: options, narrowKnownFailures: passing)
-        let started = BenchSupport.now()
+        let started = monotonicSeconds()
         var lastProgress = started
         var printed = 0
         for index in 0..<schedules {
@@ -79,13 +79,13 @@ struct SimulateBenchmark: ParsableCommand {
             } else if trace {
                 print(outcome.report())
             }
-            let now = BenchSupport.now()
+            let now = monotonicSeconds()
             if now - lastProgress >= 10 {
                 lastProgress = now
                 print(String(format: "  %d schedules, %d failed, %.1f schedules/s", index + 1, campaign.failed, Double(index + 1) / (now - started)))
             }
         }
-        let elapsed = BenchSupport.now() - started
+        let elapsed = monotonicSeconds() - started
         print(campaign.summary)
         print(
             String(
@@ -108,16 +108,4 @@ struct SimulateBenchmark: ParsableCommand {
     }
 
     private func hex(_ seed: UInt64) -> String { "0x" + String(seed, radix: 16) }
-}
-
-/// The cases `names` name (`default` when none is given), or an error that lists the names there are.
-func named<Named: RawRepresentable & CaseIterable>(_ names: [String], _ what: String, default all: [Named]) throws -> [Named]
-where Named.RawValue == String {
-    let chosen = try names.map { name in
-        guard let value = Named(rawValue: name) else {
-            throw ValidationError("no \(what) \(name); one of: \(Named.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
-        return value
-    }
-    return chosen.isEmpty ? all : chosen
 }

@@ -8,7 +8,7 @@ import TrackpipeTestSupport
 /// SIGKILL at random moments and restarted, the broker down now and then. At the end the last
 /// record per key must equal what the generator knows it sent, and the worker's memory must not
 /// have grown. Not a CI test: it takes as long as you ask (scripts/soak.sh).
-struct SoakBenchmark: ParsableCommand {
+struct SoakCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "soak", abstract: "Live stream, random SIGKILLs and broker outages; exact counts and flat RSS at the end.")
 
@@ -25,7 +25,11 @@ struct SoakBenchmark: ParsableCommand {
     @Option(help: "Path of the trackpipe binary (default: next to this one).") var trackpipe: String?
 
     func run() throws {
-        let binary = try BenchSupport.trackpipeBinary(trackpipe)
+        let binary = trackpipe
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("trackpipe").path
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw CheckError("no trackpipe binary at \(binary): swift build -c release --product trackpipe")
+        }
         let broker = try EmbeddedBroker(brokers: slowOutputMs > 0 ? 2 : 1)
         // The embedded broker keeps only the newest ~5 MB of a partition: the repartition topic
         // (original messages plus events, plus re-sends after each kill) gets three times the
@@ -39,12 +43,12 @@ struct SoakBenchmark: ParsableCommand {
         if slowOutputMs > 0 { try broker.setRoundTripTime(2, milliseconds: slowOutputMs) }
         var random = SplitMix64(seed: seed)
         let seconds = minutes * 60
-        let start = BenchSupport.now()
+        let start = monotonicSeconds()
         let killAt = (0..<kills).map { _ in Double(random.next() % UInt64(seconds * 1000)) / 1000 }.sorted()
         let outageAt = (0..<outages).map { _ in Double(random.next() % UInt64(seconds * 1000)) / 1000 }.sorted()
         print("soak: \(Int(seconds)) s of live stream at \(Int(rate))/s into \(partitions) partitions; \(kills) SIGKILLs, \(outages) broker outages")
 
-        let generator = LiveProducer(broker: broker, rate: rate, seed: seed)
+        let generator = try LiveProducer(broker: broker, rate: rate, seed: seed)
         generator.start()
         var worker = try Worker(binary: binary, broker: broker, queueKbytes: queueKbytes)
         var samples: [(elapsed: Double, incarnation: Int, age: Double, rssKiB: Int)] = []
@@ -52,8 +56,8 @@ struct SoakBenchmark: ParsableCommand {
         var pendingOutages = outageAt[...]
         var incarnation = 1
         var lastSample = 0.0
-        while BenchSupport.now() - start < seconds {
-            let elapsed = BenchSupport.now() - start
+        while monotonicSeconds() - start < seconds {
+            let elapsed = monotonicSeconds() - start
             if let next = pendingKills.first, elapsed >= next {
                 pendingKills.removeFirst()
                 worker.kill()
@@ -81,11 +85,11 @@ struct SoakBenchmark: ParsableCommand {
         }
         let hits = generator.stop()
         if slowOutputMs > 0 { try broker.setRoundTripTime(2, milliseconds: 0) }
-        print(String(format: "stream over: %d hits in %.0f s; stopping the worker with SIGTERM and reading to the end", hits.count, BenchSupport.now() - start))
+        print(String(format: "stream over: %d hits in %.0f s; stopping the worker with SIGTERM and reading to the end", hits.count, monotonicSeconds() - start))
         worker.terminate()
         // Event time of the last windows must pass: the final run flushes every window.
         let final = try Worker(binary: binary, broker: broker, queueKbytes: queueKbytes, untilEnd: true)
-        guard final.wait(seconds: 600) == 0 else { throw BenchError("the final --until-end run failed: \(final.stderrTail)") }
+        guard final.wait(seconds: 600) == 0 else { throw CheckError("the final --until-end run failed: \(final.stderrTail)") }
 
         let out = try TopicContents(broker: broker, output: "aggregates", outputPartitions: 8, dlq: "dlq", dlqPartitions: 4)
         let reference = Corpus(hits).expected(windowSize: 60_000)
@@ -117,8 +121,8 @@ final class LiveProducer: @unchecked Sendable {
     private let stopping = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
 
-    init(broker: EmbeddedBroker, rate: Double, seed: UInt64) {
-        producer = try! KafkaProducer(
+    init(broker: EmbeddedBroker, rate: Double, seed: UInt64) throws {
+        producer = try KafkaProducer(
             config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "linger.ms": "5", "log_level": "0", "message.timeout.ms": "0"]))
         stream = LiveHitStream(rate: rate, seed: seed, deliveries: 20, start: Int64(Date().timeIntervalSince1970 * 1000))
     }
@@ -149,7 +153,7 @@ final class LiveProducer: @unchecked Sendable {
 /// One `trackpipe run` process of the soak.
 struct Worker {
     let process = Process()
-    let started = BenchSupport.now()
+    let started = monotonicSeconds()
     private let errorFile: URL
     private(set) var lastRSS = 0
 
@@ -168,7 +172,7 @@ struct Worker {
         try process.run()
     }
 
-    var age: Double { BenchSupport.now() - started }
+    var age: Double { monotonicSeconds() - started }
     var exitCode: Int32? { process.isRunning ? nil : process.terminationStatus }
     var stderrTail: String { String((try? String(contentsOf: errorFile, encoding: .utf8))?.suffix(1_000) ?? "") }
 
@@ -192,8 +196,8 @@ struct Worker {
     }
 
     func wait(seconds: Double) -> Int32? {
-        let deadline = BenchSupport.now() + seconds
-        while process.isRunning && BenchSupport.now() < deadline { Thread.sleep(forTimeInterval: 0.2) }
+        let deadline = monotonicSeconds() + seconds
+        while process.isRunning && monotonicSeconds() < deadline { Thread.sleep(forTimeInterval: 0.2) }
         return process.isRunning ? nil : process.terminationStatus
     }
 }

@@ -6,7 +6,7 @@ import TrackpipeSimulation
 /// asked: whole instances, with their real runners, against a simulated cluster that rebalances,
 /// refuses commits, cuts polls, goes unreachable and refuses records. Prints every failing seed
 /// with its first problems; one replays alone with `--seed S --seeds 1`.
-struct SimulateRunnerBenchmark: ParsableCommand {
+struct SimulateRunnerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate-runner",
         abstract: "Seeds of the runner simulation: real runners against a simulated cluster's faults; prints every failing seed.")
@@ -42,7 +42,7 @@ struct SimulateRunnerBenchmark: ParsableCommand {
                 guard !outcome.passed else { continue }
                 failing.append(seed)
                 print("FAILED \(family.rawValue) seed \(seed): \(outcome.problems.prefix(3).joined(separator: "; "))")
-                print("  \(outcome.rebalances) rebalances, \(outcome.refusedCommits) refused commits; replay: trackpipe-bench simulate-runner --family \(family.rawValue) --seed \(seed) --seeds 1")
+                print("  \(outcome.rebalances) rebalances, \(outcome.refusedCommits) refused commits; replay: trackpipe-check simulate-runner --family \(family.rawValue) --seed \(seed) --seeds 1")
                 if trace { print(outcome.trace.joined(separator: "\n")) }
             }
             failed += failing.count
@@ -52,5 +52,6 @@ struct SimulateRunnerBenchmark: ParsableCommand {
             )
         }
         print("\(seeds * chosen.count) schedules in \(String(format: "%.1f", Date().timeIntervalSince(started))) s; \(failed) failed")
+        if failed > 0 { throw ExitCode(1) }
     }
 }

@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+
+/// `trackpipe-check`, the long checks' tool (docs/simulation.md), as a developer runs it: built
+/// beside `trackpipe`, it says how many schedules failed, exits 1 when one did, and prints the
+/// command that replays a failing seed alone.
+@Suite("trackpipe-check")
+struct CheckToolTests {
+    static func tool() throws -> TrackpipeBinary {
+        let trackpipe = try TrackpipeBinary.locate()
+        let url = trackpipe.url.deletingLastPathComponent().appendingPathComponent("trackpipe-check")
+        guard FileManager.default.isExecutableFile(atPath: url.path) else {
+            throw TrackpipeBinary.LocateError.notFound([url.path + " (swift build --product trackpipe-check)"])
+        }
+        return TrackpipeBinary(url: url)
+    }
+
+    @Test("simulate: schedules that pass exit 0 and say none failed")
+    func simulatePasses() throws {
+        let result = try Self.tool().run(["simulate", "--quick", "--family", "steady", "--schedules", "3"])
+        #expect(result.exitCode == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("3 schedules in"))
+        #expect(result.stdout.contains("; 0 failed"))
+    }
+
+    @Test("simulate: a planted defect exits 1 with each failing seed, and the printed command replays one alone, failing the same way")
+    func simulateFailureReplays() throws {
+        let tool = try Self.tool()
+        let result = try tool.run(["simulate", "--quick", "--family", "steady", "--fault", "skip-one-record", "--schedules", "12"])
+        #expect(result.exitCode == 1, "\(result.stdout)\(result.stderr)")
+        let failures = result.stdoutLines.filter { $0.hasPrefix("FAILED steady seed ") }
+        try #require(!failures.isEmpty, "no schedule caught the skipped record: \(result.stdout)")
+        // The report's replay line carries this run's options (--quick, the fault).
+        let replayLine = try #require(result.stdoutLines.first { $0.hasPrefix("replay: trackpipe-check simulate --family steady --seed ") })
+        let arguments = replayLine.dropFirst("replay: trackpipe-check ".count).split(separator: " ").map(String.init)
+        #expect(arguments.contains("--fault") && arguments.contains("--quick"))
+        let seed = try #require(arguments.firstIndex(of: "--seed").map { arguments[$0 + 1] })
+        let alone = try tool.run(arguments)
+        #expect(alone.exitCode == 1, "\(alone.stdout)\(alone.stderr)")
+        #expect(alone.stdoutLines.filter { $0.hasPrefix("FAILED ") } == failures.filter { $0.hasPrefix("FAILED steady seed \(seed):") })
+    }
+
+    @Test("simulate-runner: a family's seeds run against the simulated cluster and exit 0 when every count is exact")
+    func simulateRunnerPasses() throws {
+        let result = try Self.tool().run(["simulate-runner", "--family", "rebalances", "--seeds", "2"])
+        #expect(result.exitCode == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("rebalances: 2 seeds, 0 failed"))
+        #expect(result.stdout.contains("2 schedules in"))
+    }
+
+    @Test("an unknown family is refused with the names there are")
+    func unknownFamily() throws {
+        let result = try Self.tool().run(["simulate", "--family", "nope", "--schedules", "1"])
+        #expect(result.exitCode == 64)
+        #expect(result.stderr.contains("no family nope; one of: "))
+        #expect(result.stderr.contains("steady"))
+    }
+}
