@@ -11,7 +11,7 @@ public struct ConsumerRecord: @unchecked Sendable {
     public var offset: Int64 { message.pointee.offset }
 
     public var topic: String {
-        return message.pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
+        return message.pointee.rkt.map { string(from: rd_kafka_topic_name($0), or: "") } ?? ""
     }
 
     public var key: UnsafeRawBufferPointer? {
@@ -103,7 +103,7 @@ public enum ConsumerEvent<Record> {
 public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
     // Read-only views of messages librdkafka owns until the body returns; safe to read from
     // several threads at once.
-    let messages: UnsafeBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>?>
+    let messages: UnsafeBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>
     /// Partitions revoked while the batch was gathered, in order: the messages before
     /// `before` of those partitions came from an assignment that no longer holds.
     public let revocations: [Revocation]
@@ -120,7 +120,7 @@ public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
         }
     }
 
-    init(messages: UnsafeBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>?>, revocations: [Revocation] = []) {
+    init(messages: UnsafeBufferPointer<UnsafeMutablePointer<rd_kafka_message_t>>, revocations: [Revocation] = []) {
         self.messages = messages
         self.revocations = revocations
     }
@@ -129,7 +129,7 @@ public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
     public var endIndex: Int { messages.count }
 
     public subscript(position: Int) -> ConsumerEvent<ConsumerRecord> {
-        let message = messages[position]!
+        let message = messages[position]
         let err = message.pointee.err
         if err == RD_KAFKA_RESP_ERR_NO_ERROR { return .record(ConsumerRecord(message: message)) }
         let record = ConsumerRecord(message: message)

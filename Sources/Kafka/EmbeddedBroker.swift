@@ -31,9 +31,15 @@ public final class EmbeddedBroker: @unchecked Sendable {
             context.release()
             throw KafkaError(.embeddedBroker, "librdkafka could not start an embedded cluster of \(brokers) brokers")
         }
+        guard let bootstraps = rd_kafka_mock_cluster_bootstraps(cluster) else {
+            rd_kafka_mock_cluster_destroy(cluster)
+            rd_kafka_destroy(handle)
+            context.release()
+            throw KafkaError(.embeddedBroker, "librdkafka started an embedded cluster but gave no address for it")
+        }
         self.cluster = cluster
         self.brokerCount = brokers
-        self.bootstrapServers = String(cString: rd_kafka_mock_cluster_bootstraps(cluster))
+        self.bootstrapServers = String(cString: bootstraps)
     }
 
     deinit {

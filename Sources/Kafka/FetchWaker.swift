@@ -141,7 +141,8 @@ private final class ThreadHandle: Sendable {
         let context = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(&thread, nil, { context in
-            let box = Unmanaged<Box>.fromOpaque(context!).takeRetainedValue()
+            guard let context else { preconditionFailure("pthread_create hands its start routine the argument it was given") }
+            let box = Unmanaged<Box>.fromOpaque(context).takeRetainedValue()
             box.body()
             return nil
         }, context)

@@ -50,8 +50,8 @@ extension ConsumerClient {
 /// What a stage runner asks of a producer. Delivery reports (the `onDelivery` given at
 /// creation) are served inside `poll`, `flush` and a `send` that waits for room.
 public protocol ProducerClient: AnyObject, Sendable {
-    /// A handle for sending to `name`, looked up once.
-    func topic(_ name: String) -> ProducerTopic
+    /// A handle for sending to `name`, looked up once; throws where the client cannot make one.
+    func topic(_ name: String) throws -> ProducerTopic
     /// Queues one record; throws only for what retrying cannot fix (record too large, unknown
     /// topic, a stop requested while the queue is full).
     func send(

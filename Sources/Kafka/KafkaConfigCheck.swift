@@ -137,8 +137,8 @@ extension KafkaConfig {
     /// `rd_kafka_new`'s refusal, with the properties its text names picked out, and the one
     /// message that names a property the user never set explained.
     private func creationProblem(_ said: String) -> KafkaConfigProblem {
-        let named = properties.map(\.0).filter { said.contains($0) }
-            .sorted { said.range(of: $0)!.lowerBound < said.range(of: $1)!.lowerBound }
+        let named = properties.map(\.0).compactMap { name in said.range(of: name).map { (name, at: $0.lowerBound) } }
+            .sorted { $0.at < $1.at }.map(\.0)
         if said.contains("sasl.kerberos") {
             let mechanismKey = ["sasl.mechanism", "sasl.mechanisms"].last { self[$0] != nil } ?? "sasl.mechanism"
             return KafkaConfigProblem(

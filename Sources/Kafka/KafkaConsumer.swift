@@ -12,7 +12,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     // for the other calls.
     let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
-    private let batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>?>
+    private let batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>>
     private let batchCapacity: Int
     private var closed = false
     /// The queue every partition's messages are forwarded to (what `poll` reads).
@@ -56,9 +56,15 @@ public final class KafkaConsumer: @unchecked Sendable {
         }
         // Route everything (logs aside) through the consumer queue so that one batch call serves it all.
         rd_kafka_poll_set_consumer(client)
+        // librdkafka has this queue for a client with a group (required above), NULL without.
+        guard let queue = rd_kafka_queue_get_consumer(client) else {
+            rd_kafka_destroy(client)
+            context.release()
+            throw KafkaError(.clientCreation, "librdkafka made the consumer without a queue to poll (group.id \(group))")
+        }
+        consumerQueue = queue
         batchCapacity = max(1, maxBatch)
         batch = .allocate(capacity: batchCapacity)
-        consumerQueue = rd_kafka_queue_get_consumer(client)
         if wakesFetcher && !backsOffBriefly {
             fetchWaker = FetchWaker(client: client)
             wakePolicy = FetchWakePolicy(
@@ -179,7 +185,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         // Learn the partition leaders first: without them librdkafka defers the first offset
         // lookup by its retry timer (about half a second) before fetching anything.
         for topic in Set(offsets.map(\.topic)) { loadMetadata(topic: topic) }
-        let list = NativePartitionList(offsets)
+        let list = try NativePartitionList(offsets)
         let err = rd_kafka_assign(client, list.pointer)
         if err.isError { throw KafkaError.from(err, "assigning \(offsets)") }
     }
@@ -225,14 +231,14 @@ public final class KafkaConsumer: @unchecked Sendable {
         while count < batchCapacity {
             context.gatheredSoFar(count)
             guard let message = rd_kafka_consumer_poll(client, count == 0 ? timeoutMilliseconds : 0) else { break }
-            batch[count] = message
+            (batch + count).initialize(to: message)
             payloadBytes &+= message.pointee.len
             count += 1
         }
-        if let fetchWaker, wakePolicy != nil,
-            wakePolicy!.afterGathering(
+        if let fetchWaker,
+            wakePolicy?.afterGathering(
                 queued: rd_kafka_queue_length(consumerQueue), messages: count, payloadBytes: payloadBytes,
-                wakeInFlight: fetchWaker.isWaking)
+                wakeInFlight: fetchWaker.isWaking) == true
         {
             fetchWaker.wake()
         }
@@ -248,7 +254,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// for the broker's answer.
     public func commit(_ offsets: [TopicPartitionOffset]) throws {
         guard !offsets.isEmpty else { return }
-        let list = NativePartitionList(offsets)
+        let list = try NativePartitionList(offsets)
         let err = rd_kafka_commit(client, list.pointer, 0)
         if err.isError { throw KafkaError.from(err, "committing \(offsets)") }
         if let error = list.firstError("committing") { throw error }
@@ -277,7 +283,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     public func offsets(forTimestamp timestamp: Int64, partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws
         -> [TopicPartitionOffset]
     {
-        let list = NativePartitionList(partitions.map { TopicPartitionOffset($0, offset: timestamp) })
+        let list = try NativePartitionList(partitions.map { TopicPartitionOffset($0, offset: timestamp) })
         let err = rd_kafka_offsets_for_times(client, list.pointer, timeoutMilliseconds)
         if err.isError { throw KafkaError.from(err, "looking up offsets for timestamp \(timestamp)") }
         if let error = list.firstError("looking up offsets for timestamp") { throw error }
@@ -318,7 +324,7 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     /// Moves the fetch position of assigned partitions.
     public func seek(_ offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32 = 10_000) throws {
-        let list = NativePartitionList(offsets)
+        let list = try NativePartitionList(offsets)
         if let error = rd_kafka_seek_partitions(client, list.pointer, timeoutMilliseconds) {
             throw KafkaError.consuming(error, "seeking \(offsets)")
         }

@@ -12,6 +12,8 @@ public struct KafkaError: Error, Sendable, Equatable, CustomStringConvertible {
         case librdkafka(code: Int32)
         /// The embedded broker could not be started or configured.
         case embeddedBroker
+        /// Memory for librdkafka to own could not be had (`malloc` returned NULL): fatal.
+        case outOfMemory
     }
 
     public var kind: Kind
@@ -31,8 +33,8 @@ public struct KafkaError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 
     package static func from(_ err: rd_kafka_resp_err_t, _ context: String) -> KafkaError {
-        let name = String(cString: rd_kafka_err2name(err))
-        let text = String(cString: rd_kafka_err2str(err))
+        let name = string(from: rd_kafka_err2name(err), or: "error \(err.rawValue)")
+        let text = string(from: rd_kafka_err2str(err), or: "")
         return KafkaError(.librdkafka(code: err.rawValue), "\(context): \(name): \(text)")
     }
 
@@ -40,8 +42,8 @@ public struct KafkaError: Error, Sendable, Equatable, CustomStringConvertible {
     static func consuming(_ error: OpaquePointer, _ context: String) -> KafkaError {
         defer { rd_kafka_error_destroy(error) }
         let code = rd_kafka_error_code(error)
-        let name = String(cString: rd_kafka_error_name(error))
-        let text = String(cString: rd_kafka_error_string(error))
+        let name = string(from: rd_kafka_error_name(error), or: "error \(code.rawValue)")
+        let text = string(from: rd_kafka_error_string(error), or: "")
         return KafkaError(.librdkafka(code: code.rawValue), "\(context): \(name): \(text)")
     }
 }
@@ -80,6 +82,7 @@ extension KafkaError {
     }
 
     public var severity: Severity {
+        if kind == .outOfMemory { return .fatal }
         guard let code else { return .other }
         switch rd_kafka_resp_err_t(rawValue: code) {
         case RD_KAFKA_RESP_ERR__FATAL, RD_KAFKA_RESP_ERR__AUTHENTICATION, RD_KAFKA_RESP_ERR__SSL,

@@ -44,7 +44,7 @@ public final class KafkaProducer: @unchecked Sendable {
                 let msg = message.pointee
                 let report = DeliveryReport(
                     token: UInt64(UInt(bitPattern: msg._private)),
-                    topic: msg.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? "",
+                    topic: msg.rkt.map { string(from: rd_kafka_topic_name($0), or: "") } ?? "",
                     partition: msg.partition,
                     offset: msg.offset,
                     error: msg.err.isError ? KafkaError.from(msg.err, "delivery failed") : nil,
@@ -72,16 +72,19 @@ public final class KafkaProducer: @unchecked Sendable {
         headers: [KafkaHeader] = [], timestamp: Int64? = nil, token: UInt64 = 0
     ) throws {
         try send(
-            to: self.topic(topic), partition: partition, key: key, value: value, headers: headers, timestamp: timestamp,
+            to: try self.topic(topic), partition: partition, key: key, value: value, headers: headers, timestamp: timestamp,
             token: token)
     }
 
     /// A handle for sending to `name`, looked up once: sending by handle skips librdkafka's
-    /// topic lookup by name (a lock and a hash) on every record.
-    public func topic(_ name: String) -> Topic {
-        topics.withLock { known in
+    /// topic lookup by name (a lock and a hash) on every record. Throws where librdkafka makes
+    /// none (it returns NULL for a name it refuses).
+    public func topic(_ name: String) throws -> Topic {
+        try topics.withLock { known in
             if let handle = known[name] { return Topic(name: name, handle: handle) }
-            let handle = rd_kafka_topic_new(client, name, nil)!
+            guard let handle = rd_kafka_topic_new(client, name, nil) else {
+                throw KafkaError.from(rd_kafka_last_error(), "making librdkafka's handle for topic \(name)")
+            }
             known[name] = handle
             return Topic(name: name, handle: handle)
         }
@@ -100,7 +103,7 @@ public final class KafkaProducer: @unchecked Sendable {
                     fields.initializeElement(at: count, to: field)
                     count += 1
                 }
-                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_RKT, u: .init(rkt: topic.handle ?? self.topic(topic.name).handle)))
+                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_RKT, u: .init(rkt: try topic.handle ?? self.topic(topic.name).handle)))
                 add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_MSGFLAGS, u: .init(i: RD_KAFKA_MSG_F_COPY)))
                 if let partition {
                     add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_PARTITION, u: .init(i32: partition)))
@@ -232,9 +235,11 @@ private func withNativeHeaders<R>(_ headers: [KafkaHeader], _ body: (UnsafeBuffe
     for header in headers { bytes += header.key.utf8.count + 1 + (header.value?.count ?? 0) }
     return try withUnsafeTemporaryAllocation(byteCount: max(bytes, 1), alignment: 1) { storage in
         try withUnsafeTemporaryAllocation(of: NativeHeader.self, capacity: headers.count) { native in
+            // Safe: an allocation of at least one byte has an address.
+            let base = storage.baseAddress!
             var at = 0
             for (index, header) in headers.enumerated() {
-                let name = storage.baseAddress! + at
+                let name = base + at
                 var key = header.key
                 key.withUTF8 { utf8 in
                     if let base = utf8.baseAddress { name.copyMemory(from: base, byteCount: utf8.count) }
@@ -244,7 +249,7 @@ private func withNativeHeaders<R>(_ headers: [KafkaHeader], _ body: (UnsafeBuffe
                 at += 1
                 var value: UnsafeRawPointer?
                 if let bytes = header.value {
-                    let start = storage.baseAddress! + at
+                    let start = base + at
                     bytes.withUnsafeBytes { if let base = $0.baseAddress { start.copyMemory(from: base, byteCount: $0.count) } }
                     at += bytes.count
                     value = UnsafeRawPointer(start)

@@ -4,7 +4,9 @@ import CRdKafka
 /// that depend on how a particular librdkafka behaves inside (docs/compatibility.md).
 public enum Librdkafka {
     /// The version of the librdkafka actually loaded at run time (not the headers').
-    public static var version: String { String(cString: rd_kafka_version_str()) }
+    public static var version: String {
+        string(from: rd_kafka_version_str(), or: "0x" + String(UInt32(truncatingIfNeeded: rd_kafka_version()), radix: 16))
+    }
 
     /// The loaded library's version as librdkafka encodes it: 0xMMmmrrpp (major, minor,
     /// revision, pre-release; 0xff for a release), so 2.0.2 is 0x020002ff.

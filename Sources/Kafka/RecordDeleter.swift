@@ -113,7 +113,7 @@ public final class RecordDeleter: RecordDeletionClient {
     }
 
     public func requestDeletion(below offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32) throws {
-        let list = NativePartitionList(offsets.map { TopicPartitionOffset($0.topicPartition, offset: $0.offset) })
+        let list = try NativePartitionList(offsets.map { TopicPartitionOffset($0.topicPartition, offset: $0.offset) })
         guard let deletion = rd_kafka_DeleteRecords_new(list.pointer) else {
             throw KafkaError(.clientCreation, "librdkafka could not make a DeleteRecords request for \(offsets)")
         }

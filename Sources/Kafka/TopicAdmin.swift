@@ -52,8 +52,7 @@ public final class TopicAdmin: @unchecked Sendable {
     public func maxMessageBytes(of topics: [String], timeoutMilliseconds: Int32 = 10_000) -> [String: Int] {
         let resources = topics.compactMap { rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, $0) }
         defer { for resource in resources { rd_kafka_ConfigResource_destroy(resource) } }
-        guard !resources.isEmpty else { return [:] }
-        let queue = rd_kafka_queue_new(client)!
+        guard !resources.isEmpty, let queue = rd_kafka_queue_new(client) else { return [:] }
         defer { rd_kafka_queue_destroy(queue) }
         let options = rd_kafka_AdminOptions_new(client, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS)
         defer { rd_kafka_AdminOptions_destroy(options) }
@@ -68,12 +67,14 @@ public final class TopicAdmin: @unchecked Sendable {
         guard let described = rd_kafka_DescribeConfigs_result_resources(result, &count) else { return [:] }
         var limits: [String: Int] = [:]
         for index in 0..<count {
-            guard let resource = described[index], !rd_kafka_ConfigResource_error(resource).isError else { continue }
-            let topic = String(cString: rd_kafka_ConfigResource_name(resource))
+            guard let resource = described[index], !rd_kafka_ConfigResource_error(resource).isError,
+                let name = rd_kafka_ConfigResource_name(resource)
+            else { continue }
+            let topic = String(cString: name)
             var entries = 0
             guard let configs = rd_kafka_ConfigResource_configs(resource, &entries) else { continue }
             for at in 0..<entries {
-                guard let config = configs[at], String(cString: rd_kafka_ConfigEntry_name(config)) == "max.message.bytes",
+                guard let config = configs[at], let name = rd_kafka_ConfigEntry_name(config), String(cString: name) == "max.message.bytes",
                     let value = rd_kafka_ConfigEntry_value(config), let bytes = Int(String(cString: value))
                 else { continue }
                 limits[topic] = bytes
@@ -96,7 +97,9 @@ public final class TopicAdmin: @unchecked Sendable {
             let err = rd_kafka_NewTopic_set_config(newTopic, name, value)
             if err.isError { throw KafkaError.from(err, "creating topic \(topic): config \(name)=\(value)") }
         }
-        let queue = rd_kafka_queue_new(client)!
+        guard let queue = rd_kafka_queue_new(client) else {
+            throw KafkaError(.clientCreation, "creating topic \(topic): librdkafka could not make a reply queue")
+        }
         defer { rd_kafka_queue_destroy(queue) }
         let options = rd_kafka_AdminOptions_new(client, RD_KAFKA_ADMIN_OP_CREATETOPICS)
         defer { rd_kafka_AdminOptions_destroy(options) }
@@ -111,7 +114,7 @@ public final class TopicAdmin: @unchecked Sendable {
         if eventError.isError {
             throw KafkaError(
                 .librdkafka(code: eventError.rawValue),
-                "creating topic \(topic): \(String(cString: rd_kafka_err2name(eventError))): \(String(cString: rd_kafka_event_error_string(event)))")
+                "creating topic \(topic): \(string(from: rd_kafka_err2name(eventError), or: "error \(eventError.rawValue)")): \(string(from: rd_kafka_event_error_string(event), or: ""))")
         }
         guard let result = rd_kafka_event_CreateTopics_result(event) else { return }
         var count = 0
@@ -121,7 +124,8 @@ public final class TopicAdmin: @unchecked Sendable {
             let err = rd_kafka_topic_result_error(topicResult)
             if err.isError && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS {
                 let text = rd_kafka_topic_result_error_string(topicResult).map { String(cString: $0) } ?? ""
-                throw KafkaError(.librdkafka(code: err.rawValue), "creating topic \(topic): \(String(cString: rd_kafka_err2name(err))): \(text)")
+                throw KafkaError(
+                    .librdkafka(code: err.rawValue), "creating topic \(topic): \(string(from: rd_kafka_err2name(err), or: "error \(err.rawValue)")): \(text)")
             }
         }
     }

@@ -15,7 +15,7 @@ extension KafkaConsumer {
         let all = (0..<partitions).map { TopicPartition(topic: topic, partition: $0) }
         var ends: [Int32: Int64] = [:]
         for end in try endOffsets(all) { ends[end.partition] = end.offset }
-        var remaining = Set(all.filter { ends[$0.partition]! > 0 }.map(\.partition))
+        var remaining = Set(all.filter { (ends[$0.partition] ?? 0) > 0 }.map(\.partition))
         guard !remaining.isEmpty else { return [] }
         try assign(all.map { TopicPartitionOffset($0, offset: KafkaOffset.beginning) })
         var records: [StoredRecord] = []

@@ -53,7 +53,11 @@ struct NativePartitionList: ~Copyable {
     let pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
 
     init(capacity: Int) {
-        pointer = rd_kafka_topic_partition_list_new(Int32(max(capacity, 1)))
+        // librdkafka's allocator aborts rather than return NULL.
+        guard let list = rd_kafka_topic_partition_list_new(Int32(max(capacity, 1))) else {
+            preconditionFailure("rd_kafka_topic_partition_list_new returned no list; rdkafka.h documents a newly allocated one")
+        }
+        pointer = list
     }
 
     init(_ partitions: [TopicPartition]) {
@@ -61,16 +65,20 @@ struct NativePartitionList: ~Copyable {
         for tp in partitions { _ = rd_kafka_topic_partition_list_add(pointer, tp.topic, tp.partition) }
     }
 
-    init(_ offsets: [TopicPartitionOffset]) {
+    init(_ offsets: [TopicPartitionOffset]) throws(KafkaError) {
         self.init(capacity: offsets.count)
         for tpo in offsets {
-            let element = rd_kafka_topic_partition_list_add(pointer, tpo.topic, tpo.partition)!
+            guard let element = rd_kafka_topic_partition_list_add(pointer, tpo.topic, tpo.partition) else {
+                preconditionFailure("rd_kafka_topic_partition_list_add returned no element; rdkafka.h documents the one it added")
+            }
             element.pointee.offset = tpo.offset
             if let metadata = tpo.metadata {
                 // The list frees metadata with free(), so it must come from malloc.
                 let bytes = Array(metadata.utf8)
-                let buffer = malloc(max(bytes.count, 1))!
-                bytes.withUnsafeBytes { buffer.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+                guard let buffer = malloc(max(bytes.count, 1)) else {
+                    throw KafkaError(.outOfMemory, "no memory for the \(bytes.count) bytes of \(tpo.topicPartition)'s commit metadata")
+                }
+                bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(start: buffer, count: bytes.count).copyMemory(from: $0) }
                 element.pointee.metadata = buffer
                 element.pointee.metadata_size = bytes.count
             }

@@ -17,6 +17,7 @@ func inParallelChunks<Result>(
             box.value[lane] = work(min(count, lane * chunk)..<min(count, (lane + 1) * chunk))
         }
     }
+    // Safe: concurrentPerform returns once every lane has run, and lane `l` set slot `l`.
     return results.map { $0! }
 }
 
@@ -39,6 +40,8 @@ func inParallel<Item, Result>(
             }
         }
     }
+    // Safe: concurrentPerform returns once every lane has run, and the lanes' strides cover
+    // every index.
     return results.map { $0! }
 }
 

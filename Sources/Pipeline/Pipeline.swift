@@ -126,9 +126,10 @@ public final class Pipeline: Sendable {
             } catch let error where Self.isUnreachable(error) {
                 let now = wallClockMillis()
                 let wait = startup.withLock { wait in
-                    if wait == nil { wait = StartupWait(since: since, brokers: config.brokers, cause: "\(error)") }
-                    wait!.cause = "\(error)"
-                    return wait!
+                    var current = wait ?? StartupWait(since: since, brokers: config.brokers, cause: "")
+                    current.cause = "\(error)"
+                    wait = current
+                    return current
                 }
                 if let limit = config.connectTimeout, now - since >= limit {
                     throw PipelineError.noBrokerAnswered(
@@ -275,6 +276,7 @@ public final class Pipeline: Sendable {
         case .failure: aggregator.requestStop()
         }
         done.wait()
+        // Safe: the thread stores its result before it signals `done`, waited for just above.
         let secondResult = aggregated.withLock { $0 }!
         return [try firstResult.get(), try secondResult.get()]
     }

@@ -87,10 +87,10 @@ struct NamesMet {
     /// One slot per `HitKey`, indexed by its raw value.
     static let capacity = Int(HitKey.data.rawValue) + 1
 
-    private let firstValues: UnsafeMutablePointer<JSONSpan>
+    private let firstValues: UnsafeMutableBufferPointer<JSONSpan>
     private var met: UInt32 = 0
 
-    init(firstValues: UnsafeMutablePointer<JSONSpan>) {
+    init(firstValues: UnsafeMutableBufferPointer<JSONSpan>) {
         self.firstValues = firstValues
     }
 
@@ -103,7 +103,7 @@ struct NamesMet {
     @inline(__always)
     mutating func meet(_ key: HitKey, _ value: JSONSpan) {
         met |= 1 << key.rawValue
-        (firstValues + Int(key.rawValue)).initialize(to: value)
+        firstValues.initializeElement(at: Int(key.rawValue), to: value)
     }
 }
 
@@ -208,7 +208,7 @@ struct JSONScanner {
         depth: Int, _ member: (inout JSONScanner, HitKey, inout NamesMet) throws(ScanFailure) -> Void
     ) throws(ScanFailure) {
         try withUnsafeTemporaryAllocation(of: JSONSpan.self, capacity: NamesMet.capacity) { (slots) throws(ScanFailure) in
-            var names = NamesMet(firstValues: slots.baseAddress!)
+            var names = NamesMet(firstValues: slots)
             try scanObject(depth: depth) { (s: inout JSONScanner, key: HitKey) throws(ScanFailure) in
                 try member(&s, key, &names)
             }
@@ -221,7 +221,7 @@ struct JSONScanner {
             return HitKey.match(base + span.start, span.end - span.start)
         }
         let decoded = decode(span)
-        return decoded.withUnsafeBufferPointer { HitKey.match($0.baseAddress!, $0.count) }
+        return decoded.withUnsafeBufferPointer { HitKey.match($0.baseAddress ?? base, $0.count) }
     }
 
     mutating func scanTopObject(into hit: inout RawHit) throws(ScanFailure) {
@@ -624,6 +624,8 @@ struct JSONScanner {
             case UInt8(ascii: "r"): out.append(0x0D); i += 2
             case UInt8(ascii: "t"): out.append(0x09); i += 2
             case UInt8(ascii: "u"):
+                // Safe: `scanEscape` let this span through only with four hex digits after every
+                // \u, and a second \u escape of a low surrogate after a high one.
                 var scalar = hex4(i + 2)!
                 i += 6
                 if scalar >= 0xD800 && scalar <= 0xDBFF {

@@ -53,9 +53,9 @@ struct Environment: Sendable {
         }
         guard let name = unknown.min() else { return nil }
         if let problem = Self.commandLineOnlyProblem(name) { return problem }
-        let closest = known.sorted().min { Self.editDistance(name, $0) < Self.editDistance(name, $1) }!
+        let closest = known.sorted().min { Self.editDistance(name, $0) < Self.editDistance(name, $1) }
         return
-            "unknown environment variable \(name): did you mean \(closest)? Every TRACKPIPE_<FLAG> variable sets a flag (trackpipe run --help lists them); a librdkafka property goes in TRACKPIPE_X or TRACKPIPE_X_<ANY> (\"key=value\"). Rename or remove \(name)"
+            "unknown environment variable \(name):\(closest.map { " did you mean \($0)?" } ?? "") Every TRACKPIPE_<FLAG> variable sets a flag (trackpipe run --help lists them); a librdkafka property goes in TRACKPIPE_X or TRACKPIPE_X_<ANY> (\"key=value\"). Rename or remove \(name)"
     }
 
     /// Levenshtein distance: the fewest single-character insertions, deletions and

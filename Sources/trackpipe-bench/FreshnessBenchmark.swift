@@ -81,12 +81,14 @@ struct FreshnessBenchmark: ParsableCommand {
         }
         for (index, contender) in contenders.enumerated() {
             let delays = readers[index].firstRecords.values.map { Double($0.producedAt - ($0.windowEnd + grace)) / 1000 }.sorted()
-            guard !delays.isEmpty else { throw BenchError("\(contender.name): no record of the measured windows arrived") }
+            guard let smallest = delays.first, let largest = delays.last else {
+                throw BenchError("\(contender.name): no record of the measured windows arrived")
+            }
             let byWindow = Dictionary(grouping: readers[index].firstRecords.values, by: \.windowEnd).keys.count
             print(
                 String(
                     format: "%@: %d first records of %d windows: delay from end + grace to produce: median %.2f s, largest %.2f s, smallest %.2f s (target: median <= 0.5 s, largest <= 1 s)",
-                    contender.name, delays.count, byWindow, BenchSupport.median(delays), delays.last!, delays.first!))
+                    contender.name, delays.count, byWindow, BenchSupport.median(delays), largest, smallest))
         }
     }
 

@@ -10,13 +10,13 @@ enum HeapProbe {
     /// is exactly a C function taking one pointer; other architectures return nil.
     static func bytesInUse() -> Int? {
         #if os(Linux) && arch(x86_64)
-        typealias MallInfo2 = @convention(c) (UnsafeMutablePointer<Int>) -> UnsafeMutablePointer<Int>
+        typealias MallInfo2 = @convention(c) (UnsafeMutablePointer<Int>?) -> UnsafeMutablePointer<Int>?
         guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "mallinfo2") else { return nil }
         let function = unsafeBitCast(symbol, to: MallInfo2.self)
         // struct mallinfo2 { size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks,
         //                    uordblks, fordblks, keepcost; }
         var fields = [Int](repeating: 0, count: 10)
-        fields.withUnsafeMutableBufferPointer { _ = function($0.baseAddress!) }
+        fields.withUnsafeMutableBufferPointer { _ = function($0.baseAddress) }
         // Bytes in use: allocated arena chunks (uordblks) plus mmapped chunks (hblkhd).
         return fields[7] + fields[4]
         #else

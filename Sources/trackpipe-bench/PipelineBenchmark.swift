@@ -124,9 +124,8 @@ struct PipelineBenchmark: ParsableCommand {
                     BenchSupport.median(runs.map { $0.joined ?? 0 }), cpu, cpu * 1e6 / Double(count), faults, faults * 1000 / Double(count),
                     BenchSupport.median(runs.map(\.brokerCPU))))
         }
-        if let k = results["kcat"], !k.isEmpty {
+        if let k = results["kcat"], let kcatBest = k.map(\.afterJoin).min() {
             print("kcat ran as: \(kcatDescription)")
-            let kcatBest = k.map(\.afterJoin).min()!
             for contender in chosen where contender != "kcat" {
                 let runs = results[contender] ?? []
                 // The ratio of each round (same moment of the machine), then the median of those.

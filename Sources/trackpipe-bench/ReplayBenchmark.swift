@@ -32,13 +32,16 @@ struct ReplayBenchmark: ParsableCommand {
             let group = "bench-\(UUID().uuidString.prefix(8))"
             try broker.createTopic("\(group)-repartition", partitions: partitions)
             try broker.createTopic("\(group)-state", partitions: partitions)
-            runs.append(try time(binary, ["run", "--group", group, "--until-end"], broker))
-            replays.append(try time(binary, ["replay", "--output-topic", "replay-out"], broker))
-            print(String(format: "round %d: run --until-end %.2f s (%@), replay %.2f s (%@)", round, runs.last!,
-                BenchSupport.rate(count, runs.last!), replays.last!, BenchSupport.rate(count, replays.last!)))
+            let run = try time(binary, ["run", "--group", group, "--until-end"], broker)
+            let replay = try time(binary, ["replay", "--output-topic", "replay-out"], broker)
+            runs.append(run)
+            replays.append(replay)
+            print(String(format: "round %d: run --until-end %.2f s (%@), replay %.2f s (%@)", round, run,
+                BenchSupport.rate(count, run), replay, BenchSupport.rate(count, replay)))
             if let base {
-                baseReplays.append(try time(base, ["replay", "--output-topic", "replay-out"], broker))
-                print(String(format: "round %d: baseline replay %.2f s (%@)", round, baseReplays.last!, BenchSupport.rate(count, baseReplays.last!)))
+                let baseReplay = try time(base, ["replay", "--output-topic", "replay-out"], broker)
+                baseReplays.append(baseReplay)
+                print(String(format: "round %d: baseline replay %.2f s (%@)", round, baseReplay, BenchSupport.rate(count, baseReplay)))
             }
         }
         let r = BenchSupport.median(runs), p = BenchSupport.median(replays)

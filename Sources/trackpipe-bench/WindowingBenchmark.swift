@@ -52,9 +52,9 @@ struct WindowingBenchmark: ParsableCommand {
             results[shards] = (best, emitted)
             print("shards=\(shards): \(Self.format(best)) events/s (records emitted: \(emitted))")
         }
-        let baseline = results[self.shards[0]]!
+        guard let first = self.shards.first, let baseline = results[first] else { return }
         for shards in self.shards.dropFirst() {
-            let result = results[shards]!
+            guard let result = results[shards] else { continue }
             print("speed-up \(shards) shards vs \(self.shards[0]): \(Self.fixed(result.rate / baseline.rate, 2))x")
             if result.emitted != baseline.emitted { print("WARNING: emission counts differ between shard counts") }
         }

@@ -74,7 +74,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             shares.count == 1 && parallelism > 1 && records.count >= 512 ? input.decodeInParallel(records, lanes: parallelism) : nil
         let results = inParallel(&working, lanes: parallelism) { task, item -> TaskResult in
             let indices = shares[item].indices
-            guard task != nil else {
+            guard task != nil, let last = indices.last else {
                 // Records of a partition this stage does not own (the runner's guard should
                 // have dropped them): refused loudly, never counted nowhere.
                 var refused = TaskResult()
@@ -82,7 +82,8 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
                 return refused
             }
             let batch = decodedAhead ?? input.decode(records, at: indices)
-            return task!.count(batch, through: records[indices.last!].offset, now: now)
+            // Counted in place (`?`: there is a task, checked above).
+            return task?.count(batch, through: records[last].offset, now: now) ?? TaskResult()
         }
         for (share, task) in zip(shares, working) where task != nil { tasks[share.partition] = task }
         if let misrouted = results.lazy.compactMap(\.misrouted).first {
@@ -124,21 +125,21 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             byPartition[partition, default: []].append(contentsOf: start..<end)
             start = end
         }
-        return byPartition.keys.sorted().map { ($0, byPartition[$0]!) }
+        return byPartition.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
     }
 
     // MARK: Time
 
     /// Emissions are held until the next commit (`completeCommit` sends them).
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {
-        for partition in tasks.keys.sorted() where !tasks[partition]!.isRestoring {
-            pending.capacityEvictions += tasks[partition]!.advance(now: now)
+        for partition in tasks.keys.sorted() where tasks[partition]?.isRestoring == false {
+            pending.capacityEvictions += tasks[partition]?.advance(now: now) ?? []
         }
     }
 
     public mutating func finish(now: Int64, into sink: inout some RecordSink) throws {
-        for partition in tasks.keys.sorted() where !tasks[partition]!.isRestoring {
-            tasks[partition]!.flushAll()
+        for partition in tasks.keys.sorted() where tasks[partition]?.isRestoring == false {
+            tasks[partition]?.flushAll()
         }
     }
 
@@ -163,7 +164,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
 
     public mutating func prepareCommit(into sink: inout some RecordSink) throws {
         for partition in tasks.keys.sorted() {
-            for entry in tasks[partition]!.changelogEntries() {
+            for entry in tasks[partition]?.changelogEntries() ?? [] {
                 try entry.key.withUnsafeBytes { keyBytes in
                     if let value = entry.value {
                         try value.withUnsafeBytes { valueBytes in
@@ -181,7 +182,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         try send(heldDeadLetters, into: &sink)
         heldDeadLetters = []
         for partition in tasks.keys.sorted() {
-            let records = tasks[partition]!.releaseHeld(changelogEnd: changelogEnds[partition])
+            let records = tasks[partition]?.releaseHeld(changelogEnd: changelogEnds[partition]) ?? []
             try emitter.emit(records, now: now, report: &pending, into: &sink)
         }
     }

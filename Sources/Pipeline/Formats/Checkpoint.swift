@@ -113,9 +113,9 @@ public struct Checkpoint: Sendable, Hashable {
         for (source, floor) in seen { groups[floor.incarnation, default: []].append((source, floor.offset)) }
         var bytes: [UInt8] = []
         appendVarint(UInt64(groups.count), to: &bytes)
-        for incarnation in groups.keys.sorted() {
+        for (incarnation, group) in groups.sorted(by: { $0.key < $1.key }) {
             withUnsafeBytes(of: incarnation.littleEndian) { bytes.append(contentsOf: $0) }
-            let entries = groups[incarnation]!.sorted { $0.0 < $1.0 }
+            let entries = group.sorted { $0.0 < $1.0 }
             appendVarint(UInt64(entries.count), to: &bytes)
             appendEntries(entries, to: &bytes)
         }

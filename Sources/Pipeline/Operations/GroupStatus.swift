@@ -221,8 +221,8 @@ extension WorkerStatus {
                     let commit = committed[tp.partition]
                     let offset = commit.flatMap { $0.offset >= 0 ? $0.offset : nil }
                     let metadata = commit?.metadata.flatMap { $0.isEmpty ? nil : $0 }
-                    let checkpoint = Checkpoint(decoding: metadata).map {
-                        CheckpointStatus($0, format: String(metadata!.prefix { $0 != " " }), end: end)
+                    let checkpoint = metadata.flatMap { text in
+                        Checkpoint(decoding: text).map { CheckpointStatus($0, format: String(text.prefix { $0 != " " }), end: end) }
                     }
                     let source = SourceCheckpoint(decoding: metadata).map(SourceCheckpointStatus.init)
                     return PartitionStatus(

@@ -73,7 +73,7 @@ enum NewestRecords {
                     open[partition] = nil
                     continue
                 }
-                var state = open[partition]!
+                guard var state = open[partition] else { continue }  // every range is of an open partition
                 state.next = range.lowerBound
                 state.skipped.tombstones += round.skipped[partition]?.tombstones ?? 0
                 state.skipped.others += round.skipped[partition]?.others ?? 0

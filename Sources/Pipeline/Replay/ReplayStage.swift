@@ -37,7 +37,7 @@ struct ReplayStage: Stage {
 
     mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
         if task == nil { task = ReplayTask(config: window, shards: shards, now: now) }
-        task!.engine.assign(partitions: starts.map(\.partition), now: now)
+        task?.engine.assign(partitions: starts.map(\.partition), now: now)
     }
 
     mutating func revoke(_ partitions: [Int32]) {
@@ -58,7 +58,8 @@ struct ReplayStage: Stage {
         // chunks, then count in order.
         let batch =
             shards > 1 && records.count >= 512 ? input.decodeInParallel(records, lanes: shards) : input.decode(records, at: records.indices)
-        let (result, emitted) = task!.count(batch, range: range, now: now, on: lanes)
+        guard let counted = task?.count(batch, range: range, now: now, on: lanes) else { return }  // there is a task: checked above
+        let (result, emitted) = counted
         pending.add(result.report)
         for letter in input.deadLetters(result.deadLetters, of: records, sourceTopic: sourceTopic) { try sink.send(letter) }
         try emit(emitted, now: now, into: &sink)

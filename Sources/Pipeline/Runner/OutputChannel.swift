@@ -52,7 +52,7 @@ struct OutputChannel {
             },
             onError: onClientError,
             isStopping: { control.isStopRequested })
-        sink = ProducerSink(
+        sink = try ProducerSink(
             producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded,
             backlog: backlog, recordLimit: recordLimit, timesSends: settings.timings)
         self.backlog = backlog
@@ -201,10 +201,10 @@ struct ProducerSink: RecordSink {
     init(
         producer: any ProducerClient, topics: [Destination: String], lines: [Destination: LineWriter], discarded: Set<Destination>,
         backlog: OutputBacklog, recordLimit: RecordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault), timesSends: Bool = false
-    ) {
+    ) throws {
         self.producer = producer
         self.backlog = backlog
-        self.topics = topics.mapValues { producer.topic($0) }
+        self.topics = try topics.mapValues { try producer.topic($0) }
         self.lines = lines
         self.discarded = discarded
         self.recordLimit = recordLimit
