@@ -70,6 +70,8 @@ public final class Pipeline: Sendable {
     public func run() throws -> PipelineSummary {
         try config.validate()
         let started = wallClockMillis()
+        // The one client for the cluster questions of the run: the broker watch's, and every
+        // question and topic creation of the start-up.
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         let brokerWatch = BrokerWatch(
             admin: admin, brokers: config.brokers, logger: logger, interval: min(5_000, max(250, config.unhealthyAfter / 4)), onChange: { [metrics] up in
@@ -79,7 +81,7 @@ public final class Pipeline: Sendable {
         brokerWatch.start()
         watch.withLock { $0 = brokerWatch }
         defer { brokerWatch.stop() }
-        guard let composition = try untilTheClusterAnswers(admin: admin, { try config.inputKeyedByDelivery ? prepareSingleStage() : prepareTwoStages() })
+        guard let composition = try untilTheClusterAnswers(admin: admin, { try config.inputKeyedByDelivery ? prepareSingleStage(admin: admin) : prepareTwoStages(admin: admin) })
         else {
             logger.notice("stopped before a Kafka broker answered: nothing was read, nothing committed")
             return PipelineSummary(stages: [], elapsedMilliseconds: wallClockMillis() - started)
@@ -159,26 +161,25 @@ public final class Pipeline: Sendable {
     // MARK: Compositions
 
     /// What the start-up asks of the cluster, then the run itself (as the closure returned).
-    private func prepareSingleStage() throws -> () throws -> [StageSummary] {
-        let partitions = try inputPartitions()
+    private func prepareSingleStage(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let partitions = try inputPartitions(admin: admin)
         // What the group is fixed to, and who writes its state topic, before it is joined; a
         // group last run with two stages (or by another tool) is refused too.
-        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         let commits = try GroupIdentityCheck.check(config: config, inputPartitions: partitions, admin: admin, logger: logger)
         for start in commits.input {
             if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, identity: config.identity, group: config.group) {
                 throw refusal
             }
         }
-        try checkOutputWindows()
-        try ensureStateTopic(partitions: partitions)
+        try checkOutputWindows(admin: admin)
+        try ensureStateTopic(partitions: partitions, admin: admin)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: taskWindow(partitions: partitions), parallelism: config.shards, identity: config.identity, group: config.group)
         var settings = runnerSettings(
             topic: config.inputTopic, group: config.group, member: stage.name, destinations: [.output, .deadLetter, .changelog])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
-        settings.recordLimit = learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic])
+        settings.recordLimit = learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic], admin: admin)
         let runner = StageRunner(stage: stage, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
         runners.register(runner)
         logger.info(
@@ -189,8 +190,8 @@ public final class Pipeline: Sendable {
         return { [try runner.run()] }
     }
 
-    private func prepareTwoStages() throws -> () throws -> [StageSummary] {
-        let sources = try inputPartitions()
+    private func prepareTwoStages(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let sources = try inputPartitions(admin: admin)
         guard Checkpoint.fits(sourcePartitions: sources, identity: config.identity) else {
             throw PipelineError.configuration(
                 "the input topic \(config.inputTopic) has \(sources) partitions; the aggregate stage's checkpoint (one offset per input partition, and the names of the repartition and state topics, in Kafka's commit metadata of at most \(Checkpoint.maxEncodedBytes) bytes) fits at most \(Checkpoint.maxSourcePartitions), fewer with long topic names. Use fewer input partitions (or shorter --repartition-topic and --state-topic names), or --input-keyed-by-delivery for input keyed by deliveryId")
@@ -199,7 +200,6 @@ public final class Pipeline: Sendable {
         // What the group is fixed to, and who writes its internal topics, before either group
         // is joined or anything is created or written; a group last run with one stage is
         // refused too, as is an aggregate group whose commits another tool made.
-        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         let commits = try GroupIdentityCheck.check(config: config, inputPartitions: sources, admin: admin, logger: logger)
         for start in commits.input {
             _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, identity: config.identity, group: config.group, now: 0)
@@ -209,10 +209,10 @@ public final class Pipeline: Sendable {
                 throw refusal
             }
         }
-        try checkOutputWindows()
-        let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
-        try ensureStateTopic(partitions: repartitions)
-        let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic])
+        try checkOutputWindows(admin: admin)
+        let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources, admin: admin)
+        try ensureStateTopic(partitions: repartitions, admin: admin)
+        let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic], admin: admin)
         // Marks every 100 ms (one per tick, every 200 ms, while records flow): a window task
         // hears a source's event time through the events routed to it, which for a task of few
         // deliveries come a few a second, and through marks; at 500 ms the marks held a closed
@@ -312,13 +312,12 @@ public final class Pipeline: Sendable {
         return window
     }
 
-    private func inputPartitions() throws -> Int {
-        try Self.partitionCount(of: config.inputTopic, config: config, logger: logger)
+    private func inputPartitions(admin: TopicAdmin) throws -> Int {
+        try Self.partitionCount(of: config.inputTopic, config: config, admin: admin)
     }
 
     /// The partition count of an input topic, with errors that say what to check.
-    static func partitionCount(of topic: String, config: PipelineConfig, logger: Logger) throws -> Int {
-        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
+    static func partitionCount(of topic: String, config: PipelineConfig, admin: TopicAdmin) throws -> Int {
         let count: Int?
         do {
             count = try admin.partitionCount(of: topic)
@@ -335,8 +334,7 @@ public final class Pipeline: Sendable {
     }
 
     /// An output topic that holds windows of another size is refused before anything is written.
-    private func checkOutputWindows() throws {
-        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
+    private func checkOutputWindows(admin: TopicAdmin) throws {
         try WindowSizeCheck.checkOutput(
             topic: config.outputTopic, partitions: try Self.existingPartitionCount(of: config.outputTopic, admin: admin),
             window: config.window.size, given: config.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
@@ -361,12 +359,12 @@ public final class Pipeline: Sendable {
     /// timeout). The normalize stage sizes its repartition records by the first; a repartition
     /// topic that takes less than the producer is told of by the broker's refusal, with what to
     /// change. Dead letters follow the limit as it is learned, and the broker's refusal of one
-    /// cuts it smaller still (see `OutputChannel`).
-    private func learnRecordLimit(of topics: [String]) -> RecordLimit {
+    /// cuts it smaller still (see `OutputChannel`). The thread asks through the run's client,
+    /// which it holds until it is done.
+    private func learnRecordLimit(of topics: [String], admin: TopicAdmin) -> RecordLimit {
         let limit = RecordLimit(bytes: config.kafkaProperties["message.max.bytes"].flatMap { Int($0) } ?? RecordLimit.librdkafkaDefault)
-        let config = config, logger = logger
+        let logger = logger
         let thread = Thread {
-            guard let admin = try? TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin")) else { return }
             for (topic, bytes) in admin.maxMessageBytes(of: topics).sorted(by: { $0.key < $1.key }) where limit.lower(to: bytes) {
                 logger.notice("\(topic) takes records of at most \(bytes) bytes (max.message.bytes): dead letters are cut to fit it")
             }
@@ -378,31 +376,13 @@ public final class Pipeline: Sendable {
 
     /// Makes sure the state topic exists, compacted, with one partition per window task; creates
     /// it where the cluster allows.
-    private func ensureStateTopic(partitions: Int) throws {
+    private func ensureStateTopic(partitions: Int, admin: TopicAdmin) throws {
         let topic = config.effectiveStateTopic
-        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        if let count = try Self.existingPartitionCount(of: topic, admin: admin) {
-            guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
-            return
+        let (count, created) = try ensureTopic(topic, partitions: partitions, config: ["cleanup.policy": "compact"], admin: admin) {
+            .stateTopicMissing(topic: topic, partitions: partitions, brokers: config.brokers, reason: $0)
         }
-        do {
-            try admin.createTopic(topic, partitions: partitions, config: ["cleanup.policy": "compact"])
-            for _ in 0..<50 {
-                if let count = try? admin.partitionCount(of: topic) {
-                    guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
-                    logger.notice("created the state topic \(topic) with \(count) partitions")
-                    return
-                }
-                usleep(200_000)
-            }
-            throw KafkaError(.librdkafka(code: -1), "created, but it did not appear in the cluster's metadata within 10 s")
-        } catch let error as PipelineError {
-            throw error
-        } catch let error as KafkaError where error.severity == .transient {
-            throw PipelineError.clusterUnreachable("creating the state topic \(topic): \(error)")
-        } catch {
-            throw PipelineError.stateTopicMissing(topic: topic, partitions: partitions, brokers: config.brokers, reason: "\(error)")
-        }
+        guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
+        if created { logger.notice("created the state topic \(topic) with \(count) partitions") }
     }
 
     /// How trackpipe creates the repartition topic (docs/deploy.md, "The repartition topic's
@@ -421,29 +401,38 @@ public final class Pipeline: Sendable {
 
     /// The repartition topic's partition count, creating the topic (as many partitions as the
     /// input, `repartitionTopicConfig`) where the cluster allows.
-    private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> Int {
-        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        if let count = try Self.existingPartitionCount(of: topic, admin: admin) {
-            if count != partitions {
-                logger.notice(
-                    "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate parallelism is bounded by \(count)")
-            }
-            return count
+    private func ensureRepartitionTopic(_ topic: String, partitions: Int, admin: TopicAdmin) throws -> Int {
+        let (count, created) = try ensureTopic(topic, partitions: partitions, config: Self.repartitionTopicConfig, admin: admin) {
+            .repartitionTopicMissing(topic: topic, partitions: partitions, brokers: config.brokers, reason: $0)
         }
+        if created {
+            logger.notice("created the repartition topic \(topic) with \(count) partitions")
+        } else if count != partitions {
+            logger.notice(
+                "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate parallelism is bounded by \(count)")
+        }
+        return count
+    }
+
+    /// An internal topic's partition count, and whether this run created it: the topic as it
+    /// exists, or else created where the cluster allows (CreateTopics with these settings) and
+    /// waited for until the cluster's metadata shows it (10 s at most). No broker answering is
+    /// `clusterUnreachable` (waited out); any other failure to create it is `missing`, with why.
+    private func ensureTopic(
+        _ topic: String, partitions: Int, config topicConfig: [String: String], admin: TopicAdmin, missing: (String) -> PipelineError
+    ) throws -> (count: Int, created: Bool) {
+        if let count = try Self.existingPartitionCount(of: topic, admin: admin) { return (count, false) }
         do {
-            try admin.createTopic(topic, partitions: partitions, config: Self.repartitionTopicConfig)
+            try admin.createTopic(topic, partitions: partitions, config: topicConfig)
             for _ in 0..<50 {
-                if let count = try? admin.partitionCount(of: topic) {
-                    logger.notice("created the repartition topic \(topic) with \(count) partitions")
-                    return count
-                }
+                if let count = try? admin.partitionCount(of: topic) { return (count, true) }
                 usleep(200_000)
             }
             throw KafkaError(.librdkafka(code: -1), "created, but it did not appear in the cluster's metadata within 10 s")
         } catch let error as KafkaError where error.severity == .transient {
-            throw PipelineError.clusterUnreachable("creating the repartition topic \(topic): \(error)")
+            throw PipelineError.clusterUnreachable("creating \(topic): \(error)")
         } catch {
-            throw PipelineError.repartitionTopicMissing(topic: topic, partitions: partitions, brokers: config.brokers, reason: "\(error)")
+            throw missing("\(error)")
         }
     }
 }

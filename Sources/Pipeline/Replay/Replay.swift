@@ -69,9 +69,11 @@ public final class Replay: Sendable {
         var pipeline = PipelineConfig()
         pipeline.brokers = config.brokers
         pipeline.kafkaProperties = config.kafkaProperties
+        // One client for the questions before the replay: the input's and the output's partitions.
+        let admin = try TopicAdmin(config: pipeline.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         let count: Int
         do {
-            count = try Pipeline.partitionCount(of: config.inputTopic, config: pipeline, logger: logger)
+            count = try Pipeline.partitionCount(of: config.inputTopic, config: pipeline, admin: admin)
         } catch PipelineError.clusterUnreachable(let text) {
             // A replay is a bounded command, not a worker: it does not wait for the cluster.
             throw PipelineError.noBrokerAnswered(text, config: pipeline)
@@ -86,7 +88,7 @@ public final class Replay: Sendable {
         if case .topic(let topic) = config.output {
             let partitions: Int?
             do {
-                partitions = try Pipeline.partitionCount(of: topic, config: pipeline, logger: logger)
+                partitions = try Pipeline.partitionCount(of: topic, config: pipeline, admin: admin)
             } catch PipelineError.inputTopicMissing {
                 partitions = nil
             }
