@@ -60,7 +60,11 @@ struct RunCommand: ParsableCommand {
     var allowLostInput = false
     @Flag(help: "\(allowUncheckedOutputHelp) (env TRACKPIPE_ALLOW_UNCHECKED_OUTPUT)")
     var allowUncheckedOutput = false
-    @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
+    @Option(
+        name: .customShort("X"),
+        help: ArgumentHelp(
+            "A librdkafka property key=value (repeatable); it overrides trackpipe's own, but enable.auto.commit=true, enable.auto.offset.store=true, enable.idempotence=false and group.instance.id (use --instance-id) are refused.",
+            valueName: "key=value"))
     var kafkaProperties: [String] = []
     @Option(
         help:
