@@ -5,9 +5,9 @@ import TrackingDomain
 /// the domain's `RFC3339.civil(fromDays:)` rather than a second copy of the same algorithm; what
 /// keeps the generator an independent check of the normalizer is that the calendar is tested
 /// against Foundation's (`RFC3339Tests`), and that parsing uses the inverse, `daysFromCivil`.
-public enum CivilTime {
+package enum CivilTime {
     /// `2026-11-22T10:00:00.120+02:00` style text for epoch ms, in the given offset (minutes).
-    public static func rfc3339(epochMillis: Int64, offsetMinutes: Int, fractionDigits: Int) -> String {
+    package static func rfc3339(epochMillis: Int64, offsetMinutes: Int, fractionDigits: Int) -> String {
         let local = epochMillis + Int64(offsetMinutes) * 60_000
         let millis = ((local % 1000) + 1000) % 1000
         let seconds = (local - millis) / 1000

@@ -6,7 +6,7 @@ import TrackingDomain
 /// when it is touched, and an open after the click when the app opens; each encoded in one of
 /// the shapes A to G that matches the hit's channel and platform.
 public struct HitStream: Sendable {
-    public let config: HitStreamConfig
+    let config: HitStreamConfig
 
     public init(_ config: HitStreamConfig) { self.config = config }
 
@@ -16,10 +16,10 @@ public struct HitStream: Sendable {
 
     /// How far after its event time a message can arrive (ms): a late hit up to 2 min, and its
     /// SDK retry up to 20 s after that. Arrival is never before the event time.
-    public static let arrivalReach: Int64 = 140_000
+    static let arrivalReach: Int64 = 140_000
 
     /// The delivery ids of the stream; those at index multiple of `trackingOffEvery` minus one have tracking off.
-    public var deliveryIds: [String] {
+    var deliveryIds: [String] {
         var rng = SplitMix64(seed: (config.deliverySeed ?? config.seed) ^ 0xD11E_11FE)
         var ids: [String] = []
         var seen = Set<String>()
@@ -57,7 +57,7 @@ public struct HitStream: Sendable {
     /// arrival order: what a live producer needs to send every message no earlier than it
     /// arrives. `recipients` is the number of recipients used, so that the next batch can
     /// number its own after them (`firstRecipient`).
-    public func generateTimed() -> (hits: [TimedHit], recipients: UInt64) {
+    package func generateTimed() -> (hits: [TimedHit], recipients: UInt64) {
         var rng = SplitMix64(seed: config.seed)
         var recipientCounter = config.firstRecipient
         let hits = interactions(rng: &rng, deliveries: deliveryIds, recipientCounter: &recipientCounter)
@@ -123,7 +123,7 @@ func hex(_ value: UInt64, width: Int) -> String {
 }
 
 /// A generated message and when it reaches Kafka (epoch ms), never before its event time.
-public struct TimedHit: Sendable {
-    public var arrival: Int64
-    public var hit: GeneratedHit
+package struct TimedHit: Sendable {
+    package var arrival: Int64
+    package var hit: GeneratedHit
 }

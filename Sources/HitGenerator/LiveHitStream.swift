@@ -43,9 +43,6 @@ public struct LiveHitStream: Sendable {
         nextTick = firstTick
     }
 
-    /// The delivery ids every batch uses.
-    public var deliveryIds: [String] { HitStream(batchConfig(count: 0, tick: 0)).deliveryIds }
-
     /// The messages arrived by `now` (epoch ms) and not handed out before, in arrival order.
     public mutating func due(at now: Int64) -> [GeneratedHit] {
         var added = false

@@ -49,7 +49,7 @@ public struct ConsumerRecord: @unchecked Sendable {
     /// only on the versions it was checked for (`Librdkafka.headerCountInPlaceVersions`, by
     /// tests on 2.0.2 and 2.16 and in the reader's source for those between:
     /// docs/compatibility.md); on any other, librdkafka is asked for every record.
-    public var headerCount: Int {
+    var headerCount: Int {
         if Librdkafka.readsHeaderCountInPlace, byteAfterValue == 0 { return 0 }
         return headerCountFromLibrdkafka
     }
@@ -72,7 +72,7 @@ public struct ConsumerRecord: @unchecked Sendable {
     }
 
     /// Headers, copied out (this allocates: use only where needed).
-    public var headers: [KafkaHeader] {
+    var headers: [KafkaHeader] {
         var native: OpaquePointer?
         guard rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native else { return [] }
         var result: [KafkaHeader] = []
@@ -114,7 +114,7 @@ public struct ConsumerBatch: RandomAccessCollection, @unchecked Sendable {
         /// The partitions revoked; nil: all of them (the assignment was lost).
         public var partitions: [TopicPartition]?
 
-        public init(before: Int, partitions: [TopicPartition]?) {
+        package init(before: Int, partitions: [TopicPartition]?) {
             self.before = before
             self.partitions = partitions
         }

@@ -11,7 +11,7 @@ public struct DeliveryReport: Sendable {
     /// bytes nobody needs and which are therefore not copied.
     public var refused: RefusedRecord?
 
-    public init(token: UInt64, topic: String, partition: Int32, offset: Int64, error: KafkaError?, refused: RefusedRecord? = nil) {
+    package init(token: UInt64, topic: String, partition: Int32, offset: Int64, error: KafkaError?, refused: RefusedRecord? = nil) {
         self.token = token
         self.topic = topic
         self.partition = partition
@@ -28,7 +28,7 @@ public struct RefusedRecord: Sendable, Equatable {
     public var headers: [KafkaHeader]
     public var timestamp: Int64?
 
-    public init(key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader], timestamp: Int64?) {
+    package init(key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader], timestamp: Int64?) {
         self.key = key
         self.value = value
         self.headers = headers

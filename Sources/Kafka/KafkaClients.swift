@@ -75,12 +75,8 @@ public struct ProducerTopic: @unchecked Sendable {
     public let name: String
     let handle: OpaquePointer?
 
-    public init(name: String) {
-        self.name = name
-        self.handle = nil
-    }
-
-    init(name: String, handle: OpaquePointer) {
+    /// `package`: a client of the package's own (the simulated cluster's) makes its topics too.
+    package init(name: String, handle: OpaquePointer? = nil) {
         self.name = name
         self.handle = handle
     }

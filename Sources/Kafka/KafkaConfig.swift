@@ -42,7 +42,7 @@ public struct KafkaConfig: Sendable, Equatable {
     }
 
     /// Scrubs the values of this configuration's secret properties out of free text.
-    public var redactor: SecretRedactor {
+    var redactor: SecretRedactor {
         SecretRedactor(properties: properties.map { (key: $0.0, value: $0.1) })
     }
 

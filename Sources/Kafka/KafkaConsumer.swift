@@ -293,14 +293,14 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// The next offset to be written in each partition (the high watermark), all partitions in
     /// one request: where a bounded run stops.
     public func endOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws -> [TopicPartitionOffset] {
-        try offsets(forTimestamp: Int64(RD_KAFKA_OFFSET_END), partitions: partitions, timeoutMilliseconds: timeoutMilliseconds)
+        try offsets(forTimestamp: KafkaOffset.end, partitions: partitions, timeoutMilliseconds: timeoutMilliseconds)
     }
 
     /// The first offset still stored in each partition (the low watermark), in one request.
     public func beginningOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws
         -> [TopicPartitionOffset]
     {
-        try offsets(forTimestamp: Int64(RD_KAFKA_OFFSET_BEGINNING), partitions: partitions, timeoutMilliseconds: timeoutMilliseconds)
+        try offsets(forTimestamp: KafkaOffset.beginning, partitions: partitions, timeoutMilliseconds: timeoutMilliseconds)
     }
 
     /// Stops fetching these partitions (records already fetched are not handed out) until

@@ -10,7 +10,7 @@ public enum Librdkafka {
 
     /// The loaded library's version as librdkafka encodes it: 0xMMmmrrpp (major, minor,
     /// revision, pre-release; 0xff for a release), so 2.0.2 is 0x020002ff.
-    public static let versionNumber = UInt32(truncatingIfNeeded: rd_kafka_version())
+    static let versionNumber = UInt32(truncatingIfNeeded: rd_kafka_version())
 
     /// The versions whose consumed-record layout `ConsumerRecord.headerCount` relies on were
     /// checked for: 2.0.2 through 2.16.x (docs/compatibility.md). Outside them, librdkafka is

@@ -38,7 +38,7 @@ public struct PolledRecord: @unchecked Sendable {
     public var headerCount: Int { counted.value }
     private var counted: HeaderCount
 
-    public init(
+    package init(
         partition: Int32, offset: Int64, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?,
         headerCount: HeaderCount
     ) {
@@ -55,16 +55,16 @@ public struct PolledRecord: @unchecked Sendable {
 /// the record, which reads the value next to the count anyway (`ConsumerRecord.headerCount`),
 /// not on the polling thread, which reads no value. A plain function and the record it reads,
 /// so that it costs no allocation and reads the same for every client.
-public struct HeaderCount: @unchecked Sendable {
+package struct HeaderCount: @unchecked Sendable {
     // @unchecked: `record` is read-only until the `pollBatch` body returns, from any thread.
     private let record: UnsafeRawPointer?
     private let count: @convention(c) (UnsafeRawPointer?) -> Int
 
     /// `count(record)` when asked; `record` must stay valid as long as the poll's views do.
-    public init(of record: UnsafeRawPointer?, _ count: @convention(c) (UnsafeRawPointer?) -> Int) {
+    package init(of record: UnsafeRawPointer?, _ count: @convention(c) (UnsafeRawPointer?) -> Int) {
         self.record = record
         self.count = count
     }
 
-    public var value: Int { count(record) }
+    package var value: Int { count(record) }
 }

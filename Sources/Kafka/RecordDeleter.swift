@@ -66,7 +66,7 @@ public struct RecordDeletionError: Error, Sendable, Equatable, CustomStringConve
     }
 
     /// Sorts a librdkafka error code into a kind.
-    public init(_ error: KafkaError) {
+    package init(_ error: KafkaError) {
         self.init(Self.kind(of: error), error)
     }
 
@@ -89,12 +89,12 @@ public struct RecordDeletionError: Error, Sendable, Equatable, CustomStringConve
 /// the caller's thread without waiting, and their answers wait in the queue until asked for.
 ///
 /// Not `Sendable`: it remembers the requests it sent, for the thread that asks (a runner's).
-public final class RecordDeleter: RecordDeletionClient {
+final class RecordDeleter: RecordDeletionClient {
     private let client: OpaquePointer
     private let queue: OpaquePointer
     private let context: Unmanaged<ClientContext>
 
-    public init(config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.admin")) throws {
+    init(config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.admin")) throws {
         (client, context) = try makeNativeClient(type: RD_KAFKA_PRODUCER, config: config, context: ClientContext(logger: logger))
         guard let queue = rd_kafka_queue_new(client) else {
             rd_kafka_destroy(client)
@@ -112,7 +112,7 @@ public final class RecordDeleter: RecordDeletionClient {
         context.release()
     }
 
-    public func requestDeletion(below offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32) throws {
+    func requestDeletion(below offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32) throws {
         let list = try NativePartitionList(offsets.map { TopicPartitionOffset($0.topicPartition, offset: $0.offset) })
         guard let deletion = rd_kafka_DeleteRecords_new(list.pointer) else {
             throw KafkaError(.clientCreation, "librdkafka could not make a DeleteRecords request for \(offsets)")
@@ -141,7 +141,7 @@ public final class RecordDeleter: RecordDeletionClient {
     private var asked: [Int: [TopicPartitionOffset]] = [:]
     private var nextRequest = 0
 
-    public func answer(waitingMilliseconds: Int32) -> [RecordDeletion]? {
+    func answer(waitingMilliseconds: Int32) -> [RecordDeletion]? {
         guard !asked.isEmpty, let event = rd_kafka_queue_poll(queue, waitingMilliseconds) else { return nil }
         defer { rd_kafka_event_destroy(event) }
         let number = Int(bitPattern: rd_kafka_event_opaque(event))

@@ -34,7 +34,7 @@ public struct SecretRedactor: Sendable, Equatable {
         insert(more.filter { !$0.isEmpty }.map { Array($0.utf8) })
     }
 
-    public func merging(_ other: SecretRedactor) -> SecretRedactor {
+    func merging(_ other: SecretRedactor) -> SecretRedactor {
         var merged = self
         merged.insert(other.values)
         return merged

@@ -34,7 +34,7 @@ public struct TopicPartitionOffset: Sendable, Hashable, CustomStringConvertible 
         self.init(TopicPartition(topic: topic, partition: partition), offset: offset, metadata: metadata)
     }
 
-    public var topic: String { topicPartition.topic }
+    package var topic: String { topicPartition.topic }
     public var partition: Int32 { topicPartition.partition }
 
     public var description: String { "\(topicPartition)@\(offset)" }
@@ -43,9 +43,9 @@ public struct TopicPartitionOffset: Sendable, Hashable, CustomStringConvertible 
 /// librdkafka's logical offsets, for APIs that take "no stored offset" or "the end".
 public enum KafkaOffset {
     public static let beginning: Int64 = Int64(RD_KAFKA_OFFSET_BEGINNING)
-    public static let end: Int64 = Int64(RD_KAFKA_OFFSET_END)
+    package static let end: Int64 = Int64(RD_KAFKA_OFFSET_END)
     public static let stored: Int64 = Int64(RD_KAFKA_OFFSET_STORED)
-    public static let invalid: Int64 = Int64(RD_KAFKA_OFFSET_INVALID)
+    package static let invalid: Int64 = Int64(RD_KAFKA_OFFSET_INVALID)
 }
 
 /// Owns a native topic-partition list for the length of one call.

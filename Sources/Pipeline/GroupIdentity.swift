@@ -37,7 +37,7 @@ public struct GroupIdentity: Sendable, Hashable {
 
     /// The settings in which `other` differs from this identity. A different mode is one
     /// difference, not also a different repartition topic.
-    public func differences(from other: GroupIdentity) -> [Setting] {
+    func differences(from other: GroupIdentity) -> [Setting] {
         var found: [Setting] = []
         if windowSize != other.windowSize { found.append(.window) }
         if (repartitionTopic == nil) != (other.repartitionTopic == nil) {
@@ -76,7 +76,7 @@ public struct GroupIdentity: Sendable, Hashable {
 
     /// The identity a commit's metadata records, a window stage's checkpoint or the normalize
     /// stage's; nil for anything else.
-    public static func recorded(in metadata: String?) -> GroupIdentity? {
+    static func recorded(in metadata: String?) -> GroupIdentity? {
         Checkpoint(decoding: metadata)?.identity ?? SourceCheckpoint(decoding: metadata)?.identity
     }
 }

@@ -16,13 +16,4 @@ public enum HitAction: UInt8, Sendable, Hashable, CaseIterable {
         case .open: "open"
         }
     }
-
-    /// The Campaign SDK code the apps send (`"7"`, `"2"`, `"1"`), used when reading hits.
-    public var campaignCode: Int {
-        switch self {
-        case .impression: 7
-        case .click: 2
-        case .open: 1
-        }
-    }
 }

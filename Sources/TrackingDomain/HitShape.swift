@@ -21,7 +21,7 @@ public enum HitShape: UInt8, Sendable, Hashable, CaseIterable {
     case iosLocal
     case postbackURL
 
-    public var name: String {
+    var name: String {
         switch self {
         case .sdkContextData: "sdk_context_data"
         case .trackActionEnvelope: "track_action"

@@ -52,17 +52,6 @@ public struct JSONWriter: Sendable {
         needsComma = true
     }
 
-    public mutating func beginArray() {
-        beginValue()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
-    }
-
-    public mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        needsComma = true
-    }
-
     /// Writes an object key; the next call must write its value.
     public mutating func key(_ name: String) {
         beginValue()
@@ -85,30 +74,9 @@ public struct JSONWriter: Sendable {
         int(Int64(value))
     }
 
-    public mutating func bool(_ value: Bool) {
-        beginValue()
-        if value {
-            bytes.append(contentsOf: [0x74, 0x72, 0x75, 0x65])  // true
-        } else {
-            bytes.append(contentsOf: [0x66, 0x61, 0x6C, 0x73, 0x65])  // false
-        }
-    }
-
     public mutating func null() {
         beginValue()
         bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])  // null
-    }
-
-    /// Writes an already-encoded JSON value verbatim (e.g. a nested record written by another
-    /// writer). The caller guarantees it is valid JSON.
-    public mutating func raw<Bytes: Sequence>(_ json: Bytes) where Bytes.Element == UInt8 {
-        beginValue()
-        bytes.append(contentsOf: json)
-    }
-
-    /// Writes an already-encoded JSON value verbatim; the caller guarantees it is valid JSON.
-    public mutating func raw(_ json: String) {
-        raw(json.utf8)
     }
 
     private mutating func appendDecimal(_ value: Int64) {

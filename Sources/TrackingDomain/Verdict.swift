@@ -9,15 +9,9 @@ public enum Verdict: Sendable, Equatable {
 }
 
 extension Verdict {
-    /// The line `trackpipe normalize` writes for this verdict (without the newline), as described
-    /// by `schemas/normalize-line.schema.json`.
-    public var jsonLine: String {
-        var writer = JSONWriter()
-        writeJSONLine(into: &writer)
-        return writer.string
-    }
-
-    /// Appends the `jsonLine` form to `writer`, so a caller writing many lines can reuse one buffer.
+    /// Appends the line `trackpipe normalize` writes for this verdict (without the newline), as
+    /// described by `schemas/normalize-line.schema.json`, to `writer`, so that a caller writing
+    /// many lines reuses one buffer.
     public func writeJSONLine(into writer: inout JSONWriter) {
         writer.beginObject()
         switch self {

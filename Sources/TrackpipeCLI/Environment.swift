@@ -222,13 +222,9 @@ struct Environment: Sendable {
 
     /// librdkafka properties from the environment: `TRACKPIPE_X` holds `key=value` pairs
     /// separated by `;` or newlines, and every `TRACKPIPE_X_<ANY>` holds one pair — so that
-    /// each secret (a SASL password) can come from its own Kubernetes Secret key.
-    func kafkaProperties() -> [String] {
-        kafkaPropertyPairs().map(\.text)
-    }
-
-    /// The same pairs with the variable each came from, so that an error names the variable
-    /// (and never echoes its value, which may be a secret).
+    /// each secret (a SASL password) can come from its own Kubernetes Secret key. Each pair
+    /// comes with the variable it came from, so that an error names the variable (and never
+    /// echoes its value, which may be a secret).
     func kafkaPropertyPairs() -> [KafkaPropertyArguments.Pair] {
         var pairs: [KafkaPropertyArguments.Pair] = []
         if let list = variables["TRACKPIPE_X"] {

@@ -7,18 +7,18 @@ import Pipeline
 import TrackingDomain
 
 /// Counts for the summary `trackpipe normalize` prints to stderr.
-public struct NormalizeSummary: Sendable, Equatable {
-    public var lines = 0
-    public var accepted = 0
-    public var filtered = 0
-    public var rejected: [RejectReason: Int] = [:]
+struct NormalizeSummary: Sendable, Equatable {
+    var lines = 0
+    var accepted = 0
+    var filtered = 0
+    var rejected: [RejectReason: Int] = [:]
 
-    public init() {}
+    init() {}
 
-    public var rejectedTotal: Int { rejected.values.reduce(0, +) }
+    var rejectedTotal: Int { rejected.values.reduce(0, +) }
 
     /// `normalize: 12 lines: 9 accepted, 1 filtered, 2 rejected (malformed_json 1, unknown_action 1)`
-    public var line: String {
+    var line: String {
         var text = "normalize: \(lines) line\(lines == 1 ? "" : "s"): \(accepted) accepted, \(filtered) filtered, \(rejectedTotal) rejected"
         let parts = RejectReason.allCases.compactMap { reason in rejected[reason].map { "\(reason.rawValue) \($0)" } }
         if !parts.isEmpty { text += " (" + parts.joined(separator: ", ") + ")" }
@@ -36,11 +36,11 @@ public struct NormalizeSummary: Sendable, Equatable {
 }
 
 /// An I/O failure while streaming; the command names the file it concerns.
-public enum NormalizeIOError: Error, Equatable {
+enum NormalizeIOError: Error, Equatable {
     case read(errno: Int32)
     case write(errno: Int32)
 
-    public var message: String {
+    var message: String {
         switch self {
         case .read(let code): "read failed: \(String(cString: strerror(code)))"
         case .write(let code): "write failed: \(WriteAllError.reason(code: code))"
@@ -55,18 +55,18 @@ public enum NormalizeIOError: Error, Equatable {
 /// Every line is a message: an empty line is `malformed_json`, a last line without a newline
 /// counts, a final newline does not start another message. A `\r` before the newline is JSON
 /// whitespace, so CRLF files normalize like LF files.
-public struct NormalizeRun: Sendable {
-    public var normalizer: Normalizer
-    public var chunkSize: Int
+struct NormalizeRun: Sendable {
+    var normalizer: Normalizer
+    var chunkSize: Int
 
-    public init(normalizer: Normalizer = Normalizer(), chunkSize: Int = 64 * 1024) {
+    init(normalizer: Normalizer = Normalizer(), chunkSize: Int = 64 * 1024) {
         self.normalizer = normalizer
         self.chunkSize = max(1, chunkSize)
     }
 
     /// `read` fills the buffer and returns the byte count (0 at end of input); `write` must write
     /// every byte it is given. Both may throw to abort the run.
-    public func run(
+    func run(
         read: (UnsafeMutableRawBufferPointer) throws -> Int,
         write: (UnsafeRawBufferPointer) throws -> Void
     ) throws -> NormalizeSummary {
@@ -142,7 +142,7 @@ public struct NormalizeRun: Sendable {
     }
 
     /// Streams from one file descriptor to another (the command uses stdin/a file and stdout).
-    public func run(input: Int32, output: Int32) throws -> NormalizeSummary {
+    func run(input: Int32, output: Int32) throws -> NormalizeSummary {
         try run(
             read: { buffer in
                 while true {

@@ -19,7 +19,7 @@ public struct CapacityEviction: Sendable, Hashable {
     /// The eviction horizon after this eviction: later hits for these windows are too late.
     public var newHorizon: Int64
 
-    public init(
+    init(
         entriesBefore: Int, maxEntries: Int, entriesFreed: Int, windowsEvicted: Int,
         windowsEmittedEarly: Int, oldestWindowStart: Int64, newestWindowStart: Int64, newHorizon: Int64
     ) {

@@ -22,9 +22,9 @@ public struct CategoryCounts<Category: CountedCategory>: Sendable, Hashable {
     private var slot1 = 0
     private var slot2 = 0
 
-    public init() {}
+    init() {}
 
-    public subscript(category: Category) -> Int {
+    subscript(category: Category) -> Int {
         get {
             switch category.rawValue {
             case 0: slot0
@@ -40,9 +40,6 @@ public struct CategoryCounts<Category: CountedCategory>: Sendable, Hashable {
             }
         }
     }
-
-    /// Every hit of the window falls in exactly one case, so this is the window's hit count.
-    public var total: Int { slot0 + slot1 + slot2 }
 }
 
 extension CategoryCounts: CustomStringConvertible {

@@ -24,7 +24,7 @@ public struct WindowAggregate: Sendable, Hashable {
     public var platforms: PlatformCounts
     public var revision: Int
 
-    public init(
+    init(
         deliveryId: String, windowStart: Int64, windowEnd: Int64,
         impressions: Int = 0, clicks: Int = 0, opens: Int = 0,
         uniqueImpressions: Int = 0, uniqueClicks: Int = 0, uniqueOpens: Int = 0, dismissals: Int = 0,

@@ -1,4 +1,4 @@
-import HitGenerator
+@testable import HitGenerator
 import Testing
 import TrackingDomain
 
@@ -145,7 +145,8 @@ struct HitStreamTests {
             case .stale: Issue.record("a live stream has no stale hits")
             }
         }
-        #expect(deliveries.isSubset(of: Set(stream.deliveryIds)) && deliveries.count >= 8)
+        // Every batch draws from the same ten deliveries: a minute of the stream hits most of them.
+        #expect((8...10).contains(deliveries.count))
         #expect((actions[.click] ?? 0) > (actions[.impression] ?? 0) / 3, "clicks follow impressions from the start")
         #expect((actions[.open] ?? 0) > 0)
         #expect(off > 0 && bad > 0)

@@ -1,5 +1,5 @@
 import Foundation
-import Kafka
+@testable import Kafka
 import Testing
 
 @Suite("Kafka round trip on the embedded broker", .serialized)

@@ -1,5 +1,5 @@
 import Foundation
-import Kafka
+@testable import Kafka
 import Testing
 
 /// scripts/compat.sh runs these suites with a newer librdkafka on LD_LIBRARY_PATH and names the

@@ -1,6 +1,6 @@
 import CRdKafka
 import Foundation
-import Kafka
+@testable import Kafka
 import Logging
 import Testing
 

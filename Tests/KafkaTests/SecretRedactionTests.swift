@@ -1,4 +1,4 @@
-import Kafka
+@testable import Kafka
 import Logging
 import Testing
 

@@ -3,7 +3,7 @@ import Kafka
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport
-import Windowing
+@testable import Windowing
 
 /// Every input limit, through both stages that read raw input (normalize, and the single-stage
 /// aggregate path): each turns a record away with its own reason, counted by reason, with a

@@ -50,3 +50,13 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 }
+
+extension Verdict {
+    /// The line `trackpipe normalize` prints for this verdict, without the newline, written as
+    /// the command writes it.
+    var jsonLine: String {
+        var writer = JSONWriter()
+        writeJSONLine(into: &writer)
+        return writer.string
+    }
+}

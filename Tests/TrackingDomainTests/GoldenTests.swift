@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TrackingDomain
+@testable import TrackingDomain
 
 @Suite("Golden verdicts")
 struct GoldenTests {

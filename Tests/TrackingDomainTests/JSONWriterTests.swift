@@ -4,16 +4,18 @@ import TrackingDomain
 
 @Suite("JSON writer")
 struct JSONWriterTests {
-    @Test("writes nested objects and arrays with commas in the right places")
+    @Test("writes nested objects with commas in the right places, and a line per record")
     func structure() {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("a"); writer.int(Int64(-12))
-        writer.key("b"); writer.beginArray(); writer.bool(true); writer.null(); writer.beginObject(); writer.endObject(); writer.endArray()
-        writer.key("c"); writer.beginObject(); writer.key("d"); writer.string("e"); writer.endObject()
-        writer.key("f"); writer.raw(#"{"g":1}"#)
+        writer.key("b"); writer.null()
+        writer.key("c"); writer.beginObject(); writer.key("d"); writer.string("e"); writer.key("e"); writer.beginObject(); writer.endObject(); writer.endObject()
+        writer.key("f"); writer.int(1)
         writer.endObject()
-        #expect(writer.string == #"{"a":-12,"b":[true,null,{}],"c":{"d":"e"},"f":{"g":1}}"#)
+        writer.endLine()
+        writer.beginObject(); writer.key("g"); writer.int(2); writer.endObject()
+        #expect(writer.string == #"{"a":-12,"b":null,"c":{"d":"e","e":{}},"f":1}"# + "\n" + #"{"g":2}"#)
     }
 
     @Test("strings are escaped so that any text round-trips through a JSON parser")
@@ -29,10 +31,10 @@ struct JSONWriterTests {
     @Test("integers cover the whole Int64 range")
     func integers() {
         var writer = JSONWriter()
-        writer.beginArray()
-        for value in [Int64.min, -1, 0, 7, Int64.max] { writer.int(value) }
-        writer.endArray()
-        #expect(writer.string == "[-9223372036854775808,-1,0,7,9223372036854775807]")
+        writer.beginObject()
+        for value in [Int64.min, -1, 0, 7, Int64.max] { writer.key("v"); writer.int(value) }
+        writer.endObject()
+        #expect(writer.string == #"{"v":-9223372036854775808,"v":-1,"v":0,"v":7,"v":9223372036854775807}"#)
     }
 
     @Test("removeAll starts a fresh record")

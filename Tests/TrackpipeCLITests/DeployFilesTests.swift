@@ -6,7 +6,7 @@
 import ArgumentParser
 import Foundation
 import Logging
-import Pipeline
+@testable import Pipeline
 import Testing
 import TrackpipeTestSupport
 import Yams

@@ -1,6 +1,6 @@
 import Foundation
 import Kafka
-import Pipeline
+@testable import Pipeline
 import Testing
 import TrackpipeTestSupport
 @testable import TrackpipeCLI
@@ -127,7 +127,7 @@ struct InputLimitsCommandTests {
             func header(_ name: String) -> String? { letter.headers.last { $0.key == name }?.stringValue }
             #expect(header(DeadLetterCut.Header.truncated) == "value")
             #expect(header(DeadLetterCut.Header.valueSize) == String(original.count))
-            #expect(header(DeadLetterCut.Header.valueSHA256) == SHA256.hex(original))
+            #expect(header(DeadLetterCut.Header.valueSHA256) == sha256Hex(original))
             let value = try #require(letter.value)
             #expect(value.count < 1_000_000 && value.count > 900_000, "cut to what the topic takes: \(value.count)")
             #expect(Array(original.prefix(value.count)) == value, "the value kept is the original's first bytes")
@@ -135,3 +135,6 @@ struct InputLimitsCommandTests {
         }
     }
 }
+
+/// The SHA-256 of `bytes` as the dead letters' headers write it.
+private func sha256Hex(_ bytes: [UInt8]) -> String { bytes.withUnsafeBytes { SHA256.hex($0) } }

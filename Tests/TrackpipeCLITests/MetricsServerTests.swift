@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Pipeline
+@testable import Pipeline
 import Testing
 
 @Suite("metrics server: its address and its lifetime")

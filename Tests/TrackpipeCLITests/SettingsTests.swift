@@ -128,7 +128,7 @@ struct SettingsTests {
                 .init("a=1", origin: .environment("TRACKPIPE_X")), .init("b=2", origin: .environment("TRACKPIPE_X")),
                 .init("y=4", origin: .environment("TRACKPIPE_X_A")), .init("z=3", origin: .environment("TRACKPIPE_X_Z")),
             ])
-        #expect(environment.kafkaProperties() == ["a=1", "b=2", "y=4", "z=3"])
+        #expect(environment.kafkaPropertyPairs().map(\.text) == ["a=1", "b=2", "y=4", "z=3"])
     }
 
     // MARK: Values the command line overrides

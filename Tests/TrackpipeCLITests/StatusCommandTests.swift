@@ -1,7 +1,7 @@
 import Foundation
 import HitGenerator
 import Kafka
-import Pipeline
+@testable import Pipeline
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport

@@ -100,48 +100,48 @@ extension RecordSink {
 /// What an input made of a task's share of a batch, in record order.
 public struct DecodedBatch: Sendable {
     /// A hit to count, with where it was first read and where its record sits.
-    public struct Event: Sendable {
-        public var event: TrackingEvent
+    struct Event: Sendable {
+        var event: TrackingEvent
         /// The input partition the hit was first read from, and its offset there: the key the
         /// duplicate filter recognises a re-sent event by.
-        public var source: SourceKey
-        public var sourceOffset: Int64
+        var source: SourceKey
+        var sourceOffset: Int64
         /// The record that carried it, in the partition being read.
-        public var partition: Int32
-        public var offset: Int64
-        public var reference: DeadLetterReference
+        var partition: Int32
+        var offset: Int64
+        var reference: DeadLetterReference
     }
 
     /// A message that cannot be counted.
-    public struct Rejection: Sendable {
-        public var reason: String
-        public var detail: String
-        public var reference: DeadLetterReference
+    struct Rejection: Sendable {
+        var reason: String
+        var detail: String
+        var reference: DeadLetterReference
         /// The offset of the record it came in.
-        public var offset: Int64
+        var offset: Int64
         /// The time the message is about (its Kafka timestamp), for a backfill's range; nil when
         /// unknown.
-        public var time: Int64?
+        var time: Int64?
     }
 
-    public var events: [Event] = []
-    public var rejections: [Rejection] = []
+    var events: [Event] = []
+    var rejections: [Rejection] = []
     /// Hits the tracking rule filtered: the offset of each one's record, the reason, and the
     /// time the hit is about (its Kafka timestamp) for a backfill's range; nil when unknown.
-    public var filtered: [(offset: Int64, reason: FilterReason, time: Int64?)] = []
+    var filtered: [(offset: Int64, reason: FilterReason, time: Int64?)] = []
     /// The sources' watermarks, as the events and marks records of the batch reported them.
-    public var marks = SourceMarks<SourceKey>()
+    var marks = SourceMarks<SourceKey>()
     /// How many partitions each input incarnation upstream has, as the records say.
-    public var sourcePartitions: [UInt64: Int] = [:]
+    var sourcePartitions: [UInt64: Int] = [:]
     /// Marks records read (outside the balance: they are not messages of the input).
-    public var markRecords = 0
+    var markRecords = 0
     /// A record routed by another repartition partition count than the topic has: (the count
     /// it was routed by, the topic's).
-    public var misrouted: (routed: Int, expected: Int)?
+    var misrouted: (routed: Int, expected: Int)?
     /// A record another group's normalize stage wrote: that group's name.
-    public var writtenBy: String?
+    var writtenBy: String?
 
-    public init() {}
+    init() {}
 
     /// Appends a batch decoded from the records that follow this one's.
     mutating func append(_ other: DecodedBatch) {

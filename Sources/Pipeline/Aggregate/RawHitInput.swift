@@ -4,20 +4,20 @@ import Windowing
 
 /// Raw hits, read where they were produced: normalized, filtered and dead-lettered here. For
 /// input already keyed by delivery (one stage) and for `replay`.
-public struct RawHitInput: AggregateInput {
+package struct RawHitInput: AggregateInput {
     /// Each partition is its own only source.
-    public var taskSources: TaskSources { .partitionRead }
+    package var taskSources: TaskSources { .partitionRead }
     let intake: HitIntake
 
-    public init(limits: NormalizerLimits, maxFutureSkew: Int64) {
+    package init(limits: NormalizerLimits, maxFutureSkew: Int64) {
         intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
     }
 
-    public func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
+    package func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
         ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic, windowSize: windowSize)
     }
 
-    public func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
+    package func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         let reference = DeadLetterReference(record: index)
         switch intake.take(record) {
         case .accepted(var event, let eventTime):
@@ -38,7 +38,7 @@ public struct RawHitInput: AggregateInput {
         }
     }
 
-    public func deadLetter(
+    package func deadLetter(
         _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
         OutgoingDeadLetter(

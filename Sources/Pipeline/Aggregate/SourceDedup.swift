@@ -43,11 +43,11 @@ struct SourceDedup: Sendable, Equatable {
 
 /// The highest source offset counted from one source partition, and the incarnation it
 /// belongs to.
-public struct SourceFloor: Sendable, Hashable {
-    public var incarnation: UInt64
-    public var offset: Int64
+struct SourceFloor: Sendable, Hashable {
+    var incarnation: UInt64
+    var offset: Int64
 
-    public init(incarnation: UInt64, offset: Int64) {
+    init(incarnation: UInt64, offset: Int64) {
         self.incarnation = incarnation
         self.offset = offset
     }

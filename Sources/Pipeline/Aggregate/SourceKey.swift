@@ -2,24 +2,24 @@
 /// which log it belongs to. Positions are only comparable within one log: another input topic
 /// under the same group, or the same topic deleted and created again, starts its offsets at 0
 /// again, and those must never be taken for copies of the old positions.
-public struct SourceKey: Sendable, Hashable, Comparable {
+struct SourceKey: Sendable, Hashable, Comparable {
     /// The log the partition belongs to (`SourceKey.incarnation(topic:epoch:)`).
-    public var incarnation: UInt64
-    public var partition: Int32
+    var incarnation: UInt64
+    var partition: Int32
 
-    public init(incarnation: UInt64, partition: Int32) {
+    init(incarnation: UInt64, partition: Int32) {
         self.incarnation = incarnation
         self.partition = partition
     }
 
-    public static func < (a: Self, b: Self) -> Bool {
+    static func < (a: Self, b: Self) -> Bool {
         (a.incarnation, a.partition) < (b.incarnation, b.partition)
     }
 
     /// A stable number for one incarnation of an input topic: FNV-1a over the topic's name, with
     /// the partition's epoch (which grows when the topic is found recreated) mixed in. Stable
     /// across processes and versions, since it is stored in checkpoints.
-    public static func incarnation<Name: Collection<UInt8>>(topic: Name, epoch: UInt32) -> UInt64 {
+    static func incarnation<Name: Collection<UInt8>>(topic: Name, epoch: UInt32) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in topic {
             hash ^= UInt64(byte)
@@ -28,7 +28,7 @@ public struct SourceKey: Sendable, Hashable, Comparable {
         return hash ^ (UInt64(epoch) &* 0x9E37_79B9_7F4A_7C15)
     }
 
-    public static func incarnation(topic: String, epoch: UInt32) -> UInt64 {
+    static func incarnation(topic: String, epoch: UInt32) -> UInt64 {
         incarnation(topic: topic.utf8, epoch: epoch)
     }
 }

@@ -17,31 +17,31 @@
 /// else decodes to nil: another tool's commit, and a checkpoint of another version of trackpipe
 /// (`otherVersion(of:)` tells them apart, for the refusal). A release that changes this format
 /// reads the previous one for one release, then drops it (docs/scale-out.md, "Formats").
-public struct Checkpoint: Sendable, Hashable {
+struct Checkpoint: Sendable, Hashable {
     /// The tag the encoding begins with: the one version this trackpipe writes and reads.
-    public static let format = "trackpipe/5"
+    static let format = "trackpipe/5"
 
     /// Every window with `windowEnd + retention <= evictedBefore` had been evicted (epoch ms).
-    public var evictedBefore: Int64
+    var evictedBefore: Int64
     /// The next offset the committing owner had not yet processed (where it committed).
-    public var processedMark: Int64
+    var processedMark: Int64
     /// Highest source offset counted per source partition, before `processedMark`.
-    public var seen: [Int32: SourceFloor]
+    var seen: [Int32: SourceFloor]
     /// Where the task's changelog partition ended, acknowledged, when this was committed.
-    public var changelog: Int64
+    var changelog: Int64
     /// Where the task's line of owners began writing its changelog partition.
-    public var changelogSince: Int64
+    var changelogSince: Int64
     /// What the group is fixed to: the window size the state was counted with (a key
     /// `<deliveryId>@<windowStart>` means a different window under another size), the mode and
     /// the internal topics. A run that differs must not go on from it.
-    public var identity: GroupIdentity
+    var identity: GroupIdentity
 
     /// Kafka brokers refuse commit metadata above `offset.metadata.max.bytes` (4096 by default).
-    public static let maxEncodedBytes = 4_000
+    static let maxEncodedBytes = 4_000
     /// At most this many source partitions behind the repartition topic, whatever the names.
-    public static let maxSourcePartitions = 400
+    static let maxSourcePartitions = 400
 
-    public init(
+    init(
         evictedBefore: Int64, processedMark: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64, changelogSince: Int64 = 0,
         identity: GroupIdentity
     ) {
@@ -53,12 +53,12 @@ public struct Checkpoint: Sendable, Hashable {
         self.identity = identity
     }
 
-    public var encoded: String {
+    var encoded: String {
         Self.format + " evicted=\(evictedBefore) processed=\(processedMark) changelog=\(changelog) since=\(changelogSince) "
             + identity.encodedFields + (seen.isEmpty ? "" : " seen=" + Self.encode(seen))
     }
 
-    public init?(decoding text: String?) {
+    init?(decoding text: String?) {
         guard let text, text.hasPrefix(Self.format + " ") else { return nil }
         var fields: [Substring: Substring] = [:]
         for field in text.split(separator: " ").dropFirst() {
@@ -82,7 +82,7 @@ public struct Checkpoint: Sendable, Hashable {
     /// Whether the checkpoint of a task behind `sourcePartitions` input partitions fits the
     /// commit metadata brokers accept, whatever its numbers (source offsets up to 2^42): the
     /// topic names of the identity take room from the duplicate floors.
-    public static func fits(sourcePartitions: Int, identity: GroupIdentity) -> Bool {
+    static func fits(sourcePartitions: Int, identity: GroupIdentity) -> Bool {
         guard sourcePartitions <= maxSourcePartitions else { return false }
         let incarnation = UInt64.max
         let seen = Dictionary(
@@ -94,7 +94,7 @@ public struct Checkpoint: Sendable, Hashable {
 
     /// The tag of a window checkpoint that another version of trackpipe wrote (`trackpipe/<n>`
     /// other than `format`), which this one does not read; nil for anything else.
-    public static func otherVersion(of metadata: String?) -> String? {
+    static func otherVersion(of metadata: String?) -> String? {
         guard let metadata else { return nil }
         let tag = metadata.prefix { $0 != " " }
         guard tag.hasPrefix("trackpipe/"), tag != format, tag.dropFirst("trackpipe/".count).allSatisfy(\.isNumber), tag.count > 10 else {
@@ -235,27 +235,27 @@ public struct Checkpoint: Sendable, Hashable {
 /// `trackpipe/source/2 epoch=<n> [progress=<ms>] window=<ms> stages=2 repartition=<topic> state=<topic>`.
 /// Anything else decodes to nil; `otherVersion(of:)` tells another version's apart, for the
 /// refusal.
-public struct SourceCheckpoint: Sendable, Hashable {
+struct SourceCheckpoint: Sendable, Hashable {
     /// The tag the encoding begins with: the one version this trackpipe writes and reads.
-    public static let format = "trackpipe/source/2"
+    static let format = "trackpipe/source/2"
 
-    public var epoch: UInt32
+    var epoch: UInt32
     /// The source's watermark over the hits before the committed offset (epoch ms); nil: none yet.
-    public var progress: Int64?
+    var progress: Int64?
     /// What the group is fixed to (always two stages: only the normalize stage writes this).
-    public var identity: GroupIdentity
+    var identity: GroupIdentity
 
-    public init(epoch: UInt32, progress: Int64? = nil, identity: GroupIdentity) {
+    init(epoch: UInt32, progress: Int64? = nil, identity: GroupIdentity) {
         self.epoch = epoch
         self.progress = progress
         self.identity = identity
     }
 
-    public var encoded: String {
+    var encoded: String {
         Self.format + " epoch=\(epoch)" + (progress.map { " progress=\($0)" } ?? "") + " " + identity.encodedFields
     }
 
-    public init?(decoding text: String?) {
+    init?(decoding text: String?) {
         guard let text, text.hasPrefix(Self.format + " ") else { return nil }
         var fields: [Substring: Substring] = [:]
         for field in text.split(separator: " ").dropFirst() {
@@ -275,7 +275,7 @@ public struct SourceCheckpoint: Sendable, Hashable {
     /// The tag of a normalize stage's checkpoint that another version of trackpipe wrote
     /// (`trackpipe/source` followed by anything but this version's `/2`), which this one does
     /// not read; nil for anything else.
-    public static func otherVersion(of metadata: String?) -> String? {
+    static func otherVersion(of metadata: String?) -> String? {
         guard let metadata else { return nil }
         let tag = String(metadata.prefix { $0 != " " })
         guard tag.hasPrefix("trackpipe/source"), tag != format else { return nil }

@@ -9,20 +9,20 @@ import Kafka
 /// So such a letter keeps as much of the key and value as fits, from their start, and says in
 /// headers what was cut: each part's original size and SHA-256, beside the source topic,
 /// partition and offset that every dead letter carries, where the whole message still is.
-public struct DeadLetterCut: Sendable, Equatable {
+package struct DeadLetterCut: Sendable, Equatable {
     /// How many bytes of the key and value the letter keeps (their first ones).
-    public var keyBytes: Int
-    public var valueBytes: Int
+    package var keyBytes: Int
+    package var valueBytes: Int
     /// The letter's headers followed by the ones that describe the cut.
-    public var headers: [KafkaHeader]
+    package var headers: [KafkaHeader]
 
-    public enum Header {
+    package enum Header {
         /// Which parts were cut: `key`, `value` or `key,value`.
-        public static let truncated = "trackpipe.original.truncated"
-        public static let keySize = "trackpipe.original.key.size"
-        public static let valueSize = "trackpipe.original.value.size"
-        public static let keySHA256 = "trackpipe.original.key.sha256"
-        public static let valueSHA256 = "trackpipe.original.value.sha256"
+        package static let truncated = "trackpipe.original.truncated"
+        package static let keySize = "trackpipe.original.key.size"
+        package static let valueSize = "trackpipe.original.value.size"
+        package static let keySHA256 = "trackpipe.original.key.sha256"
+        package static let valueSHA256 = "trackpipe.original.value.sha256"
     }
 
     /// Bytes a record costs beyond its key, value and header bytes, with room to spare: the
@@ -33,7 +33,7 @@ public struct DeadLetterCut: Sendable, Equatable {
     static let headerOverhead = 10
 
     /// The bytes the record takes on the wire, as far as the limit is concerned.
-    public static func size(keyBytes: Int, valueBytes: Int, headers: [KafkaHeader]) -> Int {
+    package static func size(keyBytes: Int, valueBytes: Int, headers: [KafkaHeader]) -> Int {
         var size = recordOverhead + keyBytes + valueBytes
         for header in headers { size += header.key.utf8.count + (header.value?.count ?? 0) + headerOverhead }
         return size
@@ -44,7 +44,7 @@ public struct DeadLetterCut: Sendable, Equatable {
     /// larger than that is the odd part) and the value the rest, and what either does not need
     /// goes to the other. Headers are never cut: with a limit below what they take alone, the
     /// letter keeps no key or value at all.
-    public static func fitting(
+    package static func fitting(
         key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, headers: [KafkaHeader], limit: Int
     ) -> DeadLetterCut? {
         let keyCount = key?.count ?? 0, valueCount = value?.count ?? 0

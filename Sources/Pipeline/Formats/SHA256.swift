@@ -2,9 +2,9 @@
 /// leave out. Foundation on Linux has no digest and a cryptography package would be a
 /// dependency for one function; a dead letter is cut rarely, so a plain implementation is
 /// fast enough.
-public enum SHA256 {
+enum SHA256 {
     /// The digest of `bytes` as 64 lowercase hex digits.
-    public static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
+    static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
         let hexDigits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(64)
@@ -15,9 +15,7 @@ public enum SHA256 {
         return String(decoding: text, as: UTF8.self)
     }
 
-    public static func hex(_ bytes: [UInt8]) -> String { bytes.withUnsafeBytes { hex($0) } }
-
-    public static func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+    static func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         var state: [UInt32] = [
             0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
         ]

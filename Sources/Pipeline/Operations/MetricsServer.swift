@@ -17,7 +17,7 @@ import Synchronization
 /// The serving thread holds only the `Listener` (the socket and a stop flag), never the
 /// server: the server can therefore be released, and releasing it stops it, like `stop()`.
 public final class MetricsServer: Sendable {
-    public let port: Int
+    let port: Int
     private let listener: Listener
 
     /// - Parameters:

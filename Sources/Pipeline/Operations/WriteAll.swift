@@ -37,7 +37,7 @@ public struct WriteAllError: Error, Equatable, CustomStringConvertible {
     public let written: Int
     public let requested: Int
 
-    public init(descriptor: Int32, code: Int32, written: Int, requested: Int) {
+    init(descriptor: Int32, code: Int32, written: Int, requested: Int) {
         self.descriptor = descriptor
         self.code = code
         self.written = written

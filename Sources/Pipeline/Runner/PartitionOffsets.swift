@@ -10,14 +10,14 @@
 /// | `committed` | the offset stored in the group, where the next owner starts: the previous owner's at assignment, then this owner's last commit | runner and task |
 /// | `metadata` | what was committed with it: what the committing owner had settled (a `Checkpoint` or `SourceCheckpoint`) | runner and task |
 /// | `previousMark` | the previous owner's processed mark, from the task record of its changelog: below it a record is a replay, whose output that owner may not have sent | task |
-public struct PartitionOffsets: Sendable, Equatable {
-    public var nextToRead: Int64?
-    public var processedMark: Int64?
-    public var committed: Int64?
-    public var metadata: String?
-    public var previousMark: Int64?
+struct PartitionOffsets: Sendable, Equatable {
+    var nextToRead: Int64?
+    var processedMark: Int64?
+    var committed: Int64?
+    var metadata: String?
+    var previousMark: Int64?
 
-    public init(nextToRead: Int64? = nil, committed: Int64? = nil, metadata: String? = nil) {
+    init(nextToRead: Int64? = nil, committed: Int64? = nil, metadata: String? = nil) {
         self.nextToRead = nextToRead
         self.committed = committed
         self.metadata = metadata

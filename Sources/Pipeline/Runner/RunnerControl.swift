@@ -5,7 +5,7 @@ import Synchronization
 /// producer's and librdkafka's callbacks report, and what the health checks need to know. Everything
 /// else a runner holds stays on the thread inside `StageRunner.run`, so this is the one place
 /// where the runner's state is shared, and it is all atomics and one mutex.
-public final class RunnerControl: Sendable {
+package final class RunnerControl: Sendable {
     /// The stage's name and what health messages quote, fixed at creation: nothing here reads
     /// the stage itself, which the run thread mutates.
     let stageName: String
@@ -52,7 +52,7 @@ public final class RunnerControl: Sendable {
     // MARK: Stopping
 
     /// Asks the run to stop after the batch in flight; it then commits and returns. Any thread.
-    public func requestStop() {
+    package func requestStop() {
         _ = stopRequestedMillis.compareExchange(expected: 0, desired: max(1, clock()), ordering: .relaxed)
         stopRequested.store(true, ordering: .sequentiallyConsistent)
     }
@@ -62,7 +62,7 @@ public final class RunnerControl: Sendable {
     /// Asks the loop to commit at its next turn, whatever the commit interval (Kafka Streams'
     /// `ProcessorContext.commit()`): a caller that chooses its own commit points, such as the
     /// deterministic simulator, whose schedules commit where they want to cut. Any thread.
-    public func requestCommit() { commitRequested.store(true, ordering: .relaxed) }
+    package func requestCommit() { commitRequested.store(true, ordering: .relaxed) }
 
     /// Whether a commit was requested since the last call (the request is taken).
     func takeCommitRequest() -> Bool { commitRequested.exchange(false, ordering: .relaxed) }
@@ -114,7 +114,7 @@ public final class RunnerControl: Sendable {
 
     /// nil while the run's loop is turning (or waiting on the cluster); else why not: a stuck
     /// call or stage, which is what a restart fixes.
-    public var livenessProblem: String? {
+    package var livenessProblem: String? {
         if let failure = deliveryFailure { return "\(stageName): delivery failed: \(failure)" }
         guard kafkaWait.withLock({ $0 }) == nil else { return nil }
         let now = clock()
@@ -127,7 +127,7 @@ public final class RunnerControl: Sendable {
 
     /// nil while the run does its work; else why not: the cluster keeps it waiting, it has no
     /// partitions yet, or its state does not come back. Not live is not ready either.
-    public var readinessProblem: String? {
+    package var readinessProblem: String? {
         if let problem = livenessProblem { return problem }
         let now = clock()
         if let wait = kafkaWait.withLock({ $0 }), now - wait.since > unhealthyAfter {

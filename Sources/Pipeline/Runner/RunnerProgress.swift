@@ -8,7 +8,7 @@ public struct RunnerProgress: Sendable {
     public var total: Int64?
     public var finished: Bool
 
-    public init(elapsedMilliseconds: Int64, consumed: Int, done: Int64?, total: Int64?, finished: Bool) {
+    init(elapsedMilliseconds: Int64, consumed: Int, done: Int64?, total: Int64?, finished: Bool) {
         self.elapsedMilliseconds = elapsedMilliseconds
         self.consumed = consumed
         self.done = done

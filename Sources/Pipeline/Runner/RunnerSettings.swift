@@ -4,9 +4,9 @@ import Synchronization
 /// How a `StageRunner` meets Kafka. Everything that differs between `run`, `run --until-end`,
 /// the two stages of the scaled-out worker and a replay is one of these values, not a branch
 /// in the runner.
-public struct RunnerSettings: Sendable {
+package struct RunnerSettings: Sendable {
     /// Where the runner's partitions come from.
-    public enum Assignment: Sendable {
+    package enum Assignment: Sendable {
         /// A consumer group subscription; commits go to the group.
         case group
         /// Fixed partitions with explicit start offsets: no group, so no rebalances and nothing
@@ -14,7 +14,7 @@ public struct RunnerSettings: Sendable {
         case fixed([TopicPartitionOffset])
     }
 
-    public enum Bound: Sendable {
+    package enum Bound: Sendable {
         case unbounded
         /// Stop at each partition's end offset as of its assignment.
         case endAtAssignment
@@ -22,41 +22,41 @@ public struct RunnerSettings: Sendable {
         case endWhenUpstreamFinishes(UpstreamSignal)
     }
 
-    public var topic: String
-    public var assignment: Assignment
-    public var bound: Bound
-    public var consumer: KafkaConfig
-    public var producer: KafkaConfig
-    public var destinations: [Destination: String]
+    package var topic: String
+    package var assignment: Assignment
+    package var bound: Bound
+    package var consumer: KafkaConfig
+    package var producer: KafkaConfig
+    package var destinations: [Destination: String]
     /// Destinations written as JSON Lines (one record value per line) instead of a topic.
-    public var lineOutputs: [Destination: LineWriter] = [:]
+    package var lineOutputs: [Destination: LineWriter] = [:]
     /// Destinations whose records are counted but not sent anywhere (a replay without a
     /// dead-letter topic).
-    public var discarded: Set<Destination> = []
-    public var commitInterval: Int64
+    package var discarded: Set<Destination> = []
+    package var commitInterval: Int64
     /// How often a progress line is logged (ms); 0 turns it off.
-    public var progressInterval: Int64 = 30_000
+    package var progressInterval: Int64 = 30_000
     /// Liveness fails after this long without a turn of the loop; readiness also after this
     /// long waiting on the cluster, or, in a group,
     /// without an assignment (ms).
-    public var unhealthyAfter: Int64 = 60_000
+    package var unhealthyAfter: Int64 = 60_000
     /// How often the stage is given the time when records keep coming (ms).
-    public var tickInterval: Int64 = 200
-    public var maxBatch: Int = 4_096
+    package var tickInterval: Int64 = 200
+    package var maxBatch: Int = 4_096
     /// Time every produce call for the timeline (`run --timings`).
-    public var timings = false
+    package var timings = false
     /// Unacknowledged output (bytes) above which the input is paused; 0: never pause.
-    public var outputBacklogLimit = 32 << 20
+    package var outputBacklogLimit = 32 << 20
     /// Where the runner's Kafka clients come from: librdkafka, or a simulated cluster.
-    public var clients: any KafkaClientFactory = LibrdkafkaClients()
+    package var clients: any KafkaClientFactory = LibrdkafkaClients()
     /// The most bytes one produced record may take (see `RecordLimit`): dead letters are cut to it.
-    public var recordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault)
+    package var recordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault)
     /// Delete the input's records below what the group committed (see `PurgeSchedule`): only
     /// for an input no one else reads, the repartition topic; nil (the user's topics, a replay,
     /// `--purge-interval 0`): never.
-    public var purge: PurgeSettings?
+    package var purge: PurgeSettings?
 
-    public init(
+    package init(
         topic: String, assignment: Assignment, bound: Bound, consumer: KafkaConfig, producer: KafkaConfig,
         destinations: [Destination: String], commitInterval: Int64
     ) {
@@ -83,13 +83,13 @@ public struct RunnerSettings: Sendable {
 }
 
 /// How a runner purges its input (see `PurgeSchedule`).
-public struct PurgeSettings: Sendable {
+package struct PurgeSettings: Sendable {
     /// The least time between two purges (ms, above 0).
-    public var interval: Int64
+    package var interval: Int64
     /// The configuration of the client that deletes (the worker's admin settings).
-    public var admin: KafkaConfig
+    package var admin: KafkaConfig
 
-    public init(interval: Int64, admin: KafkaConfig) {
+    package init(interval: Int64, admin: KafkaConfig) {
         self.interval = interval
         self.admin = admin
     }
@@ -100,19 +100,19 @@ public struct PurgeSettings: Sendable {
 /// while (and up to a timeout on a cluster that cannot answer), so the worker starts with the
 /// producer's limit and learns the topics' on the side; the runner's sinks read it per dead
 /// letter. Shared by the runners of one worker.
-public final class RecordLimit: Sendable {
+package final class RecordLimit: Sendable {
     private let current: Atomic<Int>
 
     /// librdkafka's default `message.max.bytes`.
-    public static let librdkafkaDefault = 1_000_000
+    package static let librdkafkaDefault = 1_000_000
 
-    public init(bytes: Int) { current = Atomic(bytes) }
+    package init(bytes: Int) { current = Atomic(bytes) }
 
-    public var bytes: Int { current.load(ordering: .relaxed) }
+    package var bytes: Int { current.load(ordering: .relaxed) }
 
     /// Lowers the limit to `bytes` if that is lower; returns whether it did.
     @discardableResult
-    public func lower(to bytes: Int) -> Bool {
+    package func lower(to bytes: Int) -> Bool {
         var now = current.load(ordering: .relaxed)
         while bytes < now {
             let (exchanged, original) = current.compareExchange(expected: now, desired: bytes, ordering: .relaxed)

@@ -16,13 +16,13 @@ import Logging
 ///
 /// Commit safety: an offset is committed only after every record sent so far is acknowledged,
 /// and only as far as the stage's commit point, which is below anything it still holds.
-public final class StageRunner<S: Stage>: @unchecked Sendable {
+package final class StageRunner<S: Stage>: @unchecked Sendable {
     // @unchecked: every stored `var` is used only on the thread inside `run` (the rebalance
     // callbacks run inside its polls); other threads use only `control`, which is Sendable.
 
-    public let settings: RunnerSettings
+    package let settings: RunnerSettings
     /// How other threads stop this run and ask about its health.
-    public let control: RunnerControl
+    package let control: RunnerControl
     private let logger: Logger
     private let metrics: StageMetrics?
     private let clock: @Sendable () -> Int64
@@ -47,7 +47,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private var upstreamEndsTaken = false
     private var lastUnknownTopicLog: Int64 = .min / 2
 
-    public init(
+    package init(
         stage: S, settings: RunnerSettings, logger: Logger, metrics: StageMetrics? = nil,
         clock: @escaping @Sendable () -> Int64 = wallClockMillis, onProgress: (@Sendable (RunnerProgress) -> Void)? = nil
     ) {
@@ -69,7 +69,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     }
 
     /// Asks `run` to stop after the batch in flight; it then commits and returns. Any thread.
-    public func requestStop() { control.requestStop() }
+    package func requestStop() { control.requestStop() }
 
     /// The most a revoke waits for the broker to acknowledge what its commit sends (ms). The
     /// whole group waits for a revoke (librdkafka's rebalance timeout is max.poll.interval.ms,
@@ -84,7 +84,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private var lastTick: Int64 = 0
 
     /// Runs to the end: `begin`, `turn` until it says so, `finish`; on an error, `abandon`.
-    public func run() throws -> StageSummary {
+    package func run() throws -> StageSummary {
         try begin()
         do {
             while try turn() {}
@@ -95,9 +95,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         }
     }
 
-    /// Creates the clients and takes the input. The steps of `run` are public so that the
+    /// Creates the clients and takes the input. The steps of `run` are `package` so that the
     /// deterministic simulator can drive the real loop one turn at a time on its own clock.
-    public func begin() throws {
+    package func begin() throws {
         startedAt = clock()
         lastTick = startedAt
         control.started(at: startedAt)
@@ -109,7 +109,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     /// One turn of the loop: poll a batch (and, while state is read back, a batch of state), let
     /// time pass, serve the output, commit when due, report. False once the run should end: a
     /// stop was requested or the bound is reached.
-    public func turn() throws -> Bool {
+    package func turn() throws -> Bool {
         guard let clients = lifecycle.clients, !control.isStopRequested else { return false }
         let consumer = clients.consumer
         if tracker.waitingOnCluster() > 0 { retryWaiting(consumer) }
@@ -142,7 +142,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// The end of a run that went well: last emissions, every record acknowledged, the last
     /// commit, then the group left.
-    public func finish() throws -> StageSummary {
+    package func finish() throws -> StageSummary {
         guard let clients = lifecycle.clients else { throw PipelineError.kafka("\(stage.name): finish() before begin() or after the end") }
         try throwIfFailed()
         try finishRun(clients)
@@ -151,7 +151,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// The end of a run that failed: nothing more is committed; the group is left and what was
     /// counted reported.
-    public func abandon(_ error: any Error) {
+    package func abandon(_ error: any Error) {
         lifecycle.fail(error)
         logger.error("\(stage.name): stopping without committing further: \(error)")
         lifecycle.clients?.consumer.close()
@@ -162,13 +162,13 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// The run's totals so far, the stage's latest counts taken in first: what the summary will
     /// say if the run ended now. On the run's thread, between turns.
-    public func currentTotals() -> Accounting {
+    package func currentTotals() -> Accounting {
         observer.report(stage: &stage, tracker: tracker, consumer: lifecycle.consumer, now: clock())
         return observer.totals
     }
 
     /// The stage's gauges (watermark, open windows) as of now. On the run's thread, between turns.
-    public var gauges: StageGauges { stage.gauges() }
+    package var gauges: StageGauges { stage.gauges() }
 
     /// Creates the clients and takes the input: a subscription, or the fixed assignment.
     private func start() throws {

@@ -81,7 +81,9 @@ func checkNormalizer(_ input: UnsafeRawBufferPointer) {
         fuzzRequire(detail.hasPrefix(reason.rawValue + ": "), "\(describeInput(input)): detail \(detail.debugDescription) does not start with \(reason.rawValue)")
     }
 
-    let line = Array(verdict.jsonLine.utf8)
+    var writer = JSONWriter()
+    verdict.writeJSONLine(into: &writer)
+    let line = writer.bytes
     let reread = normalizer.normalize(line, kafkaTimestamp: nil)
     if case .rejected(.missingDeliveryId, _) = reread {} else {
         fuzzRequire(false, "\(describeInput(input)): its verdict line \(String(decoding: line, as: UTF8.self)) reads back as \(reread)")
@@ -360,5 +362,17 @@ struct JSONReference {
 enum FuzzNormalizerMain {
     static func main() {
         fuzzMain(testOneInput: fuzzNormalizer, check: checkNormalizer)
+    }
+}
+
+extension HitAction {
+    /// The Campaign SDK code the apps send for this action (`"7"`, `"2"`, `"1"`), to write a hit
+    /// back the way an app would.
+    fileprivate var campaignCode: Int {
+        switch self {
+        case .impression: 7
+        case .click: 2
+        case .open: 1
+        }
     }
 }

@@ -5,7 +5,7 @@
 #endif
 import Dispatch
 import Foundation
-import Pipeline
+@testable import Pipeline
 import Synchronization
 import Testing
 import TrackpipeTestSupport
