@@ -62,7 +62,7 @@ struct ScaleOutTests {
         first.maxBatch = 512
         let normalize = NormalizeStage(
             inputTopic: "hits", sourcePartitions: 8, repartitionPartitions: 4, limits: settings.limits,
-            maxFutureSkew: settings.maxFutureSkew, idleTimeout: settings.window.idleTimeout)
+            maxFutureSkew: settings.maxFutureSkew, idleTimeout: settings.window.idleTimeout, originals: OriginalRule(window: settings.window))
         let crashed = try StageRunner(stage: normalize, settings: first, logger: Logger(label: "test")).run()
         let routed = crashed.accounting.accepted
         #expect(routed > 5_000 && crashed.committed.isEmpty)

@@ -260,7 +260,8 @@ public final class RunnerWorld {
         let normalize = NormalizeStage(
             inputTopic: Self.inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(repartitionPartitions),
             limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout, markInterval: 100, parallelism: 1,
-            batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2)
+            batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2,
+            originals: OriginalRule(window: window))
         let aggregate = AggregateStage(
             sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions)),
             window: window, parallelism: 1)

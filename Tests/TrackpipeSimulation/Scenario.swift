@@ -1,3 +1,4 @@
+import Pipeline
 import Windowing
 
 /// The fixed settings of one schedule: topology, window rules and the shape of the input.
@@ -33,6 +34,11 @@ public struct Scenario: Sendable, CustomStringConvertible {
     /// Simulated wall-clock ms at the start.
     public var start: Int64
     public var hitSeed: UInt64
+    /// The normalize stage's allowance for records overtaken on their way (`OriginalRule`):
+    /// mostly 0, the tightest one sound in a world where records reach the topic as they are
+    /// written and every instance reads the same clock, so that the originals rule is checked
+    /// at its edge; sometimes the worker's default.
+    public var delayAllowance: Int64 = 0
 
     public func has(_ feature: Feature) -> Bool { features.contains(feature) }
 
@@ -57,7 +63,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
         let smallRecords = random.chance(0.5), recordBytes = random.int(200...1_500)
         let trackingOffEvery = random.int(3...5)
         let shares = (late: random.int(3...15), beyond: random.int(1...5), fast: random.int(1...5), wrong: random.int(1...3))
-        return Scenario(
+        var scenario = Scenario(
             mode: mode, features: features, lockstep: spec.lockstep,
             inputPartitions: inputPartitions, repartitionPartitions: random.int(1...4), instances: random.int(1...3),
             window: window,
@@ -79,6 +85,9 @@ public struct Scenario: Sendable, CustomStringConvertible {
             drainByFinish: random.chance(0.5) || spec.endsWithFinish,
             start: 1_795_341_600_000 + random.int(0...86_400_000),
             hitSeed: random.next())
+        // Drawn last, so that the rest of a seed's schedule stays what it was before.
+        scenario.delayAllowance = random.chance(0.75) ? 0 : OriginalRule.defaultAllowance(window)
+        return scenario
     }
 
     var hitSettings: HitSource.Settings {
@@ -96,6 +105,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             "window \(window.size) grace \(window.grace) retention \(window.retention) idle \(window.idleTimeout)",
             window.maxEntries < 1_000_000 ? "cap \(window.maxEntries)" : nil,
             "skew \(maxFutureSkew)", "marks every \(markInterval)",
+            delayAllowance > 0 ? "originals allowance \(delayAllowance)" : nil,
             parallelism > 1 ? "\(parallelism) lanes" : nil,
             batchBytes < 256 * 1024 ? "records of \(batchBytes) B" : nil,
             "\(rate)/s over \(deliveries) deliveries",

@@ -189,7 +189,9 @@ final class World {
         NormalizeStage(
             inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
             limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
-            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes)
+            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes,
+            originals: OriginalRule(
+                windowSize: scenario.window.size, retention: scenario.window.retention, delayAllowance: scenario.delayAllowance))
     }
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
