@@ -263,12 +263,15 @@ final class World {
         let clock = cluster.clock
         let bound: RunnerSettings.Bound = scenario.drainByFinish ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let skipsInput = options.fault == .skipOneRecord && topic == inputTopic
+        let delaysRecords = options.fault == .overtakenRecords && role == .normalize && instance == 0
+        let delay = 2 * scenario.window.idleTimeout
         let inputTopic = self.inputTopic
         return StageInstance<S>(
             role: role, instance: instance, generation: deployment.generation, group: group, topic: topic, cluster: cluster,
             stamp: { [unowned self] member in self.stamp(member) },
             prepare: { [unowned self] life in
                 life.stateTopic = deployment.stateTopic
+                if delaysRecords { life.repartitionDelay = delay }
                 if skipsInput {
                     life.skip = { [unowned self] topic, partition, offset in
                         topic == inputTopic && self.isSkipped(topic: topic, partition: partition, offset: offset)

@@ -242,7 +242,11 @@ public struct NormalizeStage: Stage {
             lane.writers[index] = RepartitionRecord.EventsWriter()
         }
         lane.used = 0
-        lane.open = Array(repeating: -1, count: Int(context.repartitionPartitions))
+        if lane.open.count == Int(context.repartitionPartitions) {
+            for index in lane.open.indices { lane.open[index] = -1 }
+        } else {
+            lane.open = Array(repeating: -1, count: Int(context.repartitionPartitions))
+        }
         var partition: Int32?
         var epoch: UInt32 = 0
         for index in range {
