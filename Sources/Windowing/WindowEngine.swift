@@ -157,8 +157,13 @@ public struct WindowEngine: Sendable {
     public var stats: EngineStats {
         var stats = totals
         var starts = Set<Int64>()
+        let wait = config.emission == .final ? config.retention : config.grace
         for snapshot in snapshots() {
             stats.openWindows += snapshot.openWindows
+            if let end = snapshot.oldestOpenEnd {
+                let due = EventTimeMath.add(end, wait)
+                stats.firstOpenDue = Swift.min(stats.firstOpenDue ?? due, due)
+            }
             stats.retainedWindows += snapshot.retainedWindows
             stats.entries += snapshot.entries
             starts.formUnion(snapshot.entriesByWindowStart.keys)

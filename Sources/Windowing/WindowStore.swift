@@ -309,6 +309,8 @@ struct WindowStore: Sendable {
                 snapshot.retainedWindows += slot.deliveries.count
             } else {
                 snapshot.openWindows += slot.deliveries.count
+                // Slots are in order of their start, so the first open one ends first.
+                if snapshot.oldestOpenEnd == nil, !slot.deliveries.isEmpty { snapshot.oldestOpenEnd = slot.end }
             }
             snapshot.entriesByWindowStart[slot.start] = slot.entries
         }

@@ -239,10 +239,20 @@ struct RealTrafficTests {
         // A plain commit at the very beginning of the partition is a full recount: accepted.
         try stage.assignEmpty([PartitionStart(partition: 1, committedOffset: 0, metadata: nil, logStart: 0)], now: Self.now)
         #expect(stage.ownedPartitions == [1])
+        // Not on the repartition topic, whose beginning is where the last purge left it: there the
+        // earliest offset recounts only what is left, wherever the log starts.
+        for logStart: Int64 in [0, 700] {
+            let refusal = AggregateTask.refusal(
+                of: PartitionStart(partition: 2, committedOffset: logStart, metadata: nil, logStart: logStart), topic: "g-repartition",
+                identity: TestGroup.twoStages(), group: TestGroup.name)
+            #expect(refusal != nil, "a plain commit at the repartition topic's log start \(logStart) was adopted")
+            #expect("\(refusal.map { "\($0)" } ?? "")".contains("--group"))
+            #expect(!"\(refusal.map { "\($0)" } ?? "")".contains("--to-earliest"))
+        }
         // And the normalize stage refuses a window checkpoint (the one-stage mode's) the same way.
         var upstream = normalize()
         let window = Checkpoint(evictedBefore: 0, processedMark: 10, changelog: 0, windowSize: Self.minute).encoded
-        for metadata in [window, window.replacingOccurrences(of: "trackpipe/4 ", with: "trackpipe/3 ")] {
+        for metadata in [window, window.replacingOccurrences(of: Checkpoint.format + " ", with: "trackpipe/3 ")] {
             #expect(throws: PipelineError.self, "\(metadata)") {
                 try upstream.assignEmpty([PartitionStart(partition: 0, committedOffset: 5, metadata: metadata, logStart: 0)], now: Self.now)
             }

@@ -106,6 +106,34 @@ struct SimulationTests {
         #expect(uncapped.allSatisfy { $0.stats.lateWithoutOriginal == 0 }, "without a cap, every too_late letter carries its original")
     }
 
+    @Test("purges: the purge family's schedules purge through crashes, takeovers and refusals with every count exact; the same schedules without purges keep every byte; one stage never purges")
+    func purges() {
+        var purgeless = Self.quick
+        purgeless.disable = [.purges]
+        var purged = 0, refused = 0, crashes = 0, kept = 0, keptWithout = 0
+        for index in 0..<12 {
+            let seed = Self.firstSeed &+ UInt64(index)
+            let outcome = Simulator.run(seed: seed, family: .purge, options: Self.quick)
+            if !outcome.passed { Issue.record("\(outcome.report())") }
+            purged += outcome.stats.purged
+            refused += outcome.stats.purgesRefused
+            crashes += outcome.stats.crashes
+            kept += outcome.stats.repartitionBytesKept
+            // The same schedule (purges are drawn apart from everything else), never purged.
+            let without = Simulator.run(seed: seed, family: .purge, options: purgeless)
+            #expect(without.passed && without.stats.purgesAsked == 0)
+            #expect(without.stats.repartitionBytesKept == without.stats.repartitionBytesWritten)
+            #expect(without.stats.repartitionBytesWritten == outcome.stats.repartitionBytesWritten, "seed \(seed): the same schedule")
+            keptWithout += without.stats.repartitionBytesKept
+        }
+        #expect(purged > 100 && refused > 10 && crashes > 10, "purged \(purged), refused \(refused), crashes \(crashes)")
+        #expect(kept * 4 < keptWithout, "the repartition topics keep \(kept) bytes with purges, \(keptWithout) without")
+        for family in [ScheduleFamily.steadyOneStage, .crashOneStage, .rebalanceOneStage] {
+            let outcome = Simulator.run(seed: Self.firstSeed, family: family, options: Self.quick)
+            #expect(outcome.stats.purgesAsked == 0 && outcome.stats.repartitionBytesWritten == 0, "\(family.rawValue)")
+        }
+    }
+
     /// The simulator replaces the I/O and nothing else: no file of it drives a stage itself
     /// (records in, commits, restores); only the real `StageRunner` does, through the clients
     /// of the simulated cluster. The checks before the workers join (`World.refusal`) assign a
@@ -128,10 +156,12 @@ struct SimulationTests {
     @Test("the checks catch a defect planted in the simulated cluster", arguments: Fault.allCases)
     func plantedDefectsAreCaught(_ fault: Fault) {
         // A lossy log cleaner loses state only where state is read back: after crashes and moves;
-        // overtaken records matter only where hits can be too late, and the cap's exception aside.
+        // overtaken records matter only where hits can be too late, and the cap's exception aside;
+        // a purge past the commit, only where purges go through.
         let family: ScheduleFamily = switch fault {
         case .lossyCompaction: .chaosOneStage
         case .overtakenRecords: .eventTime
+        case .purgePastCommit: .purge
         case .skipOneRecord, .reemitStaleRecord: .steady
         }
         var options = ScheduleFamily.knownFailing[family]?.narrowed(Self.quick) ?? Self.quick
@@ -150,6 +180,12 @@ struct SimulationTests {
             #expect(kinds.isSuperset(of: [.lastRecord, .revisionWentBack]), "\(kinds)")
         case .overtakenRecords:
             #expect(kinds.contains(.lateWithoutOriginal), "\(kinds)")
+        case .purgePastCommit:
+            // The log start past the commit, as the cluster and the checker see it, and the
+            // records taken with it missing from the counts.
+            let texts = caught.flatMap { $0.discrepancies.map(\.description) }
+            #expect(texts.contains { $0.contains("past trackpipe-aggregate's commit") }, "\(texts.prefix(5))")
+            #expect(!kinds.isDisjoint(with: [.lastRecord, .missingKey, .accounting]), "\(kinds)")
         }
     }
 }

@@ -425,11 +425,14 @@ struct StageTests {
         #expect(Checkpoint(decoding: checkpoint.encoded) == checkpoint)
         #expect(checkpoint.encoded.utf8.count <= Checkpoint.maxEncodedBytes)
         let bare = Checkpoint(evictedBefore: -5, processedMark: 0, changelog: 0, windowSize: Self.minute)
-        #expect(bare.encoded == "trackpipe/4 evicted=-5 processed=0 changelog=0 since=0 window=60000")
+        #expect(bare.encoded == "trackpipe/5 evicted=-5 processed=0 changelog=0 since=0 window=60000 stages=2 repartition=g-repartition state=g-state")
         #expect(Checkpoint(decoding: bare.encoded) == bare)
-        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 changelog=3 since=0 window=60000 seen=%%%") == nil)
-        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 since=0 window=60000") == nil, "the changelog position is not optional")
-        #expect(Checkpoint(decoding: "trackpipe/4 evicted=1 processed=2 changelog=3 since=0") == nil, "the window size is not optional")
+        let identity = "window=60000 stages=2 repartition=g-repartition state=g-state"
+        #expect(Checkpoint(decoding: "trackpipe/5 evicted=1 processed=2 changelog=3 since=0 \(identity) seen=%%%") == nil)
+        #expect(Checkpoint(decoding: "trackpipe/5 evicted=1 processed=2 since=0 \(identity)") == nil, "the changelog position is not optional")
+        #expect(
+            Checkpoint(decoding: "trackpipe/5 evicted=1 processed=2 changelog=3 since=0 stages=2 repartition=g-repartition state=g-state") == nil,
+            "the window size is not optional")
         #expect(Checkpoint(decoding: "some other tool") == nil)
         #expect(Checkpoint(decoding: nil) == nil)
         let sparse = Checkpoint(
@@ -441,7 +444,7 @@ struct StageTests {
     @Test("a checkpoint of another version of trackpipe is not read: the aggregate stage refuses the group's commit with the remedy, as another tool's")
     func refusesCheckpointsOfAnotherVersion() throws {
         let current = Checkpoint(evictedBefore: 1_000, processedMark: 5, changelog: 2, windowSize: Self.minute).encoded
-        let other = current.replacingOccurrences(of: "trackpipe/4 ", with: "trackpipe/3 ")
+        let other = current.replacingOccurrences(of: Checkpoint.format + " ", with: "trackpipe/3 ")
         #expect(Checkpoint(decoding: other) == nil)
         #expect(Checkpoint.otherVersion(of: other) == "trackpipe/3")
         #expect(Checkpoint.otherVersion(of: current) == nil && Checkpoint.otherVersion(of: "trackpipe/source epoch=0") == nil)
@@ -487,7 +490,7 @@ struct StageTests {
         let previous = Checkpoint(evictedBefore: .min, processedMark: 3, changelog: 0, windowSize: Self.minute)
         try stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
         let task = ChangelogRecord.TaskState(
-            processedMark: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits"))
+            processedMark: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: Self.minute))
         stage.restoreState([StateRecord(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))], partition: 2)
         try stage.stateRestored(partition: 2, now: 1)
         #expect(stage.ownedPartitions == [0, 2])

@@ -83,6 +83,13 @@ public struct ScheduleStats: Sendable {
     /// `too_late` dead letters that carried the hit as normalized, their window evicted early by
     /// the memory cap (the originals rule's one exception; any other is a discrepancy).
     public var lateWithoutOriginal = 0
+    /// Partitions the runners asked to purge, purged, and refused by the cluster.
+    public var purgesAsked = 0
+    public var purged = 0
+    public var purgesRefused = 0
+    /// Bytes of records written to the repartition topics, and the bytes they hold at the end.
+    public var repartitionBytesWritten = 0
+    public var repartitionBytesKept = 0
 
     public var description: String {
         var text =
@@ -93,6 +100,8 @@ public struct ScheduleStats: Sendable {
         if let checked = strictLatenessChecked { text += ", strict lateness checked on \(checked) hits" }
         if let checked = quietBoundChecked { text += ", the quiet bound checked on \(checked) hits" }
         if lateWithoutOriginal > 0 { text += ", \(lateWithoutOriginal) too_late without their original (evicted by the cap)" }
+        if purgesAsked > 0 { text += ", \(purgesAsked) partition purges asked, \(purged) done, \(purgesRefused) refused" }
+        if repartitionBytesWritten > 0 { text += ", the repartition topic keeps \(repartitionBytesKept) of \(repartitionBytesWritten) bytes written" }
         return text
     }
 }

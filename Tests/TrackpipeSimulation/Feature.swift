@@ -47,6 +47,13 @@ public enum Feature: String, CaseIterable, Sendable, Comparable {
     case lanes
     /// Repartition records cut small, so one batch's events span several records.
     case smallRecords = "small-records"
+    /// The aggregate stage of two stages purges the repartition topic after its commits
+    /// (DeleteRecords, as `Pipeline` sets it up), every few commits or after each; the cluster
+    /// carries each purge out a while after it was asked.
+    case purges
+    /// With `purges`: the cluster refuses purges for a while (no DeleteRecords, no Delete
+    /// grant, leaders that do not answer in time).
+    case refusedPurges = "refused-purges"
 
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 

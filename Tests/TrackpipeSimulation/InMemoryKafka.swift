@@ -1,8 +1,8 @@
 import Pipeline
 
 /// What the simulated cluster (`SimulatedCluster`) keeps: topics and consumer groups' commits, nothing else.
-/// The cluster's clients read and write them; nothing is ever deleted (only the log cleaner
-/// marks records of the state topic as compacted).
+/// The cluster's clients read and write them; records go only as the log cleaner compacts the
+/// state topic and as DeleteRecords moves a log start (`TopicLog`).
 final class InMemoryKafka {
     /// What a group committed for one partition: the next offset to read and the metadata.
     struct Committed: Equatable, CustomStringConvertible {
@@ -33,6 +33,11 @@ final class InMemoryKafka {
 
     func committed(group: String, topic: String, partition: Int32) -> Committed? {
         commits[group]?[topic]?[partition]
+    }
+
+    /// Every group's commit on one partition, by group.
+    func commits(topic: String, partition: Int32) -> [String: Committed] {
+        commits.compactMapValues { $0[topic]?[partition] }
     }
 
     func commit(group: String, topic: String, partition: Int32, _ committed: Committed) {

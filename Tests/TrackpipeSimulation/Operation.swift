@@ -50,6 +50,8 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
     /// Every worker stops once its input is read to the end and committed, and starts again in
     /// the other mode under the same group; refused, the operator applies `remedy`.
     case switchMode(to: Mode, remedy: SwitchRemedy)
+    /// The cluster refuses every purge (DeleteRecords) for this many ms.
+    case refusePurges(PurgeRefusal, for: Int64)
 
     public var description: String {
         switch self {
@@ -69,6 +71,7 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
         case .compact: "compact"
         case .switchTopic(let partitions): "SWITCH-TOPIC(\(partitions))"
         case .switchMode(let mode, let remedy): "SWITCH-TO-\(mode == .oneStage ? "ONE-STAGE" : "TWO-STAGES")(then \(remedy.rawValue))"
+        case .refusePurges(let refusal, let length): "refuse-purges(\(refusal.rawValue),\(length))"
         }
     }
 
@@ -79,6 +82,16 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
         default: false
         }
     }
+}
+
+/// How a cluster refuses a purge.
+public enum PurgeRefusal: String, Sendable, Hashable, CaseIterable {
+    /// It does not delete records (what both embedded brokers answer).
+    case unsupported
+    /// The worker's principal has no Delete grant on the topic.
+    case notAuthorized = "not-authorized"
+    /// The leaders do not answer in time.
+    case timedOut = "timed-out"
 }
 
 /// What the operator does when the workers refuse to start in another mode under the group, as

@@ -92,5 +92,10 @@ final class ProcessClients: KafkaClientFactory, @unchecked Sendable {
         return producer
     }
 
+    func recordDeleter(config: KafkaConfig, logger: Logger) throws -> any RecordDeletionClient {
+        try life.check()
+        return SimulatedDeleter(cluster: cluster, life: life) { [life] in life.consumers }
+    }
+
     func crash() { life.kill() }
 }

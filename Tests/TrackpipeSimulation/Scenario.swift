@@ -39,6 +39,10 @@ public struct Scenario: Sendable, CustomStringConvertible {
     /// written and every instance reads the same clock, so that the originals rule is checked
     /// at its edge; sometimes the worker's default.
     public var delayAllowance: Int64 = 0
+    /// With `purges`: the aggregate stage's `--purge-interval` (ms), and how long the cluster
+    /// takes to carry a purge out.
+    public var purgeInterval: Int64 = 0
+    public var purgeDelay: Int64 = 0
 
     public func has(_ feature: Feature) -> Bool { features.contains(feature) }
 
@@ -87,6 +91,14 @@ public struct Scenario: Sendable, CustomStringConvertible {
             hitSeed: random.next())
         // Drawn last, so that the rest of a seed's schedule stays what it was before.
         scenario.delayAllowance = random.chance(0.75) ? 0 : OriginalRule.defaultAllowance(window)
+        // Drawn from a generator of their own, so that the schedules drawn before purges
+        // existed stay as they were.
+        var purging = SplitMix(scenario.hitSeed ^ 0x9_06E_DE1E)
+        let interval = purging.pick([1, 250, 1_000, 5_000] as [Int64]), delay = purging.pick([0, 0, 100, 1_500, 8_000] as [Int64])
+        if features.contains(.purges) {
+            scenario.purgeInterval = interval
+            scenario.purgeDelay = delay
+        }
         return scenario
     }
 
@@ -112,6 +124,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             keyedByDelivery ? "keyed by delivery" : nil,
             drainByFinish ? "ends with finish" : "ends with a far tick",
             lockstep ? "lockstep" : nil,
+            purgeInterval > 0 ? "purges every \(purgeInterval) ms, carried out after \(purgeDelay) ms" : nil,
         ].compactMap { $0 }
         parts.append("features: " + features.sorted().map(\.rawValue).joined(separator: ","))
         return parts.joined(separator: "; ")

@@ -50,6 +50,9 @@ public struct Schedule: Sendable {
         let remedy = scenario.has(.offsetReset) ? drawnRemedy : .newGroup
         let switchAt = switches ? drawnSwitch : -1
         var operations: [Operation] = []
+        // Drawn apart from the rest (see `Scenario.draw`): families without refused purges keep
+        // the schedules they had.
+        var refusing = SplitMix(scenario.hitSeed ^ 0x0_DE1E_7E5)
 
         func budget() -> Int {
             let roll = random.next() % 100
@@ -88,6 +91,8 @@ public struct Schedule: Sendable {
             if scenario.has(.rebalances), move.0 { operations.append(.rebalance(move.1, from: move.2, to: move.3, pick: move.4)) }
             let compact = (random.chance(0.15), random.seed())
             if scenario.has(.compaction), compact.0 { operations.append(.compact(pick: compact.1)) }
+            let refusal = (refusing.chance(0.06), refusing.pick(PurgeRefusal.allCases), refusing.int(idle...8 * idle))
+            if scenario.has(.purges), scenario.has(.refusedPurges), refusal.0 { operations.append(.refusePurges(refusal.1, for: refusal.2)) }
             let newPartitions = random.int(1...4)
             if step == switchAt {
                 if scenario.has(.topicSwitch), mode == .twoStage {

@@ -72,6 +72,7 @@ struct ScheduleChecker {
         stats.refusals = world.refusals.count
 
         for problem in world.problems { found.append(Discrepancy(.runner, problem)) }
+        checkPurges(stats: &stats, into: &found)
         for runner in world.allRunners {
             for problem in runner.problems { found.append(Discrepancy(.runner, problem)) }
         }
@@ -512,6 +513,31 @@ struct ScheduleChecker {
             (object["eventTime"] as? NSNumber)?.int64Value == hit.eventTime
         else { return "carries something else than the hit as normalized: \(value.map { String(decoding: $0, as: UTF8.self) } ?? "no value")" }
         return nil
+    }
+
+    /// The purges of the repartition topics: at the end, no partition's log start is past any
+    /// group's commit on it (what no owner has counted is still there to read; the cluster also
+    /// checks each deletion as it is carried out, see `RecordDeletions`), and what the topics
+    /// keep, against what was written to them.
+    private func checkPurges(stats: inout ScheduleStats, into found: inout [Discrepancy]) {
+        let deletions = world.cluster.recordDeletions
+        stats.purgesAsked = deletions.asked
+        stats.purged = deletions.purged
+        stats.purgesRefused = deletions.refused
+        for name in world.kafka.topics.keys.sorted() where name.hasSuffix("-repartition") {
+            let log = world.kafka.topic(name)
+            stats.repartitionBytesWritten += log.writtenBytes
+            stats.repartitionBytesKept += log.retainedBytes
+            for partition in 0..<Int32(log.partitionCount) {
+                let start = log.start(of: partition)
+                for (group, committed) in world.kafka.commits(topic: name, partition: partition).sorted(by: { $0.key < $1.key })
+                where committed.offset < start {
+                    found.append(
+                        Discrepancy(
+                            .runner, "\(name)[\(partition)] starts at \(start), past \(group)'s commit \(committed.offset): purged beyond what was committed"))
+                }
+            }
+        }
     }
 
     /// Counts in a fixed order (the reference's own description prints dictionaries).

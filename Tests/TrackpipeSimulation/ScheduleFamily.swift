@@ -39,6 +39,11 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
     /// back (a lagging source); checked against the bound the design keeps through quiet
     /// periods (event time goes on from the slowest partition still delivering).
     case quietPause = "quiet-pause"
+    /// Two stages; the repartition topic purged after commits, up to every commit, through
+    /// crashes (also inside a commit), re-sent batches, rebalances and takeovers, with purges
+    /// carried out long after they were asked and refused for a while: a purge must never take
+    /// a record a new owner still needs.
+    case purge
 
     /// Families that fail on the current stages, each with the failure it finds and what to take
     /// away for the rest of the family to pass (see docs/simulation.md). The quick test holds
@@ -60,42 +65,53 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
         let time: Set<Feature> = [
             .beyondRetention, .fastClocks, .wrongClocks, .pauses, .idleSources, .stalledSources, .entryCap, .smallRecords, .lanes,
         ]
+        // Two stages purge the repartition topic by default, as `Pipeline` does (one stage has
+        // no topic of its own to purge; a switch to two stages purges from then on).
+        let purges: Set<Feature> = [.purges]
         switch self {
-        case .steady: return FamilySpec(mode: .twoStage, features: input.union([.smallRecords]))
+        case .steady: return FamilySpec(mode: .twoStage, features: input.union([.smallRecords]).union(purges))
         case .steadyOneStage: return FamilySpec(mode: .oneStage, features: input)
-        case .eventTime: return FamilySpec(mode: .twoStage, features: input.union(time))
+        case .eventTime: return FamilySpec(mode: .twoStage, features: input.union(time).union(purges))
         case .eventTimeOneStage: return FamilySpec(mode: .oneStage, features: input.union(time).subtracting([.smallRecords]))
         case .rebalance:
-            return FamilySpec(mode: .twoStage, features: input.union(moves).union([.beyondRetention, .rebalances, .smallRecords]))
+            return FamilySpec(mode: .twoStage, features: input.union(moves).union(purges).union([.beyondRetention, .rebalances, .smallRecords]))
         case .rebalanceOneStage: return FamilySpec(mode: .oneStage, features: input.union(moves).union([.beyondRetention, .rebalances]))
         case .crash:
-            return FamilySpec(mode: .twoStage, features: input.union(moves).union([.beyondRetention, .crashes, .commitCrashes, .resends, .smallRecords]))
+            return FamilySpec(
+                mode: .twoStage, features: input.union(moves).union(purges).union([.beyondRetention, .crashes, .commitCrashes, .resends, .smallRecords]))
         case .crashOneStage: return FamilySpec(mode: .oneStage, features: input.union(moves).union([.beyondRetention, .crashes, .commitCrashes]))
         case .recovery:
             return FamilySpec(
-                mode: .twoStage, features: input.union(moves).union([.crashes, .commitCrashes, .resends, .rebalances, .smallRecords]), longRetention: true,
+                mode: .twoStage, features: input.union(moves).union(purges).union([.crashes, .commitCrashes, .resends, .rebalances, .smallRecords]),
+                longRetention: true,
                 endsWithFinish: true)
         case .recoveryOneStage:
             return FamilySpec(
                 mode: .oneStage, features: input.union(moves).union([.crashes, .commitCrashes, .rebalances]), longRetention: true, endsWithFinish: true)
         case .chaos:
             return FamilySpec(
-                mode: .twoStage, features: input.union(time).union(moves).union([.crashes, .commitCrashes, .resends, .rebalances]))
+                mode: .twoStage, features: input.union(time).union(moves).union(purges).union([.crashes, .commitCrashes, .resends, .rebalances, .refusedPurges]))
         case .chaosOneStage:
             return FamilySpec(
                 mode: .oneStage, features: input.union(time).union(moves).union([.crashes, .commitCrashes, .rebalances]).subtracting([.smallRecords]))
-        case .topicSwitch: return FamilySpec(mode: .twoStage, features: input.union(moves).union([.topicSwitch]))
-        case .oneStageSwitch: return FamilySpec(mode: .twoStage, features: input.union(moves).union([.oneStageSwitch, .offsetReset]))
-        case .twoStageSwitch: return FamilySpec(mode: .oneStage, features: input.union(moves).union([.twoStageSwitch, .offsetReset]))
+        case .topicSwitch: return FamilySpec(mode: .twoStage, features: input.union(moves).union(purges).union([.topicSwitch]))
+        case .oneStageSwitch: return FamilySpec(mode: .twoStage, features: input.union(moves).union(purges).union([.oneStageSwitch, .offsetReset]))
+        case .twoStageSwitch: return FamilySpec(mode: .oneStage, features: input.union(moves).union(purges).union([.twoStageSwitch, .offsetReset]))
         case .strictLateness:
             return FamilySpec(
-                mode: .twoStage, features: input.union([.beyondRetention, .fastClocks]), lockstep: true, strictLateness: true)
+                mode: .twoStage, features: input.union(purges).union([.beyondRetention, .fastClocks]), lockstep: true, strictLateness: true)
         case .strictLatenessOneStage:
             return FamilySpec(
                 mode: .oneStage, features: input.union([.beyondRetention, .fastClocks]), lockstep: true, strictLateness: true)
         case .quietPause:
             return FamilySpec(
-                mode: .twoStage, features: input.union([.pauses, .stalledSources]), lockstep: true, quietBound: true)
+                mode: .twoStage, features: input.union(purges).union([.pauses, .stalledSources]), lockstep: true, quietBound: true)
+        case .purge:
+            return FamilySpec(
+                mode: .twoStage,
+                features: input.union(moves).union(purges).union([
+                    .refusedPurges, .beyondRetention, .crashes, .commitCrashes, .resends, .rebalances, .smallRecords,
+                ]))
         }
     }
 }

@@ -47,6 +47,8 @@ final class SimulatedCluster: @unchecked Sendable {
     var rebalanceDelay: Int64 = 1_000
     /// Who decides which member owns what.
     var assignor = Assignor.cooperativeSticky
+    /// DeleteRecords: when requests are carried out, whether they are refused (`SimulatedDeletions.swift`).
+    let recordDeletions = RecordDeletions()
     /// What a client saw a runner do that no runner may (a commit past what it was handed, of a
     /// partition it does not own): the checks report each.
     private(set) var violations: [String] = []
@@ -343,6 +345,7 @@ final class SimulatedConsumer: ConsumerClient {
         guard !closed, !life.killed else { return nil }
         var revocations: [ConsumerBatch.Revocation] = []
         serveGroup(revocations: &revocations, gathered: 0)
+        resetBelowLogStart()
         if !isMember, cluster.isUnreachable {
             // A reader outside the groups waits its poll's timeout for brokers that do not answer
             // (the members' polls are the world's to time).
@@ -445,6 +448,19 @@ final class SimulatedConsumer: ConsumerClient {
             }
         }
         return events
+    }
+
+    /// Positions below a partition's log start (DeleteRecords moved it past them) fail to fetch
+    /// (OFFSET_OUT_OF_RANGE), and librdkafka, with `auto.offset.reset=earliest` as trackpipe
+    /// sets it, goes on from the log start: the records in between are never delivered.
+    private func resetBelowLogStart() {
+        cluster.settleDeletions()
+        for (tp, position) in positions.sorted(by: { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) }) {
+            let start = cluster.kafka.topic(tp.topic).start(of: tp.partition)
+            guard position < start else { continue }
+            positions[tp] = start
+            cluster.note("\(groupId) member \(memberId): \(tp) at \(position) is below the log start \(start): reset to it")
+        }
     }
 
     /// The partitions this consumer reads (owned, or assigned), and where it reads next.

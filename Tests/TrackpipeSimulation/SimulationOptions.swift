@@ -44,6 +44,9 @@ public enum Fault: String, Sendable, CaseIterable {
     /// meanwhile: the assumption the originals rule rests on, broken, so that some `too_late`
     /// hits cross without their original.
     case overtakenRecords = "overtaken-records"
+    /// The brokers carry a purge out to the partition's end, whatever it asked: records no one
+    /// has counted yet are gone.
+    case purgePastCommit = "purge-past-commit"
 }
 
 /// How big schedules are: the number of steps and the rate of hits.

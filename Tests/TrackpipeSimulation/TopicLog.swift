@@ -16,9 +16,10 @@ struct WriteStamp: Sendable {
     var generation: Int = 1
 }
 
-/// One topic of the in-memory cluster: per partition an append-only log. Only a compacted topic
-/// (the state topic) ever loses records, and then only as Kafka's log cleaner removes them:
-/// offsets are kept, older values of a key and old tombstones disappear.
+/// One topic of the in-memory cluster: per partition an append-only log. Records go in two
+/// ways only: a compacted topic (the state topic) loses them as Kafka's log cleaner removes them
+/// (offsets are kept, older values of a key and old tombstones disappear), and DeleteRecords
+/// (`deleteRecords`) moves a partition's log start up, everything below it gone.
 ///
 /// The bytes of every record live in one growing buffer. A simulated consumer hands a batch out
 /// as records held in memory (`HeldRecord`), which the runner shows the stage as views valid for
@@ -38,18 +39,21 @@ final class TopicLog {
     let name: String
     private(set) var partitions: [[Entry]]
     private var heap: [UInt8] = []
+    /// Per partition, the log start DeleteRecords moved it to (`deleteRecords`).
+    private var deletedBelow: [Int64]
 
     init(name: String, partitions: Int) {
         precondition(partitions >= 1, "a topic has at least one partition")
         self.name = name
         self.partitions = Array(repeating: [], count: partitions)
+        deletedBelow = Array(repeating: 0, count: partitions)
     }
 
     var partitionCount: Int { partitions.count }
 
     /// The first offset the partition holds (Kafka's log start offset): nothing is ever deleted
-    /// by time here, and compaction keeps offsets, so it stays 0.
-    func start(of partition: Int32) -> Int64 { 0 }
+    /// by time here, and compaction keeps offsets, so only DeleteRecords moves it.
+    func start(of partition: Int32) -> Int64 { deletedBelow[Int(partition)] }
 
     /// The next offset to be written (Kafka's high watermark; logs start at 0 and never shrink).
     func end(of partition: Int32) -> Int64 { Int64(partitions[Int(partition)].count) }
@@ -115,4 +119,35 @@ final class TopicLog {
     }
 
     func bytes(_ range: Range<Int>?) -> [UInt8]? { range.map { Array(heap[$0]) } }
+}
+
+// MARK: DeleteRecords
+
+extension TopicLog {
+    /// Kafka's DeleteRecords on one partition: the log start moves up to `offset` (never down,
+    /// never past the end: the broker refuses that with OFFSET_OUT_OF_RANGE, see
+    /// `SimulatedCluster`), and the records below it are gone for every reader. Returns the log
+    /// start after it, what the broker answers (the low watermark).
+    @discardableResult
+    func deleteRecords(partition: Int32, below offset: Int64) -> Int64 {
+        let index = Int(partition)
+        deletedBelow[index] = max(deletedBelow[index], min(offset, end(of: partition)))
+        return deletedBelow[index]
+    }
+
+    /// The bytes of a record as the broker keeps them: key, value and headers.
+    private func size(_ entry: Entry) -> Int {
+        (entry.key?.count ?? 0) + (entry.value?.count ?? 0) + entry.headers.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.count ?? 0) }
+    }
+
+    /// The bytes of every record ever written to the topic.
+    var writtenBytes: Int { partitions.reduce(0) { $0 + $1.reduce(0) { $0 + size($1) } } }
+
+    /// The bytes the topic holds now: the records at or above each partition's log start that the
+    /// log cleaner left.
+    var retainedBytes: Int {
+        partitions.indices.reduce(0) { total, index in
+            total + partitions[index][Int(deletedBelow[index])...].reduce(0) { $0 + ($1.compacted ? 0 : size($1)) }
+        }
+    }
 }

@@ -32,6 +32,11 @@ struct Deployment: Equatable {
 
     var aggregateGroup: String { "\(group)-aggregate" }
     var repartitionTopic: String { "\(group)-repartition" }
+    /// What the deployment's group is fixed to, as `PipelineConfig.identity` derives it.
+    func identity(windowSize: Int64) -> GroupIdentity {
+        GroupIdentity(windowSize: windowSize, repartitionTopic: mode == .twoStage ? repartitionTopic : nil, stateTopic: stateTopic)
+    }
+
     /// The group and topic the window tasks commit on.
     func windowGroup(inputTopic: String) -> (group: String, topic: String) {
         mode == .twoStage ? (aggregateGroup, repartitionTopic) : (group, inputTopic)
@@ -145,6 +150,8 @@ final class World {
         self.options = options
         cluster = SimulatedCluster(kafka: kafka, now: scenario.start)
         cluster.assignor = .directed
+        cluster.recordDeletions.delay = scenario.purgeDelay
+        cluster.recordDeletions.deletesToTheEnd = options.fault == .purgePastCommit
         logger = errors.logger()
         source = HitSource(scenario.hitSettings)
         deployment = Deployment(group: "trackpipe", mode: scenario.mode, generation: 1)
@@ -185,26 +192,29 @@ final class World {
         if kafka.topics[deployment.stateTopic] == nil { kafka.create(deployment.stateTopic, partitions: taskPartitions) }
     }
 
-    private func normalizeStage() -> NormalizeStage {
+    private func normalizeStage(for deployment: Deployment) -> NormalizeStage {
         NormalizeStage(
             inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
-            limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
-            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes,
+            identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(),
+            maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout, markInterval: scenario.markInterval,
+            parallelism: scenario.parallelism, batchBytes: scenario.batchBytes,
             originals: OriginalRule(
                 windowSize: scenario.window.size, retention: scenario.window.retention, delayAllowance: scenario.delayAllowance))
     }
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
-    private func shuffledAggregateStage() -> AggregateStage<RepartitionInput> {
+    private func shuffledAggregateStage(for deployment: Deployment) -> AggregateStage<RepartitionInput> {
         AggregateStage(
-            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions)),
-            window: scenario.window, parallelism: scenario.parallelism)
+            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), group: deployment.group),
+            window: scenario.window, parallelism: scenario.parallelism, identity: deployment.identity(windowSize: scenario.window.size),
+            group: deployment.group)
     }
 
-    private func directAggregateStage() -> AggregateStage<RawHitInput> {
+    private func directAggregateStage(for deployment: Deployment) -> AggregateStage<RawHitInput> {
         AggregateStage(
             sourceTopic: inputTopic, input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew),
-            window: scenario.window, parallelism: scenario.parallelism)
+            window: scenario.window, parallelism: scenario.parallelism, identity: deployment.identity(windowSize: scenario.window.size),
+            group: deployment.group)
     }
 
     /// Starts one runner per stage and instance for the current deployment and input topic, and
@@ -218,7 +228,7 @@ final class World {
         let sinks: [Destination: String] = [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic, .changelog: deployment.stateTopic]
         switch mode {
         case .twoStage:
-            let normalize = normalizeStage()
+            let normalize = normalizeStage(for: deployment)
             runners[.normalize] = (0..<scenario.instances).map { instance in
                 member(
                     .normalize, instance, stage: { normalize }, group: deployment.group, topic: inputTopic,
@@ -226,14 +236,14 @@ final class World {
             }
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 member(
-                    .aggregate, instance, stage: { [unowned self] in self.shuffledAggregateStage() },
+                    .aggregate, instance, stage: { [unowned self] in self.shuffledAggregateStage(for: deployment) },
                     group: deployment.aggregateGroup, topic: deployment.repartitionTopic,
                     destinations: sinks, upstream: repartitionEnded)
             }
         case .oneStage:
             // `--input-keyed-by-delivery` runs the aggregate stage in `--group` itself
             // (`Pipeline.runSingleStage`).
-            let aggregate = directAggregateStage()
+            let aggregate = directAggregateStage(for: deployment)
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 member(.aggregate, instance, stage: { aggregate }, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded)
             }
@@ -266,6 +276,11 @@ final class World {
         let delaysRecords = options.fault == .overtakenRecords && role == .normalize && instance == 0
         let delay = 2 * scenario.window.idleTimeout
         let inputTopic = self.inputTopic
+        // As `Pipeline` sets it up: the aggregate stage of two stages purges its input, the
+        // repartition topic (the one stage reads the user's topic, never purged).
+        let purge =
+            role == .aggregate && topic == deployment.repartitionTopic && scenario.purgeInterval > 0
+            ? PurgeSettings(interval: scenario.purgeInterval, admin: KafkaConfig([:])) : nil
         return StageInstance<S>(
             role: role, instance: instance, generation: deployment.generation, group: group, topic: topic, cluster: cluster,
             stamp: { [unowned self] member in self.stamp(member) },
@@ -286,6 +301,7 @@ final class World {
                 settings.clients = clients
                 settings.progressInterval = 0
                 settings.maxBatch = .max
+                settings.purge = purge
                 return StageRunner(stage: stage(), settings: settings, logger: logger, clock: clock)
             })
     }
@@ -346,7 +362,7 @@ final class World {
         case .oneStage:
             let starts = commitStarts(group: deployment.group, topic: inputTopic)
             if !starts.isEmpty {
-                var probe = directAggregateStage()
+                var probe = directAggregateStage(for: deployment)
                 do { try probe.assign(starts, now: now) } catch { return "\(error)" }
             }
             if let state = kafka.topics[deployment.stateTopic], state.partitionCount != inputPartitions {
@@ -355,12 +371,12 @@ final class World {
         case .twoStage:
             let starts = commitStarts(group: deployment.group, topic: inputTopic)
             if !starts.isEmpty {
-                var probe = normalizeStage()
+                var probe = normalizeStage(for: deployment)
                 do { try probe.assign(starts, now: now) } catch { return "\(error)" }
             }
             let shuffled = commitStarts(group: deployment.aggregateGroup, topic: deployment.repartitionTopic)
             if !shuffled.isEmpty {
-                var probe = shuffledAggregateStage()
+                var probe = shuffledAggregateStage(for: deployment)
                 do { try probe.assign(shuffled, now: now) } catch { return "\(error)" }
             }
             if let state = kafka.topics[deployment.stateTopic], state.partitionCount != scenario.repartitionPartitions {
@@ -474,6 +490,14 @@ final class World {
         case .switchMode(let target, let remedy):
             guard mode != target else { break }
             switchMode(to: target, remedy: remedy)
+        case .refusePurges(let refusal, let length):
+            let error: KafkaError.Named =
+                switch refusal {
+                case .unsupported: .unsupportedFeature
+                case .notAuthorized: .topicAuthorizationFailed
+                case .timedOut: .timedOut
+                }
+            cluster.recordDeletions.refusal = (error, now + length)
         }
         if let before { record(batchNote.map { "\(operation) \($0)" } ?? "\(operation)", since: before) }
         batchNote = nil
@@ -733,6 +757,13 @@ final class World {
             if role == .normalize { repartitionEnded.finish() }
         }
         if let mark = before { record(scenario.drainByFinish ? "drain: read all, finish" : "drain: +\(far), read all, tick, commit", since: mark) }
+        if scenario.purgeInterval > 0 {
+            // Purges still on their way reach the brokers (past their delay, and past the
+            // runners' request timeout, 30 s, for those refused as timed out): the checks see
+            // the logs as they end up.
+            now += max(scenario.purgeDelay, 60_000)
+            cluster.settleDeletions()
+        }
         if options.fault == .reemitStaleRecord { reemitStaleRecord() }
     }
 
@@ -809,13 +840,18 @@ final class World {
 
     private struct Snapshot {
         var ends: [String: [Int64]]
+        var starts: [String: [Int64]]
         var commits: Int
     }
 
     private func snapshot() -> Snapshot {
         var ends: [String: [Int64]] = [:]
-        for (name, log) in kafka.topics { ends[name] = (0..<Int32(log.partitionCount)).map { log.end(of: $0) } }
-        return Snapshot(ends: ends, commits: kafka.commitTrace?.count ?? 0)
+        var starts: [String: [Int64]] = [:]
+        for (name, log) in kafka.topics {
+            ends[name] = (0..<Int32(log.partitionCount)).map { log.end(of: $0) }
+            starts[name] = (0..<Int32(log.partitionCount)).map { log.start(of: $0) }
+        }
+        return Snapshot(ends: ends, starts: starts, commits: kafka.commitTrace?.count ?? 0)
     }
 
     private func record(_ operation: String, since before: Snapshot) {
@@ -859,6 +895,12 @@ final class World {
                             "\n      \(name)[\(partition)]@\(offset) \(message.kind.rawValue):\(eventTime) Kafka timestamp +\(message.kafkaTimestamp - scenario.start)"
                     }
                 }
+            }
+        }
+        for name in kafka.topics.keys.sorted() {
+            let log = kafka.topic(name)
+            for partition in 0..<Int32(log.partitionCount) where log.start(of: partition) > before.starts[name]?[Int(partition)] ?? 0 {
+                line += "\n    purged \(name)[\(partition)] below \(log.start(of: partition))"
             }
         }
         if let commits = kafka.commitTrace {

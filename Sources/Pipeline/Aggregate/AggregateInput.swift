@@ -16,12 +16,10 @@ public protocol AggregateInput: Sendable {
     /// position; before it, each partition read is its own source, and nothing arrives twice.
     var taskSources: TaskSources { get }
 
-    /// The input as a changelog's task records name it (`ChangelogRecord.source`): a task never
-    /// reads back windows another input's tasks wrote.
-    func changelogSource(inputTopic: String) -> UInt64
-
-    /// The topic a stage of this input reads, for messages.
-    func readTopicName(sourceTopic: String) -> String
+    /// The input, counted in windows of `windowSize`, as a changelog's task records name it
+    /// (`ChangelogRecord.source`): a task never reads back windows another input's tasks wrote,
+    /// or windows of another size.
+    func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64
 
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
     func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch)
@@ -148,8 +146,9 @@ public struct DecodedBatch: Sendable {
 
     public var events: [Event] = []
     public var rejections: [Rejection] = []
-    /// Hits the tracking rule filtered: the offset of each one's record, and the reason.
-    public var filtered: [(offset: Int64, reason: FilterReason)] = []
+    /// Hits the tracking rule filtered: the offset of each one's record, the reason, and the
+    /// time the hit is about (its Kafka timestamp) for a backfill's range; nil when unknown.
+    public var filtered: [(offset: Int64, reason: FilterReason, time: Int64?)] = []
     /// The sources' watermarks, as the events and marks records of the batch reported them.
     public var marks = SourceMarks<SourceKey>()
     /// How many partitions each input incarnation upstream has, as the records say.
@@ -161,6 +160,8 @@ public struct DecodedBatch: Sendable {
     /// A record routed by another repartition partition count than the topic has: (the count
     /// it was routed by, the topic's).
     public var misrouted: (routed: Int, expected: Int)?
+    /// A record another group's normalize stage wrote: that group's name.
+    public var writtenBy: String?
 
     public init() {}
 
@@ -174,5 +175,6 @@ public struct DecodedBatch: Sendable {
         markRecords += other.markRecords
         writerClock = EventTimeMath.latest(writerClock, other.writerClock)
         misrouted = misrouted ?? other.misrouted
+        writtenBy = writtenBy ?? other.writtenBy
     }
 }

@@ -33,14 +33,22 @@ struct AggregateTask: WindowTask {
     /// next commit, so the runner commits early for it.
     private(set) var holdsClosedWindow = false
 
-    /// `changelogSource`: the input the task counts, as its changelog's task records name it.
-    init(start: PartitionStart, config: WindowConfig, sources: TaskSources, changelogSource: UInt64, now: Int64) {
+    /// What the group is fixed to, recorded in every checkpoint the task commits.
+    let identity: GroupIdentity
+
+    /// `changelogSource`: the input the task counts, and `group` the group it counts for, as its
+    /// changelog's task records name them.
+    init(
+        start: PartitionStart, config: WindowConfig, sources: TaskSources, changelogSource: UInt64, identity: GroupIdentity, group: String,
+        now: Int64
+    ) {
         partition = start.partition
         engine = WindowEngine(config: config, exportsChanges: true, clock: sources.clock)
         createdAt = now
         self.sources = sources
+        self.identity = identity
         let begin = TaskStart(start, checkpoint: Checkpoint(decoding: start.metadata))
-        changelog.beginRestore(begin.lineage, source: changelogSource)
+        changelog.beginRestore(begin.lineage, source: changelogSource, group: group)
         let own = sources.initial(partition: partition)
         if !own.isEmpty { engine.assign(partitions: own, now: now) }
         if let horizon = begin.horizonBeyondTheLog {
@@ -56,29 +64,43 @@ struct AggregateTask: WindowTask {
     /// The state is being read back from the changelog: no record may be processed yet.
     var isRestoring: Bool { phase.isRestoring }
 
-    /// Why a window task cannot resume from `start`, if it cannot: a commit without a window
-    /// checkpoint this version reads, other than one at the very beginning of the partition (a
-    /// full recount), was made by another mode, tool or version of trackpipe, and resuming from
-    /// it would count only the hits after it, overwriting full records with partial ones; and a
-    /// checkpoint of windows of another size than `windowSize` would mix two meanings of one
-    /// output key.
-    static func refusal(of start: PartitionStart, topic: String, windowSize: Int64) -> PipelineError? {
-        guard let committed = start.committedOffset, !start.commitIsBeyondTheLog else { return nil }
-        if let checkpoint = Checkpoint(decoding: start.metadata) {
-            guard checkpoint.windowSize != windowSize else { return nil }
-            return WindowSizeCheck.groupRefusal(counted: checkpoint.windowSize, asked: windowSize, topic: topic, partition: start.partition)
+    /// Why a window task of `group`, fixed to `identity`, cannot resume from `start`, if it
+    /// cannot: a commit that records another identity was made by another pipeline under the
+    /// group's name (another window size, mode or internal topic), and going on from it would
+    /// mix two meanings of one output key or lose the other pipeline's hits; the normalize
+    /// stage's commit holds no window state; and a commit without a window checkpoint this
+    /// version reads, other than one at the very beginning of the partition (a full recount),
+    /// was made by another tool or version of trackpipe, and resuming from it would count only
+    /// the hits after it, overwriting full records with partial ones.
+    static func refusal(of start: PartitionStart, topic: String, identity: GroupIdentity, group: String) -> PipelineError? {
+        guard let committed = start.committedOffset else { return nil }
+        if let recorded = GroupIdentity.recorded(in: start.metadata),
+            let refusal = recorded.refusal(group: group, asked: identity, evidence: "its commit on \(topic)[\(start.partition)]", given: [:])
+        {
+            return refusal
         }
-        guard committed != (start.logStart ?? 0) else { return nil }
-        let who =
-            if let tag = Checkpoint.otherVersion(of: start.metadata) {
-                "by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(Checkpoint.format) only)"
-            } else if SourceCheckpoint(decoding: start.metadata) != nil {
-                "by trackpipe's normalize stage (the group was last run with two stages, whose commits on the input hold no window state)"
-            } else {
-                "without a trackpipe checkpoint (by another tool, or by an offset reset)"
-            }
+        if Checkpoint(decoding: start.metadata) != nil { return nil }
+        let who: String
+        if SourceCheckpoint(decoding: start.metadata) != nil {
+            who = "by trackpipe's normalize stage, whose commits hold no window state"
+        } else {
+            // A plain commit at the very beginning of the user's input is a full recount. The
+            // repartition topic's beginning is where the last purge left it, not the group's
+            // first record: there it would recount only what is left.
+            guard !start.commitIsBeyondTheLog, identity.repartitionTopic != nil || committed != (start.logStart ?? 0) else { return nil }
+            who =
+                if let tag = Checkpoint.otherVersion(of: start.metadata) ?? SourceCheckpoint.otherVersion(of: start.metadata) {
+                    "by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(Checkpoint.format) only)"
+                } else {
+                    "without a trackpipe checkpoint (by another tool, or by an offset reset)"
+                }
+        }
+        let recount =
+            identity.repartitionTopic == nil
+            ? ", or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount"
+            : " (the repartition topic is purged as it is counted, so its earliest offset is no full recount)"
         return .groupMismatch(
-            "the group's commit at offset \(committed) of \(topic)[\(start.partition)] was made \(who). Counting windows from it would miss the hits before it and overwrite full records with partial ones. Run this mode under a --group of its own (a new group counts the input from its beginning), or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount")
+            "the group's commit at offset \(committed) of \(topic)[\(start.partition)] was made \(who). Counting windows from it would miss the hits before it and overwrite full records with partial ones. Run this mode under a --group of its own (a new group counts the input from its beginning)\(recount)")
     }
 
     // MARK: Reading the state back
@@ -227,6 +249,7 @@ struct AggregateTask: WindowTask {
     /// thread, touching only this task.
     mutating func count(_ batch: DecodedBatch, through lastOffset: Int64, now: Int64) -> TaskResult {
         if let misrouted = batch.misrouted { return TaskResult(misrouted: misrouted) }
+        if let other = batch.writtenBy { return TaskResult(writtenBy: other) }
         offsets.processedMark = lastOffset + 1
         let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying))
         clockAtBatchStart = writersClock
@@ -250,7 +273,7 @@ struct AggregateTask: WindowTask {
         guard !phase.isRestoring, let processed = offsets.processedMark else { return nil }
         let checkpoint = Checkpoint(
             evictedBefore: engine.evictionHorizon, processedMark: processed, seen: sources.checkpoint, changelog: changelog.end ?? 0,
-            changelogSince: changelog.lineage, windowSize: engine.config.size)
+            changelogSince: changelog.lineage, identity: identity)
         return CommitPoint(offset: processed, metadata: checkpoint.encoded)
     }
 }

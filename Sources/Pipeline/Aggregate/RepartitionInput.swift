@@ -10,26 +10,30 @@ public struct RepartitionInput: AggregateInput {
 
     /// The repartition topic's partition count, which every instance must route by.
     public let partitionCount: Int32
+    /// The group whose normalize stage writes the topic (`--group`): a record another group
+    /// wrote stops the stage rather than be counted as this group's.
+    public let group: String
 
-    public init(partitionCount: Int32) {
+    public init(partitionCount: Int32, group: String) {
         self.partitionCount = partitionCount
+        self.group = group
     }
 
     /// The input partitions upstream, of every incarnation the records name.
     public var taskSources: TaskSources { .upstream }
 
-    public func changelogSource(inputTopic: String) -> UInt64 {
-        ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic)
+    public func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
+        ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic, windowSize: windowSize)
     }
 
-    public func readTopicName(sourceTopic: String) -> String { "the repartition topic" }
-
-    /// Notes how the record's events were routed; a record routed by another partition count
-    /// than the topic has means instances disagree on it.
+    /// Notes how the record's events were routed and who wrote it; a record routed by another
+    /// partition count than the topic has means instances disagree on it, and one of another
+    /// group means two groups write the topic.
     private func checkRouting(_ origin: RepartitionRecord.Origin, into batch: inout DecodedBatch) {
         if origin.routedPartitions != Int(partitionCount), batch.misrouted == nil {
             batch.misrouted = (origin.routedPartitions, Int(partitionCount))
         }
+        if origin.group != group, batch.writtenBy == nil { batch.writtenBy = origin.group }
     }
 
     /// Notes a record's table of source partitions (a marks record's, or an events record's

@@ -33,6 +33,8 @@ struct TaskChangelog: Sendable {
     private(set) var lineage: Int64 = 0
     /// The input this task counts, named in its task records.
     private(set) var source: UInt64 = 0
+    /// The group it counts for, named in its task records.
+    private(set) var group = ""
     /// Evicted windows whose last records wait for the next release, then for the offsets to be
     /// committed, then tombstones to write.
     private var evictedAwaitingRelease: [(window: WindowKey, mark: Int64)] = []
@@ -73,6 +75,7 @@ struct TaskChangelog: Sendable {
         var task = task
         task.lineage = lineage
         task.source = source
+        task.group = group
         // Written whenever it changed, a watermark that moved alone included (a quiet input: at
         // most one small record per commit), so that a new owner goes on from the latest.
         if !entries.isEmpty || task != lastTask {
@@ -124,8 +127,8 @@ struct TaskChangelog: Sendable {
         /// As the last commit's checkpoint names it.
         case committed(since: Int64)
         /// No commit: the line whose task record was written last, if it was a task of the same
-        /// input (`ChangelogRecord.TaskState.source`; an owner that died before its first
-        /// commit), or else a new one at the partition's end.
+        /// input and group (`ChangelogRecord.TaskState.source` and `group`; an owner that died
+        /// before its first commit), or else a new one at the partition's end.
         case lastWritten
         /// A commit that names none (an offset reset, a recreated topic): a new line at the
         /// partition's end.
@@ -145,9 +148,11 @@ struct TaskChangelog: Sendable {
         var end: Int64?
     }
 
-    /// `source`: the input this task counts (`ChangelogRecord.source`).
-    mutating func beginRestore(_ lineage: Lineage, source: UInt64) {
+    /// `source`: the input this task counts (`ChangelogRecord.source`); `group`: the group it
+    /// counts for.
+    mutating func beginRestore(_ lineage: Lineage, source: UInt64, group: String) {
         self.source = source
+        self.group = group
         restoring = RestoreBuffer(lineage: lineage)
         footprints = [:]
     }
@@ -207,7 +212,7 @@ struct TaskChangelog: Sendable {
         switch buffer.lineage {
         case .committed(let named): since = named
         case .lastWritten:
-            if let last = buffer.runs.last, last.source == source { since = last.lineage } else { since = buffer.end ?? 0 }
+            if let last = buffer.runs.last, last.source == source, last.task.group == group { since = last.lineage } else { since = buffer.end ?? 0 }
         case .new: since = buffer.end ?? 0
         }
         lineage = since

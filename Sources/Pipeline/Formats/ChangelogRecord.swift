@@ -14,14 +14,15 @@ import Windowing
 ///   chunks alternate between two sets, and its head, written after them, names the set: a
 ///   crash in the middle of writing one set leaves the head pointing at the other, complete one;
 /// - `T`: the task's own state as of the write: how far it had processed its input, the
-///   eviction horizon, and where its line of owners began writing the partition.
+///   eviction horizon, where its line of owners began writing the partition, and the group it
+///   counts for (so that a run of another group is refused before it writes here).
 ///
 /// Values start with a format version byte, `version`, the one version this trackpipe writes
 /// and reads: a record of any other is refused, not guessed at (a restore skips it as
 /// unreadable). A release that changes the format reads the previous one for one release, then
 /// drops it (docs/scale-out.md, "Formats").
 public enum ChangelogRecord {
-    public static let version: UInt8 = 1
+    public static let version: UInt8 = 2
     /// Broadlog bytes a head carries itself; beyond, they go to chunks of at most this size.
     public static let chunkBytes = 512 * 1024
 
@@ -44,20 +45,24 @@ public enum ChangelogRecord {
         /// `Checkpoint.changelogSince`): a task record naming another was written by another
         /// run of the group (the other mode, or a recount after an offset reset).
         public var lineage: Int64 = 0
-        /// Which input the task counts (`ChangelogRecord.source(of:)`): an owner without a
-        /// commit continues the state only of a task of the same input.
+        /// Which input the task counts, in windows of which size (`ChangelogRecord.source`): an
+        /// owner without a commit continues the state only of a task of the same input and size.
         public var source: UInt64 = 0
         /// The task's event-time watermark when it wrote its state (nil: none yet), from which a
         /// new owner's event time goes on while its input stays quiet.
         public var watermark: Int64?
+        /// The group the task counts for (`--group`): a state topic holds one group's state.
+        public var group: String = ""
     }
 
     /// A stable name of the input a task counts: the repartition topic's partitions (two
-    /// stages, whatever the input topic) or the partitions of an input topic (one stage).
-    /// FNV-1a, so that every process and build agrees.
-    public static func source(crossesShuffle: Bool, inputTopic: String) -> UInt64 {
+    /// stages, whatever the input topic) or the partitions of an input topic (one stage), and the
+    /// size of the windows it counts them in (the windows of another size are other windows,
+    /// even before a commit has recorded the size). FNV-1a, so that every process and build
+    /// agrees.
+    public static func source(crossesShuffle: Bool, inputTopic: String, windowSize: Int64) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in (crossesShuffle ? "repartition" : "input " + inputTopic).utf8 {
+        for byte in ((crossesShuffle ? "repartition" : "input " + inputTopic) + " window \(windowSize)").utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
         }
         return hash
@@ -224,6 +229,9 @@ public enum ChangelogRecord {
         append(state.lineage, to: &value)
         append(state.source, to: &value)
         append(state.watermark ?? .min, to: &value)
+        let group = Array(state.group.utf8.prefix(Int(UInt16.max)))
+        append(UInt16(group.count), to: &value)
+        value += group
         return value
     }
 
@@ -234,6 +242,7 @@ public enum ChangelogRecord {
                 lineage: try reader.integer(Int64.self), source: try reader.integer(UInt64.self))
             let watermark = try reader.integer(Int64.self)
             state.watermark = watermark == .min ? nil : watermark
+            state.group = String(decoding: try reader.slice(Int(try reader.integer(UInt16.self))), as: UTF8.self)
             guard reader.isAtEnd else { throw DecodingError(description: "changelog task record with trailing bytes") }
             return state
         }

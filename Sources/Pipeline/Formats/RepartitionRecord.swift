@@ -36,16 +36,17 @@ import Windowing
 ///
 /// Every record then says where its events come from and how they were routed (`Origin`): the
 /// input topic's name and partition count (the aggregate stage knows how many sources must
-/// report before the watermark can move), and the repartition topic's partition count the
-/// writer routed by, so that instances that disagree on it are caught. Then the **writer's
-/// clock**: the wall-clock time its writer wrote it at. Every watermark a record carries is at
-/// or below it, and a window task's event time never passes the newest writer's clock it has
-/// read: that is what bounds a task's horizon for the originals rule (docs/scale-out.md). The
-/// epoch of each source partition in the table (a new epoch begins when the topic is found
-/// recreated) keeps positions of another topic or of a recreated one from being taken for
-/// copies of old ones.
+/// report before the watermark can move), the repartition topic's partition count the
+/// writer routed by, so that instances that disagree on it are caught, and the group whose
+/// normalize stage wrote it, so that a run of another group pointed at this topic is refused
+/// before it writes (`GroupIdentityCheck`). Then the **writer's clock**: the wall-clock time
+/// its writer wrote it at. Every watermark a record carries is at or below it, and a window
+/// task's event time never passes the newest writer's clock it has read: that is what bounds a
+/// task's horizon for the originals rule (docs/scale-out.md). The epoch of each source
+/// partition in the table (a new epoch begins when the topic is found recreated) keeps
+/// positions of another topic or of a recreated one from being taken for copies of old ones.
 public enum RepartitionRecord {
-    public static let version: UInt8 = 6
+    public static let version: UInt8 = 7
 
     enum Kind: UInt8 {
         case marks = 2
@@ -61,11 +62,15 @@ public enum RepartitionRecord {
         public var sourcePartitions: Int
         /// The repartition partition count the writer routed by.
         public var routedPartitions: Int
+        /// The group whose normalize stage wrote the record (`--group`): a repartition topic
+        /// carries one group's hits.
+        public var group: String
 
-        public init(sourceTopic: String, sourcePartitions: Int, routedPartitions: Int) {
+        public init(sourceTopic: String, sourcePartitions: Int, routedPartitions: Int, group: String) {
             self.sourceTopic = sourceTopic
             self.sourcePartitions = sourcePartitions
             self.routedPartitions = routedPartitions
+            self.group = group
         }
     }
 
@@ -168,10 +173,11 @@ public enum RepartitionRecord {
         bytes.append(kind.rawValue)
         Varint.append(UInt64(max(0, origin.sourcePartitions)), to: &bytes)
         Varint.append(UInt64(max(0, origin.routedPartitions)), to: &bytes)
-        var topic = origin.sourceTopic
-        topic.withUTF8 { utf8 in
-            Varint.append(UInt64(utf8.count), to: &bytes)
-            bytes.append(contentsOf: utf8)
+        for var text in [origin.sourceTopic, origin.group] {
+            text.withUTF8 { utf8 in
+                Varint.append(UInt64(utf8.count), to: &bytes)
+                bytes.append(contentsOf: utf8)
+            }
         }
         Varint.append(Varint.zigzag(writerClock), to: &bytes)
     }
@@ -438,10 +444,19 @@ public enum RepartitionRecord {
         let sourcePartitions = try reader.count()
         let routedPartitions = try reader.count()
         let sourceTopic = String(decoding: try reader.slice(try reader.count()), as: UTF8.self)
+        let group = String(decoding: try reader.slice(try reader.count()), as: UTF8.self)
         let writerClock = try reader.zigzag()
         return (
-            kind, Origin(sourceTopic: sourceTopic, sourcePartitions: sourcePartitions, routedPartitions: routedPartitions), writerClock
+            kind,
+            Origin(sourceTopic: sourceTopic, sourcePartitions: sourcePartitions, routedPartitions: routedPartitions, group: group),
+            writerClock
         )
+    }
+
+    /// The origin a record begins with, without reading its events: who wrote it.
+    public static func origin(of bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Origin {
+        var reader = Reader(bytes: bytes)
+        return try readHeader(&reader).origin
     }
 
     /// Event `number` of an events record, with its original if it carries one. Events have no

@@ -36,6 +36,11 @@ public struct NormalizeStage: Stage {
     public let maxOriginalBytes: Int
     /// Which hits carry their original message.
     public let originals: OriginalRule
+    /// What the group is fixed to: recorded in every commit, and a commit that records another
+    /// is refused (`GroupIdentity`).
+    public let identity: GroupIdentity
+    /// The group (`--group`), named in every repartition record.
+    public let group: String
 
     private let intake: HitIntake
     /// What every record says of where its events come from and how they were routed.
@@ -63,10 +68,13 @@ public struct NormalizeStage: Stage {
     }
 
     public init(
-        inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, limits: NormalizerLimits,
-        maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
+        inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, identity: GroupIdentity, group: String,
+        limits: NormalizerLimits, maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
         batchBytes: Int = RepartitionRecord.batchBytes, maxOriginalBytes: Int = .max, originals: OriginalRule
     ) {
+        precondition(identity.repartitionTopic != nil, "the normalize stage runs only with two stages")
+        self.identity = identity
+        self.group = group
         self.maxOriginalBytes = max(0, maxOriginalBytes)
         self.parallelism = max(1, parallelism)
         self.batchBytes = max(1, batchBytes)
@@ -76,7 +84,7 @@ public struct NormalizeStage: Stage {
         self.repartitionPartitions = repartitionPartitions
         self.intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
         self.origin = RepartitionRecord.Origin(
-            sourceTopic: inputTopic, sourcePartitions: sourcePartitions, routedPartitions: Int(repartitionPartitions))
+            sourceTopic: inputTopic, sourcePartitions: sourcePartitions, routedPartitions: Int(repartitionPartitions), group: group)
         self.idleTimeout = idleTimeout
         self.markInterval = markInterval
         self.originals = originals
@@ -84,7 +92,7 @@ public struct NormalizeStage: Stage {
 
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
         for start in starts where sources[start.partition] == nil {
-            sources[start.partition] = try Self.resume(from: start, topic: inputTopic, now: now)
+            sources[start.partition] = try Self.resume(from: start, topic: inputTopic, identity: identity, group: group, now: now)
         }
         // Tell the aggregate tasks at once that these sources are alive again.
         lastMarks = nil
@@ -95,16 +103,28 @@ public struct NormalizeStage: Stage {
     }
 
     /// A partition's state from what its previous owner committed. A commit beyond the log means
-    /// the topic was recreated: a new epoch, and the watermark starts over. A commit carrying a
-    /// window checkpoint (of this version of trackpipe or another) was made by the one-stage
-    /// mode on this group: refused, since resuming from it would skip hits whose windows were
-    /// still open.
-    static func resume(from start: PartitionStart, topic: String, now: Int64) throws -> SourceState {
+    /// the topic was recreated: a new epoch, and the watermark starts over. A commit that records
+    /// another identity than the group's `identity` was made by another pipeline under the
+    /// group's name (a window checkpoint included: the one-stage mode, whose open windows are in
+    /// that mode's state), and one of another version of trackpipe cannot be told: both refused,
+    /// since going on from them would skip hits the other pipeline has not counted. Another
+    /// tool's commit, or an offset reset, is taken: resuming elsewhere skips or repeats input,
+    /// which the operator chose, and repeats are dropped downstream.
+    static func resume(from start: PartitionStart, topic: String, identity: GroupIdentity, group: String, now: Int64) throws -> SourceState {
         var state = SourceState(watermark: nil, lastEventAt: now, processed: nil)
         guard start.committedOffset != nil else { return state }
-        if Checkpoint(decoding: start.metadata) != nil || Checkpoint.otherVersion(of: start.metadata) != nil {
+        if let recorded = GroupIdentity.recorded(in: start.metadata),
+            let refusal = recorded.refusal(group: group, asked: identity, evidence: "its commit on \(topic)[\(start.partition)]", given: [:])
+        {
+            throw refusal
+        }
+        if Checkpoint(decoding: start.metadata) != nil {
             throw PipelineError.groupMismatch(
-                "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint: the group was last run with --input-keyed-by-delivery (one stage), whose open windows are in that mode's state, where two stages do not look. Resuming two stages from it would count partial windows. Run two stages under a --group of their own (a new group counts the input from its beginning), or keep --input-keyed-by-delivery")
+                "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint, whose open windows are in a window stage's state, where the normalize stage does not look. Resuming from it would skip hits whose windows were still open. Run two stages under a --group of their own (a new group counts the input from its beginning)")
+        }
+        if let tag = Checkpoint.otherVersion(of: start.metadata) ?? SourceCheckpoint.otherVersion(of: start.metadata) {
+            throw PipelineError.groupMismatch(
+                "the group's commit on \(topic)[\(start.partition)] was made by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(SourceCheckpoint.format) and \(Checkpoint.format) only), so what the group is fixed to cannot be told. Run every instance of a deployment on one version; to go on with this one, run it under a new --group (a new group counts the input from its beginning), or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount")
         }
         let previous = SourceCheckpoint(decoding: start.metadata)
         if start.commitIsBeyondTheLog {
@@ -316,7 +336,7 @@ public struct NormalizeStage: Stage {
         for (partition, state) in sources {
             if let processed = state.processed {
                 points[partition] = CommitPoint(
-                    offset: processed, metadata: SourceCheckpoint(epoch: state.epoch, progress: state.watermark).encoded)
+                    offset: processed, metadata: SourceCheckpoint(epoch: state.epoch, progress: state.watermark, identity: identity).encoded)
             }
         }
         return points

@@ -15,6 +15,8 @@ public struct StageSummary: Sendable {
     /// Offsets of the stage's input that were never delivered (the consumer guard's jumps),
     /// in the order they were seen: what a bounded run lost.
     public var offsetGaps: [OffsetGap] = []
+    /// The stage's gauges as it stopped: the windows it still held unwritten, among them.
+    public var gaugesAtEnd = StageGauges()
 }
 
 /// Offsets `from..<to` of a partition that were never delivered: the consumer expected `from`
