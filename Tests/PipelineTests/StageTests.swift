@@ -455,7 +455,9 @@ struct StageTests {
         } catch {
             let text = "\(error)"
             #expect(text.contains("another version of trackpipe") && text.contains("trackpipe/3"), "\(text)")
-            #expect(text.contains("--group") && text.contains("--to-earliest"), "the remedy: \(text)")
+            // Behind the repartition topic a new group is the one remedy: its earliest offset is
+            // where the last purge left it, so a reset there is no full recount.
+            #expect(text.contains("--group") && !text.contains("--to-earliest") && text.contains("purged"), "the remedy: \(text)")
         }
         #expect(stage.ownedPartitions.isEmpty)
     }
