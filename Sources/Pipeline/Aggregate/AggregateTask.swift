@@ -20,6 +20,7 @@ struct AggregateTask: WindowTask {
     /// Behind the shuffle, the newest writer's clock read (`EngineClock.writers`); nil before
     /// the first record, and for a task of raw hits, whose engine runs on the wall clock.
     private(set) var writersClock: Int64?
+    /// `writersClock` before the batch being counted: what a late hit's letter compares with.
     private(set) var clockAtBatchStart: Int64?
     /// Restoring, replaying or running: decides what a record, an emission and a commit do.
     private(set) var phase: TaskPhase
@@ -258,6 +259,8 @@ struct AggregateTask: WindowTask {
             if writersClock == nil { createdAt = clock }
             writersClock = max(writersClock ?? clock, clock)
         }
+        // Without a writer's clock yet, the batch holds no readable record: no source, no mark,
+        // nothing for the engine to time.
         let (result, output) = countBatch(
             batch, range: nil, previousMark: offsets.previousMark, now: engineClock(now: now) ?? createdAt, on: ShardsInTurn())
         hold(output)
