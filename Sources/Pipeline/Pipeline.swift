@@ -225,7 +225,7 @@ public final class Pipeline: Sendable {
             // at most half the limit to it, its original cut to fit if need be (its dead letter,
             // on a topic of the same limit, then fits too).
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
-            maxOriginalBytes: recordLimit.bytes / 2)
+            maxOriginalBytes: recordLimit.bytes / 2, originals: OriginalRule(window: config.window))
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), group: config.group), window: taskWindow(partitions: repartitions),
             parallelism: config.shards, identity: config.identity, group: config.group)

@@ -26,12 +26,14 @@ public struct WindowEngine: Sendable {
     ///   hold): for an engine over one partition's input only, since offsets of different
     ///   partitions cannot be compared. An engine that nothing reads back (a replay's) keeps none
     ///   of it, and would otherwise keep every evicted window's final state to the end.
-    public init(config: WindowConfig = WindowConfig(), shards: Int = 1, exportsChanges: Bool = false) {
+    ///   - clock: what the `now` it is given means: this process's wall clock, or the newest
+    ///     writer's clock its caller has read behind a shuffle, which event time never passes.
+    public init(config: WindowConfig = WindowConfig(), shards: Int = 1, exportsChanges: Bool = false, clock: EngineClock = .wall) {
         precondition(shards >= 1, "at least one shard")
         self.config = config
         self.shardCount = shards
         self.stores = (0..<shards).map { _ in WindowStore(config: config, exportsChanges: exportsChanges) }
-        self.clock = WatermarkTracker(idleTimeout: config.idleTimeout)
+        self.clock = WatermarkTracker(idleTimeout: config.idleTimeout, boundedByClock: clock == .writers)
     }
 
     // MARK: Partition lifecycle
@@ -184,7 +186,9 @@ public struct WindowEngine: Sendable {
         let restore = restorePoints
         if let marks {
             for mark in marks {
-                clock.observe(partition: mark.source, maxEventTime: mark.watermark, now: now, reportedIdle: mark.idle, delivered: mark.delivered)
+                clock.observe(
+                    partition: mark.source, maxEventTime: mark.watermark, now: now, reportedIdle: mark.idle, delivered: mark.delivered,
+                    quietSince: mark.quietSince)
             }
         } else {
             observePartitions(of: batch, now: now)

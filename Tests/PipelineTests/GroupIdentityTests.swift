@@ -217,7 +217,7 @@ struct GroupIdentityTests {
     func normalizeStageAtAssignment() throws {
         var stage = NormalizeStage(
             inputTopic: "hits", sourcePartitions: 2, repartitionPartitions: 2, identity: Self.g1, group: "g1", limits: NormalizerLimits(),
-            maxFutureSkew: 3_600_000, idleTimeout: 30_000)
+            maxFutureSkew: 3_600_000, idleTimeout: 30_000, originals: OriginalRule(window: WindowConfig()))
         var other = Self.g1
         other.stateTopic = "g1-state2"
         for (metadata, phrase) in [
@@ -234,8 +234,9 @@ struct GroupIdentityTests {
         }
         #expect(stage.commitPoints().isEmpty)
         let own = SourceCheckpoint(epoch: 3, progress: 1_000, identity: Self.g1).encoded
-        try stage.assign([PartitionStart(partition: 0, committedOffset: 5, metadata: own, logStart: 0)], now: 0)
-        try stage.assign([PartitionStart(partition: 1, committedOffset: 7, metadata: nil, logStart: 0)], now: 0)
+        // (At a clock past it: no watermark passes the stage's clock.)
+        try stage.assign([PartitionStart(partition: 0, committedOffset: 5, metadata: own, logStart: 0)], now: 2_000)
+        try stage.assign([PartitionStart(partition: 1, committedOffset: 7, metadata: nil, logStart: 0)], now: 2_000)
         #expect(stage.gauges().watermark == 1_000, "its own commit's event time goes on")
     }
 
@@ -277,7 +278,7 @@ struct GroupIdentityTests {
     func writersNamed() throws {
         var bytes: [UInt8] = []
         let origin = RepartitionRecord.Origin(sourceTopic: "hits", sourcePartitions: 2, routedPartitions: 4, group: "g1")
-        RepartitionRecord.encodeMarks([SourceMark(source: 0, watermark: 5, idle: false)], epochs: [0], origin: origin, into: &bytes)
+        RepartitionRecord.encodeMarks([SourceMark(source: 0, watermark: 5, idle: false)], epochs: [0], origin: origin, writerClock: 10, into: &bytes)
         #expect(try bytes.withUnsafeBytes { try RepartitionRecord.origin(of: $0) } == origin)
         guard case .marks(let marks) = try bytes.withUnsafeBytes({ try RepartitionRecord.decode($0) }) else {
             Issue.record("not marks")
@@ -316,7 +317,7 @@ struct GroupIdentityTests {
             var writer = NormalizeStage(
                 inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 1,
                 identity: GroupIdentity(windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "\(group)-state"), group: group,
-                limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: 30_000)
+                limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: 30_000, originals: OriginalRule(window: WindowConfig()))
             try writer.assign([PartitionStart(partition: 0)], now: 0)
             var shuffle = RecordingSink()
             try writer.process(

@@ -7,6 +7,10 @@ public struct Discrepancy: Sendable, CustomStringConvertible {
         /// A dead letter whose context names no input message, or whose bytes are not the
         /// message's.
         case deadLetterOrigin = "dead-letter-origin"
+        /// A `too_late` dead letter without its original message (the hit as normalized), other
+        /// than the one exception the originals rule cannot avoid: a window evicted early by the
+        /// memory cap.
+        case lateWithoutOriginal = "late-without-original"
         /// A message dead-lettered for another reason than its truth, or for two reasons.
         case deadLetterReason = "dead-letter-reason"
         /// A message that must be dead-lettered is not.
@@ -76,6 +80,9 @@ public struct ScheduleStats: Sendable {
     public var strictLatenessChecked: Int?
     /// Hits the quiet-period bound was checked on; nil when it was not applied.
     public var quietBoundChecked: Int?
+    /// `too_late` dead letters that carried the hit as normalized, their window evicted early by
+    /// the memory cap (the originals rule's one exception; any other is a discrepancy).
+    public var lateWithoutOriginal = 0
     /// Partitions the runners asked to purge, purged, and refused by the cluster.
     public var purgesAsked = 0
     public var purged = 0
@@ -92,6 +99,7 @@ public struct ScheduleStats: Sendable {
         if generations > 1 { text += ", \(generations) generations (\(steppedBackAcrossGenerations) keys recounted from a lower revision)" }
         if let checked = strictLatenessChecked { text += ", strict lateness checked on \(checked) hits" }
         if let checked = quietBoundChecked { text += ", the quiet bound checked on \(checked) hits" }
+        if lateWithoutOriginal > 0 { text += ", \(lateWithoutOriginal) too_late without their original (evicted by the cap)" }
         if purgesAsked > 0 { text += ", \(purgesAsked) partition purges asked, \(purged) done, \(purgesRefused) refused" }
         if repartitionBytesWritten > 0 { text += ", the repartition topic keeps \(repartitionBytesKept) of \(repartitionBytesWritten) bytes written" }
         return text

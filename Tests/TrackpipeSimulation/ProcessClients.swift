@@ -32,6 +32,10 @@ final class ProcessLife {
     var stamp: (() -> WriteStamp)?
     /// The state topic, whose acknowledgement a death at `prepared` waits for.
     var stateTopic: String?
+    /// The planted `overtakenRecords` fault: the repartition records this process sends reach
+    /// the topic this many ms later (and what it sends after them waits behind them), unless a
+    /// flush waits for them.
+    var repartitionDelay: Int64?
     /// What its group consumers owned when it died: the group hands it on.
     private(set) var ownedAtDeath: [Int32] = []
     fileprivate var consumers: [SimulatedConsumer] = []

@@ -622,6 +622,8 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         var headers: [KafkaHeader]
         var timestamp: Int64?
         var token: UInt64
+        /// When it was sent (the planted `overtakenRecords` fault delays it from there).
+        var sentAt: Int64
     }
     private var queue: [Queued] = []
     let life: ProcessLife
@@ -646,12 +648,12 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         queue.append(
             Queued(
                 topic: topic.name, partition: partition, key: key.map { Array($0) }, value: value.map { Array($0) }, headers: headers,
-                timestamp: timestamp ?? cluster.now, token: token))
+                timestamp: timestamp ?? cluster.now, token: token, sentAt: cluster.now))
     }
 
     @discardableResult
     func poll(timeoutMilliseconds: Int32) -> Int {
-        deliver()
+        deliver(waiting: false)
     }
 
     func flush(timeoutMilliseconds: Int32) throws {
@@ -679,11 +681,18 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
     /// State records delivered, for a death armed for once the state is written.
     private var stateDelivered = 0
 
+    /// Delivers what is queued, in order; `waiting`: a flush, which waits for every record.
     @discardableResult
-    private func deliver() -> Int {
+    private func deliver(waiting: Bool = true) -> Int {
         guard !life.killed, !cluster.isUnreachable else { return 0 }
-        let batch = queue
+        var batch = queue
         queue = []
+        if !waiting, let delay = life.repartitionDelay,
+            let held = batch.firstIndex(where: { $0.topic.hasSuffix("-repartition") && $0.sentAt + delay > cluster.now })
+        {
+            queue = Array(batch[held...])
+            batch.removeSubrange(held...)
+        }
         for record in batch {
             guard let log = cluster.kafka.topics[record.topic] else {
                 report(record, error: KafkaError(.unknownTopic, "delivery failed"))

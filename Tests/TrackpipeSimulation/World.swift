@@ -195,8 +195,11 @@ final class World {
     private func normalizeStage(for deployment: Deployment) -> NormalizeStage {
         NormalizeStage(
             inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
-            identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
-            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes)
+            identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(),
+            maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout, markInterval: scenario.markInterval,
+            parallelism: scenario.parallelism, batchBytes: scenario.batchBytes,
+            originals: OriginalRule(
+                windowSize: scenario.window.size, retention: scenario.window.retention, delayAllowance: scenario.delayAllowance))
     }
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
@@ -270,6 +273,8 @@ final class World {
         let clock = cluster.clock
         let bound: RunnerSettings.Bound = scenario.drainByFinish ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let skipsInput = options.fault == .skipOneRecord && topic == inputTopic
+        let delaysRecords = options.fault == .overtakenRecords && role == .normalize && instance == 0
+        let delay = 2 * scenario.window.idleTimeout
         let inputTopic = self.inputTopic
         // As `Pipeline` sets it up: the aggregate stage of two stages purges its input, the
         // repartition topic (the one stage reads the user's topic, never purged).
@@ -281,6 +286,7 @@ final class World {
             stamp: { [unowned self] member in self.stamp(member) },
             prepare: { [unowned self] life in
                 life.stateTopic = deployment.stateTopic
+                if delaysRecords { life.repartitionDelay = delay }
                 if skipsInput {
                     life.skip = { [unowned self] topic, partition, offset in
                         topic == inputTopic && self.isSkipped(topic: topic, partition: partition, offset: offset)

@@ -221,7 +221,7 @@ struct HeldDeadLetter: Sendable {
     init(_ outgoing: OutgoingDeadLetter) {
         headers = outgoing.headers
         key = outgoing.key.map { Array($0) }
-        value = outgoing.value.map { Array($0) }
+        value = outgoing.normalized ?? outgoing.value.map { Array($0) }
         timestamp = outgoing.timestamp
     }
 }

@@ -14,7 +14,14 @@ import Windowing
 struct AggregateTask: WindowTask {
     let partition: Int32
     var engine: WindowEngine
-    let createdAt: Int64
+    /// The engine's clock when the task was created: this process's wall clock, or behind the
+    /// shuffle the first writer's clock it read.
+    private(set) var createdAt: Int64
+    /// Behind the shuffle, the newest writer's clock read (`EngineClock.writers`); nil before
+    /// the first record, and for a task of raw hits, whose engine runs on the wall clock.
+    private(set) var writersClock: Int64?
+    /// `writersClock` before the batch being counted: what a late hit's letter compares with.
+    private(set) var clockAtBatchStart: Int64?
     /// Restoring, replaying or running: decides what a record, an emission and a commit do.
     private(set) var phase: TaskPhase
     var offsets = PartitionOffsets()
@@ -37,7 +44,7 @@ struct AggregateTask: WindowTask {
         now: Int64
     ) {
         partition = start.partition
-        engine = WindowEngine(config: config, exportsChanges: true)
+        engine = WindowEngine(config: config, exportsChanges: true, clock: sources.clock)
         createdAt = now
         self.sources = sources
         self.identity = identity
@@ -192,11 +199,19 @@ struct AggregateTask: WindowTask {
         records[key] = record
     }
 
-    /// Lets wall-clock time pass: what the engine emits is held until the next commit.
+    /// Lets time pass: what the engine emits is held until the next commit. Behind the shuffle
+    /// time passes only as records bring the writers' clocks, so a tick changes nothing there.
     mutating func advance(now: Int64) -> [CapacityEviction] {
-        let output = engine.advance(now: now)
+        guard let clock = engineClock(now: now) else { return [] }
+        let output = engine.advance(now: clock)
         hold(output)
         return output.capacityEvictions
+    }
+
+    /// The `now` the engine is given: the wall clock, or behind the shuffle the newest writer's
+    /// clock read (nil before the first record).
+    private func engineClock(now: Int64) -> Int64? {
+        sources.clock == .wall ? now : writersClock
     }
 
     /// Emits every window now, as a bounded run ends: held until the last commit.
@@ -238,7 +253,16 @@ struct AggregateTask: WindowTask {
         if let other = batch.writtenBy { return TaskResult(writtenBy: other) }
         offsets.processedMark = lastOffset + 1
         let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying))
-        let (result, output) = countBatch(batch, range: nil, previousMark: offsets.previousMark, now: now, on: ShardsInTurn())
+        clockAtBatchStart = writersClock
+        if sources.clock == .writers, let clock = batch.writerClock {
+            // The clock of the task begins with the first record it reads.
+            if writersClock == nil { createdAt = clock }
+            writersClock = max(writersClock ?? clock, clock)
+        }
+        // Without a writer's clock yet, the batch holds no readable record: no source, no mark,
+        // nothing for the engine to time.
+        let (result, output) = countBatch(
+            batch, range: nil, previousMark: offsets.previousMark, now: engineClock(now: now) ?? createdAt, on: ShardsInTurn())
         hold(output)
         if caughtUp { engine.replayFinished(partition: partition) }
         return result

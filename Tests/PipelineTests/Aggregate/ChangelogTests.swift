@@ -479,7 +479,7 @@ struct ChangelogTests {
         let arena = RecordArena()
         var upstream = NormalizeStage(
             inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 1, limits: NormalizerLimits(), maxFutureSkew: 3_600_000,
-            idleTimeout: Self.window.idleTimeout, markInterval: 500)
+            idleTimeout: Self.window.idleTimeout, markInterval: 500, originals: OriginalRule(window: Self.window))
         try upstream.assign([PartitionStart(partition: 0)], now: Self.base)
         var shuffled = RecordingSink()
         // A window that ripens, then a hit in the next window, not ripe when the owner stops.
@@ -487,7 +487,7 @@ struct ChangelogTests {
             [
                 arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: Self.base + 10_000), timestamp: Self.base + 11_000),
                 arena.record(partition: 0, offset: 1, value: rawHit("d1", "b", at: Self.base + 70_000), timestamp: Self.base + 71_000),
-            ], now: Self.base, into: &shuffled)
+            ], now: Self.base + 72_000, into: &shuffled)
         func stage() -> AggregateStage<RepartitionInput> {
             AggregateStage(
                 sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1)
@@ -504,10 +504,10 @@ struct ChangelogTests {
 
         // The input stays quiet: from now on the upstream's marks say its source is idle, and
         // they are all the new owner hears.
-        var next = try takeOver(stage(), from: point, changelog: topics.changelog, now: Self.base + 1_000)
+        var next = try takeOver(stage(), from: point, changelog: topics.changelog, now: Self.base + 73_000)
         var offset = Int64(events.count)
         for second in 1...5 {
-            let now = Self.base + 1_000 + Int64(second) * 60_000
+            let now = Self.base + 73_000 + Int64(second) * 60_000
             var marks = RecordingSink()
             try upstream.tick(now: now, into: &marks)
             let records = marks.to(.repartition).map { sent -> PolledRecord in
