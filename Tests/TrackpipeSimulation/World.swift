@@ -875,13 +875,13 @@ final class World {
     }
 
     /// A state record's key, short: `T` (the task), `W+1000/d12ab3` (a window's head, its start
-    /// since the schedule's), `C…` (a chunk); `✝` marks a tombstone.
+    /// since the schedule's), `S…/3` (its segment 3); `✝` marks a tombstone.
     static func describeState(key: [UInt8], tombstone: Bool, start: Int64) -> String {
         let mark = tombstone ? "✝" : ""
         switch ChangelogRecord.decodeKey(key) {
         case .task?: return "T" + mark
         case .head(let window)?: return "W+\(window.windowStart - start)/\(window.deliveryId)" + mark
-        case .chunk(let window, let set, let index)?: return "C+\(window.windowStart - start)/\(window.deliveryId)/\(set).\(index)" + mark
+        case .segment(let window, let number)?: return "S+\(window.windowStart - start)/\(window.deliveryId)/\(number)" + mark
         case nil: return "?" + mark
         }
     }

@@ -33,3 +33,18 @@ struct ByteReader<Failure: Error> {
         return UnsafeRawBufferPointer(rebasing: bytes[position..<position + count])
     }
 }
+
+extension ByteReader {
+    /// An unsigned LEB128 varint of at most ten bytes.
+    mutating func varint() throws(Failure) -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while shift < 64 {
+            let next = try byte()
+            value |= UInt64(next & 0x7F) << shift
+            if next & 0x80 == 0 { return value }
+            shift += 7
+        }
+        throw cutShort
+    }
+}

@@ -222,7 +222,7 @@ struct ChangelogTests {
         #expect(topics.revisions().steppedBack.isEmpty)
     }
 
-    @Test("a window too large for one record is written in chunks, and a crash in the middle of rewriting them leaves the previous complete version")
+    @Test("a window too large for one record is written in segments, and a crash in the middle of a write leaves the previous complete version")
     func largeWindows() throws {
         let arena = RecordArena()
         // One delivery, one window, 60 000 recipients with 12-byte ids: about 900 KB of state.
@@ -237,11 +237,11 @@ struct ChangelogTests {
         try first.process(Array(records[0..<59_000]), now: Self.base, into: &sink)
         let point = try commit(&first, into: &topics, now: Self.base)
         #expect(topics.changelog.allSatisfy { ($0.value?.count ?? 0) < 1_000_000 }, "every record under 1 MB")
-        #expect(topics.changelog.count >= 3, "head and chunks")
-        // More hits, and a rewrite cut short: its chunks are written, its head is not.
+        #expect(topics.changelog.count >= 3, "head and segments")
+        // More hits, and a write cut short: its segments are written, its head is not.
         try first.process(Array(records[59_000...]), now: Self.base, into: &sink)
         try first.prepareCommit(into: &sink)
-        let rewrite = sink.take().filter { $0.destination == .changelog && ChangelogRecord.decodeKey($0.key ?? []).map { if case .chunk = $0 { true } else { false } } == true }
+        let rewrite = sink.take().filter { $0.destination == .changelog && ChangelogRecord.decodeKey($0.key ?? []).map { if case .segment = $0 { true } else { false } } == true }
         #expect(!rewrite.isEmpty)
         for sent in rewrite { topics.changelog.append(StateRecord(offset: Int64(topics.changelog.count), key: sent.key!, value: sent.value)) }
 
@@ -273,7 +273,7 @@ struct ChangelogTests {
                 switch key {
                 case .task: _ = try ChangelogRecord.decodeTask(value)
                 case .head: _ = try ChangelogRecord.decodeHead(value)
-                case .chunk: _ = try ChangelogRecord.decodeChunk(value)
+                case .segment: _ = try ChangelogRecord.decodeSegment(value)
                 }
                 Issue.record("a record of format version \(ChangelogRecord.version + 1) was read")
             } catch {
