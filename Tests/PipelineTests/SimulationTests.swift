@@ -63,6 +63,18 @@ struct SimulationTests {
         }
     }
 
+    @Test("the window stage killed at any record of a state write, in the middle of merges among them: every count restores exactly")
+    func stateWritesCutShort() {
+        let outcomes = [ScheduleFamily.stateCrash, .stateCrashOneStage].flatMap { family in
+            (0..<Self.schedulesPerFamily).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: family, options: Self.quick) }
+        }
+        for outcome in outcomes where !outcome.passed { Issue.record("\(outcome.report())") }
+        let cuts = outcomes.reduce(0) { $0 + $1.stats.stateWriteCuts }
+        let merges = outcomes.reduce(0) { $0 + $1.stats.mergeCuts }
+        #expect(cuts >= 40, "only \(cuts) state writes were cut short")
+        #expect(merges >= 3, "only \(merges) cuts fell inside a merge")
+    }
+
     @Test("a seed replays exactly: the same operations give the same output, dead letters and verdict")
     func replaysExactly() {
         // Several seeds: dictionaries iterate in an order that differs from one instance to the
@@ -123,7 +135,12 @@ struct SimulationTests {
     @Test("the checks catch a defect planted in the simulated cluster", arguments: Fault.allCases)
     func plantedDefectsAreCaught(_ fault: Fault) {
         // A lossy log cleaner loses state only where state is read back: after crashes and moves.
-        let family: ScheduleFamily = fault == .lossyCompaction ? .chaosOneStage : .steady
+        let family: ScheduleFamily =
+            switch fault {
+            case .lossyCompaction: .chaosOneStage
+            case .unorderedStateWrite: .stateCrash
+            default: .steady
+            }
         var options = ScheduleFamily.knownFailing[family]?.narrowed(Self.quick) ?? Self.quick
         options.fault = fault
         let outcomes = (0..<30).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: family, options: options) }
@@ -133,7 +150,7 @@ struct SimulationTests {
         #expect(caught.count >= 3, "\(fault.rawValue) was caught in only \(caught.count) of 30 schedules of \(family.rawValue)")
         let kinds = Set(caught.flatMap { $0.discrepancies.map(\.kind) })
         switch fault {
-        case .lossyCompaction, .skipOneRecord:
+        case .lossyCompaction, .skipOneRecord, .unorderedStateWrite:
             #expect(!kinds.isDisjoint(with: [.lastRecord, .missingKey, .missingDeadLetter, .accounting, .revisionWentBack]), "\(kinds)")
         case .reemitStaleRecord:
             #expect(kinds.isSuperset(of: [.lastRecord, .revisionWentBack]), "\(kinds)")

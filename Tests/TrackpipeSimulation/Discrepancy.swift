@@ -62,6 +62,9 @@ public struct ScheduleStats: Sendable {
     public var outputRecords = 0
     public var keys = 0
     public var crashes = 0
+    /// Deaths in the middle of a state write, and of those, the ones inside a merge.
+    public var stateWriteCuts = 0
+    public var mergeCuts = 0
     public var rebalances = 0
     /// Times a key's revision went down after a crash (a failure unless strict revisions are
     /// off, see `Discrepancy.Kind`).
@@ -80,6 +83,7 @@ public struct ScheduleStats: Sendable {
     public var description: String {
         var text =
             "\(operations) operations, \(messages) messages (\(countedHits) hits to count, \(tooLate) too_late), \(deadLetters) dead letters, \(outputRecords) output records over \(keys) keys, \(crashes) crashes, \(rebalances) rebalances"
+        if stateWriteCuts > 0 { text += ", \(stateWriteCuts) state writes cut short (\(mergeCuts) in a merge)" }
         if steppedBackAfterCrash > 0 { text += ", \(steppedBackAfterCrash) revisions stepped back after a crash" }
         if refusals > 0 { text += ", \(refusals) switches refused" }
         if generations > 1 { text += ", \(generations) generations (\(steppedBackAcrossGenerations) keys recounted from a lower revision)" }

@@ -67,7 +67,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
             parallelism: features.contains(.lanes) && twoLanes ? 2 : 1,
             batchBytes: features.contains(.smallRecords) && smallRecords ? recordBytes : 256 * 1024,
             // In lockstep every partition must keep receiving hits, or it would go idle.
-            rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : drawnRate, deliveries: random.int(2...10),
+            rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : spec.busyWindows ? 3 * drawnRate : drawnRate,
+            deliveries: spec.busyWindows ? min(2, random.int(2...10)) : random.int(2...10),
             badRate: features.contains(.badMessages) ? 0.03 : 0,
             duplicateRate: features.contains(.retries) ? 0.05 : 0,
             trackingOffEvery: features.contains(.trackingOff) ? trackingOffEvery : 1_000_000,

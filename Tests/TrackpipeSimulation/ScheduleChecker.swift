@@ -66,6 +66,8 @@ struct ScheduleChecker {
         var stats = ScheduleStats()
         stats.operations = world.steps
         stats.crashes = world.crashes
+        stats.stateWriteCuts = world.stateWriteCuts
+        stats.mergeCuts = world.mergeCuts
         stats.rebalances = world.rebalances
         stats.generations = world.generations.count
         stats.refusals = world.refusals.count

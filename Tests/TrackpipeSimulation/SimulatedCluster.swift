@@ -668,7 +668,7 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         guard !life.killed, !cluster.isUnreachable else { return 0 }
         let batch = queue
         queue = []
-        for record in batch {
+        for (index, record) in batch.enumerated() {
             guard let log = cluster.kafka.topics[record.topic] else {
                 report(record, error: KafkaError(.unknownTopic, "delivery failed"))
                 continue
@@ -689,7 +689,34 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
                 report(record, error: KafkaError(.unknownTopic, "delivery failed: no partition \(partition)"))
                 continue
             }
-            if record.topic == life.stateTopic { stateDelivered += 1 }
+            if record.topic == life.stateTopic {
+                if let percent = life.statePercentBeforeDeath {
+                    if life.stateCut == nil {
+                        // The whole write is queued before it is flushed: this is all of it.
+                        life.stateCut = batch[index...].filter { $0.topic == life.stateTopic }.count * percent / 100
+                    }
+                    if life.stateWrite.count == life.stateCut {
+                        // Armed to die in the middle of this state write: the rest is lost.
+                        let lost = batch[index...].filter { $0.topic == life.stateTopic }
+                        life.onStateWriteCut?(life.stateWrite, lost.map { StateWriteRecord(key: $0.key ?? [], tombstone: $0.value == nil) })
+                        if life.keepsDeletionsOfACutWrite {
+                            // The planted `unorderedStateWrite` fault: the cut write's deletions
+                            // land although what was sent before them did not.
+                            let stamp = life.stamp?() ?? WriteStamp(time: cluster.now, writer: -1, outputCrashes: 0)
+                            for deletion in lost where deletion.value == nil {
+                                let partition = deletion.partition ?? Self.partition(of: deletion.key, count: log.partitionCount)
+                                deletion.key.withOptionalBytes { key in
+                                    _ = log.append(partition: partition, key: key, value: nil, timestamp: deletion.timestamp, stamp: stamp)
+                                }
+                            }
+                        }
+                        life.kill()
+                        return batch.count
+                    }
+                    life.stateWrite.append(StateWriteRecord(key: record.key ?? [], tombstone: record.value == nil))
+                }
+                stateDelivered += 1
+            }
             let stamp = life.stamp?() ?? WriteStamp(time: cluster.now, writer: -1, outputCrashes: 0)
             let offset = record.value.withOptionalBytes { value in
                 record.key.withOptionalBytes { key in

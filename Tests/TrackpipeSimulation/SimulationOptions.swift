@@ -39,6 +39,10 @@ public enum Fault: String, Sendable, CaseIterable {
     /// After the run, an older record of some key is delivered again at the end of the output:
     /// a stale aggregate overwrites the full one.
     case reemitStaleRecord = "reemit-stale-record"
+    /// A state write cut short by a death keeps its deletions (tombstones) although records sent
+    /// before them were lost: the order Kafka keeps within a partition is what makes a cut merge
+    /// harmless, and without it a window's segments go while its head still names them.
+    case unorderedStateWrite = "unordered-state-write"
 }
 
 /// How big schedules are: the number of steps and the rate of hits.

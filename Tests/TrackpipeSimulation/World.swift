@@ -2,6 +2,7 @@ import Kafka
 import Logging
 import Pipeline
 import TrackingDomain
+import Windowing
 
 /// An input message as produced, with what must become of it.
 struct ProducedMessage {
@@ -112,6 +113,10 @@ final class World {
     /// Crashes of stages that write the output (aggregate, or the one stage).
     private(set) var outputCrashes = 0
     private(set) var crashes = 0
+    /// Deaths in the middle of a state write, and of those, how many cut a merge (a window's
+    /// segments folded into new ones) between its first record and its last.
+    private(set) var stateWriteCuts = 0
+    private(set) var mergeCuts = 0
     private(set) var rebalances = 0
     /// What the workers refused to start on, in order (mode switches under the same group).
     private(set) var refusals: [String] = []
@@ -267,6 +272,8 @@ final class World {
             stamp: { [unowned self] member in self.stamp(member) },
             prepare: { [unowned self] life in
                 life.stateTopic = deployment.stateTopic
+                life.onStateWriteCut = { [unowned self] written, lost in self.noteStateWriteCut(written: written, lost: lost) }
+                life.keepsDeletionsOfACutWrite = options.fault == .unorderedStateWrite
                 if skipsInput {
                     life.skip = { [unowned self] topic, partition, offset in
                         topic == inputTopic && self.isSkipped(topic: topic, partition: partition, offset: offset)
@@ -498,6 +505,36 @@ final class World {
         for partition in lost.sorted() { shares[Int(random.below(UInt64(members.count)))].append(partition) }
         orphans[role] = []
         give(Array(zip(members, shares)))
+    }
+
+    /// A state write cut short by a death: whether the cut fell inside a merge, which deletes
+    /// segments of a window whose head the same write carries.
+    private func noteStateWriteCut(written: [StateWriteRecord], lost: [StateWriteRecord]) {
+        stateWriteCuts += 1
+        let write = written + lost
+        func window(_ record: StateWriteRecord) -> WindowKey? {
+            switch ChangelogRecord.decodeKey(record.key) {
+            case .head(let window)?, .segment(let window, _)?: window
+            default: nil
+            }
+        }
+        var heads: Set<WindowKey> = []
+        var deleted: Set<WindowKey> = []
+        for record in write {
+            switch ChangelogRecord.decodeKey(record.key) {
+            case .head(let window)? where !record.tombstone: heads.insert(window)
+            case .segment(let window, _)? where record.tombstone: deleted.insert(window)
+            default: break
+            }
+        }
+        let merged = heads.intersection(deleted)
+        let touched = write.indices.filter { window(write[$0]).map(merged.contains) ?? false }
+        if let first = touched.first, let last = touched.last, written.count > first, written.count <= last {
+            mergeCuts += 1
+            batchNote = "cut a merge after \(written.count) of \(write.count) state records"
+        } else if trace != nil {
+            batchNote = "cut the state write after \(written.count) of \(write.count) records"
+        }
     }
 
     /// Kafka's log cleaner runs over some partitions of the state topic, up to a random point
