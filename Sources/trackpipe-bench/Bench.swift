@@ -17,6 +17,7 @@ struct TrackpipeBench: ParsableCommand {
             SimulateRunnerBenchmark.self,
             SoakBenchmark.self,
             RestoreBenchmark.self,
+            StateBenchmark.self,
             FreshnessBenchmark.self,
             SimulateBenchmark.self,
         ]
