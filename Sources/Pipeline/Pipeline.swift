@@ -79,7 +79,7 @@ public final class Pipeline: Sendable {
         brokerWatch.start()
         watch.withLock { $0 = brokerWatch }
         defer { brokerWatch.stop() }
-        guard let composition = try untilTheClusterAnswers(admin: admin, { try config.inputKeyedByDelivery ? prepareSingleStage() : prepareTwoStages() })
+        guard let composition = try untilTheClusterAnswers(admin: admin, { try config.inputKeyedByDelivery ? prepareSingleStage(admin: admin) : prepareTwoStages(admin: admin) })
         else {
             logger.notice("stopped before a Kafka broker answered: nothing was read, nothing committed")
             return PipelineSummary(stages: [], elapsedMilliseconds: wallClockMillis() - started)
@@ -158,14 +158,16 @@ public final class Pipeline: Sendable {
     // MARK: Compositions
 
     /// What the start-up asks of the cluster, then the run itself (as the closure returned).
-    private func prepareSingleStage() throws -> () throws -> [StageSummary] {
+    private func prepareSingleStage(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: nil)
         let partitions = try inputPartitions()
         // A group last run with two stages (or by another tool) is refused before it is joined.
         for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: partitions, config: config, logger: logger) {
             if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, windowSize: config.window.size) { throw refusal }
         }
         try checkOutputWindows()
-        try ensureStateTopic(partitions: partitions)
+        let created = try ensureStateTopic(partitions: partitions) ? [config.effectiveStateTopic] : []
+        try topicSettings.check(created: created, logger: logger)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: taskWindow(partitions: partitions), parallelism: config.shards)
@@ -183,7 +185,8 @@ public final class Pipeline: Sendable {
         return { [try runner.run()] }
     }
 
-    private func prepareTwoStages() throws -> () throws -> [StageSummary] {
+    private func prepareTwoStages(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: config.effectiveRepartitionTopic)
         let sources = try inputPartitions()
         guard sources <= Checkpoint.maxSourcePartitions else {
             throw PipelineError.configuration(
@@ -195,14 +198,16 @@ public final class Pipeline: Sendable {
         for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: sources, config: config, logger: logger) {
             _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, now: 0)
         }
-        let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
+        let (repartitions, repartitionCreated) = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
         for start in try GroupCommits.starts(
             group: config.aggregateGroup, topic: repartitionTopic, partitions: repartitions, config: config, logger: logger)
         {
             if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, windowSize: config.window.size) { throw refusal }
         }
         try checkOutputWindows()
-        try ensureStateTopic(partitions: repartitions)
+        let stateCreated = try ensureStateTopic(partitions: repartitions)
+        try topicSettings.check(
+            created: (repartitionCreated ? [repartitionTopic] : []) + (stateCreated ? [config.effectiveStateTopic] : []), logger: logger)
         let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic])
         // Marks every 100 ms (one per tick, every 200 ms, while records flow): a window task
         // hears a source's event time through the events routed to it, which for a task of few
@@ -364,13 +369,13 @@ public final class Pipeline: Sendable {
     }
 
     /// Makes sure the state topic exists, compacted, with one partition per window task; creates
-    /// it where the cluster allows.
-    private func ensureStateTopic(partitions: Int) throws {
+    /// it where the cluster allows. Returns whether it created it.
+    private func ensureStateTopic(partitions: Int) throws -> Bool {
         let topic = config.effectiveStateTopic
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         if let count = try existingPartitionCount(of: topic, admin: admin) {
             guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
-            return
+            return false
         }
         do {
             try admin.createTopic(topic, partitions: partitions, config: ["cleanup.policy": "compact"])
@@ -378,7 +383,7 @@ public final class Pipeline: Sendable {
                 if let count = try? admin.partitionCount(of: topic) {
                     guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
                     logger.notice("created the state topic \(topic) with \(count) partitions")
-                    return
+                    return true
                 }
                 usleep(200_000)
             }
@@ -393,22 +398,22 @@ public final class Pipeline: Sendable {
     }
 
     /// The repartition topic's partition count, creating the topic (as many partitions as the
-    /// input, a week's retention) where the cluster allows.
-    private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> Int {
+    /// input, a week's retention) where the cluster allows; and whether it created it.
+    private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> (count: Int, created: Bool) {
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         if let count = try existingPartitionCount(of: topic, admin: admin) {
             if count != partitions {
                 logger.notice(
                     "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate parallelism is bounded by \(count)")
             }
-            return count
+            return (count, false)
         }
         do {
             try admin.createTopic(topic, partitions: partitions, config: ["cleanup.policy": "delete", "retention.ms": "604800000"])
             for _ in 0..<50 {
                 if let count = try? admin.partitionCount(of: topic) {
                     logger.notice("created the repartition topic \(topic) with \(count) partitions")
-                    return count
+                    return (count, true)
                 }
                 usleep(200_000)
             }

@@ -75,6 +75,17 @@ struct SimulationTests {
         #expect(merges >= 3, "only \(merges) cuts fell inside a merge")
     }
 
+    @Test("internal topics set up by an operator: a state topic that would lose state, or a compacted repartition topic, is refused at start, the command the refusal names fixes it, and the run is exact; a short repartition retention is warned of; a cluster that does not describe topics is not checked")
+    func internalTopicSettings() {
+        let outcomes = (0..<Self.schedulesPerFamily).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: .topicSettings, options: Self.quick) }
+        for outcome in outcomes where !outcome.passed { Issue.record("\(outcome.report())") }
+        let seen = Set(outcomes.compactMap { $0.schedule.scenario.internalTopics?.expected })
+        #expect(seen == [.passes, .refused, .warned, .unchecked], "\(seen)")
+        let refused = outcomes.filter { $0.schedule.scenario.internalTopics?.expected == .refused }
+        #expect(refused.allSatisfy { $0.stats.topicRefusals == 1 && $0.passed })
+        #expect(outcomes.filter { $0.stats.topicWarnings > 0 }.count == outcomes.filter { $0.schedule.scenario.internalTopics?.expected == .warned }.count)
+    }
+
     @Test("a seed replays exactly: the same operations give the same output, dead letters and verdict")
     func replaysExactly() {
         // Several seeds: dictionaries iterate in an order that differs from one instance to the

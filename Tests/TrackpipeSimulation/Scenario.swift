@@ -33,6 +33,9 @@ public struct Scenario: Sendable, CustomStringConvertible {
     /// Simulated wall-clock ms at the start.
     public var start: Int64
     public var hitSeed: UInt64
+    /// The settings of the repartition and state topics before the first start (nil: none, as
+    /// trackpipe creates them).
+    public var internalTopics: InternalTopicSettings? = nil
 
     public func has(_ feature: Feature) -> Bool { features.contains(feature) }
 
@@ -103,6 +106,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             keyedByDelivery ? "keyed by delivery" : nil,
             drainByFinish ? "ends with finish" : "ends with a far tick",
             lockstep ? "lockstep" : nil,
+            internalTopics.map { "topics: \($0)" },
         ].compactMap { $0 }
         parts.append("features: " + features.sorted().map(\.rawValue).joined(separator: ","))
         return parts.joined(separator: "; ")

@@ -19,7 +19,11 @@ public struct Schedule: Sendable {
         // Draws added after the others were settled come from a stream of their own, so that
         // every earlier seed still draws the schedule it drew (regression seeds stay what they were).
         var later = SplitMix(seed ^ 0x57A7_E5EE_D000_0001)
-        let scenario = Scenario.draw(&random, spec: family.spec, options: options)
+        var scenario = Scenario.draw(&random, spec: family.spec, options: options)
+        if family.spec.topicSettings {
+            var settings = SplitMix(seed ^ 0x0070_1C5E_7715_0001)
+            scenario.internalTopics = settings.pick(InternalTopicSettings.cases)
+        }
         self.init(
             seed: seed, family: family, scenario: scenario,
             operations: Self.drawOperations(&random, later: &later, scenario: scenario, steps: random.int(options.size.steps)))

@@ -20,6 +20,9 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
     /// any write restores the same counts.
     case stateCrash = "state-crash"
     case stateCrashOneStage = "state-crash-one-stage"
+    /// Two stages whose repartition and state topics an operator set up before the first start:
+    /// settings that would lose state are refused with a command, which fixes them.
+    case topicSettings = "topic-settings"
     /// Two stages; crashes, re-sends and rebalances with a retention longer than the schedule,
     /// ending as a bounded run (`finish`): takeovers, replays and duplicate filtering, with no
     /// window evicted before the end and no emission left to the watermark (those are what the
@@ -82,6 +85,8 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
         case .stateCrashOneStage:
             return FamilySpec(
                 mode: .oneStage, features: input.union(moves).union([.beyondRetention, .stateWriteCrashes]), busyWindows: true)
+        case .topicSettings:
+            return FamilySpec(mode: .twoStage, features: input.union(moves).union([.crashes]), topicSettings: true)
         case .recovery:
             return FamilySpec(
                 mode: .twoStage, features: input.union(moves).union([.crashes, .commitCrashes, .resends, .rebalances, .smallRecords]), longRetention: true,
@@ -130,13 +135,17 @@ public struct FamilySpec: Sendable {
     /// Windows that take hits over many commits: three times the rate, over at most two
     /// deliveries, so that a window's changes pile up in segments and are merged.
     public var busyWindows: Bool
+    /// The repartition and state topics are set up by an operator before the first start
+    /// (`InternalTopicSettings`).
+    public var topicSettings: Bool
 
     public init(
         mode: Mode, features: Set<Feature>, lockstep: Bool = false, strictLateness: Bool = false, longRetention: Bool = false,
-        quietBound: Bool = false, endsWithFinish: Bool = false, busyWindows: Bool = false
+        quietBound: Bool = false, endsWithFinish: Bool = false, busyWindows: Bool = false, topicSettings: Bool = false
     ) {
         self.endsWithFinish = endsWithFinish
         self.busyWindows = busyWindows
+        self.topicSettings = topicSettings
         self.mode = mode
         self.features = features
         self.lockstep = lockstep

@@ -41,6 +41,8 @@ final class SimulatedCluster: @unchecked Sendable {
     var refusedCommits: [String: Int] = [:]
     /// The next polls of these groups' members are cut by a rebalance after this many records.
     var cutPolls: [String: Int] = [:]
+    /// Whether the cluster answers DescribeConfigs (librdkafka's mock cluster does not).
+    var describesConfigs = true
     /// How long a rebalance takes from its start until the coordinator hands out the new
     /// assignment (the JoinGroup and SyncGroup round trips, every member rejoining): meanwhile
     /// the group is rebalancing, and a commit of the old generation is refused.
@@ -743,5 +745,29 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         var hash: UInt32 = 2_166_136_261
         for byte in key { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
         return Int32(hash % UInt32(count))
+    }
+}
+
+extension SimulatedCluster: TopicConfigSource {
+    /// Kafka's defaults for what trackpipe's check reads, under the settings given to a topic.
+    static let defaultConfigs = [
+        "cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1", "segment.ms": "604800000",
+        "segment.bytes": "1073741824", "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000",
+    ]
+
+    /// Every entry of each topic, as DescribeConfigs answers (a topic that does not exist, or a
+    /// cluster that does not describe configs, leaves topics undescribed).
+    func topicConfigs(_ topics: [String], timeoutMilliseconds: Int32) -> TopicConfigs {
+        var answer = TopicConfigs()
+        for topic in topics {
+            if !describesConfigs {
+                answer.undescribed[topic] = "_UNSUPPORTED_FEATURE: DescribeConfigs is not supported"
+            } else if let log = kafka.topics[topic] {
+                answer.described[topic] = Self.defaultConfigs.merging(log.configs) { $1 }
+            } else {
+                answer.undescribed[topic] = "UNKNOWN_TOPIC_OR_PART"
+            }
+        }
+        return answer
     }
 }

@@ -36,6 +36,8 @@ final class TopicLog {
     }
 
     let name: String
+    /// The settings given to the topic (the rest are Kafka's defaults, `SimulatedCluster.topicConfigs`).
+    var configs: [String: String] = [:]
     private(set) var partitions: [[Entry]]
     private var heap: [UInt8] = []
 

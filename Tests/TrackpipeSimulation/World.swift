@@ -117,6 +117,10 @@ final class World {
     /// segments folded into new ones) between its first record and its last.
     private(set) var stateWriteCuts = 0
     private(set) var mergeCuts = 0
+    /// Starts refused for the settings of the internal topics (each followed by the command the
+    /// refusal names), and warnings of them.
+    private(set) var topicRefusals = 0
+    private(set) var topicWarnings = 0
     private(set) var rebalances = 0
     /// What the workers refused to start on, in order (mode switches under the same group).
     private(set) var refusals: [String] = []
@@ -162,6 +166,14 @@ final class World {
             kafka.commitTrace = []
         }
         kafka.create(inputTopic, partitions: inputPartitions)
+        if let settings = scenario.internalTopics {
+            // Set up by an operator before the first start.
+            cluster.describesConfigs = settings.described
+            if mode == .twoStage {
+                kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions, configs: settings.repartition)
+            }
+            kafka.create(deployment.stateTopic, partitions: taskPartitions, configs: settings.state)
+        }
         kafka.create(Self.outputTopic, partitions: 1)
         kafka.create(Self.deadLetterTopic, partitions: 1)
         produced[inputTopic] = Array(repeating: [], count: inputPartitions)
@@ -185,9 +197,47 @@ final class World {
     /// The topics `Pipeline` makes sure of before the runners start (created where missing).
     private func ensureTopics() {
         if mode == .twoStage, kafka.topics[deployment.repartitionTopic] == nil {
-            kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions)
+            kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions, configs: InternalTopicSettings.shuffle)
         }
-        if kafka.topics[deployment.stateTopic] == nil { kafka.create(deployment.stateTopic, partitions: taskPartitions) }
+        if kafka.topics[deployment.stateTopic] == nil {
+            kafka.create(deployment.stateTopic, partitions: taskPartitions, configs: InternalTopicSettings.created)
+        }
+        checkInternalTopics()
+    }
+
+    /// What `Pipeline` checks of the internal topics before the runners start, through the
+    /// cluster's DescribeConfigs. A refusal is followed by the command it names, applied to the
+    /// cluster as an operator would, and the check again, which must pass. At the first start
+    /// of a schedule whose topics an operator set up, the verdict must be the one expected.
+    private func checkInternalTopics() {
+        let repartition = mode == .twoStage ? deployment.repartitionTopic : nil
+        let topics = [deployment.stateTopic] + (repartition.map { [$0] } ?? [])
+        func check() -> InternalTopicCheck.Verdict {
+            InternalTopicCheck.verdict(
+                cluster.topicConfigs(topics, timeoutMilliseconds: 0), stateTopic: deployment.stateTopic, repartitionTopic: repartition,
+                brokers: "kafka:9092")
+        }
+        let verdict = check()
+        topicWarnings += verdict.warnings.count
+        let found: InternalTopicSettings.Expected =
+            verdict.refusal != nil ? .refused : !verdict.warnings.isEmpty ? .warned : !verdict.unchecked.isEmpty ? .unchecked : .passes
+        if runners.isEmpty, let settings = scenario.internalTopics, found != settings.expected {
+            noted.append("the internal topics (\(settings)) were found \(found.rawValue): \(verdict)")
+        }
+        guard let refusal = verdict.refusal else { return }
+        topicRefusals += 1
+        // The operator runs the command the refusal ends with.
+        let words = "\(refusal)".split(separator: " ").map(String.init)
+        guard let named = words.firstIndex(of: "--entity-name").map({ words[$0 + 1] }), let topic = kafka.topics[named] else {
+            noted.append("the refusal names no topic to alter: \(refusal)")
+            return
+        }
+        if let added = words.firstIndex(of: "--add-config").map({ words[$0 + 1].split(separator: "=", maxSplits: 1).map(String.init) }), added.count == 2 {
+            topic.configs[added[0]] = added[1]
+        }
+        if let deleted = words.firstIndex(of: "--delete-config").map({ words[$0 + 1] }) { topic.configs[deleted] = nil }
+        batchNote = "refused to start (\(refusal)); the operator ran its command"
+        if let again = check().refusal { noted.append("the command of the refusal did not fix the topic: \(again)") }
     }
 
     private func normalizeStage() -> NormalizeStage {
