@@ -56,15 +56,16 @@ struct BroadlogSet: Sendable {
     /// A long id's actions carry its changed flag in their top bit.
     private static let longChangedBit: UInt8 = 0x80
 
+    // 28 bytes in all, so that a window's own small fields fill the rest of the last word
+    // (`DeliveryWindow`): a window of a few broadlogs costs what it did before changes were kept.
     private var entries: [Entry] = []
-    /// Ids longer than 15 bytes.
+    /// Ids longer than 15 bytes (their changed flag in the top bit of their actions).
     private var long: [String: UInt8] = [:]
-    private var inline = 0
     /// Where the entries flagged changed are, while they are few; nil once they were too many
     /// (handing them out then scans the table).
     private var changedSlots: [UInt32]? = []
-    /// Long ids flagged changed.
-    private var longChanged = 0
+    /// Entries in `entries`.
+    private var inline: UInt32 = 0
 
     init() {}
 
@@ -72,7 +73,7 @@ struct BroadlogSet: Sendable {
         if minimumCapacity > 0 { entries = Array(repeating: .empty, count: Self.capacity(for: minimumCapacity)) }
     }
 
-    var count: Int { inline + long.count }
+    var count: Int { Int(inline) + long.count }
     var isEmpty: Bool { count == 0 }
 
     /// Adds `bits` to the actions of `id` (adding the id if new); returns its actions before.
@@ -85,7 +86,7 @@ struct BroadlogSet: Sendable {
 
     @inline(__always)
     private mutating func merge(key: Entry, _ bits: UInt8, tracking: Bool) -> UInt8 {
-        if (inline + 1) * 4 > entries.count * 3 { grow() }
+        if (Int(inline) + 1) * 4 > entries.count * 3 { grow() }
         let mask = entries.count &- 1
         var slot = Int(truncatingIfNeeded: Self.hash(key)) & mask
         let (before, added, flagged) = entries.withUnsafeMutableBufferPointer { table -> (UInt8, Bool, Bool) in
@@ -115,9 +116,7 @@ struct BroadlogSet: Sendable {
         let before = stored & ~Self.longChangedBit
         let after = before | bits
         guard after != before else { return before }
-        let wasFlagged = stored & Self.longChangedBit != 0
-        long[id] = after | (tracking || wasFlagged ? Self.longChangedBit : 0)
-        if tracking && !wasFlagged { longChanged += 1 }
+        long[id] = after | (tracking || stored & Self.longChangedBit != 0 ? Self.longChangedBit : 0)
         return before
     }
 
@@ -160,12 +159,13 @@ struct BroadlogSet: Sendable {
         } else {
             for entry in entries where entry.changed { body(entry.id, entry.actions) }
         }
-        guard longChanged > 0 else { return }
         for (id, stored) in long where stored & Self.longChangedBit != 0 { body(id, stored & ~Self.longChangedBit) }
     }
 
     /// Whether any broadlog is flagged changed.
-    var hasChanges: Bool { changedSlots.map { !$0.isEmpty } ?? true || longChanged > 0 }
+    var hasChanges: Bool {
+        changedSlots.map { !$0.isEmpty } ?? entries.contains(where: \.changed) || long.values.contains { $0 & Self.longChangedBit != 0 }
+    }
 
     /// Forgets which broadlogs changed: they have been handed out.
     mutating func clearChanges() {
@@ -179,10 +179,7 @@ struct BroadlogSet: Sendable {
             }
         }
         changedSlots = []
-        if longChanged > 0 {
-            for (id, stored) in long where stored & Self.longChangedBit != 0 { long[id] = stored & ~Self.longChangedBit }
-            longChanged = 0
-        }
+        for (id, stored) in long where stored & Self.longChangedBit != 0 { long[id] = stored & ~Self.longChangedBit }
     }
 
     /// Twice the slots; every entry keeps its actions and its flag, and the flagged ones are

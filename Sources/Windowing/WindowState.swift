@@ -17,8 +17,11 @@ public struct WindowState: Sendable, Equatable {
     public var deliveryId: String
     public var windowStart: Int64
     public var counters: WindowCounters
-    /// Each broadlog once, with every action it showed.
+    /// Every broadlog with its actions. One named more than once (a list gathered from a
+    /// changelog's segments) has the union of its actions.
     public var broadlogs: [BroadlogActions]
+    /// How many distinct broadlogs `broadlogs` holds: what a window put back is sized for.
+    public var broadlogCount: Int
     /// The input position (`WindowInput.position`) of the last hit counted: a replayed hit at or
     /// below it is already in.
     public var countedThrough: Int64
@@ -26,13 +29,14 @@ public struct WindowState: Sendable, Equatable {
     public var emittedRevision: UInt32
 
     public init(
-        deliveryId: String, windowStart: Int64, counters: WindowCounters, broadlogs: [BroadlogActions], countedThrough: Int64,
-        emittedRevision: UInt32
+        deliveryId: String, windowStart: Int64, counters: WindowCounters, broadlogs: [BroadlogActions], broadlogCount: Int? = nil,
+        countedThrough: Int64, emittedRevision: UInt32
     ) {
         self.deliveryId = deliveryId
         self.windowStart = windowStart
         self.counters = counters
         self.broadlogs = broadlogs
+        self.broadlogCount = broadlogCount ?? broadlogs.count
         self.countedThrough = countedThrough
         self.emittedRevision = emittedRevision
     }

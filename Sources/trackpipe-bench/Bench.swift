@@ -18,6 +18,7 @@ struct TrackpipeBench: ParsableCommand {
             SoakBenchmark.self,
             RestoreBenchmark.self,
             StateBenchmark.self,
+            CampaignBenchmark.self,
             FreshnessBenchmark.self,
             SimulateBenchmark.self,
         ]

@@ -163,7 +163,8 @@ struct TaskChangelog: Sendable {
 
     private func head(_ change: WindowChange, naming segments: Range<UInt32>) -> ChangelogRecord.Head {
         ChangelogRecord.Head(
-            counters: change.counters, countedThrough: change.countedThrough, emittedRevision: change.emittedRevision, segments: segments)
+            counters: change.counters, countedThrough: change.countedThrough, emittedRevision: change.emittedRevision, segments: segments,
+            broadlogCount: change.broadlogCount)
     }
 
     /// `broadlogs` in segments numbered from `first`, each at most `ChangelogRecord.segmentBytes`
@@ -375,7 +376,7 @@ struct TaskChangelog: Sendable {
             entryBytes: entryBytes)
         return WindowState(
             deliveryId: window.deliveryId, windowStart: window.windowStart, counters: head.counters, broadlogs: broadlogs,
-            countedThrough: head.countedThrough, emittedRevision: head.emittedRevision)
+            broadlogCount: head.broadlogCount, countedThrough: head.countedThrough, emittedRevision: head.emittedRevision)
     }
 
     var isRestoring: Bool { restoring != nil }

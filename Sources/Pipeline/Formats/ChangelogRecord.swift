@@ -71,12 +71,16 @@ public enum ChangelogRecord {
         public var emittedRevision: UInt32
         /// The numbers of the segments that hold the window's broadlogs (empty: none yet).
         public var segments: Range<UInt32>
+        /// How many distinct broadlogs they hold (a broadlog that showed another action later is
+        /// in more than one): what the window read back is sized for.
+        public var broadlogCount: Int
 
-        public init(counters: WindowCounters, countedThrough: Int64, emittedRevision: UInt32, segments: Range<UInt32>) {
+        public init(counters: WindowCounters, countedThrough: Int64, emittedRevision: UInt32, segments: Range<UInt32>, broadlogCount: Int) {
             self.counters = counters
             self.countedThrough = countedThrough
             self.emittedRevision = emittedRevision
             self.segments = segments
+            self.broadlogCount = broadlogCount
         }
     }
 
@@ -220,6 +224,7 @@ public enum ChangelogRecord {
         for counter in WindowCounters.all { appendVarint(UInt64(head.counters[keyPath: counter.keyPath]), to: &bytes) }
         appendVarint(UInt64(head.segments.lowerBound), to: &bytes)
         appendVarint(UInt64(head.segments.count), to: &bytes)
+        appendVarint(UInt64(head.broadlogCount), to: &bytes)
         return bytes
     }
 
@@ -231,8 +236,11 @@ public enum ChangelogRecord {
             for counter in WindowCounters.all { counters[keyPath: counter.keyPath] = try narrow(try reader.varint(), counter.name) }
             let first: UInt32 = try narrow(try reader.varint(), "first segment")
             let count: UInt32 = try narrow(try reader.varint(), "segment count")
+            let broadlogs: UInt32 = try narrow(try reader.varint(), "broadlog count")
             guard first <= UInt32.max - count, reader.isAtEnd else { throw DecodingError(description: "changelog head with trailing bytes") }
-            return Head(counters: counters, countedThrough: counted, emittedRevision: emitted, segments: first..<(first + count))
+            return Head(
+                counters: counters, countedThrough: counted, emittedRevision: emitted, segments: first..<(first + count),
+                broadlogCount: Int(broadlogs))
         }
     }
 

@@ -698,8 +698,8 @@ struct ChangelogTests {
         var counters = WindowCounters()
         (counters.impressions, counters.clicks, counters.uniqueImpressions, counters.uniqueClicks) = (3, 1, 2, 1)
         (counters.dismissals, counters.push, counters.android) = (1, 4, 4)
-        let head = ChangelogRecord.Head(counters: counters, countedThrough: 300, emittedRevision: 4, segments: 5..<7)
-        let headBytes: [UInt8] = [2, 0x57, 0xD8, 0x04, 4, 3, 1, 0, 2, 1, 0, 1, 4, 0, 0, 0, 4, 0, 5, 2]
+        let head = ChangelogRecord.Head(counters: counters, countedThrough: 300, emittedRevision: 4, segments: 5..<7, broadlogCount: 200)
+        let headBytes: [UInt8] = [2, 0x57, 0xD8, 0x04, 4, 3, 1, 0, 2, 1, 0, 1, 4, 0, 0, 0, 4, 0, 5, 2, 0xC8, 0x01]
         #expect(ChangelogRecord.Entry.head(window, head).encoded.value == headBytes)
         let long = String(repeating: "x", count: 40)
         let broadlogs = [BroadlogActions(id: "b1", actions: 1), BroadlogActions(id: long, actions: 4)]
