@@ -69,7 +69,8 @@ struct TaskChangelog: Sendable {
     private var evictedAwaitingRelease: [(window: WindowKey, mark: Int64)] = []
     private var evictedAwaitingCommit: [(window: WindowKey, mark: Int64)] = []
     private var tombstonesDue: [WindowKey] = []
-    /// Segments no head names, found reading the state back: deleted with the next write.
+    /// Segments no head names, and heads naming a segment that is gone, found reading the state
+    /// back: deleted with the next write.
     private var orphans: [ChangelogRecord.Key] = []
 
     // MARK: Writing
@@ -181,14 +182,14 @@ struct TaskChangelog: Sendable {
         for (index, broadlog) in broadlogs.enumerated() {
             let bytes = ChangelogRecord.encodedSize(of: broadlog)
             if size + bytes > ChangelogRecord.segmentBytes && index > start {
-                entries.append(.segment(window, number: first + UInt32(entries.count), broadlogs: Array(broadlogs[start..<index])))
+                entries.append(.segment(window, number: first + UInt32(entries.count), broadlogs: broadlogs[start..<index]))
                 start = index
                 size = 0
             }
             size += bytes
             total += bytes
         }
-        entries.append(.segment(window, number: first + UInt32(entries.count), broadlogs: Array(broadlogs[start...])))
+        entries.append(.segment(window, number: first + UInt32(entries.count), broadlogs: broadlogs[start...]))
         return (entries, total + entries.count * perRecord, total)
     }
 
@@ -339,7 +340,10 @@ struct TaskChangelog: Sendable {
                     if head.emittedRevision > 0, entry.offset >= (committedChangelog ?? 0) { restored.unconfirmed.append(window) }
                     footprint = named
                 } else {
+                    // A segment it names is gone (lost, or a tombstone's deletion raced the read):
+                    // the window cannot be read back, and its head goes with its segments.
                     restored.unreadable += 1
+                    orphans.append(.head(window))
                 }
             }
             // Every held segment no head names is left over from a write cut short (a window's

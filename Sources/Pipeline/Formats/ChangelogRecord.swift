@@ -94,7 +94,9 @@ public enum ChangelogRecord {
     /// One record of a changelog, as written and as read back.
     public enum Entry: Sendable, Equatable {
         case head(WindowKey, Head)
-        case segment(WindowKey, number: UInt32, broadlogs: [BroadlogActions])
+        /// A segment's broadlogs: a slice of a window's list, so that cutting a large window into
+        /// segments copies nothing.
+        case segment(WindowKey, number: UInt32, broadlogs: ArraySlice<BroadlogActions>)
         case task(TaskState)
         /// The record of this key is deleted.
         case tombstone(Key)
@@ -181,7 +183,7 @@ public enum ChangelogRecord {
     }
 
     /// The value of a segment with these broadlogs.
-    static func encodeSegment(_ broadlogs: [BroadlogActions]) -> [UInt8] {
+    static func encodeSegment(_ broadlogs: ArraySlice<BroadlogActions>) -> [UInt8] {
         var bytes: [UInt8] = [version, Tag.segment.rawValue]
         bytes.reserveCapacity(2 + broadlogs.count * 10)
         for entry in broadlogs {
@@ -272,7 +274,7 @@ public enum ChangelogRecord {
         switch key {
         case .task: return .task(try decodeTask(value))
         case .head(let window): return .head(window, try decodeHead(value))
-        case .segment(let window, let number): return .segment(window, number: number, broadlogs: try decodeSegment(value))
+        case .segment(let window, let number): return .segment(window, number: number, broadlogs: try decodeSegment(value)[...])
         }
     }
 

@@ -704,10 +704,30 @@ struct ChangelogTests {
         let long = String(repeating: "x", count: 40)
         let broadlogs = [BroadlogActions(id: "b1", actions: 1), BroadlogActions(id: long, actions: 4)]
         let segmentBytes: [UInt8] = [2, 0x53, 2 << 3 | 1, 0x62, 0x31, 31 << 3 | 4, 40] + Array(long.utf8)
-        #expect(ChangelogRecord.Entry.segment(window, number: 5, broadlogs: broadlogs).encoded.value == segmentBytes)
+        #expect(ChangelogRecord.Entry.segment(window, number: 5, broadlogs: broadlogs[...]).encoded.value == segmentBytes)
         #expect(try ChangelogRecord.decode(.head(window), value: headBytes) == .head(window, head))
-        #expect(try ChangelogRecord.decode(.segment(window, number: 5), value: segmentBytes) == .segment(window, number: 5, broadlogs: broadlogs))
+        #expect(try ChangelogRecord.decode(.segment(window, number: 5), value: segmentBytes) == .segment(window, number: 5, broadlogs: broadlogs[...]))
         #expect(try ChangelogRecord.decode(.head(window), value: nil) == .tombstone(.head(window)))
         #expect(ChangelogRecord.encodedSize(of: broadlogs[0]) == 3 && ChangelogRecord.encodedSize(of: broadlogs[1]) == 42)
+    }
+
+    @Test("a window whose head names a segment the partition no longer holds is skipped as unreadable, and its head and segments are deleted with the next write")
+    func headNamingAMissingSegment() throws {
+        let arena = RecordArena()
+        let records = input(arena, count: 30)
+        let run = try recordedRun(records, batch: 10)
+        var changelog = run.flatMap(\.write)
+        let lost = try #require(changelog.lastIndex { if case .segment? = ChangelogRecord.decodeKey($0.key) { $0.value != nil } else { false } })
+        changelog.remove(at: lost)
+        changelog = changelog.enumerated().map { StateRecord(offset: Int64($0.offset), key: $0.element.key, value: $0.element.value) }
+        var next = try takeOver(from: nil, changelog: changelog, now: Self.base + 1)
+        let notice = next.drainReport().notices.joined()
+        #expect(notice.contains("1 of them unreadable"), "\(notice)")
+        var topics = Topics()
+        topics.changelog = changelog
+        var sink = RecordingSink()
+        try next.process(records, now: Self.base + 2, into: &sink)
+        _ = try commit(&next, into: &topics, now: Self.base + 2)
+        #expect(Self.untidy(topics.compacted).isEmpty, "\(Self.untidy(topics.compacted))")
     }
 }
