@@ -21,7 +21,7 @@ struct RunCommand: ParsableCommand {
 
             The input topic must exist: a missing one exits 1 at start-up, before any group is joined (the repartition and state topics are created where the cluster allows). A restart reads each window task's state back from the state topic and goes on from the committed offsets; both groups commit what they processed.
 
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster (a --window other than the group's, more input partitions than a checkpoint holds); 65 when an --until-end run found offsets of its input never delivered (it writes what it read and names them first), unless --allow-lost-input.
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster (a --window other than the group's, more input partitions than a checkpoint holds, a state topic that deletes by time or size or a compacted repartition topic, where the cluster says their settings); 65 when an --until-end run found offsets of its input never delivered (it writes what it read and names them first), unless --allow-lost-input.
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
@@ -32,7 +32,7 @@ struct RunCommand: ParsableCommand {
     var group: String?
     @Option(help: "Internal topic between the normalize and aggregate stages, keyed by delivery. (env TRACKPIPE_REPARTITION_TOPIC, default <group>-repartition)")
     var repartitionTopic: String?
-    @Option(help: "Compacted topic the window tasks keep their state in, one partition per task; created if missing. (env TRACKPIPE_STATE_TOPIC, default <group>-state)")
+    @Option(help: "Compacted topic the window tasks keep their state in, one partition per task; created if missing. Where the cluster says its settings, one that deletes by time or size is refused at start with the command that fixes it. (env TRACKPIPE_STATE_TOPIC, default <group>-state)")
     var stateTopic: String?
     @Flag(help: "The input is already keyed by deliveryId: skip the repartition stage and window the input directly. (env TRACKPIPE_INPUT_KEYED_BY_DELIVERY)")
     var inputKeyedByDelivery = false
