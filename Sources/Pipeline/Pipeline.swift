@@ -79,7 +79,7 @@ public final class Pipeline: Sendable {
         brokerWatch.start()
         watch.withLock { $0 = brokerWatch }
         defer { brokerWatch.stop() }
-        guard let composition = try untilTheClusterAnswers(admin: admin, { try config.inputKeyedByDelivery ? prepareSingleStage() : prepareTwoStages() })
+        guard let composition = try untilTheClusterAnswers(admin: admin, { try config.inputKeyedByDelivery ? prepareSingleStage(admin: admin) : prepareTwoStages(admin: admin) })
         else {
             logger.notice("stopped before a Kafka broker answered: nothing was read, nothing committed")
             return PipelineSummary(stages: [], elapsedMilliseconds: wallClockMillis() - started)
@@ -158,11 +158,11 @@ public final class Pipeline: Sendable {
     // MARK: Compositions
 
     /// What the start-up asks of the cluster, then the run itself (as the closure returned).
-    private func prepareSingleStage() throws -> () throws -> [StageSummary] {
+    private func prepareSingleStage(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: nil)
         let partitions = try inputPartitions()
         // What the group is fixed to, and who writes its state topic, before it is joined; a
         // group last run with two stages (or by another tool) is refused too.
-        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         let commits = try GroupIdentityCheck.check(config: config, inputPartitions: partitions, admin: admin, logger: logger)
         for start in commits.input {
             if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, identity: config.identity, group: config.group) {
@@ -170,7 +170,8 @@ public final class Pipeline: Sendable {
             }
         }
         try checkOutputWindows()
-        try ensureStateTopic(partitions: partitions)
+        let created = try ensureStateTopic(partitions: partitions) ? [config.effectiveStateTopic] : []
+        try topicSettings.check(created: created, logger: logger)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: taskWindow(partitions: partitions), parallelism: config.shards, identity: config.identity, group: config.group)
@@ -188,7 +189,8 @@ public final class Pipeline: Sendable {
         return { [try runner.run()] }
     }
 
-    private func prepareTwoStages() throws -> () throws -> [StageSummary] {
+    private func prepareTwoStages(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: config.effectiveRepartitionTopic)
         let sources = try inputPartitions()
         guard Checkpoint.fits(sourcePartitions: sources, identity: config.identity) else {
             throw PipelineError.configuration(
@@ -198,7 +200,6 @@ public final class Pipeline: Sendable {
         // What the group is fixed to, and who writes its internal topics, before either group
         // is joined or anything is created or written; a group last run with one stage is
         // refused too, as is an aggregate group whose commits another tool made.
-        let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         let commits = try GroupIdentityCheck.check(config: config, inputPartitions: sources, admin: admin, logger: logger)
         for start in commits.input {
             _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, identity: config.identity, group: config.group, now: 0)
@@ -209,8 +210,10 @@ public final class Pipeline: Sendable {
             }
         }
         try checkOutputWindows()
-        let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
-        try ensureStateTopic(partitions: repartitions)
+        let (repartitions, repartitionCreated) = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
+        let stateCreated = try ensureStateTopic(partitions: repartitions)
+        try topicSettings.check(
+            created: (repartitionCreated ? [repartitionTopic] : []) + (stateCreated ? [config.effectiveStateTopic] : []), logger: logger)
         let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic])
         // Marks every 100 ms (one per tick, every 200 ms, while records flow): a window task
         // hears a source's event time through the events routed to it, which for a task of few
@@ -375,13 +378,13 @@ public final class Pipeline: Sendable {
     }
 
     /// Makes sure the state topic exists, compacted, with one partition per window task; creates
-    /// it where the cluster allows.
-    private func ensureStateTopic(partitions: Int) throws {
+    /// it where the cluster allows. Returns whether it created it.
+    private func ensureStateTopic(partitions: Int) throws -> Bool {
         let topic = config.effectiveStateTopic
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         if let count = try Self.existingPartitionCount(of: topic, admin: admin) {
             guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
-            return
+            return false
         }
         do {
             try admin.createTopic(topic, partitions: partitions, config: ["cleanup.policy": "compact"])
@@ -389,7 +392,7 @@ public final class Pipeline: Sendable {
                 if let count = try? admin.partitionCount(of: topic) {
                     guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
                     logger.notice("created the state topic \(topic) with \(count) partitions")
-                    return
+                    return true
                 }
                 usleep(200_000)
             }
@@ -418,22 +421,22 @@ public final class Pipeline: Sendable {
     ]
 
     /// The repartition topic's partition count, creating the topic (as many partitions as the
-    /// input, `repartitionTopicConfig`) where the cluster allows.
-    private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> Int {
+    /// input, `repartitionTopicConfig`) where the cluster allows; and whether it created it.
+    private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> (count: Int, created: Bool) {
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         if let count = try Self.existingPartitionCount(of: topic, admin: admin) {
             if count != partitions {
                 logger.notice(
                     "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate parallelism is bounded by \(count)")
             }
-            return count
+            return (count, false)
         }
         do {
             try admin.createTopic(topic, partitions: partitions, config: Self.repartitionTopicConfig)
             for _ in 0..<50 {
                 if let count = try? admin.partitionCount(of: topic) {
                     logger.notice("created the repartition topic \(topic) with \(count) partitions")
-                    return count
+                    return (count, true)
                 }
                 usleep(200_000)
             }

@@ -289,24 +289,24 @@ struct GroupIdentityTests {
         let source = ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: Self.minute)
         var task = ChangelogRecord.TaskState(processedMark: 10, evictedBefore: 0, lineage: 0, source: source)
         task.group = "g1"
-        #expect(try ChangelogRecord.decodeTask(ChangelogRecord.taskValue(task)) == task)
+        #expect(try ChangelogRecord.decodeTask(ChangelogRecord.encodeTask(task)) == task)
         // A task of g2 (same input, same kind) finds g1's state last in the partition: a new line.
         var foreign = TaskChangelog()
         foreign.beginRestore(.lastWritten, source: source, group: "g2")
-        foreign.apply(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))
+        foreign.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
         let fresh = foreign.finishRestore(committedChangelog: nil)
         #expect(fresh.task == nil && foreign.lineage == 1, "g2 began its own line at the partition's end")
         // g1's own next owner continues it.
         var own = TaskChangelog()
         own.beginRestore(.lastWritten, source: source, group: "g1")
-        own.apply(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))
+        own.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
         #expect(own.finishRestore(committedChangelog: nil).task == task && own.lineage == 0)
         // A task of g1 counting windows of another size (its first owner died before it
         // committed, and the group was started again with another --window): a new line too.
         var resized = TaskChangelog()
         resized.beginRestore(
             .lastWritten, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: 5 * Self.minute), group: "g1")
-        resized.apply(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))
+        resized.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
         #expect(resized.finishRestore(committedChangelog: nil).task == nil && resized.lineage == 1)
     }
 

@@ -63,6 +63,29 @@ struct SimulationTests {
         }
     }
 
+    @Test("the window stage killed at any record of a state write, in the middle of merges among them: every count restores exactly")
+    func stateWritesCutShort() {
+        let outcomes = [ScheduleFamily.stateCrash, .stateCrashOneStage].flatMap { family in
+            (0..<Self.schedulesPerFamily).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: family, options: Self.quick) }
+        }
+        for outcome in outcomes where !outcome.passed { Issue.record("\(outcome.report())") }
+        let cuts = outcomes.reduce(0) { $0 + $1.stats.stateWriteCuts }
+        let merges = outcomes.reduce(0) { $0 + $1.stats.mergeCuts }
+        #expect(cuts >= 40, "only \(cuts) state writes were cut short")
+        #expect(merges >= 3, "only \(merges) cuts fell inside a merge")
+    }
+
+    @Test("internal topics set up by an operator: a state topic that would lose state, or a compacted repartition topic, is refused at start, the command the refusal names fixes it, and the run is exact; a short repartition retention is warned of; a cluster that does not describe topics is not checked")
+    func internalTopicSettings() {
+        let outcomes = (0..<Self.schedulesPerFamily).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: .topicSettings, options: Self.quick) }
+        for outcome in outcomes where !outcome.passed { Issue.record("\(outcome.report())") }
+        let seen = Set(outcomes.compactMap { $0.schedule.scenario.internalTopics?.expected })
+        #expect(seen == [.passes, .refused, .warned, .unchecked], "\(seen)")
+        let refused = outcomes.filter { $0.schedule.scenario.internalTopics?.expected == .refused }
+        #expect(refused.allSatisfy { $0.stats.topicRefusals == 1 && $0.passed })
+        #expect(outcomes.filter { $0.stats.topicWarnings > 0 }.count == outcomes.filter { $0.schedule.scenario.internalTopics?.expected == .warned }.count)
+    }
+
     @Test("a seed replays exactly: the same operations give the same output, dead letters and verdict")
     func replaysExactly() {
         // Several seeds: dictionaries iterate in an order that differs from one instance to the
@@ -162,6 +185,7 @@ struct SimulationTests {
         case .lossyCompaction: .chaosOneStage
         case .overtakenRecords: .eventTime
         case .purgePastCommit: .purge
+        case .unorderedStateWrite: .stateCrash
         case .skipOneRecord, .reemitStaleRecord: .steady
         }
         var options = ScheduleFamily.knownFailing[family]?.narrowed(Self.quick) ?? Self.quick
@@ -174,7 +198,7 @@ struct SimulationTests {
         #expect(caught.count >= 3, "\(fault.rawValue) was caught in only \(caught.count) of 30 schedules of \(family.rawValue)")
         let kinds = Set(caught.flatMap { $0.discrepancies.map(\.kind) })
         switch fault {
-        case .lossyCompaction, .skipOneRecord:
+        case .lossyCompaction, .skipOneRecord, .unorderedStateWrite:
             #expect(!kinds.isDisjoint(with: [.lastRecord, .missingKey, .missingDeadLetter, .accounting, .revisionWentBack]), "\(kinds)")
         case .reemitStaleRecord:
             #expect(kinds.isSuperset(of: [.lastRecord, .revisionWentBack]), "\(kinds)")

@@ -493,7 +493,8 @@ struct StageTests {
         try stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
         let task = ChangelogRecord.TaskState(
             processedMark: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: Self.minute))
-        stage.restoreState([StateRecord(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))], partition: 2)
+        let record = ChangelogRecord.Entry.task(task).encoded
+        stage.restoreState([StateRecord(offset: 0, key: record.key, value: record.value)], partition: 2)
         try stage.stateRestored(partition: 2, now: 1)
         #expect(stage.ownedPartitions == [0, 2])
         #expect(stage.commitPoints()[0] == kept, "partition 0's task is the same one")

@@ -66,6 +66,12 @@ public struct ScheduleStats: Sendable {
     public var outputRecords = 0
     public var keys = 0
     public var crashes = 0
+    /// Deaths in the middle of a state write, and of those, the ones inside a merge.
+    public var stateWriteCuts = 0
+    public var mergeCuts = 0
+    /// Starts refused for the internal topics' settings, and warnings of them.
+    public var topicRefusals = 0
+    public var topicWarnings = 0
     public var rebalances = 0
     /// Times a key's revision went down after a crash (a failure unless strict revisions are
     /// off, see `Discrepancy.Kind`).
@@ -94,6 +100,8 @@ public struct ScheduleStats: Sendable {
     public var description: String {
         var text =
             "\(operations) operations, \(messages) messages (\(countedHits) hits to count, \(tooLate) too_late), \(deadLetters) dead letters, \(outputRecords) output records over \(keys) keys, \(crashes) crashes, \(rebalances) rebalances"
+        if stateWriteCuts > 0 { text += ", \(stateWriteCuts) state writes cut short (\(mergeCuts) in a merge)" }
+        if topicRefusals > 0 || topicWarnings > 0 { text += ", \(topicRefusals) starts refused and \(topicWarnings) warnings for the internal topics" }
         if steppedBackAfterCrash > 0 { text += ", \(steppedBackAfterCrash) revisions stepped back after a crash" }
         if refusals > 0 { text += ", \(refusals) switches refused" }
         if generations > 1 { text += ", \(generations) generations (\(steppedBackAcrossGenerations) keys recounted from a lower revision)" }

@@ -43,6 +43,9 @@ public struct Scenario: Sendable, CustomStringConvertible {
     /// takes to carry a purge out.
     public var purgeInterval: Int64 = 0
     public var purgeDelay: Int64 = 0
+    /// The settings of the repartition and state topics before the first start (nil: none, as
+    /// trackpipe creates them).
+    public var internalTopics: InternalTopicSettings? = nil
 
     public func has(_ feature: Feature) -> Bool { features.contains(feature) }
 
@@ -77,7 +80,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
             parallelism: features.contains(.lanes) && twoLanes ? 2 : 1,
             batchBytes: features.contains(.smallRecords) && smallRecords ? recordBytes : 256 * 1024,
             // In lockstep every partition must keep receiving hits, or it would go idle.
-            rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : drawnRate, deliveries: random.int(2...10),
+            rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : spec.busyWindows ? 3 * drawnRate : drawnRate,
+            deliveries: spec.busyWindows ? min(2, random.int(2...10)) : random.int(2...10),
             badRate: features.contains(.badMessages) ? 0.03 : 0,
             duplicateRate: features.contains(.retries) ? 0.05 : 0,
             trackingOffEvery: features.contains(.trackingOff) ? trackingOffEvery : 1_000_000,
@@ -125,6 +129,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             drainByFinish ? "ends with finish" : "ends with a far tick",
             lockstep ? "lockstep" : nil,
             purgeInterval > 0 ? "purges every \(purgeInterval) ms, carried out after \(purgeDelay) ms" : nil,
+            internalTopics.map { "topics: \($0)" },
         ].compactMap { $0 }
         parts.append("features: " + features.sorted().map(\.rawValue).joined(separator: ","))
         return parts.joined(separator: "; ")

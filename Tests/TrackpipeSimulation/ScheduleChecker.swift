@@ -67,6 +67,10 @@ struct ScheduleChecker {
         var stats = ScheduleStats()
         stats.operations = world.steps
         stats.crashes = world.crashes
+        stats.stateWriteCuts = world.stateWriteCuts
+        stats.topicRefusals = world.topicRefusals
+        stats.topicWarnings = world.topicWarnings
+        stats.mergeCuts = world.mergeCuts
         stats.rebalances = world.rebalances
         stats.generations = world.generations.count
         stats.refusals = world.refusals.count

@@ -47,6 +47,10 @@ public enum Fault: String, Sendable, CaseIterable {
     /// The brokers carry a purge out to the partition's end, whatever it asked: records no one
     /// has counted yet are gone.
     case purgePastCommit = "purge-past-commit"
+    /// A state write cut short by a death keeps its deletions (tombstones) although records sent
+    /// before them were lost: the order Kafka keeps within a partition is what makes a cut merge
+    /// harmless, and without it a window's segments go while its head still names them.
+    case unorderedStateWrite = "unordered-state-write"
 }
 
 /// How big schedules are: the number of steps and the rate of hits.

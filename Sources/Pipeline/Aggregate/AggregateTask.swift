@@ -126,21 +126,17 @@ struct AggregateTask: WindowTask {
             EventTimeMath.add(EventTimeMath.add(window.windowStart, config.size), config.retention) <= evictedBefore
         }
         let finals = restored.windows.filter { isFinal($0.key) }
-        let malformed = engine.restore(restored.windows.filter { !isFinal($0.key) })
+        engine.restore(restored.windows.filter { !isFinal($0.key) })
         engine.finishRestore()
         if let task = restored.task { resume(from: task, windows: restored.windows, finals: finals.map(\.key), now: now) }
         // Windows whose last emission may not have reached the output go out again with the
         // first commit, as the state read back has them (later emissions of the same window
         // carry higher revisions and win).
         let unconfirmed = Set(restored.unconfirmed)
-        for final in finals where unconfirmed.contains(final.key) {
-            if let record = final.record(windowSize: config.size) { Self.keepLatest(record, in: &held) }
-        }
+        for final in finals where unconfirmed.contains(final.key) { Self.keepLatest(final.record(windowSize: config.size), in: &held) }
         for record in engine.currentRecords(restored.unconfirmed.filter { !isFinal($0) }) { Self.keepLatest(record, in: &held) }
         if phase.handle(.stateRead(belowMark: offsets.isReplaying)) { engine.replayFinished(partition: partition) }
-        var report = restored
-        report.unreadable += malformed
-        return report
+        return restored
     }
 
     /// Stops a task whose changelog cannot be what its commit says it wrote: another run's
@@ -219,13 +215,16 @@ struct AggregateTask: WindowTask {
         hold(engine.flushAll())
     }
 
-    /// The changelog records for what changed since the last commit.
+    /// The changelog records for what changed since the last commit: each window's change, or
+    /// its whole state where the changelog folds its records into one write.
     mutating func changelogEntries() -> [ChangelogRecord.Entry] {
         guard !phase.isRestoring, let processed = offsets.processedMark ?? offsets.committed else { return [] }
         let task = ChangelogRecord.TaskState(
             processedMark: max(processed, offsets.previousMark ?? processed), evictedBefore: engine.evictionHorizon,
             watermark: engine.watermark)
-        return changelog.entries(for: engine.exportChanges(), task: task)
+        let changes = engine.exportChanges()
+        let merged = changelog.merges(for: changes)
+        return changelog.entries(for: changes, complete: merged.isEmpty ? [] : engine.states(of: merged), task: task)
     }
 
     /// The offsets are committed at the commit point.

@@ -17,6 +17,17 @@ enum Varint {
         Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1)
     }
 
+    /// How many bytes `value` takes.
+    static func size(of value: UInt64) -> Int {
+        var size = 1
+        var value = value
+        while value >= 0x80 {
+            size += 1
+            value >>= 7
+        }
+        return size
+    }
+
     /// Writes `value` at `at` (`maxBytes` of room must be there) and returns where it ends.
     @inline(__always)
     static func write(_ value: UInt64, to raw: UnsafeMutableRawPointer, at: Int) -> Int {
