@@ -33,22 +33,21 @@ struct ChangelogRestoreTests {
         let cuts = Array((touched.min()! + 1)...touched.max()!)
         #expect(cuts.count >= 2, "the merge takes several records: \(touched)")
 
-        let broker = try EmbeddedBroker()
-        try broker.createTopic("hits", partitions: 1)
-        try broker.createTopic("dlq", partitions: 1)
-        let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "linger.ms": "5", "log_level": "3"]))
-        for record in records {
-            try producer.send(topic: "hits", partition: 0, key: nil, value: record.value, timestamp: record.timestamp)
-        }
         let point = try #require(run[commit - 1].point)
+        // The recorded state and commit are the test group's (`g`, its state topic `g-state`),
+        // which a worker checks before it joins: a broker of its own for each cut.
+        let group = TestGroup.name
         for cut in cuts {
-            let group = "merge-cut-\(cut)"
-            try broker.createTopic("\(group)-state", partitions: 1)
-            try broker.createTopic("\(group)-out", partitions: 1)
+            let broker = try EmbeddedBroker()
+            for topic in ["hits", "dlq", TestGroup.stateTopic, "\(group)-out"] { try broker.createTopic(topic, partitions: 1) }
+            let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "linger.ms": "5", "log_level": "3"]))
+            for record in records {
+                try producer.send(topic: "hits", partition: 0, key: nil, value: record.value, timestamp: record.timestamp)
+            }
             for record in run[..<commit].flatMap(\.write) + write.prefix(cut) {
                 try record.key.withUnsafeBytes { key in
                     try record.value.withOptionalBytes { value in
-                        try producer.send(topic: "\(group)-state", partition: 0, key: key, value: value)
+                        try producer.send(topic: TestGroup.stateTopic, partition: 0, key: key, value: value)
                     }
                 }
             }
