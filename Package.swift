@@ -7,11 +7,13 @@ import PackageDescription
 // engine value driven by its caller with the clock passed in; no I/O, no thread, queue or lock)
 // Pipeline (wires Kafka, domain and engine; its lanes, on Dispatch, are the one place window work
 // runs in parallel) -> TrackpipeCLI (commands) -> trackpipe (executable).
-// Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench) and
-// trackpipe-bench (the benchmarks, docs/performance.md). Under Tests/, and linked by no product:
-// TrackpipeTestSupport (the reference model), TrackpipeSimulation (the deterministic simulator,
-// which runs Pipeline's real runners and stages against a simulated cluster standing in for
-// Kafka's protocols, docs/simulation.md) and trackpipe-check (their long runs and the soak).
+// Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench),
+// trackpipe-bench (the benchmarks, docs/performance.md) and Benchmarking (the processes and
+// measures the benchmarks share). Under Tests/, and linked by no product: TrackpipeTestSupport
+// (the reference model), TrackpipeSimulation (the deterministic simulator, which runs Pipeline's
+// real runners and stages against a simulated cluster standing in for Kafka's protocols,
+// docs/simulation.md) and trackpipe-check (their long runs, the soak and the state benchmark,
+// whose outputs the reference model checks).
 let package = Package(
     name: "trackpipe",
     platforms: [.macOS(.v14)],
@@ -69,10 +71,16 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "trackpipe", dependencies: ["TrackpipeCLI"]),
+        // What the benchmarks and trackpipe-check's state benchmark share: the broker and workers
+        // in processes of their own, their CPU and memory, the builds compared, medians.
+        .target(
+            name: "Benchmarking",
+            dependencies: ["Kafka", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .executableTarget(
             name: "trackpipe-bench",
             dependencies: [
-                "Kafka", "TrackingDomain", "Windowing", "Pipeline", "HitGenerator",
+                "Kafka", "TrackingDomain", "Windowing", "Pipeline", "HitGenerator", "Benchmarking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -98,13 +106,14 @@ let package = Package(
             name: "TrackpipeSimulation",
             dependencies: ["Pipeline", "Kafka", "CRdKafka", "Windowing", "TrackingDomain", "HitGenerator", "TrackpipeTestSupport"],
             path: "Tests/TrackpipeSimulation"),
-        // The long checks, not part of CI (docs/simulation.md, docs/reliability.md): `simulate`
-        // and `simulate-runner` run the simulators for as long as asked, `soak` a live stream
-        // against the reference model. A tool, not a product: it links the test modules.
+        // The long checks, not part of CI (docs/simulation.md, docs/reliability.md,
+        // docs/performance.md): `simulate` and `simulate-runner` run the simulators for as long as
+        // asked, `soak` a live stream against the reference model, `state` the state benchmark,
+        // whose outputs the reference model checks. A tool, not a product: it links the test modules.
         .executableTarget(
             name: "trackpipe-check",
             dependencies: [
-                "Kafka", "HitGenerator", "TrackpipeTestSupport", "TrackpipeSimulation",
+                "Kafka", "HitGenerator", "TrackpipeTestSupport", "TrackpipeSimulation", "Benchmarking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tests/TrackpipeCheck"),

@@ -29,6 +29,10 @@ public struct Accounting: Sendable, Equatable {
     /// Changelog records read back to restore window state (not messages of the input, so
     /// outside the balance).
     public var restored = 0
+    /// Part of the `too_late` dead letters: hits that crossed the shuffle without their
+    /// original message, dead-lettered as trackpipe normalized them (`OriginalRule`'s
+    /// exceptions: the memory cap, or a record overtaken beyond the allowance).
+    public var lateWithoutOriginal = 0
     /// A backfill of a time range (`replay --from/--to`) reads more than its range (from a
     /// retention before it, to the end of the topic) and writes only what belongs to it: the
     /// messages about a window outside the range are read and left aside, counted here and in
@@ -54,6 +58,7 @@ public struct Accounting: Sendable, Equatable {
     /// list names every stored `Int`).
     static let counters: [WritableKeyPath<Accounting, Int> & Sendable] = [
         \.consumed, \.accepted, \.replayedFinal, \.duplicates, \.replayed, \.marks, \.emitted, \.staleDropped, \.offsetGaps, \.restored,
+        \.lateWithoutOriginal,
         \.acceptedOutsideRange,
     ]
 

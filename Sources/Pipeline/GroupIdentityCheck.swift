@@ -79,7 +79,7 @@ enum GroupIdentityCheck {
         if let states = try Pipeline.existingPartitionCount(of: state, admin: admin) {
             let owners = try NewestRecords.find(in: state, partitions: states, consumerConfig: reader, logger: consumerLogger) {
                 (record: ConsumerRecord) -> String? in
-                guard let key = record.key, key.elementsEqual(ChangelogRecord.taskKey), let value = record.value else { return nil }
+                guard let key = record.key, key.elementsEqual(ChangelogRecord.encodeKey(.task)), let value = record.value else { return nil }
                 return try? ChangelogRecord.decodeTask(Array(value)).group
             }
             if let (partition, other) = Self.otherWriter(owners, than: config.group) {

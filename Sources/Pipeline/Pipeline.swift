@@ -162,6 +162,7 @@ public final class Pipeline: Sendable {
 
     /// What the start-up asks of the cluster, then the run itself (as the closure returned).
     private func prepareSingleStage(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: nil)
         let partitions = try inputPartitions(admin: admin)
         // What the group is fixed to, and who writes its state topic, before it is joined; a
         // group last run with two stages (or by another tool) is refused too.
@@ -172,7 +173,8 @@ public final class Pipeline: Sendable {
             }
         }
         try checkOutputWindows(admin: admin)
-        try ensureStateTopic(partitions: partitions, admin: admin)
+        let created = try ensureStateTopic(partitions: partitions, admin: admin) ? [config.effectiveStateTopic] : []
+        try topicSettings.check(created: created, logger: logger)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: taskWindow(partitions: partitions), parallelism: config.shards, identity: config.identity, group: config.group)
@@ -191,6 +193,7 @@ public final class Pipeline: Sendable {
     }
 
     private func prepareTwoStages(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: config.effectiveRepartitionTopic)
         let sources = try inputPartitions(admin: admin)
         guard Checkpoint.fits(sourcePartitions: sources, identity: config.identity) else {
             throw PipelineError.configuration(
@@ -210,8 +213,10 @@ public final class Pipeline: Sendable {
             }
         }
         try checkOutputWindows(admin: admin)
-        let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources, admin: admin)
-        try ensureStateTopic(partitions: repartitions, admin: admin)
+        let (repartitions, repartitionCreated) = try ensureRepartitionTopic(repartitionTopic, partitions: sources, admin: admin)
+        let stateCreated = try ensureStateTopic(partitions: repartitions, admin: admin)
+        try topicSettings.check(
+            created: (repartitionCreated ? [repartitionTopic] : []) + (stateCreated ? [config.effectiveStateTopic] : []), logger: logger)
         let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic], admin: admin)
         // Marks every 100 ms (one per tick, every 200 ms, while records flow): a window task
         // hears a source's event time through the events routed to it, which for a task of few
@@ -226,7 +231,7 @@ public final class Pipeline: Sendable {
             // at most half the limit to it, its original cut to fit if need be (its dead letter,
             // on a topic of the same limit, then fits too).
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
-            maxOriginalBytes: recordLimit.bytes / 2)
+            maxOriginalBytes: recordLimit.bytes / 2, originals: OriginalRule(window: config.window))
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), group: config.group), window: taskWindow(partitions: repartitions),
             parallelism: config.shards, identity: config.identity, group: config.group)
@@ -375,14 +380,15 @@ public final class Pipeline: Sendable {
     }
 
     /// Makes sure the state topic exists, compacted, with one partition per window task; creates
-    /// it where the cluster allows.
-    private func ensureStateTopic(partitions: Int, admin: TopicAdmin) throws {
+    /// it where the cluster allows. Returns whether it created it.
+    private func ensureStateTopic(partitions: Int, admin: TopicAdmin) throws -> Bool {
         let topic = config.effectiveStateTopic
         let (count, created) = try ensureTopic(topic, partitions: partitions, config: ["cleanup.policy": "compact"], admin: admin) {
             .stateTopicMissing(topic: topic, partitions: partitions, brokers: config.brokers, reason: $0)
         }
         guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
         if created { logger.notice("created the state topic \(topic) with \(count) partitions") }
+        return created
     }
 
     /// How trackpipe creates the repartition topic (docs/deploy.md, "The repartition topic's
@@ -400,8 +406,8 @@ public final class Pipeline: Sendable {
     ]
 
     /// The repartition topic's partition count, creating the topic (as many partitions as the
-    /// input, `repartitionTopicConfig`) where the cluster allows.
-    private func ensureRepartitionTopic(_ topic: String, partitions: Int, admin: TopicAdmin) throws -> Int {
+    /// input, `repartitionTopicConfig`) where the cluster allows; and whether it created it.
+    private func ensureRepartitionTopic(_ topic: String, partitions: Int, admin: TopicAdmin) throws -> (count: Int, created: Bool) {
         let (count, created) = try ensureTopic(topic, partitions: partitions, config: Self.repartitionTopicConfig, admin: admin) {
             .repartitionTopicMissing(topic: topic, partitions: partitions, brokers: config.brokers, reason: $0)
         }
@@ -411,7 +417,7 @@ public final class Pipeline: Sendable {
             logger.notice(
                 "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate parallelism is bounded by \(count)")
         }
-        return count
+        return (count, created)
     }
 
     /// An internal topic's partition count, and whether this run created it: the topic as it

@@ -343,6 +343,9 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     /// The group's state or the output topic was counted with another setting that decides what
     /// a key means (the window size): going on would mix results. A configuration error.
     case settingChanged(String)
+    /// An internal topic's settings would lose what the worker needs (`InternalTopicCheck`): a
+    /// configuration error, with the command that fixes it.
+    case topicSettings(String)
     case kafka(String)
     /// Writing `replay --output-file` failed part way (a full disk, a closed pipe): the file is
     /// incomplete. Not a setting to change, so it exits 1 like any other failure of a run.
@@ -366,6 +369,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
         case .groupMismatch(let text): "this consumer group cannot be resumed by this stage: \(text)."
         case .routingMismatch(let text): text
         case .settingChanged(let text): "configuration: \(text)."
+        case .topicSettings(let text): "configuration: \(text)"
         case .kafka(let text): text
         case .outputFileFailed(let text): "\(text); the output is incomplete: make room (or keep the reader open) and run the replay again"
         case .clusterUnreachable(let text): "no Kafka broker answered: \(text)"
@@ -377,7 +381,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     /// not retry; 1 for every other failure.
     public var exitCode: Int32 {
         switch self {
-        case .configuration, .settingChanged: 64
+        case .configuration, .settingChanged, .topicSettings: 64
         case .deliveryFailed, .inputTopicMissing, .repartitionTopicMissing, .stateTopicMissing, .stateTopicMismatch, .groupMismatch,
             .routingMismatch, .kafka, .outputFileFailed, .clusterUnreachable:
             1

@@ -15,6 +15,7 @@ struct TrackpipeBench: ParsableCommand {
             PipelineBenchmark.self,
             ReplayBenchmark.self,
             RestoreBenchmark.self,
+            CampaignBenchmark.self,
             FreshnessBenchmark.self,
         ]
     )

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Benchmarking
 import Foundation
 import Kafka
 

@@ -217,7 +217,7 @@ struct GroupIdentityTests {
     func normalizeStageAtAssignment() throws {
         var stage = NormalizeStage(
             inputTopic: "hits", sourcePartitions: 2, repartitionPartitions: 2, identity: Self.g1, group: "g1", limits: NormalizerLimits(),
-            maxFutureSkew: 3_600_000, idleTimeout: 30_000)
+            maxFutureSkew: 3_600_000, idleTimeout: 30_000, originals: OriginalRule(window: WindowConfig()))
         var other = Self.g1
         other.stateTopic = "g1-state2"
         for (metadata, phrase) in [
@@ -234,8 +234,9 @@ struct GroupIdentityTests {
         }
         #expect(stage.commitPoints().isEmpty)
         let own = SourceCheckpoint(epoch: 3, progress: 1_000, identity: Self.g1).encoded
-        try stage.assign([PartitionStart(partition: 0, committedOffset: 5, metadata: own, logStart: 0)], now: 0)
-        try stage.assign([PartitionStart(partition: 1, committedOffset: 7, metadata: nil, logStart: 0)], now: 0)
+        // (At a clock past it: no watermark passes the stage's clock.)
+        try stage.assign([PartitionStart(partition: 0, committedOffset: 5, metadata: own, logStart: 0)], now: 2_000)
+        try stage.assign([PartitionStart(partition: 1, committedOffset: 7, metadata: nil, logStart: 0)], now: 2_000)
         #expect(stage.gauges().watermark == 1_000, "its own commit's event time goes on")
     }
 
@@ -277,7 +278,7 @@ struct GroupIdentityTests {
     func writersNamed() throws {
         var bytes: [UInt8] = []
         let origin = RepartitionRecord.Origin(sourceTopic: "hits", sourcePartitions: 2, routedPartitions: 4, group: "g1")
-        RepartitionRecord.encodeMarks([SourceMark(source: 0, watermark: 5, idle: false)], epochs: [0], origin: origin, into: &bytes)
+        RepartitionRecord.encodeMarks([SourceMark(source: 0, watermark: 5, idle: false)], epochs: [0], origin: origin, writerClock: 10, into: &bytes)
         #expect(try bytes.withUnsafeBytes { try RepartitionRecord.origin(of: $0) } == origin)
         guard case .marks(let marks) = try bytes.withUnsafeBytes({ try RepartitionRecord.decode($0) }) else {
             Issue.record("not marks")
@@ -288,24 +289,24 @@ struct GroupIdentityTests {
         let source = ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: Self.minute)
         var task = ChangelogRecord.TaskState(processedMark: 10, evictedBefore: 0, lineage: 0, source: source)
         task.group = "g1"
-        #expect(try ChangelogRecord.decodeTask(ChangelogRecord.taskValue(task)) == task)
+        #expect(try ChangelogRecord.decodeTask(ChangelogRecord.encodeTask(task)) == task)
         // A task of g2 (same input, same kind) finds g1's state last in the partition: a new line.
         var foreign = TaskChangelog()
         foreign.beginRestore(.lastWritten, source: source, group: "g2")
-        foreign.apply(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))
+        foreign.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
         let fresh = foreign.finishRestore(committedChangelog: nil)
         #expect(fresh.task == nil && foreign.lineage == 1, "g2 began its own line at the partition's end")
         // g1's own next owner continues it.
         var own = TaskChangelog()
         own.beginRestore(.lastWritten, source: source, group: "g1")
-        own.apply(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))
+        own.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
         #expect(own.finishRestore(committedChangelog: nil).task == task && own.lineage == 0)
         // A task of g1 counting windows of another size (its first owner died before it
         // committed, and the group was started again with another --window): a new line too.
         var resized = TaskChangelog()
         resized.beginRestore(
             .lastWritten, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: 5 * Self.minute), group: "g1")
-        resized.apply(offset: 0, key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task))
+        resized.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
         #expect(resized.finishRestore(committedChangelog: nil).task == nil && resized.lineage == 1)
     }
 
@@ -316,7 +317,7 @@ struct GroupIdentityTests {
             var writer = NormalizeStage(
                 inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 1,
                 identity: GroupIdentity(windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "\(group)-state"), group: group,
-                limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: 30_000)
+                limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: 30_000, originals: OriginalRule(window: WindowConfig()))
             try writer.assign([PartitionStart(partition: 0)], now: 0)
             var shuffle = RecordingSink()
             try writer.process(

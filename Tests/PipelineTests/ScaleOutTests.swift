@@ -63,7 +63,8 @@ struct ScaleOutTests {
         // As the worker makes them: the group's own identity, recorded in their commits.
         let normalize = NormalizeStage(
             inputTopic: "hits", sourcePartitions: 8, repartitionPartitions: 4, identity: settings.identity, group: settings.group,
-            limits: settings.limits, maxFutureSkew: settings.maxFutureSkew, idleTimeout: settings.window.idleTimeout)
+            limits: settings.limits, maxFutureSkew: settings.maxFutureSkew, idleTimeout: settings.window.idleTimeout,
+            originals: OriginalRule(window: settings.window))
         let crashed = try StageRunner(stage: normalize, settings: first, logger: Logger(label: "test")).run()
         let routed = crashed.accounting.accepted
         #expect(routed > 5_000 && crashed.committed.isEmpty)

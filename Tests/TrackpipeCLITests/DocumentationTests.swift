@@ -228,6 +228,8 @@ struct DocumentationTests {
         // Marks go out every 100 ms, repartition records start anew at 250,000 bytes, and -X is
         // refused for idempotence and group.instance.id as well as for auto-commit.
         "half second (sooner", "past 256 KiB", "Auto-commit cannot be turned", "except the commit settings",
+        // A window's state is a head and segments of what changed, no longer rewritten whole.
+        "one record per retained window", "one state record per retained", "chunks alternate", "one state record per changed window",
     ]
 
     @Test("no document, manifest comment or --help text repeats a retired claim")

@@ -2,15 +2,16 @@ import ArgumentParser
 import Foundation
 
 /// The long checks, not part of CI: each runs as long as asked and checks what the worker did
-/// against the tests' reference (the deterministic simulators' schedules, a live soak's output).
+/// against the tests' reference (the deterministic simulators' schedules, a live soak's output,
+/// the state benchmark's outputs).
 /// It lives under Tests/ because it links the test modules (the reference model and the
 /// simulators), which no product may; `swift build -c release --product trackpipe-check` builds it.
 @main
 struct TrackpipeCheck: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "trackpipe-check",
-        abstract: "Long checks of trackpipe against the tests' reference (build with -c release): the simulators and the soak.",
-        subcommands: [SimulateCommand.self, SimulateRunnerCommand.self, SoakCommand.self]
+        abstract: "Long checks of trackpipe against the tests' reference (build with -c release): the simulators, the soak and the state benchmark.",
+        subcommands: [SimulateCommand.self, SimulateRunnerCommand.self, SoakCommand.self, StateCommand.self]
     )
 }
 

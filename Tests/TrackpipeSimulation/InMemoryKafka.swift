@@ -19,9 +19,10 @@ final class InMemoryKafka {
     var commitTrace: [(group: String, topic: String, partition: Int32, committed: Committed)]?
 
     @discardableResult
-    func create(_ name: String, partitions: Int) -> TopicLog {
+    func create(_ name: String, partitions: Int, configs: [String: String] = [:]) -> TopicLog {
         precondition(topics[name] == nil, "topic \(name) exists")
         let log = TopicLog(name: name, partitions: partitions)
+        log.configs = configs
         topics[name] = log
         return log
     }

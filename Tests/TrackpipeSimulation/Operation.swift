@@ -34,8 +34,9 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
     case rebalance(Role, from: Int, to: Int, pick: UInt64)
     /// The stage (nil: the whole process, both stages) dies: its state and everything it did not
     /// commit are gone; it restarts owning nothing, and its partitions wait for `adopt`. With a
-    /// phase, it dies in the middle of a commit: after its state was written (`prepared`), or
-    /// after the records held for it went out too (`completed`), before the offsets.
+    /// phase, it dies in the middle of a commit: part way through writing its state
+    /// (`writingState`), after its state was written (`prepared`), or after the records held for
+    /// it went out too (`completed`), before the offsets.
     case crash(Role?, instance: Int, during: CommitPhase?)
     /// The group hands the partitions of crashed stages to its members (chosen by `pick`).
     case adopt(Role, pick: UInt64)
@@ -65,7 +66,7 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
         case .commit(let role, let instance): "\(role.letter)\(instance).c"
         case .rebalance(let role, let from, let to, _): "move(\(role.letter)\(from)->\(role.letter)\(to))"
         case .crash(let role, let instance, let phase):
-            "CRASH(\(role.map { "\($0.letter)\(instance)" } ?? "instance \(instance)")\(phase.map { " in a commit, \($0.rawValue)" } ?? ""))"
+            "CRASH(\(role.map { "\($0.letter)\(instance)" } ?? "instance \(instance)")\(phase.map { " in a commit, \($0)" } ?? ""))"
         case .adopt(let role, _): "adopt(\(role.letter))"
         case .resend(let instance, let budget, _): "RESEND(n\(instance).p\(budget))"
         case .compact: "compact"

@@ -293,8 +293,9 @@ public final class RunnerWorld {
         let identity = GroupIdentity(windowSize: window.size, repartitionTopic: "\(Self.group)-repartition", stateTopic: "\(Self.group)-state")
         let normalize = NormalizeStage(
             inputTopic: Self.inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(repartitionPartitions),
-            identity: identity, group: Self.group, limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout, markInterval: 100, parallelism: 1,
-            batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2)
+            identity: identity, group: Self.group, limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout,
+            markInterval: 100, parallelism: 1, batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2,
+            originals: OriginalRule(window: window))
         let aggregate = AggregateStage(
             sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions), group: Self.group),
             window: window, parallelism: 1, identity: identity, group: Self.group)

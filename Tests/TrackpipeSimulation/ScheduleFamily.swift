@@ -15,6 +15,14 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
     /// takeovers from whatever checkpoint was committed last.
     case crash
     case crashOneStage = "crash-one-stage"
+    /// Two stages; the window stage killed in the middle of writing its state, at any record
+    /// (merges of a window's segments cut short among them), busy windows, compaction: a crash at
+    /// any write restores the same counts.
+    case stateCrash = "state-crash"
+    case stateCrashOneStage = "state-crash-one-stage"
+    /// Two stages whose repartition and state topics an operator set up before the first start:
+    /// settings that would lose state are refused with a command, which fixes them.
+    case topicSettings = "topic-settings"
     /// Two stages; crashes, re-sends and rebalances with a retention longer than the schedule,
     /// ending as a bounded run (`finish`): takeovers, replays and duplicate filtering, with no
     /// window evicted before the end and no emission left to the watermark (those are what the
@@ -80,6 +88,14 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
             return FamilySpec(
                 mode: .twoStage, features: input.union(moves).union(purges).union([.beyondRetention, .crashes, .commitCrashes, .resends, .smallRecords]))
         case .crashOneStage: return FamilySpec(mode: .oneStage, features: input.union(moves).union([.beyondRetention, .crashes, .commitCrashes]))
+        case .stateCrash:
+            return FamilySpec(
+                mode: .twoStage, features: input.union(moves).union([.beyondRetention, .stateWriteCrashes]), busyWindows: true)
+        case .stateCrashOneStage:
+            return FamilySpec(
+                mode: .oneStage, features: input.union(moves).union([.beyondRetention, .stateWriteCrashes]), busyWindows: true)
+        case .topicSettings:
+            return FamilySpec(mode: .twoStage, features: input.union(moves).union([.crashes]), topicSettings: true)
         case .recovery:
             return FamilySpec(
                 mode: .twoStage, features: input.union(moves).union(purges).union([.crashes, .commitCrashes, .resends, .rebalances, .smallRecords]),
@@ -132,12 +148,20 @@ public struct FamilySpec: Sendable {
     public var quietBound: Bool
     /// End every schedule with `finish` (a bounded run) rather than with a far tick.
     public var endsWithFinish: Bool
+    /// Windows that take hits over many commits: three times the rate, over at most two
+    /// deliveries, so that a window's changes pile up in segments and are merged.
+    public var busyWindows: Bool
+    /// The repartition and state topics are set up by an operator before the first start
+    /// (`InternalTopicSettings`).
+    public var topicSettings: Bool
 
     public init(
         mode: Mode, features: Set<Feature>, lockstep: Bool = false, strictLateness: Bool = false, longRetention: Bool = false,
-        quietBound: Bool = false, endsWithFinish: Bool = false
+        quietBound: Bool = false, endsWithFinish: Bool = false, busyWindows: Bool = false, topicSettings: Bool = false
     ) {
         self.endsWithFinish = endsWithFinish
+        self.busyWindows = busyWindows
+        self.topicSettings = topicSettings
         self.mode = mode
         self.features = features
         self.lockstep = lockstep

@@ -37,6 +37,8 @@ final class TopicLog {
     }
 
     let name: String
+    /// The settings given to the topic (the rest are Kafka's defaults, `SimulatedCluster.topicConfigs`).
+    var configs: [String: String] = [:]
     private(set) var partitions: [[Entry]]
     private var heap: [UInt8] = []
     /// Per partition, the log start DeleteRecords moved it to (`deleteRecords`).

@@ -2,6 +2,7 @@ import Kafka
 import Logging
 import Pipeline
 import TrackingDomain
+import Windowing
 
 /// An input message as produced, with what must become of it.
 struct ProducedMessage {
@@ -117,6 +118,14 @@ final class World {
     /// Crashes of stages that write the output (aggregate, or the one stage).
     private(set) var outputCrashes = 0
     private(set) var crashes = 0
+    /// Deaths in the middle of a state write, and of those, how many cut a merge (a window's
+    /// segments folded into new ones) between its first record and its last.
+    private(set) var stateWriteCuts = 0
+    private(set) var mergeCuts = 0
+    /// Starts refused for the settings of the internal topics (each followed by the command the
+    /// refusal names), and warnings of them.
+    private(set) var topicRefusals = 0
+    private(set) var topicWarnings = 0
     private(set) var rebalances = 0
     /// What the workers refused to start on, in order (mode switches under the same group).
     private(set) var refusals: [String] = []
@@ -164,6 +173,14 @@ final class World {
             kafka.commitTrace = []
         }
         kafka.create(inputTopic, partitions: inputPartitions)
+        if let settings = scenario.internalTopics {
+            // Set up by an operator before the first start.
+            cluster.describesConfigs = settings.described
+            if mode == .twoStage {
+                kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions, configs: settings.repartition)
+            }
+            kafka.create(deployment.stateTopic, partitions: taskPartitions, configs: settings.state)
+        }
         kafka.create(Self.outputTopic, partitions: 1)
         kafka.create(Self.deadLetterTopic, partitions: 1)
         produced[inputTopic] = Array(repeating: [], count: inputPartitions)
@@ -187,16 +204,57 @@ final class World {
     /// The topics `Pipeline` makes sure of before the runners start (created where missing).
     private func ensureTopics() {
         if mode == .twoStage, kafka.topics[deployment.repartitionTopic] == nil {
-            kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions)
+            kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions, configs: InternalTopicSettings.shuffle)
         }
-        if kafka.topics[deployment.stateTopic] == nil { kafka.create(deployment.stateTopic, partitions: taskPartitions) }
+        if kafka.topics[deployment.stateTopic] == nil {
+            kafka.create(deployment.stateTopic, partitions: taskPartitions, configs: InternalTopicSettings.created)
+        }
+        checkInternalTopics()
+    }
+
+    /// What `Pipeline` checks of the internal topics before the runners start, through the
+    /// cluster's DescribeConfigs. A refusal is followed by the command it names, applied to the
+    /// cluster as an operator would, and the check again, which must pass. At the first start
+    /// of a schedule whose topics an operator set up, the verdict must be the one expected.
+    private func checkInternalTopics() {
+        let repartition = mode == .twoStage ? deployment.repartitionTopic : nil
+        let topics = [deployment.stateTopic] + (repartition.map { [$0] } ?? [])
+        func check() -> InternalTopicCheck.Verdict {
+            InternalTopicCheck.verdict(
+                cluster.topicConfigs(topics, timeoutMilliseconds: 0), stateTopic: deployment.stateTopic, repartitionTopic: repartition,
+                brokers: "kafka:9092")
+        }
+        let verdict = check()
+        topicWarnings += verdict.warnings.count
+        let found: InternalTopicSettings.Expected =
+            verdict.refusal != nil ? .refused : !verdict.warnings.isEmpty ? .warned : !verdict.unchecked.isEmpty ? .unchecked : .passes
+        if runners.isEmpty, let settings = scenario.internalTopics, found != settings.expected {
+            noted.append("the internal topics (\(settings)) were found \(found.rawValue): \(verdict)")
+        }
+        guard let refusal = verdict.refusal else { return }
+        topicRefusals += 1
+        // The operator runs the command the refusal ends with.
+        let words = "\(refusal)".split(separator: " ").map(String.init)
+        guard let named = words.firstIndex(of: "--entity-name").map({ words[$0 + 1] }), let topic = kafka.topics[named] else {
+            noted.append("the refusal names no topic to alter: \(refusal)")
+            return
+        }
+        if let added = words.firstIndex(of: "--add-config").map({ words[$0 + 1].split(separator: "=", maxSplits: 1).map(String.init) }), added.count == 2 {
+            topic.configs[added[0]] = added[1]
+        }
+        if let deleted = words.firstIndex(of: "--delete-config").map({ words[$0 + 1] }) { topic.configs[deleted] = nil }
+        batchNote = "refused to start (\(refusal)); the operator ran its command"
+        if let again = check().refusal { noted.append("the command of the refusal did not fix the topic: \(again)") }
     }
 
     private func normalizeStage(for deployment: Deployment) -> NormalizeStage {
         NormalizeStage(
             inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
-            identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
-            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes)
+            identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(),
+            maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout, markInterval: scenario.markInterval,
+            parallelism: scenario.parallelism, batchBytes: scenario.batchBytes,
+            originals: OriginalRule(
+                windowSize: scenario.window.size, retention: scenario.window.retention, delayAllowance: scenario.delayAllowance))
     }
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
@@ -270,6 +328,8 @@ final class World {
         let clock = cluster.clock
         let bound: RunnerSettings.Bound = scenario.drainByFinish ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let skipsInput = options.fault == .skipOneRecord && topic == inputTopic
+        let delaysRecords = options.fault == .overtakenRecords && role == .normalize && instance == 0
+        let delay = 2 * scenario.window.idleTimeout
         let inputTopic = self.inputTopic
         // As `Pipeline` sets it up: the aggregate stage of two stages purges its input, the
         // repartition topic (the one stage reads the user's topic, never purged).
@@ -281,6 +341,9 @@ final class World {
             stamp: { [unowned self] member in self.stamp(member) },
             prepare: { [unowned self] life in
                 life.stateTopic = deployment.stateTopic
+                if delaysRecords { life.repartitionDelay = delay }
+                life.onStateWriteCut = { [unowned self] written, lost in self.noteStateWriteCut(written: written, lost: lost) }
+                life.keepsDeletionsOfACutWrite = options.fault == .unorderedStateWrite
                 if skipsInput {
                     life.skip = { [unowned self] topic, partition, offset in
                         topic == inputTopic && self.isSkipped(topic: topic, partition: partition, offset: offset)
@@ -521,6 +584,36 @@ final class World {
         for partition in lost.sorted() { shares[Int(random.below(UInt64(members.count)))].append(partition) }
         orphans[role] = []
         give(Array(zip(members, shares)))
+    }
+
+    /// A state write cut short by a death: whether the cut fell inside a merge, which deletes
+    /// segments of a window whose head the same write carries.
+    private func noteStateWriteCut(written: [StateWriteRecord], lost: [StateWriteRecord]) {
+        stateWriteCuts += 1
+        let write = written + lost
+        func window(_ record: StateWriteRecord) -> WindowKey? {
+            switch ChangelogRecord.decodeKey(record.key) {
+            case .head(let window)?, .segment(let window, _)?: window
+            default: nil
+            }
+        }
+        var heads: Set<WindowKey> = []
+        var deleted: Set<WindowKey> = []
+        for record in write {
+            switch ChangelogRecord.decodeKey(record.key) {
+            case .head(let window)? where !record.tombstone: heads.insert(window)
+            case .segment(let window, _)? where record.tombstone: deleted.insert(window)
+            default: break
+            }
+        }
+        let merged = heads.intersection(deleted)
+        let touched = write.indices.filter { window(write[$0]).map(merged.contains) ?? false }
+        if let first = touched.first, let last = touched.last, written.count > first, written.count <= last {
+            mergeCuts += 1
+            batchNote = "cut a merge after \(written.count) of \(write.count) state records"
+        } else if trace != nil {
+            batchNote = "cut the state write after \(written.count) of \(write.count) records"
+        }
     }
 
     /// Kafka's log cleaner runs over some partitions of the state topic, up to a random point
@@ -916,13 +1009,13 @@ final class World {
     }
 
     /// A state record's key, short: `T` (the task), `W+1000/d12ab3` (a window's head, its start
-    /// since the schedule's), `C…` (a chunk); `✝` marks a tombstone.
+    /// since the schedule's), `S…/3` (its segment 3); `✝` marks a tombstone.
     static func describeState(key: [UInt8], tombstone: Bool, start: Int64) -> String {
         let mark = tombstone ? "✝" : ""
         switch ChangelogRecord.decodeKey(key) {
         case .task?: return "T" + mark
         case .head(let window)?: return "W+\(window.windowStart - start)/\(window.deliveryId)" + mark
-        case .chunk(let window, let set, let index)?: return "C+\(window.windowStart - start)/\(window.deliveryId)/\(set).\(index)" + mark
+        case .segment(let window, let number)?: return "S+\(window.windowStart - start)/\(window.deliveryId)/\(number)" + mark
         case nil: return "?" + mark
         }
     }

@@ -29,6 +29,10 @@ public protocol AggregateInput: Sendable {
     func deadLetter(
         _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter
+
+    /// A task's dead letters (in reference order), made from the records they are about while
+    /// the batch is alive.
+    func deadLetters(_ pending: [PendingDeadLetter], of records: [PolledRecord], sourceTopic: String) -> [OutgoingDeadLetter]
 }
 
 extension AggregateInput {
@@ -48,8 +52,8 @@ extension AggregateInput {
         return joined
     }
 
-    /// A task's dead letters, made from the records they are about while the batch is alive.
-    func deadLetters(_ pending: [PendingDeadLetter], of records: [PolledRecord], sourceTopic: String) -> [OutgoingDeadLetter] {
+    /// Each letter made on its own (`deadLetter`).
+    public func deadLetters(_ pending: [PendingDeadLetter], of records: [PolledRecord], sourceTopic: String) -> [OutgoingDeadLetter] {
         pending.map { letter in
             deadLetter(letter.reference, of: records[letter.reference.record], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
         }
@@ -83,14 +87,27 @@ public struct OutgoingDeadLetter {
     /// What was cut of an original too large to cross the shuffle whole (`DeadLetterCut`'s
     /// headers); empty when `key` and `value` are whole.
     public var cut: [KafkaHeader] = []
+    /// The hit as trackpipe normalized it, sent instead of an original that did not cross the
+    /// shuffle (`OriginalRule`'s exceptions); `key` and `value` are then nil.
+    public var normalized: [UInt8]?
 
-    /// The headers to send: the context, then what was cut.
-    public var headers: [KafkaHeader] { cut.isEmpty ? letter.headers : letter.headers + cut }
+    /// The headers to send: the context, then what was cut, or that the value is the hit as
+    /// normalized.
+    public var headers: [KafkaHeader] {
+        if normalized != nil { return letter.headers + [KafkaHeader(key: DeadLetter.Header.normalized, string: "true")] }
+        return cut.isEmpty ? letter.headers : letter.headers + cut
+    }
 }
 
 extension RecordSink {
     /// Sends a dead letter whose original bytes it carries.
     mutating func send(_ outgoing: OutgoingDeadLetter) throws {
+        if let normalized = outgoing.normalized {
+            try normalized.withUnsafeBytes { value in
+                try send(.deadLetter, partition: nil, key: nil, value: value, headers: outgoing.headers, timestamp: outgoing.timestamp)
+            }
+            return
+        }
         try send(
             .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.headers,
             timestamp: outgoing.timestamp)
@@ -110,6 +127,9 @@ public struct DecodedBatch: Sendable {
         var partition: Int32
         var offset: Int64
         var reference: DeadLetterReference
+        /// Its original message can be dead-lettered as it arrived: false for an event that
+        /// crossed the shuffle without it (`OriginalRule`).
+        var carriesOriginal = true
     }
 
     /// A message that cannot be counted.
@@ -135,6 +155,8 @@ public struct DecodedBatch: Sendable {
     var sourcePartitions: [UInt64: Int] = [:]
     /// Marks records read (outside the balance: they are not messages of the input).
     var markRecords = 0
+    /// The newest writer's clock of the records (behind the shuffle; nil for raw hits).
+    var writerClock: Int64?
     /// A record routed by another repartition partition count than the topic has: (the count
     /// it was routed by, the topic's).
     var misrouted: (routed: Int, expected: Int)?
@@ -151,6 +173,7 @@ public struct DecodedBatch: Sendable {
         marks.merge(other.marks)
         sourcePartitions.merge(other.sourcePartitions, uniquingKeysWith: max)
         markRecords += other.markRecords
+        writerClock = EventTimeMath.latest(writerClock, other.writerClock)
         misrouted = misrouted ?? other.misrouted
         writtenBy = writtenBy ?? other.writtenBy
     }

@@ -165,8 +165,9 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public mutating func prepareCommit(into sink: inout some RecordSink) throws {
         for partition in tasks.keys.sorted() {
             for entry in tasks[partition]?.changelogEntries() ?? [] {
-                try entry.key.withUnsafeBytes { keyBytes in
-                    if let value = entry.value {
+                let record = entry.encoded
+                try record.key.withUnsafeBytes { keyBytes in
+                    if let value = record.value {
                         try value.withUnsafeBytes { valueBytes in
                             try sink.send(.changelog, partition: partition, key: keyBytes, value: valueBytes, headers: [], timestamp: nil)
                         }
@@ -222,7 +223,7 @@ struct HeldDeadLetter: Sendable {
     init(_ outgoing: OutgoingDeadLetter) {
         headers = outgoing.headers
         key = outgoing.key.map { Array($0) }
-        value = outgoing.value.map { Array($0) }
+        value = outgoing.normalized ?? outgoing.value.map { Array($0) }
         timestamp = outgoing.timestamp
     }
 }

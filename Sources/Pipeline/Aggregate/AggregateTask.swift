@@ -14,7 +14,14 @@ import Windowing
 struct AggregateTask: WindowTask {
     let partition: Int32
     var engine: WindowEngine
-    let createdAt: Int64
+    /// The engine's clock when the task was created: this process's wall clock, or behind the
+    /// shuffle the first writer's clock it read.
+    private(set) var createdAt: Int64
+    /// Behind the shuffle, the newest writer's clock read (`EngineClock.writers`); nil before
+    /// the first record, and for a task of raw hits, whose engine runs on the wall clock.
+    private(set) var writersClock: Int64?
+    /// `writersClock` before the batch being counted: what a late hit's letter compares with.
+    private(set) var clockAtBatchStart: Int64?
     /// Restoring, replaying or running: decides what a record, an emission and a commit do.
     private(set) var phase: TaskPhase
     var offsets = PartitionOffsets()
@@ -37,7 +44,7 @@ struct AggregateTask: WindowTask {
         now: Int64
     ) {
         partition = start.partition
-        engine = WindowEngine(config: config, exportsChanges: true)
+        engine = WindowEngine(config: config, exportsChanges: true, clock: sources.clock)
         createdAt = now
         self.sources = sources
         self.identity = identity
@@ -119,21 +126,17 @@ struct AggregateTask: WindowTask {
             EventTimeMath.add(EventTimeMath.add(window.windowStart, config.size), config.retention) <= evictedBefore
         }
         let finals = restored.windows.filter { isFinal($0.key) }
-        let malformed = engine.restore(restored.windows.filter { !isFinal($0.key) })
+        engine.restore(restored.windows.filter { !isFinal($0.key) })
         engine.finishRestore()
         if let task = restored.task { resume(from: task, windows: restored.windows, finals: finals.map(\.key), now: now) }
         // Windows whose last emission may not have reached the output go out again with the
         // first commit, as the state read back has them (later emissions of the same window
         // carry higher revisions and win).
         let unconfirmed = Set(restored.unconfirmed)
-        for final in finals where unconfirmed.contains(final.key) {
-            if let record = final.record(windowSize: config.size) { Self.keepLatest(record, in: &held) }
-        }
+        for final in finals where unconfirmed.contains(final.key) { Self.keepLatest(final.record(windowSize: config.size), in: &held) }
         for record in engine.currentRecords(restored.unconfirmed.filter { !isFinal($0) }) { Self.keepLatest(record, in: &held) }
         if phase.handle(.stateRead(belowMark: offsets.isReplaying)) { engine.replayFinished(partition: partition) }
-        var report = restored
-        report.unreadable += malformed
-        return report
+        return restored
     }
 
     /// Stops a task whose changelog cannot be what its commit says it wrote: another run's
@@ -192,11 +195,19 @@ struct AggregateTask: WindowTask {
         records[key] = record
     }
 
-    /// Lets wall-clock time pass: what the engine emits is held until the next commit.
+    /// Lets time pass: what the engine emits is held until the next commit. Behind the shuffle
+    /// time passes only as records bring the writers' clocks, so a tick changes nothing there.
     mutating func advance(now: Int64) -> [CapacityEviction] {
-        let output = engine.advance(now: now)
+        guard let clock = engineClock(now: now) else { return [] }
+        let output = engine.advance(now: clock)
         hold(output)
         return output.capacityEvictions
+    }
+
+    /// The `now` the engine is given: the wall clock, or behind the shuffle the newest writer's
+    /// clock read (nil before the first record).
+    private func engineClock(now: Int64) -> Int64? {
+        sources.clock == .wall ? now : writersClock
     }
 
     /// Emits every window now, as a bounded run ends: held until the last commit.
@@ -204,13 +215,16 @@ struct AggregateTask: WindowTask {
         hold(engine.flushAll())
     }
 
-    /// The changelog records for what changed since the last commit.
+    /// The changelog records for what changed since the last commit: each window's change, or
+    /// its whole state where the changelog folds its records into one write.
     mutating func changelogEntries() -> [ChangelogRecord.Entry] {
         guard !phase.isRestoring, let processed = offsets.processedMark ?? offsets.committed else { return [] }
         let task = ChangelogRecord.TaskState(
             processedMark: max(processed, offsets.previousMark ?? processed), evictedBefore: engine.evictionHorizon,
             watermark: engine.watermark)
-        return changelog.entries(for: engine.exportChanges(), task: task)
+        let changes = engine.exportChanges()
+        let merged = changelog.merges(for: changes)
+        return changelog.entries(for: changes, complete: merged.isEmpty ? [] : engine.states(of: merged), task: task)
     }
 
     /// The offsets are committed at the commit point.
@@ -238,7 +252,16 @@ struct AggregateTask: WindowTask {
         if let other = batch.writtenBy { return TaskResult(writtenBy: other) }
         offsets.processedMark = lastOffset + 1
         let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying))
-        let (result, output) = countBatch(batch, range: nil, previousMark: offsets.previousMark, now: now, on: ShardsInTurn())
+        clockAtBatchStart = writersClock
+        if sources.clock == .writers, let clock = batch.writerClock {
+            // The clock of the task begins with the first record it reads.
+            if writersClock == nil { createdAt = clock }
+            writersClock = max(writersClock ?? clock, clock)
+        }
+        // Without a writer's clock yet, the batch holds no readable record: no source, no mark,
+        // nothing for the engine to time.
+        let (result, output) = countBatch(
+            batch, range: nil, previousMark: offsets.previousMark, now: engineClock(now: now) ?? createdAt, on: ShardsInTurn())
         hold(output)
         if caughtUp { engine.replayFinished(partition: partition) }
         return result

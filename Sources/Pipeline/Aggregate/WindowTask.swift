@@ -9,9 +9,13 @@ import Windowing
 protocol WindowTask: Sendable {
     var engine: WindowEngine { get set }
     var sources: TaskSources { get set }
-    /// Wall-clock ms of the task's creation: the first input's sources hold the watermark back
+    /// When the task's clock began (the engine's `now`: the wall clock, or behind the shuffle
+    /// the first writer's clock it read): the first input's sources hold the watermark back
     /// from then, not from when they were declared.
     var createdAt: Int64 { get }
+    /// Behind the shuffle, the newest writer's clock read before the batch being counted (nil
+    /// for a task of raw hits, or before any): what says why a late hit lacks its original.
+    var clockAtBatchStart: Int64? { get }
 }
 
 /// What a task made of its share of a batch, for the stage to send in partition order.
@@ -25,11 +29,12 @@ struct TaskResult {
     var writtenBy: String?
 }
 
-/// A dead letter a task decided on, made into a record by the stage while its batch is alive.
-struct PendingDeadLetter {
-    var reference: DeadLetterReference
-    var reason: String
-    var detail: String
+/// A dead letter a task decided on, made into a record by the stage while its batch is alive
+/// (`AggregateInput.deadLetters`).
+public struct PendingDeadLetter: Sendable {
+    public var reference: DeadLetterReference
+    public var reason: String
+    public var detail: String
 }
 
 extension WindowTask {
@@ -69,14 +74,20 @@ extension WindowTask {
             }
         }
         let inputs = admit(batch.events, letters, into: &accounting, notices: &result.report.notices)
+        let clockBefore = clockAtBatchStart
         let output = engine.process(inputs, marks: engineMarks(batch.marks), now: now, on: runner)
         accounting.replayedFinal += output.replayedFinal
         var lateOutside = 0
         for late in output.tooLate {
+            let event = batch.events[late.tag]
             if letters.inRange(late.event.eventTime) {
                 accounting.deadLettered[RejectReason.tooLate.rawValue, default: 0] += 1
-                result.deadLetters.append(
-                    PendingDeadLetter(reference: batch.events[late.tag].reference, reason: RejectReason.tooLate.rawValue, detail: late.detail))
+                var detail = late.detail
+                if !event.carriesOriginal {
+                    accounting.lateWithoutOriginal += 1
+                    detail += Self.withoutOriginal(late, clock: clockBefore, config: engine.config)
+                }
+                result.deadLetters.append(PendingDeadLetter(reference: event.reference, reason: RejectReason.tooLate.rawValue, detail: detail))
             } else {
                 lateOutside += 1
                 accounting.deadLetteredOutsideRange[RejectReason.tooLate.rawValue, default: 0] += 1
@@ -91,6 +102,27 @@ extension WindowTask {
         result.report.capacityEvictions = output.capacityEvictions
         result.deadLetters.sort { $0.reference < $1.reference }
         return (result, output)
+    }
+
+    /// Why a `too_late` hit crossed the shuffle without its original, as its letter says: the
+    /// normalize stage carries the original of every hit whose window expires before the
+    /// record's writer's clock plus its allowance (`OriginalRule`), and this task's horizon
+    /// stays below the newest writer's clock it has read, except where the memory cap raised it.
+    /// So either the window was evicted early by the cap (its expiry is beyond that clock), or
+    /// the record was read when writers' clocks had gone further past its own than the
+    /// allowance (the record was overtaken, clocks disagree, or instances run with different
+    /// `--retention`).
+    private static func withoutOriginal(_ late: LateHit, clock: Int64?, config: WindowConfig) -> String {
+        let expiry = late.event.eventTime.map {
+            EventTimeMath.add(EventTimeMath.add(EventTimeMath.windowStart(of: $0, size: config.size), config.size), config.retention)
+        }
+        let cause =
+            if let expiry, let clock, expiry <= clock {
+                "its record was read when the writers' clocks had gone past its window's end plus the retention, further past the clock of its own writer than the normalize stage allows for (a record delayed on its way, instance clocks that disagree, or instances run with different --retention)"
+            } else {
+                "its window was finalized early to keep the window state within --max-entries, which the normalize stage cannot foresee"
+            }
+        return "; its original message did not cross the shuffle (\(cause)), so the value is the hit as trackpipe normalized it and the header \(DeadLetter.Header.normalized) says so: the message is at its source position in the input topic, for as long as the input's retention keeps it"
     }
 
     /// The events to count, in order: copies an upstream sent twice are dropped.
@@ -127,7 +159,9 @@ extension WindowTask {
     private mutating func engineMarks(_ reported: SourceMarks<SourceKey>) -> [SourceMark] {
         var marks = SourceMarks<Int32>()
         for (source, report) in reported.bySource {
-            marks.note(source: sources.engineId(source), watermark: report.watermark, idle: report.idle, delivered: report.delivered)
+            marks.note(
+                source: sources.engineId(source), watermark: report.watermark, idle: report.idle, delivered: report.delivered,
+                quietSince: report.quietSince)
         }
         return marks.sorted
     }

@@ -15,7 +15,10 @@ import Windowing
 /// Event time crosses the shuffle with the events: each events record ends with the watermark
 /// of each of its source partitions, and every `markInterval` the stage tells every
 /// repartition partition how far each of its source partitions has got, and which have gone
-/// idle.
+/// idle. Every record carries the stage's clock when it was written, and no watermark passes
+/// it: a hit moves its partition's event time no further than its arrival (its Kafka
+/// timestamp) nor than this clock (a producer whose clock runs ahead included). A hit that the
+/// aggregate stage may judge `too_late` (`OriginalRule`) carries its original message.
 public struct NormalizeStage: Stage {
     public let name = "normalize"
     public let inputTopic: String
@@ -26,11 +29,13 @@ public struct NormalizeStage: Stage {
     public let markInterval: Int64
     /// Threads that judge and encode a batch's records at once.
     public let parallelism: Int
-    /// An events record is sent once it holds this many bytes (see `RepartitionRecord`).
+    /// An events record is closed once it holds this many bytes (see `RepartitionRecord`).
     public let batchBytes: Int
     /// An event whose original key and value are larger together than this carries them cut
-    /// to this size, as its dead letter would be (see `RepartitionRecord.writeEvent`).
+    /// to this size, as its dead letter would be (see `RepartitionRecord.EventsWriter`).
     public let maxOriginalBytes: Int
+    /// Which hits carry their original message.
+    public let originals: OriginalRule
     /// What the group is fixed to: recorded in every commit, and a commit that records another
     /// is refused (`GroupIdentity`).
     public let identity: GroupIdentity
@@ -45,15 +50,14 @@ public struct NormalizeStage: Stage {
     private var lastMarks: Int64?
     private var pending = StageReport()
     private var buffer: [UInt8] = []
-    /// Per repartition partition, the events of the batch in hand.
-    private var batches: [RepartitionRecord.EventBatch]
     /// The parallel pass's output, kept from batch to batch for its buffers.
     private var lanes: [PreparedLane] = []
 
     struct SourceState {
         /// How far the partition's event time has got: the latest of its accepted hits' times,
-        /// each taken no later than its arrival (its Kafka timestamp), so that a device whose
-        /// clock runs ahead moves no one's event time. nil until the first.
+        /// each taken no later than its arrival (its Kafka timestamp) nor than the stage's clock
+        /// when it was read, so that a device or producer whose clock runs ahead moves no one's
+        /// event time. nil until the first.
         var watermark: Int64?
         /// Wall-clock ms of the last accepted hit, or of the assignment.
         var lastEventAt: Int64
@@ -66,7 +70,7 @@ public struct NormalizeStage: Stage {
     public init(
         inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, identity: GroupIdentity, group: String,
         limits: NormalizerLimits, maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
-        batchBytes: Int = RepartitionRecord.batchBytes, maxOriginalBytes: Int = .max
+        batchBytes: Int = RepartitionRecord.batchBytes, maxOriginalBytes: Int = .max, originals: OriginalRule
     ) {
         precondition(identity.repartitionTopic != nil, "the normalize stage runs only with two stages")
         self.identity = identity
@@ -83,7 +87,7 @@ public struct NormalizeStage: Stage {
             sourceTopic: inputTopic, sourcePartitions: sourcePartitions, routedPartitions: Int(repartitionPartitions), group: group)
         self.idleTimeout = idleTimeout
         self.markInterval = markInterval
-        self.batches = Array(repeating: RepartitionRecord.EventBatch(), count: Int(repartitionPartitions))
+        self.originals = originals
     }
 
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
@@ -127,7 +131,8 @@ public struct NormalizeStage: Stage {
             state.epoch = (previous?.epoch ?? 0) &+ 1
         } else {
             state.epoch = previous?.epoch ?? 0
-            state.watermark = previous?.progress
+            // Never past this stage's clock: a mark is at or below the clock of its record.
+            state.watermark = previous?.progress.map { min($0, now) }
         }
         return state
     }
@@ -135,11 +140,15 @@ public struct NormalizeStage: Stage {
     public mutating func process(_ records: [PolledRecord], now: Int64, into sink: inout some RecordSink) throws {
         guard !records.isEmpty else { return }
         // Judging and encoding each record needs nothing but the record: done on `parallelism`
-        // threads over contiguous chunks. What depends on order (each source's watermark, the
-        // sends) follows on this thread.
-        let laneCount = Self.prepare(
-            records, intake: intake, repartitionPartitions: repartitionPartitions, maxOriginalBytes: maxOriginalBytes,
-            lanes: records.count >= 512 ? parallelism : 1, into: &lanes)
+        // threads over contiguous chunks, each lane writing its events straight into records of
+        // its own. What depends on order (each source's watermark, the sends) follows on this
+        // thread. A lane's records for a partition follow the previous lane's, so that each
+        // source's events reach each partition in offset order.
+        let context = LaneContext(
+            intake: intake, origin: origin, repartitionPartitions: repartitionPartitions, batchBytes: batchBytes,
+            maxOriginalBytes: maxOriginalBytes, originals: originals, writerClock: now,
+            epochs: sources.mapValues(\.epoch))
+        let laneCount = Self.prepare(records, context: context, lanes: records.count >= 512 ? parallelism : 1, into: &lanes)
         var index = 0
         // Records come in runs of one partition: its source state is taken out once per run.
         var partition = records[0].partition
@@ -156,20 +165,11 @@ public struct NormalizeStage: Stage {
                 pending.accounting.consumed += 1
                 source.processed = record.offset + 1
                 switch item {
-                case .event(let eventTime, let target, let bytes):
-                    let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime))
+                case .event(let eventTime, let writer, let sourceIndex):
+                    let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime, now))
                     source.watermark = watermark
                     source.lastEventAt = now
-                    let epoch = source.epoch
-                    let origin = self.origin
-                    lanes[lane].arena.withUnsafeBytes { arena in
-                        batches[Int(target)].append(
-                            encodedEvent: UnsafeRawBufferPointer(rebasing: arena[bytes]), timestamp: record.timestamp, origin: origin,
-                            sourcePartition: record.partition, epoch: epoch, watermark: watermark)
-                    }
-                    if batches[Int(target)].bytes.count >= batchBytes {
-                        try send(batchOf: target, into: &sink)
-                    }
+                    lanes[lane].writers[Int(writer)].setWatermark(watermark, source: Int(sourceIndex))
                     pending.accounting.accepted += 1
                 case .filtered(let reason):
                     pending.accounting.filtered[reason.rawValue, default: 0] += 1
@@ -185,44 +185,61 @@ public struct NormalizeStage: Stage {
             }
         }
         sources[partition] = source
-        for partition in batches.indices where !batches[partition].isEmpty {
-            try send(batchOf: Int32(partition), into: &sink)
+        for lane in 0..<laneCount {
+            for writer in 0..<lanes[lane].used {
+                lanes[lane].writers[writer].finish()
+                let written = lanes[lane].writers[writer]
+                try written.bytes.withUnsafeBytes { bytes in
+                    try sink.send(
+                        .repartition, partition: written.partition, key: nil, value: UnsafeRawBufferPointer(rebasing: bytes[0..<written.end]),
+                        headers: [], timestamp: written.timestamp)
+                }
+            }
         }
     }
 
-    private mutating func send(batchOf partition: Int32, into sink: inout some RecordSink) throws {
-        try batches[Int(partition)].take { value, timestamp in
-            try sink.send(.repartition, partition: partition, key: nil, value: value, headers: [], timestamp: timestamp)
-        }
+    /// What a lane needs to judge and encode its records, the same for every lane of a batch.
+    struct LaneContext: Sendable {
+        let intake: HitIntake
+        let origin: RepartitionRecord.Origin
+        let repartitionPartitions: Int32
+        let batchBytes: Int
+        let maxOriginalBytes: Int
+        let originals: OriginalRule
+        /// The stage's clock for this batch: every record of it says it was written then.
+        let writerClock: Int64
+        /// The epoch of every owned source partition.
+        let epochs: [Int32: UInt32]
     }
 
-    /// One record, judged and (if accepted) encoded into its lane's arena at `bytes`.
+    /// One record, judged and (if accepted) written as an event into its lane's `writer`, its
+    /// source `source` in that record's table.
     enum Prepared {
-        case event(eventTime: Int64, partition: Int32, bytes: Range<Int>)
+        case event(eventTime: Int64, writer: Int32, source: Int32)
         case filtered(FilterReason)
         case rejected(reason: String, detail: String)
     }
 
-    /// A contiguous chunk of a batch, prepared: `items` in record order, bytes in `arena` (what
-    /// lies beyond the last item's bytes is scratch). A stage keeps its lanes from batch to batch
-    /// and only empties them, so that their buffers are allocated once rather than for every
-    /// batch (about 650 KB a lane, every batch, before); an arena that an unusual batch of large
-    /// messages grew beyond `retainedArenaBytes` is let go rather than held.
+    /// A contiguous chunk of a batch, prepared: `items` in record order, and the events records
+    /// its accepted hits were written into (`writers[0..<used]`, in the order they were begun).
+    /// A stage keeps its lanes from batch to batch and only empties them, so that their buffers
+    /// are allocated once rather than for every batch; a writer whose buffer an unusual batch of
+    /// large messages grew beyond `retainedRecordBytes` is let go rather than held.
     struct PreparedLane {
         var items: [Prepared] = []
-        var arena: [UInt8] = []
+        var writers: [RepartitionRecord.EventsWriter] = []
+        var used = 0
+        /// Per repartition partition, the writer taking its events (-1: none yet).
+        var open: [Int32] = []
     }
 
-    /// The most bytes a lane's arena keeps from one batch to the next: a batch of typical hits
-    /// (a few hundred bytes each) needs well under this.
-    static let retainedArenaBytes = 8 << 20
+    /// The most bytes a writer keeps from one batch to the next: a batch of typical hits needs
+    /// well under this.
+    static let retainedRecordBytes = 2 << 20
 
     /// Judges and encodes `records` on up to `lanes` threads, lane `i` into `prepared[i]`;
     /// returns how many lanes hold this batch (the first ones).
-    static func prepare(
-        _ records: [PolledRecord], intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int, lanes: Int,
-        into prepared: inout [PreparedLane]
-    ) -> Int {
+    static func prepare(_ records: [PolledRecord], context: LaneContext, lanes: Int, into prepared: inout [PreparedLane]) -> Int {
         let lanes = max(1, min(lanes, records.count))
         if prepared.count < lanes { prepared += Array(repeating: PreparedLane(), count: lanes - prepared.count) }
         let chunk = (records.count + lanes - 1) / lanes
@@ -230,41 +247,59 @@ public struct NormalizeStage: Stage {
             let box = UnsafeSendable(slots)
             let work: @Sendable (Int) -> Void = { lane in
                 prepareChunk(
-                    records, min(records.count, lane * chunk)..<min(records.count, (lane + 1) * chunk), intake: intake,
-                    repartitionPartitions: repartitionPartitions, maxOriginalBytes: maxOriginalBytes, into: &box.value[lane])
+                    records, min(records.count, lane * chunk)..<min(records.count, (lane + 1) * chunk), context: context,
+                    into: &box.value[lane])
             }
             if lanes == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) }
         }
         return lanes
     }
 
-    private static func prepareChunk(
-        _ records: [PolledRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int,
-        into prepared: inout PreparedLane
-    ) {
-        prepared.items.removeAll(keepingCapacity: true)
-        prepared.items.reserveCapacity(range.count)
-        if prepared.arena.count > retainedArenaBytes { prepared.arena = [] }
-        // The arena keeps its bytes from batch to batch; events are written from its start.
-        var used = 0
+    private static func prepareChunk(_ records: [PolledRecord], _ range: Range<Int>, context: LaneContext, into lane: inout PreparedLane) {
+        lane.items.removeAll(keepingCapacity: true)
+        lane.items.reserveCapacity(range.count)
+        for index in 0..<lane.used where lane.writers[index].bytes.capacity > retainedRecordBytes {
+            lane.writers[index] = RepartitionRecord.EventsWriter()
+        }
+        lane.used = 0
+        if lane.open.count == Int(context.repartitionPartitions) {
+            for index in lane.open.indices { lane.open[index] = -1 }
+        } else {
+            lane.open = Array(repeating: -1, count: Int(context.repartitionPartitions))
+        }
+        var partition: Int32?
+        var epoch: UInt32 = 0
         for index in range {
             let record = records[index]
-            switch intake.take(record) {
+            switch context.intake.take(record) {
             case .accepted(let event, let eventTime):
-                let start = used
-                used = RepartitionRecord.writeEvent(
-                    event, eventTime: eventTime, sourcePartition: record.partition, sourceOffset: record.offset,
-                    originalTimestamp: record.timestamp, originalKey: record.key, originalValue: record.value,
-                    maxOriginalBytes: maxOriginalBytes, into: &prepared.arena, at: start)
-                prepared.items.append(
-                    .event(
-                        eventTime: eventTime,
-                        partition: DeliveryHash.partition(of: event.deliveryId, count: repartitionPartitions),
-                        bytes: start..<used))
+                if record.partition != partition {
+                    partition = record.partition
+                    epoch = context.epochs[record.partition] ?? 0
+                }
+                let target = DeliveryHash.partition(of: event.deliveryId, count: context.repartitionPartitions)
+                var writer = Int(lane.open[Int(target)])
+                if writer < 0 {
+                    writer = lane.used
+                    if writer == lane.writers.count { lane.writers.append(RepartitionRecord.EventsWriter()) }
+                    lane.writers[writer].begin(partition: target, origin: context.origin, writerClock: context.writerClock)
+                    lane.used += 1
+                    lane.open[Int(target)] = Int32(writer)
+                }
+                let original =
+                    context.originals.carries(eventTime: eventTime, writerClock: context.writerClock)
+                    ? RepartitionRecord.OriginalBytes(
+                        key: record.key, value: record.value, timestamp: record.timestamp, maxBytes: context.maxOriginalBytes) : nil
+                let source = lane.writers[writer].append(
+                    event, eventTime: eventTime, sourcePartition: record.partition, epoch: epoch, sourceOffset: record.offset,
+                    timestamp: record.timestamp, original: original)
+                lane.items.append(.event(eventTime: eventTime, writer: Int32(writer), source: Int32(source)))
+                // A full record is closed: the partition's next event begins another.
+                if lane.writers[writer].size >= context.batchBytes { lane.open[Int(target)] = -1 }
             case .filtered(let reason):
-                prepared.items.append(.filtered(reason))
+                lane.items.append(.filtered(reason))
             case .rejected(let reason, let detail):
-                prepared.items.append(.rejected(reason: reason, detail: detail))
+                lane.items.append(.rejected(reason: reason, detail: detail))
             }
         }
     }
@@ -284,9 +319,11 @@ public struct NormalizeStage: Stage {
         lastMarks = now
         let owned = sources.sorted { $0.key < $1.key }
         let marks = owned.map { partition, state in
-            SourceMark(source: partition, watermark: state.watermark, idle: now - state.lastEventAt >= idleTimeout)
+            let idle = now - state.lastEventAt >= idleTimeout
+            return SourceMark(
+                source: partition, watermark: state.watermark, idle: idle, quietSince: idle ? min(state.lastEventAt, now) : nil)
         }
-        RepartitionRecord.encodeMarks(marks, epochs: owned.map(\.value.epoch), origin: origin, into: &buffer)
+        RepartitionRecord.encodeMarks(marks, epochs: owned.map(\.value.epoch), origin: origin, writerClock: now, into: &buffer)
         for partition in 0..<repartitionPartitions {
             try buffer.withUnsafeBytes { value in
                 try sink.send(.repartition, partition: partition, key: nil, value: value, headers: [], timestamp: now)

@@ -102,6 +102,7 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_restore_records": "Records read back from the state topic to restore window tasks.",
         "trackpipe_changelog_records": "Records written to the state topic (window states, tombstones of evicted windows, task records).",
         "trackpipe_dead_letters_cut": "Dead letters whose original key or value was cut to fit the dead-letter topic (headers carry the original sizes and SHA-256).",
+        "trackpipe_late_hits_without_original": "too_late dead letters carrying the hit as normalized, its original message not having crossed the shuffle (its window evicted early by --max-entries, or its record overtaken beyond the normalize stage's allowance).",
         "trackpipe_kafka_errors": "Errors librdkafka reported, by severity: transient ones (connections, leaders, timeouts) it retries by itself; a fatal one stops the worker.",
         "trackpipe_repartition_purges": "Partitions of the repartition topic the aggregate stage asked the cluster to purge up to its commits (DeleteRecords), by outcome: purged, unsupported (the cluster does not delete records), not_authorized (no Delete grant), transient, failed.",
     ]
@@ -119,7 +120,7 @@ public final class PipelineMetrics: Sendable {
             "trackpipe_messages_consumed", "trackpipe_hits_accepted", "trackpipe_watermark_marks", "trackpipe_aggregates_emitted",
             "trackpipe_hits_replayed_final", "trackpipe_duplicates_dropped", "trackpipe_messages_replayed",
             "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
-            "trackpipe_restore_records", "trackpipe_changelog_records", "trackpipe_dead_letters_cut",
+            "trackpipe_restore_records", "trackpipe_changelog_records", "trackpipe_dead_letters_cut", "trackpipe_late_hits_without_original",
         ] {
             _ = counter(name, stage: metrics.stage)
         }
@@ -157,6 +158,7 @@ public struct StageMetrics: Sendable {
         bump("trackpipe_messages_replayed", a.replayed)
         bump("trackpipe_watermark_marks", a.marks)
         bump("trackpipe_aggregates_emitted", a.emitted)
+        bump("trackpipe_late_hits_without_original", a.lateWithoutOriginal)
         for (reason, count) in a.filtered where count > 0 {
             parent.counter("trackpipe_hits_filtered", stage: stage, ("reason", reason)).increment(by: Int64(count))
         }

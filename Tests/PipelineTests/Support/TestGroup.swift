@@ -36,16 +36,18 @@ extension RepartitionInput {
 }
 
 extension NormalizeStage {
-    /// A normalize stage of the test group, fixed to 1-minute windows.
+    /// A normalize stage of the test group, fixed to 1-minute windows; its originals rule for
+    /// the default windows unless told another.
     init(
         inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, limits: NormalizerLimits, maxFutureSkew: Int64,
         idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1, batchBytes: Int = RepartitionRecord.batchBytes,
-        maxOriginalBytes: Int = .max
+        maxOriginalBytes: Int = .max, originals: OriginalRule = OriginalRule(window: WindowConfig())
     ) {
         self.init(
             inputTopic: inputTopic, sourcePartitions: sourcePartitions, repartitionPartitions: repartitionPartitions,
             identity: TestGroup.twoStages(), group: TestGroup.name, limits: limits, maxFutureSkew: maxFutureSkew, idleTimeout: idleTimeout,
-            markInterval: markInterval, parallelism: parallelism, batchBytes: batchBytes, maxOriginalBytes: maxOriginalBytes)
+            markInterval: markInterval, parallelism: parallelism, batchBytes: batchBytes, maxOriginalBytes: maxOriginalBytes,
+            originals: originals)
     }
 }
 

@@ -2,8 +2,8 @@ import Foundation
 import Kafka
 
 /// Shared pieces of the Kafka benchmarks: a preloaded embedded topic and a kcat baseline.
-enum BenchSupport {
-    static func now() -> Double {
+package enum BenchSupport {
+    package static func now() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
@@ -11,7 +11,7 @@ enum BenchSupport {
 
     /// Fills `topic` with `values`, spread round-robin over its partitions, with the given
     /// record timestamps (epoch ms) or, without them, the current time.
-    static func preload(
+    package static func preload(
         _ broker: EmbeddedBroker, topic: String, partitions: Int, values: [[UInt8]], timestamps: [Int64]? = nil
     ) throws {
         try broker.createTopic(topic, partitions: partitions)
@@ -20,7 +20,7 @@ enum BenchSupport {
     }
 
     /// Fills an existing `topic` of the cluster at `bootstrapServers`, as `preload` above.
-    static func preload(
+    package static func preload(
         bootstrapServers: String, topic: String, partitions: Int, values: [[UInt8]], timestamps: [Int64]? = nil,
         placement: [Int32]? = nil
     ) throws {
@@ -38,7 +38,7 @@ enum BenchSupport {
     }
 
     /// Runs kcat with these arguments, output discarded; returns wall seconds, or nil if kcat is missing.
-    static func timeKcat(_ arguments: [String]) throws -> Double? {
+    package static func timeKcat(_ arguments: [String]) throws -> Double? {
         guard let kcat = ["/usr/bin/kcat", "/usr/local/bin/kcat"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
         else { return nil }
         let process = Process()
@@ -57,7 +57,7 @@ enum BenchSupport {
     }
 
     /// The trackpipe binary: `override`, or the one built next to this benchmark.
-    static func trackpipeBinary(_ override: String?) throws -> String {
+    package static func trackpipeBinary(_ override: String?) throws -> String {
         let binary = override
             ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("trackpipe").path
         guard FileManager.default.isExecutableFile(atPath: binary) else {
@@ -66,17 +66,17 @@ enum BenchSupport {
         return binary
     }
 
-    static func median(_ values: [Double]) -> Double {
+    package static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         return sorted[sorted.count / 2]
     }
 
-    static func rate(_ count: Int, _ seconds: Double) -> String {
+    package static func rate(_ count: Int, _ seconds: Double) -> String {
         String(format: "%.0f msg/s", Double(count) / seconds)
     }
 }
 
-struct BenchError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+package struct BenchError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -1,0 +1,75 @@
+import Benchmarking
+import Foundation
+
+/// One timed run of a contender process: wall time, the moment its group assignment
+/// arrived (read from its stderr), and the CPU it and the broker used.
+struct TimedRun {
+    var wall: Double
+    /// Seconds from start until the first line containing the assignment marker; nil if none.
+    var joined: Double?
+    var cpu: Double
+    /// Minor and major page faults of the contender's process.
+    var pageFaults: Int
+    var brokerCPU: Double
+    var stdout: String
+    var stderr: String
+
+    /// Wall time after the group join: what the contender's own work costs.
+    var afterJoin: Double { wall - (joined ?? 0) }
+
+    /// Runs `binary` with `arguments` to its end. With `discardingOutput` its standard output
+    /// goes to /dev/null (as a raw consume's records would), and `stdout` stays empty.
+    static func measure(
+        _ binary: String, _ arguments: [String], broker: BrokerProcess, assignmentMarker: String, discardingOutput: Bool = false
+    ) throws -> TimedRun {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = discardingOutput ? FileHandle.nullDevice : out
+        process.standardError = err
+        let reader = StderrWatcher(marker: assignmentMarker)
+        let cpuBefore = ProcessCPU.reapedChildren()
+        let brokerBefore = broker.cpuSeconds
+        let start = BenchSupport.now()
+        try process.run()
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            reader.read(err.fileHandleForReading, start: start)
+            done.signal()
+        }
+        let stdout = discardingOutput ? "" : String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let wall = BenchSupport.now() - start
+        done.wait()
+        let usage = ProcessCPU.reapedChildren()
+        let run = TimedRun(
+            wall: wall, joined: reader.joined, cpu: usage.seconds - cpuBefore.seconds, pageFaults: usage.pageFaults - cpuBefore.pageFaults,
+            brokerCPU: broker.cpuSeconds - brokerBefore, stdout: stdout, stderr: reader.text)
+        guard process.terminationStatus == 0 else {
+            throw BenchError("\(binary) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus): \(run.stderr.suffix(2000))")
+        }
+        return run
+    }
+}
+
+/// Reads a child's stderr to its end, noting when a line with the marker first appeared.
+final class StderrWatcher: @unchecked Sendable {
+    // @unchecked: written by the one reading thread; read after `read` has returned (the
+    // caller waits on a semaphore that the reading thread signals).
+    let marker: String
+    private(set) var joined: Double?
+    private(set) var text = ""
+
+    init(marker: String) { self.marker = marker }
+
+    func read(_ handle: FileHandle, start: Double) {
+        while true {
+            let chunk = handle.availableData
+            if chunk.isEmpty { return }
+            text += String(decoding: chunk, as: UTF8.self)
+            if joined == nil, text.contains(marker) { joined = BenchSupport.now() - start }
+        }
+    }
+}
