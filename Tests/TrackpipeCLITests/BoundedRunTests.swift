@@ -40,45 +40,62 @@ struct BoundedRunTests {
         #expect(throws: (any Error).self) { try RunCommand.parse(["--until-end", "--connect-timeout", "0s"]).resolve(Environment([:])) }
     }
 
-    /// A summary of a bounded run whose normalize stage jumped over offsets 500..<15747.
-    static func summaryWithGap() -> PipelineSummary {
+    /// A summary of a bounded run whose normalize stage lost offsets 500..<15747 of its input
+    /// (their log start had passed them) and jumped over a marker at 15_748 that the log still
+    /// holds.
+    static func summaryWithLoss() -> PipelineSummary {
         var accounting = Accounting()
         accounting.consumed = 3
         accounting.accepted = 3
-        accounting.offsetGaps = 1
-        let gap = OffsetGap(partition: TopicPartition(topic: "hits", partition: 0), from: 500, to: 15_747)
+        accounting.offsetGaps = 2
+        let hits = TopicPartition(topic: "hits", partition: 0)
         let normalize = StageSummary(
             stage: "normalize", topic: "hits", accounting: accounting, elapsedMilliseconds: 1_000,
-            committed: [TopicPartitionOffset(topic: "hits", partition: 0, offset: 15_750)], offsetGaps: [gap])
+            committed: [TopicPartitionOffset(topic: "hits", partition: 0, offset: 15_750)],
+            offsetGaps: [OffsetGap(partition: hits, from: 500, to: 15_747), OffsetGap(partition: hits, from: 15_748, to: 15_749)],
+            lostInput: [LostInput(partition: hits, from: 500, to: 15_747)])
         var aggregate = normalize
         aggregate.stage = "aggregate"
         aggregate.topic = "g-repartition"
         aggregate.offsetGaps = []
+        aggregate.lostInput = []
         aggregate.accounting.offsetGaps = 0
         return PipelineSummary(stages: [normalize, aggregate], elapsedMilliseconds: 1_000)
     }
 
-    @Test("the CLI's decision: a bounded run with offsets never delivered exits 65 naming them, unless --allow-lost-input; a live run never does")
+    @Test("the CLI's decision: a bounded run that lost input exits 65 naming it, unless --allow-lost-input; offsets never delivered that the log still holds are no reason; a live run never does")
     func lostInputDecision() throws {
-        let summary = Self.summaryWithGap()
+        let summary = Self.summaryWithLoss()
         let bounded = try RunCommand.parse(["--until-end"]).resolve(Environment([:]))
         let refusal = try #require(RunCommand.lostInputRefusal(summary, resolved: bounded))
-        #expect(refusal.hasPrefix("15247 offsets of the input were never delivered: hits[0] offsets 500 to 15746 (15247)."), "\(refusal)")
+        #expect(
+            refusal.hasPrefix(
+                "15247 offsets were lost: retention (or the broker's size limit) deleted them before this run read them: hits[0] offsets 500 to 15746 (15247)."),
+            "\(refusal)")
         #expect(refusal.contains("--allow-lost-input"))
+        #expect(!refusal.contains("replay"), "the input's records are gone: reading the topic again is no remedy: \(refusal)")
         #expect(RunCommand.lostInputExitCode == 65)
         let accepting = try RunCommand.parse(["--until-end", "--allow-lost-input"]).resolve(Environment([:]))
         #expect(RunCommand.lostInputRefusal(summary, resolved: accepting) == nil)
         let acceptingByVariable = try RunCommand.parse(["--until-end"]).resolve(Environment(["TRACKPIPE_ALLOW_LOST_INPUT": "true"]))
         #expect(RunCommand.lostInputRefusal(summary, resolved: acceptingByVariable) == nil)
         let live = try RunCommand.parse([]).resolve(Environment([:]))
-        #expect(RunCommand.lostInputRefusal(summary, resolved: live) == nil, "the live worker keeps running: the gap is logged, counted, alerted on")
-        var whole = summary
-        whole.stages[0].offsetGaps = []
-        #expect(RunCommand.lostInputRefusal(whole, resolved: bounded) == nil)
-        // The summary itself names them, under the stage that saw them.
-        #expect(summary.text.contains("  never read    15247 offsets: hits[0] offsets 500 to 15746 (15247)\n"), "\(summary.text)")
-        let single = [OffsetGap(partition: TopicPartition(topic: "t", partition: 3), from: 7, to: 8)]
+        #expect(RunCommand.lostInputRefusal(summary, resolved: live) == nil, "the live worker keeps running: the loss is logged, counted, alerted on")
+        var markersOnly = summary
+        markersOnly.stages[0].lostInput = []
+        #expect(RunCommand.lostInputRefusal(markersOnly, resolved: bounded) == nil, "gaps the log still holds are not loss")
+        // The summary itself names them, under the stage that lost them.
+        #expect(summary.text.contains("  lost          15247 offsets, deleted before they were read: hits[0] offsets 500 to 15746 (15247)\n"), "\(summary.text)")
+        #expect(!markersOnly.text.contains("  lost "), "\(markersOnly.text)")
+        let single = [LostInput(partition: TopicPartition(topic: "t", partition: 3), from: 7, to: 8)]
         #expect(PipelineSummary.describe(single) == "t[3] offset 7")
+
+        // Lost behind the shuffle: the hits may still be in the input topic.
+        var shuffled = markersOnly
+        shuffled.stages[1].lostInput = [LostInput(partition: TopicPartition(topic: "g-repartition", partition: 2), from: nil, to: 2_040)]
+        let behind = try #require(RunCommand.lostInputRefusal(shuffled, resolved: bounded))
+        #expect(behind.hasPrefix("2040 offsets were lost: retention (or the broker's size limit) deleted them before this run read them: g-repartition[2] offsets before 2040."), "\(behind)")
+        #expect(behind.contains("may still be in the input topic"), "\(behind)")
     }
 
     @Test("input deleted before a bounded run read it: the run writes what it read, names the lost offsets and exits 65; --allow-lost-input exits 0")
@@ -111,8 +128,13 @@ struct BoundedRunTests {
         let second = try binary.run(common)
         #expect(second.exitCode == 65, "\(second.stderr.suffix(2_000))")
         let lost = "hits[0] offsets \(committed) to \(logStart - 1) (\(logStart - committed))"
-        #expect(second.stderr.contains("trackpipe run: \(logStart - committed) offsets of the input were never delivered: \(lost)."), "\(second.stderr.suffix(2_000))")
-        #expect(second.stdout.contains("  never read    \(logStart - committed) offsets: \(lost)"), "the summary names them: \(second.stdout)")
+        #expect(
+            second.stderr.contains(
+                "trackpipe run: \(logStart - committed) offsets were lost: retention (or the broker's size limit) deleted them before this run read them: \(lost)."),
+            "\(second.stderr.suffix(2_000))")
+        #expect(
+            second.stdout.contains("  lost          \(logStart - committed) offsets, deleted before they were read: \(lost)"),
+            "the summary names them: \(second.stdout)")
         #expect(second.stdout.contains("balanced      yes"), "what it read is written and counted: \(second.stdout)")
         let after = try #require(try reader.committed([partition]).first?.offset)
         #expect(after == 40_500, "committed to the end of what it read")
@@ -121,6 +143,6 @@ struct BoundedRunTests {
         try produce(40_000, seed: 3)
         let accepted = try binary.run(common + ["--allow-lost-input"])
         #expect(accepted.exitCode == 0, "\(accepted.stderr.suffix(2_000))")
-        #expect(accepted.stdout.contains("  never read    "), "still named in the summary: \(accepted.stdout)")
+        #expect(accepted.stdout.contains("  lost          "), "still named in the summary: \(accepted.stdout)")
     }
 }

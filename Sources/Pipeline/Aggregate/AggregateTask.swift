@@ -26,6 +26,8 @@ struct AggregateTask: WindowTask {
     /// `held` has a window's first record: a window closed and nobody can read it until the
     /// next commit, so the runner commits early for it.
     private(set) var holdsClosedWindow = false
+    /// What a task without a commit checks where it begins reading; nil with a commit.
+    private var firstRead: FirstRead?
 
     /// `changelogSource`: the input the task counts, as its changelog's task records name it.
     init(start: PartitionStart, config: WindowConfig, sources: TaskSources, changelogSource: UInt64, now: Int64) {
@@ -45,6 +47,7 @@ struct AggregateTask: WindowTask {
         offsets.committed = begin.committed
         offsets.metadata = begin.metadata
         phase = .initial(start: begin)
+        if begin.committed == nil { firstRead = FirstRead(checksSources: sources.namesSources && begin.floors == nil) }
     }
 
     /// The state is being read back from the changelog: no record may be processed yet.
@@ -150,6 +153,7 @@ struct AggregateTask: WindowTask {
             engine.resume(partition: partition, watermark: watermark, now: now)
         }
         offsets.previousMark = task.processedMark
+        firstRead?.restored(mark: task.processedMark)
         changelog.evictedOnRestore(finals, mark: task.processedMark)
     }
 
@@ -208,14 +212,15 @@ struct AggregateTask: WindowTask {
 
     // MARK: Counting
 
-    /// Counts what an input decoded from this task's records, the last of which is at
-    /// `lastOffset`; what the engine emits is held until the next commit. Runs on a worker
-    /// thread, touching only this task.
-    mutating func count(_ batch: DecodedBatch, through lastOffset: Int64, now: Int64) -> TaskResult {
+    /// Counts what an input decoded from this task's records, the first of which is at
+    /// `firstOffset` and the last at `lastOffset`; what the engine emits is held until the next
+    /// commit. Runs on a worker thread, touching only this task.
+    mutating func count(_ batch: DecodedBatch, from firstOffset: Int64, through lastOffset: Int64, now: Int64) -> TaskResult {
         if let misrouted = batch.misrouted { return TaskResult(misrouted: misrouted) }
         offsets.processedMark = lastOffset + 1
         let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying))
-        let (result, output) = countBatch(batch, range: nil, previousMark: offsets.previousMark, now: now, on: ShardsInTurn())
+        var (result, output) = countBatch(batch, range: nil, previousMark: offsets.previousMark, now: now, on: ShardsInTurn())
+        if firstRead != nil { result.report.unread += firstRead!.check(batch, first: firstOffset, partition: partition) }
         hold(output)
         if caughtUp { engine.replayFinished(partition: partition) }
         return result

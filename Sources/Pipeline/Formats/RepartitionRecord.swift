@@ -35,8 +35,15 @@ import Windowing
 /// writer routed by, so that instances that disagree on it are caught. The epoch of each source
 /// partition in the table (a new epoch begins when the topic is found recreated) keeps
 /// positions of another topic or of a recreated one from being taken for copies of old ones.
+///
+/// A table entry also says whether its record *begins* the group's records of that source in
+/// its partition: the first record a normalize owner that began at the group's start of the
+/// source (it took the partition without a trackpipe commit) sends to the partition naming it.
+/// An aggregate task that reads its partition from the log start, with no commit, finds the
+/// group's earlier records of a source deleted when the first record naming it does not begin
+/// them (docs/scale-out.md, "Lost input").
 public enum RepartitionRecord {
-    public static let version: UInt8 = 5
+    public static let version: UInt8 = 6
 
     enum Kind: UInt8 {
         case marks = 2
@@ -94,6 +101,9 @@ public enum RepartitionRecord {
         /// event of it (never idle), and the epoch of each, in the same order.
         public var marks: [SourceMark]
         public var epochs: [UInt32]
+        /// Whether the record begins the group's records of each source in its partition, in
+        /// the same order.
+        public var begins: [Bool]
     }
 
     /// A marks record as read back.
@@ -102,6 +112,8 @@ public enum RepartitionRecord {
         public var marks: [SourceMark]
         /// The epoch of each mark's source partition, in the same order.
         public var epochs: [UInt32]
+        /// Whether the record begins the group's records of each source in its partition.
+        public var begins: [Bool]
     }
 
     public struct DecodingError: Error, CustomStringConvertible {
@@ -211,14 +223,23 @@ public enum RepartitionRecord {
     }
 
     /// A table of source partitions, as marks records and the end of events records hold it.
-    private static func appendSourceTable(_ marks: [SourceMark], epochs: [UInt32], to bytes: inout [UInt8]) {
+    /// Each entry's flags byte: bit 0 idle, bit 1 the record begins the group's records of the
+    /// source in its partition.
+    private static func appendSourceTable(_ marks: [SourceMark], epochs: [UInt32], begins: [Bool], to bytes: inout [UInt8]) {
         append(UInt16(clamping: marks.count), to: &bytes)
         for (index, mark) in marks.prefix(Int(UInt16.max)).enumerated() {
             append(mark.source, to: &bytes)
             append(mark.watermark ?? Int64.min, to: &bytes)
-            bytes.append(mark.idle ? 1 : 0)
+            let begins = index < begins.count && begins[index]
+            bytes.append((mark.idle ? Flag.idle : 0) | (begins ? Flag.begins : 0))
             append(index < epochs.count ? epochs[index] : 0, to: &bytes)
         }
+    }
+
+    /// The bits of a table entry's flags byte.
+    private enum Flag {
+        static let idle: UInt8 = 1
+        static let begins: UInt8 = 2
     }
 
     /// The events bound for one repartition partition, becoming one record.
@@ -233,14 +254,17 @@ public enum RepartitionRecord {
         /// their epochs: the record's closing table.
         private var sources: [SourceMark] = []
         private var epochs: [UInt32] = []
+        private var begins: [Bool] = []
 
         var isEmpty: Bool { count == 0 }
 
         /// Adds one event encoded by `writeEvent`, of a source partition (of `epoch`) whose
-        /// watermark, as of this event, is `watermark`.
+        /// watermark, as of this event, is `watermark`. `begins`: this is the first record the
+        /// writer sends to the partition naming the source, and the writer began at the group's
+        /// start of it (read where the source's first event of the record enters the table).
         mutating func append(
             encodedEvent: UnsafeRawBufferPointer, timestamp: Int64?, origin: Origin, sourcePartition: Int32, epoch: UInt32,
-            watermark: Int64
+            watermark: Int64, begins: Bool = false
         ) {
             if count == 0 {
                 bytes.removeAll(keepingCapacity: true)
@@ -262,6 +286,7 @@ public enum RepartitionRecord {
             } else {
                 sources.append(SourceMark(source: sourcePartition, watermark: watermark, idle: false))
                 epochs.append(epoch)
+                self.begins.append(begins)
             }
         }
 
@@ -270,22 +295,24 @@ public enum RepartitionRecord {
         mutating func take(_ body: (UnsafeRawBufferPointer, _ timestamp: Int64?) throws -> Void) rethrows {
             let at = countOffset
             bytes.withUnsafeMutableBytes { $0.storeBytes(of: UInt32(count).littleEndian, toByteOffset: at, as: UInt32.self) }
-            RepartitionRecord.appendSourceTable(sources, epochs: epochs, to: &bytes)
+            RepartitionRecord.appendSourceTable(sources, epochs: epochs, begins: begins, to: &bytes)
             try bytes.withUnsafeBytes { try body($0, timestamp) }
             count = 0
             timestamp = nil
             sources.removeAll(keepingCapacity: true)
             epochs.removeAll(keepingCapacity: true)
+            begins.removeAll(keepingCapacity: true)
         }
     }
 
-    /// A marks record: each mark with the epoch of its source partition.
-    public static func encodeMarks(_ marks: [SourceMark], epochs: [UInt32], origin: Origin, into bytes: inout [UInt8]) {
+    /// A marks record: each mark with the epoch of its source partition, and whether the record
+    /// begins the group's records of it in the partition it goes to (none when `begins` is empty).
+    public static func encodeMarks(_ marks: [SourceMark], epochs: [UInt32], begins: [Bool] = [], origin: Origin, into bytes: inout [UInt8]) {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(version)
         bytes.append(Kind.marks.rawValue)
         appendOrigin(origin, to: &bytes)
-        appendSourceTable(marks, epochs: epochs, to: &bytes)
+        appendSourceTable(marks, epochs: epochs, begins: begins, to: &bytes)
     }
 
     private static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
@@ -353,31 +380,34 @@ public enum RepartitionRecord {
                 events.append(try readEvent(&inner))
                 guard inner.position == length else { throw DecodingError(description: "repartition event with trailing bytes") }
             }
-            let (marks, epochs) = try readSourceTable(&reader)
+            let (marks, epochs, begins) = try readSourceTable(&reader)
             guard reader.position == bytes.count else { throw DecodingError(description: "repartition record with trailing bytes") }
-            return .events(Events(origin: origin, events: events, marks: marks, epochs: epochs))
+            return .events(Events(origin: origin, events: events, marks: marks, epochs: epochs, begins: begins))
         case .marks:
-            let (marks, epochs) = try readSourceTable(&reader)
-            return .marks(Marks(origin: origin, marks: marks, epochs: epochs))
+            let (marks, epochs, begins) = try readSourceTable(&reader)
+            return .marks(Marks(origin: origin, marks: marks, epochs: epochs, begins: begins))
         case nil:
             throw DecodingError(description: "repartition record of unknown kind \(kind)")
         }
     }
 
-    private static func readSourceTable(_ reader: inout Reader) throws(DecodingError) -> ([SourceMark], [UInt32]) {
+    private static func readSourceTable(_ reader: inout Reader) throws(DecodingError) -> ([SourceMark], [UInt32], [Bool]) {
         let count = Int(try reader.integer(UInt16.self))
         var marks: [SourceMark] = []
         var epochs: [UInt32] = []
+        var begins: [Bool] = []
         marks.reserveCapacity(count)
         epochs.reserveCapacity(count)
+        begins.reserveCapacity(count)
         for _ in 0..<count {
             let source = try reader.integer(Int32.self)
             let watermark = try reader.integer(Int64.self)
-            let idle = try reader.byte() != 0
-            marks.append(SourceMark(source: source, watermark: watermark == Int64.min ? nil : watermark, idle: idle))
+            let flags = try reader.byte()
+            marks.append(SourceMark(source: source, watermark: watermark == Int64.min ? nil : watermark, idle: flags & Flag.idle != 0))
+            begins.append(flags & Flag.begins != 0)
             epochs.append(try reader.integer(UInt32.self))
         }
-        return (marks, epochs)
+        return (marks, epochs, begins)
     }
 
     private static func readEvent(_ reader: inout Reader) throws(DecodingError) -> Event {
