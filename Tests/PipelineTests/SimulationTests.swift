@@ -122,8 +122,15 @@ struct SimulationTests {
 
     @Test("the checks catch a defect planted in the simulated cluster", arguments: Fault.allCases)
     func plantedDefectsAreCaught(_ fault: Fault) {
-        // A lossy log cleaner loses state only where state is read back: after crashes and moves.
-        let family: ScheduleFamily = fault == .lossyCompaction ? .chaosOneStage : .steady
+        // A lossy log cleaner loses state only where state is read back: after crashes and moves;
+        // misreported log starts matter only where retention deletes, or markers leave gaps.
+        let family: ScheduleFamily =
+            switch fault {
+            case .lossyCompaction: .chaosOneStage
+            case .hiddenRetention: .retention
+            case .phantomRetention: .markers
+            case .skipOneRecord, .reemitStaleRecord: .steady
+            }
         var options = ScheduleFamily.knownFailing[family]?.narrowed(Self.quick) ?? Self.quick
         options.fault = fault
         let outcomes = (0..<30).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: family, options: options) }
@@ -137,6 +144,34 @@ struct SimulationTests {
             #expect(!kinds.isDisjoint(with: [.lastRecord, .missingKey, .missingDeadLetter, .accounting, .revisionWentBack]), "\(kinds)")
         case .reemitStaleRecord:
             #expect(kinds.isSuperset(of: [.lastRecord, .revisionWentBack]), "\(kinds)")
+        case .hiddenRetention:
+            #expect(kinds.contains(.silentLoss), "\(kinds)")
+        case .phantomRetention:
+            #expect(kinds.contains(.falseLoss), "\(kinds)")
         }
+    }
+}
+
+extension SimulationTests {
+    /// Lost input where the simulated cluster can make every kind of gap: transaction markers and
+    /// compaction holes (never loss), and retention deleting records, read or not, of the input
+    /// (where the group has committed) and of the repartition topic (at any time, also before a
+    /// window task's first read). The families hold every check (above); here, that the
+    /// schedules do what they are for.
+    @Test("markers and compaction holes are never reported lost; retention is, exactly when hits went missing, at first reads too")
+    func lostInputIsTold() {
+        let markers = (0..<Self.schedulesPerFamily).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: .markers, options: Self.quick) }
+        #expect(markers.allSatisfy { $0.passed && $0.stats.lostRanges == 0 && $0.stats.deletedRecords == 0 })
+        let retention = [ScheduleFamily.retention, .retentionOneStage].flatMap { family in
+            (0..<Self.schedulesPerFamily).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: family, options: Self.quick) }
+        }
+        let deleting = retention.filter { $0.stats.deletedRecords > 0 }
+        let reporting = deleting.filter { $0.stats.lostRanges > 0 }
+        print(
+            "retention: \(retention.count) schedules, \(deleting.count) deleted records, \(reporting.count) reported loss (\(reporting.filter { $0.stats.lostAtFirstReads > 0 }.count) at a first read)")
+        #expect(retention.allSatisfy { $0.passed })
+        #expect(reporting.count >= 5, "retention deleted unread records in \(reporting.count) schedules only")
+        #expect(deleting.count > reporting.count, "retention also deletes what was read and committed, which loses nothing")
+        #expect(reporting.contains { $0.stats.lostAtFirstReads > 0 }, "a window task's first read found deleted records")
     }
 }

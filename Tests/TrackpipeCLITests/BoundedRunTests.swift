@@ -145,4 +145,58 @@ struct BoundedRunTests {
         #expect(accepted.exitCode == 0, "\(accepted.stderr.suffix(2_000))")
         #expect(accepted.stdout.contains("  lost          "), "still named in the summary: \(accepted.stdout)")
     }
+
+    @Test("a hot repartition partition overrun before the window stage first read it: the bounded run writes what it read, names the partition and what was lost and exits 65")
+    func repartitionOverrunBeforeTheFirstRead() throws {
+        // One repartition partition for three input partitions: every event goes to it. Its
+        // window task's state partition is led by broker 2, down while the normalize stage
+        // reads the input, so the task cannot read its state back and its partition is held
+        // back: the embedded broker, which keeps only the newest ~5 MB of a partition, deletes
+        // the first events before the window stage reads anything (as a real cluster's
+        // retention does when the window stage falls behind by more than it keeps).
+        let broker = try EmbeddedBroker(brokers: 2)
+        let topics = ["hits": 3, "overrun-repartition": 1, "overrun-state": 1, "out": 1, "dlq": 1]
+        for (topic, partitions) in topics {
+            try broker.createTopic(topic, partitions: partitions)
+            for partition in 0..<Int32(partitions) { try broker.setLeader(topic, partition: partition, brokerId: topic == "overrun-state" ? 2 : 1) }
+        }
+        for group in ["overrun", "overrun-aggregate"] { try broker.setGroupCoordinator(group, brokerId: 1) }
+        try broker.setBrokerDown(2)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 60_000, seed: 41, deliveries: 4)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "overrun", "log_level": "3"]))
+        let inputs = (0..<Int32(3)).map { TopicPartition(topic: "hits", partition: $0) }
+        let ends = try reader.endOffsets(inputs)
+        #expect(try reader.beginningOffsets(inputs).allSatisfy { $0.offset == 0 }, "the input itself keeps every hit")
+
+        let worker = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(),
+            [
+                "run", "--until-end", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--group", "overrun",
+                "--repartition-topic", "overrun-repartition", "--state-topic", "overrun-state", "--output-topic", "out", "--dlq-topic", "dlq",
+                "--log-level", "warning", "-X", "session.timeout.ms=6000",
+            ])
+        defer { worker.signal(SIGKILL) }
+        // The normalize stage has read the whole input and committed it.
+        let normalized = BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds, every: 0.5) {
+            guard let committed = try? reader.committed(inputs) else { return false }
+            return committed.map(\.offset) == ends.map(\.offset)
+        }
+        try #require(normalized, "stderr: \(worker.stderr.suffix(2_000))")
+        let repartition = TopicPartition(topic: "overrun-repartition", partition: 0)
+        let logStart = try #require(try reader.beginningOffsets([repartition]).first?.offset)
+        try #require(logStart > 0, "the embedded broker deleted the first events of the repartition partition")
+        try broker.setBrokerUp(2)
+
+        let code = worker.waitForExit(seconds: SafetyDeadline.seconds)
+        #expect(code == 65, "exit \(code.map(String.init) ?? "none"); stderr: \(worker.stderr.suffix(3_000))")
+        let named = "overrun-repartition[0] offsets before \(logStart)"
+        #expect(
+            worker.stderr.contains(
+                "trackpipe run: \(logStart) offsets were lost: retention (or the broker's size limit) deleted them before this run read them: \(named)."),
+            "\(worker.stderr.suffix(3_000))")
+        #expect(worker.stderr.contains("may still be in the input topic"), "\(worker.stderr.suffix(3_000))")
+        #expect(worker.stdout.contains("  lost          \(logStart) offsets, deleted before they were read: \(named)"), "\(worker.stdout)")
+        #expect(worker.stdout.contains("balanced      yes"), "what it read is written and counted: \(worker.stdout)")
+    }
 }

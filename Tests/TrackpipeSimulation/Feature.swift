@@ -47,6 +47,12 @@ public enum Feature: String, CaseIterable, Sendable, Comparable {
     case lanes
     /// Repartition records cut small, so one batch's events span several records.
     case smallRecords = "small-records"
+    /// Offsets of the input that are never delivered though the log holds them: transaction
+    /// markers and records compaction removed, in the middle of partitions and at their ends.
+    case markers
+    /// Retention (or a size limit) deletes the oldest records of repartition partitions at any
+    /// time, and of input partitions the group has committed on, read or not.
+    case retention
 
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 

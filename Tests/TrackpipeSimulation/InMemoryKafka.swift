@@ -1,8 +1,9 @@
 import Pipeline
 
 /// What the simulated cluster (`SimulatedCluster`) keeps: topics and consumer groups' commits, nothing else.
-/// The cluster's clients read and write them; nothing is ever deleted (only the log cleaner
-/// marks records of the state topic as compacted).
+/// The cluster's clients read and write them; nothing is ever removed from memory: the log
+/// cleaner marks records of the state topic as compacted, and retention moves a partition's log
+/// start past records it keeps for the checks.
 final class InMemoryKafka {
     /// What a group committed for one partition: the next offset to read and the metadata.
     struct Committed: Equatable, CustomStringConvertible {

@@ -50,6 +50,8 @@ public struct Schedule: Sendable {
         let remedy = scenario.has(.offsetReset) ? drawnRemedy : .newGroup
         let switchAt = switches ? drawnSwitch : -1
         var operations: [Operation] = []
+        // Drawn apart, so that the schedules of families without retention stay as they were.
+        var retention = SplitMix(scenario.hitSeed ^ 0x0DE1_E7E5)
 
         func budget() -> Int {
             let roll = random.next() % 100
@@ -88,6 +90,8 @@ public struct Schedule: Sendable {
             if scenario.has(.rebalances), move.0 { operations.append(.rebalance(move.1, from: move.2, to: move.3, pick: move.4)) }
             let compact = (random.chance(0.15), random.seed())
             if scenario.has(.compaction), compact.0 { operations.append(.compact(pick: compact.1)) }
+            // Early on too, before a window task has read its partition (or committed on it).
+            if scenario.has(.retention), retention.chance(step < 4 ? 0.4 : 0.06) { operations.append(.retain(pick: retention.seed())) }
             let newPartitions = random.int(1...4)
             if step == switchAt {
                 if scenario.has(.topicSwitch), mode == .twoStage {

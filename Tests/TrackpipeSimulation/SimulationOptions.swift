@@ -39,6 +39,12 @@ public enum Fault: String, Sendable, CaseIterable {
     /// After the run, an older record of some key is delivered again at the end of the output:
     /// a stale aggregate overwrites the full one.
     case reemitStaleRecord = "reemit-stale-record"
+    /// The cluster says every partition begins at 0 whatever retention deleted: records deleted
+    /// before they were read go unnoticed.
+    case hiddenRetention = "hidden-retention"
+    /// The cluster says every partition begins at its end though it holds every record: offsets
+    /// that were never records (markers) are taken for lost input.
+    case phantomRetention = "phantom-retention"
 }
 
 /// How big schedules are: the number of steps and the rate of hits.

@@ -16,9 +16,12 @@ struct WriteStamp: Sendable {
     var generation: Int = 1
 }
 
-/// One topic of the in-memory cluster: per partition an append-only log. Only a compacted topic
-/// (the state topic) ever loses records, and then only as Kafka's log cleaner removes them:
-/// offsets are kept, older values of a key and old tombstones disappear.
+/// One topic of the in-memory cluster: per partition an append-only log. A topic loses records
+/// two ways, as Kafka's do: the log cleaner of a compacted topic (the state topic) removes older
+/// values of a key and old tombstones, keeping their offsets; retention (or a size limit)
+/// deletes the oldest records of a partition, moving its log start (`deleteRecords`). Some
+/// offsets are never records a consumer is handed: a transactional producer's commit markers,
+/// and records compaction removed before anyone read them (`appendUndelivered`).
 ///
 /// The bytes of every record live in one growing buffer. A simulated consumer hands a batch out
 /// as records held in memory (`HeldRecord`), which the runner shows the stage as views valid for
@@ -33,23 +36,52 @@ final class TopicLog {
         var stamp: WriteStamp
         /// Removed by compaction: the offset stays taken, a reader skips it.
         var compacted = false
+        /// A transaction marker (or a record compacted away before anyone read it): an offset no
+        /// reader is handed.
+        var marker = false
+
+        /// A reader skips it.
+        var skipped: Bool { compacted || marker }
     }
 
     let name: String
     private(set) var partitions: [[Entry]]
+    /// Per partition, the first offset it still holds.
+    private var starts: [Int64]
     private var heap: [UInt8] = []
 
     init(name: String, partitions: Int) {
         precondition(partitions >= 1, "a topic has at least one partition")
         self.name = name
         self.partitions = Array(repeating: [], count: partitions)
+        self.starts = Array(repeating: 0, count: partitions)
     }
 
     var partitionCount: Int { partitions.count }
 
-    /// The first offset the partition holds (Kafka's log start offset): nothing is ever deleted
-    /// by time here, and compaction keeps offsets, so it stays 0.
-    func start(of partition: Int32) -> Int64 { 0 }
+    /// The first offset the partition holds (Kafka's log start offset): 0 until retention
+    /// deletes records (compaction keeps offsets).
+    func start(of partition: Int32) -> Int64 { starts[Int(partition)] }
+
+    /// Retention, or a size limit, deletes the partition's records below `offset` (at most to
+    /// its end): the log start moves there, and a reader positioned below it is moved up to it
+    /// (librdkafka's `auto.offset.reset=earliest` after an out-of-range fetch). Returns how many
+    /// offsets went.
+    @discardableResult
+    func deleteRecords(partition: Int32, before offset: Int64) -> Int64 {
+        let start = starts[Int(partition)]
+        let moved = min(max(offset, start), end(of: partition))
+        starts[Int(partition)] = moved
+        return moved - start
+    }
+
+    /// An offset taken by what no reader is handed: a transaction's commit marker (or a record
+    /// compaction removed). The log start is not moved by it; nothing is lost.
+    @discardableResult
+    func appendUndelivered(partition: Int32, stamp: WriteStamp) -> Int64 {
+        partitions[Int(partition)].append(Entry(key: nil, value: nil, timestamp: nil, headers: [], stamp: stamp, marker: true))
+        return Int64(partitions[Int(partition)].count - 1)
+    }
 
     /// The next offset to be written (Kafka's high watermark; logs start at 0 and never shrink).
     func end(of partition: Int32) -> Int64 { Int64(partitions[Int(partition)].count) }

@@ -20,6 +20,10 @@ public struct LostInput: Sendable, Equatable {
 
     /// How many offsets: those from `from`, or every offset before `to`.
     public var count: Int64 { to - (from ?? 0) }
+
+    /// The metadata field of the error line a runner logs for lost input (`topic[partition]`
+    /// and the offsets), for log pipelines to pick those lines out.
+    public static let logField = "lost_input"
 }
 
 /// The rule that tells lost input from offsets that were never records: a position not yet read
@@ -118,9 +122,10 @@ struct LossWatch {
     private mutating func record(_ found: LostInput, reason: String) {
         lost.append(found)
         metrics?.lost(found.count, topic: found.partition.topic)
+        // The field lets a log pipeline (and the simulator's checks) pick these lines out.
         logger.error(
-            "\(stageName): \(found.partition) offsets \(Self.describe(found.from, found.to)) were deleted (retention, or the broker's size limit) before this group read them (\(reason)): the hits in them are not counted. \(Self.remedy)"
-        )
+            "\(stageName): \(found.partition) offsets \(Self.describe(found.from, found.to)) were deleted (retention, or the broker's size limit) before this group read them (\(reason)): the hits in them are not counted. \(Self.remedy)",
+            metadata: [LostInput.logField: "\(found.partition) \(Self.describe(found.from, found.to))"])
     }
 
     /// Where a partition's log begins, as librdkafka last saw it in a fetch response, or as the

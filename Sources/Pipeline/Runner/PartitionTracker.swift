@@ -302,6 +302,12 @@ struct PartitionTracker {
         let ends = try consumer.endOffsets(partitions)
         let unknown = partitions.filter { self[$0]?.offsets.nextToRead == nil }
         let beginnings = unknown.isEmpty ? [] : try consumer.beginningOffsets(unknown)
+        noteEnds(ends, beginnings: beginnings)
+    }
+
+    /// Notes where partitions end, as the cluster said, and where those whose start is not known
+    /// begin; a partition already there is at its end.
+    mutating func noteEnds(_ ends: [TopicPartitionOffset], beginnings: [TopicPartitionOffset]) {
         for end in ends {
             guard var state = self[end.topicPartition] else { continue }
             state.end = end.offset
