@@ -85,6 +85,7 @@ struct LossWatch {
     /// Judges `spans` now if their log starts are known, and what waited.
     mutating func judge(_ spans: [UnreadSpan], consumer: (any ConsumerClient)?, now: Int64, final: Bool = false) {
         pending += spans
+        defer { noticeGaps(now: now, final: final) }
         guard !pending.isEmpty else { return }
         var waiting: [UnreadSpan] = []
         for span in pending {
@@ -111,15 +112,25 @@ struct LossWatch {
             }
         }
         pending = waiting
-        if notLost.spans > 0, now - lastNotice >= 60_000 || final {
-            logger.notice(
-                "\(stageName): \(notLost.offsets) offsets of \(topic) in \(notLost.spans) gaps were never delivered though the log still holds them: transaction markers, aborted records or records compaction removed; nothing is lost")
-            notLost = (0, 0)
-            lastNotice = now
-        }
+    }
+
+    /// Offsets never delivered that were not lost, said at most once a minute (a transactional
+    /// input makes a jump per transaction).
+    private mutating func noticeGaps(now: Int64, final: Bool) {
+        guard notLost.spans > 0, now - lastNotice >= 60_000 || final else { return }
+        logger.notice(
+            "\(stageName): \(notLost.offsets) offsets of \(topic) in \(notLost.spans) gaps were never delivered though the log still holds them: transaction markers, aborted records or records compaction removed; nothing is lost")
+        notLost = (0, 0)
+        lastNotice = now
     }
 
     private mutating func record(_ found: LostInput, reason: String) {
+        // A partition taken again with the same commit behind the log start (a rebalance before
+        // it read anything) finds the same loss again: it is one loss.
+        let known = lost.contains { earlier in
+            earlier.partition == found.partition && (earlier.from ?? .min) <= (found.from ?? .min) && earlier.to >= found.to
+        }
+        guard !known else { return }
         lost.append(found)
         metrics?.lost(found.count, topic: found.partition.topic)
         // The field lets a log pipeline (and the simulator's checks) pick these lines out.

@@ -1,4 +1,5 @@
 import Kafka
+import Logging
 import Testing
 import TrackpipeSimulation
 
@@ -89,5 +90,16 @@ struct InputLossTests {
         #expect(outcome.error == nil, "\(outcome.error ?? "")")
         #expect(outcome.lost == [LostInput(partition: TopicPartition(topic: "hits", partition: 0), from: 3, to: 10)], "\(outcome.lost)")
         #expect(outcome.gaps.contains(OffsetGap(partition: TopicPartition(topic: "hits", partition: 1), from: 2, to: 3)), "the marker is a gap, counted")
+    }
+
+    @Test("one loss found again (a partition taken again with the same commit behind the log start, before it read anything) is counted once")
+    func foundOnce() {
+        var watch = LossWatch(stageName: "normalize", topic: "hits", logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, metrics: nil)
+        let tp = TopicPartition(topic: "hits", partition: 0)
+        watch.found(LostInput(partition: tp, from: 2, to: 7), reason: "at the assignment")
+        watch.found(LostInput(partition: tp, from: 2, to: 7), reason: "at the next assignment")
+        watch.found(LostInput(partition: tp, from: 7, to: 9), reason: "later")
+        watch.found(LostInput(partition: TopicPartition(topic: "hits", partition: 1), from: 2, to: 7), reason: "another partition")
+        #expect(watch.lost.map { [Int64($0.partition.partition), $0.from ?? -1, $0.to] } == [[0, 2, 7], [0, 7, 9], [1, 2, 7]])
     }
 }
