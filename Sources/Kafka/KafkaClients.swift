@@ -98,6 +98,9 @@ public protocol KafkaClientFactory: Sendable {
         config: KafkaConfig, logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)?,
         onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
     ) throws -> any ProducerClient
+
+    /// A client that deletes records (DeleteRecords), for a runner that purges its input.
+    func recordDeleter(config: KafkaConfig, logger: Logger) throws -> any RecordDeletionClient
 }
 
 /// librdkafka's clients.
@@ -116,6 +119,10 @@ public struct LibrdkafkaClients: KafkaClientFactory {
         onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
     ) throws -> any ProducerClient {
         try KafkaProducer(config: config, logger: logger, onDelivery: onDelivery, onError: onError, isStopping: isStopping)
+    }
+
+    public func recordDeleter(config: KafkaConfig, logger: Logger) throws -> any RecordDeletionClient {
+        try RecordDeleter(config: config, logger: logger)
     }
 }
 

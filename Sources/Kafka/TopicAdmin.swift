@@ -6,7 +6,8 @@ import Logging
 public final class TopicAdmin: @unchecked Sendable {
     // @unchecked: the native handle is thread-safe for these calls (metadata and admin
     // requests each use their own reply queue); nothing else is mutable.
-    private let client: OpaquePointer
+    /// The native handle, for the admin requests kept in files of their own (`TopicConfigs`).
+    let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
 
     public init(config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.admin")) throws {
@@ -50,36 +51,7 @@ public final class TopicAdmin: @unchecked Sendable {
     /// controller to ask, as in librdkafka's mock cluster, or no answer within the timeout) is
     /// left out. Never throws: the answer only tightens a limit that has a default.
     public func maxMessageBytes(of topics: [String], timeoutMilliseconds: Int32 = 10_000) -> [String: Int] {
-        let resources = topics.compactMap { rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, $0) }
-        defer { for resource in resources { rd_kafka_ConfigResource_destroy(resource) } }
-        guard !resources.isEmpty else { return [:] }
-        let queue = rd_kafka_queue_new(client)!
-        defer { rd_kafka_queue_destroy(queue) }
-        let options = rd_kafka_AdminOptions_new(client, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS)
-        defer { rd_kafka_AdminOptions_destroy(options) }
-        var errstr = [CChar](repeating: 0, count: 512)
-        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeoutMilliseconds, &errstr, errstr.count)
-        var pointers: [OpaquePointer?] = resources
-        pointers.withUnsafeMutableBufferPointer { rd_kafka_DescribeConfigs(client, $0.baseAddress, $0.count, options, queue) }
-        guard let event = rd_kafka_queue_poll(queue, timeoutMilliseconds + 1_000) else { return [:] }
-        defer { rd_kafka_event_destroy(event) }
-        guard !rd_kafka_event_error(event).isError, let result = rd_kafka_event_DescribeConfigs_result(event) else { return [:] }
-        var count = 0
-        guard let described = rd_kafka_DescribeConfigs_result_resources(result, &count) else { return [:] }
-        var limits: [String: Int] = [:]
-        for index in 0..<count {
-            guard let resource = described[index], !rd_kafka_ConfigResource_error(resource).isError else { continue }
-            let topic = String(cString: rd_kafka_ConfigResource_name(resource))
-            var entries = 0
-            guard let configs = rd_kafka_ConfigResource_configs(resource, &entries) else { continue }
-            for at in 0..<entries {
-                guard let config = configs[at], String(cString: rd_kafka_ConfigEntry_name(config)) == "max.message.bytes",
-                    let value = rd_kafka_ConfigEntry_value(config), let bytes = Int(String(cString: value))
-                else { continue }
-                limits[topic] = bytes
-            }
-        }
-        return limits
+        topicConfigs(topics, timeoutMilliseconds: timeoutMilliseconds).described.compactMapValues { $0["max.message.bytes"].flatMap { Int($0) } }
     }
 
     /// Creates a topic through the Admin API (CreateTopics). A topic that already exists is

@@ -1,9 +1,10 @@
 /// Where every consumed message went. The invariant the worker keeps and the tests check:
-/// `consumed == accepted + filtered + deadLettered + duplicates`, always, per stage.
+/// `consumed == accepted + filtered + deadLettered + duplicates + outsideRange`, always, per
+/// stage (`outsideRange` only in a backfill of a time range).
 public struct Accounting: Sendable, Equatable {
     public var consumed = 0
-    /// Counted in a window (aggregate stage, including `replayedFinal`) or sent on to the
-    /// repartition topic (normalize stage).
+    /// Counted in a window (aggregate stage, including `replayedFinal`; in a backfill of a time
+    /// range, a window of the range) or sent on to the repartition topic (normalize stage).
     public var accepted = 0
     /// Part of `accepted`: hits re-read after a restart whose window the previous run had finished.
     public var replayedFinal = 0
@@ -28,22 +29,43 @@ public struct Accounting: Sendable, Equatable {
     /// Changelog records read back to restore window state (not messages of the input, so
     /// outside the balance).
     public var restored = 0
+    /// Part of the `too_late` dead letters: hits that crossed the shuffle without their
+    /// original message, dead-lettered as trackpipe normalized them (`OriginalRule`'s
+    /// exceptions: the memory cap, or a record overtaken beyond the allowance).
+    public var lateWithoutOriginal = 0
+    /// A backfill of a time range (`replay --from/--to`) reads more than its range (from a
+    /// retention before it, to the end of the topic) and writes only what belongs to it: the
+    /// messages about a window outside the range are read and left aside, counted here and in
+    /// no other count. Hits counted in windows whose record is not written,
+    public var acceptedOutsideRange = 0
+    /// hits the tracking rule filtered, by reason,
+    public var filteredOutsideRange: [String: Int] = [:]
+    /// and messages whose dead letter is not sent, by reason.
+    public var deadLetteredOutsideRange: [String: Int] = [:]
 
     public init() {}
 
     public var filteredTotal: Int { filtered.values.reduce(0, +) }
     public var deadLetteredTotal: Int { deadLettered.values.reduce(0, +) }
-    public var balanced: Bool { consumed == accepted + filteredTotal + deadLetteredTotal + duplicates }
+    /// Messages read and left aside because they lie outside a backfill's range.
+    public var outsideRangeTotal: Int {
+        acceptedOutsideRange + filteredOutsideRange.values.reduce(0, +) + deadLetteredOutsideRange.values.reduce(0, +)
+    }
+    public var balanced: Bool { consumed == accepted + filteredTotal + deadLetteredTotal + duplicates + outsideRangeTotal }
 
     /// Every integer counter, once: `add` and `subtracting` go through this list, so a new
     /// counter cannot be summed in one and forgotten in the other (a test checks that the
     /// list names every stored `Int`).
     static let counters: [WritableKeyPath<Accounting, Int> & Sendable] = [
         \.consumed, \.accepted, \.replayedFinal, \.duplicates, \.replayed, \.marks, \.emitted, \.staleDropped, \.offsetGaps, \.restored,
+        \.lateWithoutOriginal,
+        \.acceptedOutsideRange,
     ]
 
     /// Every count by reason, once, for the same purpose.
-    static let countsByReason: [WritableKeyPath<Accounting, [String: Int]> & Sendable] = [\.filtered, \.deadLettered]
+    static let countsByReason: [WritableKeyPath<Accounting, [String: Int]> & Sendable] = [
+        \.filtered, \.deadLettered, \.filteredOutsideRange, \.deadLetteredOutsideRange,
+    ]
 
     public mutating func add(_ other: Accounting) {
         for counter in Self.counters { self[keyPath: counter] += other[keyPath: counter] }

@@ -79,7 +79,7 @@ public final class Pipeline: Sendable {
         brokerWatch.start()
         watch.withLock { $0 = brokerWatch }
         defer { brokerWatch.stop() }
-        guard let composition = try untilTheClusterAnswers(admin: admin, { try config.inputKeyedByDelivery ? prepareSingleStage() : prepareTwoStages() })
+        guard let composition = try untilTheClusterAnswers(admin: admin, { try config.inputKeyedByDelivery ? prepareSingleStage(admin: admin) : prepareTwoStages(admin: admin) })
         else {
             logger.notice("stopped before a Kafka broker answered: nothing was read, nothing committed")
             return PipelineSummary(stages: [], elapsedMilliseconds: wallClockMillis() - started)
@@ -158,17 +158,23 @@ public final class Pipeline: Sendable {
     // MARK: Compositions
 
     /// What the start-up asks of the cluster, then the run itself (as the closure returned).
-    private func prepareSingleStage() throws -> () throws -> [StageSummary] {
+    private func prepareSingleStage(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: nil)
         let partitions = try inputPartitions()
-        // A group last run with two stages (or by another tool) is refused before it is joined.
-        for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: partitions, config: config, logger: logger) {
-            if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, windowSize: config.window.size) { throw refusal }
+        // What the group is fixed to, and who writes its state topic, before it is joined; a
+        // group last run with two stages (or by another tool) is refused too.
+        let commits = try GroupIdentityCheck.check(config: config, inputPartitions: partitions, admin: admin, logger: logger)
+        for start in commits.input {
+            if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, identity: config.identity, group: config.group) {
+                throw refusal
+            }
         }
         try checkOutputWindows()
-        try ensureStateTopic(partitions: partitions)
+        let created = try ensureStateTopic(partitions: partitions) ? [config.effectiveStateTopic] : []
+        try topicSettings.check(created: created, logger: logger)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
-            window: taskWindow(partitions: partitions), parallelism: config.shards)
+            window: taskWindow(partitions: partitions), parallelism: config.shards, identity: config.identity, group: config.group)
         var settings = runnerSettings(
             topic: config.inputTopic, group: config.group, member: stage.name, destinations: [.output, .deadLetter, .changelog])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
@@ -183,26 +189,31 @@ public final class Pipeline: Sendable {
         return { [try runner.run()] }
     }
 
-    private func prepareTwoStages() throws -> () throws -> [StageSummary] {
+    private func prepareTwoStages(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
+        let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: config.effectiveRepartitionTopic)
         let sources = try inputPartitions()
-        guard sources <= Checkpoint.maxSourcePartitions else {
+        guard Checkpoint.fits(sourcePartitions: sources, identity: config.identity) else {
             throw PipelineError.configuration(
-                "the input topic \(config.inputTopic) has \(sources) partitions; the aggregate stage's checkpoint (one offset per input partition, in Kafka's commit metadata) fits at most \(Checkpoint.maxSourcePartitions). Use fewer input partitions, or --input-keyed-by-delivery for input keyed by deliveryId")
+                "the input topic \(config.inputTopic) has \(sources) partitions; the aggregate stage's checkpoint (one offset per input partition, and the names of the repartition and state topics, in Kafka's commit metadata of at most \(Checkpoint.maxEncodedBytes) bytes) fits at most \(Checkpoint.maxSourcePartitions), fewer with long topic names. Use fewer input partitions (or shorter --repartition-topic and --state-topic names), or --input-keyed-by-delivery for input keyed by deliveryId")
         }
         let repartitionTopic = config.effectiveRepartitionTopic
-        // A group last run with one stage is refused before it is joined, as is an aggregate
-        // group whose commits another tool made.
-        for start in try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: sources, config: config, logger: logger) {
-            _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, now: 0)
+        // What the group is fixed to, and who writes its internal topics, before either group
+        // is joined or anything is created or written; a group last run with one stage is
+        // refused too, as is an aggregate group whose commits another tool made.
+        let commits = try GroupIdentityCheck.check(config: config, inputPartitions: sources, admin: admin, logger: logger)
+        for start in commits.input {
+            _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, identity: config.identity, group: config.group, now: 0)
         }
-        let repartitions = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
-        for start in try GroupCommits.starts(
-            group: config.aggregateGroup, topic: repartitionTopic, partitions: repartitions, config: config, logger: logger)
-        {
-            if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, windowSize: config.window.size) { throw refusal }
+        for start in commits.repartition {
+            if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, identity: config.identity, group: config.group) {
+                throw refusal
+            }
         }
         try checkOutputWindows()
-        try ensureStateTopic(partitions: repartitions)
+        let (repartitions, repartitionCreated) = try ensureRepartitionTopic(repartitionTopic, partitions: sources)
+        let stateCreated = try ensureStateTopic(partitions: repartitions)
+        try topicSettings.check(
+            created: (repartitionCreated ? [repartitionTopic] : []) + (stateCreated ? [config.effectiveStateTopic] : []), logger: logger)
         let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic])
         // Marks every 100 ms (one per tick, every 200 ms, while records flow): a window task
         // hears a source's event time through the events routed to it, which for a task of few
@@ -210,17 +221,17 @@ public final class Pipeline: Sendable {
         // window back by about half a second (trackpipe-bench freshness).
         let normalize = NormalizeStage(
             inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
-            limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
+            identity: config.identity, group: config.group, limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
             markInterval: min(100, max(50, config.window.idleTimeout / 4)), parallelism: config.shards,
             // A record larger than the producer's queue could never be queued, nor one larger
             // than the topic takes: a batch is sent once it holds this much, and an event adds
             // at most half the limit to it, its original cut to fit if need be (its dead letter,
             // on a topic of the same limit, then fits too).
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
-            maxOriginalBytes: recordLimit.bytes / 2)
+            maxOriginalBytes: recordLimit.bytes / 2, originals: OriginalRule(window: config.window))
         let aggregate = AggregateStage(
-            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions)), window: taskWindow(partitions: repartitions),
-            parallelism: config.shards)
+            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), group: config.group), window: taskWindow(partitions: repartitions),
+            parallelism: config.shards, identity: config.identity, group: config.group)
         let upstream = UpstreamSignal()
         var first = runnerSettings(
             topic: config.inputTopic, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])
@@ -230,6 +241,9 @@ public final class Pipeline: Sendable {
             topic: repartitionTopic, group: config.aggregateGroup, member: aggregate.name, destinations: [.output, .deadLetter, .changelog])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
         second.recordLimit = recordLimit
+        // The repartition topic is this worker's own: what the aggregate group has committed is
+        // read by no one again, and goes (the user's input, read by the one stage, never does).
+        if config.purgeInterval > 0 { second.purge = PurgeSettings(interval: config.purgeInterval, admin: config.adminConfig) }
         let normalizer = StageRunner(stage: normalize, settings: first, logger: logger, metrics: metrics?.stage(normalize.name))
         let aggregator = StageRunner(stage: aggregate, settings: second, logger: logger, metrics: metrics?.stage(aggregate.name))
         runners.register(normalizer)
@@ -325,14 +339,14 @@ public final class Pipeline: Sendable {
     private func checkOutputWindows() throws {
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         try WindowSizeCheck.checkOutput(
-            topic: config.outputTopic, partitions: try existingPartitionCount(of: config.outputTopic, admin: admin),
-            window: config.window.size, consumerConfig: config.consumerConfig(group: config.group),
-            logger: logger.with(label: "trackpipe.kafka.consumer"))
+            topic: config.outputTopic, partitions: try Self.existingPartitionCount(of: config.outputTopic, admin: admin),
+            window: config.window.size, given: config.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
+            consumerConfig: config.consumerConfig(group: config.group), logger: logger.with(label: "trackpipe.kafka.consumer"))
     }
 
     /// A topic's partition count, nil if it does not exist; no broker answering is
     /// `clusterUnreachable` (waited out), not a missing topic.
-    private func existingPartitionCount(of topic: String, admin: TopicAdmin) throws -> Int? {
+    static func existingPartitionCount(of topic: String, admin: TopicAdmin) throws -> Int? {
         do {
             return try admin.partitionCount(of: topic)
         } catch let error as KafkaError where error.severity == .transient {
@@ -364,13 +378,13 @@ public final class Pipeline: Sendable {
     }
 
     /// Makes sure the state topic exists, compacted, with one partition per window task; creates
-    /// it where the cluster allows.
-    private func ensureStateTopic(partitions: Int) throws {
+    /// it where the cluster allows. Returns whether it created it.
+    private func ensureStateTopic(partitions: Int) throws -> Bool {
         let topic = config.effectiveStateTopic
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        if let count = try existingPartitionCount(of: topic, admin: admin) {
+        if let count = try Self.existingPartitionCount(of: topic, admin: admin) {
             guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
-            return
+            return false
         }
         do {
             try admin.createTopic(topic, partitions: partitions, config: ["cleanup.policy": "compact"])
@@ -378,7 +392,7 @@ public final class Pipeline: Sendable {
                 if let count = try? admin.partitionCount(of: topic) {
                     guard count == partitions else { throw PipelineError.stateTopicMismatch(topic: topic, has: count, needs: partitions) }
                     logger.notice("created the state topic \(topic) with \(count) partitions")
-                    return
+                    return true
                 }
                 usleep(200_000)
             }
@@ -392,23 +406,37 @@ public final class Pipeline: Sendable {
         }
     }
 
+    /// How trackpipe creates the repartition topic (docs/deploy.md, "The repartition topic's
+    /// retention"): deleted, never compacted (its keys are deliveries: compaction would drop
+    /// events). The aggregate stage purges what its group has committed (`--purge-interval`), so
+    /// the retention is only the backstop for where purges are refused or the stage is stopped:
+    /// a week, longer than any stop to recover from (a record retention deletes before it is
+    /// counted is lost input, reported as such), and bounded where the cluster refuses purges
+    /// (an infinite retention, as Kafka Streams sets with its purges, would grow without end
+    /// there). A purge frees whole segments only, and the active segment never: segments of 50
+    /// MiB (as Kafka Streams' repartition topics) or an hour, whichever fills first, so that a
+    /// quiet topic's purged records leave the disk within about an hour.
+    public static let repartitionTopicConfig = [
+        "cleanup.policy": "delete", "retention.ms": "604800000", "segment.bytes": "52428800", "segment.ms": "3600000",
+    ]
+
     /// The repartition topic's partition count, creating the topic (as many partitions as the
-    /// input, a week's retention) where the cluster allows.
-    private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> Int {
+    /// input, `repartitionTopicConfig`) where the cluster allows; and whether it created it.
+    private func ensureRepartitionTopic(_ topic: String, partitions: Int) throws -> (count: Int, created: Bool) {
         let admin = try TopicAdmin(config: config.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
-        if let count = try existingPartitionCount(of: topic, admin: admin) {
+        if let count = try Self.existingPartitionCount(of: topic, admin: admin) {
             if count != partitions {
                 logger.notice(
                     "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate parallelism is bounded by \(count)")
             }
-            return count
+            return (count, false)
         }
         do {
-            try admin.createTopic(topic, partitions: partitions, config: ["cleanup.policy": "delete", "retention.ms": "604800000"])
+            try admin.createTopic(topic, partitions: partitions, config: Self.repartitionTopicConfig)
             for _ in 0..<50 {
                 if let count = try? admin.partitionCount(of: topic) {
                     logger.notice("created the repartition topic \(topic) with \(count) partitions")
-                    return count
+                    return (count, true)
                 }
                 usleep(200_000)
             }

@@ -38,6 +38,10 @@ public struct PipelineConfig: Sendable {
     public var limits: NormalizerLimits = NormalizerLimits()
     /// How often safe offsets are committed while running (ms).
     public var commitInterval: Int64 = 5_000
+    /// The least time between two purges of the repartition topic (ms): after a commit, the
+    /// aggregate stage deletes the records below what its group committed (DeleteRecords); 0:
+    /// never. One stage has no topic of its own to purge.
+    public var purgeInterval: Int64 = 30_000
     /// A hit whose event time is more than this after its Kafka record's timestamp is
     /// dead-lettered as `future_timestamp` (ms): one device with a wrong clock must not move the
     /// watermark for everyone and turn every later hit into `too_late`.
@@ -52,6 +56,13 @@ public struct PipelineConfig: Sendable {
     public var timings = false
     /// Largest batch taken from the consumer at once.
     public var maxBatch: Int = 4_096
+    /// How the user gave each setting the group is fixed to (`--window 5m`,
+    /// `TRACKPIPE_WINDOW=5m`, a default), so that a refusal names it the same way; one missing
+    /// here is named by its flag.
+    public var given: [GroupIdentity.Setting: GivenSetting] = [:]
+    /// Write into an output topic whose window size cannot be told (`--allow-unchecked-output`):
+    /// its partitions end in records that are not aggregates (`WindowSizeCheck`).
+    public var allowUncheckedOutput = false
 
     public init() {}
 
@@ -68,6 +79,45 @@ public struct PipelineConfig: Sendable {
 
     /// The state topic's name in effect.
     public var effectiveStateTopic: String { stateTopic ?? "\(group)-state" }
+
+    /// What the group is fixed to, as this run asks for it.
+    public var identity: GroupIdentity {
+        GroupIdentity(windowSize: window.size, repartitionTopic: inputKeyedByDelivery ? nil : effectiveRepartitionTopic, stateTopic: effectiveStateTopic)
+    }
+
+    /// How each setting the group is fixed to was given (`givenSetting`).
+    public var givenSettings: [GroupIdentity.Setting: GivenSetting] {
+        Dictionary(uniqueKeysWithValues: GroupIdentity.Setting.allCases.map { ($0, givenSetting($0)) })
+    }
+
+    /// How `setting` was given: as `given` says, else as its flag with the value in effect (two
+    /// stages as the switch's default).
+    public func givenSetting(_ setting: GroupIdentity.Setting) -> GivenSetting {
+        if let given = given[setting] { return given }
+        if setting == .inputKeyedByDelivery, !inputKeyedByDelivery {
+            return GivenSetting(flag: setting.rawValue, text: "false", source: .defaultValue)
+        }
+        let text: String =
+            switch setting {
+            case .window: WindowSizeCheck.text(window.size)
+            case .inputKeyedByDelivery: ""
+            case .repartitionTopic: effectiveRepartitionTopic
+            case .stateTopic: effectiveStateTopic
+            }
+        return GivenSetting(flag: setting.rawValue, text: text, source: .commandLine)
+    }
+
+    /// Kafka's rule for a topic name: 1 to 249 of `a-z A-Z 0-9 . _ -`. The internal topics'
+    /// names are recorded in commit metadata, whose fields are separated by spaces.
+    public static func isTopicName(_ name: String) -> Bool {
+        (1...249).contains(name.utf8.count) && name.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || byte == 0x2E || byte == 0x5F
+                || byte == 0x2D
+        } && name != "." && name != ".."
+    }
+
+    /// What a refusal of a name `isTopicName` refuses says.
+    public static let topicNameProblem = "not a Kafka topic name; use 1 to 249 letters, digits, '.', '_' and '-' (and not . or ..)"
 
     /// The consumer group of the aggregate stage behind the repartition topic; the group that
     /// reads the input topic is always `group`, so lag tools on it show the input's lag.
@@ -252,6 +302,13 @@ public struct PipelineConfig: Sendable {
                     "--repartition-topic \(repartition) must differ from the input, output and dead-letter topics: it is trackpipe's internal topic")
             }
         }
+        for setting in inputKeyedByDelivery ? [GroupIdentity.Setting.stateTopic] : [.repartitionTopic, .stateTopic] {
+            let topic = setting == .stateTopic ? effectiveStateTopic : effectiveRepartitionTopic
+            guard Self.isTopicName(topic) else {
+                throw PipelineError.configuration(
+                    "\(givenSetting(setting).label): \(Self.topicNameProblem)\(given[setting]?.source == .defaultValue ? "; the default follows --group, so give --\(setting.rawValue) a name of its own" : "")")
+            }
+        }
         let state = effectiveStateTopic
         let others = [inputTopic, outputTopic, deadLetterTopic] + (inputKeyedByDelivery ? [] : [effectiveRepartitionTopic])
         guard !state.isEmpty, !others.contains(state) else {
@@ -286,6 +343,9 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     /// The group's state or the output topic was counted with another setting that decides what
     /// a key means (the window size): going on would mix results. A configuration error.
     case settingChanged(String)
+    /// An internal topic's settings would lose what the worker needs (`InternalTopicCheck`): a
+    /// configuration error, with the command that fixes it.
+    case topicSettings(String)
     case kafka(String)
     /// Writing `replay --output-file` failed part way (a full disk, a closed pipe): the file is
     /// incomplete. Not a setting to change, so it exits 1 like any other failure of a run.
@@ -309,6 +369,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
         case .groupMismatch(let text): "this consumer group cannot be resumed by this stage: \(text)."
         case .routingMismatch(let text): text
         case .settingChanged(let text): "configuration: \(text)."
+        case .topicSettings(let text): "configuration: \(text)"
         case .kafka(let text): text
         case .outputFileFailed(let text): "\(text); the output is incomplete: make room (or keep the reader open) and run the replay again"
         case .clusterUnreachable(let text): "no Kafka broker answered: \(text)"
@@ -320,7 +381,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
     /// not retry; 1 for every other failure.
     public var exitCode: Int32 {
         switch self {
-        case .configuration, .settingChanged: 64
+        case .configuration, .settingChanged, .topicSettings: 64
         case .deliveryFailed, .inputTopicMissing, .repartitionTopicMissing, .stateTopicMissing, .stateTopicMismatch, .groupMismatch,
             .routingMismatch, .kafka, .outputFileFailed, .clusterUnreachable:
             1

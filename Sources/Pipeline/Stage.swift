@@ -1,4 +1,5 @@
 import Kafka
+import TrackingDomain
 import Windowing
 
 /// One step of the worker as a value: records in; records out (through a `RecordSink`), dead
@@ -138,10 +139,19 @@ public struct CommitPoint: Sendable, Hashable {
 
 /// Gauges a stage reports; zero or nil where they do not apply.
 public struct StageGauges: Sendable, Equatable {
+    /// Delivery windows in memory, written or not (`trackpipe_windows_open`).
     public var openWindows = 0
     public var entries = 0
     /// Lowest event-time watermark over the stage's window tasks (epoch ms).
     public var watermark: Int64?
+    /// Pending windows: counted and not written yet. A live `--emit final` worker holds every
+    /// window for its retention, and says so, or its output would look stalled.
+    public var pendingWindows = 0
+    /// The event time the first of them waits for (epoch ms): its end plus the grace, or with
+    /// `--emit final` plus the retention.
+    public var firstPendingDue: Int64?
+    /// When the stage's windows go out, for saying what they wait for.
+    public var emission: WindowEmission?
 
     public init() {}
 
@@ -151,6 +161,23 @@ public struct StageGauges: Sendable, Equatable {
         openWindows += stats.openWindows + stats.retainedWindows
         entries += stats.entries
         if let mark = engine.watermark { watermark = min(watermark ?? mark, mark) }
+        pendingWindows += stats.openWindows
+        if let due = stats.firstOpenDue { firstPendingDue = min(firstPendingDue ?? due, due) }
+        emission = engine.config.emission
+    }
+
+    /// With `--emit final`, what the pending windows wait for, in words for the progress line
+    /// and the summary: `482 windows pending (--emit final: written once event time passes their
+    /// end plus the retention); the first is due when event time reaches …, now at …`. Nil
+    /// without any, and with `changes`, whose windows wait only for the grace.
+    public func pendingText() -> String? {
+        guard pendingWindows > 0, emission == .final else { return nil }
+        var text = "\(pendingWindows) window\(pendingWindows == 1 ? "" : "s") pending (--emit final: written once event time passes their end plus the retention)"
+        if let due = firstPendingDue {
+            text += "; the first is due when event time reaches \(RFC3339.format(epochMillis: due))"
+            text += watermark.map { ", now at \(RFC3339.format(epochMillis: $0))" } ?? ", which has not started (a partition without any hit yet)"
+        }
+        return text
     }
 }
 

@@ -5,11 +5,12 @@ import TrackingDomain
 
 /// The window size is the one setting that changes what an output key means: under 1-minute
 /// windows `d1@10:00:00Z` counts a minute, under 5-minute windows five. Records of two sizes in
-/// one output topic overwrite each other, and a group's state counted with one size cannot go
-/// on with another. Kafka Streams documents that a windowed store's size is fixed for an
-/// application id; trackpipe refuses the change instead, before it writes anything. The other
-/// settings (grace, retention, idle timeout, commit interval, shards) only change when records
-/// appear, and may change between runs (docs/windowing.md, "What a group is fixed to").
+/// one output topic overwrite each other. A group is fixed to its size (`GroupIdentity`); an
+/// output topic is checked here, by `run` and `replay` alike, before anything is written: each
+/// partition's newest aggregate record says which size the topic holds. The other settings
+/// (grace, retention, idle timeout, commit interval, shards) only change when records appear,
+/// and may change between runs (docs/windowing.md, "What a group and an output topic are fixed
+/// to").
 enum WindowSizeCheck {
     /// `1m`, `5m`, `30s`, `1h`, `1500ms`: as `--window` takes it.
     static func text(_ millis: Int64) -> String {
@@ -17,43 +18,6 @@ enum WindowSizeCheck {
         if millis % 60_000 == 0 { return "\(millis / 60_000)m" }
         if millis % 1_000 == 0 { return "\(millis / 1_000)s" }
         return "\(millis)ms"
-    }
-
-    /// The refusal for a group whose commit says its windows were `counted` long.
-    static func groupRefusal(counted: Int64, asked: Int64, topic: String, partition: Int32) -> PipelineError {
-        .settingChanged(
-            "the group counted windows of \(text(counted)) (its commit on \(topic)[\(partition)] says so), and this run asks for --window \(text(asked)). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other. Go back to --window \(text(counted)), or count with --window \(text(asked)) under a new --group and a new --output-topic (a new group counts the input from its beginning)")
-    }
-
-    /// Reads the last record of every partition of `topic` and returns the window sizes they
-    /// hold (windowEnd − windowStart of each aggregate record found). Empty for an empty or
-    /// missing topic. The tail is what a compacted topic, or a sink keeping the latest record,
-    /// ends with.
-    static func sizesInTail(of topic: String, partitions: Int, consumerConfig: KafkaConfig, logger: Logger) throws -> Set<Int64> {
-        let reader = try KafkaConsumer(config: consumerConfig, logger: logger)
-        defer { reader.close() }
-        let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
-        // Two requests for all partitions, not one per partition.
-        let lows = Dictionary(uniqueKeysWithValues: try reader.beginningOffsets(all).map { ($0.partition, $0.offset) })
-        let wanted = try reader.endOffsets(all).filter { $0.offset > (lows[$0.partition] ?? $0.offset) }
-            .map { TopicPartitionOffset($0.topicPartition, offset: $0.offset - 1) }
-        guard !wanted.isEmpty else { return [] }
-        try reader.assign(wanted)
-        var pending = Set(wanted.map(\.partition))
-        var sizes: Set<Int64> = []
-        let deadline = Date().addingTimeInterval(10)
-        while !pending.isEmpty && Date() < deadline {
-            reader.poll(timeoutMilliseconds: 200) { event in
-                switch event {
-                case .record(let record):
-                    pending.remove(record.partition)
-                    if let value = record.value, let size = windowSize(ofRecord: value) { sizes.insert(size) }
-                case .partitionEOF(let tp, _): pending.remove(tp.partition)
-                case .error: break
-                }
-            }
-        }
-        return sizes
     }
 
     /// windowEnd − windowStart of an aggregate record's value, nil for anything else.
@@ -65,15 +29,46 @@ enum WindowSizeCheck {
         return end - start
     }
 
-    /// Refuses a run whose output topic (of `partitions` partitions; nil: not there yet)
-    /// already holds windows of another size than `window`.
+    /// Refuses a run whose output topic (of `partitions` partitions; nil: not there yet) holds
+    /// windows of another size than `window` (given as `given`): one partition whose newest
+    /// aggregate record is of another size is enough. A partition whose newest
+    /// `NewestRecords.bound` offsets hold no aggregate record, with older records behind them,
+    /// cannot be told: refused too, unless `allowUnchecked` (`--allow-unchecked-output`), since
+    /// a tombstone or another program's record at the end of every partition would otherwise
+    /// let any size through.
     static func checkOutput(
-        topic: String, partitions: Int?, window: Int64, consumerConfig: KafkaConfig, logger: Logger
+        topic: String, partitions: Int?, window: Int64, given: GivenSetting, allowUnchecked: Bool, consumerConfig: KafkaConfig,
+        logger: Logger
     ) throws {
         guard let partitions else { return }
-        let found = try sizesInTail(of: topic, partitions: partitions, consumerConfig: consumerConfig, logger: logger)
-        guard let other = found.filter({ $0 != window }).min() else { return }
+        let found = try NewestRecords.find(in: topic, partitions: partitions, consumerConfig: consumerConfig, logger: logger) {
+            $0.value.flatMap(windowSize(ofRecord:))
+        }
+        var others: [(partition: Int32, size: Int64)] = []
+        var undecided: [(partition: Int32, skipped: NewestRecords.Skipped)] = []
+        for (partition, result) in found {
+            switch result {
+            case .recognised(let size, _) where size != window: others.append((partition, size))
+            case .undecided(let skipped): undecided.append((partition, skipped))
+            case .recognised, .absent: break
+            }
+        }
+        if let other = others.min(by: { $0.partition < $1.partition }) {
+            throw PipelineError.settingChanged(
+                "the output topic \(topic) holds windows of \(text(other.size)) (the newest aggregate record of \(topic)[\(other.partition)] says so), and this run writes windows of \(given.label). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other. Write to a new --output-topic, or go back to \(given.label(for: text(other.size)))")
+        }
+        guard !undecided.isEmpty else { return }
+        undecided.sort { $0.partition < $1.partition }
+        let tombstones = undecided.reduce(0) { $0 + $1.skipped.tombstones }
+        let otherRecords = undecided.reduce(0) { $0 + $1.skipped.others }
+        let places = undecided.map { "\(topic)[\($0.partition)]" }.joined(separator: ", ")
+        let what =
+            "the newest \(NewestRecords.bound) offsets of \(places) hold no aggregate record (\(tombstones) tombstones, \(otherRecords) other records), and older records there may be windows of another size than this run's \(given.label)"
+        if allowUnchecked {
+            logger.warning("writing into the output topic \(topic) unchecked (--allow-unchecked-output): \(what)")
+            return
+        }
         throw PipelineError.settingChanged(
-            "the output topic \(topic) holds windows of \(text(other)) (its latest records say so), and this run writes windows of --window \(text(window)). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other. Write to a new --output-topic, or go back to --window \(text(other))")
+            "the output topic \(topic) cannot be checked for windows of another size: \(what). An output key <deliveryId>@<windowStart> names another window under each size, so records of two sizes would overwrite each other. Write to a new --output-topic, or, if \(topic) holds no windows of another size, pass --allow-unchecked-output (TRACKPIPE_ALLOW_UNCHECKED_OUTPUT=true) to write into it unchecked")
     }
 }

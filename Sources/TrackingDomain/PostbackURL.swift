@@ -15,6 +15,8 @@ package struct PostbackURL: Sendable, Equatable {
         case noQuery
         case noIdParameter
         case repeatedIdParameter
+        /// A parameter that some readers take for `id` and others do not.
+        case ambiguousIdParameter
         case badPercentEncoding
         case notUTF8
         case wrongPartCount(Int)
@@ -27,6 +29,18 @@ package struct PostbackURL: Sendable, Equatable {
     /// and frameworks disagree on which of the values a query means, like JSON parsers on a
     /// repeated name. The path is not checked: tracking servers are mounted under different
     /// prefixes.
+    ///
+    /// Which parameters are `id` is decided as the readers of the tracking server's side decide
+    /// it (WHATWG `URLSearchParams`, Python's `parse_qsl`, PHP's `$_GET`): each name is
+    /// percent-decoded before it is compared (`%69d` is `id`; an escape that is not `%` and two
+    /// hex digits stays as written, so `%6`, `%zz` and `%u0069` never spell `id`), names are
+    /// case-sensitive (`ID` is another parameter), and a parameter without `=` is that name with
+    /// an empty value (a bare `id` is an `id`). A name that only some of them take for `id` is
+    /// `ambiguousIdParameter`, and counts as an `id` when looking for a second one: PHP drops
+    /// leading spaces (`+id`), ends a name at a NUL (`id%00x`) and reads `id[…]` as an array
+    /// named `id`; older readers (Python before 3.9.2, Rack before 3, Go before 1.17) also split
+    /// parameters on `;`. Otherwise a query that one reader sees one `id` in and another two
+    /// would count a hit the tracking server may have counted for another delivery.
     package static func parse(_ url: UnsafeRawBufferPointer) -> Result<PostbackURL, Failure> {
         var index = 0
         let count = url.count
@@ -39,18 +53,53 @@ package struct PostbackURL: Sendable, Equatable {
         var queryEnd = index
         while queryEnd < count, url[queryEnd] != UInt8(ascii: "#") { queryEnd += 1 }
 
+        // The value of the parameter named exactly `id`; how many parameters any reader takes
+        // for `id`; whether one of them only some readers do.
         var idValue: Range<Int>? = nil
+        var idParameters = 0
+        var ambiguous = false
+        func note(_ reading: NameReading) {
+            guard reading != .other else { return }
+            idParameters += 1
+            if reading == .forSomeReaders { ambiguous = true }
+        }
+        /// A name as a reader that splits on `;` sees it: what the others read differently.
+        func noteSplitOnSemicolon(_ reading: NameReading) { note(reading == .id ? .forSomeReaders : reading) }
         var paramStart = index
         while paramStart <= queryEnd {
             var paramEnd = paramStart
-            while paramEnd < queryEnd, url[paramEnd] != UInt8(ascii: "&") { paramEnd += 1 }
-            if paramEnd - paramStart >= 3, url[paramStart] == UInt8(ascii: "i"),
-               url[paramStart + 1] == UInt8(ascii: "d"), url[paramStart + 2] == UInt8(ascii: "=") {
-                if idValue != nil { return .failure(.repeatedIdParameter) }
-                idValue = (paramStart + 3)..<paramEnd
+            var equals = -1, semicolon = -1
+            while paramEnd < queryEnd {
+                let b = url[paramEnd]
+                if b == UInt8(ascii: "&") { break }
+                if b == UInt8(ascii: "="), equals < 0 { equals = paramEnd }
+                if b == UInt8(ascii: ";"), semicolon < 0 { semicolon = paramEnd }
+                paramEnd += 1
+            }
+            let nameEnd = equals < 0 ? paramEnd : equals
+            let reading = nameReading(url, paramStart..<nameEnd)
+            note(reading)
+            if reading == .id { idValue = (equals < 0 ? paramEnd : equals + 1)..<paramEnd }
+            if semicolon >= 0 {
+                // The parameter as a reader that splits on `;` too sees it. Its first piece has
+                // the name above unless a `;` comes before the first `=`.
+                if equals < 0 || semicolon < equals { noteSplitOnSemicolon(nameReading(url, paramStart..<semicolon)) }
+                var pieceStart = semicolon + 1
+                while pieceStart <= paramEnd {
+                    var pieceEnd = pieceStart
+                    var pieceEquals = -1
+                    while pieceEnd < paramEnd, url[pieceEnd] != UInt8(ascii: ";") {
+                        if url[pieceEnd] == UInt8(ascii: "="), pieceEquals < 0 { pieceEquals = pieceEnd }
+                        pieceEnd += 1
+                    }
+                    noteSplitOnSemicolon(nameReading(url, pieceStart..<(pieceEquals < 0 ? pieceEnd : pieceEquals)))
+                    pieceStart = pieceEnd + 1
+                }
             }
             paramStart = paramEnd + 1
         }
+        if idParameters > 1 { return .failure(.repeatedIdParameter) }
+        if ambiguous { return .failure(.ambiguousIdParameter) }
         guard let idValue else { return .failure(.noIdParameter) }
 
         // Common case: nothing to decode, so the parts are read in place without allocating.
@@ -94,6 +143,58 @@ package struct PostbackURL: Sendable, Equatable {
         return .success(PostbackURL(broadlogId: text(0..<first), deliveryId: text((first + 1)..<second), action: text((second + 1)..<value.count)))
     }
 
+    /// Whether readers take a parameter's name for `id`.
+    private enum NameReading {
+        /// Every reader: the name decodes to exactly `id`.
+        case id
+        /// Some readers only (see `parse`).
+        case forSomeReaders
+        case other
+    }
+
+    /// How the readers take the name at `range` of `url`, decoded as they decode it, byte by
+    /// byte without allocating: most names differ from `id` at their first byte.
+    private static func nameReading(_ url: UnsafeRawBufferPointer, _ range: Range<Int>) -> NameReading {
+        var name = DecodedName(url: url, index: range.lowerBound, end: range.upperBound)
+        var next = name.next()
+        var leadingSpaces = false
+        while next == 0x20 {
+            leadingSpaces = true
+            next = name.next()
+        }
+        guard next == UInt8(ascii: "i"), name.next() == UInt8(ascii: "d") else { return .other }
+        switch name.next() {
+        case nil: return leadingSpaces ? .forSomeReaders : .id
+        case 0: return .forSomeReaders
+        case UInt8(ascii: "["):
+            while let b = name.next(), b != 0 {
+                if b == UInt8(ascii: "]") { return .forSomeReaders }
+            }
+            return .other  // PHP reads an unclosed `id[` as `id_`
+        default: return .other
+        }
+    }
+
+    /// A parameter name's bytes as the readers decode them: `+` is a space, `%` and two hex
+    /// digits the byte they spell, any other `%` itself.
+    private struct DecodedName: IteratorProtocol {
+        let url: UnsafeRawBufferPointer
+        var index: Int
+        let end: Int
+
+        mutating func next() -> UInt8? {
+            guard index < end else { return nil }
+            let b = url[index]
+            index += 1
+            if b == UInt8(ascii: "+") { return 0x20 }
+            if b == UInt8(ascii: "%"), index + 1 < end, let hi = PostbackURL.hexValue(url[index]), let lo = PostbackURL.hexValue(url[index + 1]) {
+                index += 2
+                return hi << 4 | lo
+            }
+            return b
+        }
+    }
+
     private static func hexValue(_ b: UInt8) -> UInt8? {
         switch b {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
@@ -121,7 +222,10 @@ extension PostbackURL.Failure {
         switch self {
         case .noQuery: "the url has no query string"
         case .noIdParameter: "the url's query has no \"id\" parameter"
-        case .repeatedIdParameter: "the url's query has more than one \"id\" parameter, so which one counts depends on who reads it"
+        case .repeatedIdParameter:
+            "the url's query has more than one \"id\" parameter (names compared percent-decoded, as servers read them), so which one counts depends on who reads it"
+        case .ambiguousIdParameter:
+            "the url's query has a parameter that some readers take for \"id\" and others do not (a name with leading spaces, \"id\" followed by a NUL or by [...], or \"id\" after a \";\"), so whether it has an id depends on who reads it"
         case .badPercentEncoding: "the \"id\" parameter has an invalid percent escape"
         case .notUTF8: "the \"id\" parameter does not decode to UTF-8"
         case .wrongPartCount(let n): "the \"id\" parameter has \(n) comma-separated part\(n == 1 ? "" : "s"), not 3"

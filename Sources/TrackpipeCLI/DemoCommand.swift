@@ -98,6 +98,8 @@ struct DemoCommand: ParsableCommand {
         config.untilEnd = true
         config.shards = 2
         config.group = "trackpipe-demo"
+        // The embedded broker does not delete records: a purge would only be refused (and say so).
+        config.purgeInterval = 0
         let pipeline = Pipeline(config: config, logger: Logger(label: "trackpipe"))
         running.set(pipeline)
         let summary = try pipeline.run()
@@ -116,7 +118,7 @@ struct DemoCommand: ParsableCommand {
         }()
         try stopIfInterrupted()
         printTable(aggregates, stream: stream, out: out)
-        printDeadLetters(letters, summary: summary, out: out)
+        printDeadLetters(letters, aggregates: aggregates.count, summary: summary, out: out)
         printNextSteps(out: out)
         withExtendedLifetime(broker) {}
     }
@@ -172,7 +174,7 @@ struct DemoCommand: ParsableCommand {
         out.line("")
     }
 
-    private func printDeadLetters(_ records: [StoredRecord], summary: PipelineSummary, out: Console) {
+    private func printDeadLetters(_ records: [StoredRecord], aggregates: Int, summary: PipelineSummary, out: Console) {
         var byReason: [String: (count: Int, example: String)] = [:]
         for record in records {
             guard let letter = DeadLetter(headers: record.headers) else { continue }
@@ -187,6 +189,9 @@ struct DemoCommand: ParsableCommand {
         let a = summary.accounting
         out.line(
             "Accounting: consumed \(a.consumed) = accepted \(a.accepted) + filtered \(a.filteredTotal) (tracking off) + dead-lettered \(a.deadLetteredTotal)  [\(a.balanced ? "balanced" : "NOT BALANCED")]"
+        )
+        out.line(
+            "Written, as the run's summary counts it: \(a.emitted) aggregate records to tracking-aggregates, \(a.deadLetteredTotal) dead letters to tracking-hits-dlq (the topics, read back above, hold \(aggregates) and \(records.count))"
         )
     }
 }

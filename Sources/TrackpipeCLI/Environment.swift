@@ -2,6 +2,7 @@ import ArgumentParser
 import Windowing
 import Foundation
 import Logging
+import Pipeline
 import TrackingDomain
 
 /// Flags fall back to `TRACKPIPE_<FLAG>` environment variables (a container's natural way to
@@ -12,6 +13,9 @@ import TrackingDomain
 /// about `--grace` would send an operator looking for a flag that their manifest never passes.
 struct Environment: Sendable {
     var variables: [String: String]
+    /// While `checkOverriddenValues` reads the settings a second time, as the environment gives
+    /// them: the flags whose variable the command line overrides, noted as they are read.
+    private var overridden: LockedValue<[String]>? = nil
 
     init(_ variables: [String: String] = ProcessInfo.processInfo.environment) {
         self.variables = variables
@@ -48,6 +52,7 @@ struct Environment: Sendable {
             $0.hasPrefix("TRACKPIPE_") && !$0.hasPrefix("TRACKPIPE_X_") && !known.contains($0) && !Self.toolVariables.contains($0)
         }
         guard let name = unknown.min() else { return nil }
+        if let problem = Self.commandLineOnlyProblem(name) { return problem }
         let closest = known.sorted().min { Self.editDistance(name, $0) < Self.editDistance(name, $1) }!
         return
             "unknown environment variable \(name): did you mean \(closest)? Every TRACKPIPE_<FLAG> variable sets a flag (trackpipe run --help lists them); a librdkafka property goes in TRACKPIPE_X or TRACKPIPE_X_<ANY> (\"key=value\"). Rename or remove \(name)"
@@ -71,6 +76,28 @@ struct Environment: Sendable {
     /// Throws the configuration error for a variable no command reads (exit 64, with usage).
     func refuseUnknownVariables() throws {
         if let problem = unknownVariableProblem() { throw ValidationError(problem) }
+    }
+
+    /// The flags no variable sets, by command: a `TRACKPIPE_<FLAG>` named after one of them is
+    /// told that the flag has none, instead of being pointed at the variable it looks most like
+    /// (`TRACKPIPE_TIMINGS` is not a misspelt `TRACKPIPE_EMIT`). HelpTextTests holds the table,
+    /// with the `environmentFlags` lists, to every flag of every command.
+    static let commandLineOnlyFlags: KeyValuePairs<String, [String]> = [
+        "run": ["timings"],
+        "replay": ["from", "to", "output-file"],
+        "status": ["json"],
+        "generate": ["count", "seed", "deliveries", "start", "span", "rate", "stale", "brokers", "topic"],
+        "demo": ["count", "deliveries", "window", "seed", "partitions"],
+        "embedded-broker": ["broker-count", "topic", "partitions", "log-level"],
+    ]
+
+    /// For a variable named after flags that no variable sets: which flags, of which commands.
+    static func commandLineOnlyProblem(_ name: String) -> String? {
+        let flag = name.dropFirst("TRACKPIPE_".count).lowercased().replacingOccurrences(of: "_", with: "-")
+        let commands = commandLineOnlyFlags.filter { $0.value.contains(flag) }.map { "trackpipe \($0.key)" }
+        guard !commands.isEmpty else { return nil }
+        return
+            "environment variable \(name): --\(flag) (\(commands.joined(separator: ", "))) has no environment variable; it is set only on the command line, as \(commands[0]) --\(flag)\(flag == "timings" || flag == "json" ? "" : " …"). Remove \(name)"
     }
 
     func value(forFlag flag: String) -> String? {
@@ -100,9 +127,53 @@ struct Environment: Sendable {
 
     /// The command line wins over `TRACKPIPE_<FLAG>`, which wins over `fallback`.
     func setting(_ flag: String, _ commandLine: String?, default fallback: String) -> Setting {
-        if let commandLine { return Setting(flag: flag, text: commandLine, origin: .commandLine) }
+        if let commandLine, !readsOverriddenValue(flag) { return Setting(flag: flag, text: commandLine, origin: .commandLine) }
         if let text = value(forFlag: flag) { return Setting(flag: flag, text: text, origin: .environment) }
         return Setting(flag: flag, text: fallback, origin: .defaultValue)
+    }
+
+    /// A setting without a default: the command line's, else `TRACKPIPE_<FLAG>`'s, else nil.
+    func optional(_ flag: String, _ commandLine: String?) -> String? {
+        let setting = setting(flag, commandLine, default: "")
+        return setting.origin == .defaultValue ? nil : setting.text
+    }
+
+    // MARK: Values the command line overrides
+
+    /// Checks the environment's values even where the command line overrides them: `resolve`
+    /// (a command's own reading of its settings) runs again on the settings as the environment
+    /// gives them, the command line filling in only what the environment leaves unset, and what
+    /// it refuses there is refused. A `TRACKPIPE_WINDOW=banana` in a deployment's environment
+    /// would otherwise pass unnoticed as long as every command line says `--window`, and take
+    /// effect the day one does not. A refusal names the variable (every message names a
+    /// setting as `label` gives it) and says that the command line overrides it.
+    func checkOverriddenValues(_ resolve: (Environment) throws -> Void) throws {
+        guard overridden == nil else { return }
+        var asSet = self
+        let noted = LockedValue<[String]>([])
+        asSet.overridden = noted
+        do {
+            try resolve(asSet)
+        } catch let error as ValidationError {
+            let flags = Array(Set(noted.get())).sorted()
+            guard !flags.isEmpty else { throw error }
+            // The variables the message names, or, if it names none of them, all that were read.
+            let named = flags.filter { error.message.contains(Self.variableName(forFlag: $0) + "=") }
+            let involved = named.isEmpty ? flags : named
+            let variables = involved.map(Self.variableName(forFlag:)).joined(separator: ", ")
+            let one = involved.count == 1
+            throw ValidationError(
+                "\(error.message) (\(variables) in the environment: \(involved.map { "--" + $0 }.joined(separator: ", ")) on the command line \(one ? "overrides it" : "override them"), but a value in the environment is checked all the same; correct \(one ? "it" : "them") or unset \(one ? "it" : "them"))"
+            )
+        }
+    }
+
+    /// Whether this reading takes `flag` from the environment although the command line gives
+    /// it too (noting it), as `checkOverriddenValues` reads the settings.
+    private func readsOverriddenValue(_ flag: String) -> Bool {
+        guard let overridden, value(forFlag: flag) != nil else { return false }
+        overridden.update { $0.append(flag) }
+        return true
     }
 
     /// `--emit` (`TRACKPIPE_EMIT`): when window records go out.
@@ -127,7 +198,7 @@ struct Environment: Sendable {
 
     /// A whole-number setting. Errors read `TRACKPIPE_SHARDS=many: expected a whole number`.
     func integer(_ flag: String, _ commandLine: Int?, default fallback: Int) throws -> Int {
-        if let commandLine { return commandLine }
+        if let commandLine, !readsOverriddenValue(flag) { return commandLine }
         guard let text = value(forFlag: flag) else { return fallback }
         guard let number = Int(text.trimmingCharacters(in: .whitespaces)) else {
             throw ValidationError("\(Self.variableName(forFlag: flag))=\(text): expected a whole number")
@@ -139,7 +210,7 @@ struct Environment: Sendable {
     /// on/off (any case). Anything else is refused rather than read as false, because a typo in
     /// `TRACKPIPE_UNTIL_END=ture` would otherwise run an unbounded worker instead of a backfill.
     func `switch`(_ flag: String, _ commandLine: Bool) throws -> Bool {
-        if commandLine { return true }
+        if commandLine, !readsOverriddenValue(flag) { return true }
         guard let text = value(forFlag: flag) else { return false }
         switch text.trimmingCharacters(in: .whitespaces).lowercased() {
         case "1", "true", "yes", "on": return true
@@ -195,6 +266,26 @@ struct Environment: Sendable {
                 "\(setting("max-headers", commandLine.map(String.init), default: "\(fallback)").label): must be 0 or more, the number of Kafka headers an input record may carry (default \(fallback))")
         }
         return value
+    }
+
+    /// A topic setting, which must be a name Kafka accepts: a typo there would otherwise show
+    /// only as a topic the cluster cannot find or create.
+    func topic(_ flag: String, _ commandLine: String?, default fallback: String) throws -> String {
+        let topic = setting(flag, commandLine, default: fallback)
+        if let problem = Self.topicNameProblem(topic.text) { throw ValidationError("\(topic.label): \(problem)") }
+        return topic.text
+    }
+
+    /// A topic setting without a default (nil when neither the command line nor the
+    /// environment gives one), checked like `topic`.
+    func optionalTopic(_ flag: String, _ commandLine: String?) throws -> String? {
+        guard let name = optional(flag, commandLine) else { return nil }
+        return try topic(flag, commandLine, default: name)
+    }
+
+    /// What is wrong with a topic name, by Kafka's rule (`PipelineConfig.isTopicName`).
+    static func topicNameProblem(_ name: String) -> String? {
+        PipelineConfig.isTopicName(name) ? nil : PipelineConfig.topicNameProblem
     }
 
     /// The bootstrap servers: every comma-separated address must be non-empty.

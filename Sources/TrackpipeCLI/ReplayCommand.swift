@@ -17,9 +17,11 @@ struct ReplayCommand: ParsableCommand {
 
             Dead letters are sent only when --dlq-topic (or TRACKPIPE_DLQ_TOPIC) is given; the summary counts them either way. --output-file PATH (or - for standard output) writes the aggregate records as JSON Lines instead of producing them.
 
-            Progress and the summary always go to standard error (standard output carries only the records, with --output-file -): progress as a bar redrawn in place on a terminal, a plain line every 5 s otherwise. The summary has no committed line: a replay commits nothing. Every flag also reads TRACKPIPE_<FLAG>, as for run; any other TRACKPIPE_* variable is refused.
+            Over a range, the summary's accepted, filtered, dead-lettered and emitted counts are what is about a window of the range, which is what is written (dead letters: a rejected message whose Kafka timestamp falls in the range, a too_late hit of a window in it); what was read for event time and lies outside the range is counted on its own line, outside range, and balanced with the rest.
 
-            Exit codes: 0 when the range is written; 1 when the replay stops on a failure; 64 for a configuration error.
+            Progress and the summary always go to standard error (standard output carries only the records, with --output-file -): progress as a bar redrawn in place on a terminal, a plain line every 5 s otherwise. The summary has no committed line: a replay commits nothing. Every flag but --from, --to and --output-file also reads TRACKPIPE_<FLAG>, as for run, and a value there is checked even where the command line overrides it; any other TRACKPIPE_* variable is refused.
+
+            Exit codes: 0 when the range is written; 1 when the replay stops on a failure; 64 for a configuration error, an output topic that holds windows of another size included (or whose size cannot be told, without --allow-unchecked-output), found before anything is written.
             """)
 
     @Option(parsing: .unconditional, help: "First window start to emit: RFC 3339 on a window boundary, or 'beginning'.") var from = "beginning"
@@ -29,7 +31,7 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "Topic for aggregate records. (env TRACKPIPE_OUTPUT_TOPIC, default tracking-aggregates)") var outputTopic: String?
     @Option(help: "Write aggregate records as JSON Lines to this file ('-' for standard output) instead of a topic.") var outputFile: String?
     @Option(help: "Topic for dead letters; without it they are only counted. (env TRACKPIPE_DLQ_TOPIC)") var dlqTopic: String?
-    @Option(parsing: .unconditional, help: "Tumbling window size. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
+    @Option(parsing: .unconditional, help: "Tumbling window size; an output topic holding windows of another size is refused. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
     @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "A partition quiet this long stops holding event time back. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)") var idleTimeout: String?
@@ -38,6 +40,8 @@ struct ReplayCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Dead-letter input records with more Kafka headers than this, as too_many_headers. (env TRACKPIPE_MAX_HEADERS, default 64)")
     var maxHeaders: Int?
     @Option(help: "\(RunCommand.shardsHelp) (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
+    @Flag(help: "\(RunCommand.allowUncheckedOutputHelp) (env TRACKPIPE_ALLOW_UNCHECKED_OUTPUT)")
+    var allowUncheckedOutput = false
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
     @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default warning)") var logLevel: String?
@@ -53,6 +57,7 @@ struct ReplayCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>` (`-X`'s `TRACKPIPE_X` too).
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "window", "grace", "retention", "idle-timeout", "emit", "max-future-skew", "max-headers", "shards",
+        "allow-unchecked-output",
         "log-level", "log-format", "x",
     ]
 
@@ -60,21 +65,26 @@ struct ReplayCommand: ParsableCommand {
         try environment.refuseUnknownVariables()
         var config = Replay.Config()
         config.brokers = try environment.brokers(brokers)
-        config.inputTopic = environment.setting("input-topic", inputTopic, default: "tracking-hits").text
+        config.inputTopic = try environment.topic("input-topic", inputTopic, default: "tracking-hits")
         let output = environment.setting("output-topic", outputTopic, default: "tracking-aggregates")
         if outputFile != nil, output.origin == .commandLine {
             throw ValidationError("--output-topic and --output-file: choose one place for the aggregate records")
         }
-        config.output = .topic(output.text)
-        config.deadLetterTopic = dlqTopic ?? environment.value(forFlag: "dlq-topic")
+        config.output = .topic(try environment.topic("output-topic", outputTopic, default: "tracking-aggregates"))
+        config.deadLetterTopic = try environment.optionalTopic("dlq-topic", dlqTopic)
         let size = try environment.duration("window", window, default: "1m")
         let graceMillis = try environment.duration("grace", grace, default: "10s")
         let retentionMillis = try environment.duration("retention", retention, default: "1h")
         let idle = try environment.duration("idle-timeout", idleTimeout, default: "30s")
         if let problem = WindowConfig.problem(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: 20_000_000) {
-            throw ValidationError("--window, --grace, --retention, --idle-timeout: \(problem)")
+            let given = ["window": window, "grace": grace, "retention": retention, "idle-timeout": idleTimeout]
+            let involved = RunCommand.windowSettings(involvedIn: problem)
+            throw ValidationError(
+                "\(involved.map { environment.setting($0.flag, given[$0.flag] ?? nil, default: $0.fallback).label }.joined(separator: ", ")): \(problem)")
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle)
+        config.windowGiven = RunCommand.given(environment.setting("window", window, default: "1m"))
+        config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
         config.window.emission = try environment.emission(emit)
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
         config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
@@ -93,6 +103,7 @@ struct ReplayCommand: ParsableCommand {
                 "--to \(to) is not after --from \(from): the range [from, to) would be empty; for one window write --to \(RFC3339.format(epochMillis: start + size))")
         }
         let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "warning")
+        try environment.checkOverriddenValues { _ = try resolve($0) }
         return Resolved(config: config, outputFile: outputFile, logLevel: level, logFormat: format)
     }
 

@@ -13,7 +13,7 @@ struct RunCommand: ParsableCommand {
         discussion: """
             Two stages run in every process: normalize reads the input topic (group <group>) and sends each accepted hit, keyed by its delivery, to the repartition topic; aggregate reads that topic (group <group>-aggregate) and counts hits in event-time windows. Start more instances with the same flags to scale out: counts stay exact whatever the input's keys. With --input-keyed-by-delivery one stage reads the input directly.
 
-            Every flag can also come from an environment variable TRACKPIPE_<FLAG> (for example TRACKPIPE_BROKERS, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_UNTIL_END=true); the command line wins. librdkafka properties come from -X key=value, TRACKPIPE_X ("k=v;k=v") and TRACKPIPE_X_<ANY> ("k=v"). Any other TRACKPIPE_* variable is refused, naming the closest known one.
+            Every flag but --timings can also come from an environment variable TRACKPIPE_<FLAG> (for example TRACKPIPE_BROKERS, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_UNTIL_END=true); the command line wins, but a value in the environment is checked even where the command line overrides it (TRACKPIPE_WINDOW=banana with --window 1m is refused, naming the variable). librdkafka properties come from -X key=value, TRACKPIPE_X ("k=v;k=v") and TRACKPIPE_X_<ANY> ("k=v"). Any other TRACKPIPE_* variable is refused: one named after a flag without a variable (TRACKPIPE_TIMINGS) says so, any other names the closest known one. Topic names are checked as Kafka checks them, the repartition and state topics' names made from --group included.
 
             Durations: 500ms, 10s, 1m, 1h, 1h30m.
 
@@ -21,7 +21,9 @@ struct RunCommand: ParsableCommand {
 
             The input topic must exist: a missing one exits 1 at start-up, before any group is joined (the repartition and state topics are created where the cluster allows). A restart reads each window task's state back from the state topic and goes on from the committed offsets; both groups commit what they processed.
 
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster (a --window other than the group's, more input partitions than a checkpoint holds); 65 when an --until-end run lost input: retention (or the broker's size limit) deleted records of a stage's input before the group read them (it writes what it read and names them first), unless --allow-lost-input. Offsets never delivered that the log still holds (transaction markers, records compaction removed) are not loss.
+            With --emit final, a live worker holds every window until event time passes its end plus --retention: its aggregate progress lines, its summary and the gauges trackpipe_windows_pending and trackpipe_first_window_due_seconds say how many windows it holds and when the first is due.
+
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster, before any group is joined or anything written (a setting the group is fixed to given otherwise than its commits say: --window, --input-keyed-by-delivery, --repartition-topic, --state-topic; an internal topic that another group writes; an output topic that holds windows of another size, or whose size cannot be told without --allow-unchecked-output; more input partitions than a checkpoint holds; a state topic that deletes by time or size or a compacted repartition topic, where the cluster says their settings); 65 when an --until-end run lost input: retention (or the broker's size limit) deleted records of a stage's input before the group read them (it writes what it read and names them first), unless --allow-lost-input. Offsets never delivered that the log still holds (transaction markers, records compaction removed) are not loss.
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
@@ -30,13 +32,13 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Topic for dead letters. (env TRACKPIPE_DLQ_TOPIC, default tracking-hits-dlq)") var dlqTopic: String?
     @Option(help: "Consumer group of the input topic; the aggregate stage uses <group>-aggregate. (env TRACKPIPE_GROUP, default trackpipe)")
     var group: String?
-    @Option(help: "Internal topic between the normalize and aggregate stages, keyed by delivery. (env TRACKPIPE_REPARTITION_TOPIC, default <group>-repartition)")
+    @Option(help: "Internal topic between the normalize and aggregate stages, keyed by delivery; fixed for the group once it has committed. (env TRACKPIPE_REPARTITION_TOPIC, default <group>-repartition)")
     var repartitionTopic: String?
-    @Option(help: "Compacted topic the window tasks keep their state in, one partition per task; created if missing. (env TRACKPIPE_STATE_TOPIC, default <group>-state)")
+    @Option(help: "Compacted topic the window tasks keep their state in, one partition per task; created if missing; fixed for the group once it has committed. Where the cluster says its settings, one that deletes by time or size is refused at start with the command that fixes it. (env TRACKPIPE_STATE_TOPIC, default <group>-state)")
     var stateTopic: String?
-    @Flag(help: "The input is already keyed by deliveryId: skip the repartition stage and window the input directly. (env TRACKPIPE_INPUT_KEYED_BY_DELIVERY)")
+    @Flag(help: "The input is already keyed by deliveryId: skip the repartition stage and window the input directly; fixed for the group once it has committed. (env TRACKPIPE_INPUT_KEYED_BY_DELIVERY)")
     var inputKeyedByDelivery = false
-    @Option(parsing: .unconditional, help: "Tumbling window size. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
+    @Option(parsing: .unconditional, help: "Tumbling window size; fixed for the group once it has committed, and for the output topic. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
     @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "Advance time by the wall clock when a partition is quiet this long. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)")
@@ -56,6 +58,8 @@ struct RunCommand: ParsableCommand {
             "With --until-end: exit 0 even if input was lost (retention or the broker's size limit deleted records of a stage's input before the group read them); without it such a run writes what it read, names the lost offsets and exits 65. Transaction markers and compaction are not loss and need no flag. (env TRACKPIPE_ALLOW_LOST_INPUT)"
     )
     var allowLostInput = false
+    @Flag(help: "\(allowUncheckedOutputHelp) (env TRACKPIPE_ALLOW_UNCHECKED_OUTPUT)")
+    var allowUncheckedOutput = false
     @Option(name: .customShort("X"), help: ArgumentHelp("A librdkafka property key=value (repeatable).", valueName: "key=value"))
     var kafkaProperties: [String] = []
     @Option(
@@ -70,6 +74,12 @@ struct RunCommand: ParsableCommand {
     @Option(
         parsing: .unconditional,
         help:
+            "Two stages: after a commit, delete the repartition topic's records the aggregate group has committed (DeleteRecords), at most this often; 0s never does. A cluster that refuses (no DeleteRecords, no Delete grant) is said once and counted; the topic's retention.ms then bounds it. (env TRACKPIPE_PURGE_INTERVAL, default 30s)"
+    )
+    var purgeInterval: String?
+    @Option(
+        parsing: .unconditional,
+        help:
             "Dead-letter hits stamped more than this after their Kafka timestamp, as future_timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)"
     )
     var maxFutureSkew: String?
@@ -79,7 +89,7 @@ struct RunCommand: ParsableCommand {
     var progressInterval: String?
     @Option(parsing: .unconditional, help: "/health/live fails after a consume loop has not turned this long; /health/ready also after this long without a reachable broker or with a commit waiting on the cluster. (env TRACKPIPE_UNHEALTHY_AFTER, default 60s)")
     var unhealthyAfter: String?
-    @Flag(help: "After the summary, print where each stage's wall time went (poll, process, produce, commit, ...).")
+    @Flag(help: "After the summary, print where each stage's wall time went (poll, process, produce, commit, ...). (no environment variable)")
     var timings = false
     @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default info)") var logLevel: String?
     @Option(help: "text or json. (env TRACKPIPE_LOG_FORMAT, default text)") var logFormat: String?
@@ -87,7 +97,7 @@ struct RunCommand: ParsableCommand {
     /// The flags that read `TRACKPIPE_<FLAG>`: the deploy files are checked against this list.
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "group", "repartition-topic", "state-topic", "input-keyed-by-delivery", "window", "grace", "retention", "idle-timeout",
-        "emit", "shards", "until-end", "connect-timeout", "allow-lost-input", "instance-id", "metrics-port", "max-entries", "commit-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
+        "emit", "shards", "until-end", "connect-timeout", "allow-lost-input", "allow-unchecked-output", "instance-id", "metrics-port", "max-entries", "commit-interval", "purge-interval", "max-future-skew", "max-headers", "progress-interval", "unhealthy-after", "log-level", "log-format",
         "x",
     ]
 
@@ -100,8 +110,24 @@ struct RunCommand: ParsableCommand {
     static let shardsHelp =
         "Lanes (Dispatch workers) working at once: the normalize stage judges a batch on them, the aggregate stage counts that many window tasks side by side (replay splits its one task into that many shards, by delivery); 1 to 1024, results do not depend on it."
 
+    /// What `--allow-unchecked-output` means, in run and replay alike.
+    static let allowUncheckedOutputHelp =
+        "Write into an output topic whose window size cannot be told (the newest 100 offsets of a partition hold no aggregate record, only tombstones or other records, and older ones remain); without it such a run exits 64 before writing. An aggregate record of another size is refused either way."
+
     /// What `--emit` means, in run and replay alike.
     static let emitHelp = "When window records go out: changes (at the window's end plus grace, then with every correction until its end plus retention) or final (one record per window, once nothing can change it: event time past its end plus retention, or the end of a bounded run; a backfill then writes the same records for the same input)."
+
+    /// The window settings a `WindowConfig.problem` is about, with their defaults, so that a
+    /// refusal names each as it was given (run and replay alike).
+    static func windowSettings(involvedIn problem: String) -> [(flag: String, fallback: String)] {
+        switch problem {
+        case _ where problem.contains("window size"): [("window", "1m")]
+        case _ where problem.contains("grace period must not"): [("grace", "10s")]
+        case _ where problem.contains("retention"): [("retention", "1h"), ("grace", "10s")]
+        case _ where problem.contains("idle timeout"): [("idle-timeout", "30s")]
+        default: [("max-entries", "20000000")]
+        }
+    }
 
     /// `--connect-timeout`'s default: long enough for a broker restart or a rolling upgrade, short
     /// enough that a backfill Job pointed at the wrong address fails within minutes.
@@ -114,13 +140,30 @@ struct RunCommand: ParsableCommand {
         }
         var config = PipelineConfig()
         config.brokers = try environment.brokers(brokers)
-        config.inputTopic = text("input-topic", inputTopic, "tracking-hits").text
-        config.outputTopic = text("output-topic", outputTopic, "tracking-aggregates").text
-        config.deadLetterTopic = text("dlq-topic", dlqTopic, "tracking-hits-dlq").text
+        config.inputTopic = try environment.topic("input-topic", inputTopic, default: "tracking-hits")
+        config.outputTopic = try environment.topic("output-topic", outputTopic, default: "tracking-aggregates")
+        config.deadLetterTopic = try environment.topic("dlq-topic", dlqTopic, default: "tracking-hits-dlq")
         config.group = text("group", group, "trackpipe").text
-        config.repartitionTopic = repartitionTopic ?? environment.value(forFlag: "repartition-topic")
-        config.stateTopic = stateTopic ?? environment.value(forFlag: "state-topic")
+        config.repartitionTopic = try environment.optionalTopic("repartition-topic", repartitionTopic)
+        config.stateTopic = try environment.optionalTopic("state-topic", stateTopic)
         config.inputKeyedByDelivery = try environment.switch("input-keyed-by-delivery", inputKeyedByDelivery)
+        // The internal topics are named after the group unless given.
+        for (flag, given, name) in [
+            ("repartition-topic", config.repartitionTopic != nil || config.inputKeyedByDelivery, config.effectiveRepartitionTopic),
+            ("state-topic", config.stateTopic != nil, config.effectiveStateTopic),
+        ] where !given {
+            if let problem = Environment.topicNameProblem(name) {
+                throw ValidationError("\(text("group", group, "trackpipe").label): the --\(flag) it names, \(name), is \(problem); change the group or give --\(flag)")
+            }
+        }
+        // How each setting the group is fixed to was given, for the refusals that name it.
+        config.given = [
+            .window: Self.given(text("window", window, "1m")),
+            .repartitionTopic: Self.given(text("repartition-topic", repartitionTopic, "\(config.group)-repartition")),
+            .stateTopic: Self.given(text("state-topic", stateTopic, "\(config.group)-state")),
+            .inputKeyedByDelivery: Self.given(text("input-keyed-by-delivery", inputKeyedByDelivery ? "" : nil, "false")),
+        ]
+        config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
         let size = try environment.duration("window", window, default: "1m")
         let graceMillis = try environment.duration("grace", grace, default: "10s")
         let retentionMillis = try environment.duration("retention", retention, default: "1h")
@@ -129,15 +172,9 @@ struct RunCommand: ParsableCommand {
         if let problem = WindowConfig.problem(
             size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
         {
-            let involved: [(String, String?, String)] =
-                switch problem {
-                case _ where problem.contains("window size"): [("window", window, "1m")]
-                case _ where problem.contains("grace period must not"): [("grace", grace, "10s")]
-                case _ where problem.contains("retention"): [("retention", retention, "1h"), ("grace", grace, "10s")]
-                case _ where problem.contains("idle timeout"): [("idle-timeout", idleTimeout, "30s")]
-                default: [("max-entries", maxEntries.map(String.init), "20000000")]
-                }
-            throw ValidationError("\(involved.map { text($0.0, $0.1, $0.2).label }.joined(separator: ", ")): \(problem)")
+            let given = ["window": window, "grace": grace, "retention": retention, "idle-timeout": idleTimeout, "max-entries": maxEntries.map(String.init)]
+            let involved = Self.windowSettings(involvedIn: problem)
+            throw ValidationError("\(involved.map { text($0.flag, given[$0.flag] ?? nil, $0.fallback).label }.joined(separator: ", ")): \(problem)")
         }
         config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
         config.window.emission = try environment.emission(emit)
@@ -159,6 +196,7 @@ struct RunCommand: ParsableCommand {
         guard config.commitInterval > 0 else {
             throw ValidationError("\(text("commit-interval", commitInterval, "5s").label): must be longer than 0, like 1s or 5s")
         }
+        config.purgeInterval = try environment.duration("purge-interval", purgeInterval, default: "30s")
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
         config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
         config.progressInterval = try environment.duration("progress-interval", progressInterval, default: "30s")
@@ -168,7 +206,7 @@ struct RunCommand: ParsableCommand {
         }
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
-        config.instanceId = instanceId ?? environment.value(forFlag: "instance-id")
+        config.instanceId = environment.optional("instance-id", instanceId)
         if let id = config.instanceId, let problem = PipelineConfig.instanceIdProblem(id) {
             throw ValidationError("\(text("instance-id", instanceId, "").label): \(problem)")
         }
@@ -184,6 +222,7 @@ struct RunCommand: ParsableCommand {
         }
         try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         config.clientId = PipelineConfig.defaultClientId(host: Self.hostName())
+        try environment.checkOverriddenValues { _ = try resolve($0) }
         return ResolvedRun(config: config, metricsPort: port, logLevel: level, logFormat: format, allowsLostInput: allowsLostInput)
     }
 
@@ -233,6 +272,17 @@ struct RunCommand: ParsableCommand {
             : ""
         return
             "\(total) offsets were lost: retention (or the broker's size limit) deleted them before this run read them: \(PipelineSummary.describe(lost)). Reading the same topic again cannot bring them back. The windows were written and committed without their hits. Recount those hits from wherever they are still kept (an archive, the collectors or the source system)\(fromInput); or pass --allow-lost-input (TRACKPIPE_ALLOW_LOST_INPUT=true) to accept the loss and exit 0"
+    }
+
+    /// A setting as the pipeline names it in a refusal.
+    static func given(_ setting: Environment.Setting) -> GivenSetting {
+        let source: GivenSetting.Source =
+            switch setting.origin {
+            case .commandLine: .commandLine
+            case .environment: .environment
+            case .defaultValue: .defaultValue
+            }
+        return GivenSetting(flag: setting.flag, text: setting.text, source: source)
     }
 
     /// This machine's name (a pod's name on Kubernetes), for the default `client.id`.

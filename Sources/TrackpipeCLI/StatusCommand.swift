@@ -15,7 +15,7 @@ struct StatusCommand: ParsableCommand {
 
             Both groups commit what they processed, every --commit-interval: their lag is the real backlog, plus up to one interval. The aggregate stage keeps its windows in the state topic (<group>-state), from which a restarted worker reads them back, so it commits at its processed mark ("processed" equals "committed"); "unprocessed" is its backlog as of the last commit.
 
-            Nothing is joined or committed: safe against a live worker. Flags take TRACKPIPE_<FLAG> like run's (TRACKPIPE_BROKERS, TRACKPIPE_GROUP, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_REPARTITION_TOPIC, TRACKPIPE_X...), so the worker's own environment can be used as it is: its other TRACKPIPE_* variables are ignored, and one that no command reads is refused, naming the closest known one.
+            Nothing is joined or committed: safe against a live worker. Flags take TRACKPIPE_<FLAG> like run's (TRACKPIPE_BROKERS, TRACKPIPE_GROUP, TRACKPIPE_INPUT_TOPIC, TRACKPIPE_REPARTITION_TOPIC, TRACKPIPE_X...), so the worker's own environment can be used as it is: its other TRACKPIPE_* variables are ignored, and one that no command reads is refused, naming the closest known one. A value of these flags' variables is checked even where the command line overrides it; --json has no variable.
 
             Exit codes: 0 with the status; 1 for an unknown group, a group that is not trackpipe's, or Kafka out of reach (the message says which); 64 for a usage error.
             """)
@@ -37,13 +37,19 @@ struct StatusCommand: ParsableCommand {
         try environment.refuseUnknownVariables()
         var config = PipelineConfig()
         config.brokers = try environment.brokers(brokers)
-        config.group = environment.setting("group", group, default: "trackpipe").text
-        config.inputTopic = environment.setting("input-topic", inputTopic, default: "tracking-hits").text
-        config.repartitionTopic = repartitionTopic ?? environment.value(forFlag: "repartition-topic")
+        let groupSetting = environment.setting("group", group, default: "trackpipe")
+        config.group = groupSetting.text
+        config.inputTopic = try environment.topic("input-topic", inputTopic, default: "tracking-hits")
+        config.repartitionTopic = try environment.optionalTopic("repartition-topic", repartitionTopic)
+        if config.repartitionTopic == nil, let problem = Environment.topicNameProblem(config.effectiveRepartitionTopic) {
+            throw ValidationError(
+                "\(groupSetting.label): the --repartition-topic it names, \(config.effectiveRepartitionTopic), is \(problem); change the group or give --repartition-topic")
+        }
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
         try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         let (level, format) = try environment.logSettings(level: logLevel, format: nil, defaultLevel: "warning")
+        try environment.checkOverriddenValues { _ = try resolve($0) }
         return (config, level, format)
     }
 

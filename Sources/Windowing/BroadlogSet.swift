@@ -12,24 +12,37 @@
 /// at random when the process starts: ids come from devices, and a table they fill must not
 /// let anyone choose ids that collide, which the secret keeps them from computing. Linear
 /// probing, at most three quarters full.
+///
+/// A table that tracks changes (`merge(_:_:tracking:)`, a window task's, whose changelog writes
+/// what changed since its last write) flags each broadlog added or given a new action, in the
+/// entry's last free bit, until `clearChanges`; it also notes where the flagged entries are while
+/// they are few (4 bytes each, at most one for every eight slots), so that handing them out costs
+/// what changed, not the whole table. Past that many, handing them out scans the table, which
+/// then costs no more than eight times what changed.
 struct BroadlogSet: Sendable {
-    /// An id's bytes in two little-endian words, the last byte holding the length (low nibble)
-    /// and the actions (bits 4 to 6), with the top bit set: all zero is an empty slot.
+    /// An id's bytes in two little-endian words, the last byte holding the length (low nibble),
+    /// the actions (bits 4 to 6) and whether the entry changed since `clearChanges` (bit 7). All
+    /// zero is an empty slot: a present entry has at least one action.
     private struct Entry: Sendable, Equatable {
         var low: UInt64
         var high: UInt64
 
         static let empty = Entry(low: 0, high: 0)
-        static let occupied: UInt64 = 1 << 63
+        static let changedBit: UInt64 = 1 << 63
         static let actionsShift: UInt64 = 60
+        static let actionsMask: UInt64 = 0x7 << actionsShift
         static let tagMask: UInt64 = 0xFF << 56
 
         var isEmpty: Bool { high == 0 }
         var actions: UInt8 { UInt8(truncatingIfNeeded: (high >> Self.actionsShift) & 0x7) }
-        /// The id's words without the actions (what identifies it).
-        var key: Entry { Entry(low: low, high: high & ~(0x7 << Self.actionsShift)) }
-        func with(actions: UInt8) -> Entry {
-            Entry(low: low, high: (high & ~(0x7 << Self.actionsShift)) | (UInt64(actions & 0x7) << Self.actionsShift))
+        var changed: Bool { high & Self.changedBit != 0 }
+        /// The id's words without the actions and the flag (what identifies it).
+        var key: Entry { Entry(low: low, high: high & ~(Self.actionsMask | Self.changedBit)) }
+        func with(actions: UInt8, changed: Bool) -> Entry {
+            Entry(
+                low: low,
+                high: (high & ~(Self.actionsMask | Self.changedBit)) | (UInt64(actions & 0x7) << Self.actionsShift)
+                    | (changed ? Self.changedBit : 0))
         }
 
         var id: String {
@@ -40,10 +53,19 @@ struct BroadlogSet: Sendable {
         }
     }
 
+    /// A long id's actions carry its changed flag in their top bit.
+    private static let longChangedBit: UInt8 = 0x80
+
+    // 28 bytes in all, so that a window's own small fields fill the rest of the last word
+    // (`DeliveryWindow`): a window of a few broadlogs costs what it did before changes were kept.
     private var entries: [Entry] = []
-    /// Ids longer than 15 bytes.
+    /// Ids longer than 15 bytes (their changed flag in the top bit of their actions).
     private var long: [String: UInt8] = [:]
-    private var inline = 0
+    /// Where the entries flagged changed are, while they are few; nil once they were too many
+    /// (handing them out then scans the table).
+    private var changedSlots: [UInt32]? = []
+    /// Entries in `entries`.
+    private var inline: UInt32 = 0
 
     init() {}
 
@@ -51,47 +73,66 @@ struct BroadlogSet: Sendable {
         if minimumCapacity > 0 { entries = Array(repeating: .empty, count: Self.capacity(for: minimumCapacity)) }
     }
 
-    var count: Int { inline + long.count }
+    var count: Int { Int(inline) + long.count }
     var isEmpty: Bool { count == 0 }
 
     /// Adds `bits` to the actions of `id` (adding the id if new); returns its actions before.
+    /// With `tracking`, an id added or given a new action is flagged changed.
     @inline(__always)
-    mutating func merge(_ id: String, _ bits: UInt8) -> UInt8 {
-        guard let key = Self.inlineKey(id) else {
-            let before = long[id, default: 0]
-            long[id] = before | bits
-            return before
-        }
-        return merge(key: key, bits)
+    mutating func merge(_ id: String, _ bits: UInt8, tracking: Bool = false) -> UInt8 {
+        guard let key = Self.inlineKey(id) else { return mergeLong(id, bits, tracking: tracking) }
+        return merge(key: key, bits, tracking: tracking)
     }
 
     @inline(__always)
-    private mutating func merge(key: Entry, _ bits: UInt8) -> UInt8 {
-        if (inline + 1) * 4 > entries.count * 3 { grow() }
+    private mutating func merge(key: Entry, _ bits: UInt8, tracking: Bool) -> UInt8 {
+        if (Int(inline) + 1) * 4 > entries.count * 3 { grow() }
         let mask = entries.count &- 1
         var slot = Int(truncatingIfNeeded: Self.hash(key)) & mask
-        let (before, added) = entries.withUnsafeMutableBufferPointer { table -> (UInt8, Bool) in
+        let (before, added, flagged) = entries.withUnsafeMutableBufferPointer { table -> (UInt8, Bool, Bool) in
             while true {
                 let entry = table[slot]
                 if entry.isEmpty {
-                    table[slot] = key.with(actions: bits)
-                    return (0, true)
+                    table[slot] = key.with(actions: bits, changed: tracking)
+                    return (0, true, tracking)
                 }
                 if entry.key == key {
                     let actions = entry.actions
-                    table[slot] = entry.with(actions: actions | bits)
-                    return (actions, false)
+                    let after = actions | bits
+                    if after == actions { return (actions, false, false) }
+                    table[slot] = entry.with(actions: after, changed: tracking || entry.changed)
+                    return (actions, false, tracking && !entry.changed)
                 }
                 slot = (slot &+ 1) & mask
             }
         }
         if added { inline += 1 }
+        if flagged { noteChanged(slot: slot) }
         return before
+    }
+
+    private mutating func mergeLong(_ id: String, _ bits: UInt8, tracking: Bool) -> UInt8 {
+        let stored = long[id, default: 0]
+        let before = stored & ~Self.longChangedBit
+        let after = before | bits
+        guard after != before else { return before }
+        long[id] = after | (tracking || stored & Self.longChangedBit != 0 ? Self.longChangedBit : 0)
+        return before
+    }
+
+    @inline(__always)
+    private mutating func noteChanged(slot: Int) {
+        guard changedSlots != nil else { return }
+        if changedSlots!.count >= max(64, entries.count / 8) {
+            changedSlots = nil
+        } else {
+            changedSlots!.append(UInt32(truncatingIfNeeded: slot))
+        }
     }
 
     /// The actions of `id`; 0 if absent.
     func actions(of id: String) -> UInt8 {
-        guard let key = Self.inlineKey(id) else { return long[id, default: 0] }
+        guard let key = Self.inlineKey(id) else { return long[id, default: 0] & ~Self.longChangedBit }
         guard !entries.isEmpty else { return 0 }
         let mask = entries.count &- 1
         var slot = Int(truncatingIfNeeded: Self.hash(key)) & mask
@@ -105,14 +146,60 @@ struct BroadlogSet: Sendable {
     /// Every broadlog and its actions, in no particular order.
     func forEach(_ body: (String, UInt8) -> Void) {
         for entry in entries where !entry.isEmpty { body(entry.id, entry.actions) }
-        for (id, actions) in long { body(id, actions) }
+        for (id, actions) in long { body(id, actions & ~Self.longChangedBit) }
     }
 
+    // MARK: Changes
+
+    /// Every broadlog flagged changed since the last `clearChanges`, with all its actions, in no
+    /// particular order.
+    func forEachChanged(_ body: (String, UInt8) -> Void) {
+        if let changedSlots {
+            for slot in changedSlots { body(entries[Int(slot)].id, entries[Int(slot)].actions) }
+        } else {
+            for entry in entries where entry.changed { body(entry.id, entry.actions) }
+        }
+        for (id, stored) in long where stored & Self.longChangedBit != 0 { body(id, stored & ~Self.longChangedBit) }
+    }
+
+    /// Whether any broadlog is flagged changed.
+    var hasChanges: Bool {
+        changedSlots.map { !$0.isEmpty } ?? entries.contains(where: \.changed) || long.values.contains { $0 & Self.longChangedBit != 0 }
+    }
+
+    /// Forgets which broadlogs changed: they have been handed out.
+    mutating func clearChanges() {
+        if let changedSlots {
+            entries.withUnsafeMutableBufferPointer { table in
+                for slot in changedSlots { table[Int(slot)].high &= ~Entry.changedBit }
+            }
+        } else {
+            entries.withUnsafeMutableBufferPointer { table in
+                for index in table.indices where table[index].changed { table[index].high &= ~Entry.changedBit }
+            }
+        }
+        changedSlots = []
+        for (id, stored) in long where stored & Self.longChangedBit != 0 { long[id] = stored & ~Self.longChangedBit }
+    }
+
+    /// Twice the slots; every entry keeps its actions and its flag, and the flagged ones are
+    /// noted again where they now are.
     private mutating func grow() {
         let old = entries
         entries = Array(repeating: .empty, count: max(8, old.count * 2))
-        inline = 0
-        for entry in old where !entry.isEmpty { _ = merge(key: entry.key, entry.actions) }
+        let tracked = changedSlots != nil
+        var flagged: [UInt32] = []
+        if tracked { flagged.reserveCapacity(changedSlots!.count) }
+        let mask = entries.count &- 1
+        entries.withUnsafeMutableBufferPointer { table in
+            for entry in old where !entry.isEmpty {
+                var slot = Int(truncatingIfNeeded: Self.hash(entry.key)) & mask
+                while !table[slot].isEmpty { slot = (slot &+ 1) & mask }
+                table[slot] = entry
+                if tracked && entry.changed { flagged.append(UInt32(truncatingIfNeeded: slot)) }
+            }
+        }
+        if tracked { changedSlots = flagged }
     }
 
     /// A power of two holding `count` entries at most three quarters full.
@@ -122,7 +209,8 @@ struct BroadlogSet: Sendable {
         return capacity
     }
 
-    /// The entry of an id of at most 15 bytes (without actions); nil for a longer one.
+    /// The entry of an id of at most 15 bytes (without actions: not a present entry yet); nil
+    /// for a longer one.
     @inline(__always)
     private static func inlineKey(_ id: String) -> Entry? {
         var id = id
@@ -132,7 +220,7 @@ struct BroadlogSet: Sendable {
             withUnsafeMutableBytes(of: &words) { raw in
                 if let base = utf8.baseAddress { raw.baseAddress!.copyMemory(from: base, byteCount: utf8.count) }
             }
-            return Entry(low: UInt64(littleEndian: words.0), high: UInt64(littleEndian: words.1) | Entry.occupied | (UInt64(utf8.count) << 56))
+            return Entry(low: UInt64(littleEndian: words.0), high: UInt64(littleEndian: words.1) | (UInt64(utf8.count) << 56))
         }
     }
 

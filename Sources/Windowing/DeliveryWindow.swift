@@ -9,30 +9,19 @@ struct DeliveryWindow: Sendable {
     static let clickBit: UInt8 = 1 << HitAction.click.rawValue
     static let openBit: UInt8 = 1 << HitAction.open.rawValue
 
-    /// Action bitmask per broadlog; never zero for a present one.
+    // In this order, so that the fields fill the words they share (96 bytes in all; a window
+    // is stored per delivery, and most hold a few broadlogs).
+    /// Action bitmask per broadlog; never zero for a present one. In a store that exports its
+    /// changes, the broadlogs changed since the last export are flagged in it.
     var broadlogs = BroadlogSet()
-    // Counters are 32-bit to keep the per-window overhead small; 2^32 hits of one delivery in
-    // one window is far beyond any real traffic, and they wrap rather than trap.
-    var impressions: UInt32 = 0
-    var clicks: UInt32 = 0
-    var opens: UInt32 = 0
-    var uniqueImpressions: UInt32 = 0
-    var uniqueClicks: UInt32 = 0
-    var uniqueOpens: UInt32 = 0
-    var dismissals: UInt32 = 0
-    var push: UInt32 = 0
-    var local: UInt32 = 0
-    var unknownChannel: UInt32 = 0
-    var ios: UInt32 = 0
-    var android: UInt32 = 0
-    var unknownPlatform: UInt32 = 0
-    /// Changed since the last emission (only tracked once the window has been emitted).
-    var dirty = false
+    /// The revision of the last record emitted; 0 when none was.
+    var emittedRevision: UInt32 = 0
     /// The input position (`WindowInput.position`) of the last hit counted, kept only by stores
     /// that export their changes for a changelog: a restored window skips replayed hits it already holds.
     var countedThrough: Int64 = .min
-    /// The revision of the last record emitted; 0 when none was.
-    var emittedRevision: UInt32 = 0
+    var counters = WindowCounters()
+    /// Changed since the last emission (only tracked once the window has been emitted).
+    var dirty = false
     /// Changed since its state was last handed out for the changelog.
     var stateChanged = false
 
@@ -68,35 +57,35 @@ struct DeliveryWindow: Sendable {
             }
         }
         let bit: UInt8 = 1 << action.rawValue
-        let old = broadlogs.merge(broadlogId, bit)
+        let old = broadlogs.merge(broadlogId, bit, tracking: exportsChanges)
         let isNewForAction = old & bit == 0
         switch action {
         case .impression:
-            impressions &+= 1
-            if isNewForAction { uniqueImpressions &+= 1 }
+            counters.impressions &+= 1
+            if isNewForAction { counters.uniqueImpressions &+= 1 }
         case .click:
-            clicks &+= 1
-            if isNewForAction { uniqueClicks &+= 1 }
+            counters.clicks &+= 1
+            if isNewForAction { counters.uniqueClicks &+= 1 }
         case .open:
-            opens &+= 1
-            if isNewForAction { uniqueOpens &+= 1 }
+            counters.opens &+= 1
+            if isNewForAction { counters.uniqueOpens &+= 1 }
         }
         if isNewForAction {
             let was = Self.isDismissal(old)
             let now = Self.isDismissal(old | bit)
             if was != now {
-                if now { dismissals &+= 1 } else { dismissals &-= 1 }
+                if now { counters.dismissals &+= 1 } else { counters.dismissals &-= 1 }
             }
         }
         switch channel {
-        case .push: push &+= 1
-        case .local: local &+= 1
-        case .unknown: unknownChannel &+= 1
+        case .push: counters.push &+= 1
+        case .local: counters.local &+= 1
+        case .unknown: counters.unknownChannel &+= 1
         }
         switch platform {
-        case .ios: ios &+= 1
-        case .android: android &+= 1
-        case .unknown: unknownPlatform &+= 1
+        case .ios: counters.ios &+= 1
+        case .android: counters.android &+= 1
+        case .unknown: counters.unknownPlatform &+= 1
         }
         var becameDirty = false
         if trackDirty && !dirty {
@@ -108,24 +97,36 @@ struct DeliveryWindow: Sendable {
 
     // MARK: State
 
+    /// The whole state, every broadlog included.
     func state(deliveryId: String, windowStart: Int64) -> WindowState {
-        WindowState(
-            deliveryId: deliveryId, windowStart: windowStart,
-            counters: [
-                impressions, clicks, opens, uniqueImpressions, uniqueClicks, uniqueOpens, dismissals, push, local, unknownChannel,
-                ios, android, unknownPlatform,
-            ],
-            broadlogs: exportedBroadlogs, countedThrough: countedThrough,
+        var list: [BroadlogActions] = []
+        list.reserveCapacity(broadlogs.count)
+        broadlogs.forEach { list.append(BroadlogActions(id: $0, actions: $1)) }
+        return WindowState(
+            deliveryId: deliveryId, windowStart: windowStart, counters: counters, broadlogs: list, countedThrough: countedThrough,
             emittedRevision: emittedRevision)
     }
 
-    /// The window a state describes (nil if its counters are malformed).
-    init?(_ state: WindowState) {
-        guard state.counters.count == WindowState.counterNames.count else { return nil }
-        let c = state.counters
-        (impressions, clicks, opens, uniqueImpressions, uniqueClicks, uniqueOpens, dismissals) = (c[0], c[1], c[2], c[3], c[4], c[5], c[6])
-        (push, local, unknownChannel, ios, android, unknownPlatform) = (c[7], c[8], c[9], c[10], c[11], c[12])
-        broadlogs = BroadlogSet(minimumCapacity: state.broadlogs.count)
+    /// What changed since the changes were last cleared: the broadlogs flagged, with the
+    /// counters and marks as they are now. Reads only; `clearChanges` forgets them.
+    func change(deliveryId: String, windowStart: Int64) -> WindowChange {
+        var list: [BroadlogActions] = []
+        broadlogs.forEachChanged { list.append(BroadlogActions(id: $0, actions: $1)) }
+        return WindowChange(
+            window: WindowKey(windowStart: windowStart, deliveryId: deliveryId), counters: counters, countedThrough: countedThrough,
+            emittedRevision: emittedRevision, broadlogs: list, broadlogCount: broadlogs.count)
+    }
+
+    /// The changes were handed out.
+    mutating func clearChanges() {
+        stateChanged = false
+        broadlogs.clearChanges()
+    }
+
+    /// The window a state describes; nothing of it is flagged changed.
+    init(_ state: WindowState) {
+        counters = state.counters
+        broadlogs = BroadlogSet(minimumCapacity: state.broadlogCount)
         for entry in state.broadlogs where entry.actions != 0 { _ = broadlogs.merge(entry.id, entry.actions) }
         countedThrough = state.countedThrough
         emittedRevision = state.emittedRevision
@@ -133,26 +134,19 @@ struct DeliveryWindow: Sendable {
 
     init() {}
 
-    private var exportedBroadlogs: [WindowState.BroadlogActions] {
-        var list: [WindowState.BroadlogActions] = []
-        list.reserveCapacity(broadlogs.count)
-        broadlogs.forEach { list.append(WindowState.BroadlogActions(id: $0, actions: $1)) }
-        return list
-    }
-
     /// Hits counted so far: the record's revision. It grows with every correction (each one
     /// adds at least a hit) and is the same whoever rebuilds the window from the same input,
     /// so it never goes backwards across restarts, rebalances or instances.
-    var hitCount: Int { Int(impressions) + Int(clicks) + Int(opens) }
+    var hitCount: Int { counters.hitCount }
 
     func aggregate(deliveryId: String, start: Int64, end: Int64) -> WindowAggregate {
         WindowAggregate(
             deliveryId: deliveryId, windowStart: start, windowEnd: end,
-            impressions: Int(impressions), clicks: Int(clicks), opens: Int(opens),
-            uniqueImpressions: Int(uniqueImpressions), uniqueClicks: Int(uniqueClicks),
-            uniqueOpens: Int(uniqueOpens), dismissals: Int(dismissals),
-            channels: ChannelCounts(push: Int(push), local: Int(local), unknown: Int(unknownChannel)),
-            platforms: PlatformCounts(ios: Int(ios), android: Int(android), unknown: Int(unknownPlatform)),
+            impressions: Int(counters.impressions), clicks: Int(counters.clicks), opens: Int(counters.opens),
+            uniqueImpressions: Int(counters.uniqueImpressions), uniqueClicks: Int(counters.uniqueClicks),
+            uniqueOpens: Int(counters.uniqueOpens), dismissals: Int(counters.dismissals),
+            channels: ChannelCounts(push: Int(counters.push), local: Int(counters.local), unknown: Int(counters.unknownChannel)),
+            platforms: PlatformCounts(ios: Int(counters.ios), android: Int(counters.android), unknown: Int(counters.unknownPlatform)),
             revision: hitCount
         )
     }

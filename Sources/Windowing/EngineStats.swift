@@ -2,6 +2,9 @@
 public struct EngineStats: Sendable, Hashable {
     /// (delivery, window) records not emitted yet.
     public var openWindows: Int = 0
+    /// The event time at which the oldest of them is first emitted: its end plus the grace, or
+    /// with final emission plus the retention (the watermark must reach it); nil without any.
+    public var firstOpenDue: Int64?
     /// (delivery, window) records emitted and kept for late corrections.
     public var retainedWindows: Int = 0
     /// Distinct window starts in memory (about retention / size + a few).

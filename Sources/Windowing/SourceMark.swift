@@ -18,12 +18,17 @@ public struct SourceMark: Sendable, Hashable {
     /// its last report says it has gone idle since: that is input arriving, for the watermark's
     /// "every source idle" rule.
     public var delivered: Bool
+    /// For an idle source, when it last delivered, as its reader's clock had it (nil: not
+    /// said): where the "every source idle" rule counts the quiet from, so that whoever reads
+    /// the marks (a new owner included) counts it from the same moment.
+    public var quietSince: Int64?
 
-    public init(source: Int32, watermark: Int64?, idle: Bool = false, delivered: Bool? = nil) {
+    public init(source: Int32, watermark: Int64?, idle: Bool = false, delivered: Bool? = nil, quietSince: Int64? = nil) {
         self.source = source
         self.watermark = watermark
         self.idle = idle
         self.delivered = delivered ?? !idle
+        self.quietSince = quietSince
     }
 }
 
@@ -47,12 +52,15 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
         public var idle: Bool
         /// Any report in the batch was not idle (the source delivered).
         public var delivered: Bool
+        /// The latest moment an idle report said the source last delivered.
+        public var quietSince: Int64?
 
         @inlinable
-        public init(watermark: Int64?, idle: Bool, delivered: Bool) {
+        public init(watermark: Int64?, idle: Bool, delivered: Bool, quietSince: Int64? = nil) {
             self.watermark = watermark
             self.idle = idle
             self.delivered = delivered
+            self.quietSince = quietSince
         }
     }
 
@@ -68,18 +76,19 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
 
     public var isEmpty: Bool { table.isEmpty && run == nil }
 
-    /// A source reported its watermark (nil: none yet) and whether it is idle.
+    /// A source reported its watermark (nil: none yet) and whether it is idle (and if so, since
+    /// when it has been quiet, if it says).
     @inlinable
-    public mutating func note(source: Source, watermark: Int64?, idle: Bool = false, delivered: Bool? = nil) {
+    public mutating func note(source: Source, watermark: Int64?, idle: Bool = false, delivered: Bool? = nil, quietSince: Int64? = nil) {
         let delivered = delivered ?? !idle
         if let current = run, current.source == source {
             run = (source, Report(
                 watermark: EventTimeMath.latest(current.report.watermark, watermark), idle: idle,
-                delivered: current.report.delivered || delivered))
+                delivered: current.report.delivered || delivered, quietSince: EventTimeMath.latest(current.report.quietSince, quietSince)))
             return
         }
         if let previous = run { Self.fold(previous, into: &table) }
-        run = (source, Report(watermark: watermark, idle: idle, delivered: delivered))
+        run = (source, Report(watermark: watermark, idle: idle, delivered: delivered, quietSince: quietSince))
     }
 
     /// Reports of a run, after whatever the table holds for its source.
@@ -88,12 +97,13 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
         let earlier = table[run.source]
         table[run.source] = Report(
             watermark: EventTimeMath.latest(earlier?.watermark, run.report.watermark), idle: run.report.idle,
-            delivered: (earlier?.delivered ?? false) || run.report.delivered)
+            delivered: (earlier?.delivered ?? false) || run.report.delivered,
+            quietSince: EventTimeMath.latest(earlier?.quietSince, run.report.quietSince))
     }
 
     public mutating func merge(_ other: SourceMarks) {
         for (source, report) in other.bySource {
-            note(source: source, watermark: report.watermark, idle: report.idle, delivered: report.delivered)
+            note(source: source, watermark: report.watermark, idle: report.idle, delivered: report.delivered, quietSince: report.quietSince)
         }
     }
 }
@@ -102,7 +112,9 @@ extension SourceMarks where Source == Int32 {
     /// In source order, so the engine sees the same sequence whatever the batch's history.
     public var sorted: [SourceMark] {
         bySource.sorted { $0.key < $1.key }.map {
-            SourceMark(source: $0.key, watermark: $0.value.watermark, idle: $0.value.idle, delivered: $0.value.delivered)
+            SourceMark(
+                source: $0.key, watermark: $0.value.watermark, idle: $0.value.idle, delivered: $0.value.delivered,
+                quietSince: $0.value.quietSince)
         }
     }
 }

@@ -15,17 +15,24 @@ struct WatermarkTracker: Sendable {
         var lastActivity: Int64
         /// The source's own reader said it went quiet (a mark carried through a shuffle).
         var reportedIdle = false
+        /// Activity comes from deliveries seen (or reported), not only from when the partition
+        /// was first declared.
+        var delivered = false
     }
 
     let idleTimeout: Int64
+    /// The `now` given is the newest writer's clock read (`EngineClock.writers`): event time
+    /// never passes it.
+    let boundedByClock: Bool
     private(set) var partitions: [Int32: PartitionClock] = [:]
     /// Never goes backwards.
     private(set) var current: Int64?
     /// Wall-clock ms of the most recent hit on any partition.
     private(set) var lastInputAt: Int64?
 
-    init(idleTimeout: Int64) {
+    init(idleTimeout: Int64, boundedByClock: Bool = false) {
         self.idleTimeout = idleTimeout
+        self.boundedByClock = boundedByClock
     }
 
     /// Assigned partitions that have sent nothing hold the watermark until they go idle, which
@@ -45,13 +52,26 @@ struct WatermarkTracker: Sendable {
     /// report keeps the watermark it brings but does not count as activity, unless the source
     /// `delivered` in the same batch (its events, then its reader saying it went quiet: a
     /// backlog read at once).
-    mutating func observe(partition: Int32, maxEventTime: Int64?, now: Int64, reportedIdle: Bool = false, delivered: Bool? = nil) {
+    ///
+    /// An idle report may say when the source last delivered (`quietSince`, its reader's clock):
+    /// that is its last activity as far as the "every partition idle" rule goes, so that a
+    /// tracker that only ever heard the source idle (a new owner) counts the quiet from when the
+    /// input really went quiet, as the one before it did.
+    mutating func observe(
+        partition: Int32, maxEventTime: Int64?, now: Int64, reportedIdle: Bool = false, delivered: Bool? = nil, quietSince: Int64? = nil
+    ) {
         var clock = partitions[partition] ?? PartitionClock(maxEventTime: nil, lastActivity: now)
         clock.maxEventTime = EventTimeMath.latest(clock.maxEventTime, maxEventTime)
         clock.reportedIdle = reportedIdle
         if delivered ?? !reportedIdle {
             clock.lastActivity = Swift.max(clock.lastActivity, now)
+            clock.delivered = true
             lastInputAt = Swift.max(lastInputAt ?? now, now)
+        } else if reportedIdle, let reported = quietSince {
+            let quietSince = Swift.min(reported, now)
+            clock.lastActivity = clock.delivered ? Swift.max(clock.lastActivity, quietSince) : quietSince
+            clock.delivered = true
+            lastInputAt = Swift.max(lastInputAt ?? quietSince, quietSince)
         }
         partitions[partition] = clock
     }
@@ -70,7 +90,8 @@ struct WatermarkTracker: Sendable {
     /// a quiet topic back for ever. A tracker that has only heard its sources say they are idle
     /// (a new owner behind a shuffle, taking over after the input went quiet) goes on from the
     /// slowest of them from when it first heard of them: later than its previous owner would have, never
-    /// earlier, and without it the windows it read back would never close.
+    /// earlier, and without it the windows it read back would never close. Bounded by the clock,
+    /// the watermark never passes `now`.
     @discardableResult
     mutating func advance(now: Int64) -> Int64? {
         guard !partitions.isEmpty else { return current }
@@ -96,6 +117,7 @@ struct WatermarkTracker: Sendable {
                 candidate = EventTimeMath.add(slowest, Swift.max(0, now - quietSince))
             }
         }
+        if boundedByClock, let bound = candidate { candidate = Swift.min(bound, now) }
         if let candidate {
             current = Swift.max(current ?? candidate, candidate)
         }

@@ -26,12 +26,14 @@ public struct WindowEngine: Sendable {
     ///   hold): for an engine over one partition's input only, since offsets of different
     ///   partitions cannot be compared. An engine that nothing reads back (a replay's) keeps none
     ///   of it, and would otherwise keep every evicted window's final state to the end.
-    public init(config: WindowConfig = WindowConfig(), shards: Int = 1, exportsChanges: Bool = false) {
+    ///   - clock: what the `now` it is given means: this process's wall clock, or the newest
+    ///     writer's clock its caller has read behind a shuffle, which event time never passes.
+    public init(config: WindowConfig = WindowConfig(), shards: Int = 1, exportsChanges: Bool = false, clock: EngineClock = .wall) {
         precondition(shards >= 1, "at least one shard")
         self.config = config
         self.shardCount = shards
         self.stores = (0..<shards).map { _ in WindowStore(config: config, exportsChanges: exportsChanges) }
-        self.clock = WatermarkTracker(idleTimeout: config.idleTimeout)
+        self.clock = WatermarkTracker(idleTimeout: config.idleTimeout, boundedByClock: clock == .writers)
     }
 
     // MARK: Partition lifecycle
@@ -112,21 +114,27 @@ public struct WindowEngine: Sendable {
 
     // MARK: State
 
-    /// The windows whose state changed, and those evicted, since the last call: what a
-    /// changelog must write so that `restore` can rebuild this engine's windows.
+    /// What changed since the last call, per window (its counters, and only the broadlogs new or
+    /// with a new action since), and the windows evicted: what a changelog must write so that
+    /// `restore` can rebuild this engine's windows from every change since a window's last
+    /// complete write (`states(of:)`).
     public mutating func exportChanges() -> StateChanges {
         var changes = StateChanges()
         for index in stores.indices { stores[index].exportChanges(into: &changes) }
         return changes
     }
 
-    /// Puts windows back as a changelog held them (call `finishRestore` after the last);
-    /// returns how many were malformed and skipped.
-    @discardableResult
-    public mutating func restore(_ states: [WindowState]) -> Int {
-        var malformed = 0
-        for state in states where !stores[shard(of: state.deliveryId)].restore(state) { malformed += 1 }
-        return malformed
+    /// The whole state of each of these windows that is still held, every broadlog included:
+    /// what a changelog writes to fold a window's changes into one write.
+    public func states(of keys: [WindowKey]) -> [WindowState] {
+        var states: [WindowState] = []
+        for key in keys { stores[shard(of: key.deliveryId)].states(of: [key], into: &states) }
+        return states
+    }
+
+    /// Puts windows back as a changelog held them (call `finishRestore` after the last).
+    public mutating func restore(_ states: [WindowState]) {
+        for state in states { stores[shard(of: state.deliveryId)].restore(state) }
     }
 
     /// The current record of each of these windows that is still held, sorted for emission.
@@ -155,8 +163,13 @@ public struct WindowEngine: Sendable {
     public var stats: EngineStats {
         var stats = totals
         var starts = Set<Int64>()
+        let wait = config.emission == .final ? config.retention : config.grace
         for snapshot in snapshots() {
             stats.openWindows += snapshot.openWindows
+            if let end = snapshot.oldestOpenEnd {
+                let due = EventTimeMath.add(end, wait)
+                stats.firstOpenDue = Swift.min(stats.firstOpenDue ?? due, due)
+            }
             stats.retainedWindows += snapshot.retainedWindows
             stats.entries += snapshot.entries
             starts.formUnion(snapshot.entriesByWindowStart.keys)
@@ -179,7 +192,9 @@ public struct WindowEngine: Sendable {
         let restore = restorePoints
         if let marks {
             for mark in marks {
-                clock.observe(partition: mark.source, maxEventTime: mark.watermark, now: now, reportedIdle: mark.idle, delivered: mark.delivered)
+                clock.observe(
+                    partition: mark.source, maxEventTime: mark.watermark, now: now, reportedIdle: mark.idle, delivered: mark.delivered,
+                    quietSince: mark.quietSince)
             }
         } else {
             observePartitions(of: batch, now: now)

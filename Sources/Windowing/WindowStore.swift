@@ -13,8 +13,8 @@ struct WindowStore: Sendable {
     let exportsChanges: Bool
     /// Windows evicted since the state was last handed out.
     private var evictedSinceExport: [WindowKey] = []
-    /// The final state of windows evicted since the state was last handed out, where it moved on.
-    private var finalsSinceExport: [WindowState] = []
+    /// The final change of windows evicted since the state was last handed out, where they moved on.
+    private var finalsSinceExport: [WindowChange] = []
     /// Alive window starts, ascending.
     private(set) var slots: [WindowSlot] = []
     /// Index of the slot the previous hit went to: hits are mostly in order, so usually the
@@ -223,7 +223,7 @@ struct WindowStore: Sendable {
 
     // MARK: State
 
-    /// An evicted slot's windows go, but their final state is handed out first where it moved
+    /// An evicted slot's windows go, but their final change is handed out first where they moved
     /// on since the last export (the last hits, the final emission): until the commit that
     /// sends their last records is done, a new owner needs it to send them again.
     private mutating func noteEvicted(_ slot: WindowSlot) {
@@ -232,14 +232,16 @@ struct WindowStore: Sendable {
             evictedSinceExport.append(WindowKey(windowStart: slot.start, deliveryId: id))
             let emittedNow = !slot.emitted || window.dirty
             guard emittedNow || window.stateChanged else { continue }
-            var final = window
+            // Read in place: the window goes with its slot, and a copy of its table to change
+            // would cost its whole size.
+            var final = window.change(deliveryId: id, windowStart: slot.start)
             if emittedNow { final.emittedRevision = UInt32(truncatingIfNeeded: window.hitCount) }
-            finalsSinceExport.append(final.state(deliveryId: id, windowStart: slot.start))
+            finalsSinceExport.append(final)
         }
     }
 
-    /// The windows whose state changed (with the final state of those evicted), and the windows
-    /// evicted, since the last call.
+    /// The windows that changed (with the final change of those evicted), and the windows
+    /// evicted, since the last call; each window's broadlogs are handed out once, as they change.
     mutating func exportChanges(into changes: inout StateChanges) {
         guard exportsChanges else { return }
         changes.windows += finalsSinceExport
@@ -251,13 +253,22 @@ struct WindowStore: Sendable {
             // same changelog.
             for id in slots[index].stateChangedIds.sorted() {
                 guard let position = slots[index].deliveries.index(forKey: id) else { continue }
-                slots[index].deliveries.values[position].stateChanged = false
-                changes.windows.append(slots[index].deliveries.values[position].state(deliveryId: id, windowStart: start))
+                changes.windows.append(slots[index].deliveries.values[position].change(deliveryId: id, windowStart: start))
+                slots[index].deliveries.values[position].clearChanges()
             }
             slots[index].stateChangedIds.removeAll()
         }
         changes.evicted += evictedSinceExport
         evictedSinceExport.removeAll()
+    }
+
+    /// The whole state of each of these windows that is still held (every broadlog): what a
+    /// changelog writes when it merges a window's changes into one.
+    func states(of keys: [WindowKey], into states: inout [WindowState]) {
+        for key in keys {
+            guard let slot = slots.first(where: { $0.start == key.windowStart }), let window = slot.deliveries[key.deliveryId] else { continue }
+            states.append(window.state(deliveryId: key.deliveryId, windowStart: key.windowStart))
+        }
     }
 
     /// The current record of each of these windows that is still held.
@@ -270,8 +281,8 @@ struct WindowStore: Sendable {
 
     /// Puts a window back as a changelog held it. A window already emitted makes its window
     /// start emitted (the first emission covers every delivery of a window).
-    mutating func restore(_ state: WindowState) -> Bool {
-        guard var window = DeliveryWindow(state) else { return false }
+    mutating func restore(_ state: WindowState) {
+        var window = DeliveryWindow(state)
         let start = state.windowStart
         let index = slotIndex(start: start, end: EventTimeMath.add(start, config.size))
         if let previous = slots[index].deliveries[state.deliveryId] {
@@ -284,7 +295,6 @@ struct WindowStore: Sendable {
         slots[index].entries += window.broadlogs.count
         entries += window.broadlogs.count
         if window.emittedRevision > 0 { slots[index].emitted = true }
-        return true
     }
 
     /// After every restored window is back: in a window start already emitted, a delivery whose
@@ -309,6 +319,8 @@ struct WindowStore: Sendable {
                 snapshot.retainedWindows += slot.deliveries.count
             } else {
                 snapshot.openWindows += slot.deliveries.count
+                // Slots are in order of their start, so the first open one ends first.
+                if snapshot.oldestOpenEnd == nil, !slot.deliveries.isEmpty { snapshot.oldestOpenEnd = slot.end }
             }
             snapshot.entriesByWindowStart[slot.start] = slot.entries
         }

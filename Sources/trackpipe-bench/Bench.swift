@@ -17,6 +17,8 @@ struct TrackpipeBench: ParsableCommand {
             SimulateRunnerBenchmark.self,
             SoakBenchmark.self,
             RestoreBenchmark.self,
+            StateBenchmark.self,
+            CampaignBenchmark.self,
             FreshnessBenchmark.self,
             SimulateBenchmark.self,
         ]

@@ -29,11 +29,16 @@ struct SimulateRunnerBenchmark: ParsableCommand {
             var rebalances = 0
             var refusals = 0
             var exits = 0
+            var purged = 0, purgesRefused = 0, written = 0, kept = 0
             for seed in seed..<(seed + UInt64(seeds)) {
                 let outcome = RunnerWorld(seed: seed, family: family, tracing: trace).run()
                 rebalances += outcome.rebalances
                 refusals += outcome.refusedCommits
                 exits += outcome.exits
+                purged += outcome.purged
+                purgesRefused += outcome.purgesRefused
+                written += outcome.repartitionBytesWritten
+                kept += outcome.repartitionBytesKept
                 guard !outcome.passed else { continue }
                 failing.append(seed)
                 print("FAILED \(family.rawValue) seed \(seed): \(outcome.problems.prefix(3).joined(separator: "; "))")
@@ -43,7 +48,7 @@ struct SimulateRunnerBenchmark: ParsableCommand {
             failed += failing.count
             let seconds = Date().timeIntervalSince(familyStarted)
             print(
-                "\(family.rawValue): \(seeds) seeds, \(failing.count) failed\(failing.isEmpty ? "" : " (\(failing.map(String.init).joined(separator: ", ")))"), \(rebalances) rebalances, \(refusals) refused commits, \(exits) exits on a refused topic, \(String(format: "%.1f", seconds)) s"
+                "\(family.rawValue): \(seeds) seeds, \(failing.count) failed\(failing.isEmpty ? "" : " (\(failing.map(String.init).joined(separator: ", ")))"), \(rebalances) rebalances, \(refusals) refused commits, \(exits) exits on a refused topic, \(purged) partitions purged (\(purgesRefused) refused), the repartition topic keeps \(kept) of \(written) bytes written, \(String(format: "%.1f", seconds)) s"
             )
         }
         print("\(seeds * chosen.count) schedules in \(String(format: "%.1f", Date().timeIntervalSince(started))) s; \(failed) failed")

@@ -112,15 +112,21 @@ final class LiveProducer: @unchecked Sendable {
     // @unchecked: `hits` and `stream` are touched only by the producing thread until `stop`
     // has joined it (the semaphore), after which only the caller reads `hits`.
     private let producer: KafkaProducer
+    private let topic: String
     private var stream: LiveHitStream
     private var hits: [GeneratedHit] = []
     private let stopping = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
 
-    init(broker: EmbeddedBroker, rate: Double, seed: UInt64) {
+    convenience init(broker: EmbeddedBroker, rate: Double, seed: UInt64) {
+        self.init(bootstrapServers: broker.bootstrapServers, topic: "hits", rate: rate, seed: seed, deliveries: 20)
+    }
+
+    init(bootstrapServers: String, topic: String, rate: Double, seed: UInt64, deliveries: Int) {
         producer = try! KafkaProducer(
-            config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "linger.ms": "5", "log_level": "0", "message.timeout.ms": "0"]))
-        stream = LiveHitStream(rate: rate, seed: seed, deliveries: 20, start: Int64(Date().timeIntervalSince1970 * 1000))
+            config: KafkaConfig(["bootstrap.servers": bootstrapServers, "linger.ms": "5", "log_level": "0", "message.timeout.ms": "0"]))
+        self.topic = topic
+        stream = LiveHitStream(rate: rate, seed: seed, deliveries: deliveries, start: Int64(Date().timeIntervalSince1970 * 1000))
     }
 
     func start() {
@@ -128,7 +134,7 @@ final class LiveProducer: @unchecked Sendable {
             while stopping.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
                 let now = Int64(Date().timeIntervalSince1970 * 1000)
                 for hit in stream.due(at: now) {
-                    try? producer.send(topic: "hits", key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp)
+                    try? producer.send(topic: topic, key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp)
                     hits.append(hit)
                 }
                 producer.poll()

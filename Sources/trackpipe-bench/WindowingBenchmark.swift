@@ -37,6 +37,7 @@ struct WindowingBenchmark: ParsableCommand {
     func run() throws {
         // Memory first: it must not see the throughput stream being freed.
         memory()
+        memoryKeepingChanges()
         print("generating \(events) events, \(deliveries) deliveries, \(partitions) partitions...")
         let stream = Self.generate(
             events: events, deliveries: deliveries, batch: batch, partitions: partitions, seed: 42)
@@ -184,6 +185,32 @@ struct WindowingBenchmark: ParsableCommand {
         if let rssBefore, let rssAfter {
             let bytes = Double(rssAfter - rssBefore)
             print("RSS +\(Self.format(bytes)) bytes: \(Self.fixed(bytes / Double(stats.entries), 1)) bytes per entry")
+        }
+    }
+
+    /// What keeping a changelog's changes costs (a window task's engine, `exportsChanges`, its
+    /// changes handed out every 100 batches, a commit's worth), against the same engine without,
+    /// on one partition's stream (a changelog's engine counts one partition).
+    func memoryKeepingChanges() {
+        let stream = Self.generate(events: memoryEvents, deliveries: deliveries, batch: batch, partitions: 1, seed: 7)
+        let config = WindowConfig(grace: 1 << 40, retention: 1 << 41, idleTimeout: 1 << 40, maxEntries: .max)
+        for tracked in [false, true] {
+            let heapBefore = HeapProbe.bytesInUse()
+            var engine = WindowEngine(config: config, shards: 1, exportsChanges: tracked)
+            let clock = ContinuousClock()
+            let elapsed = clock.measure {
+                for (index, (batch, now)) in zip(stream.batches, stream.clock).enumerated() {
+                    _ = engine.process(batch, now: now)
+                    if tracked && index % 100 == 99 { _ = engine.exportChanges() }
+                }
+            }
+            let heapAfter = HeapProbe.bytesInUse()
+            let entries = engine.stats.entries
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+            let heap = heapBefore.flatMap { before in heapAfter.map { Self.fixed(Double($0 - before) / Double(entries), 1) } } ?? "?"
+            print(
+                "memory, one partition, \(tracked ? "keeping changes for a changelog" : "without changes"): \(heap) bytes per (window, delivery, broadlog) entry, \(Self.format(Double(stream.batches.count * batch) / seconds)) events/s")
+            withExtendedLifetime(engine) {}
         }
     }
 

@@ -60,7 +60,9 @@ struct GroupChangeTests {
             _ = try Pipeline(config: single).run()
             Issue.record("the one-stage run resumed from the two-stage group's commits")
         } catch {
-            #expect("\(error)".contains("normalize stage") && "\(error)".contains("--group"), "\(error)")
+            #expect("\(error)".contains("it runs two stages") && "\(error)".contains("one stage (--input-keyed-by-delivery)"), "\(error)")
+            #expect("\(error)".contains("new --group"), "\(error)")
+            #expect(PipelineError.exitCode(for: error) == 64, "a setting to change: \(error)")
         }
         let now = try TestTopics.contents(broker)
         #expect(now.outputRecords == written.outputRecords, "records were written")
@@ -87,7 +89,7 @@ struct GroupChangeTests {
                 return
             }
             let text = "\(error)"
-            #expect(text.contains("windows of 1m") && text.contains("--window 5m"), "\(text)")
+            #expect(text.contains("it counts windows of 1m and this run asks for --window 5m"), "\(text)")
             #expect(text.contains("new --group") && text.contains("new --output-topic"), "\(text)")
         }
         let after = try TestTopics.contents(broker)

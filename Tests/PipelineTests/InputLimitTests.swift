@@ -23,7 +23,7 @@ struct InputLimitTests {
         case .normalize:
             var stage = NormalizeStage(
                 inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 2, limits: limits, maxFutureSkew: 3_600_000,
-                idleTimeout: 30_000)
+                idleTimeout: 30_000, originals: OriginalRule(window: WindowConfig()))
             try stage.assign([PartitionStart(partition: 0)], now: Self.hitTime)
             try stage.process(records, now: Self.hitTime, into: &sink)
             report = stage.drainReport()

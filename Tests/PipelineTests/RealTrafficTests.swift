@@ -14,10 +14,10 @@ struct RealTrafficTests {
     /// The collector's clock when the hits arrive.
     static let now: Int64 = 1_795_300_000_000
 
-    func normalize(topic: String = "hits", sources: Int = 2, idleTimeout: Int64 = 2_000) -> NormalizeStage {
+    func normalize(topic: String = "hits", sources: Int = 2, idleTimeout: Int64 = 2_000, window: WindowConfig = WindowConfig(idleTimeout: 2_000)) -> NormalizeStage {
         NormalizeStage(
             inputTopic: topic, sourcePartitions: sources, repartitionPartitions: 1, limits: NormalizerLimits(),
-            maxFutureSkew: Self.hour, idleTimeout: idleTimeout, markInterval: 500)
+            maxFutureSkew: Self.hour, idleTimeout: idleTimeout, markInterval: 500, originals: OriginalRule(window: window))
     }
 
     func aggregate(window: WindowConfig = WindowConfig(idleTimeout: 2_000)) -> AggregateStage<RepartitionInput> {
@@ -239,10 +239,20 @@ struct RealTrafficTests {
         // A plain commit at the very beginning of the partition is a full recount: accepted.
         try stage.assignEmpty([PartitionStart(partition: 1, committedOffset: 0, metadata: nil, logStart: 0)], now: Self.now)
         #expect(stage.ownedPartitions == [1])
+        // Not on the repartition topic, whose beginning is where the last purge left it: there the
+        // earliest offset recounts only what is left, wherever the log starts.
+        for logStart: Int64 in [0, 700] {
+            let refusal = AggregateTask.refusal(
+                of: PartitionStart(partition: 2, committedOffset: logStart, metadata: nil, logStart: logStart), topic: "g-repartition",
+                identity: TestGroup.twoStages(), group: TestGroup.name)
+            #expect(refusal != nil, "a plain commit at the repartition topic's log start \(logStart) was adopted")
+            #expect("\(refusal.map { "\($0)" } ?? "")".contains("--group"))
+            #expect(!"\(refusal.map { "\($0)" } ?? "")".contains("--to-earliest"))
+        }
         // And the normalize stage refuses a window checkpoint (the one-stage mode's) the same way.
         var upstream = normalize()
         let window = Checkpoint(evictedBefore: 0, processedMark: 10, changelog: 0, windowSize: Self.minute).encoded
-        for metadata in [window, window.replacingOccurrences(of: "trackpipe/4 ", with: "trackpipe/3 ")] {
+        for metadata in [window, window.replacingOccurrences(of: Checkpoint.format + " ", with: "trackpipe/3 ")] {
             #expect(throws: PipelineError.self, "\(metadata)") {
                 try upstream.assignEmpty([PartitionStart(partition: 0, committedOffset: 5, metadata: metadata, logStart: 0)], now: Self.now)
             }
@@ -251,7 +261,7 @@ struct RealTrafficTests {
 
     // MARK: Found by the simulator
 
-    @Test("a backlog read in one batch, its source's idle report last: event time still moves on once everything is quiet, and the windows are emitted")
+    @Test("a backlog read in one batch, its source's idle report last: event time still moves on once everything is quiet (as the upstream's marks say time passes), and the windows are emitted")
     func quietBacklogIsEmitted() throws {
         let arena = RecordArena()
         var upstream = normalize(sources: 1, idleTimeout: 2_000)
@@ -261,11 +271,17 @@ struct RealTrafficTests {
             through: &upstream, arena: arena)
         var marks = RecordingSink()
         try upstream.tick(now: Self.now + 5_000, into: &marks)  // the source has gone quiet
-        // A new owner reads the events and the idle report in one batch; nothing comes after.
+        // A new owner reads the events and the idle report in one batch; then only the
+        // upstream's marks, two minutes on, say that time passes (behind the shuffle the task's
+        // clock is its writers').
         var stage = aggregate(window: WindowConfig(idleTimeout: 2_000))
         try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var sink = RecordingSink()
-        try feed(events + marks.to(.repartition), from: 0, to: &stage, arena: arena, now: Self.now + 6_000, into: &sink)
+        let read = events + marks.to(.repartition)
+        try feed(read, from: 0, to: &stage, arena: arena, now: Self.now + 6_000, into: &sink)
+        var later = RecordingSink()
+        try upstream.tick(now: Self.now + 6_000 + 2 * Self.minute, into: &later)
+        try feed(later.to(.repartition), from: Int64(read.count), to: &stage, arena: arena, now: Self.now + 6_000 + 2 * Self.minute, into: &sink)
         try stage.tick(now: Self.now + 6_000 + 2 * Self.minute, into: &sink)
         try stage.commitAll(now: Self.now + 6_000 + 2 * Self.minute, into: &sink)
         let d1 = lastRecords(sink).first { $0.key.hasPrefix("d1@") }?.value ?? "none"
@@ -279,7 +295,7 @@ struct RealTrafficTests {
         let arena = RecordArena()
         var upstream = NormalizeStage(
             inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 2, limits: NormalizerLimits(), maxFutureSkew: Self.hour,
-            idleTimeout: 2_000)
+            idleTimeout: 2_000, originals: OriginalRule(window: WindowConfig(idleTimeout: 2_000)))
         try upstream.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var shuffle = RecordingSink()
         try upstream.process(

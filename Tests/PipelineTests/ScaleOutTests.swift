@@ -60,15 +60,20 @@ struct ScaleOutTests {
             consumer: settings.consumerConfig(group: "resend"), producer: settings.producerConfig,
             destinations: [.repartition: "resend-repartition", .deadLetter: "dlq"], commitInterval: 300)
         first.maxBatch = 512
+        // As the worker makes them: the group's own identity, recorded in their commits.
         let normalize = NormalizeStage(
-            inputTopic: "hits", sourcePartitions: 8, repartitionPartitions: 4, limits: settings.limits,
-            maxFutureSkew: settings.maxFutureSkew, idleTimeout: settings.window.idleTimeout)
+            inputTopic: "hits", sourcePartitions: 8, repartitionPartitions: 4, identity: settings.identity, group: settings.group,
+            limits: settings.limits, maxFutureSkew: settings.maxFutureSkew, idleTimeout: settings.window.idleTimeout,
+            originals: OriginalRule(window: settings.window))
         let crashed = try StageRunner(stage: normalize, settings: first, logger: Logger(label: "test")).run()
         let routed = crashed.accounting.accepted
         #expect(routed > 5_000 && crashed.committed.isEmpty)
 
         // 2. The aggregate stage counts those events and commits its checkpoint (the seen map).
-        let aggregate = AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 4), window: settings.window, parallelism: 2)
+        let aggregate = AggregateStage(
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 4, group: settings.group), window: settings.window, parallelism: 2,
+            identity: settings.identity,
+            group: settings.group)
         var second = first
         second.topic = "resend-repartition"
         second.assignment = .group

@@ -201,4 +201,34 @@ struct BoundedRunTests {
         #expect(worker.stdout.contains("  lost          \(logStart) offsets, deleted before they were read: \(named)"), "\(worker.stdout)")
         #expect(worker.stdout.contains("balanced      yes"), "what it read is written and counted: \(worker.stdout)")
     }
+
+    @Test("a campaign: one delivery with 100,000 hits in one minute, counted exactly by run --until-end with the defaults on the embedded broker; its one repartition partition holds a tenth of the input's bytes, not more than the input")
+    func oneLargeDeliveryIsExact() throws {
+        let broker = try EmbeddedBroker()
+        // Eight input partitions, as `trackpipe embedded-broker` makes its topics: 17 MB of input
+        // in four would crowd the few megabytes each partition keeps.
+        try broker.createTopic("tracking-hits", partitions: 8)
+        let now = Int64(Date().timeIntervalSince1970 * 1_000)
+        // As `trackpipe generate --count 100000 --deliveries 1 --span 1m` makes it: hits of the
+        // last minutes (windows of a minute, an hour's retention).
+        let corpus = Corpus(
+            HitStream(HitStreamConfig(count: 100_000, seed: 41, deliveries: 1, start: now - 2 * 60_000, span: 60_000)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "tracking-hits", on: broker)
+        let result = try TrackpipeBinary.locate().run(["run", "--until-end", "--brokers", broker.bootstrapServers, "--log-level", "warning"])
+        #expect(result.exitCode == 0, "\(result.stderr.suffix(2_000))")
+        // The output topics were made on first use, with the embedded broker's 4 partitions.
+        let topics = try TopicContents(
+            broker: broker, output: "tracking-aggregates", outputPartitions: 4, dlq: "tracking-hits-dlq", dlqPartitions: 4)
+        #expect(topics.mismatches(against: corpus.expected(windowSize: 60_000)).isEmpty, "\(topics.mismatches(against: corpus.expected(windowSize: 60_000)).prefix(3))")
+        let rejected = corpus.hits.filter { if case .rejected = $0.truth { true } else { false } }.count
+        #expect(topics.deadLetters.count == rejected, "only the bad messages are dead-lettered")
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "sizes", "log_level": "3"]))
+        let admin = try TopicAdmin(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3"]))
+        let partitions = try #require(try admin.partitionCount(of: "trackpipe-repartition"))
+        let shuffled = try reader.readToEnd(topic: "trackpipe-repartition", partitions: Int32(partitions), timeoutSeconds: SafetyDeadline.seconds)
+        let input = corpus.hits.reduce(0) { $0 + $1.value.count }
+        let bytesByPartition = Dictionary(grouping: shuffled, by: \.partition).mapValues { $0.reduce(0) { $0 + ($1.value?.count ?? 0) } }
+        let hot = bytesByPartition.values.max() ?? 0
+        #expect(hot < input / 5, "the delivery's partition holds \(hot) bytes for \(input) of input")
+    }
 }

@@ -159,6 +159,26 @@ struct ConfigurationErrorTests {
             says: ["-X no.such.prop=… (value not shown)"], never: ["unknown environment variable"], "\(command) with the worker's variables")
     }
 
+    @Test("a bad value in the environment exits 64 naming the variable even where the command line sets the same flag, before any broker is contacted", arguments: ["run", "replay", "status"])
+    func overriddenVariable(command: String) throws {
+        if command == "status" {
+            try refused(
+                [command, "--input-topic", "hits"], environment: ["TRACKPIPE_INPUT_TOPIC": "hits now"],
+                says: ["TRACKPIPE_INPUT_TOPIC=hits now: not a Kafka topic name", "(TRACKPIPE_INPUT_TOPIC in the environment: --input-topic on the command line overrides it"],
+                "status TRACKPIPE_INPUT_TOPIC")
+        } else {
+            try refused(
+                [command, "--window", "1m"], environment: ["TRACKPIPE_WINDOW": "banana"],
+                says: ["TRACKPIPE_WINDOW=banana: ", "(TRACKPIPE_WINDOW in the environment: --window on the command line overrides it, but a value in the environment is checked all the same; correct it or unset it)"],
+                "\(command) TRACKPIPE_WINDOW")
+        }
+        // A variable named after a flag that has none is told so.
+        try refused(
+            [command], environment: ["TRACKPIPE_TIMINGS": "true"],
+            says: ["environment variable TRACKPIPE_TIMINGS: --timings (trackpipe run) has no environment variable"], never: ["did you mean"],
+            "\(command) TRACKPIPE_TIMINGS")
+    }
+
     @Test("a --metrics-port already in use exits 64 before any broker is contacted, saying so and what to do")
     func metricsPortInUse() throws {
         // A port some other process listens on, on every interface, as the worker would.

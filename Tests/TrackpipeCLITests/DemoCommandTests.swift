@@ -16,6 +16,19 @@ struct DemoCommandTests {
         #expect(out.contains("unknown_action"))
         #expect(out.contains("Accounting: consumed 4000 = accepted"))
         #expect(out.contains("[balanced]"))
+        // What the run's summary says it wrote is what the topics received (the demo reads them back).
+        let written = try #require(
+            out.firstMatch(
+                of: #/Written, as the run's summary counts it: (\d+) aggregate records to tracking-aggregates, (\d+) dead letters to tracking-hits-dlq \(the topics, read back above, hold (\d+) and (\d+)\)/#),
+            "\(out)")
+        let producedCount = try #require(out.firstMatch(of: #/\((\d+) records produced, /#)).output.1
+        let lettersCount = try #require(out.firstMatch(of: #/Dead letters: (\d+) in tracking-hits-dlq/#)).output.1
+        #expect(written.output.1 == producedCount && written.output.3 == producedCount, "\(written.output.0)")
+        #expect(written.output.2 == lettersCount && written.output.4 == lettersCount, "\(written.output.0)")
+        let deadLettered = try #require(out.firstMatch(of: #/\+ dead-lettered (\d+)  \[/#)).output.1
+        #expect(deadLettered == lettersCount)
+        let tableCounts = out.split(separator: "\n").compactMap { $0.firstMatch(of: #/^  [a-z_]+ +([0-9]+) +\S/#).flatMap { Int($0.output.1) } }
+        #expect(tableCounts.reduce(0, +) == Int(lettersCount), "the reasons' counts add up to the letters read back")
         // One table row per delivery and window: the default stream has 4 deliveries over 10 minutes in 5-minute windows.
         let rows = out.split(separator: "\n").filter { $0.range(of: #"^  d[0-9a-f]{5}  "#, options: .regularExpression) != nil }
         #expect(rows.count >= 8)

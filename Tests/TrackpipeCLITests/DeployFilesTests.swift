@@ -278,6 +278,9 @@ import Yams
         #expect(repartitionConfigs.contains("cleanup.policy=delete"), "\(repartition): cleanup.policy=delete, explicitly")
         let retention = repartitionConfigs.first { $0.hasPrefix("retention.ms=") }.flatMap { Int64($0.dropFirst("retention.ms=".count)) }
         #expect(retention != nil, "\(repartition): an explicit retention.ms")
+        // Exactly as the worker would create it: the week's backstop, and segments a purge frees.
+        let asWorker = Set(Pipeline.repartitionTopicConfig.map { "\($0.key)=\($0.value)" })
+        #expect(Set(repartitionConfigs) == asWorker, "\(repartition): \(repartitionConfigs.sorted()), the worker creates it with \(asWorker.sorted())")
         for (service, _) in workers {
             // What each instance actually resolves, so the variable is proven to be read.
             let config = try RunCommand.parse([]).resolve(Environment(DeployFiles.workerEnvironment(service))).config
@@ -694,6 +697,8 @@ import Yams
         let inputPartitions = try #require(created[config.inputTopic]?.partitions, "the notes create \(config.inputTopic) with --partitions")
         #expect(created[repartition]?.partitions == inputPartitions, "\(repartition): as many partitions as \(config.inputTopic)")
         #expect(created[repartition]?.configs.contains("cleanup.policy=delete") == true, "\(repartition): cleanup.policy=delete")
+        let asWorker = Set(Pipeline.repartitionTopicConfig.map { "\($0.key)=\($0.value)" })
+        #expect(Set(created[repartition]?.configs ?? []) == asWorker, "\(repartition): created as the worker creates it, \(asWorker.sorted())")
         #expect(created[config.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
 
         // Each stage's parallelism is bounded by its topic's partitions: more pods would idle.
@@ -704,6 +709,8 @@ import Yams
         let grants = DeployFiles.aclGrants(notes)
         let needed = [
             "read topic:\(config.inputTopic)", "read topic:\(repartition)", "write topic:\(repartition)",
+            // The aggregate stage purges what its group committed.
+            "delete topic:\(repartition)",
             "write topic:\(config.outputTopic)", "write topic:\(config.deadLetterTopic)", "read group:\(config.group)",
             "read group:\(config.aggregateGroup)",
         ]

@@ -225,6 +225,8 @@ struct DocumentationTests {
     static let retiredClaims = [
         "trail by up to", "trail **by up to", "trails by up to", "rebuild their window state by replay", "replays up to `--retention`",
         "well beyond", "only waited for", "rev > 1", "rebuilds its windows from there",
+        // A window's state is a head and segments of what changed, no longer rewritten whole.
+        "one record per retained window", "one state record per retained", "chunks alternate", "one state record per changed window",
     ]
 
     @Test("no document, manifest comment or --help text repeats a retired claim")

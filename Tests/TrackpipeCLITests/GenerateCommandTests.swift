@@ -75,6 +75,8 @@ struct GenerateCommandTests {
         let consumer = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "r", "log_level": "3"]))
         let records = try consumer.readToEnd(topic: "gen", partitions: 2, timeoutSeconds: SafetyDeadline.seconds)
         #expect(records.count == 300)
+        // The summary says what the topic received.
+        #expect(result.stderr.hasPrefix("generate: \(records.count) messages to topic gen on \(broker.bootstrapServers): "), "\(result.stderr)")
         #expect(records.allSatisfy { $0.timestamp != nil })
         #expect(records.contains { $0.key != nil })
     }

@@ -185,6 +185,28 @@ struct MonitoringFilesTests {
         #expect(text.contains("trackpipe_healthy 0.0\n"), "a scrape while /health fails")
         #expect(text.contains("trackpipe_run_failed 0.0\n"))
     }
+
+    @Test("pending windows: their count at all times, and the event time the first still waits for while there is one and a watermark")
+    func pendingWindowsAndTheFirstDue() {
+        let metrics = PipelineMetrics()
+        let stage = metrics.stage("aggregate")
+        var gauges = StageGauges()
+        stage.gauges(gauges, now: 0)
+        var text = String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self)
+        #expect(text.contains("trackpipe_windows_pending{stage=\"aggregate\"} 0.0\n"), "\(text)")
+        #expect(!text.contains("trackpipe_first_window_due_seconds{"), "nothing pending, nothing due")
+        gauges.pendingWindows = 482
+        gauges.firstPendingDue = 4_600_000
+        gauges.watermark = 1_000_000
+        stage.gauges(gauges, now: 2_000_000)
+        text = String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self)
+        #expect(text.contains("trackpipe_windows_pending{stage=\"aggregate\"} 482.0\n"), "\(text)")
+        #expect(text.contains("trackpipe_first_window_due_seconds{stage=\"aggregate\"} 3600.0\n"), "event time, not the wall clock: \(text)")
+        gauges.watermark = nil
+        stage.gauges(gauges, now: 2_000_000)
+        text = String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self)
+        #expect(!text.contains("trackpipe_first_window_due_seconds{"), "no watermark, no distance: \(text)")
+    }
 }
 
 /// The monitoring files under deploy/, parsed.

@@ -112,6 +112,30 @@ struct NormalizeCommandTests {
         #expect(result.stderr == "normalize: 5 lines: 2 accepted, 1 filtered, 2 rejected (not_an_object 1, unknown_action 1)\n")
     }
 
+    @Test(
+        "a postback url with a second id spelt another way (percent-encoded name, bare id, PHP's leading space, a ';' piece) is malformed_tracking_url, as the readers of the tracking server see two ids; ID and a fragment's id are other parameters"
+    )
+    func binaryOnSecondIds() throws {
+        func hit(_ query: String) -> String { #"{"url":"https://t.example.com/r/\#(query)","timestamp":1795341633000}"# }
+        let twoIds = [
+            "?%69%64=h1,d1,2&id=h2,d2,7", "?id=h1,d1,2&%69d=h2,d2,7", "?id=h1,d1,2&id", "?id=h1,d1,2&+id=h2,d2,7",
+            "?x=1;id=h2,d2,7&id=h1,d1,2", "?id=h1,d1,2&id%00=h2,d2,7", "?id=h1,d1,2&id[]=h2,d2,7",
+        ]
+        let oneId = ["?ID=h2,d2,7&id=h1,d1,2", "?id=h1,d1,2#&id=h2,d2,7", "?id=h1,d1,2&%6id=h2,d2,7", "?i%64=h1,d1,2"]
+        let input = (twoIds + oneId).map(hit).joined(separator: "\n") + "\n"
+        let result = try TrackpipeBinary.locate().run(["normalize"], stdin: Array(input.utf8))
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        let lines = result.stdoutLines
+        try #require(lines.count == twoIds.count + oneId.count, "\(result.stdout)")
+        for (query, line) in zip(twoIds, lines) {
+            #expect(line.contains(#""reason":"malformed_tracking_url""#) && line.contains("more than one \\\"id\\\" parameter"), "\(query): \(line)")
+        }
+        for (query, line) in zip(oneId, lines.dropFirst(twoIds.count)) {
+            #expect(line.contains(#""status":"ok""#) && line.contains(#""broadlogId":"h1""#) && line.contains(#""deliveryId":"d1""#), "\(query): \(line)")
+        }
+        #expect(result.stderr == "normalize: 11 lines: 4 accepted, 0 filtered, 7 rejected (malformed_tracking_url 7)\n")
+    }
+
     @Test("the binary reads standard input when no file is given")
     func binaryOnStdin() throws {
         let binary = try TrackpipeBinary.locate()

@@ -130,4 +130,132 @@ struct SettingsTests {
             ])
         #expect(environment.kafkaProperties() == ["a=1", "b=2", "y=4", "z=3"])
     }
+
+    // MARK: Values the command line overrides
+
+    /// For every flag that reads `TRACKPIPE_<FLAG>`: a value it refuses and one it takes (nil:
+    /// a switch, given bare).
+    static let samples: [String: (bad: String, good: String?)] = [
+        "brokers": (" , ", "k:9092"), "input-topic": ("tracking hits", "in"), "output-topic": ("out/put", "out"),
+        "dlq-topic": ("dlq!", "dead"), "group": ("my group", "g"), "repartition-topic": ("re partition", "rep"),
+        "state-topic": ("st ate", "st"), "input-keyed-by-delivery": ("ture", nil), "window": ("banana", "1m"),
+        "grace": ("-5s", "5s"), "retention": ("soon", "2h"), "idle-timeout": ("0s", "30s"), "emit": ("sometimes", "final"),
+        "shards": ("many", "2"), "until-end": ("ture", nil), "connect-timeout": ("0s", "1m"), "allow-lost-input": ("maybe", nil), "allow-unchecked-output": ("maybe", nil),
+        "instance-id": ("pod 0", "pod-0"), "metrics-port": ("70000", "0"), "max-entries": ("lots", "1000"),
+        "commit-interval": ("0s", "1s"), "purge-interval": ("often", "30s"), "max-future-skew": ("-1h", "1h"), "max-headers": ("-1", "64"),
+        "progress-interval": ("often", "10s"), "unhealthy-after": ("0s", "60s"), "log-level": ("loud", "info"), "log-format": ("xml", "text"),
+    ]
+
+    static let environmentReaders: [(command: String, flags: [String], help: String)] = [
+        ("run", RunCommand.environmentFlags, RunCommand.helpMessage(columns: 10_000)),
+        ("replay", ReplayCommand.environmentFlags, ReplayCommand.helpMessage(columns: 10_000)),
+        ("status", StatusCommand.environmentFlags, StatusCommand.helpMessage(columns: 10_000)),
+    ]
+
+    /// Every (command, flag) that reads the environment, but `-X` (its variables add to it, and
+    /// are checked as they are).
+    static let overridable: [(String, String)] = environmentReaders.flatMap { reader in
+        reader.flags.filter { $0 != "x" }.map { (reader.command, $0) }
+    }
+
+    /// `nil` when the command takes the settings, the message otherwise.
+    static func refusal(_ command: String, _ arguments: [String], _ environment: [String: String]) -> String? {
+        do {
+            switch command {
+            case "run": _ = try RunCommand.parse(arguments).resolve(Environment(environment))
+            case "replay": _ = try ReplayCommand.parse(arguments).resolve(Environment(environment))
+            default: _ = try StatusCommand.parse(arguments).resolve(Environment(environment))
+            }
+            return nil
+        } catch {
+            // A bad command line fails in `parse` already (its `validate` resolves too).
+            return RunCommand.message(for: error)
+        }
+    }
+
+    @Test(
+        "a value in the environment is checked even where the command line sets the same flag: refused, naming the variable and saying the command line overrides it; every flag of run, replay and status",
+        arguments: overridable)
+    func overriddenValuesAreChecked(command: String, flag: String) throws {
+        let sample = try #require(Self.samples[flag], "no sample values for --\(flag): add a value it refuses and one it takes")
+        let variable = Environment.variableName(forFlag: flag)
+        let commandLine = sample.good.map { ["--\(flag)", $0] } ?? ["--\(flag)"]
+        let hasFlag = Self.environmentReaders.first { $0.command == command }!.help.contains("--\(flag)")
+        // The control: the good value either way is taken; the bad one alone is refused.
+        #expect(Self.refusal(command, hasFlag ? commandLine : [], [variable: sample.good ?? "true"]) == nil)
+        let alone = try #require(Self.refusal(command, [], [variable: sample.bad]), "\(command): \(variable)=\(sample.bad) taken")
+        #expect(alone.contains(variable), "\(command): \(alone)")
+        guard hasFlag else { return }  // status has no --log-format: its variable is always read
+        let overridden = try #require(
+            Self.refusal(command, commandLine, [variable: sample.bad]),
+            "\(command) \(commandLine.joined(separator: " ")) with \(variable)=\(sample.bad) in the environment was taken")
+        #expect(overridden.contains(variable), "\(command): names the variable: \(overridden)")
+        #expect(
+            overridden.hasSuffix(
+                "(\(variable) in the environment: --\(flag) on the command line overrides it, but a value in the environment is checked all the same; correct it or unset it)"),
+            "\(command): \(overridden)")
+    }
+
+    @Test("the environment's values are checked together, as a deployment sets them: two that agree pass, whatever the command line says")
+    func overriddenValuesTogether() {
+        // grace 2h and retention 3h agree; so do the command line's 5s and 1h.
+        let environment = ["TRACKPIPE_GRACE": "2h", "TRACKPIPE_RETENTION": "3h"]
+        #expect(Self.refusal("run", ["--grace", "5s", "--retention", "1h"], environment) == nil)
+        // A retention shorter than the environment's grace is refused, naming both.
+        let both = Self.refusal("run", ["--grace", "5s", "--retention", "1h"], ["TRACKPIPE_GRACE": "2h"])
+        #expect(both?.contains("TRACKPIPE_GRACE=2h") == true && both?.contains("(TRACKPIPE_GRACE in the environment: --grace on the command line overrides it") == true, "\(both ?? "taken")")
+        // The issue's example.
+        #expect(Self.refusal("run", ["--window", "1m"], ["TRACKPIPE_WINDOW": "banana"])?.hasPrefix("TRACKPIPE_WINDOW=banana: ") == true)
+        // Two overridden at once: both named.
+        let two = Self.refusal("replay", ["--window", "1m", "--shards", "2"], ["TRACKPIPE_WINDOW": "banana", "TRACKPIPE_SHARDS": "2"])
+        #expect(two?.contains("(TRACKPIPE_WINDOW in the environment: --window on the command line overrides it") == true, "\(two ?? "taken")")
+    }
+
+    @Test("topic names are checked as Kafka checks them, and so are the internal topics' names a group makes")
+    func topicNames() {
+        #expect(Environment.topicNameProblem("tracking-hits.v2_a") == nil)
+        #expect(Environment.topicNameProblem(String(repeating: "t", count: 249)) == nil)
+        for bad in ["", ".", "..", "a b", "a/b", "é", String(repeating: "t", count: 250), "a:b"] {
+            #expect(Environment.topicNameProblem(bad) != nil, "\(bad)")
+        }
+        #expect(Self.refusal("run", ["--input-topic", "hits now"], [:]) == "--input-topic hits now: not a Kafka topic name; use 1 to 249 letters, digits, '.', '_' and '-' (and not . or ..)")
+        #expect(
+            Self.refusal("run", ["--group", "team:x"], [:])
+                == "--group team:x: the --repartition-topic it names, team:x-repartition, is not a Kafka topic name; use 1 to 249 letters, digits, '.', '_' and '-' (and not . or ..); change the group or give --repartition-topic")
+        #expect(Self.refusal("run", ["--group", "team:x", "--repartition-topic", "rep", "--state-topic", "st"], [:]) == nil, "named topics need no name from the group")
+        #expect(Self.refusal("run", ["--group", "team:x", "--input-keyed-by-delivery"], [:])?.contains("--state-topic it names, team:x-state") == true)
+        #expect(Self.refusal("status", [], ["TRACKPIPE_GROUP": "team x"])?.hasPrefix("TRACKPIPE_GROUP=team x: the --repartition-topic it names") == true)
+        #expect(Self.refusal("replay", ["--dlq-topic", "dead letters"], [:])?.hasPrefix("--dlq-topic dead letters: not a Kafka topic name") == true)
+    }
+
+    @Test("a variable named after a flag that has none is told so, not pointed at a look-alike; every flag of every command has a variable or is listed as having none")
+    func flagsWithoutVariables() throws {
+        let timings = try #require(Environment(["TRACKPIPE_TIMINGS": "true"]).unknownVariableProblem())
+        #expect(
+            timings
+                == "environment variable TRACKPIPE_TIMINGS: --timings (trackpipe run) has no environment variable; it is set only on the command line, as trackpipe run --timings. Remove TRACKPIPE_TIMINGS")
+        #expect(!timings.contains("did you mean"))
+        #expect(Environment(["TRACKPIPE_FROM": "x"]).unknownVariableProblem()?.contains("--from (trackpipe replay) has no environment variable") == true)
+        #expect(Environment(["TRACKPIPE_TOPIC": "x"]).unknownVariableProblem()?.contains("--topic (trackpipe generate, trackpipe embedded-broker)") == true)
+        #expect(Environment(["TRACKPIPE_JSON": "1"]).unknownVariableProblem()?.contains("as trackpipe status --json.") == true)
+        #expect(Environment(["TRACKPIPE_TIMING": "1"]).unknownVariableProblem()?.contains("did you mean") == true, "a misspelling is still one")
+        // The table is complete: each flag of each command reads a variable or is listed.
+        let commands: [(String, String, [String])] = [
+            ("run", RunCommand.helpMessage(columns: 10_000), RunCommand.environmentFlags),
+            ("replay", ReplayCommand.helpMessage(columns: 10_000), ReplayCommand.environmentFlags),
+            ("status", StatusCommand.helpMessage(columns: 10_000), StatusCommand.environmentFlags),
+            ("generate", GenerateCommand.helpMessage(columns: 10_000), []),
+            ("demo", DemoCommand.helpMessage(columns: 10_000), []),
+            ("normalize", NormalizeCommand.helpMessage(columns: 10_000), []),
+            ("embedded-broker", EmbeddedBrokerCommand.helpMessage(columns: 10_000), []),
+        ]
+        let listed = Dictionary(uniqueKeysWithValues: Environment.commandLineOnlyFlags.map { ($0.key, Set($0.value)) })
+        for (command, help, variables) in commands {
+            let flags = Set(help.matches(of: #/(?m)^\s+(?:-[A-Za-z], )?--([a-z][a-z-]*)/#).map { String($0.output.1) }).subtracting(["help", "version"])
+            let covered = Set(variables).union(listed[command] ?? [])
+            #expect(flags.subtracting(covered).isEmpty, "\(command): flags neither reading a variable nor listed in Environment.commandLineOnlyFlags: \(flags.subtracting(covered).sorted())")
+            #expect((listed[command] ?? []).isSubset(of: flags), "\(command): listed flags it does not have: \((listed[command] ?? []).subtracting(flags).sorted())")
+            #expect(Set(variables).intersection(listed[command] ?? []).isEmpty, "\(command): a flag both reads a variable and is listed as having none")
+        }
+    }
 }

@@ -126,4 +126,50 @@ struct StateRestoreCommandTests {
         #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
         #expect(steppedBack(out).isEmpty, "revisions stepped back: \(steppedBack(out).prefix(3))")
     }
+
+    @Test("an hour-long window whose state is in segments written commit after commit: killed in the middle of the hour, restarted to the end, exact")
+    func killedInTheMiddleOfAnHourLongWindow() throws {
+        let broker = try makeBroker(group: "hour")
+        // Three deliveries, 40 minutes of one hour (late hits may reach the hour before).
+        let hour: Int64 = 1_795_341_600_000
+        let corpus = Corpus(
+            HitStream(HitStreamConfig(count: 6_000, seed: 83, deliveries: 3, start: hour + 2 * Self.minute, span: 40 * Self.minute)).generate())
+        let binary = try TrackpipeBinary.locate()
+        let arguments = arguments(broker, group: "hour") + ["--window", "1h"]
+        let worker = try BackgroundTrackpipe(binary, arguments)
+        defer { worker.signal(SIGKILL) }
+        // Four rounds, each counted and committed by both stages: every commit adds segments.
+        for round in 0..<4 {
+            try corpus.produce((round * 1_000)..<((round + 1) * 1_000), to: "hits", on: broker)
+            let settled = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) {
+                try committed(broker, group: "hour", topic: "hits") == Int64((round + 1) * 1_000)
+                    && committed(broker, group: "hour-aggregate", topic: "hour-repartition") == ends(broker, topic: "hour-repartition")
+            }
+            try #require(settled, "round \(round) was not committed; stderr: \(worker.stderr.suffix(2_000))")
+        }
+        // The hour's windows are heads and segments written at several commits (no window of the
+        // hour was emitted, so none was closed or rewritten whole).
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "state-\(UUID())", "log_level": "3"]))
+        var segments: [String: Set<UInt32>] = [:]
+        for record in try reader.readToEnd(topic: "hour-state", partitions: 4) where record.value != nil {
+            if case .segment(let window, let number)? = ChangelogRecord.decodeKey(record.key ?? []), window.windowStart == hour {
+                segments[window.deliveryId, default: []].insert(number)
+            }
+        }
+        #expect(segments.count == 3 && segments.values.allSatisfy { $0.count >= 3 }, "segments per window of the hour: \(segments.mapValues(\.count))")
+        // More hits, and the worker killed while it counts them.
+        try corpus.produce(4_000..<5_000, to: "hits", on: broker)
+        let counting = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) { try committed(broker, group: "hour", topic: "hits") > 4_000 }
+        #expect(counting, "the fifth round was not taken; stderr: \(worker.stderr.suffix(2_000))")
+        worker.signal(SIGKILL)
+        _ = worker.waitForExit(seconds: SafetyDeadline.seconds)
+        try corpus.produce(5_000..<6_000, to: "hits", on: broker)
+        let last = try binary.run(arguments + ["--until-end"])
+        #expect(last.exitCode == 0, "\(last.stderr.suffix(2_000))")
+        #expect(last.stderr.contains("restored partition"), "the state was read back: \(last.stderr.suffix(1_000))")
+        let out = try TopicContents(broker: broker, output: "aggregates", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
+        let problems = out.mismatches(against: corpus.expected(windowSize: 60 * Self.minute))
+        #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+        #expect(steppedBack(out).isEmpty, "revisions stepped back: \(steppedBack(out).prefix(3))")
+    }
 }

@@ -85,7 +85,7 @@ struct StatusCommandTests {
             guard row.count == 11, let committedOffset = Int64(row[1]), let end = Int64(row[2]), let processed = Int64(row[6]) else { continue }
             // The windows live in the state topic: format 4, committed at the processed mark,
             // with the position the state topic had been written to.
-            #expect(row[4] == "trackpipe/4" && committedOffset == processed && Int64(row[10]) != nil, "\(row)")
+            #expect(row[4] == Checkpoint.format && committedOffset == processed && Int64(row[10]) != nil, "\(row)")
             #expect(row[9] == (row[8] == "0" ? "0" : "1"), "the floors belong to one incarnation of the input: \(row)")
             #expect(RFC3339.parse(Array(row[5].utf8)) != nil, "evicted before as RFC 3339: \(row)")
             #expect(committedOffset <= processed && processed <= end, "\(row)")
@@ -178,7 +178,7 @@ struct StatusCommandTests {
         #expect(again.exitCode == 1)
         #expect(
             again.stderr.contains(
-                "old-aggregate has committed 1 partitions of old-repartition with checkpoints of another version of trackpipe (trackpipe/3), which this one does not read (it reads trackpipe/4)"),
+                "old-aggregate has committed 1 partitions of old-repartition with checkpoints of another version of trackpipe (trackpipe/3), which this one does not read (it reads \(Checkpoint.format) and \(SourceCheckpoint.format))"),
             "\(again.stderr)")
     }
 }

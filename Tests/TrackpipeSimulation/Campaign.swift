@@ -10,6 +10,12 @@ public struct Campaign: Sendable {
         public var steppedBackAfterCrash = 0
         public var strictLatenessChecked = 0
         public var quietBoundChecked = 0
+        /// Partitions purged, and purges refused by the cluster.
+        public var purged = 0
+        public var purgesRefused = 0
+        /// Bytes written to the repartition topics, and what they keep at the end.
+        public var repartitionBytesWritten = 0
+        public var repartitionBytesKept = 0
         /// Wall-clock seconds spent on the family's schedules.
         public var seconds = 0.0
         /// Failing seeds per signature, in the order found.
@@ -63,6 +69,10 @@ public struct Campaign: Sendable {
         tally.steppedBackAfterCrash += outcome.stats.steppedBackAfterCrash
         tally.strictLatenessChecked += outcome.stats.strictLatenessChecked ?? 0
         tally.quietBoundChecked += outcome.stats.quietBoundChecked ?? 0
+        tally.purged += outcome.stats.purged
+        tally.purgesRefused += outcome.stats.purgesRefused
+        tally.repartitionBytesWritten += outcome.stats.repartitionBytesWritten
+        tally.repartitionBytesKept += outcome.stats.repartitionBytesKept
         if let signature = outcome.signature {
             tally.failed += 1
             if tally.failures[signature] == nil { firstFailures.append(outcome) }
@@ -87,6 +97,12 @@ public struct Campaign: Sendable {
             if tally.steppedBackAfterCrash > 0 { line += ", \(tally.steppedBackAfterCrash) revisions stepped back after a crash" }
             if tally.strictLatenessChecked > 0 { line += ", strict lateness checked on \(tally.strictLatenessChecked) hits" }
             if tally.quietBoundChecked > 0 { line += ", the quiet bound checked on \(tally.quietBoundChecked) hits" }
+            if tally.purged + tally.purgesRefused > 0 { line += ", \(tally.purged) partitions purged (\(tally.purgesRefused) refused)" }
+            if tally.repartitionBytesWritten > 0 {
+                line += String(
+                    format: ", repartition topics keep %d of %d bytes written (%.1f %%)", tally.repartitionBytesKept, tally.repartitionBytesWritten,
+                    100 * Double(tally.repartitionBytesKept) / Double(tally.repartitionBytesWritten))
+            }
             if let known = ScheduleFamily.knownFailing[family] {
                 if narrowKnownFailures {
                     let without = known.without.map(\.rawValue).sorted() + (known.withoutStrictLateness ? ["strict lateness"] : [])

@@ -7,6 +7,10 @@ public struct Discrepancy: Sendable, CustomStringConvertible {
         /// A dead letter whose context names no input message, or whose bytes are not the
         /// message's.
         case deadLetterOrigin = "dead-letter-origin"
+        /// A `too_late` dead letter without its original message (the hit as normalized), other
+        /// than the one exception the originals rule cannot avoid: a window evicted early by the
+        /// memory cap.
+        case lateWithoutOriginal = "late-without-original"
         /// A message dead-lettered for another reason than its truth, or for two reasons.
         case deadLetterReason = "dead-letter-reason"
         /// A message that must be dead-lettered is not.
@@ -68,6 +72,12 @@ public struct ScheduleStats: Sendable {
     public var outputRecords = 0
     public var keys = 0
     public var crashes = 0
+    /// Deaths in the middle of a state write, and of those, the ones inside a merge.
+    public var stateWriteCuts = 0
+    public var mergeCuts = 0
+    /// Starts refused for the internal topics' settings, and warnings of them.
+    public var topicRefusals = 0
+    public var topicWarnings = 0
     public var rebalances = 0
     /// Times a key's revision went down after a crash (a failure unless strict revisions are
     /// off, see `Discrepancy.Kind`).
@@ -88,10 +98,22 @@ public struct ScheduleStats: Sendable {
     public var deletedRecords: Int64 = 0
     public var lostRanges = 0
     public var lostAtFirstReads = 0
+    /// `too_late` dead letters that carried the hit as normalized, their window evicted early by
+    /// the memory cap (the originals rule's one exception; any other is a discrepancy).
+    public var lateWithoutOriginal = 0
+    /// Partitions the runners asked to purge, purged, and refused by the cluster.
+    public var purgesAsked = 0
+    public var purged = 0
+    public var purgesRefused = 0
+    /// Bytes of records written to the repartition topics, and the bytes they hold at the end.
+    public var repartitionBytesWritten = 0
+    public var repartitionBytesKept = 0
 
     public var description: String {
         var text =
             "\(operations) operations, \(messages) messages (\(countedHits) hits to count, \(tooLate) too_late), \(deadLetters) dead letters, \(outputRecords) output records over \(keys) keys, \(crashes) crashes, \(rebalances) rebalances"
+        if stateWriteCuts > 0 { text += ", \(stateWriteCuts) state writes cut short (\(mergeCuts) in a merge)" }
+        if topicRefusals > 0 || topicWarnings > 0 { text += ", \(topicRefusals) starts refused and \(topicWarnings) warnings for the internal topics" }
         if steppedBackAfterCrash > 0 { text += ", \(steppedBackAfterCrash) revisions stepped back after a crash" }
         if refusals > 0 { text += ", \(refusals) switches refused" }
         if generations > 1 { text += ", \(generations) generations (\(steppedBackAcrossGenerations) keys recounted from a lower revision)" }
@@ -100,6 +122,9 @@ public struct ScheduleStats: Sendable {
         if deletedRecords > 0 || lostRanges > 0 {
             text += ", retention deleted \(deletedRecords) records, \(lostRanges) ranges reported lost (\(lostAtFirstReads) at a first read)"
         }
+        if lateWithoutOriginal > 0 { text += ", \(lateWithoutOriginal) too_late without their original (evicted by the cap)" }
+        if purgesAsked > 0 { text += ", \(purgesAsked) partition purges asked, \(purged) done, \(purgesRefused) refused" }
+        if repartitionBytesWritten > 0 { text += ", the repartition topic keeps \(repartitionBytesKept) of \(repartitionBytesWritten) bytes written" }
         return text
     }
 }

@@ -26,6 +26,9 @@ public enum Feature: String, CaseIterable, Sendable, Comparable {
     /// With `crashes`: some die in the middle of a commit, after the state is written, or after
     /// the records held for it went out too, before the offsets are committed.
     case commitCrashes = "commit-crashes"
+    /// The window stage dies in the middle of writing its state for a commit, after some of its
+    /// records reached the state topic (a merge of a window's segments cut short among them).
+    case stateWriteCrashes = "state-write-crashes"
     /// The normalize stage dies after sending a batch and before committing it.
     case resends
     /// Cooperative rebalances move partitions between instances, with a commit first.
@@ -53,11 +56,18 @@ public enum Feature: String, CaseIterable, Sendable, Comparable {
     /// Retention (or a size limit) deletes the oldest records of repartition partitions at any
     /// time, and of input partitions the group has committed on, read or not.
     case retention
+    /// The aggregate stage of two stages purges the repartition topic after its commits
+    /// (DeleteRecords, as `Pipeline` sets it up), every few commits or after each; the cluster
+    /// carries each purge out a while after it was asked.
+    case purges
+    /// With `purges`: the cluster refuses purges for a while (no DeleteRecords, no Delete
+    /// grant, leaders that do not answer in time).
+    case refusedPurges = "refused-purges"
 
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 
     /// The features that mean a stage can die.
-    static let dying: Set<Feature> = [.crashes, .resends]
+    static let dying: Set<Feature> = [.crashes, .resends, .stateWriteCrashes]
 }
 
 /// How the workers are composed.

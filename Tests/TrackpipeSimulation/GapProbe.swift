@@ -11,6 +11,9 @@ import TrackingDomain
 /// (Tests/PipelineTests/Runner/InputLossTests.swift): neither embedded broker writes markers or
 /// compacts.
 public enum GapProbe {
+    /// The probe's group, fixed to one-minute windows through probe-repartition.
+    static let identity = GroupIdentity(windowSize: 60_000, repartitionTopic: "probe-repartition", stateTopic: "probe-state")
+
     /// One offset of a partition.
     public enum Slot: Sendable {
         case hit
@@ -71,9 +74,9 @@ public enum GapProbe {
             if let committed = partition.committed {
                 kafka.commit(
                     group: "probe", topic: "hits", partition: index,
-                    InMemoryKafka.Committed(offset: committed, metadata: SourceCheckpoint(epoch: 0).encoded))
+                    InMemoryKafka.Committed(offset: committed, metadata: SourceCheckpoint(epoch: 0, identity: Self.identity).encoded))
             }
-            input.deleteRecords(partition: index, before: partition.deletedBefore)
+            input.deleteRecords(partition: index, below: partition.deletedBefore)
         }
         let clients = ProcessClients(cluster: cluster)
         var settings = RunnerSettings(
@@ -84,8 +87,9 @@ public enum GapProbe {
         settings.maxBatch = batch
         settings.progressInterval = 0
         let stage = NormalizeStage(
-            inputTopic: "hits", sourcePartitions: partitions.count, repartitionPartitions: 1, limits: NormalizerLimits(),
-            maxFutureSkew: 3_600_000, idleTimeout: 30_000)
+            inputTopic: "hits", sourcePartitions: partitions.count, repartitionPartitions: 1, identity: Self.identity, group: "probe",
+            limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: 30_000,
+            originals: OriginalRule(windowSize: 60_000, retention: 3_600_000, delayAllowance: 30_000))
         let runner = StageRunner(stage: stage, settings: settings, logger: Logger(label: "trackpipe.probe") { _ in SwiftLogNoOpLogHandler() }, clock: cluster.clock)
         var pending = partitions.enumerated().compactMap { number, partition in partition.deletedWhileReading.map { (Int32(number), $0) } }
         do {
@@ -100,7 +104,7 @@ public enum GapProbe {
                     guard let position = read.first(where: { $0.key.partition == partition })?.value,
                         position - (partitions[Int(partition)].committed ?? 0) >= Int64(deletion.after)
                     else { return false }
-                    input.deleteRecords(partition: partition, before: deletion.to)
+                    input.deleteRecords(partition: partition, below: deletion.to)
                     return true
                 }
             }

@@ -1,9 +1,8 @@
 import Pipeline
 
 /// What the simulated cluster (`SimulatedCluster`) keeps: topics and consumer groups' commits, nothing else.
-/// The cluster's clients read and write them; nothing is ever removed from memory: the log
-/// cleaner marks records of the state topic as compacted, and retention moves a partition's log
-/// start past records it keeps for the checks.
+/// The cluster's clients read and write them; records go only as the log cleaner compacts the
+/// state topic and as retention or DeleteRecords moves a log start (`TopicLog`).
 final class InMemoryKafka {
     /// What a group committed for one partition: the next offset to read and the metadata.
     struct Committed: Equatable, CustomStringConvertible {
@@ -20,9 +19,10 @@ final class InMemoryKafka {
     var commitTrace: [(group: String, topic: String, partition: Int32, committed: Committed)]?
 
     @discardableResult
-    func create(_ name: String, partitions: Int) -> TopicLog {
+    func create(_ name: String, partitions: Int, configs: [String: String] = [:]) -> TopicLog {
         precondition(topics[name] == nil, "topic \(name) exists")
         let log = TopicLog(name: name, partitions: partitions)
+        log.configs = configs
         topics[name] = log
         return log
     }
@@ -34,6 +34,11 @@ final class InMemoryKafka {
 
     func committed(group: String, topic: String, partition: Int32) -> Committed? {
         commits[group]?[topic]?[partition]
+    }
+
+    /// Every group's commit on one partition, by group.
+    func commits(topic: String, partition: Int32) -> [String: Committed] {
+        commits.compactMapValues { $0[topic]?[partition] }
     }
 
     func commit(group: String, topic: String, partition: Int32, _ committed: Committed) {

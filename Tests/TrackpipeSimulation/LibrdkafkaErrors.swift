@@ -6,6 +6,7 @@ extension KafkaError {
     /// runner meets them exactly as it does in production.
     enum Named: Sendable {
         case illegalGeneration, rebalanceInProgress, timedOut, messageTooLarge, unknownTopic, transport, topicAuthorizationFailed
+        case unsupportedFeature, offsetOutOfRange
 
         var code: rd_kafka_resp_err_t {
             switch self {
@@ -16,6 +17,8 @@ extension KafkaError {
             case .unknownTopic: RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART
             case .transport: RD_KAFKA_RESP_ERR__TRANSPORT
             case .topicAuthorizationFailed: RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED
+            case .unsupportedFeature: RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE
+            case .offsetOutOfRange: RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE
             }
         }
     }

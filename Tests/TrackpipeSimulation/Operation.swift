@@ -34,8 +34,9 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
     case rebalance(Role, from: Int, to: Int, pick: UInt64)
     /// The stage (nil: the whole process, both stages) dies: its state and everything it did not
     /// commit are gone; it restarts owning nothing, and its partitions wait for `adopt`. With a
-    /// phase, it dies in the middle of a commit: after its state was written (`prepared`), or
-    /// after the records held for it went out too (`completed`), before the offsets.
+    /// phase, it dies in the middle of a commit: part way through writing its state
+    /// (`writingState`), after its state was written (`prepared`), or after the records held for
+    /// it went out too (`completed`), before the offsets.
     case crash(Role?, instance: Int, during: CommitPhase?)
     /// The group hands the partitions of crashed stages to its members (chosen by `pick`).
     case adopt(Role, pick: UInt64)
@@ -53,6 +54,8 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
     /// Every worker stops once its input is read to the end and committed, and starts again in
     /// the other mode under the same group; refused, the operator applies `remedy`.
     case switchMode(to: Mode, remedy: SwitchRemedy)
+    /// The cluster refuses every purge (DeleteRecords) for this many ms.
+    case refusePurges(PurgeRefusal, for: Int64)
 
     public var description: String {
         switch self {
@@ -66,13 +69,14 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
         case .commit(let role, let instance): "\(role.letter)\(instance).c"
         case .rebalance(let role, let from, let to, _): "move(\(role.letter)\(from)->\(role.letter)\(to))"
         case .crash(let role, let instance, let phase):
-            "CRASH(\(role.map { "\($0.letter)\(instance)" } ?? "instance \(instance)")\(phase.map { " in a commit, \($0.rawValue)" } ?? ""))"
+            "CRASH(\(role.map { "\($0.letter)\(instance)" } ?? "instance \(instance)")\(phase.map { " in a commit, \($0)" } ?? ""))"
         case .adopt(let role, _): "adopt(\(role.letter))"
         case .resend(let instance, let budget, _): "RESEND(n\(instance).p\(budget))"
         case .compact: "compact"
         case .retain: "retain"
         case .switchTopic(let partitions): "SWITCH-TOPIC(\(partitions))"
         case .switchMode(let mode, let remedy): "SWITCH-TO-\(mode == .oneStage ? "ONE-STAGE" : "TWO-STAGES")(then \(remedy.rawValue))"
+        case .refusePurges(let refusal, let length): "refuse-purges(\(refusal.rawValue),\(length))"
         }
     }
 
@@ -83,6 +87,16 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
         default: false
         }
     }
+}
+
+/// How a cluster refuses a purge.
+public enum PurgeRefusal: String, Sendable, Hashable, CaseIterable {
+    /// It does not delete records (what both embedded brokers answer).
+    case unsupported
+    /// The worker's principal has no Delete grant on the topic.
+    case notAuthorized = "not-authorized"
+    /// The leaders do not answer in time.
+    case timedOut = "timed-out"
 }
 
 /// What the operator does when the workers refuse to start in another mode under the group, as

@@ -2,6 +2,13 @@ import Kafka
 import Logging
 import Pipeline
 
+/// One record of a state write, as the world classifies a write cut short: its key, and whether
+/// it is a tombstone.
+struct StateWriteRecord {
+    var key: [UInt8]
+    var tombstone: Bool
+}
+
 /// How the schedule cuts a process's next polls: at most `budget` records, in runs chosen by
 /// `cut` (0: the poll brings nothing, as one that times out).
 struct PollPlan {
@@ -20,10 +27,21 @@ struct ProcessKilled: Error, CustomStringConvertible {
 /// commit, whatever the producer had not delivered is gone, and every later call throws.
 final class ProcessLife {
     private(set) var killed = false
-    /// Armed to die in the middle of the next commit: once the state it writes is acknowledged
-    /// (`prepared`), or when it commits the offsets (`completed`, and `prepared` if no state was
-    /// written), before they reach the coordinator.
+    /// Armed to die in the middle of the next commit: after some of the state records it writes
+    /// reached the state topic (`writingState`), once the state it writes is acknowledged
+    /// (`prepared`), or when it commits the offsets (`completed`, and the others if no state was
+    /// written, or fewer records than the count), before they reach the coordinator.
     var dieAt: CommitPhase?
+    /// With a death armed in the middle of a state write: how many of its records reach the
+    /// state topic (worked out from the write's size once it is delivered).
+    var stateCut: Int?
+    /// Told of a state write cut short by the death: the records that reached the state topic and
+    /// those lost, in the order sent.
+    var onStateWriteCut: ((_ written: [StateWriteRecord], _ lost: [StateWriteRecord]) -> Void)?
+    /// The records delivered of the write being cut, so far.
+    var stateWrite: [StateWriteRecord] = []
+    /// The planted `unorderedStateWrite` fault: a state write cut short keeps its deletions.
+    var keepsDeletionsOfACutWrite = false
     /// How the next polls are cut; nil: a whole partition at a time, up to the batch size.
     var plan: PollPlan?
     /// The planted `skipOneRecord` fault: records (topic, partition, offset) never delivered.
@@ -32,6 +50,10 @@ final class ProcessLife {
     var stamp: (() -> WriteStamp)?
     /// The state topic, whose acknowledgement a death at `prepared` waits for.
     var stateTopic: String?
+    /// The planted `overtakenRecords` fault: the repartition records this process sends reach
+    /// the topic this many ms later (and what it sends after them waits behind them), unless a
+    /// flush waits for them.
+    var repartitionDelay: Int64?
     /// What its group consumers owned when it died: the group hands it on.
     private(set) var ownedAtDeath: [Int32] = []
     fileprivate var consumers: [SimulatedConsumer] = []
@@ -39,6 +61,12 @@ final class ProcessLife {
 
     var diesAtCommit: Bool { dieAt != nil }
     var diesOnceStateIsWritten: Bool { dieAt == .prepared }
+    /// The share of a state write that reaches the state topic before the process dies (nil:
+    /// not armed so).
+    var statePercentBeforeDeath: Int? {
+        guard case .writingState(let percent) = dieAt else { return nil }
+        return percent
+    }
 
     func check() throws { if killed { throw ProcessKilled() } }
 
@@ -86,6 +114,11 @@ final class ProcessClients: KafkaClientFactory, @unchecked Sendable {
         let producer = SimulatedProducer(cluster: cluster, onDelivery: onDelivery, life: life)
         life.producers.append(producer)
         return producer
+    }
+
+    func recordDeleter(config: KafkaConfig, logger: Logger) throws -> any RecordDeletionClient {
+        try life.check()
+        return SimulatedDeleter(cluster: cluster, life: life) { [life] in life.consumers }
     }
 
     func crash() { life.kill() }

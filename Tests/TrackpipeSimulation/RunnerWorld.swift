@@ -26,6 +26,10 @@ public enum RunnerFamily: String, CaseIterable, Sendable {
     case refusedTopics = "refused-topics"
     /// All of the above.
     case mixed
+    /// The cluster refuses purges of the repartition topic for a while (no DeleteRecords, no
+    /// Delete grant, no answer in time), among rebalances, refused commits and outages. (Every
+    /// family purges, as the worker does by default; `mixed` refuses purges too.)
+    case purges
 }
 
 /// One schedule: a seed and a family, and what the run found.
@@ -38,6 +42,12 @@ public struct RunnerOutcome: Sendable {
     /// Workers that stopped on a refused topic (and were started again).
     public var exits: Int
     public var settled: Bool
+    /// Partitions of the repartition topic purged, and purges refused.
+    public var purged: Int
+    public var purgesRefused: Int
+    /// Bytes written to the repartition topic, and the bytes it keeps at the end.
+    public var repartitionBytesWritten: Int
+    public var repartitionBytesKept: Int
     /// What the checks found wrong; empty for a pass.
     public var problems: [String]
     public var trace: [String]
@@ -64,6 +74,10 @@ public final class RunnerWorld {
     let kafka = InMemoryKafka()
     let cluster: SimulatedCluster
     private var random: SplitMix
+    /// Purges are drawn apart (their interval, their delay, their refusals), so that the
+    /// schedules drawn before purges existed stay as they were.
+    private var purging: SplitMix
+    private let purgeInterval: Int64
     private let corpus: [GeneratedHit]
     private var producedHits = 0
     private var instances: [Instance] = []
@@ -110,8 +124,13 @@ public final class RunnerWorld {
         self.family = family
         self.tracing = tracing
         random = SplitMix(seed)
+        purging = SplitMix(seed ^ 0x9_06E_DE1E)
+        // The worker's default is 30 s; shorter intervals purge through more of the faults.
+        let interval = purging.pick([1, 500, 2_000, 30_000] as [Int64])
+        purgeInterval = family == .purges ? min(interval, 500) : interval
         let start: Int64 = 1_795_341_600_000
         cluster = SimulatedCluster(kafka: kafka, now: start + 10 * 60_000)
+        cluster.recordDeletions.delay = purging.pick([0, 300, 3_000] as [Int64])
         if tracing { cluster.trace = [] }
         var generated = HitStream(
             HitStreamConfig(count: hits, seed: seed ^ 0x5EED, deliveries: 5, start: start, span: 5 * 60_000, lateRate: 0, badRate: 0.03)
@@ -148,7 +167,9 @@ public final class RunnerWorld {
         check(settled: settled)
         return RunnerOutcome(
             seed: seed, family: family, steps: steps, rebalances: cluster.rebalances, refusedCommits: cluster.refusals, exits: exits,
-            settled: settled,
+            settled: settled, purged: cluster.recordDeletions.purged, purgesRefused: cluster.recordDeletions.refused,
+            repartitionBytesWritten: kafka.topic("\(Self.group)-repartition").writtenBytes,
+            repartitionBytesKept: kafka.topic("\(Self.group)-repartition").retainedBytes,
             problems: problems, trace: cluster.trace ?? [])
     }
 
@@ -202,9 +223,15 @@ public final class RunnerWorld {
     }
 
     private func fault() {
-        let families: [RunnerFamily] = family == .mixed ? RunnerFamily.allCases.filter { $0 != .mixed } : [family]
+        let families: [RunnerFamily] =
+            switch family {
+            case .mixed: RunnerFamily.allCases.filter { $0 != .mixed && $0 != .purges }
+            case .purges: [.rebalances, .refusedCommits, .outages, .cutPolls]
+            default: [family]
+            }
+        if family == .purges || family == .mixed, purging.chance(0.4) { refusePurges() }
         switch random.pick(families) {
-        case .rebalances, .mixed:
+        case .rebalances, .mixed, .purges:
             let live = instances.filter(\.alive)
             switch random.below(3) {
             case 0 where live.count < 3: startInstance()
@@ -232,6 +259,12 @@ public final class RunnerWorld {
         }
     }
 
+    /// The cluster refuses purges for a while: no DeleteRecords, no Delete grant, or no answer in time.
+    private func refusePurges() {
+        let refusal = purging.pick([KafkaError.Named.unsupportedFeature, .topicAuthorizationFailed, .timedOut])
+        cluster.recordDeletions.refusal = (refusal, cluster.now + purging.int(Int64(500)...Int64(20_000)))
+    }
+
     private func produce(_ count: Int) {
         let log = kafka.topic(Self.inputTopic)
         for _ in 0..<count where producedHits < corpus.count {
@@ -257,13 +290,15 @@ public final class RunnerWorld {
         let clients = ProcessClients(cluster: cluster)
         let window = WindowConfig(size: Self.windowSize, grace: 1_000, retention: 86_400_000, idleTimeout: 2_000)
         let limit = RecordLimit(bytes: cluster.producerLimit)
+        let identity = GroupIdentity(windowSize: window.size, repartitionTopic: "\(Self.group)-repartition", stateTopic: "\(Self.group)-state")
         let normalize = NormalizeStage(
             inputTopic: Self.inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(repartitionPartitions),
-            limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout, markInterval: 100, parallelism: 1,
-            batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2)
+            identity: identity, group: Self.group, limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout,
+            markInterval: 100, parallelism: 1, batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2,
+            originals: OriginalRule(window: window))
         let aggregate = AggregateStage(
-            sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions)),
-            window: window, parallelism: 1)
+            sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions), group: Self.group),
+            window: window, parallelism: 1, identity: identity, group: Self.group)
         func settings(topic: String, group: String, destinations: [Destination: String]) -> RunnerSettings {
             var settings = RunnerSettings(
                 topic: topic, assignment: .group, bound: .unbounded,
@@ -276,18 +311,18 @@ public final class RunnerWorld {
             settings.maxBatch = 64
             return settings
         }
+        // As `Pipeline` sets them up: the aggregate stage purges the repartition topic.
+        var aggregateSettings = settings(
+            topic: "\(Self.group)-repartition", group: "\(Self.group)-aggregate",
+            destinations: [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic, .changelog: "\(Self.group)-state"])
+        aggregateSettings.purge = PurgeSettings(interval: purgeInterval, admin: KafkaConfig([:]))
         let normalizer = StageRunner(
             stage: normalize,
             settings: settings(
                 topic: Self.inputTopic, group: Self.group,
                 destinations: [.repartition: "\(Self.group)-repartition", .deadLetter: Self.deadLetterTopic]),
             logger: logger, clock: cluster.clock)
-        let aggregator = StageRunner(
-            stage: aggregate,
-            settings: settings(
-                topic: "\(Self.group)-repartition", group: "\(Self.group)-aggregate",
-                destinations: [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic, .changelog: "\(Self.group)-state"]),
-            logger: logger, clock: cluster.clock)
+        let aggregator = StageRunner(stage: aggregate, settings: aggregateSettings, logger: logger, clock: cluster.clock)
         let instance = Instance(number: number, clients: clients, normalizer: normalizer, aggregator: aggregator)
         do {
             try normalizer.begin()
@@ -354,6 +389,9 @@ public final class RunnerWorld {
                 startInstance()
                 stop(oldest)
             }
+            // Refused purges cannot keep the output from settling: they go on through the
+            // handovers, where most purges of a schedule happen.
+            if family == .purges, round % 10 == 3, purging.chance(0.5) { refusePurges() }
             if round > 40 && round % 20 == 19 && settled() { return true }
             if instances.filter(\.alive).isEmpty { startInstance() }
         }
@@ -417,5 +455,15 @@ public final class RunnerWorld {
             }
         }
         if missing > 0 { problems.append("\(missing) rejected messages have no dead letter") }
+        // What no runner may do, as the cluster saw it (a purge past a commit among them), and
+        // the repartition topic's log starts against the aggregate group's commits at the end.
+        problems += cluster.violations
+        let repartition = kafka.topic("\(Self.group)-repartition")
+        for partition in 0..<Int32(repartition.partitionCount) {
+            let committed = kafka.committed(group: "\(Self.group)-aggregate", topic: repartition.name, partition: partition)?.offset ?? 0
+            if repartition.start(of: partition) > committed {
+                problems.append("\(repartition.name)[\(partition)] starts at \(repartition.start(of: partition)), past the aggregate group's commit \(committed)")
+            }
+        }
     }
 }

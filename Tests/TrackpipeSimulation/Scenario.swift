@@ -1,3 +1,4 @@
+import Pipeline
 import Windowing
 
 /// The fixed settings of one schedule: topology, window rules and the shape of the input.
@@ -33,6 +34,18 @@ public struct Scenario: Sendable, CustomStringConvertible {
     /// Simulated wall-clock ms at the start.
     public var start: Int64
     public var hitSeed: UInt64
+    /// The normalize stage's allowance for records overtaken on their way (`OriginalRule`):
+    /// mostly 0, the tightest one sound in a world where records reach the topic as they are
+    /// written and every instance reads the same clock, so that the originals rule is checked
+    /// at its edge; sometimes the worker's default.
+    public var delayAllowance: Int64 = 0
+    /// With `purges`: the aggregate stage's `--purge-interval` (ms), and how long the cluster
+    /// takes to carry a purge out.
+    public var purgeInterval: Int64 = 0
+    public var purgeDelay: Int64 = 0
+    /// The settings of the repartition and state topics before the first start (nil: none, as
+    /// trackpipe creates them).
+    public var internalTopics: InternalTopicSettings? = nil
 
     public func has(_ feature: Feature) -> Bool { features.contains(feature) }
 
@@ -57,7 +70,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
         let smallRecords = random.chance(0.5), recordBytes = random.int(200...1_500)
         let trackingOffEvery = random.int(3...5)
         let shares = (late: random.int(3...15), beyond: random.int(1...5), fast: random.int(1...5), wrong: random.int(1...3))
-        return Scenario(
+        var scenario = Scenario(
             mode: mode, features: features, lockstep: spec.lockstep,
             inputPartitions: inputPartitions, repartitionPartitions: random.int(1...4), instances: random.int(1...3),
             window: window,
@@ -67,7 +80,8 @@ public struct Scenario: Sendable, CustomStringConvertible {
             parallelism: features.contains(.lanes) && twoLanes ? 2 : 1,
             batchBytes: features.contains(.smallRecords) && smallRecords ? recordBytes : 256 * 1024,
             // In lockstep every partition must keep receiving hits, or it would go idle.
-            rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : drawnRate, deliveries: random.int(2...10),
+            rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : spec.busyWindows ? 3 * drawnRate : drawnRate,
+            deliveries: spec.busyWindows ? min(2, random.int(2...10)) : random.int(2...10),
             badRate: features.contains(.badMessages) ? 0.03 : 0,
             duplicateRate: features.contains(.retries) ? 0.05 : 0,
             trackingOffEvery: features.contains(.trackingOff) ? trackingOffEvery : 1_000_000,
@@ -79,6 +93,17 @@ public struct Scenario: Sendable, CustomStringConvertible {
             drainByFinish: random.chance(0.5) || spec.endsWithFinish,
             start: 1_795_341_600_000 + random.int(0...86_400_000),
             hitSeed: random.next())
+        // Drawn last, so that the rest of a seed's schedule stays what it was before.
+        scenario.delayAllowance = random.chance(0.75) ? 0 : OriginalRule.defaultAllowance(window)
+        // Drawn from a generator of their own, so that the schedules drawn before purges
+        // existed stay as they were.
+        var purging = SplitMix(scenario.hitSeed ^ 0x9_06E_DE1E)
+        let interval = purging.pick([1, 250, 1_000, 5_000] as [Int64]), delay = purging.pick([0, 0, 100, 1_500, 8_000] as [Int64])
+        if features.contains(.purges) {
+            scenario.purgeInterval = interval
+            scenario.purgeDelay = delay
+        }
+        return scenario
     }
 
     var hitSettings: HitSource.Settings {
@@ -96,12 +121,15 @@ public struct Scenario: Sendable, CustomStringConvertible {
             "window \(window.size) grace \(window.grace) retention \(window.retention) idle \(window.idleTimeout)",
             window.maxEntries < 1_000_000 ? "cap \(window.maxEntries)" : nil,
             "skew \(maxFutureSkew)", "marks every \(markInterval)",
+            delayAllowance > 0 ? "originals allowance \(delayAllowance)" : nil,
             parallelism > 1 ? "\(parallelism) lanes" : nil,
             batchBytes < 256 * 1024 ? "records of \(batchBytes) B" : nil,
             "\(rate)/s over \(deliveries) deliveries",
             keyedByDelivery ? "keyed by delivery" : nil,
             drainByFinish ? "ends with finish" : "ends with a far tick",
             lockstep ? "lockstep" : nil,
+            purgeInterval > 0 ? "purges every \(purgeInterval) ms, carried out after \(purgeDelay) ms" : nil,
+            internalTopics.map { "topics: \($0)" },
         ].compactMap { $0 }
         parts.append("features: " + features.sorted().map(\.rawValue).joined(separator: ","))
         return parts.joined(separator: "; ")

@@ -16,10 +16,17 @@ public struct Schedule: Sendable {
     /// Draws the schedule of `seed` in `family`.
     public init(seed: UInt64, family: ScheduleFamily, options: SimulationOptions) {
         var random = SplitMix(seed)
-        let scenario = Scenario.draw(&random, spec: family.spec, options: options)
+        // Draws added after the others were settled come from a stream of their own, so that
+        // every earlier seed still draws the schedule it drew (regression seeds stay what they were).
+        var later = SplitMix(seed ^ 0x57A7_E5EE_D000_0001)
+        var scenario = Scenario.draw(&random, spec: family.spec, options: options)
+        if family.spec.topicSettings {
+            var settings = SplitMix(seed ^ 0x0070_1C5E_7715_0001)
+            scenario.internalTopics = settings.pick(InternalTopicSettings.cases)
+        }
         self.init(
             seed: seed, family: family, scenario: scenario,
-            operations: Self.drawOperations(&random, scenario: scenario, steps: random.int(options.size.steps)))
+            operations: Self.drawOperations(&random, later: &later, scenario: scenario, steps: random.int(options.size.steps)))
     }
 
     /// The operations as one line each step (a step starts where the clock moves).
@@ -37,7 +44,7 @@ public struct Schedule: Sendable {
         return lines.enumerated().map { "  \($0.offset): \($0.element)" }.joined(separator: "\n")
     }
 
-    static func drawOperations(_ random: inout SplitMix, scenario: Scenario, steps: Int) -> [Operation] {
+    static func drawOperations(_ random: inout SplitMix, later: inout SplitMix, scenario: Scenario, steps: Int) -> [Operation] {
         let window = scenario.window
         let idle = window.idleTimeout
         var mode = scenario.mode
@@ -52,6 +59,9 @@ public struct Schedule: Sendable {
         var operations: [Operation] = []
         // Drawn apart, so that the schedules of families without retention stay as they were.
         var retention = SplitMix(scenario.hitSeed ^ 0x0DE1_E7E5)
+        // Drawn apart from the rest (see `Scenario.draw`): families without refused purges keep
+        // the schedules they had.
+        var refusing = SplitMix(scenario.hitSeed ^ 0x0_DE1E_7E5)
 
         func budget() -> Int {
             let roll = random.next() % 100
@@ -80,18 +90,35 @@ public struct Schedule: Sendable {
                 let phase = scenario.has(.commitCrashes) ? crash.3 : nil
                 operations.append(.crash(mode == .oneStage ? .aggregate : crash.1, instance: crash.2, during: phase))
             }
+            // Commits often, so that a window's changes pile up in segments and get merged, and
+            // cuts of its writes fall in merges too.
+            // The partitions of a stage killed so are handed on soon, so that the next kill finds
+            // state to write.
+            let cut = (
+                later.chance(0.2), later.int(0...instances - 1), later.int(0...99), later.chance(0.4), later.int(0...instances - 1),
+                later.chance(0.6), later.seed()
+            )
+            if scenario.has(.stateWriteCrashes) {
+                if cut.3 { operations.append(.commit(.aggregate, instance: cut.4)) }
+                if cut.0 { operations.append(.crash(.aggregate, instance: cut.1, during: .writingState(percent: cut.2))) }
+                if cut.5 { operations.append(.adopt(.aggregate, pick: cut.6)) }
+            }
             let resend = (random.chance(0.04), random.int(0...instances - 1), budget(), random.seed())
             if mode == .twoStage, scenario.has(.resends), resend.0 {
                 operations.append(.resend(instance: resend.1, budget: resend.2, cut: resend.3))
             }
             let adopt = (random.chance(0.35), random.pick(roles), random.seed())
-            if scenario.has(.crashes) || scenario.has(.resends), adopt.0 { operations.append(.adopt(adopt.1, pick: adopt.2)) }
+            if scenario.has(.crashes) || scenario.has(.resends) || scenario.has(.stateWriteCrashes), adopt.0 {
+                operations.append(.adopt(adopt.1, pick: adopt.2))
+            }
             let move = (random.chance(0.06), random.pick(roles), random.int(0...instances - 1), random.int(0...instances - 1), random.seed())
             if scenario.has(.rebalances), move.0 { operations.append(.rebalance(move.1, from: move.2, to: move.3, pick: move.4)) }
             let compact = (random.chance(0.15), random.seed())
             if scenario.has(.compaction), compact.0 { operations.append(.compact(pick: compact.1)) }
             // Early on too, before a window task has read its partition (or committed on it).
             if scenario.has(.retention), retention.chance(step < 4 ? 0.4 : 0.06) { operations.append(.retain(pick: retention.seed())) }
+            let refusal = (refusing.chance(0.06), refusing.pick(PurgeRefusal.allCases), refusing.int(idle...8 * idle))
+            if scenario.has(.purges), scenario.has(.refusedPurges), refusal.0 { operations.append(.refusePurges(refusal.1, for: refusal.2)) }
             let newPartitions = random.int(1...4)
             if step == switchAt {
                 if scenario.has(.topicSwitch), mode == .twoStage {

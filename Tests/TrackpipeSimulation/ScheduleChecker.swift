@@ -1,3 +1,4 @@
+import Foundation
 import HitGenerator
 import Kafka
 import Pipeline
@@ -75,12 +76,17 @@ struct ScheduleChecker {
         var stats = ScheduleStats()
         stats.operations = world.steps
         stats.crashes = world.crashes
+        stats.stateWriteCuts = world.stateWriteCuts
+        stats.topicRefusals = world.topicRefusals
+        stats.topicWarnings = world.topicWarnings
+        stats.mergeCuts = world.mergeCuts
         stats.rebalances = world.rebalances
         stats.generations = world.generations.count
         stats.refusals = world.refusals.count
         stats.deletedRecords = world.deleted.values.reduce(0, +)
 
         for problem in world.problems { found.append(Discrepancy(.runner, problem)) }
+        checkPurges(stats: &stats, into: &found)
         for runner in world.allRunners {
             for problem in runner.problems { found.append(Discrepancy(.runner, problem)) }
         }
@@ -103,7 +109,18 @@ struct ScheduleChecker {
             }
             let input = world.kafka.topic(position.topic)
             let original = input.entry(partition: position.partition, offset: position.offset)
-            if input.bytes(original.key) != deadLetterLog.bytes(entry.key) || input.bytes(original.value) != deadLetterLog.bytes(entry.value) {
+            if entry.headers.contains(where: { $0.key == DeadLetter.Header.normalized }) {
+                // A too_late hit that crossed the shuffle without its original: allowed only as the
+                // one exception the originals rule cannot avoid (the window was evicted early by the
+                // memory cap), and only carrying the hit as normalized.
+                stats.lateWithoutOriginal += 1
+                let produced = world.produced[letter.sourceTopic]![Int(position.partition)][Int(position.offset)]
+                if let problem = Self.withoutOriginal(
+                    letter, value: deadLetterLog.bytes(entry.value), fate: produced.fate, capped: world.scenario.window.maxEntries < 1_000_000)
+                {
+                    found.append(Discrepancy(.lateWithoutOriginal, "dead letter \(letter.reason) of \(position) \(problem)"))
+                }
+            } else if input.bytes(original.key) != deadLetterLog.bytes(entry.key) || input.bytes(original.value) != deadLetterLog.bytes(entry.value) {
                 found.append(Discrepancy(.deadLetterOrigin, "dead letter \(letter.reason) of \(position) does not carry that message's key and value"))
             }
             reasons[entry.stamp.generation, default: [:]][position, default: []].append(letter.reason)
@@ -566,6 +583,48 @@ struct ScheduleChecker {
             previous = at
         }
         return checked
+    }
+
+    /// What is wrong with a dead letter that carries the hit as normalized instead of its
+    /// original, if anything: it must be a `too_late` hit's, in a schedule whose window state has
+    /// a cap, say that the cap evicted its window, and be that hit (docs/scale-out.md, "Which
+    /// hits carry their original").
+    static func withoutOriginal(_ letter: DeadLetter, value: [UInt8]?, fate: Fate, capped: Bool) -> String? {
+        guard letter.reason == "too_late" else { return "carries no original, and only a too_late hit may cross the shuffle without it" }
+        guard capped, letter.detail.contains("--max-entries") else {
+            return "crossed the shuffle without its original, and the memory cap is not why (\(capped ? "the detail says: \(letter.detail)" : "no cap in this schedule")): the originals rule let a hit that could be too late go without it"
+        }
+        guard case .counted(let hit) = fate,
+            let object = value.flatMap({ try? JSONSerialization.jsonObject(with: Data($0)) }) as? [String: Any],
+            object["deliveryId"] as? String == hit.deliveryId, object["broadlogId"] as? String == hit.broadlogId,
+            (object["eventTime"] as? NSNumber)?.int64Value == hit.eventTime
+        else { return "carries something else than the hit as normalized: \(value.map { String(decoding: $0, as: UTF8.self) } ?? "no value")" }
+        return nil
+    }
+
+    /// The purges of the repartition topics: at the end, no partition's log start is past any
+    /// group's commit on it (what no owner has counted is still there to read; the cluster also
+    /// checks each deletion as it is carried out, see `RecordDeletions`), and what the topics
+    /// keep, against what was written to them.
+    private func checkPurges(stats: inout ScheduleStats, into found: inout [Discrepancy]) {
+        let deletions = world.cluster.recordDeletions
+        stats.purgesAsked = deletions.asked
+        stats.purged = deletions.purged
+        stats.purgesRefused = deletions.refused
+        for name in world.kafka.topics.keys.sorted() where name.hasSuffix("-repartition") {
+            let log = world.kafka.topic(name)
+            stats.repartitionBytesWritten += log.writtenBytes
+            stats.repartitionBytesKept += log.retainedBytes
+            for partition in 0..<Int32(log.partitionCount) {
+                let start = log.start(of: partition)
+                for (group, committed) in world.kafka.commits(topic: name, partition: partition).sorted(by: { $0.key < $1.key })
+                where committed.offset < start {
+                    found.append(
+                        Discrepancy(
+                            .runner, "\(name)[\(partition)] starts at \(start), past \(group)'s commit \(committed.offset): purged beyond what was committed"))
+                }
+            }
+        }
     }
 
     /// Counts in a fixed order (the reference's own description prints dictionaries).

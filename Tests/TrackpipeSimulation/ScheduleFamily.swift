@@ -15,6 +15,14 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
     /// takeovers from whatever checkpoint was committed last.
     case crash
     case crashOneStage = "crash-one-stage"
+    /// Two stages; the window stage killed in the middle of writing its state, at any record
+    /// (merges of a window's segments cut short among them), busy windows, compaction: a crash at
+    /// any write restores the same counts.
+    case stateCrash = "state-crash"
+    case stateCrashOneStage = "state-crash-one-stage"
+    /// Two stages whose repartition and state topics an operator set up before the first start:
+    /// settings that would lose state are refused with a command, which fixes them.
+    case topicSettings = "topic-settings"
     /// Two stages; crashes, re-sends and rebalances with a retention longer than the schedule,
     /// ending as a bounded run (`finish`): takeovers, replays and duplicate filtering, with no
     /// window evicted before the end and no emission left to the watermark (those are what the
@@ -47,6 +55,11 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
     /// for what retention deleted.
     case retention
     case retentionOneStage = "retention-one-stage"
+    /// Two stages; the repartition topic purged after commits, up to every commit, through
+    /// crashes (also inside a commit), re-sent batches, rebalances and takeovers, with purges
+    /// carried out long after they were asked and refused for a while: a purge must never take
+    /// a record a new owner still needs.
+    case purge
 
     /// Families that fail on the current stages, each with the failure it finds and what to take
     /// away for the rest of the family to pass (see docs/simulation.md). The quick test holds
@@ -68,42 +81,55 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
         let time: Set<Feature> = [
             .beyondRetention, .fastClocks, .wrongClocks, .pauses, .idleSources, .stalledSources, .entryCap, .smallRecords, .lanes,
         ]
+        // Two stages purge the repartition topic by default, as `Pipeline` does (one stage has
+        // no topic of its own to purge; a switch to two stages purges from then on).
+        let purges: Set<Feature> = [.purges]
         switch self {
-        case .steady: return FamilySpec(mode: .twoStage, features: input.union([.smallRecords]))
+        case .steady: return FamilySpec(mode: .twoStage, features: input.union([.smallRecords]).union(purges))
         case .steadyOneStage: return FamilySpec(mode: .oneStage, features: input)
-        case .eventTime: return FamilySpec(mode: .twoStage, features: input.union(time))
+        case .eventTime: return FamilySpec(mode: .twoStage, features: input.union(time).union(purges))
         case .eventTimeOneStage: return FamilySpec(mode: .oneStage, features: input.union(time).subtracting([.smallRecords]))
         case .rebalance:
-            return FamilySpec(mode: .twoStage, features: input.union(moves).union([.beyondRetention, .rebalances, .smallRecords]))
+            return FamilySpec(mode: .twoStage, features: input.union(moves).union(purges).union([.beyondRetention, .rebalances, .smallRecords]))
         case .rebalanceOneStage: return FamilySpec(mode: .oneStage, features: input.union(moves).union([.beyondRetention, .rebalances]))
         case .crash:
-            return FamilySpec(mode: .twoStage, features: input.union(moves).union([.beyondRetention, .crashes, .commitCrashes, .resends, .smallRecords]))
+            return FamilySpec(
+                mode: .twoStage, features: input.union(moves).union(purges).union([.beyondRetention, .crashes, .commitCrashes, .resends, .smallRecords]))
         case .crashOneStage: return FamilySpec(mode: .oneStage, features: input.union(moves).union([.beyondRetention, .crashes, .commitCrashes]))
+        case .stateCrash:
+            return FamilySpec(
+                mode: .twoStage, features: input.union(moves).union([.beyondRetention, .stateWriteCrashes]), busyWindows: true)
+        case .stateCrashOneStage:
+            return FamilySpec(
+                mode: .oneStage, features: input.union(moves).union([.beyondRetention, .stateWriteCrashes]), busyWindows: true)
+        case .topicSettings:
+            return FamilySpec(mode: .twoStage, features: input.union(moves).union([.crashes]), topicSettings: true)
         case .recovery:
             return FamilySpec(
-                mode: .twoStage, features: input.union(moves).union([.crashes, .commitCrashes, .resends, .rebalances, .smallRecords]), longRetention: true,
+                mode: .twoStage, features: input.union(moves).union(purges).union([.crashes, .commitCrashes, .resends, .rebalances, .smallRecords]),
+                longRetention: true,
                 endsWithFinish: true)
         case .recoveryOneStage:
             return FamilySpec(
                 mode: .oneStage, features: input.union(moves).union([.crashes, .commitCrashes, .rebalances]), longRetention: true, endsWithFinish: true)
         case .chaos:
             return FamilySpec(
-                mode: .twoStage, features: input.union(time).union(moves).union([.crashes, .commitCrashes, .resends, .rebalances]))
+                mode: .twoStage, features: input.union(time).union(moves).union(purges).union([.crashes, .commitCrashes, .resends, .rebalances, .refusedPurges]))
         case .chaosOneStage:
             return FamilySpec(
                 mode: .oneStage, features: input.union(time).union(moves).union([.crashes, .commitCrashes, .rebalances]).subtracting([.smallRecords]))
-        case .topicSwitch: return FamilySpec(mode: .twoStage, features: input.union(moves).union([.topicSwitch]))
-        case .oneStageSwitch: return FamilySpec(mode: .twoStage, features: input.union(moves).union([.oneStageSwitch, .offsetReset]))
-        case .twoStageSwitch: return FamilySpec(mode: .oneStage, features: input.union(moves).union([.twoStageSwitch, .offsetReset]))
+        case .topicSwitch: return FamilySpec(mode: .twoStage, features: input.union(moves).union(purges).union([.topicSwitch]))
+        case .oneStageSwitch: return FamilySpec(mode: .twoStage, features: input.union(moves).union(purges).union([.oneStageSwitch, .offsetReset]))
+        case .twoStageSwitch: return FamilySpec(mode: .oneStage, features: input.union(moves).union(purges).union([.twoStageSwitch, .offsetReset]))
         case .strictLateness:
             return FamilySpec(
-                mode: .twoStage, features: input.union([.beyondRetention, .fastClocks]), lockstep: true, strictLateness: true)
+                mode: .twoStage, features: input.union(purges).union([.beyondRetention, .fastClocks]), lockstep: true, strictLateness: true)
         case .strictLatenessOneStage:
             return FamilySpec(
                 mode: .oneStage, features: input.union([.beyondRetention, .fastClocks]), lockstep: true, strictLateness: true)
         case .quietPause:
             return FamilySpec(
-                mode: .twoStage, features: input.union([.pauses, .stalledSources]), lockstep: true, quietBound: true)
+                mode: .twoStage, features: input.union(purges).union([.pauses, .stalledSources]), lockstep: true, quietBound: true)
         case .markers:
             return FamilySpec(mode: .twoStage, features: input.union(moves).union([.crashes, .commitCrashes, .resends, .rebalances, .markers]))
         case .retention:
@@ -111,6 +137,12 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
                 mode: .twoStage, features: input.union(moves).union([.crashes, .commitCrashes, .resends, .rebalances, .markers, .retention, .smallRecords]))
         case .retentionOneStage:
             return FamilySpec(mode: .oneStage, features: input.union(moves).union([.crashes, .commitCrashes, .rebalances, .markers, .retention]))
+        case .purge:
+            return FamilySpec(
+                mode: .twoStage,
+                features: input.union(moves).union(purges).union([
+                    .refusedPurges, .beyondRetention, .crashes, .commitCrashes, .resends, .rebalances, .smallRecords,
+                ]))
         }
     }
 }
@@ -131,12 +163,20 @@ public struct FamilySpec: Sendable {
     public var quietBound: Bool
     /// End every schedule with `finish` (a bounded run) rather than with a far tick.
     public var endsWithFinish: Bool
+    /// Windows that take hits over many commits: three times the rate, over at most two
+    /// deliveries, so that a window's changes pile up in segments and are merged.
+    public var busyWindows: Bool
+    /// The repartition and state topics are set up by an operator before the first start
+    /// (`InternalTopicSettings`).
+    public var topicSettings: Bool
 
     public init(
         mode: Mode, features: Set<Feature>, lockstep: Bool = false, strictLateness: Bool = false, longRetention: Bool = false,
-        quietBound: Bool = false, endsWithFinish: Bool = false
+        quietBound: Bool = false, endsWithFinish: Bool = false, busyWindows: Bool = false, topicSettings: Bool = false
     ) {
         self.endsWithFinish = endsWithFinish
+        self.busyWindows = busyWindows
+        self.topicSettings = topicSettings
         self.mode = mode
         self.features = features
         self.lockstep = lockstep

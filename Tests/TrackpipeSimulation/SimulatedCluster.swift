@@ -41,6 +41,8 @@ final class SimulatedCluster: @unchecked Sendable {
     var refusedCommits: [String: Int] = [:]
     /// The next polls of these groups' members are cut by a rebalance after this many records.
     var cutPolls: [String: Int] = [:]
+    /// Whether the cluster answers DescribeConfigs (librdkafka's mock cluster does not).
+    var describesConfigs = true
     /// How long a rebalance takes from its start until the coordinator hands out the new
     /// assignment (the JoinGroup and SyncGroup round trips, every member rejoining): meanwhile
     /// the group is rebalancing, and a commit of the old generation is refused.
@@ -50,6 +52,8 @@ final class SimulatedCluster: @unchecked Sendable {
     /// A planted defect (never in the runner): the log starts the cluster tells clients are
     /// wrong.
     var logStartFault: LogStartFault?
+    /// DeleteRecords: when requests are carried out, whether they are refused (`SimulatedDeletions.swift`).
+    let recordDeletions = RecordDeletions()
     /// What a client saw a runner do that no runner may (a commit past what it was handed, of a
     /// partition it does not own): the checks report each.
     private(set) var violations: [String] = []
@@ -459,11 +463,14 @@ final class SimulatedConsumer: ConsumerClient {
         return events
     }
 
-    /// A fetch below a partition's log start is out of range: librdkafka (with
-    /// `auto.offset.reset=earliest`, as trackpipe sets it) goes on from the log start. Paused
-    /// partitions are not fetched, and are moved once resumed.
+    /// A fetch below a partition's log start (retention or DeleteRecords moved it past) is out
+    /// of range (OFFSET_OUT_OF_RANGE): librdkafka, with `auto.offset.reset=earliest` as trackpipe
+    /// sets it, goes on from the log start, and the records in between are never delivered.
+    /// Paused partitions are not fetched, and are moved once resumed.
     private func resetBelowLogStart() {
-        for (tp, position) in positions where !paused.contains(tp) {
+        cluster.settleDeletions()
+        for (tp, position) in positions.sorted(by: { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) })
+        where !paused.contains(tp) {
             let start = cluster.kafka.topic(tp.topic).start(of: tp.partition)
             guard position < start else { continue }
             positions[tp] = start
@@ -640,6 +647,8 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         var headers: [KafkaHeader]
         var timestamp: Int64?
         var token: UInt64
+        /// When it was sent (the planted `overtakenRecords` fault delays it from there).
+        var sentAt: Int64
     }
     private var queue: [Queued] = []
     let life: ProcessLife
@@ -664,12 +673,12 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         queue.append(
             Queued(
                 topic: topic.name, partition: partition, key: key.map { Array($0) }, value: value.map { Array($0) }, headers: headers,
-                timestamp: timestamp ?? cluster.now, token: token))
+                timestamp: timestamp ?? cluster.now, token: token, sentAt: cluster.now))
     }
 
     @discardableResult
     func poll(timeoutMilliseconds: Int32) -> Int {
-        deliver()
+        deliver(waiting: false)
     }
 
     func flush(timeoutMilliseconds: Int32) throws {
@@ -697,12 +706,19 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
     /// State records delivered, for a death armed for once the state is written.
     private var stateDelivered = 0
 
+    /// Delivers what is queued, in order; `waiting`: a flush, which waits for every record.
     @discardableResult
-    private func deliver() -> Int {
+    private func deliver(waiting: Bool = true) -> Int {
         guard !life.killed, !cluster.isUnreachable else { return 0 }
-        let batch = queue
+        var batch = queue
         queue = []
-        for record in batch {
+        if !waiting, let delay = life.repartitionDelay,
+            let held = batch.firstIndex(where: { $0.topic.hasSuffix("-repartition") && $0.sentAt + delay > cluster.now })
+        {
+            queue = Array(batch[held...])
+            batch.removeSubrange(held...)
+        }
+        for (index, record) in batch.enumerated() {
             guard let log = cluster.kafka.topics[record.topic] else {
                 report(record, error: KafkaError(.unknownTopic, "delivery failed"))
                 continue
@@ -723,7 +739,34 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
                 report(record, error: KafkaError(.unknownTopic, "delivery failed: no partition \(partition)"))
                 continue
             }
-            if record.topic == life.stateTopic { stateDelivered += 1 }
+            if record.topic == life.stateTopic {
+                if let percent = life.statePercentBeforeDeath {
+                    if life.stateCut == nil {
+                        // The whole write is queued before it is flushed: this is all of it.
+                        life.stateCut = batch[index...].filter { $0.topic == life.stateTopic }.count * percent / 100
+                    }
+                    if life.stateWrite.count == life.stateCut {
+                        // Armed to die in the middle of this state write: the rest is lost.
+                        let lost = batch[index...].filter { $0.topic == life.stateTopic }
+                        life.onStateWriteCut?(life.stateWrite, lost.map { StateWriteRecord(key: $0.key ?? [], tombstone: $0.value == nil) })
+                        if life.keepsDeletionsOfACutWrite {
+                            // The planted `unorderedStateWrite` fault: the cut write's deletions
+                            // land although what was sent before them did not.
+                            let stamp = life.stamp?() ?? WriteStamp(time: cluster.now, writer: -1, outputCrashes: 0)
+                            for deletion in lost where deletion.value == nil {
+                                let partition = deletion.partition ?? Self.partition(of: deletion.key, count: log.partitionCount)
+                                deletion.key.withOptionalBytes { key in
+                                    _ = log.append(partition: partition, key: key, value: nil, timestamp: deletion.timestamp, stamp: stamp)
+                                }
+                            }
+                        }
+                        life.kill()
+                        return batch.count
+                    }
+                    life.stateWrite.append(StateWriteRecord(key: record.key ?? [], tombstone: record.value == nil))
+                }
+                stateDelivered += 1
+            }
             let stamp = life.stamp?() ?? WriteStamp(time: cluster.now, writer: -1, outputCrashes: 0)
             let offset = record.value.withOptionalBytes { value in
                 record.key.withOptionalBytes { key in
@@ -750,5 +793,29 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
         var hash: UInt32 = 2_166_136_261
         for byte in key { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
         return Int32(hash % UInt32(count))
+    }
+}
+
+extension SimulatedCluster: TopicConfigSource {
+    /// Kafka's defaults for what trackpipe's check reads, under the settings given to a topic.
+    static let defaultConfigs = [
+        "cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1", "segment.ms": "604800000",
+        "segment.bytes": "1073741824", "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000",
+    ]
+
+    /// Every entry of each topic, as DescribeConfigs answers (a topic that does not exist, or a
+    /// cluster that does not describe configs, leaves topics undescribed).
+    func topicConfigs(_ topics: [String], timeoutMilliseconds: Int32) -> TopicConfigs {
+        var answer = TopicConfigs()
+        for topic in topics {
+            if !describesConfigs {
+                answer.undescribed[topic] = "_UNSUPPORTED_FEATURE: DescribeConfigs is not supported"
+            } else if let log = kafka.topics[topic] {
+                answer.described[topic] = Self.defaultConfigs.merging(log.configs) { $1 }
+            } else {
+                answer.undescribed[topic] = "UNKNOWN_TOPIC_OR_PART"
+            }
+        }
+        return answer
     }
 }

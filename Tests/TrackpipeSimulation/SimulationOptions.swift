@@ -39,6 +39,18 @@ public enum Fault: String, Sendable, CaseIterable {
     /// After the run, an older record of some key is delivered again at the end of the output:
     /// a stale aggregate overwrites the full one.
     case reemitStaleRecord = "reemit-stale-record"
+    /// The first instance's records reach the repartition topic two idle timeouts after it sent
+    /// them (its connection to the brokers stalls), overtaken by the other instances' written
+    /// meanwhile: the assumption the originals rule rests on, broken, so that some `too_late`
+    /// hits cross without their original.
+    case overtakenRecords = "overtaken-records"
+    /// The brokers carry a purge out to the partition's end, whatever it asked: records no one
+    /// has counted yet are gone.
+    case purgePastCommit = "purge-past-commit"
+    /// A state write cut short by a death keeps its deletions (tombstones) although records sent
+    /// before them were lost: the order Kafka keeps within a partition is what makes a cut merge
+    /// harmless, and without it a window's segments go while its head still names them.
+    case unorderedStateWrite = "unordered-state-write"
     /// The cluster says every partition begins at 0 whatever retention deleted: records deleted
     /// before they were read go unnoticed.
     case hiddenRetention = "hidden-retention"

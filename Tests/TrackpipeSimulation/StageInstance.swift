@@ -1,11 +1,24 @@
 import Kafka
 import Pipeline
 
-/// Where a commit can be cut short by a crash: once the state it wrote is acknowledged, or
-/// once the records held for it went out too, in both cases before the offsets are committed.
-public enum CommitPhase: String, Sendable, Hashable, CaseIterable {
+/// Where a commit can be cut short by a crash: in the middle of writing its state, once the
+/// state it wrote is acknowledged, or once the records held for it went out too; in every case
+/// before the offsets are committed.
+public enum CommitPhase: Sendable, Hashable, CustomStringConvertible {
+    /// After this share (in percent, rounded down) of the commit's state records reached the
+    /// state topic: the rest, in flight, are lost (what a SIGKILL in the middle of a write
+    /// leaves: a prefix, in the order sent).
+    case writingState(percent: Int)
     case prepared
     case completed
+
+    public var description: String {
+        switch self {
+        case .writingState(let percent): "writing its state, after \(percent) % of it"
+        case .prepared: "prepared"
+        case .completed: "completed"
+        }
+    }
 }
 
 /// What the world needs from one stage of one worker instance, whatever the stage.
@@ -174,6 +187,8 @@ final class StageInstance<S: Stage>: DrivenStage {
         guard !stopped, !clients.life.killed else { return }
         runner.control.requestCommit()
         clients.life.dieAt = phase
+        clients.life.stateCut = nil
+        clients.life.stateWrite = []
         tick()
         clients.life.dieAt = nil
     }

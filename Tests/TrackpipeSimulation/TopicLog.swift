@@ -18,10 +18,11 @@ struct WriteStamp: Sendable {
 
 /// One topic of the in-memory cluster: per partition an append-only log. A topic loses records
 /// two ways, as Kafka's do: the log cleaner of a compacted topic (the state topic) removes older
-/// values of a key and old tombstones, keeping their offsets; retention (or a size limit)
-/// deletes the oldest records of a partition, moving its log start (`deleteRecords`). Some
-/// offsets are never records a consumer is handed: a transactional producer's commit markers,
-/// and records compaction removed before anyone read them (`appendUndelivered`).
+/// values of a key and old tombstones, keeping their offsets; and a partition's log start moves
+/// up, everything below it gone (`deleteRecords`), as retention (or a size limit) deletes the
+/// oldest records and as DeleteRecords (a purge) asks. Some offsets are never records a consumer
+/// is handed: a transactional producer's commit markers, and records compaction removed before
+/// anyone read them (`appendUndelivered`).
 ///
 /// The bytes of every record live in one growing buffer. A simulated consumer hands a batch out
 /// as records held in memory (`HeldRecord`), which the runner shows the stage as views valid for
@@ -45,35 +46,26 @@ final class TopicLog {
     }
 
     let name: String
+    /// The settings given to the topic (the rest are Kafka's defaults, `SimulatedCluster.topicConfigs`).
+    var configs: [String: String] = [:]
     private(set) var partitions: [[Entry]]
-    /// Per partition, the first offset it still holds.
-    private var starts: [Int64]
     private var heap: [UInt8] = []
+    /// Per partition, the first offset it still holds: the log start retention or DeleteRecords
+    /// moved it to (`deleteRecords`).
+    private var deletedBelow: [Int64]
 
     init(name: String, partitions: Int) {
         precondition(partitions >= 1, "a topic has at least one partition")
         self.name = name
         self.partitions = Array(repeating: [], count: partitions)
-        self.starts = Array(repeating: 0, count: partitions)
+        deletedBelow = Array(repeating: 0, count: partitions)
     }
 
     var partitionCount: Int { partitions.count }
 
-    /// The first offset the partition holds (Kafka's log start offset): 0 until retention
-    /// deletes records (compaction keeps offsets).
-    func start(of partition: Int32) -> Int64 { starts[Int(partition)] }
-
-    /// Retention, or a size limit, deletes the partition's records below `offset` (at most to
-    /// its end): the log start moves there, and a reader positioned below it is moved up to it
-    /// (librdkafka's `auto.offset.reset=earliest` after an out-of-range fetch). Returns how many
-    /// offsets went.
-    @discardableResult
-    func deleteRecords(partition: Int32, before offset: Int64) -> Int64 {
-        let start = starts[Int(partition)]
-        let moved = min(max(offset, start), end(of: partition))
-        starts[Int(partition)] = moved
-        return moved - start
-    }
+    /// The first offset the partition holds (Kafka's log start offset): 0 until retention or
+    /// DeleteRecords moves it (compaction keeps offsets).
+    func start(of partition: Int32) -> Int64 { deletedBelow[Int(partition)] }
 
     /// An offset taken by what no reader is handed: a transaction's commit marker (or a record
     /// compaction removed). The log start is not moved by it; nothing is lost.
@@ -147,4 +139,35 @@ final class TopicLog {
     }
 
     func bytes(_ range: Range<Int>?) -> [UInt8]? { range.map { Array(heap[$0]) } }
+}
+
+// MARK: DeleteRecords
+
+extension TopicLog {
+    /// Kafka's DeleteRecords on one partition: the log start moves up to `offset` (never down,
+    /// never past the end: the broker refuses that with OFFSET_OUT_OF_RANGE, see
+    /// `SimulatedCluster`), and the records below it are gone for every reader. Returns the log
+    /// start after it, what the broker answers (the low watermark).
+    @discardableResult
+    func deleteRecords(partition: Int32, below offset: Int64) -> Int64 {
+        let index = Int(partition)
+        deletedBelow[index] = max(deletedBelow[index], min(offset, end(of: partition)))
+        return deletedBelow[index]
+    }
+
+    /// The bytes of a record as the broker keeps them: key, value and headers.
+    private func size(_ entry: Entry) -> Int {
+        (entry.key?.count ?? 0) + (entry.value?.count ?? 0) + entry.headers.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.count ?? 0) }
+    }
+
+    /// The bytes of every record ever written to the topic.
+    var writtenBytes: Int { partitions.reduce(0) { $0 + $1.reduce(0) { $0 + size($1) } } }
+
+    /// The bytes the topic holds now: the records at or above each partition's log start that the
+    /// log cleaner left.
+    var retainedBytes: Int {
+        partitions.indices.reduce(0) { total, index in
+            total + partitions[index][Int(deletedBelow[index])...].reduce(0) { $0 + ($1.compacted ? 0 : size($1)) }
+        }
+    }
 }

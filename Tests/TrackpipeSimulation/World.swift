@@ -2,6 +2,7 @@ import Kafka
 import Logging
 import Pipeline
 import TrackingDomain
+import Windowing
 
 /// An input message as produced, with what must become of it.
 struct ProducedMessage {
@@ -32,6 +33,11 @@ struct Deployment: Equatable {
 
     var aggregateGroup: String { "\(group)-aggregate" }
     var repartitionTopic: String { "\(group)-repartition" }
+    /// What the deployment's group is fixed to, as `PipelineConfig.identity` derives it.
+    func identity(windowSize: Int64) -> GroupIdentity {
+        GroupIdentity(windowSize: windowSize, repartitionTopic: mode == .twoStage ? repartitionTopic : nil, stateTopic: stateTopic)
+    }
+
     /// The group and topic the window tasks commit on.
     func windowGroup(inputTopic: String) -> (group: String, topic: String) {
         mode == .twoStage ? (aggregateGroup, repartitionTopic) : (group, inputTopic)
@@ -117,6 +123,14 @@ final class World {
     /// Crashes of stages that write the output (aggregate, or the one stage).
     private(set) var outputCrashes = 0
     private(set) var crashes = 0
+    /// Deaths in the middle of a state write, and of those, how many cut a merge (a window's
+    /// segments folded into new ones) between its first record and its last.
+    private(set) var stateWriteCuts = 0
+    private(set) var mergeCuts = 0
+    /// Starts refused for the settings of the internal topics (each followed by the command the
+    /// refusal names), and warnings of them.
+    private(set) var topicRefusals = 0
+    private(set) var topicWarnings = 0
     private(set) var rebalances = 0
     /// What the workers refused to start on, in order (mode switches under the same group).
     private(set) var refusals: [String] = []
@@ -150,6 +164,8 @@ final class World {
         self.options = options
         cluster = SimulatedCluster(kafka: kafka, now: scenario.start)
         cluster.assignor = .directed
+        cluster.recordDeletions.delay = scenario.purgeDelay
+        cluster.recordDeletions.deletesToTheEnd = options.fault == .purgePastCommit
         logger = errors.logger()
         source = HitSource(scenario.hitSettings)
         deployment = Deployment(group: "trackpipe", mode: scenario.mode, generation: 1)
@@ -170,6 +186,14 @@ final class World {
             kafka.commitTrace = []
         }
         kafka.create(inputTopic, partitions: inputPartitions)
+        if let settings = scenario.internalTopics {
+            // Set up by an operator before the first start.
+            cluster.describesConfigs = settings.described
+            if mode == .twoStage {
+                kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions, configs: settings.repartition)
+            }
+            kafka.create(deployment.stateTopic, partitions: taskPartitions, configs: settings.state)
+        }
         kafka.create(Self.outputTopic, partitions: 1)
         kafka.create(Self.deadLetterTopic, partitions: 1)
         produced[inputTopic] = Array(repeating: [], count: inputPartitions)
@@ -193,29 +217,72 @@ final class World {
     /// The topics `Pipeline` makes sure of before the runners start (created where missing).
     private func ensureTopics() {
         if mode == .twoStage, kafka.topics[deployment.repartitionTopic] == nil {
-            kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions)
+            kafka.create(deployment.repartitionTopic, partitions: scenario.repartitionPartitions, configs: InternalTopicSettings.shuffle)
         }
-        if kafka.topics[deployment.stateTopic] == nil { kafka.create(deployment.stateTopic, partitions: taskPartitions) }
+        if kafka.topics[deployment.stateTopic] == nil {
+            kafka.create(deployment.stateTopic, partitions: taskPartitions, configs: InternalTopicSettings.created)
+        }
+        checkInternalTopics()
     }
 
-    private func normalizeStage() -> NormalizeStage {
+    /// What `Pipeline` checks of the internal topics before the runners start, through the
+    /// cluster's DescribeConfigs. A refusal is followed by the command it names, applied to the
+    /// cluster as an operator would, and the check again, which must pass. At the first start
+    /// of a schedule whose topics an operator set up, the verdict must be the one expected.
+    private func checkInternalTopics() {
+        let repartition = mode == .twoStage ? deployment.repartitionTopic : nil
+        let topics = [deployment.stateTopic] + (repartition.map { [$0] } ?? [])
+        func check() -> InternalTopicCheck.Verdict {
+            InternalTopicCheck.verdict(
+                cluster.topicConfigs(topics, timeoutMilliseconds: 0), stateTopic: deployment.stateTopic, repartitionTopic: repartition,
+                brokers: "kafka:9092")
+        }
+        let verdict = check()
+        topicWarnings += verdict.warnings.count
+        let found: InternalTopicSettings.Expected =
+            verdict.refusal != nil ? .refused : !verdict.warnings.isEmpty ? .warned : !verdict.unchecked.isEmpty ? .unchecked : .passes
+        if runners.isEmpty, let settings = scenario.internalTopics, found != settings.expected {
+            noted.append("the internal topics (\(settings)) were found \(found.rawValue): \(verdict)")
+        }
+        guard let refusal = verdict.refusal else { return }
+        topicRefusals += 1
+        // The operator runs the command the refusal ends with.
+        let words = "\(refusal)".split(separator: " ").map(String.init)
+        guard let named = words.firstIndex(of: "--entity-name").map({ words[$0 + 1] }), let topic = kafka.topics[named] else {
+            noted.append("the refusal names no topic to alter: \(refusal)")
+            return
+        }
+        if let added = words.firstIndex(of: "--add-config").map({ words[$0 + 1].split(separator: "=", maxSplits: 1).map(String.init) }), added.count == 2 {
+            topic.configs[added[0]] = added[1]
+        }
+        if let deleted = words.firstIndex(of: "--delete-config").map({ words[$0 + 1] }) { topic.configs[deleted] = nil }
+        batchNote = "refused to start (\(refusal)); the operator ran its command"
+        if let again = check().refusal { noted.append("the command of the refusal did not fix the topic: \(again)") }
+    }
+
+    private func normalizeStage(for deployment: Deployment) -> NormalizeStage {
         NormalizeStage(
             inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
-            limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout,
-            markInterval: scenario.markInterval, parallelism: scenario.parallelism, batchBytes: scenario.batchBytes)
+            identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(),
+            maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout, markInterval: scenario.markInterval,
+            parallelism: scenario.parallelism, batchBytes: scenario.batchBytes,
+            originals: OriginalRule(
+                windowSize: scenario.window.size, retention: scenario.window.retention, delayAllowance: scenario.delayAllowance))
     }
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
-    private func shuffledAggregateStage() -> AggregateStage<RepartitionInput> {
+    private func shuffledAggregateStage(for deployment: Deployment) -> AggregateStage<RepartitionInput> {
         AggregateStage(
-            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions)),
-            window: scenario.window, parallelism: scenario.parallelism)
+            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), group: deployment.group),
+            window: scenario.window, parallelism: scenario.parallelism, identity: deployment.identity(windowSize: scenario.window.size),
+            group: deployment.group)
     }
 
-    private func directAggregateStage() -> AggregateStage<RawHitInput> {
+    private func directAggregateStage(for deployment: Deployment) -> AggregateStage<RawHitInput> {
         AggregateStage(
             sourceTopic: inputTopic, input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew),
-            window: scenario.window, parallelism: scenario.parallelism)
+            window: scenario.window, parallelism: scenario.parallelism, identity: deployment.identity(windowSize: scenario.window.size),
+            group: deployment.group)
     }
 
     /// Starts one runner per stage and instance for the current deployment and input topic, and
@@ -229,7 +296,7 @@ final class World {
         let sinks: [Destination: String] = [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic, .changelog: deployment.stateTopic]
         switch mode {
         case .twoStage:
-            let normalize = normalizeStage()
+            let normalize = normalizeStage(for: deployment)
             runners[.normalize] = (0..<scenario.instances).map { instance in
                 member(
                     .normalize, instance, stage: { normalize }, group: deployment.group, topic: inputTopic,
@@ -237,14 +304,14 @@ final class World {
             }
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 member(
-                    .aggregate, instance, stage: { [unowned self] in self.shuffledAggregateStage() },
+                    .aggregate, instance, stage: { [unowned self] in self.shuffledAggregateStage(for: deployment) },
                     group: deployment.aggregateGroup, topic: deployment.repartitionTopic,
                     destinations: sinks, upstream: repartitionEnded)
             }
         case .oneStage:
             // `--input-keyed-by-delivery` runs the aggregate stage in `--group` itself
             // (`Pipeline.runSingleStage`).
-            let aggregate = directAggregateStage()
+            let aggregate = directAggregateStage(for: deployment)
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 member(.aggregate, instance, stage: { aggregate }, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded)
             }
@@ -274,12 +341,22 @@ final class World {
         let clock = cluster.clock
         let bound: RunnerSettings.Bound = scenario.drainByFinish ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let skipsInput = options.fault == .skipOneRecord && topic == inputTopic
+        let delaysRecords = options.fault == .overtakenRecords && role == .normalize && instance == 0
+        let delay = 2 * scenario.window.idleTimeout
         let inputTopic = self.inputTopic
+        // As `Pipeline` sets it up: the aggregate stage of two stages purges its input, the
+        // repartition topic (the one stage reads the user's topic, never purged).
+        let purge =
+            role == .aggregate && topic == deployment.repartitionTopic && scenario.purgeInterval > 0
+            ? PurgeSettings(interval: scenario.purgeInterval, admin: KafkaConfig([:])) : nil
         return StageInstance<S>(
             role: role, instance: instance, generation: deployment.generation, group: group, topic: topic, cluster: cluster,
             stamp: { [unowned self] member in self.stamp(member) },
             prepare: { [unowned self] life in
                 life.stateTopic = deployment.stateTopic
+                if delaysRecords { life.repartitionDelay = delay }
+                life.onStateWriteCut = { [unowned self] written, lost in self.noteStateWriteCut(written: written, lost: lost) }
+                life.keepsDeletionsOfACutWrite = options.fault == .unorderedStateWrite
                 if skipsInput {
                     life.skip = { [unowned self] topic, partition, offset in
                         topic == inputTopic && self.isSkipped(topic: topic, partition: partition, offset: offset)
@@ -294,6 +371,7 @@ final class World {
                 settings.clients = clients
                 settings.progressInterval = 0
                 settings.maxBatch = .max
+                settings.purge = purge
                 return StageRunner(stage: stage(), settings: settings, logger: logger, clock: clock)
             })
     }
@@ -354,7 +432,7 @@ final class World {
         case .oneStage:
             let starts = commitStarts(group: deployment.group, topic: inputTopic)
             if !starts.isEmpty {
-                var probe = directAggregateStage()
+                var probe = directAggregateStage(for: deployment)
                 do { try probe.assign(starts, now: now) } catch { return "\(error)" }
             }
             if let state = kafka.topics[deployment.stateTopic], state.partitionCount != inputPartitions {
@@ -363,12 +441,12 @@ final class World {
         case .twoStage:
             let starts = commitStarts(group: deployment.group, topic: inputTopic)
             if !starts.isEmpty {
-                var probe = normalizeStage()
+                var probe = normalizeStage(for: deployment)
                 do { try probe.assign(starts, now: now) } catch { return "\(error)" }
             }
             let shuffled = commitStarts(group: deployment.aggregateGroup, topic: deployment.repartitionTopic)
             if !shuffled.isEmpty {
-                var probe = shuffledAggregateStage()
+                var probe = shuffledAggregateStage(for: deployment)
                 do { try probe.assign(shuffled, now: now) } catch { return "\(error)" }
             }
             if let state = kafka.topics[deployment.stateTopic], state.partitionCount != scenario.repartitionPartitions {
@@ -484,6 +562,14 @@ final class World {
         case .switchMode(let target, let remedy):
             guard mode != target else { break }
             switchMode(to: target, remedy: remedy)
+        case .refusePurges(let refusal, let length):
+            let error: KafkaError.Named =
+                switch refusal {
+                case .unsupported: .unsupportedFeature
+                case .notAuthorized: .topicAuthorizationFailed
+                case .timedOut: .timedOut
+                }
+            cluster.recordDeletions.refusal = (error, now + length)
         }
         if let before { record(batchNote.map { "\(operation) \($0)" } ?? "\(operation)", since: before) }
         batchNote = nil
@@ -513,6 +599,36 @@ final class World {
         for partition in lost.sorted() { shares[Int(random.below(UInt64(members.count)))].append(partition) }
         orphans[role] = []
         give(Array(zip(members, shares)))
+    }
+
+    /// A state write cut short by a death: whether the cut fell inside a merge, which deletes
+    /// segments of a window whose head the same write carries.
+    private func noteStateWriteCut(written: [StateWriteRecord], lost: [StateWriteRecord]) {
+        stateWriteCuts += 1
+        let write = written + lost
+        func window(_ record: StateWriteRecord) -> WindowKey? {
+            switch ChangelogRecord.decodeKey(record.key) {
+            case .head(let window)?, .segment(let window, _)?: window
+            default: nil
+            }
+        }
+        var heads: Set<WindowKey> = []
+        var deleted: Set<WindowKey> = []
+        for record in write {
+            switch ChangelogRecord.decodeKey(record.key) {
+            case .head(let window)? where !record.tombstone: heads.insert(window)
+            case .segment(let window, _)? where record.tombstone: deleted.insert(window)
+            default: break
+            }
+        }
+        let merged = heads.intersection(deleted)
+        let touched = write.indices.filter { window(write[$0]).map(merged.contains) ?? false }
+        if let first = touched.first, let last = touched.last, written.count > first, written.count <= last {
+            mergeCuts += 1
+            batchNote = "cut a merge after \(written.count) of \(write.count) state records"
+        } else if trace != nil {
+            batchNote = "cut the state write after \(written.count) of \(write.count) records"
+        }
     }
 
     /// Kafka's log cleaner runs over some partitions of the state topic, up to a random point
@@ -546,7 +662,8 @@ final class World {
             for partition in 0..<Int32(log.partitionCount) {
                 let chosen = random.chance(0.5), point = random.int(log.start(of: partition)...log.end(of: partition))
                 guard chosen, allowed(partition) else { continue }
-                let removed = log.deleteRecords(partition: partition, before: point)
+                let before = log.start(of: partition)
+                let removed = log.deleteRecords(partition: partition, below: point) - before
                 guard removed > 0 else { continue }
                 deleted[topic, default: 0] += removed
                 notes.append("\(topic)[\(partition)] below \(point)")
@@ -776,6 +893,13 @@ final class World {
             if role == .normalize { repartitionEnded.finish() }
         }
         if let mark = before { record(scenario.drainByFinish ? "drain: read all, finish" : "drain: +\(far), read all, tick, commit", since: mark) }
+        if scenario.purgeInterval > 0 {
+            // Purges still on their way reach the brokers (past their delay, and past the
+            // runners' request timeout, 30 s, for those refused as timed out): the checks see
+            // the logs as they end up.
+            now += max(scenario.purgeDelay, 60_000)
+            cluster.settleDeletions()
+        }
         if options.fault == .reemitStaleRecord { reemitStaleRecord() }
     }
 
@@ -852,13 +976,18 @@ final class World {
 
     private struct Snapshot {
         var ends: [String: [Int64]]
+        var starts: [String: [Int64]]
         var commits: Int
     }
 
     private func snapshot() -> Snapshot {
         var ends: [String: [Int64]] = [:]
-        for (name, log) in kafka.topics { ends[name] = (0..<Int32(log.partitionCount)).map { log.end(of: $0) } }
-        return Snapshot(ends: ends, commits: kafka.commitTrace?.count ?? 0)
+        var starts: [String: [Int64]] = [:]
+        for (name, log) in kafka.topics {
+            ends[name] = (0..<Int32(log.partitionCount)).map { log.end(of: $0) }
+            starts[name] = (0..<Int32(log.partitionCount)).map { log.start(of: $0) }
+        }
+        return Snapshot(ends: ends, starts: starts, commits: kafka.commitTrace?.count ?? 0)
     }
 
     private func record(_ operation: String, since before: Snapshot) {
@@ -904,6 +1033,12 @@ final class World {
                 }
             }
         }
+        for name in kafka.topics.keys.sorted() {
+            let log = kafka.topic(name)
+            for partition in 0..<Int32(log.partitionCount) where log.start(of: partition) > before.starts[name]?[Int(partition)] ?? 0 {
+                line += "\n    purged \(name)[\(partition)] below \(log.start(of: partition))"
+            }
+        }
         if let commits = kafka.commitTrace {
             for commit in commits.dropFirst(before.commits) {
                 line += "\n    commit \(commit.group) \(commit.topic)[\(commit.partition)] = \(commit.committed)"
@@ -923,13 +1058,13 @@ final class World {
     }
 
     /// A state record's key, short: `T` (the task), `W+1000/d12ab3` (a window's head, its start
-    /// since the schedule's), `C…` (a chunk); `✝` marks a tombstone.
+    /// since the schedule's), `S…/3` (its segment 3); `✝` marks a tombstone.
     static func describeState(key: [UInt8], tombstone: Bool, start: Int64) -> String {
         let mark = tombstone ? "✝" : ""
         switch ChangelogRecord.decodeKey(key) {
         case .task?: return "T" + mark
         case .head(let window)?: return "W+\(window.windowStart - start)/\(window.deliveryId)" + mark
-        case .chunk(let window, let set, let index)?: return "C+\(window.windowStart - start)/\(window.deliveryId)/\(set).\(index)" + mark
+        case .segment(let window, let number)?: return "S+\(window.windowStart - start)/\(window.deliveryId)/\(number)" + mark
         case nil: return "?" + mark
         }
     }

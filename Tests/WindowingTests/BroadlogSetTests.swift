@@ -42,4 +42,47 @@ struct BroadlogSetTests {
         _ = backward.merge("b0", 4)
         #expect(forward != backward)
     }
+
+    @Test("a tracking table flags exactly the broadlogs added or given a new action since the last clear: while few, past the slots it notes, across growth, and for long ids", arguments: [40, 400, 4_000])
+    func tracksWhatChanged(changesBetweenClears: Int) {
+        var rng = SplitMix64(seed: UInt64(changesBetweenClears))
+        let ids = (0..<3_000).map { index in index % 97 == 0 ? "long-broadlog-id-\(index)-0123456789" : "b\(index)" }
+        var set = BroadlogSet()
+        var actions: [String: UInt8] = [:]
+        var changed: [String: UInt8] = [:]
+        for step in 1...20_000 {
+            let id = ids.randomElement(using: &rng)!
+            let bit: UInt8 = [1, 2, 4].randomElement(using: &rng)!
+            let before = actions[id, default: 0]
+            #expect(set.merge(id, bit, tracking: true) == before)
+            if before | bit != before {
+                actions[id] = before | bit
+                changed[id] = before | bit
+            }
+            if step % changesBetweenClears == 0 {
+                var flagged: [String: UInt8] = [:]
+                set.forEachChanged { id, actions in
+                    #expect(flagged[id] == nil, "\(id) handed out twice")
+                    flagged[id] = actions
+                }
+                #expect(flagged == changed, "step \(step)")
+                #expect(set.hasChanges == !changed.isEmpty)
+                set.clearChanges()
+                changed = [:]
+            }
+        }
+        var all: [String: UInt8] = [:]
+        set.forEach { all[$0] = $1 }
+        #expect(all == actions, "the flags never show through the actions")
+    }
+
+    @Test("a table that does not track flags nothing")
+    func untrackedTablesFlagNothing() {
+        var set = BroadlogSet()
+        for index in 0..<1_000 { _ = set.merge("b\(index)", 1) }
+        _ = set.merge("a-long-broadlog-id-of-many-bytes", 2)
+        var flagged = 0
+        set.forEachChanged { _, _ in flagged += 1 }
+        #expect(flagged == 0 && !set.hasChanges)
+    }
 }

@@ -75,3 +75,4 @@ import TrackingDomain
         #expect(window.broadlogs == ["b1": 0b110, "b2": 0b100])
     }
 }
+

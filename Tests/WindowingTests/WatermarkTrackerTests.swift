@@ -128,4 +128,57 @@ import Testing
         tracker.revoke([1])
         #expect(tracker.advance(now: 0) == 5_000)
     }
+
+    // MARK: On the writers' clock (behind a shuffle)
+
+    @Test func onTheWritersClockEventTimeNeverPassesIt() {
+        var tracker = WatermarkTracker(idleTimeout: 30_000, boundedByClock: true)
+        // A source whose progress runs ahead of every writer's clock (another version's marks,
+        // say): event time stops at the newest clock read.
+        tracker.observe(partition: 0, maxEventTime: 900_000, now: 100_000)
+        #expect(tracker.advance(now: 100_000) == 100_000)
+        // Every source quiet: event time goes on from the slowest, never past the clock.
+        tracker.observe(partition: 0, maxEventTime: 90_000, now: 200_000, reportedIdle: true, delivered: false, quietSince: 100_000)
+        #expect(tracker.advance(now: 200_000) == 200_000)
+        var wall = WatermarkTracker(idleTimeout: 30_000)
+        wall.observe(partition: 0, maxEventTime: 900_000, now: 100_000)
+        #expect(wall.advance(now: 100_000) == 900_000, "on the wall clock a producer ahead is let through, as before")
+    }
+
+    @Test func onTheWritersClockTimeDoesNotPassBetweenRecords() {
+        // A task whose reading stalls (or that reads a backlog long after it was written) is
+        // asked to advance at the same writers' clock: nothing moves, however long the wall
+        // clock ran.
+        var tracker = WatermarkTracker(idleTimeout: 30_000, boundedByClock: true)
+        tracker.observe(partition: 0, maxEventTime: 50_000, now: 60_000)
+        tracker.observe(partition: 1, maxEventTime: 40_000, now: 60_000, reportedIdle: true, delivered: false, quietSince: 41_000)
+        #expect(tracker.advance(now: 60_000) == 50_000)
+        for _ in 0..<3 { #expect(tracker.advance(now: 60_000) == 50_000) }
+    }
+
+    @Test func aTrackerThatHeardOnlyIdleReportsCountsTheQuietFromWhenTheSourcesSayTheyWentQuiet() {
+        // The owner that saw the input go quiet and a new one that hears only the idle marks
+        // afterwards reach the same event time at the same writers' clock.
+        var old = WatermarkTracker(idleTimeout: 30_000, boundedByClock: true)
+        old.assign([0, 1], now: 0)
+        old.observe(partition: 0, maxEventTime: 58_000, now: 60_000)
+        old.observe(partition: 1, maxEventTime: 55_000, now: 60_000)
+        #expect(old.advance(now: 60_000) == 55_000)
+        var new = WatermarkTracker(idleTimeout: 30_000, boundedByClock: true)
+        new.assign([0, 1], now: 150_000)
+        for tracker in [0, 1] {
+            let quiet: [(Int32, Int64)] = [(0, 58_000), (1, 55_000)]
+            for (source, progress) in quiet {
+                if tracker == 0 {
+                    old.observe(partition: source, maxEventTime: progress, now: 150_000, reportedIdle: true, delivered: false, quietSince: 60_000)
+                } else {
+                    new.observe(partition: source, maxEventTime: progress, now: 150_000, reportedIdle: true, delivered: false, quietSince: 60_000)
+                }
+            }
+        }
+        let before: Int64 = 55_000 + 90_000
+        let byOld = old.advance(now: 150_000), byNew = new.advance(now: 150_000)
+        #expect(byOld == before)
+        #expect(byNew == before, "not from when the new one first heard of them (it would be 55,000)")
+    }
 }

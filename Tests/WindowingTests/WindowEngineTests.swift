@@ -57,6 +57,37 @@ import TrackingDomain
         #expect(out.emitted.map(\.windowStart) == [60_000] && out.windowsClosed == 1)
     }
 
+    /// What the pipeline tells an operator whose `--emit final` worker writes nothing: how many
+    /// windows wait, and the event time the first waits for, at the moment it goes out.
+    @Test(arguments: [WindowEmission.changes, .final])
+    func firstOpenDueIsWhenTheOldestOpenWindowGoesOut(emission: WindowEmission) {
+        var config = WindowConfig(size: 60_000, grace: 1_000, retention: 600_000)
+        config.emission = emission
+        var engine = WindowEngine(config: config, shards: 2)
+        engine.assign(partitions: [0], now: 0)
+        #expect(engine.stats.openWindows == 0 && engine.stats.firstOpenDue == nil)
+        _ = engine.process([
+            Hits.input("d1", "b1", .impression, at: 61_000, offset: 0), Hits.input("d2", "b2", .impression, at: 62_000, offset: 1),
+            Hits.input("d1", "b3", .impression, at: 120_500, offset: 2),
+        ], now: 0)
+        let wait: Int64 = emission == .final ? 600_000 : 1_000
+        // The window 60 s to 120 s (two deliveries) is the oldest; 120 s to 180 s is open too.
+        #expect(engine.stats.openWindows == 3)
+        #expect(engine.stats.firstOpenDue == 120_000 + wait)
+        // Event time one millisecond short of it: nothing goes out.
+        var emitted = engine.process([Hits.input("d3", "b4", .impression, at: 120_000 + wait - 1, offset: 3)], now: 0).emitted
+        emitted += engine.process([], now: 0).emitted
+        #expect(emitted.allSatisfy { $0.windowStart != 60_000 })
+        #expect(engine.stats.firstOpenDue == 120_000 + wait)
+        // At it, the window goes out, and the next one is the first due.
+        emitted = engine.process([Hits.input("d3", "b5", .impression, at: 120_000 + wait, offset: 4)], now: 0).emitted
+        emitted += engine.process([], now: 0).emitted
+        #expect(Set(emitted.filter { $0.windowStart == 60_000 }.map(\.deliveryId)) == ["d1", "d2"])
+        #expect(engine.stats.firstOpenDue.map { $0 > 120_000 + wait } == true, "\(String(describing: engine.stats.firstOpenDue))")
+        let flushed = engine.flushAll()
+        #expect(engine.stats.openWindows == 0 && engine.stats.firstOpenDue == nil && !flushed.emitted.isEmpty)
+    }
+
     @Test func assignedButSilentPartitionsHoldTheWatermarkUntilIdle() {
         var engine = WindowEngine(config: WindowConfig(), shards: 2)
         engine.assign(partitions: [0, 1], now: 0)

@@ -16,12 +16,10 @@ public protocol AggregateInput: Sendable {
     /// position; before it, each partition read is its own source, and nothing arrives twice.
     var taskSources: TaskSources { get }
 
-    /// The input as a changelog's task records name it (`ChangelogRecord.source`): a task never
-    /// reads back windows another input's tasks wrote.
-    func changelogSource(inputTopic: String) -> UInt64
-
-    /// The topic a stage of this input reads, for messages.
-    func readTopicName(sourceTopic: String) -> String
+    /// The input, counted in windows of `windowSize`, as a changelog's task records name it
+    /// (`ChangelogRecord.source`): a task never reads back windows another input's tasks wrote,
+    /// or windows of another size.
+    func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64
 
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
     func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch)
@@ -31,6 +29,10 @@ public protocol AggregateInput: Sendable {
     func deadLetter(
         _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter
+
+    /// A task's dead letters (in reference order), made from the records they are about while
+    /// the batch is alive.
+    func deadLetters(_ pending: [PendingDeadLetter], of records: [PolledRecord], sourceTopic: String) -> [OutgoingDeadLetter]
 }
 
 extension AggregateInput {
@@ -50,8 +52,8 @@ extension AggregateInput {
         return joined
     }
 
-    /// A task's dead letters, made from the records they are about while the batch is alive.
-    func deadLetters(_ pending: [PendingDeadLetter], of records: [PolledRecord], sourceTopic: String) -> [OutgoingDeadLetter] {
+    /// Each letter made on its own (`deadLetter`).
+    public func deadLetters(_ pending: [PendingDeadLetter], of records: [PolledRecord], sourceTopic: String) -> [OutgoingDeadLetter] {
         pending.map { letter in
             deadLetter(letter.reference, of: records[letter.reference.record], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
         }
@@ -85,14 +87,27 @@ public struct OutgoingDeadLetter {
     /// What was cut of an original too large to cross the shuffle whole (`DeadLetterCut`'s
     /// headers); empty when `key` and `value` are whole.
     public var cut: [KafkaHeader] = []
+    /// The hit as trackpipe normalized it, sent instead of an original that did not cross the
+    /// shuffle (`OriginalRule`'s exceptions); `key` and `value` are then nil.
+    public var normalized: [UInt8]?
 
-    /// The headers to send: the context, then what was cut.
-    public var headers: [KafkaHeader] { cut.isEmpty ? letter.headers : letter.headers + cut }
+    /// The headers to send: the context, then what was cut, or that the value is the hit as
+    /// normalized.
+    public var headers: [KafkaHeader] {
+        if normalized != nil { return letter.headers + [KafkaHeader(key: DeadLetter.Header.normalized, string: "true")] }
+        return cut.isEmpty ? letter.headers : letter.headers + cut
+    }
 }
 
 extension RecordSink {
     /// Sends a dead letter whose original bytes it carries.
     mutating func send(_ outgoing: OutgoingDeadLetter) throws {
+        if let normalized = outgoing.normalized {
+            try normalized.withUnsafeBytes { value in
+                try send(.deadLetter, partition: nil, key: nil, value: value, headers: outgoing.headers, timestamp: outgoing.timestamp)
+            }
+            return
+        }
         try send(
             .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.headers,
             timestamp: outgoing.timestamp)
@@ -112,6 +127,9 @@ public struct DecodedBatch: Sendable {
         public var partition: Int32
         public var offset: Int64
         public var reference: DeadLetterReference
+        /// Its original message can be dead-lettered as it arrived: false for an event that
+        /// crossed the shuffle without it (`OriginalRule`).
+        public var carriesOriginal = true
     }
 
     /// A message that cannot be counted.
@@ -128,20 +146,25 @@ public struct DecodedBatch: Sendable {
 
     public var events: [Event] = []
     public var rejections: [Rejection] = []
-    /// Hits the tracking rule filtered: the offset of each one's record, and the reason.
-    public var filtered: [(offset: Int64, reason: FilterReason)] = []
+    /// Hits the tracking rule filtered: the offset of each one's record, the reason, and the
+    /// time the hit is about (its Kafka timestamp) for a backfill's range; nil when unknown.
+    public var filtered: [(offset: Int64, reason: FilterReason, time: Int64?)] = []
     /// The sources' watermarks, as the events and marks records of the batch reported them.
     public var marks = SourceMarks<SourceKey>()
     /// How many partitions each input incarnation upstream has, as the records say.
     public var sourcePartitions: [UInt64: Int] = [:]
     /// Marks records read (outside the balance: they are not messages of the input).
     public var markRecords = 0
+    /// The newest writer's clock of the records (behind the shuffle; nil for raw hits).
+    public var writerClock: Int64?
     /// A record routed by another repartition partition count than the topic has: (the count
     /// it was routed by, the topic's).
     public var misrouted: (routed: Int, expected: Int)?
     /// Where the batch's records first name each upstream source, and whether that record
     /// begins the group's records of it in the partition (see `RepartitionRecord`).
     public var firstSightings: [SourceKey: SourceSighting] = [:]
+    /// A record another group's normalize stage wrote: that group's name.
+    public var writtenBy: String?
 
     public init() {}
 
@@ -164,7 +187,9 @@ public struct DecodedBatch: Sendable {
         marks.merge(other.marks)
         sourcePartitions.merge(other.sourcePartitions, uniquingKeysWith: max)
         markRecords += other.markRecords
+        writerClock = EventTimeMath.latest(writerClock, other.writerClock)
         misrouted = misrouted ?? other.misrouted
         firstSightings.merge(other.firstSightings) { earlier, _ in earlier }
+        writtenBy = writtenBy ?? other.writtenBy
     }
 }

@@ -17,6 +17,11 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public let window: WindowConfig
     /// How many lanes count tasks at once.
     public let parallelism: Int
+    /// What the group is fixed to: recorded in every checkpoint, and a commit that records
+    /// another is refused.
+    public let identity: GroupIdentity
+    /// The group the tasks count for (`--group`), named in their state.
+    public let group: String
 
     private var tasks: [Int32: AggregateTask] = [:]
     /// Dead letters waiting for the next commit.
@@ -24,22 +29,28 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     private var pending = StageReport()
     private var emitter = AggregateEmitter()
 
-    public init(sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int) {
+    public init(sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, identity: GroupIdentity, group: String) {
+        precondition(identity.windowSize == window.size, "the identity records the window size the tasks count")
         self.sourceTopic = sourceTopic
         self.input = input
         self.window = window
         self.parallelism = max(1, parallelism)
+        self.identity = identity
+        self.group = group
     }
 
     // MARK: Partitions
 
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
-        let topic = input.readTopicName(sourceTopic: sourceTopic)
-        if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic, windowSize: window.size) }).first { throw refusal }
+        // The topic the tasks read: the repartition topic behind the shuffle, else the input.
+        let topic = identity.repartitionTopic ?? sourceTopic
+        if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic, identity: identity, group: group) }).first {
+            throw refusal
+        }
         for start in starts where tasks[start.partition] == nil {
             tasks[start.partition] = AggregateTask(
-                start: start, config: window, sources: input.taskSources, changelogSource: input.changelogSource(inputTopic: sourceTopic),
-                now: now)
+                start: start, config: window, sources: input.taskSources, changelogSource: input.changelogSource(inputTopic: sourceTopic, windowSize: window.size),
+                identity: identity, group: group, now: now)
         }
     }
 
@@ -77,6 +88,10 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
         if let misrouted = results.lazy.compactMap(\.misrouted).first {
             throw PipelineError.routingMismatch(
                 "the repartition topic holds records routed by \(misrouted.routed) partitions, but it has \(misrouted.expected): instances disagree on its partition count (partitions were added while instances ran, or instances started at different times saw different counts), and one delivery's windows would be counted in two places. Stop every instance. The repartition topic's partition count cannot change under a group: to use more partitions, start the deployment under a new --group (its repartition topic and aggregate group follow the name; it counts the input from its beginning)")
+        }
+        if let other = results.lazy.compactMap(\.writtenBy).first, let repartition = identity.repartitionTopic {
+            throw PipelineError.settingChanged(
+                "the repartition topic \(repartition) holds records that group \(other)'s normalize stage wrote, and this is group \(group): two groups writing one repartition topic would each count the other's hits, and nothing of them was counted. Stop the instances of both; give each group a repartition topic of its own (--repartition-topic, by default <group>-repartition)")
         }
         for result in results {
             pending.add(result.report)
@@ -149,8 +164,9 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
     public mutating func prepareCommit(into sink: inout some RecordSink) throws {
         for partition in tasks.keys.sorted() {
             for entry in tasks[partition]!.changelogEntries() {
-                try entry.key.withUnsafeBytes { keyBytes in
-                    if let value = entry.value {
+                let record = entry.encoded
+                try record.key.withUnsafeBytes { keyBytes in
+                    if let value = record.value {
                         try value.withUnsafeBytes { valueBytes in
                             try sink.send(.changelog, partition: partition, key: keyBytes, value: valueBytes, headers: [], timestamp: nil)
                         }
@@ -206,7 +222,7 @@ struct HeldDeadLetter: Sendable {
     init(_ outgoing: OutgoingDeadLetter) {
         headers = outgoing.headers
         key = outgoing.key.map { Array($0) }
-        value = outgoing.value.map { Array($0) }
+        value = outgoing.normalized ?? outgoing.value.map { Array($0) }
         timestamp = outgoing.timestamp
     }
 }

@@ -14,7 +14,14 @@ import Windowing
 struct AggregateTask: WindowTask {
     let partition: Int32
     var engine: WindowEngine
-    let createdAt: Int64
+    /// The engine's clock when the task was created: this process's wall clock, or behind the
+    /// shuffle the first writer's clock it read.
+    private(set) var createdAt: Int64
+    /// Behind the shuffle, the newest writer's clock read (`EngineClock.writers`); nil before
+    /// the first record, and for a task of raw hits, whose engine runs on the wall clock.
+    private(set) var writersClock: Int64?
+    /// `writersClock` before the batch being counted: what a late hit's letter compares with.
+    private(set) var clockAtBatchStart: Int64?
     /// Restoring, replaying or running: decides what a record, an emission and a commit do.
     private(set) var phase: TaskPhase
     var offsets = PartitionOffsets()
@@ -29,14 +36,22 @@ struct AggregateTask: WindowTask {
     /// What a task without a commit checks where it begins reading; nil with a commit.
     private var firstRead: FirstRead?
 
-    /// `changelogSource`: the input the task counts, as its changelog's task records name it.
-    init(start: PartitionStart, config: WindowConfig, sources: TaskSources, changelogSource: UInt64, now: Int64) {
+    /// What the group is fixed to, recorded in every checkpoint the task commits.
+    let identity: GroupIdentity
+
+    /// `changelogSource`: the input the task counts, and `group` the group it counts for, as its
+    /// changelog's task records name them.
+    init(
+        start: PartitionStart, config: WindowConfig, sources: TaskSources, changelogSource: UInt64, identity: GroupIdentity, group: String,
+        now: Int64
+    ) {
         partition = start.partition
-        engine = WindowEngine(config: config, exportsChanges: true)
+        engine = WindowEngine(config: config, exportsChanges: true, clock: sources.clock)
         createdAt = now
         self.sources = sources
+        self.identity = identity
         let begin = TaskStart(start, checkpoint: Checkpoint(decoding: start.metadata))
-        changelog.beginRestore(begin.lineage, source: changelogSource)
+        changelog.beginRestore(begin.lineage, source: changelogSource, group: group)
         let own = sources.initial(partition: partition)
         if !own.isEmpty { engine.assign(partitions: own, now: now) }
         if let horizon = begin.horizonBeyondTheLog {
@@ -53,29 +68,43 @@ struct AggregateTask: WindowTask {
     /// The state is being read back from the changelog: no record may be processed yet.
     var isRestoring: Bool { phase.isRestoring }
 
-    /// Why a window task cannot resume from `start`, if it cannot: a commit without a window
-    /// checkpoint this version reads, other than one at the very beginning of the partition (a
-    /// full recount), was made by another mode, tool or version of trackpipe, and resuming from
-    /// it would count only the hits after it, overwriting full records with partial ones; and a
-    /// checkpoint of windows of another size than `windowSize` would mix two meanings of one
-    /// output key.
-    static func refusal(of start: PartitionStart, topic: String, windowSize: Int64) -> PipelineError? {
-        guard let committed = start.committedOffset, !start.commitIsBeyondTheLog else { return nil }
-        if let checkpoint = Checkpoint(decoding: start.metadata) {
-            guard checkpoint.windowSize != windowSize else { return nil }
-            return WindowSizeCheck.groupRefusal(counted: checkpoint.windowSize, asked: windowSize, topic: topic, partition: start.partition)
+    /// Why a window task of `group`, fixed to `identity`, cannot resume from `start`, if it
+    /// cannot: a commit that records another identity was made by another pipeline under the
+    /// group's name (another window size, mode or internal topic), and going on from it would
+    /// mix two meanings of one output key or lose the other pipeline's hits; the normalize
+    /// stage's commit holds no window state; and a commit without a window checkpoint this
+    /// version reads, other than one at the very beginning of the partition (a full recount),
+    /// was made by another tool or version of trackpipe, and resuming from it would count only
+    /// the hits after it, overwriting full records with partial ones.
+    static func refusal(of start: PartitionStart, topic: String, identity: GroupIdentity, group: String) -> PipelineError? {
+        guard let committed = start.committedOffset else { return nil }
+        if let recorded = GroupIdentity.recorded(in: start.metadata),
+            let refusal = recorded.refusal(group: group, asked: identity, evidence: "its commit on \(topic)[\(start.partition)]", given: [:])
+        {
+            return refusal
         }
-        guard committed != (start.logStart ?? 0) else { return nil }
-        let who =
-            if let tag = Checkpoint.otherVersion(of: start.metadata) {
-                "by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(Checkpoint.format) only)"
-            } else if SourceCheckpoint(decoding: start.metadata) != nil {
-                "by trackpipe's normalize stage (the group was last run with two stages, whose commits on the input hold no window state)"
-            } else {
-                "without a trackpipe checkpoint (by another tool, or by an offset reset)"
-            }
+        if Checkpoint(decoding: start.metadata) != nil { return nil }
+        let who: String
+        if SourceCheckpoint(decoding: start.metadata) != nil {
+            who = "by trackpipe's normalize stage, whose commits hold no window state"
+        } else {
+            // A plain commit at the very beginning of the user's input is a full recount. The
+            // repartition topic's beginning is where the last purge left it, not the group's
+            // first record: there it would recount only what is left.
+            guard !start.commitIsBeyondTheLog, identity.repartitionTopic != nil || committed != (start.logStart ?? 0) else { return nil }
+            who =
+                if let tag = Checkpoint.otherVersion(of: start.metadata) ?? SourceCheckpoint.otherVersion(of: start.metadata) {
+                    "by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(Checkpoint.format) only)"
+                } else {
+                    "without a trackpipe checkpoint (by another tool, or by an offset reset)"
+                }
+        }
+        let recount =
+            identity.repartitionTopic == nil
+            ? ", or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount"
+            : " (the repartition topic is purged as it is counted, so its earliest offset is no full recount)"
         return .groupMismatch(
-            "the group's commit at offset \(committed) of \(topic)[\(start.partition)] was made \(who). Counting windows from it would miss the hits before it and overwrite full records with partial ones. Run this mode under a --group of its own (a new group counts the input from its beginning), or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount")
+            "the group's commit at offset \(committed) of \(topic)[\(start.partition)] was made \(who). Counting windows from it would miss the hits before it and overwrite full records with partial ones. Run this mode under a --group of its own (a new group counts the input from its beginning)\(recount)")
     }
 
     // MARK: Reading the state back
@@ -100,21 +129,17 @@ struct AggregateTask: WindowTask {
             EventTimeMath.add(EventTimeMath.add(window.windowStart, config.size), config.retention) <= evictedBefore
         }
         let finals = restored.windows.filter { isFinal($0.key) }
-        let malformed = engine.restore(restored.windows.filter { !isFinal($0.key) })
+        engine.restore(restored.windows.filter { !isFinal($0.key) })
         engine.finishRestore()
         if let task = restored.task { resume(from: task, windows: restored.windows, finals: finals.map(\.key), now: now) }
         // Windows whose last emission may not have reached the output go out again with the
         // first commit, as the state read back has them (later emissions of the same window
         // carry higher revisions and win).
         let unconfirmed = Set(restored.unconfirmed)
-        for final in finals where unconfirmed.contains(final.key) {
-            if let record = final.record(windowSize: config.size) { Self.keepLatest(record, in: &held) }
-        }
+        for final in finals where unconfirmed.contains(final.key) { Self.keepLatest(final.record(windowSize: config.size), in: &held) }
         for record in engine.currentRecords(restored.unconfirmed.filter { !isFinal($0) }) { Self.keepLatest(record, in: &held) }
         if phase.handle(.stateRead(belowMark: offsets.isReplaying)) { engine.replayFinished(partition: partition) }
-        var report = restored
-        report.unreadable += malformed
-        return report
+        return restored
     }
 
     /// Stops a task whose changelog cannot be what its commit says it wrote: another run's
@@ -174,11 +199,19 @@ struct AggregateTask: WindowTask {
         records[key] = record
     }
 
-    /// Lets wall-clock time pass: what the engine emits is held until the next commit.
+    /// Lets time pass: what the engine emits is held until the next commit. Behind the shuffle
+    /// time passes only as records bring the writers' clocks, so a tick changes nothing there.
     mutating func advance(now: Int64) -> [CapacityEviction] {
-        let output = engine.advance(now: now)
+        guard let clock = engineClock(now: now) else { return [] }
+        let output = engine.advance(now: clock)
         hold(output)
         return output.capacityEvictions
+    }
+
+    /// The `now` the engine is given: the wall clock, or behind the shuffle the newest writer's
+    /// clock read (nil before the first record).
+    private func engineClock(now: Int64) -> Int64? {
+        sources.clock == .wall ? now : writersClock
     }
 
     /// Emits every window now, as a bounded run ends: held until the last commit.
@@ -186,13 +219,16 @@ struct AggregateTask: WindowTask {
         hold(engine.flushAll())
     }
 
-    /// The changelog records for what changed since the last commit.
+    /// The changelog records for what changed since the last commit: each window's change, or
+    /// its whole state where the changelog folds its records into one write.
     mutating func changelogEntries() -> [ChangelogRecord.Entry] {
         guard !phase.isRestoring, let processed = offsets.processedMark ?? offsets.committed else { return [] }
         let task = ChangelogRecord.TaskState(
             processedMark: max(processed, offsets.previousMark ?? processed), evictedBefore: engine.evictionHorizon,
             watermark: engine.watermark)
-        return changelog.entries(for: engine.exportChanges(), task: task)
+        let changes = engine.exportChanges()
+        let merged = changelog.merges(for: changes)
+        return changelog.entries(for: changes, complete: merged.isEmpty ? [] : engine.states(of: merged), task: task)
     }
 
     /// The offsets are committed at the commit point.
@@ -217,10 +253,20 @@ struct AggregateTask: WindowTask {
     /// commit. Runs on a worker thread, touching only this task.
     mutating func count(_ batch: DecodedBatch, from firstOffset: Int64, through lastOffset: Int64, now: Int64) -> TaskResult {
         if let misrouted = batch.misrouted { return TaskResult(misrouted: misrouted) }
+        if let other = batch.writtenBy { return TaskResult(writtenBy: other) }
         offsets.processedMark = lastOffset + 1
         let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying))
-        var (result, output) = countBatch(batch, range: nil, previousMark: offsets.previousMark, now: now, on: ShardsInTurn())
-        if firstRead != nil { result.report.unread += firstRead!.check(batch, first: firstOffset, partition: partition) }
+        clockAtBatchStart = writersClock
+        if sources.clock == .writers, let clock = batch.writerClock {
+            // The clock of the task begins with the first record it reads.
+            if writersClock == nil { createdAt = clock }
+            writersClock = max(writersClock ?? clock, clock)
+        }
+        // Without a writer's clock yet, the batch holds no readable record: no source, no mark,
+        // nothing for the engine to time.
+        var (result, output) = countBatch(
+            batch, range: nil, previousMark: offsets.previousMark, now: engineClock(now: now) ?? createdAt, on: ShardsInTurn())
+        result.report.unread += firstRead?.check(batch, first: firstOffset, partition: partition) ?? []
         hold(output)
         if caughtUp { engine.replayFinished(partition: partition) }
         return result
@@ -234,7 +280,7 @@ struct AggregateTask: WindowTask {
         guard !phase.isRestoring, let processed = offsets.processedMark else { return nil }
         let checkpoint = Checkpoint(
             evictedBefore: engine.evictionHorizon, processedMark: processed, seen: sources.checkpoint, changelog: changelog.end ?? 0,
-            changelogSince: changelog.lineage, windowSize: engine.config.size)
+            changelogSince: changelog.lineage, identity: identity)
         return CommitPoint(offset: processed, metadata: checkpoint.encoded)
     }
 }

@@ -13,11 +13,9 @@ public struct RawHitInput: AggregateInput {
         intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
     }
 
-    public func changelogSource(inputTopic: String) -> UInt64 {
-        ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic)
+    public func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
+        ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic, windowSize: windowSize)
     }
-
-    public func readTopicName(sourceTopic: String) -> String { sourceTopic }
 
     public func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         let reference = DeadLetterReference(record: index)
@@ -33,7 +31,7 @@ public struct RawHitInput: AggregateInput {
             // ahead of the collector's must not make everyone else's hits late.
             batch.marks.note(source: source, watermark: min(eventTime, record.timestamp ?? eventTime))
         case .filtered(let reason):
-            batch.filtered.append((record.offset, reason))
+            batch.filtered.append((record.offset, reason, record.timestamp))
         case .rejected(let reason, let detail):
             batch.rejections.append(
                 DecodedBatch.Rejection(reason: reason, detail: detail, reference: reference, offset: record.offset, time: record.timestamp))

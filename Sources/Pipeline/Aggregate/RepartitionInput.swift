@@ -10,26 +10,30 @@ public struct RepartitionInput: AggregateInput {
 
     /// The repartition topic's partition count, which every instance must route by.
     public let partitionCount: Int32
+    /// The group whose normalize stage writes the topic (`--group`): a record another group
+    /// wrote stops the stage rather than be counted as this group's.
+    public let group: String
 
-    public init(partitionCount: Int32) {
+    public init(partitionCount: Int32, group: String) {
         self.partitionCount = partitionCount
+        self.group = group
     }
 
     /// The input partitions upstream, of every incarnation the records name.
     public var taskSources: TaskSources { .upstream }
 
-    public func changelogSource(inputTopic: String) -> UInt64 {
-        ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic)
+    public func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
+        ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic, windowSize: windowSize)
     }
 
-    public func readTopicName(sourceTopic: String) -> String { "the repartition topic" }
-
-    /// Notes how the record's events were routed; a record routed by another partition count
-    /// than the topic has means instances disagree on it.
+    /// Notes how the record's events were routed and who wrote it; a record routed by another
+    /// partition count than the topic has means instances disagree on it, and one of another
+    /// group means two groups write the topic.
     private func checkRouting(_ origin: RepartitionRecord.Origin, into batch: inout DecodedBatch) {
         if origin.routedPartitions != Int(partitionCount), batch.misrouted == nil {
             batch.misrouted = (origin.routedPartitions, Int(partitionCount))
         }
+        if origin.group != group, batch.writtenBy == nil { batch.writtenBy = origin.group }
     }
 
     /// Notes a record's table of source partitions (a marks record's, or an events record's
@@ -45,7 +49,7 @@ public struct RepartitionInput: AggregateInput {
             let incarnation = SourceKey.incarnation(topic: origin.sourceTopic, epoch: epoch)
             batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, origin.sourcePartitions)
             let key = SourceKey(incarnation: incarnation, partition: mark.source)
-            batch.marks.note(source: key, watermark: mark.watermark, idle: mark.idle)
+            batch.marks.note(source: key, watermark: mark.watermark, idle: mark.idle, quietSince: mark.quietSince)
             batch.sighted(key, at: offset, begins: index < begins.count && begins[index])
             keys.append(key)
         }
@@ -68,43 +72,42 @@ public struct RepartitionInput: AggregateInput {
         switch decoded {
         case .marks(let marks):
             batch.markRecords += 1
+            batch.writerClock = max(batch.writerClock ?? marks.writerClock, marks.writerClock)
             checkRouting(marks.origin, into: &batch)
             note(marks.marks, epochs: marks.epochs, begins: marks.begins, of: marks.origin, at: record.offset, into: &batch)
         case .events(let events):
+            batch.writerClock = max(batch.writerClock ?? events.writerClock, events.writerClock)
             checkRouting(events.origin, into: &batch)
-            // The events of a record come in runs of one source partition: its key is looked up
-            // in the record's table once per run.
+            // Every source partition the events name is in the record's table (the decoder
+            // checks), and each delivery id becomes a String once per record, not once per event.
             let keys = note(events.marks, epochs: events.epochs, begins: events.begins, of: events.origin, at: record.offset, into: &batch)
-            var source: SourceKey?
+            var deliveryIds = [String?](repeating: nil, count: events.deliveries.count)
+            var source = keys.first
             for (number, event) in events.events.enumerated() {
                 let reference = DeadLetterReference(record: index, event: number)
                 if source?.partition != event.sourcePartition {
                     source = keys.first { $0.partition == event.sourcePartition }
                 }
-                guard let source else {
-                    Self.reject("an event of a source partition its record does not list", reference, of: record, into: &batch)
+                guard let source, !event.deliveryId.isEmpty else {
+                    Self.reject("an event without its delivery id", reference, of: record, into: &batch)
                     continue
                 }
-                take(event, source: source, reference: reference, of: record, into: &batch)
+                let deliveryId: String
+                if let known = deliveryIds[event.delivery] {
+                    deliveryId = known
+                } else {
+                    deliveryId = String(decoding: event.deliveryId, as: UTF8.self)
+                    deliveryIds[event.delivery] = deliveryId
+                }
+                let tracking = TrackingEvent(
+                    deliveryId: deliveryId, broadlogId: String(decoding: event.broadlogId, as: UTF8.self), action: event.action,
+                    channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
+                batch.events.append(
+                    DecodedBatch.Event(
+                        event: tracking, source: source, sourceOffset: event.sourceOffset, partition: record.partition,
+                        offset: record.offset, reference: reference, carriesOriginal: event.original != nil))
             }
         }
-    }
-
-    private func take(
-        _ event: RepartitionRecord.Event, source: SourceKey, reference: DeadLetterReference, of record: PolledRecord,
-        into batch: inout DecodedBatch
-    ) {
-        let deliveryId = event.deliveryId
-        guard !deliveryId.isEmpty else {
-            return Self.reject("an event without its delivery id", reference, of: record, into: &batch)
-        }
-        let tracking = TrackingEvent(
-            deliveryId: String(decoding: deliveryId, as: UTF8.self), broadlogId: String(decoding: event.broadlogId, as: UTF8.self),
-            action: event.action, channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
-        batch.events.append(
-            DecodedBatch.Event(
-                event: tracking, source: source, sourceOffset: event.sourceOffset, partition: record.partition,
-                offset: record.offset, reference: reference))
     }
 
     private static func reject(
@@ -118,28 +121,67 @@ public struct RepartitionInput: AggregateInput {
 
     /// A hit that crossed the shuffle is dead-lettered as it first arrived: the original key,
     /// value and timestamp it carried (cut as the normalize stage cut it, if it was too large to
-    /// travel whole), and its position in the input topic. A record that could not be read is
-    /// sent as found.
+    /// travel whole), and its position in the input topic; one that crossed without its original
+    /// (`OriginalRule`'s exceptions: the detail says which) as trackpipe normalized it. A record
+    /// that could not be read is sent as found.
     public func deadLetter(
         _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
-        if let value = record.value, let number = reference.event, let event = Self.event(number, in: value) {
-            let letter = DeadLetter(
-                reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: event.sourcePartition,
-                sourceOffset: event.sourceOffset)
-            return OutgoingDeadLetter(
-                letter: letter, key: event.originalKey, value: event.originalValue, timestamp: event.originalTimestamp,
-                cut: event.originalCut.isEmpty ? [] : (try? RepartitionRecord.cutHeaders(event.originalCut)) ?? [])
-        }
-        return OutgoingDeadLetter(
-            letter: DeadLetter(
-                reason: reason, detail: detail, sourceTopic: "\(sourceTopic) (via the repartition topic)",
-                sourcePartition: record.partition, sourceOffset: record.offset),
-            key: record.key, value: record.value, timestamp: record.timestamp)
+        let event = record.value.flatMap { value in reference.event.flatMap { Self.event($0, in: value) } }
+        return Self.deadLetter(event, of: record, reason: reason, detail: detail, sourceTopic: sourceTopic)
     }
 
-    /// Event `number` of a record, without decoding the record's other events: a burst of late
-    /// hits from one record costs one pass each.
+    /// Each record is read once for all its letters: events have no length of their own, so
+    /// reading one means reading those before it, and a backlog of late hits would read a
+    /// record once per letter.
+    public func deadLetters(_ pending: [PendingDeadLetter], of records: [PolledRecord], sourceTopic: String) -> [OutgoingDeadLetter] {
+        var decoded: (record: Int, events: [RepartitionRecord.Event])?
+        return pending.map { letter in
+            let index = letter.reference.record
+            if let number = letter.reference.event, let value = records[index].value {
+                if decoded?.record != index {
+                    let events: [RepartitionRecord.Event]
+                    if case .events(let record)? = try? RepartitionRecord.decode(value) { events = record.events } else { events = [] }
+                    decoded = (index, events)
+                }
+                let event = decoded!.events.indices.contains(number) ? decoded!.events[number] : nil
+                return Self.deadLetter(event, of: records[index], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
+            }
+            return Self.deadLetter(nil, of: records[index], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
+        }
+    }
+
+    private static func deadLetter(
+        _ event: RepartitionRecord.Event?, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
+    ) -> OutgoingDeadLetter {
+        guard let event else {
+            return OutgoingDeadLetter(
+                letter: DeadLetter(
+                    reason: reason, detail: detail, sourceTopic: "\(sourceTopic) (via the repartition topic)",
+                    sourcePartition: record.partition, sourceOffset: record.offset),
+                key: record.key, value: record.value, timestamp: record.timestamp)
+        }
+        let letter = DeadLetter(
+            reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: event.sourcePartition, sourceOffset: event.sourceOffset)
+        guard let original = event.original else {
+            return OutgoingDeadLetter(letter: letter, key: nil, value: nil, timestamp: event.eventTime, normalized: normalized(event))
+        }
+        return OutgoingDeadLetter(
+            letter: letter, key: original.key, value: original.value, timestamp: original.timestamp,
+            cut: original.cut.isEmpty ? [] : (try? RepartitionRecord.cutHeaders(original.cut)) ?? [])
+    }
+
+    /// The hit as normalized, in the form `trackpipe normalize` writes events.
+    private static func normalized(_ event: RepartitionRecord.Event) -> [UInt8] {
+        let tracking = TrackingEvent(
+            deliveryId: String(decoding: event.deliveryId, as: UTF8.self), broadlogId: String(decoding: event.broadlogId, as: UTF8.self),
+            action: event.action, channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
+        var writer = JSONWriter()
+        tracking.writeJSON(into: &writer)
+        return writer.bytes
+    }
+
+    /// Event `number` of a record.
     private static func event(_ number: Int, in value: UnsafeRawBufferPointer) -> RepartitionRecord.Event? {
         (try? RepartitionRecord.event(number, in: value)) ?? nil
     }

@@ -1,26 +1,57 @@
 import Windowing
 
-/// A window task's side of its changelog: what to write for the state that changed since the
-/// last commit (at most one write per window per commit interval, tombstones for evicted
-/// windows, the task's own record last), and how to read the state back.
+/// A window task's side of its changelog: what to write for what changed since the last commit,
+/// and how to read the state back (the format: `ChangelogRecord`).
 ///
-/// An evicted window's tombstone waits for a commit: the write of the commit that evicts it
-/// carries its final state, and the tombstone goes with the first write after that commit's
-/// records were released and the offsets committed past every hit the window may have counted
-/// (past the state's mark, for a window evicted while a new owner replayed). Until then a new
-/// owner replays from a commit older than the eviction: it needs the final state to send the
-/// window's last record again and to tell the hits the window counted from those it judged
-/// too late.
+/// **Each write adds what changed.** A window that changed writes new segments with the
+/// broadlogs that are new or showed a new action since its last write, then its head, naming
+/// every segment that holds it; a window whose broadlogs did not change writes its head alone.
+/// So what a window costs the cluster grows with what happens in it, not with its size times
+/// the commits it lives through.
 ///
-/// Kept per task: which large windows are stored in chunks, and in which of their two chunk
-/// sets, so that a new write never overwrites the set the changelog's head points at, and an
-/// evicted window's every record is deleted.
+/// **Merges.** A window's records cost what they hold plus a little per record; when they cost
+/// more than twice what one complete write of the window would (many small segments, or
+/// broadlogs repeated because they showed another action later), the next write of that window
+/// is a complete one instead (`merges(for:)`): its whole state in fresh segments, then the head
+/// naming them, then tombstones for every older segment. Restore then reads at most about twice
+/// what the state needs, and a window whose changes are large is never rewritten. The order of
+/// those writes is what makes a crash in the middle harmless: Kafka keeps a partition's records
+/// in the order they were sent, so a crash leaves a prefix of them, and a head names only
+/// segments written before it that nothing writes again. Before the new head, the old head and
+/// every segment it names are intact (nothing is deleted before the new head); after it, the new
+/// segments are complete. Segments no head names (left by a write or a merge cut short) are
+/// deleted by the next owner's first write (docs/scale-out.md, "Window state in a changelog").
+///
+/// **Deletion.** An evicted window's records wait for a commit: the write of the commit that
+/// evicts it carries its final change, and its tombstones (the head and every segment that may
+/// hold a record) go with the first write after that commit's records were released and the
+/// offsets committed past every hit the window may have counted (past the state's mark, for a
+/// window evicted while a new owner replayed). Until then a new owner replays from a commit
+/// older than the eviction: it needs the final state to send the window's last record again and
+/// to tell the hits the window counted from those it judged too late.
 struct TaskChangelog: Sendable {
-    /// Where a chunked window's records are: the set its head points at, and how many chunks
-    /// each set holds (both are deleted when the window goes).
+    /// What a record costs beyond its key and value, in bytes, when the merge rule weighs a
+    /// window's records: Kafka's own overhead per record, and the fixed work of reading one back.
+    static let recordCost = 64
+
+    /// Where a window's records are, and what they cost.
     struct Footprint: Sendable, Equatable {
-        var set: UInt8?
-        var chunks: [UInt16] = [0, 0]
+        /// The segments the window's latest head names.
+        var named: Range<UInt32> = 0..<0
+        /// Every record of the window lies at or above this segment number...
+        var lowest: UInt32 = 0
+        /// ...and below this one.
+        var end: UInt32 = 0
+        /// What the named segments take: keys, values and `recordCost` each.
+        var bytes = 0
+        /// Broadlogs in the named segments (one that is in two segments counts twice), and the
+        /// bytes they take there.
+        var entries = 0
+        var entryBytes = 0
+
+        /// The number the window's next segment gets: past those its head names. A number there
+        /// may hold a segment of a write cut short, which no head names: writing it again is safe.
+        var next: UInt32 { named.isEmpty ? end : named.upperBound }
     }
 
     /// The changelog partition's end, acknowledged, after the last write: what a commit records.
@@ -33,53 +64,136 @@ struct TaskChangelog: Sendable {
     private(set) var lineage: Int64 = 0
     /// The input this task counts, named in its task records.
     private(set) var source: UInt64 = 0
+    /// The group it counts for, named in its task records.
+    private(set) var group = ""
     /// Evicted windows whose last records wait for the next release, then for the offsets to be
     /// committed, then tombstones to write.
     private var evictedAwaitingRelease: [(window: WindowKey, mark: Int64)] = []
     private var evictedAwaitingCommit: [(window: WindowKey, mark: Int64)] = []
     private var tombstonesDue: [WindowKey] = []
+    /// Segments no head names, and heads naming a segment that is gone, found reading the state
+    /// back: deleted with the next write.
+    private var orphans: [ChangelogRecord.Key] = []
 
     // MARK: Writing
 
+    /// The windows of `changes` whose next write should be a complete one: those whose records,
+    /// with this change, would cost more than twice a complete write of them. Windows evicted in
+    /// `changes` are left out (their records go soon).
+    func merges(for changes: StateChanges) -> [WindowKey] {
+        let evicted = Set(changes.evicted)
+        return changes.windows.compactMap { change in
+            guard let footprint = footprints[change.window], !footprint.named.isEmpty, !evicted.contains(change.window) else { return nil }
+            return Self.shouldMerge(footprint, change) ? change.window : nil
+        }
+    }
+
+    /// The rule: a window's records, after this change, against one complete write of it.
+    static func shouldMerge(_ footprint: Footprint, _ change: WindowChange) -> Bool {
+        let perRecord = segmentKeyBytes(change.window) + 2 + recordCost
+        let added = change.broadlogs.reduce(0) { $0 + ChangelogRecord.encodedSize(of: $1) }
+        let addedSegments = segmentCount(bytes: added, entries: change.broadlogs.count)
+        let live = footprint.bytes + added + addedSegments * perRecord
+        let entries = footprint.entries + change.broadlogs.count
+        let average = Double(footprint.entryBytes + added) / Double(max(1, entries))
+        let completeBytes = Int((average * Double(change.broadlogCount)).rounded(.up))
+        let completeSegments = max(1, segmentCount(bytes: completeBytes, entries: change.broadlogCount))
+        let complete = completeBytes + completeSegments * perRecord
+        return footprint.named.count + addedSegments > completeSegments && live > 2 * complete
+    }
+
+    private static func segmentKeyBytes(_ window: WindowKey) -> Int { 1 + ChangelogRecord.windowKeyBytes(window) + 4 }
+
+    private static func segmentCount(bytes: Int, entries: Int) -> Int {
+        entries == 0 ? 0 : (bytes + ChangelogRecord.segmentBytes - 1) / ChangelogRecord.segmentBytes
+    }
+
     /// The records for `changes` and the task's state, in the order they must be written.
-    mutating func entries(for changes: StateChanges, task: ChangelogRecord.TaskState) -> [ChangelogRecord.Entry] {
-        var entries: [ChangelogRecord.Entry] = []
-        for key in tombstonesDue {
-            entries.append(ChangelogRecord.Entry(key: ChangelogRecord.headKey(key), value: nil))
-            if let footprint = footprints.removeValue(forKey: key) {
-                for set in 0..<2 {
-                    for index in 0..<footprint.chunks[set] {
-                        entries.append(ChangelogRecord.Entry(key: ChangelogRecord.chunkKey(key, set: UInt8(set), index: index), value: nil))
-                    }
-                }
+    /// `complete` holds the whole state of the windows to merge (`merges(for:)`); the others write
+    /// what changed.
+    mutating func entries(for changes: StateChanges, complete: [WindowState] = [], task: ChangelogRecord.TaskState) -> [ChangelogRecord.Entry] {
+        var entries: [ChangelogRecord.Entry] = orphans.map { .tombstone($0) }
+        orphans = []
+        for window in tombstonesDue {
+            entries.append(.tombstone(.head(window)))
+            if let footprint = footprints.removeValue(forKey: window) {
+                for number in footprint.lowest..<footprint.end { entries.append(.tombstone(.segment(window, number: number))) }
             }
         }
         tombstonesDue = []
-        for state in changes.windows {
-            let key = state.key
-            let written = ChangelogRecord.entries(for: state, previousSet: footprints[key]?.set)
-            entries += written.entries
-            if let set = written.set {
-                var footprint = footprints[key] ?? Footprint()
-                footprint.set = set
-                footprint.chunks[Int(set)] = max(footprint.chunks[Int(set)], written.chunks)
-                footprints[key] = footprint
-            } else if var footprint = footprints[key] {
-                footprint.set = nil
-                footprints[key] = footprint
+        let whole = Dictionary(complete.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        for change in changes.windows {
+            let window = change.window
+            var footprint = footprints[window] ?? Footprint()
+            let first = footprint.next
+            if let state = whole[window] {
+                let written = segments(of: state.broadlogs, window: window, from: first)
+                entries += written.entries
+                let replaced = footprint.lowest..<first
+                footprint.named = first..<(first + UInt32(written.entries.count))
+                footprint.lowest = first
+                footprint.bytes = written.bytes
+                footprint.entries = state.broadlogs.count
+                footprint.entryBytes = written.entryBytes
+                entries.append(.head(window, head(change, naming: footprint.named)))
+                // Only once the head names the new segments: until then the old ones hold the window.
+                for number in replaced { entries.append(.tombstone(.segment(window, number: number))) }
+            } else {
+                let written = segments(of: change.broadlogs, window: window, from: first)
+                entries += written.entries
+                let upper = first + UInt32(written.entries.count)
+                footprint.named = (footprint.named.isEmpty ? first : footprint.named.lowerBound)..<upper
+                footprint.bytes += written.bytes
+                footprint.entries += change.broadlogs.count
+                footprint.entryBytes += written.entryBytes
+                entries.append(.head(window, head(change, naming: footprint.named)))
             }
+            footprint.end = max(footprint.end, footprint.named.upperBound)
+            footprints[window] = footprint
         }
         evictedAwaitingRelease += changes.evicted.map { ($0, task.processedMark) }
         var task = task
         task.lineage = lineage
         task.source = source
+        task.group = group
         // Written whenever it changed, a watermark that moved alone included (a quiet input: at
         // most one small record per commit), so that a new owner goes on from the latest.
         if !entries.isEmpty || task != lastTask {
-            entries.append(ChangelogRecord.Entry(key: ChangelogRecord.taskKey, value: ChangelogRecord.taskValue(task)))
+            entries.append(.task(task))
             lastTask = task
         }
         return entries
+    }
+
+    private func head(_ change: WindowChange, naming segments: Range<UInt32>) -> ChangelogRecord.Head {
+        ChangelogRecord.Head(
+            counters: change.counters, countedThrough: change.countedThrough, emittedRevision: change.emittedRevision, segments: segments,
+            broadlogCount: change.broadlogCount)
+    }
+
+    /// `broadlogs` in segments numbered from `first`, each at most `ChangelogRecord.segmentBytes`
+    /// of broadlogs; with what they take (`Footprint.bytes`) and their broadlogs' bytes.
+    private func segments(of broadlogs: [BroadlogActions], window: WindowKey, from first: UInt32)
+        -> (entries: [ChangelogRecord.Entry], bytes: Int, entryBytes: Int)
+    {
+        guard !broadlogs.isEmpty else { return ([], 0, 0) }
+        let perRecord = Self.segmentKeyBytes(window) + 2 + Self.recordCost
+        var entries: [ChangelogRecord.Entry] = []
+        var start = 0
+        var size = 0
+        var total = 0
+        for (index, broadlog) in broadlogs.enumerated() {
+            let bytes = ChangelogRecord.encodedSize(of: broadlog)
+            if size + bytes > ChangelogRecord.segmentBytes && index > start {
+                entries.append(.segment(window, number: first + UInt32(entries.count), broadlogs: broadlogs[start..<index]))
+                start = index
+                size = 0
+            }
+            size += bytes
+            total += bytes
+        }
+        entries.append(.segment(window, number: first + UInt32(entries.count), broadlogs: broadlogs[start...]))
+        return (entries, total + entries.count * perRecord, total)
     }
 
     /// The records written so far are acknowledged (the partition ends at `end`, if anything
@@ -101,17 +215,21 @@ struct TaskChangelog: Sendable {
     /// for them are released and the offsets committed past it.
     mutating func evictedOnRestore(_ keys: [WindowKey], mark: Int64) { evictedAwaitingRelease += keys.map { ($0, mark) } }
 
+    /// Where a window's records are (nil: it has none), for tests and the benchmark.
+    func footprint(of window: WindowKey) -> Footprint? { footprints[window] }
+
     // MARK: Reading back
 
     /// What a changelog partition gives back.
     struct Restored: Sendable {
         var windows: [WindowState] = []
         var task: ChangelogRecord.TaskState?
-        /// Windows whose record was written after the last commit (at or after the changelog
+        /// Windows whose head was written after the last commit (at or after the changelog
         /// position it recorded) and that had been emitted: their last emission may not have
         /// reached the output before the previous owner stopped.
         var unconfirmed: [WindowKey] = []
-        /// Records that could not be read (another writer, another version), skipped.
+        /// Records that could not be read (another writer, another version), and windows whose
+        /// head names a segment the partition does not hold: skipped.
         var unreadable = 0
         var records = 0
         /// A task record of another line of owners after this one's start: the offset at which
@@ -124,8 +242,8 @@ struct TaskChangelog: Sendable {
         /// As the last commit's checkpoint names it.
         case committed(since: Int64)
         /// No commit: the line whose task record was written last, if it was a task of the same
-        /// input (`ChangelogRecord.TaskState.source`; an owner that died before its first
-        /// commit), or else a new one at the partition's end.
+        /// input and group (`ChangelogRecord.TaskState.source` and `group`; an owner that died
+        /// before its first commit), or else a new one at the partition's end.
         case lastWritten
         /// A commit that names none (an offset reset, a recreated topic): a new line at the
         /// partition's end.
@@ -133,11 +251,13 @@ struct TaskChangelog: Sendable {
     }
 
     /// The latest record per key, as compaction would keep it, with its offset: which line of
-    /// owners counts is known only once the last task record has been read.
+    /// owners counts is known only once the last task record has been read. Segments are kept as
+    /// they were read (checked for their version) and decoded only if a head names them.
     private struct RestoreBuffer {
         var lineage: Lineage
-        var heads: [WindowKey: (offset: Int64, head: ChangelogRecord.Head)] = [:]
-        var chunks: [WindowKey: [UInt8: [UInt16: [WindowState.BroadlogActions]]]] = [:]
+        /// nil: deleted.
+        var heads: [WindowKey: (offset: Int64, head: ChangelogRecord.Head?)] = [:]
+        var segments: [WindowKey: [UInt32: (offset: Int64, value: [UInt8]?)]] = [:]
         /// Each run of task records of one line: its lineage, input, and last record's offset.
         var runs: [(lineage: Int64, source: UInt64, last: Int64, task: ChangelogRecord.TaskState)] = []
         var unreadable = 0
@@ -145,11 +265,14 @@ struct TaskChangelog: Sendable {
         var end: Int64?
     }
 
-    /// `source`: the input this task counts (`ChangelogRecord.source`).
-    mutating func beginRestore(_ lineage: Lineage, source: UInt64) {
+    /// `source`: the input this task counts (`ChangelogRecord.source`); `group`: the group it
+    /// counts for.
+    mutating func beginRestore(_ lineage: Lineage, source: UInt64, group: String) {
         self.source = source
+        self.group = group
         restoring = RestoreBuffer(lineage: lineage)
         footprints = [:]
+        orphans = []
     }
 
     /// One changelog record, in partition order.
@@ -176,22 +299,14 @@ struct TaskChangelog: Sendable {
                     }
                 }
             case .head(let window):
-                if let value {
-                    buffer.heads[window] = (offset, try ChangelogRecord.decodeHead(value))
-                } else {
-                    buffer.heads[window] = nil
-                    buffer.chunks[window] = nil
-                    footprints[window] = nil
+                buffer.heads[window] = (offset, try value.map { value throws(ChangelogRecord.DecodingError) in try ChangelogRecord.decodeHead(value) })
+            case .segment(let window, let number):
+                // Decoded only if a head names it. One of another version or kind is refused now,
+                // as any record is (decoding it throws what is wrong).
+                if let value, value.count < 2 || value[0] != ChangelogRecord.version || value[1] != ChangelogRecord.Tag.segment.rawValue {
+                    _ = try ChangelogRecord.decodeSegment(value)
                 }
-            case .chunk(let window, let set, let index):
-                var footprint = footprints[window] ?? Footprint()
-                footprint.chunks[Int(set & 1)] = max(footprint.chunks[Int(set & 1)], index + 1)
-                footprints[window] = footprint
-                if let value {
-                    buffer.chunks[window, default: [:]][set, default: [:]][index] = try ChangelogRecord.decodeChunk(value)
-                } else {
-                    buffer.chunks[window]?[set]?[index] = nil
-                }
+                buffer.segments[window, default: [:]][number] = (offset, value)
             }
         } catch {
             buffer.unreadable += 1
@@ -207,7 +322,7 @@ struct TaskChangelog: Sendable {
         switch buffer.lineage {
         case .committed(let named): since = named
         case .lastWritten:
-            if let last = buffer.runs.last, last.source == source { since = last.lineage } else { since = buffer.end ?? 0 }
+            if let last = buffer.runs.last, last.source == source, last.task.group == group { since = last.lineage } else { since = buffer.end ?? 0 }
         case .new: since = buffer.end ?? 0
         }
         lineage = since
@@ -216,31 +331,61 @@ struct TaskChangelog: Sendable {
         var restored = Restored(
             task: mine.last(where: { $0.lineage == since && $0.source == source })?.task, unreadable: buffer.unreadable,
             records: buffer.records, foreign: mine.first { $0.lineage != since || $0.source != source }?.last)
-        for (window, entry) in buffer.heads.sorted(by: { ($0.key.windowStart, $0.key.deliveryId) < ($1.key.windowStart, $1.key.deliveryId) }) {
-            // Written before the lineage's start, by an earlier run of the group.
-            guard entry.offset >= since else { continue }
-            let head = entry.head
-            var broadlogs = head.broadlogs ?? []
-            if let chunks = head.chunks {
-                let stored = buffer.chunks[window]?[chunks.set] ?? [:]
-                guard (0..<chunks.count).allSatisfy({ stored[$0] != nil }) else {
+        // Every window this line wrote a record of, in a stable order.
+        var windows = Set(buffer.heads.filter { $0.value.offset >= since }.keys)
+        for (window, segments) in buffer.segments where segments.values.contains(where: { $0.offset >= since }) { windows.insert(window) }
+        for window in windows.sorted(by: { ($0.windowStart, $0.deliveryId) < ($1.windowStart, $1.deliveryId) }) {
+            // Segments of this line that hold a value: written, and not deleted since.
+            let held = (buffer.segments[window] ?? [:]).filter { $0.value.offset >= since && $0.value.value != nil }
+            var footprint: Footprint?
+            if let entry = buffer.heads[window], entry.offset >= since, let head = entry.head {
+                var named = Footprint()
+                if let state = Self.window(window, head: head, held: held, into: &named) {
+                    restored.windows.append(state)
+                    if head.emittedRevision > 0, entry.offset >= (committedChangelog ?? 0) { restored.unconfirmed.append(window) }
+                    footprint = named
+                } else {
+                    // A segment it names is gone (lost, or a tombstone's deletion raced the read):
+                    // the window cannot be read back, and its head goes with its segments.
                     restored.unreadable += 1
-                    continue
+                    orphans.append(.head(window))
                 }
-                for index in 0..<chunks.count { broadlogs += stored[index]! }
-                var footprint = footprints[window] ?? Footprint()
-                footprint.set = chunks.set
-                footprints[window] = footprint
             }
-            restored.windows.append(
-                WindowState(
-                    deliveryId: window.deliveryId, windowStart: window.windowStart, counters: head.counters, broadlogs: broadlogs,
-                    countedThrough: head.countedThrough, emittedRevision: head.emittedRevision))
-            if head.emittedRevision > 0, entry.offset >= (committedChangelog ?? 0) { restored.unconfirmed.append(window) }
+            // Every held segment no head names is left over from a write cut short (a window's
+            // first write, a merge, an eviction's deletions): deleted with the next write. A window
+            // without a head then has no record left, and numbers its segments afresh if it comes
+            // back (a replayed window whose first write was cut short), after those deletions.
+            for number in held.keys.sorted() where !(footprint?.named.contains(number) ?? false) {
+                orphans.append(.segment(window, number: number))
+            }
+            footprints[window] = footprint
         }
         end = buffer.end ?? committedChangelog
         lastTask = restored.task
         return restored
+    }
+
+    /// A window as its head and the segments it names hold it; nil if one of them is missing or
+    /// unreadable. `footprint` learns what the named segments take.
+    private static func window(
+        _ window: WindowKey, head: ChangelogRecord.Head, held: [UInt32: (offset: Int64, value: [UInt8]?)], into footprint: inout Footprint
+    ) -> WindowState? {
+        var broadlogs: [BroadlogActions] = []
+        var bytes = 0
+        var entryBytes = 0
+        let perRecord = segmentKeyBytes(window) + recordCost
+        for number in head.segments {
+            guard let value = held[number]?.value, let segment = try? ChangelogRecord.decodeSegment(value) else { return nil }
+            broadlogs += segment
+            bytes += value.count + perRecord
+            entryBytes += value.count - 2
+        }
+        footprint = Footprint(
+            named: head.segments, lowest: head.segments.lowerBound, end: head.segments.upperBound, bytes: bytes, entries: broadlogs.count,
+            entryBytes: entryBytes)
+        return WindowState(
+            deliveryId: window.deliveryId, windowStart: window.windowStart, counters: head.counters, broadlogs: broadlogs,
+            broadlogCount: head.broadlogCount, countedThrough: head.countedThrough, emittedRevision: head.emittedRevision)
     }
 
     var isRestoring: Bool { restoring != nil }

@@ -32,6 +32,12 @@ public struct TaskSources: Sendable {
     /// nothing else would tell it time passes while its input stays quiet.
     var resumesWatermark: Bool { upstream == nil }
 
+    /// What drives the task's engine: behind the shuffle, the writers' clocks its records carry
+    /// (so that its verdicts depend on what it read, never on when, and its horizon stays below
+    /// the clock of any record it has not read yet: the originals rule); before it, this
+    /// process's wall clock.
+    var clock: EngineClock { upstream == nil ? .wall : .writers }
+
     /// Takes the duplicate filter's floors from a checkpoint.
     mutating func restore(_ floors: [Int32: SourceFloor]) {
         upstream?.restore(floors)

@@ -46,7 +46,8 @@ struct TaskStart: Sendable, Equatable {
 
     /// The changelog is read back only from where the last commit's line of owners began
     /// writing it. Without a commit, an owner continues the line that wrote last if it counted
-    /// the same input (its owner died before its first commit); any other commit (an offset
+    /// the same input in windows of the same size for the same group (its owner died before
+    /// its first commit); any other commit (an offset
     /// reset, a recreated topic) begins a new line.
     private static func lineage(_ start: PartitionStart, checkpoint: Checkpoint?) -> TaskChangelog.Lineage {
         guard start.committedOffset != nil else { return .lastWritten }

@@ -9,9 +9,13 @@ import Windowing
 protocol WindowTask: Sendable {
     var engine: WindowEngine { get set }
     var sources: TaskSources { get set }
-    /// Wall-clock ms of the task's creation: the first input's sources hold the watermark back
+    /// When the task's clock began (the engine's `now`: the wall clock, or behind the shuffle
+    /// the first writer's clock it read): the first input's sources hold the watermark back
     /// from then, not from when they were declared.
     var createdAt: Int64 { get }
+    /// Behind the shuffle, the newest writer's clock read before the batch being counted (nil
+    /// for a task of raw hits, or before any): what says why a late hit lacks its original.
+    var clockAtBatchStart: Int64? { get }
 }
 
 /// What a task made of its share of a batch, for the stage to send in partition order.
@@ -21,23 +25,27 @@ struct TaskResult {
     var deadLetters: [PendingDeadLetter] = []
     /// The batch was routed by another partition count: nothing was counted.
     var misrouted: (routed: Int, expected: Int)?
+    /// The batch holds a record another group wrote (its name): nothing was counted.
+    var writtenBy: String?
 }
 
-/// A dead letter a task decided on, made into a record by the stage while its batch is alive.
-struct PendingDeadLetter {
-    var reference: DeadLetterReference
-    var reason: String
-    var detail: String
+/// A dead letter a task decided on, made into a record by the stage while its batch is alive
+/// (`AggregateInput.deadLetters`).
+public struct PendingDeadLetter: Sendable {
+    public var reference: DeadLetterReference
+    public var reason: String
+    public var detail: String
 }
 
 extension WindowTask {
     /// Counts what an input decoded from this task's records: filtered hits and rejected
     /// messages are accounted (the rejected as dead letters), copies an upstream sent twice are
     /// dropped, and the engine counts the rest; its too-late hits become dead letters too. In a
-    /// backfill of a time range, only the dead letters that belong to `range` go out. A record
-    /// below `previousMark` (the previous owner's processed mark) re-reads what that owner
-    /// processed, and is accounted as replayed. Runs on a worker thread, touching only this
-    /// task; `runner` runs the engine's shards, if it has several.
+    /// backfill of a time range, what is about a window outside `range` is accounted as read
+    /// and left aside, and its dead letters do not go out. A record below `previousMark` (the
+    /// previous owner's processed mark) re-reads what that owner processed, and is accounted as
+    /// replayed. Runs on a worker thread, touching only this task; `runner` runs the engine's
+    /// shards, if it has several.
     mutating func countBatch(
         _ batch: DecodedBatch, range: Range<Int64>?, previousMark: Int64?, now: Int64, on runner: some ShardRunner
     ) -> (TaskResult, EngineOutput) {
@@ -48,32 +56,73 @@ extension WindowTask {
         for declaration in sources.declare(batch.sourcePartitions, createdAt: createdAt, now: now) {
             engine.assign(partitions: declaration.ids, now: declaration.since)
         }
-        for (offset, reason) in batch.filtered {
-            accounting.consume(at: offset, letters)
-            accounting.filtered[reason.rawValue, default: 0] += 1
+        for filtered in batch.filtered {
+            accounting.consume(at: filtered.offset, letters)
+            if letters.inRange(filtered.time) {
+                accounting.filtered[filtered.reason.rawValue, default: 0] += 1
+            } else {
+                accounting.filteredOutsideRange[filtered.reason.rawValue, default: 0] += 1
+            }
         }
         for rejection in batch.rejections {
             accounting.consume(at: rejection.offset, letters)
-            accounting.deadLettered[rejection.reason, default: 0] += 1
-            if letters.sends(offset: rejection.offset, about: rejection.time) {
+            if letters.inRange(rejection.time) {
+                accounting.deadLettered[rejection.reason, default: 0] += 1
                 result.deadLetters.append(PendingDeadLetter(reference: rejection.reference, reason: rejection.reason, detail: rejection.detail))
+            } else {
+                accounting.deadLetteredOutsideRange[rejection.reason, default: 0] += 1
             }
         }
         let inputs = admit(batch.events, letters, into: &accounting, notices: &result.report.notices)
+        let clockBefore = clockAtBatchStart
         let output = engine.process(inputs, marks: engineMarks(batch.marks), now: now, on: runner)
-        accounting.accepted += inputs.count - output.tooLate.count
         accounting.replayedFinal += output.replayedFinal
+        var lateOutside = 0
         for late in output.tooLate {
-            accounting.deadLettered[RejectReason.tooLate.rawValue, default: 0] += 1
-            if letters.sends(offset: late.offset, about: late.event.eventTime) {
-                result.deadLetters.append(
-                    PendingDeadLetter(reference: batch.events[late.tag].reference, reason: RejectReason.tooLate.rawValue, detail: late.detail))
+            let event = batch.events[late.tag]
+            if letters.inRange(late.event.eventTime) {
+                accounting.deadLettered[RejectReason.tooLate.rawValue, default: 0] += 1
+                var detail = late.detail
+                if !event.carriesOriginal {
+                    accounting.lateWithoutOriginal += 1
+                    detail += Self.withoutOriginal(late, clock: clockBefore, config: engine.config)
+                }
+                result.deadLetters.append(PendingDeadLetter(reference: event.reference, reason: RejectReason.tooLate.rawValue, detail: detail))
+            } else {
+                lateOutside += 1
+                accounting.deadLetteredOutsideRange[RejectReason.tooLate.rawValue, default: 0] += 1
             }
         }
+        // The hits of windows outside the range are counted by the engine (their windows move
+        // event time as they did live), and their records never written.
+        let outside = letters.range == nil ? 0 : inputs.count(where: { !letters.inRange($0.event.eventTime) })
+        accounting.accepted += inputs.count - outside - (output.tooLate.count - lateOutside)
+        accounting.acceptedOutsideRange += outside - lateOutside
         result.report.accounting = accounting
         result.report.capacityEvictions = output.capacityEvictions
         result.deadLetters.sort { $0.reference < $1.reference }
         return (result, output)
+    }
+
+    /// Why a `too_late` hit crossed the shuffle without its original, as its letter says: the
+    /// normalize stage carries the original of every hit whose window expires before the
+    /// record's writer's clock plus its allowance (`OriginalRule`), and this task's horizon
+    /// stays below the newest writer's clock it has read, except where the memory cap raised it.
+    /// So either the window was evicted early by the cap (its expiry is beyond that clock), or
+    /// the record was read when writers' clocks had gone further past its own than the
+    /// allowance (the record was overtaken, clocks disagree, or instances run with different
+    /// `--retention`).
+    private static func withoutOriginal(_ late: LateHit, clock: Int64?, config: WindowConfig) -> String {
+        let expiry = late.event.eventTime.map {
+            EventTimeMath.add(EventTimeMath.add(EventTimeMath.windowStart(of: $0, size: config.size), config.size), config.retention)
+        }
+        let cause =
+            if let expiry, let clock, expiry <= clock {
+                "its record was read when the writers' clocks had gone past its window's end plus the retention, further past the clock of its own writer than the normalize stage allows for (a record delayed on its way, instance clocks that disagree, or instances run with different --retention)"
+            } else {
+                "its window was finalized early to keep the window state within --max-entries, which the normalize stage cannot foresee"
+            }
+        return "; its original message did not cross the shuffle (\(cause)), so the value is the hit as trackpipe normalized it and the header \(DeadLetter.Header.normalized) says so: the message is at its source position in the input topic, for as long as the input's retention keeps it"
     }
 
     /// The events to count, in order: copies an upstream sent twice are dropped.
@@ -110,25 +159,35 @@ extension WindowTask {
     private mutating func engineMarks(_ reported: SourceMarks<SourceKey>) -> [SourceMark] {
         var marks = SourceMarks<Int32>()
         for (source, report) in reported.bySource {
-            marks.note(source: sources.engineId(source), watermark: report.watermark, idle: report.idle, delivered: report.delivered)
+            marks.note(
+                source: sources.engineId(source), watermark: report.watermark, idle: report.idle, delivered: report.delivered,
+                quietSince: report.quietSince)
         }
         return marks.sorted
     }
 }
 
-/// Which dead letters of a batch go out: all of them (a replay's too, since the previous owner
-/// may never have sent them), except, in a backfill of a time range, those that do not belong
-/// to it by the time they are about: the window of a late hit, the Kafka timestamp of a message
-/// that could not be read.
+/// Which messages of a batch belong to a backfill's time range, by the time they are about: the
+/// window of a hit (late or not), the Kafka timestamp of a message that could not be read or was
+/// filtered. Outside a backfill, and for a message without any time, every message does. Only
+/// the dead letters of those that belong go out (a replay's too, since the previous owner may
+/// never have sent them).
 private struct LetterFilter {
+    /// nil when every message belongs (no range, or a range of all time).
     let range: Range<Int64>?
     let windowSize: Int64
     /// The previous owner's processed mark: below it, a record re-reads what that owner processed.
     let previousMark: Int64?
 
+    init(range: Range<Int64>?, windowSize: Int64, previousMark: Int64?) {
+        self.range = range == Int64.min..<Int64.max ? nil : range
+        self.windowSize = windowSize
+        self.previousMark = previousMark
+    }
+
     func isReplay(_ offset: Int64) -> Bool { offset < (previousMark ?? .min) }
 
-    func sends(offset: Int64, about time: Int64?) -> Bool {
+    func inRange(_ time: Int64?) -> Bool {
         guard let range, let time else { return true }
         return range.contains(EventTimeMath.windowStart(of: time, size: windowSize))
     }

@@ -1,38 +1,40 @@
 import Windowing
 
-/// The format of a window task's changelog: one compacted topic partition per task, holding
-/// the latest state of every window the task retains, so that a new owner reads the state back
-/// instead of re-reading the input for `--retention`.
+/// The format of a window task's changelog: one compacted topic partition per task, holding the
+/// state of every window the task retains, so that a new owner reads the state back instead of
+/// re-reading the input for `--retention`.
 ///
-/// Keys say what a record is; compaction keeps the latest value per key, and a deleted
-/// (evicted) window's keys get tombstones (null values):
-/// - `W` window start (Int64, big-endian) delivery id (UInt16 length, bytes): a window's head:
-///   its counters, how far into the input it has counted, the revision last emitted, and its
-///   broadlogs when they fit in one record;
-/// - `C` window start, delivery id, chunk set (UInt8), chunk index (UInt16): the broadlogs of a
-///   window too large for one record (brokers refuse records over 1 MB). A large window's
-///   chunks alternate between two sets, and its head, written after them, names the set: a
-///   crash in the middle of writing one set leaves the head pointing at the other, complete one;
+/// A window's state is a **head** and numbered **segments**. Each write of a window adds what
+/// changed since its previous write: segments with the broadlogs that are new or showed a new
+/// action (with all their actions), then the head, which carries the counters and names the
+/// numbers of the segments that hold the window (a contiguous range). A number a head has named
+/// is never written again: compaction keeps every segment's one record, and the latest head.
+/// Reading back, a window is its latest head's counters and the union of the broadlogs of the
+/// segments it names. From time to time the task folds a window's segments into fresh ones (a
+/// merge, `TaskChangelog`), and deletes the old ones after the head that names the new ones.
+///
+/// Keys say what a record is; compaction keeps the latest value per key, and a deleted key gets a
+/// tombstone (a null value):
+/// - `W` window start (Int64, big-endian) delivery id (UInt16 length, bytes): a window's head;
+/// - `S` window start, delivery id, segment number (UInt32, big-endian): broadlogs of a window;
 /// - `T`: the task's own state as of the write: how far it had processed its input, the
-///   eviction horizon, and where its line of owners began writing the partition.
+///   eviction horizon, its watermark, where its line of owners began writing the partition, and
+///   the group it counts for (so that a run of another group is refused before it writes here).
 ///
 /// Values start with a format version byte, `version`, the one version this trackpipe writes
 /// and reads: a record of any other is refused, not guessed at (a restore skips it as
 /// unreadable). A release that changes the format reads the previous one for one release, then
 /// drops it (docs/scale-out.md, "Formats").
 public enum ChangelogRecord {
-    public static let version: UInt8 = 1
-    /// Broadlog bytes a head carries itself; beyond, they go to chunks of at most this size.
-    public static let chunkBytes = 512 * 1024
+    public static let version: UInt8 = 2
+    /// Broadlog bytes a segment carries at most: brokers refuse records over 1 MB by default.
+    public static let segmentBytes = 512 * 1024
 
     enum Tag: UInt8 {
         case head = 0x57  // W
-        case chunk = 0x43  // C
+        case segment = 0x53  // S
         case task = 0x54  // T
     }
-
-    /// The task record's key.
-    public static let taskKey: [UInt8] = [Tag.task.rawValue]
 
     /// What the task record says.
     public struct TaskState: Sendable, Equatable {
@@ -44,48 +46,106 @@ public enum ChangelogRecord {
         /// `Checkpoint.changelogSince`): a task record naming another was written by another
         /// run of the group (the other mode, or a recount after an offset reset).
         public var lineage: Int64 = 0
-        /// Which input the task counts (`ChangelogRecord.source(of:)`): an owner without a
-        /// commit continues the state only of a task of the same input.
+        /// Which input the task counts, in windows of which size (`ChangelogRecord.source`): an
+        /// owner without a commit continues the state only of a task of the same input and size.
         public var source: UInt64 = 0
         /// The task's event-time watermark when it wrote its state (nil: none yet), from which a
         /// new owner's event time goes on while its input stays quiet.
         public var watermark: Int64?
+        /// The group the task counts for (`--group`): a state topic holds one group's state.
+        public var group: String = ""
     }
 
     /// A stable name of the input a task counts: the repartition topic's partitions (two
-    /// stages, whatever the input topic) or the partitions of an input topic (one stage).
-    /// FNV-1a, so that every process and build agrees.
-    public static func source(crossesShuffle: Bool, inputTopic: String) -> UInt64 {
+    /// stages, whatever the input topic) or the partitions of an input topic (one stage), and the
+    /// size of the windows it counts them in (the windows of another size are other windows,
+    /// even before a commit has recorded the size). FNV-1a, so that every process and build
+    /// agrees.
+    public static func source(crossesShuffle: Bool, inputTopic: String, windowSize: Int64) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in (crossesShuffle ? "repartition" : "input " + inputTopic).utf8 {
+        for byte in ((crossesShuffle ? "repartition" : "input " + inputTopic) + " window \(windowSize)").utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
         }
         return hash
     }
 
-    /// One record to write.
-    public struct Entry: Sendable {
-        public var key: [UInt8]
-        /// nil: a tombstone.
-        public var value: [UInt8]?
+    /// A window's head: its counters and marks, and which segments hold its broadlogs.
+    public struct Head: Sendable, Equatable {
+        public var counters: WindowCounters
+        public var countedThrough: Int64
+        public var emittedRevision: UInt32
+        /// The numbers of the segments that hold the window's broadlogs (empty: none yet).
+        public var segments: Range<UInt32>
+        /// How many distinct broadlogs they hold (a broadlog that showed another action later is
+        /// in more than one): what the window read back is sized for.
+        public var broadlogCount: Int
+
+        public init(counters: WindowCounters, countedThrough: Int64, emittedRevision: UInt32, segments: Range<UInt32>, broadlogCount: Int) {
+            self.counters = counters
+            self.countedThrough = countedThrough
+            self.emittedRevision = emittedRevision
+            self.segments = segments
+            self.broadlogCount = broadlogCount
+        }
+    }
+
+    /// What a key names.
+    public enum Key: Hashable, Sendable {
+        case head(WindowKey)
+        case segment(WindowKey, number: UInt32)
+        case task
+    }
+
+    /// One record of a changelog, as written and as read back.
+    public enum Entry: Sendable, Equatable {
+        case head(WindowKey, Head)
+        /// A segment's broadlogs: a slice of a window's list, so that cutting a large window into
+        /// segments copies nothing.
+        case segment(WindowKey, number: UInt32, broadlogs: ArraySlice<BroadlogActions>)
+        case task(TaskState)
+        /// The record of this key is deleted.
+        case tombstone(Key)
+
+        public var key: Key {
+            switch self {
+            case .head(let window, _): .head(window)
+            case .segment(let window, let number, _): .segment(window, number: number)
+            case .task: .task
+            case .tombstone(let key): key
+            }
+        }
+
+        /// The record's key and value (nil: a tombstone).
+        public var encoded: (key: [UInt8], value: [UInt8]?) {
+            switch self {
+            case .head(let window, let head): (encodeKey(.head(window)), encodeHead(head))
+            case .segment(let window, let number, let broadlogs): (encodeKey(.segment(window, number: number)), encodeSegment(broadlogs))
+            case .task(let state): (encodeKey(.task), encodeTask(state))
+            case .tombstone(let key): (encodeKey(key), nil)
+            }
+        }
     }
 
     // MARK: Keys
 
-    static func headKey(_ window: WindowKey) -> [UInt8] {
-        var key: [UInt8] = [Tag.head.rawValue]
-        appendWindow(window, to: &key)
-        return key
+    public static func encodeKey(_ key: Key) -> [UInt8] {
+        switch key {
+        case .task:
+            return [Tag.task.rawValue]
+        case .head(let window):
+            var bytes: [UInt8] = [Tag.head.rawValue]
+            appendWindow(window, to: &bytes)
+            return bytes
+        case .segment(let window, let number):
+            var bytes: [UInt8] = [Tag.segment.rawValue]
+            appendWindow(window, to: &bytes)
+            withUnsafeBytes(of: number.bigEndian) { bytes.append(contentsOf: $0) }
+            return bytes
+        }
     }
 
-    static func chunkKey(_ window: WindowKey, set: UInt8, index: UInt16) -> [UInt8] {
-        var key: [UInt8] = [Tag.chunk.rawValue]
-        appendWindow(window, to: &key)
-        key.append(set)
-        key.append(UInt8(index >> 8))
-        key.append(UInt8(index & 0xFF))
-        return key
-    }
+    /// The bytes of a window's key (without its tag).
+    static func windowKeyBytes(_ window: WindowKey) -> Int { 8 + 2 + min(window.deliveryId.utf8.count, Int(UInt16.max)) }
 
     private static func appendWindow(_ window: WindowKey, to key: inout [UInt8]) {
         withUnsafeBytes(of: window.windowStart.bigEndian) { key.append(contentsOf: $0) }
@@ -93,13 +153,6 @@ public enum ChangelogRecord {
         key.append(UInt8(id.count >> 8))
         key.append(UInt8(id.count & 0xFF))
         key.append(contentsOf: id)
-    }
-
-    /// What a key names.
-    public enum Key: Hashable, Sendable {
-        case head(WindowKey)
-        case chunk(WindowKey, set: UInt8, index: UInt16)
-        case task
     }
 
     public static func decodeKey(_ bytes: some Collection<UInt8>) -> Key? {
@@ -112,13 +165,14 @@ public enum ChangelogRecord {
         let length = Int(key[9]) << 8 | Int(key[10])
         guard key.count >= 11 + length else { return nil }
         let window = WindowKey(windowStart: start, deliveryId: String(decoding: key[11..<(11 + length)], as: UTF8.self))
+        let rest = 11 + length
         switch tag {
         case .head:
-            return key.count == 11 + length ? .head(window) : nil
-        case .chunk:
-            guard key.count == 11 + length + 3 else { return nil }
-            let rest = 11 + length
-            return .chunk(window, set: key[rest], index: UInt16(key[rest + 1]) << 8 | UInt16(key[rest + 2]))
+            return key.count == rest ? .head(window) : nil
+        case .segment:
+            guard key.count == rest + 4 else { return nil }
+            let number = key[rest..<(rest + 4)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            return .segment(window, number: number)
         case .task:
             return nil
         }
@@ -126,104 +180,87 @@ public enum ChangelogRecord {
 
     // MARK: Values
 
-    /// The records for one window's state. `previousSet` is the chunk set the changelog's
-    /// head points at now (nil: none); a window that needs chunks writes the other set, then
-    /// the head. Returns the records and the set the head now names (nil: inline).
-    static func entries(for state: WindowState, previousSet: UInt8?) -> (entries: [Entry], set: UInt8?, chunks: UInt16) {
-        let window = state.key
-        var broadlogs: [UInt8] = []
-        broadlogs.reserveCapacity(state.broadlogs.count * 12)
-        var chunkStarts: [Int] = [0]
-        for entry in state.broadlogs {
-            // In place: an array per id was an allocation per broadlog of every window written.
+    /// The bytes a broadlog takes in a segment: one byte with its actions and the length of its
+    /// id (below 31), the length again as a varint for a longer id, then the id.
+    static func encodedSize(of broadlog: BroadlogActions) -> Int {
+        let length = min(broadlog.id.utf8.count, Int(UInt16.max))
+        return length < 31 ? 1 + length : 1 + Varint.size(of: UInt64(length)) + length
+    }
+
+    /// The value of a segment with these broadlogs.
+    static func encodeSegment(_ broadlogs: ArraySlice<BroadlogActions>) -> [UInt8] {
+        var bytes: [UInt8] = [version, Tag.segment.rawValue]
+        bytes.reserveCapacity(2 + broadlogs.count * 10)
+        for entry in broadlogs {
+            // In place: an array per id was an allocation per broadlog written.
             var id = entry.id
             id.withUTF8 { utf8 in
                 let id = UnsafeBufferPointer(rebasing: utf8.prefix(Int(UInt16.max)))
-                if broadlogs.count - chunkStarts.last! + id.count + 3 > chunkBytes { chunkStarts.append(broadlogs.count) }
-                append(UInt16(id.count), to: &broadlogs)
-                broadlogs.append(contentsOf: id)
-                broadlogs.append(entry.actions)
+                if id.count < 31 {
+                    bytes.append(UInt8(id.count) << 3 | (entry.actions & 0x7))
+                } else {
+                    bytes.append(31 << 3 | (entry.actions & 0x7))
+                    Varint.append(UInt64(id.count), to: &bytes)
+                }
+                bytes.append(contentsOf: id)
             }
         }
-        var head: [UInt8] = [version, Tag.head.rawValue]
-        append(state.countedThrough, to: &head)
-        append(state.emittedRevision, to: &head)
-        for counter in state.counters { append(counter, to: &head) }
-        if broadlogs.count <= chunkBytes {
-            head.append(0)
-            head.append(contentsOf: broadlogs)
-            return ([Entry(key: headKey(window), value: head)], nil, 0)
-        }
-        let set: UInt8 = previousSet == 0 ? 1 : 0
-        var entries: [Entry] = []
-        for (index, start) in chunkStarts.enumerated() {
-            let end = index + 1 < chunkStarts.count ? chunkStarts[index + 1] : broadlogs.count
-            entries.append(
-                Entry(key: chunkKey(window, set: set, index: UInt16(index)), value: [version, Tag.chunk.rawValue] + broadlogs[start..<end]))
-        }
-        head.append(1)
-        head.append(set)
-        append(UInt16(chunkStarts.count), to: &head)
-        entries.append(Entry(key: headKey(window), value: head))
-        return (entries, set, UInt16(chunkStarts.count))
+        return bytes
     }
 
-    /// A window's head as read back.
-    public struct Head: Sendable {
-        public var countedThrough: Int64
-        public var emittedRevision: UInt32
-        public var counters: [UInt32]
-        /// The broadlogs, when the head carries them.
-        public var broadlogs: [WindowState.BroadlogActions]?
-        /// Where they are otherwise: the chunk set and how many chunks.
-        public var chunks: (set: UInt8, count: UInt16)?
+    static func decodeSegment(_ bytes: [UInt8]) throws(DecodingError) -> [BroadlogActions] {
+        try read(bytes, tag: .segment) { reader throws(DecodingError) in
+            var broadlogs: [BroadlogActions] = []
+            while !reader.isAtEnd {
+                let first = try reader.byte()
+                var length = Int(first >> 3)
+                if length == 31 { length = Int(try reader.varint()) }
+                let actions = first & 0x7
+                guard actions != 0 else { throw DecodingError(description: "changelog segment with a broadlog without actions") }
+                let id = try reader.slice(length)
+                broadlogs.append(BroadlogActions(id: String(decoding: id, as: UTF8.self), actions: actions))
+            }
+            return broadlogs
+        }
     }
 
-    public struct DecodingError: Error, CustomStringConvertible {
-        public var description: String
+    static func encodeHead(_ head: Head) -> [UInt8] {
+        var bytes: [UInt8] = [version, Tag.head.rawValue]
+        Varint.append(Varint.zigzag(head.countedThrough), to: &bytes)
+        Varint.append(UInt64(head.emittedRevision), to: &bytes)
+        for counter in WindowCounters.all { Varint.append(UInt64(head.counters[keyPath: counter.keyPath]), to: &bytes) }
+        Varint.append(UInt64(head.segments.lowerBound), to: &bytes)
+        Varint.append(UInt64(head.segments.count), to: &bytes)
+        Varint.append(UInt64(head.broadlogCount), to: &bytes)
+        return bytes
     }
 
     static func decodeHead(_ bytes: [UInt8]) throws(DecodingError) -> Head {
         try read(bytes, tag: .head) { reader throws(DecodingError) in
-            let counted = try reader.integer(Int64.self)
-            let emitted = try reader.integer(UInt32.self)
-            var counters: [UInt32] = []
-            for _ in WindowState.counterNames { counters.append(try reader.integer(UInt32.self)) }
-            switch try reader.byte() {
-            case 0:
-                return Head(countedThrough: counted, emittedRevision: emitted, counters: counters, broadlogs: try decodeBroadlogs(&reader))
-            case 1:
-                let set = try reader.byte()
-                let count = try reader.integer(UInt16.self)
-                guard reader.isAtEnd else { throw DecodingError(description: "changelog head with trailing bytes") }
-                return Head(countedThrough: counted, emittedRevision: emitted, counters: counters, chunks: (set, count))
-            case let other:
-                throw DecodingError(description: "changelog head with unknown storage \(other)")
-            }
+            let counted = try reader.zigzag()
+            let emitted: UInt32 = try narrow(try reader.varint(), "emitted revision")
+            var counters = WindowCounters()
+            for counter in WindowCounters.all { counters[keyPath: counter.keyPath] = try narrow(try reader.varint(), counter.name) }
+            let first: UInt32 = try narrow(try reader.varint(), "first segment")
+            let count: UInt32 = try narrow(try reader.varint(), "segment count")
+            let broadlogs: UInt32 = try narrow(try reader.varint(), "broadlog count")
+            guard first <= UInt32.max - count, reader.isAtEnd else { throw DecodingError(description: "changelog head with trailing bytes") }
+            return Head(
+                counters: counters, countedThrough: counted, emittedRevision: emitted, segments: first..<(first + count),
+                broadlogCount: Int(broadlogs))
         }
     }
 
-    static func decodeChunk(_ bytes: [UInt8]) throws(DecodingError) -> [WindowState.BroadlogActions] {
-        try read(bytes, tag: .chunk) { reader throws(DecodingError) in try decodeBroadlogs(&reader) }
-    }
-
-    private static func decodeBroadlogs(_ reader: inout ByteReader<DecodingError>) throws(DecodingError) -> [WindowState.BroadlogActions] {
-        var broadlogs: [WindowState.BroadlogActions] = []
-        while !reader.isAtEnd {
-            let length = Int(try reader.integer(UInt16.self))
-            let id = try reader.slice(length)
-            broadlogs.append(WindowState.BroadlogActions(id: String(decoding: id, as: UTF8.self), actions: try reader.byte()))
-        }
-        return broadlogs
-    }
-
-    static func taskValue(_ state: TaskState) -> [UInt8] {
+    static func encodeTask(_ state: TaskState) -> [UInt8] {
         var value: [UInt8] = [version, Tag.task.rawValue]
         append(state.processedMark, to: &value)
         append(state.evictedBefore, to: &value)
         append(state.lineage, to: &value)
         append(state.source, to: &value)
         append(state.watermark ?? .min, to: &value)
+        let group = Array(state.group.utf8.prefix(Int(UInt16.max)))
+        append(UInt16(group.count), to: &value)
+        value += group
         return value
     }
 
@@ -234,9 +271,24 @@ public enum ChangelogRecord {
                 lineage: try reader.integer(Int64.self), source: try reader.integer(UInt64.self))
             let watermark = try reader.integer(Int64.self)
             state.watermark = watermark == .min ? nil : watermark
+            state.group = String(decoding: try reader.slice(Int(try reader.integer(UInt16.self))), as: UTF8.self)
             guard reader.isAtEnd else { throw DecodingError(description: "changelog task record with trailing bytes") }
             return state
         }
+    }
+
+    /// The record a key and a value stand for (a null value: a tombstone).
+    public static func decode(_ key: Key, value: [UInt8]?) throws(DecodingError) -> Entry {
+        guard let value else { return .tombstone(key) }
+        switch key {
+        case .task: return .task(try decodeTask(value))
+        case .head(let window): return .head(window, try decodeHead(value))
+        case .segment(let window, let number): return .segment(window, number: number, broadlogs: try decodeSegment(value)[...])
+        }
+    }
+
+    public struct DecodingError: Error, CustomStringConvertible {
+        public var description: String
     }
 
     // MARK: Bytes
@@ -245,6 +297,10 @@ public enum ChangelogRecord {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
+    private static func narrow<T: FixedWidthInteger>(_ value: UInt64, _ what: String) throws(DecodingError) -> T {
+        guard let narrowed = T(exactly: value) else { throw DecodingError(description: "changelog head with \(what) out of range") }
+        return narrowed
+    }
 
     /// Reads a value of `bytes`, after its version and the tag its key implies.
     private static func read<T>(
@@ -266,4 +322,3 @@ public enum ChangelogRecord {
         return try result.get()
     }
 }
-

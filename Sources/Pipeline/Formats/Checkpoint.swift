@@ -4,13 +4,14 @@
 /// final, and drop events an upstream stage sent twice.
 ///
 /// One encoding, text:
-/// `trackpipe/4 evicted=<ms> processed=<offset> changelog=<offset> since=<offset> window=<ms> [seen=<map>]`.
+/// `trackpipe/5 evicted=<ms> processed=<offset> changelog=<offset> since=<offset> <identity> [seen=<map>]`.
 /// The commit is at `processed`; `changelog` says how far the task's changelog partition had been
 /// written and acknowledged (its end offset then), `since` where this line of owners began
 /// writing it (what lies before belongs to an earlier run of the group and is never read back),
-/// `window` the size of the windows it counts, which no later run of the group may change, and
-/// `seen`, behind the repartition topic, per source partition the highest source offset counted
-/// before `processed`, with the incarnation of the input (topic and epoch) it belongs to.
+/// the identity (`window=<ms> stages=<1|2> [repartition=<topic>] state=<topic>`) what the group
+/// is fixed to, which no later run of the group may change (`GroupIdentity`), and `seen`, behind
+/// the repartition topic, per source partition the highest source offset counted before
+/// `processed`, with the incarnation of the input (topic and epoch) it belongs to.
 ///
 /// The `seen` map is taken at `processed` and is applied only to records at or after it. Anything
 /// else decodes to nil: another tool's commit, and a checkpoint of another version of trackpipe
@@ -18,7 +19,7 @@
 /// reads the previous one for one release, then drops it (docs/scale-out.md, "Formats").
 public struct Checkpoint: Sendable, Hashable {
     /// The tag the encoding begins with: the one version this trackpipe writes and reads.
-    public static let format = "trackpipe/4"
+    public static let format = "trackpipe/5"
 
     /// Every window with `windowEnd + retention <= evictedBefore` had been evicted (epoch ms).
     public var evictedBefore: Int64
@@ -30,58 +31,65 @@ public struct Checkpoint: Sendable, Hashable {
     public var changelog: Int64
     /// Where the task's line of owners began writing its changelog partition.
     public var changelogSince: Int64
-    /// The window size (ms) the state was counted with: a key `<deliveryId>@<windowStart>` means
-    /// a different window under another size, so a run of another size must not go on from it.
-    public var windowSize: Int64
+    /// What the group is fixed to: the window size the state was counted with (a key
+    /// `<deliveryId>@<windowStart>` means a different window under another size), the mode and
+    /// the internal topics. A run that differs must not go on from it.
+    public var identity: GroupIdentity
 
     /// Kafka brokers refuse commit metadata above `offset.metadata.max.bytes` (4096 by default).
     public static let maxEncodedBytes = 4_000
-    /// Source partitions whose `seen` map fits the metadata limit with offsets up to 2^42.
+    /// At most this many source partitions behind the repartition topic, whatever the names.
     public static let maxSourcePartitions = 400
 
     public init(
         evictedBefore: Int64, processedMark: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64, changelogSince: Int64 = 0,
-        windowSize: Int64
+        identity: GroupIdentity
     ) {
         self.evictedBefore = evictedBefore
         self.processedMark = processedMark
         self.seen = seen
         self.changelog = changelog
         self.changelogSince = changelogSince
-        self.windowSize = windowSize
+        self.identity = identity
     }
 
     public var encoded: String {
-        Self.format + " evicted=\(evictedBefore) processed=\(processedMark) changelog=\(changelog) since=\(changelogSince)"
-            + " window=\(windowSize)" + (seen.isEmpty ? "" : " seen=" + Self.encode(seen))
+        Self.format + " evicted=\(evictedBefore) processed=\(processedMark) changelog=\(changelog) since=\(changelogSince) "
+            + identity.encodedFields + (seen.isEmpty ? "" : " seen=" + Self.encode(seen))
     }
 
     public init?(decoding text: String?) {
         guard let text, text.hasPrefix(Self.format + " ") else { return nil }
-        var evicted: Int64?
-        var processed: Int64?
-        var changelog: Int64?
-        var since: Int64?
-        var window: Int64?
-        var seen: [Int32: SourceFloor] = [:]
+        var fields: [Substring: Substring] = [:]
         for field in text.split(separator: " ").dropFirst() {
             let parts = field.split(separator: "=", maxSplits: 1)
             guard parts.count == 2 else { return nil }
-            switch parts[0] {
-            case "evicted": evicted = Int64(parts[1])
-            case "processed": processed = Int64(parts[1])
-            case "changelog": changelog = Int64(parts[1])
-            case "since": since = Int64(parts[1])
-            case "window": window = Int64(parts[1])
-            case "seen":
-                guard let map = Self.decode(parts[1]) else { return nil }
-                seen = map
-            default: continue
-            }
+            fields[parts[0]] = parts[1]
         }
-        guard let evicted, let processed, let changelog, let since, let window else { return nil }
+        var seen: [Int32: SourceFloor] = [:]
+        if let map = fields["seen"] {
+            guard let decoded = Self.decode(map) else { return nil }
+            seen = decoded
+        }
+        guard let evicted = fields["evicted"].flatMap({ Int64($0) }), let processed = fields["processed"].flatMap({ Int64($0) }),
+            let changelog = fields["changelog"].flatMap({ Int64($0) }), let since = fields["since"].flatMap({ Int64($0) }),
+            let identity = GroupIdentity(fields: fields)
+        else { return nil }
         self.init(
-            evictedBefore: evicted, processedMark: processed, seen: seen, changelog: changelog, changelogSince: since, windowSize: window)
+            evictedBefore: evicted, processedMark: processed, seen: seen, changelog: changelog, changelogSince: since, identity: identity)
+    }
+
+    /// Whether the checkpoint of a task behind `sourcePartitions` input partitions fits the
+    /// commit metadata brokers accept, whatever its numbers (source offsets up to 2^42): the
+    /// topic names of the identity take room from the duplicate floors.
+    public static func fits(sourcePartitions: Int, identity: GroupIdentity) -> Bool {
+        guard sourcePartitions <= maxSourcePartitions else { return false }
+        let incarnation = UInt64.max
+        let seen = Dictionary(
+            uniqueKeysWithValues: (0..<Int32(sourcePartitions)).map { ($0, SourceFloor(incarnation: incarnation, offset: (1 << 42) - 2)) })
+        let widest = Checkpoint(
+            evictedBefore: .min, processedMark: .max, seen: seen, changelog: .max, changelogSince: .max, identity: identity)
+        return widest.encoded.utf8.count <= maxEncodedBytes
     }
 
     /// The tag of a window checkpoint that another version of trackpipe wrote (`trackpipe/<n>`
@@ -216,40 +224,61 @@ public struct Checkpoint: Sendable, Hashable {
 }
 
 /// What the normalize stage stores in its commit metadata: which incarnation of the input
-/// partition its offsets belong to, and how far the partition's event time had got. A partition
-/// whose commit turns out to lie beyond its log (the topic was deleted and created again) starts
-/// a new epoch, so that downstream the new offsets are never mistaken for copies of the old
-/// ones; the progress lets the next owner carry on with the same watermark instead of
-/// rebuilding it from the hits after the commit.
+/// partition its offsets belong to, how far the partition's event time had got, and what the
+/// group is fixed to. A partition whose commit turns out to lie beyond its log (the topic was
+/// deleted and created again) starts a new epoch, so that downstream the new offsets are never
+/// mistaken for copies of the old ones; the progress lets the next owner carry on with the same
+/// watermark instead of rebuilding it from the hits after the commit; the identity says which
+/// pipeline the offsets belong to (`GroupIdentity`): they say which hits reached its
+/// repartition topic.
+///
+/// `trackpipe/source/2 epoch=<n> [progress=<ms>] window=<ms> stages=2 repartition=<topic> state=<topic>`.
+/// Anything else decodes to nil; `otherVersion(of:)` tells another version's apart, for the
+/// refusal.
 public struct SourceCheckpoint: Sendable, Hashable {
+    /// The tag the encoding begins with: the one version this trackpipe writes and reads.
+    public static let format = "trackpipe/source/2"
+
     public var epoch: UInt32
     /// The source's watermark over the hits before the committed offset (epoch ms); nil: none yet.
     public var progress: Int64?
+    /// What the group is fixed to (always two stages: only the normalize stage writes this).
+    public var identity: GroupIdentity
 
-    public init(epoch: UInt32, progress: Int64? = nil) {
+    public init(epoch: UInt32, progress: Int64? = nil, identity: GroupIdentity) {
         self.epoch = epoch
         self.progress = progress
+        self.identity = identity
     }
 
     public var encoded: String {
-        "trackpipe/source epoch=\(epoch)" + (progress.map { " progress=\($0)" } ?? "")
+        Self.format + " epoch=\(epoch)" + (progress.map { " progress=\($0)" } ?? "") + " " + identity.encodedFields
     }
 
     public init?(decoding text: String?) {
-        guard let text, text.hasPrefix("trackpipe/source ") else { return nil }
-        var epoch: UInt32?
-        var progress: Int64?
+        guard let text, text.hasPrefix(Self.format + " ") else { return nil }
+        var fields: [Substring: Substring] = [:]
         for field in text.split(separator: " ").dropFirst() {
             let parts = field.split(separator: "=", maxSplits: 1)
             guard parts.count == 2 else { return nil }
-            switch parts[0] {
-            case "epoch": epoch = UInt32(parts[1])
-            case "progress": progress = Int64(parts[1])
-            default: continue
-            }
+            fields[parts[0]] = parts[1]
         }
-        guard let epoch else { return nil }
-        self.epoch = epoch
-        self.progress = progress
+        guard let epoch = fields["epoch"].flatMap({ UInt32($0) }), let identity = GroupIdentity(fields: fields) else { return nil }
+        var progress: Int64?
+        if let text = fields["progress"] {
+            guard let value = Int64(text) else { return nil }
+            progress = value
+        }
+        self.init(epoch: epoch, progress: progress, identity: identity)
+    }
+
+    /// The tag of a normalize stage's checkpoint that another version of trackpipe wrote
+    /// (`trackpipe/source` followed by anything but this version's `/2`), which this one does
+    /// not read; nil for anything else.
+    public static func otherVersion(of metadata: String?) -> String? {
+        guard let metadata else { return nil }
+        let tag = String(metadata.prefix { $0 != " " })
+        guard tag.hasPrefix("trackpipe/source"), tag != format else { return nil }
+        return tag
     }
 }

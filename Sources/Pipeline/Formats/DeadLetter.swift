@@ -24,6 +24,10 @@ public struct DeadLetter: Sendable, Equatable {
         public static let sourceTopic = "trackpipe.source.topic"
         public static let sourcePartition = "trackpipe.source.partition"
         public static let sourceOffset = "trackpipe.source.offset"
+        /// `true`: the value is not the message but the hit as trackpipe normalized it (JSON, as
+        /// `trackpipe normalize` writes events), and the key is absent: a `too_late` hit whose
+        /// original did not cross the shuffle (docs/tracking-hits.md, section 4).
+        public static let normalized = "trackpipe.original.normalized"
     }
 
     public var headers: [KafkaHeader] {

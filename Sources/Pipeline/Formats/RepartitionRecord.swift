@@ -5,19 +5,24 @@ import Windowing
 /// The format of the internal repartition topic, which carries accepted events from the
 /// normalize stage to the aggregate stage.
 ///
-/// Binary and little-endian, because the topic is internal: only trackpipe writes and reads
-/// it, and a compact record costs less to produce, store and read than JSON. Two kinds:
+/// Binary and compact, because the topic is internal: only trackpipe writes and reads it, and
+/// every byte of it is produced, stored, replicated and fetched once per hit. Numbers are
+/// varints (`Varint`), most of them small deltas. Two kinds:
 ///
 /// - **events**: the events of one input batch bound for one repartition partition, in input
-///   order. Each carries the normalized hit with its delivery id, its source position (input
-///   partition and offset, which the aggregate stage deduplicates by), and the original key,
-///   value and timestamp, so that a hit found too late downstream is dead-lettered exactly as it
-///   arrived, whatever the input topic still holds. An original larger than the writer's bound
+///   order. Each carries the normalized hit (its delivery as an index into the record's table of
+///   deliveries, which a record bound for one partition shares among few), its source position
+///   (input partition, and offset as a delta from the previous event of the same partition in
+///   the record), which the aggregate stage deduplicates by, and its event time as a delta from
+///   the previous event's. Events have no length of their own: they are read in order. A hit
+///   the normalize stage cannot rule out as `too_late` downstream (`OriginalRule`) also carries
+///   its original key, value and timestamp, so that its dead letter is the message as it
+///   arrived, whatever the input topic still holds; an original larger than the writer's bound
 ///   travels cut as its dead letter would be (`DeadLetterCut`): its first bytes, and what was
-///   cut. The record ends with a table of the source partitions its events come from, each with
-///   its epoch and its watermark once the record's last event of it was taken. Batching
-///   matters: librdkafka's cost is mostly per message, on both the producing and the consuming
-///   side (measured in docs/performance.md).
+///   cut. The record ends with its table of deliveries and a table of the source partitions its
+///   events come from, each with its epoch and its watermark once the record's last event of it
+///   was taken. Batching matters: librdkafka's cost is mostly per message, on both the producing
+///   and the consuming side (measured in docs/performance.md).
 /// - **marks**: the watermarks and idleness of the source partitions one normalize stage owns,
 ///   sent to every repartition partition now and then, so that a partition that receives few
 ///   of a source's events still learns how far that source's event time has moved. Its table is
@@ -31,8 +36,13 @@ import Windowing
 ///
 /// Every record then says where its events come from and how they were routed (`Origin`): the
 /// input topic's name and partition count (the aggregate stage knows how many sources must
-/// report before the watermark can move), and the repartition topic's partition count the
-/// writer routed by, so that instances that disagree on it are caught. The epoch of each source
+/// report before the watermark can move), the repartition topic's partition count the
+/// writer routed by, so that instances that disagree on it are caught, and the group whose
+/// normalize stage wrote it, so that a run of another group pointed at this topic is refused
+/// before it writes (`GroupIdentityCheck`). Then the **writer's clock**: the wall-clock time
+/// its writer wrote it at. Every watermark a record carries is at or below it, and a window
+/// task's event time never passes the newest writer's clock it has read: that is what bounds a
+/// task's horizon for the originals rule (docs/scale-out.md). The epoch of each source
 /// partition in the table (a new epoch begins when the topic is found recreated) keeps
 /// positions of another topic or of a recreated one from being taken for copies of old ones.
 ///
@@ -59,12 +69,29 @@ public enum RepartitionRecord {
         public var sourcePartitions: Int
         /// The repartition partition count the writer routed by.
         public var routedPartitions: Int
+        /// The group whose normalize stage wrote the record (`--group`): a repartition topic
+        /// carries one group's hits.
+        public var group: String
 
-        public init(sourceTopic: String, sourcePartitions: Int, routedPartitions: Int) {
+        public init(sourceTopic: String, sourcePartitions: Int, routedPartitions: Int, group: String) {
             self.sourceTopic = sourceTopic
             self.sourcePartitions = sourcePartitions
             self.routedPartitions = routedPartitions
+            self.group = group
         }
+    }
+
+    /// A hit's message as it arrived, carried for its `too_late` dead letter: views into the
+    /// record's bytes, valid as long as they are.
+    public struct Original {
+        /// The original key (nil: the message had none) and value (nil: a tombstone), whole or,
+        /// if `cut` is not empty, their first bytes.
+        public var key: UnsafeRawBufferPointer?
+        public var value: UnsafeRawBufferPointer?
+        public var timestamp: Int64?
+        /// What was cut of an original too large to travel whole, as the headers of its dead
+        /// letter will say it (see `cutHeaders`); empty when the original is whole.
+        public var cut: UnsafeRawBufferPointer
     }
 
     /// An event as read back: views into the record's bytes, valid as long as they are.
@@ -72,20 +99,16 @@ public enum RepartitionRecord {
         public var sourcePartition: Int32
         public var sourceOffset: Int64
         public var eventTime: Int64
-        public var originalTimestamp: Int64?
         public var action: HitAction
         public var channel: Channel
         public var platform: Platform
         public var shape: HitShape
+        /// Its delivery's place in the record's table of deliveries, and the id itself.
+        public var delivery: Int
         public var deliveryId: UnsafeRawBufferPointer
         public var broadlogId: UnsafeRawBufferPointer
-        /// The original key (nil: the message had none) and value (nil: a tombstone), whole or,
-        /// if `originalCut` is not empty, their first bytes.
-        public var originalKey: UnsafeRawBufferPointer?
-        public var originalValue: UnsafeRawBufferPointer?
-        /// What was cut of an original too large to travel whole, as the headers of its dead
-        /// letter will say it (see `cutHeaders`); empty when the original is whole.
-        public var originalCut: UnsafeRawBufferPointer
+        /// Nil when the writer ruled out that the hit can be `too_late` downstream.
+        public var original: Original?
     }
 
     public enum Decoded {
@@ -96,7 +119,11 @@ public enum RepartitionRecord {
     /// An events record as read back.
     public struct Events {
         public var origin: Origin
+        /// When its writer wrote it (epoch ms, the writer's wall clock).
+        public var writerClock: Int64
         public var events: [Event]
+        /// The record's table of deliveries, which events name by index.
+        public var deliveries: [UnsafeRawBufferPointer]
         /// The source partitions of the events, each with its watermark as of the record's last
         /// event of it (never idle), and the epoch of each, in the same order.
         public var marks: [SourceMark]
@@ -109,6 +136,8 @@ public enum RepartitionRecord {
     /// A marks record as read back.
     public struct Marks {
         public var origin: Origin
+        /// When its writer wrote it (epoch ms, the writer's wall clock).
+        public var writerClock: Int64
         public var marks: [SourceMark]
         /// The epoch of each mark's source partition, in the same order.
         public var epochs: [UInt32]
@@ -124,221 +153,315 @@ public enum RepartitionRecord {
     }
 
     /// An events record stays well below the 1 MB that producers and brokers accept by default
-    /// (`message.max.bytes`): once a batch reaches this size it is sent and a new one begins.
+    /// (`message.max.bytes`): once a record reaches this size it is closed and a new one begins.
     public static let batchBytes = 256 * 1024
+
+    // MARK: Layout
+
+    /// An event's first byte: its action, channel and platform (two bits each), whether a new
+    /// source partition's events begin with it, and whether its original follows it.
+    fileprivate enum Head {
+        static let newSource: UInt8 = 0x40
+        static let original: UInt8 = 0x80
+    }
+
+    /// An event's second byte: its shape (three bits), and its delivery's index when below 31
+    /// (five bits; 31: the index minus 31 follows as a varint).
+    fileprivate static let inlineDeliveries = 31
+
+    /// A source table entry's flags.
+    fileprivate enum SourceFlag {
+        static let idle: UInt8 = 1
+        static let hasWatermark: UInt8 = 2
+        /// An idle source says when it last delivered.
+        static let hasQuietSince: UInt8 = 4
+        /// The record begins the group's records of the source in its partition.
+        static let begins: UInt8 = 8
+    }
 
     // MARK: Encoding
 
-    /// Writes one event's encoding (as it appears inside an events record, without its length)
-    /// into `bytes` from `start`, and returns where it ends. `bytes` only grows, and what lies
-    /// beyond the returned end is scratch: a caller that keeps one buffer from batch to batch
-    /// writes every event with one size check and plain stores, where appending its dozen
-    /// fields one by one cost a few per cent of the two-stage worker's CPU. Nothing in an event
-    /// depends on the events before it, so that events can be written on several threads.
-    ///
-    /// An original key and value larger together than `maxOriginalBytes` travel cut to that
-    /// size as a dead letter of them would be, so that one hit cannot take an events record
-    /// past what the topic takes.
-    static func writeEvent(
-        _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, sourceOffset: Int64, originalTimestamp: Int64?,
-        originalKey: UnsafeRawBufferPointer?, originalValue: UnsafeRawBufferPointer?, maxOriginalBytes: Int = .max,
-        into bytes: inout [UInt8], at start: Int
-    ) -> Int {
-        // Constants, not variables: the closures below capture them, and a captured variable is
-        // checked for exclusive access at run time on every read.
-        let cut =
-            (originalKey?.count ?? 0) + (originalValue?.count ?? 0) > maxOriginalBytes
-            ? DeadLetterCut.fitting(key: originalKey, value: originalValue, headers: [], limit: maxOriginalBytes) : nil
-        let originalKey = cut.map { cut in originalKey.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) } } ?? originalKey
-        let originalValue = cut.map { cut in originalValue.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) } } ?? originalValue
-        let cutHeaders = cut?.headers ?? []
-        var deliveryId = event.deliveryId
-        var broadlogId = event.broadlogId
-        return deliveryId.withUTF8 { delivery in
-            broadlogId.withUTF8 { broadlog in
-                let delivery = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: delivery.prefix(Int(UInt16.max))))
-                let broadlog = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: broadlog.prefix(Int(UInt16.max))))
-                let originalBytes = (originalKey?.count ?? 0) + (originalValue?.count ?? 0)
-                let cutBytes = cutHeaders.reduce(0) { $0 + 4 + $1.key.utf8.count + ($1.value?.count ?? 0) }
-                let size = fixedFieldsEnd + 2 + delivery.count + 2 + broadlog.count + 4 + 4 + originalBytes + 2 + cutBytes
-                if bytes.count < start + size {
-                    bytes.append(contentsOf: repeatElement(0, count: max(start + size - bytes.count, bytes.count)))
-                }
-                return bytes.withUnsafeMutableBytes { raw in
-                    var at = start
-                    func put<T: FixedWidthInteger>(_ value: T) {
-                        raw.storeBytes(of: value.littleEndian, toByteOffset: at, as: T.self)
-                        at += MemoryLayout<T>.size
-                    }
-                    func put(_ source: UnsafeRawBufferPointer) {
-                        if let base = source.baseAddress, !source.isEmpty {
-                            (raw.baseAddress! + at).copyMemory(from: base, byteCount: source.count)
-                        }
-                        at += source.count
-                    }
-                    func putBlob(_ blob: UnsafeRawBufferPointer?) {
-                        guard let blob else { return put(Int32(-1)) }
-                        put(Int32(clamping: blob.count))
-                        put(blob)
-                    }
-                    put(sourcePartition)
-                    put(sourceOffset)
-                    put(eventTime)
-                    put(originalTimestamp ?? -1)
-                    put(event.action.rawValue)
-                    put(event.channel.rawValue)
-                    put(event.platform.rawValue)
-                    put(event.shape.rawValue)
-                    put(UInt16(delivery.count))
-                    put(delivery)
-                    put(UInt16(broadlog.count))
-                    put(broadlog)
-                    putBlob(originalKey)
-                    putBlob(originalValue)
-                    put(UInt16(cutBytes))
-                    for header in cutHeaders {
-                        var key = header.key
-                        key.withUTF8 { key in
-                            put(UInt16(key.count))
-                            put(UnsafeRawBufferPointer(key))
-                        }
-                        let value = header.value ?? []
-                        put(UInt16(value.count))
-                        value.withUnsafeBytes { put($0) }
-                    }
-                    return at
-                }
+    /// What every record starts with: version, kind, origin and the writer's clock.
+    fileprivate static func appendHeader(_ kind: Kind, origin: Origin, writerClock: Int64, to bytes: inout [UInt8]) {
+        bytes.append(version)
+        bytes.append(kind.rawValue)
+        Varint.append(UInt64(max(0, origin.sourcePartitions)), to: &bytes)
+        Varint.append(UInt64(max(0, origin.routedPartitions)), to: &bytes)
+        for var text in [origin.sourceTopic, origin.group] {
+            text.withUTF8 { utf8 in
+                Varint.append(UInt64(utf8.count), to: &bytes)
+                bytes.append(contentsOf: utf8)
             }
         }
+        Varint.append(Varint.zigzag(writerClock), to: &bytes)
     }
 
-    /// Where an event's fixed fields end (after its shape).
-    private static let fixedFieldsEnd = 32
-
-    /// The header every record starts with, after its version and kind.
-    private static func appendOrigin(_ origin: Origin, to bytes: inout [UInt8]) {
-        append(UInt16(clamping: origin.sourcePartitions), to: &bytes)
-        append(UInt16(clamping: origin.routedPartitions), to: &bytes)
-        appendShortText(origin.sourceTopic, to: &bytes)
-    }
-
-    /// A table of source partitions, as marks records and the end of events records hold it.
-    /// Each entry's flags byte: bit 0 idle, bit 1 the record begins the group's records of the
-    /// source in its partition.
-    private static func appendSourceTable(_ marks: [SourceMark], epochs: [UInt32], begins: [Bool], to bytes: inout [UInt8]) {
-        append(UInt16(clamping: marks.count), to: &bytes)
-        for (index, mark) in marks.prefix(Int(UInt16.max)).enumerated() {
-            append(mark.source, to: &bytes)
-            append(mark.watermark ?? Int64.min, to: &bytes)
-            let begins = index < begins.count && begins[index]
-            bytes.append((mark.idle ? Flag.idle : 0) | (begins ? Flag.begins : 0))
-            append(index < epochs.count ? epochs[index] : 0, to: &bytes)
-        }
-    }
-
-    /// The bits of a table entry's flags byte.
-    private enum Flag {
-        static let idle: UInt8 = 1
-        static let begins: UInt8 = 2
-    }
-
-    /// The events bound for one repartition partition, becoming one record.
-    struct EventBatch {
-        private(set) var bytes: [UInt8] = []
-        private(set) var count = 0
-        /// Where the event count sits in `bytes` (after the variable-length header).
-        private var countOffset = 0
-        /// The newest Kafka timestamp of the input records, the record's own timestamp.
-        private(set) var timestamp: Int64?
-        /// The source partitions of the events so far, each with its latest watermark, and
-        /// their epochs: the record's closing table.
-        private var sources: [SourceMark] = []
-        private var epochs: [UInt32] = []
-        private var begins: [Bool] = []
-
-        var isEmpty: Bool { count == 0 }
-
-        /// Adds one event encoded by `writeEvent`, of a source partition (of `epoch`) whose
-        /// watermark, as of this event, is `watermark`. `begins`: this is the first record the
-        /// writer sends to the partition naming the source, and the writer began at the group's
-        /// start of it (read where the source's first event of the record enters the table).
-        mutating func append(
-            encodedEvent: UnsafeRawBufferPointer, timestamp: Int64?, origin: Origin, sourcePartition: Int32, epoch: UInt32,
-            watermark: Int64, begins: Bool = false
-        ) {
-            if count == 0 {
-                bytes.removeAll(keepingCapacity: true)
-                bytes.append(RepartitionRecord.version)
-                bytes.append(Kind.events.rawValue)
-                RepartitionRecord.appendOrigin(origin, to: &bytes)
-                countOffset = bytes.count
-                RepartitionRecord.append(UInt32(0), to: &bytes)
-            }
-            RepartitionRecord.append(UInt32(encodedEvent.count), to: &bytes)
-            RepartitionRecord.appendRaw(encodedEvent, to: &bytes)
-            count += 1
-            if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
-            // A record's events come in runs of one source partition: the last entry first.
-            if let last = sources.indices.last, sources[last].source == sourcePartition {
-                sources[last].watermark = watermark
-            } else if let index = sources.firstIndex(where: { $0.source == sourcePartition }) {
-                sources[index].watermark = watermark
-            } else {
-                sources.append(SourceMark(source: sourcePartition, watermark: watermark, idle: false))
-                epochs.append(epoch)
-                self.begins.append(begins)
-            }
-        }
-
-        /// The finished record, its table of sources closing it; the batch is empty afterwards
-        /// (keeping its buffers).
-        mutating func take(_ body: (UnsafeRawBufferPointer, _ timestamp: Int64?) throws -> Void) rethrows {
-            let at = countOffset
-            bytes.withUnsafeMutableBytes { $0.storeBytes(of: UInt32(count).littleEndian, toByteOffset: at, as: UInt32.self) }
-            RepartitionRecord.appendSourceTable(sources, epochs: epochs, begins: begins, to: &bytes)
-            try bytes.withUnsafeBytes { try body($0, timestamp) }
-            count = 0
-            timestamp = nil
-            sources.removeAll(keepingCapacity: true)
-            epochs.removeAll(keepingCapacity: true)
-            begins.removeAll(keepingCapacity: true)
+    /// A table of source partitions, as marks records and the end of events records hold it:
+    /// watermarks as deltas from the writer's clock, which bounds them.
+    fileprivate static func appendSourceTable(
+        _ sources: some Collection<(mark: SourceMark, epoch: UInt32, begins: Bool)>, writerClock: Int64, to bytes: inout [UInt8]
+    ) {
+        Varint.append(UInt64(sources.count), to: &bytes)
+        for (mark, epoch, begins) in sources {
+            Varint.append(UInt64(UInt32(bitPattern: mark.source)), to: &bytes)
+            Varint.append(UInt64(epoch), to: &bytes)
+            let quietSince = mark.idle ? mark.quietSince : nil
+            bytes.append(
+                (mark.idle ? SourceFlag.idle : 0) | (mark.watermark == nil ? 0 : SourceFlag.hasWatermark)
+                    | (quietSince == nil ? 0 : SourceFlag.hasQuietSince) | (begins ? SourceFlag.begins : 0))
+            if let watermark = mark.watermark { Varint.append(Varint.zigzag(watermark &- writerClock), to: &bytes) }
+            if let quietSince { Varint.append(Varint.zigzag(quietSince &- writerClock), to: &bytes) }
         }
     }
 
     /// A marks record: each mark with the epoch of its source partition, and whether the record
-    /// begins the group's records of it in the partition it goes to (none when `begins` is empty).
-    public static func encodeMarks(_ marks: [SourceMark], epochs: [UInt32], begins: [Bool] = [], origin: Origin, into bytes: inout [UInt8]) {
+    /// begins the group's records of it in the partition it goes to (none when `begins` is
+    /// empty), written at `writerClock`.
+    public static func encodeMarks(
+        _ marks: [SourceMark], epochs: [UInt32], begins: [Bool] = [], origin: Origin, writerClock: Int64, into bytes: inout [UInt8]
+    ) {
         bytes.removeAll(keepingCapacity: true)
-        bytes.append(version)
-        bytes.append(Kind.marks.rawValue)
-        appendOrigin(origin, to: &bytes)
-        appendSourceTable(marks, epochs: epochs, begins: begins, to: &bytes)
+        appendHeader(.marks, origin: origin, writerClock: writerClock, to: &bytes)
+        appendSourceTable(
+            marks.enumerated().map { index, mark in
+                (mark: mark, epoch: index < epochs.count ? epochs[index] : 0, begins: index < begins.count && begins[index])
+            }, writerClock: writerClock, to: &bytes)
     }
 
-    private static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
-        withUnsafeBytes(of: value.littleEndian) { appendRaw($0, to: &bytes) }
+    /// A hit's original, as the writer has it: carried whole, or cut to `maxBytes` (key and
+    /// value together) as its dead letter would be.
+    struct OriginalBytes {
+        var key: UnsafeRawBufferPointer?
+        var value: UnsafeRawBufferPointer?
+        var timestamp: Int64?
+        var maxBytes: Int = .max
     }
 
-    /// Appends raw bytes as one copy: `Array.append(contentsOf:)` given raw bytes, or a
-    /// String's UTF-8 view, copies them one by one.
-    @inline(__always)
-    static func appendRaw(_ raw: UnsafeRawBufferPointer, to bytes: inout [UInt8]) {
-        bytes.append(contentsOf: UnsafeBufferPointer(start: raw.baseAddress?.assumingMemoryBound(to: UInt8.self), count: raw.count))
-    }
+    /// One events record being written by one lane: its events appended in input order, written
+    /// straight into the bytes that are sent (no buffer in between); the stage sets each
+    /// source's watermark as it takes the events in order, and `finish` closes the record with
+    /// its tables. A lane keeps its writers from batch to batch for their buffers.
+    struct EventsWriter {
+        /// The repartition partition the record goes to.
+        private(set) var partition: Int32 = 0
+        /// `bytes[0..<end]` is the record; what lies beyond is scratch, kept for its capacity.
+        private(set) var bytes: [UInt8] = []
+        private(set) var end = 0
+        private(set) var count = 0
+        /// The newest Kafka timestamp of the input records, the record's own timestamp.
+        private(set) var timestamp: Int64?
+        private var writerClock: Int64 = 0
+        /// Where the event count and the tables' offset sit (fixed width, set by `finish`).
+        private var countAt = 0
+        private var deliveries: [String] = []
+        /// The deliveries' indices, once the table is too long to search.
+        private var deliveryIndex: [String: Int] = [:]
+        private var sources: [Int32] = []
+        private var epochs: [UInt32] = []
+        private var begins: [Bool] = []
+        private var watermarks: [Int64?] = []
+        private var previousOffsets: [Int64] = []
+        private var source = -1
+        private var previousTime: Int64 = 0
+        /// What the tables will add when the record is closed, at most.
+        private var tableBytes = 0
 
-    private static func appendShortText(_ text: String, to bytes: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { utf8 in
-            let kept = UnsafeBufferPointer(rebasing: utf8.prefix(Int(UInt16.max)))
-            append(UInt16(kept.count), to: &bytes)
-            bytes.append(contentsOf: kept)
+        var isEmpty: Bool { count == 0 }
+
+        /// The record's size once closed, at most: what decides when it is full.
+        var size: Int { end + tableBytes }
+
+        /// Starts a new record for `partition`, forgetting the previous one (keeping buffers).
+        mutating func begin(partition: Int32, origin: Origin, writerClock: Int64) {
+            self.partition = partition
+            self.writerClock = writerClock
+            bytes.removeAll(keepingCapacity: true)
+            RepartitionRecord.appendHeader(.events, origin: origin, writerClock: writerClock, to: &bytes)
+            countAt = bytes.count
+            bytes.append(contentsOf: repeatElement(0, count: 8))
+            end = bytes.count
+            count = 0
+            timestamp = nil
+            deliveries.removeAll(keepingCapacity: true)
+            deliveryIndex.removeAll(keepingCapacity: true)
+            sources.removeAll(keepingCapacity: true)
+            epochs.removeAll(keepingCapacity: true)
+            begins.removeAll(keepingCapacity: true)
+            watermarks.removeAll(keepingCapacity: true)
+            previousOffsets.removeAll(keepingCapacity: true)
+            source = -1
+            previousTime = writerClock
+            tableBytes = 2 * Varint.maxBytes
+        }
+
+        /// Appends one event of `sourcePartition` (of `epoch`) with its original, if given;
+        /// returns the source's place in the record's table, for `setWatermark`. `begins`: the
+        /// record begins the group's records of the source in its partition (read where the
+        /// source enters the record's table).
+        mutating func append(
+            _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
+            timestamp: Int64?, original: OriginalBytes?, begins: Bool = false
+        ) -> Int {
+            if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
+            let newSource = source < 0 || sources[source] != sourcePartition
+            if newSource {
+                // A record's events come in runs of one source partition: a new run looks its
+                // source up in the table, or adds it.
+                if let known = sources.firstIndex(of: sourcePartition) {
+                    source = known
+                } else {
+                    source = sources.count
+                    sources.append(sourcePartition)
+                    epochs.append(epoch)
+                    self.begins.append(begins)
+                    watermarks.append(nil)
+                    previousOffsets.append(-1)
+                    tableBytes += 3 * Varint.maxBytes + 1
+                }
+            }
+            let delivery = deliveryNumber(event.deliveryId)
+            let offsetDelta = Varint.zigzag(sourceOffset &- previousOffsets[source] &- 1)
+            previousOffsets[source] = sourceOffset
+            let timeDelta = Varint.zigzag(eventTime &- previousTime)
+            previousTime = eventTime
+            // Constants, not variables: the closures below capture them, and a captured variable
+            // is checked for exclusive access at run time on every read.
+            let cut =
+                original.flatMap { original in
+                    (original.key?.count ?? 0) + (original.value?.count ?? 0) > original.maxBytes
+                        ? DeadLetterCut.fitting(key: original.key, value: original.value, headers: [], limit: original.maxBytes) : nil
+                }
+            let key = cut.map { cut in original?.key.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) } } ?? original?.key
+            let value = cut.map { cut in original?.value.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) } } ?? original?.value
+            let cutBytes = Self.cutHeaderBytes(cut?.headers ?? [])
+            let carries = original != nil
+            let originalTimestamp = original?.timestamp
+            let head =
+                event.action.rawValue | event.channel.rawValue << 2 | event.platform.rawValue << 4
+                | (newSource ? Head.newSource : 0) | (carries ? Head.original : 0)
+            let source = self.source
+            var broadlogId = event.broadlogId
+            broadlogId.withUTF8 { broadlog in
+                var size = 2 + 4 * Varint.maxBytes + broadlog.count
+                if carries { size += 4 * Varint.maxBytes + (key?.count ?? 0) + (value?.count ?? 0) + cutBytes.count }
+                if bytes.count < end + size {
+                    bytes.append(contentsOf: repeatElement(0, count: max(end + size - bytes.count, bytes.count)))
+                }
+                let start = end
+                end = bytes.withUnsafeMutableBytes { buffer -> Int in
+                    let raw = buffer.baseAddress!
+                    func put(_ bytes: UnsafeRawBufferPointer, at: Int) -> Int {
+                        if let base = bytes.baseAddress, !bytes.isEmpty { (raw + at).copyMemory(from: base, byteCount: bytes.count) }
+                        return at + bytes.count
+                    }
+                    func putOptional(_ bytes: UnsafeRawBufferPointer?, at: Int) -> Int {
+                        guard let bytes else { return Varint.write(0, to: raw, at: at) }
+                        return put(bytes, at: Varint.write(UInt64(bytes.count) + 1, to: raw, at: at))
+                    }
+                    raw.storeBytes(of: head, toByteOffset: start, as: UInt8.self)
+                    let inline = min(delivery, RepartitionRecord.inlineDeliveries)
+                    raw.storeBytes(of: event.shape.rawValue | UInt8(inline) << 3, toByteOffset: start + 1, as: UInt8.self)
+                    var at = start + 2
+                    if inline == RepartitionRecord.inlineDeliveries {
+                        at = Varint.write(UInt64(delivery - RepartitionRecord.inlineDeliveries), to: raw, at: at)
+                    }
+                    if newSource { at = Varint.write(UInt64(source), to: raw, at: at) }
+                    at = Varint.write(offsetDelta, to: raw, at: at)
+                    at = Varint.write(timeDelta, to: raw, at: at)
+                    at = Varint.write(UInt64(broadlog.count), to: raw, at: at)
+                    at = put(UnsafeRawBufferPointer(broadlog), at: at)
+                    if carries {
+                        at = Varint.write(originalTimestamp.map { Varint.zigzag($0 &- eventTime) + 1 } ?? 0, to: raw, at: at)
+                        at = putOptional(key, at: at)
+                        at = putOptional(value, at: at)
+                        at = Varint.write(UInt64(cutBytes.count), to: raw, at: at)
+                        at = cutBytes.withUnsafeBytes { put($0, at: at) }
+                    }
+                    return at
+                }
+            }
+            count += 1
+            return source
+        }
+
+        /// The source at `index` of the table had reached `watermark` as of its latest event so
+        /// far.
+        mutating func setWatermark(_ watermark: Int64, source index: Int) {
+            watermarks[index] = watermark
+        }
+
+        /// The record begins the group's records of the source at `index` of the table in its
+        /// partition.
+        mutating func markBegins(source index: Int) {
+            begins[index] = true
+        }
+
+        /// Closes the record with its tables; `bytes[0..<end]` is then the record to send.
+        mutating func finish() {
+            bytes.removeSubrange(end...)
+            let tablesAt = bytes.count
+            Varint.append(UInt64(deliveries.count), to: &bytes)
+            for var delivery in deliveries {
+                delivery.withUTF8 { utf8 in
+                    Varint.append(UInt64(utf8.count), to: &bytes)
+                    bytes.append(contentsOf: utf8)
+                }
+            }
+            RepartitionRecord.appendSourceTable(
+                sources.indices.lazy.map { [sources, watermarks, epochs, begins] in
+                    (mark: SourceMark(source: sources[$0], watermark: watermarks[$0]), epoch: epochs[$0], begins: begins[$0])
+                }, writerClock: writerClock, to: &bytes)
+            let at = countAt
+            let count = UInt32(self.count)
+            bytes.withUnsafeMutableBytes {
+                $0.storeBytes(of: count.littleEndian, toByteOffset: at, as: UInt32.self)
+                $0.storeBytes(of: UInt32(tablesAt).littleEndian, toByteOffset: at + 4, as: UInt32.self)
+            }
+            end = bytes.count
+        }
+
+        /// The record's number for a delivery: a short table is searched (a record bound for one
+        /// partition has few deliveries), a long one hashed.
+        private mutating func deliveryNumber(_ id: String) -> Int {
+            if deliveries.count <= 16 {
+                if let known = deliveries.firstIndex(of: id) { return known }
+                tableBytes += Varint.maxBytes + id.utf8.count
+                deliveries.append(id)
+                if deliveries.count > 16 {
+                    for (number, delivery) in deliveries.enumerated() { deliveryIndex[delivery] = number }
+                }
+                return deliveries.count - 1
+            }
+            if let known = deliveryIndex[id] { return known }
+            tableBytes += Varint.maxBytes + id.utf8.count
+            deliveries.append(id)
+            deliveryIndex[id] = deliveries.count - 1
+            return deliveries.count - 1
+        }
+
+        /// What was cut, as `cutHeaders` reads it back.
+        private static func cutHeaderBytes(_ headers: [KafkaHeader]) -> [UInt8] {
+            guard !headers.isEmpty else { return [] }
+            var bytes: [UInt8] = []
+            for header in headers {
+                var key = header.key
+                key.withUTF8 { key in
+                    Varint.append(UInt64(key.count), to: &bytes)
+                    bytes.append(contentsOf: key)
+                }
+                let value = header.value ?? []
+                Varint.append(UInt64(value.count), to: &bytes)
+                bytes.append(contentsOf: value)
+            }
+            return bytes
         }
     }
 
     // MARK: Decoding
 
-    /// What every record starts with: its format version, its kind and its origin.
-    private static func readHeader(_ reader: inout Reader) throws(DecodingError) -> (kind: UInt8, origin: Origin) {
+    /// What every record starts with: its format version, its kind, its origin and its writer's
+    /// clock.
+    private static func readHeader(_ reader: inout Reader) throws(DecodingError) -> (kind: UInt8, origin: Origin, writerClock: Int64) {
         let found = try reader.byte()
         guard found == version else {
             throw DecodingError(
@@ -347,101 +470,155 @@ public enum RepartitionRecord {
                 writtenByAnotherVersion: true)
         }
         let kind = try reader.byte()
-        let sourcePartitions = Int(try reader.integer(UInt16.self))
-        let routedPartitions = Int(try reader.integer(UInt16.self))
-        let sourceTopic = String(decoding: try reader.slice(Int(try reader.integer(UInt16.self))), as: UTF8.self)
-        return (kind, Origin(sourceTopic: sourceTopic, sourcePartitions: sourcePartitions, routedPartitions: routedPartitions))
+        let sourcePartitions = try reader.count()
+        let routedPartitions = try reader.count()
+        let sourceTopic = String(decoding: try reader.slice(try reader.count()), as: UTF8.self)
+        let group = String(decoding: try reader.slice(try reader.count()), as: UTF8.self)
+        let writerClock = try reader.zigzag()
+        return (
+            kind,
+            Origin(sourceTopic: sourceTopic, sourcePartitions: sourcePartitions, routedPartitions: routedPartitions, group: group),
+            writerClock
+        )
     }
 
-    /// Event `number` of an events record, read without decoding the others: each event is
-    /// preceded by its length, so the ones before it are stepped over. For a dead letter, which
-    /// needs one event of a record.
-    public static func event(_ number: Int, in bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Event? {
+    /// The origin a record begins with, without reading its events: who wrote it.
+    public static func origin(of bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Origin {
         var reader = Reader(bytes: bytes)
-        let (kind, _) = try readHeader(&reader)
-        guard Kind(rawValue: kind) == .events, number >= 0, number < Int(try reader.integer(UInt32.self)) else { return nil }
-        for _ in 0..<number { _ = try reader.slice(Int(try reader.integer(UInt32.self))) }
-        let length = Int(try reader.integer(UInt32.self))
-        var inner = Reader(bytes: try reader.slice(length))
-        return try readEvent(&inner)
+        return try readHeader(&reader).origin
+    }
+
+    /// Event `number` of an events record, with its original if it carries one. Events have no
+    /// length of their own: the ones before it are read too. For a dead letter, which needs one
+    /// event of a record (`decode` gives a record's late hits at once).
+    public static func event(_ number: Int, in bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Event? {
+        guard case .events(let record) = try decode(bytes), record.events.indices.contains(number) else { return nil }
+        return record.events[number]
     }
 
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> Decoded {
         var reader = Reader(bytes: bytes)
-        let (kind, origin) = try readHeader(&reader)
+        let (kind, origin, writerClock) = try readHeader(&reader)
         switch Kind(rawValue: kind) {
         case .events:
             let count = Int(try reader.integer(UInt32.self))
-            var events: [Event] = []
-            events.reserveCapacity(min(count, bytes.count / 40))
-            for _ in 0..<count {
-                let length = Int(try reader.integer(UInt32.self))
-                var inner = Reader(bytes: try reader.slice(length))
-                events.append(try readEvent(&inner))
-                guard inner.position == length else { throw DecodingError(description: "repartition event with trailing bytes") }
+            let tablesAt = Int(try reader.integer(UInt32.self))
+            guard tablesAt >= reader.position, tablesAt <= bytes.count else {
+                throw DecodingError(description: "repartition record whose tables lie outside it")
             }
-            let (marks, epochs, begins) = try readSourceTable(&reader)
-            guard reader.position == bytes.count else { throw DecodingError(description: "repartition record with trailing bytes") }
-            return .events(Events(origin: origin, events: events, marks: marks, epochs: epochs, begins: begins))
+            var tables = Reader(bytes: UnsafeRawBufferPointer(rebasing: bytes[tablesAt...]))
+            let deliveryCount = try tables.count()
+            var deliveries: [UnsafeRawBufferPointer] = []
+            deliveries.reserveCapacity(min(deliveryCount, bytes.count))
+            for _ in 0..<deliveryCount { deliveries.append(try tables.slice(try tables.count())) }
+            let (marks, epochs, begins) = try readSourceTable(&tables, writerClock: writerClock)
+            guard tables.isAtEnd else { throw DecodingError(description: "repartition record with trailing bytes") }
+            var events: [Event] = []
+            events.reserveCapacity(min(count, bytes.count / 4))
+            var cursor = EventCursor(writerClock: writerClock, sources: marks.count)
+            var region = Reader(bytes: UnsafeRawBufferPointer(rebasing: bytes[0..<tablesAt]))
+            _ = try region.slice(reader.position)
+            for _ in 0..<count {
+                events.append(try cursor.read(&region, deliveries: deliveries, sources: marks))
+            }
+            guard region.isAtEnd else { throw DecodingError(description: "repartition record with bytes between its events and its tables") }
+            return .events(Events(origin: origin, writerClock: writerClock, events: events, deliveries: deliveries, marks: marks, epochs: epochs, begins: begins))
         case .marks:
-            let (marks, epochs, begins) = try readSourceTable(&reader)
-            return .marks(Marks(origin: origin, marks: marks, epochs: epochs, begins: begins))
+            let (marks, epochs, begins) = try readSourceTable(&reader, writerClock: writerClock)
+            guard reader.isAtEnd else { throw DecodingError(description: "repartition record with trailing bytes") }
+            return .marks(Marks(origin: origin, writerClock: writerClock, marks: marks, epochs: epochs, begins: begins))
         case nil:
             throw DecodingError(description: "repartition record of unknown kind \(kind)")
         }
     }
 
-    private static func readSourceTable(_ reader: inout Reader) throws(DecodingError) -> ([SourceMark], [UInt32], [Bool]) {
-        let count = Int(try reader.integer(UInt16.self))
+    private static func readSourceTable(_ reader: inout Reader, writerClock: Int64) throws(DecodingError) -> (
+        [SourceMark], [UInt32], [Bool]
+    ) {
+        let count = try reader.count()
         var marks: [SourceMark] = []
         var epochs: [UInt32] = []
         var begins: [Bool] = []
-        marks.reserveCapacity(count)
-        epochs.reserveCapacity(count)
-        begins.reserveCapacity(count)
+        marks.reserveCapacity(min(count, 1 << 16))
+        epochs.reserveCapacity(min(count, 1 << 16))
         for _ in 0..<count {
-            let source = try reader.integer(Int32.self)
-            let watermark = try reader.integer(Int64.self)
+            let source = try reader.varint()
+            let epoch = try reader.varint()
+            guard source <= UInt64(Int32.max), epoch <= UInt64(UInt32.max) else {
+                throw DecodingError(description: "repartition record naming a source partition or epoch out of range")
+            }
             let flags = try reader.byte()
-            marks.append(SourceMark(source: source, watermark: watermark == Int64.min ? nil : watermark, idle: flags & Flag.idle != 0))
-            begins.append(flags & Flag.begins != 0)
-            epochs.append(try reader.integer(UInt32.self))
+            let watermark = flags & SourceFlag.hasWatermark != 0 ? writerClock &+ (try reader.zigzag()) : nil
+            let quietSince = flags & SourceFlag.hasQuietSince != 0 ? writerClock &+ (try reader.zigzag()) : nil
+            marks.append(SourceMark(source: Int32(source), watermark: watermark, idle: flags & SourceFlag.idle != 0, quietSince: quietSince))
+            epochs.append(UInt32(epoch))
+            begins.append(flags & SourceFlag.begins != 0)
         }
         return (marks, epochs, begins)
     }
 
-    private static func readEvent(_ reader: inout Reader) throws(DecodingError) -> Event {
-        let sourcePartition = try reader.integer(Int32.self)
-        let sourceOffset = try reader.integer(Int64.self)
-        let eventTime = try reader.integer(Int64.self)
-        let timestamp = try reader.integer(Int64.self)
-        guard let action = HitAction(rawValue: try reader.byte()), let channel = Channel(rawValue: try reader.byte()),
-            let platform = Platform(rawValue: try reader.byte()), let shape = HitShape(rawValue: try reader.byte())
-        else { throw DecodingError(description: "repartition event with an unknown action, channel, platform or shape code") }
-        let deliveryId = try reader.slice(Int(try reader.integer(UInt16.self)))
-        let broadlog = try reader.slice(Int(try reader.integer(UInt16.self)))
-        let keyLength = try reader.integer(Int32.self)
-        let key = keyLength >= 0 ? try reader.slice(Int(keyLength)) : nil
-        let valueLength = try reader.integer(Int32.self)
-        let value = valueLength >= 0 ? try reader.slice(Int(valueLength)) : nil
-        guard keyLength >= -1, valueLength >= -1 else {
-            throw DecodingError(description: "repartition event with a malformed original key or value length")
+    /// Reads events in order: each one's offset and time are deltas from the one before.
+    private struct EventCursor {
+        var previousTime: Int64
+        var previousOffsets: [Int64]
+        var source = -1
+
+        init(writerClock: Int64, sources: Int) {
+            previousTime = writerClock
+            previousOffsets = Array(repeating: -1, count: sources)
         }
-        let cut = try reader.slice(Int(try reader.integer(UInt16.self)))
-        return Event(
-            sourcePartition: sourcePartition, sourceOffset: sourceOffset, eventTime: eventTime,
-            originalTimestamp: timestamp < 0 ? nil : timestamp, action: action, channel: channel, platform: platform, shape: shape,
-            deliveryId: deliveryId, broadlogId: broadlog, originalKey: key, originalValue: value, originalCut: cut)
+
+        mutating func read(
+            _ reader: inout Reader, deliveries: [UnsafeRawBufferPointer], sources: [SourceMark]
+        ) throws(DecodingError) -> Event {
+            let head = try reader.byte()
+            let second = try reader.byte()
+            guard let action = HitAction(rawValue: head & 3), let channel = Channel(rawValue: head >> 2 & 3),
+                let platform = Platform(rawValue: head >> 4 & 3), let shape = HitShape(rawValue: second & 7)
+            else { throw DecodingError(description: "repartition event with an unknown action, channel, platform or shape code") }
+            var delivery = Int(second >> 3)
+            if delivery == RepartitionRecord.inlineDeliveries { delivery += try reader.count() }
+            guard delivery < deliveries.count else { throw DecodingError(description: "repartition event naming a delivery its record does not list") }
+            if head & Head.newSource != 0 {
+                source = try reader.count()
+            }
+            guard source >= 0, source < sources.count else {
+                throw DecodingError(description: "repartition event of a source partition its record does not list")
+            }
+            let offset = previousOffsets[source] &+ (try reader.zigzag()) &+ 1
+            previousOffsets[source] = offset
+            let eventTime = previousTime &+ (try reader.zigzag())
+            previousTime = eventTime
+            let broadlog = try reader.slice(try reader.count())
+            var original: Original?
+            if head & Head.original != 0 {
+                let stamp = try reader.varint()
+                let timestamp = stamp == 0 ? nil : eventTime &+ Varint.unzigzag(stamp - 1)
+                let key = try Self.optional(&reader)
+                let value = try Self.optional(&reader)
+                let cut = try reader.slice(try reader.count())
+                original = Original(key: key, value: value, timestamp: timestamp, cut: cut)
+            }
+            return Event(
+                sourcePartition: sources[source].source, sourceOffset: offset, eventTime: eventTime, action: action, channel: channel,
+                platform: platform, shape: shape, delivery: delivery, deliveryId: deliveries[delivery], broadlogId: broadlog,
+                original: original)
+        }
+
+        private static func optional(_ reader: inout Reader) throws(DecodingError) -> UnsafeRawBufferPointer? {
+            let length = try reader.count()
+            return length == 0 ? nil : try reader.slice(length - 1)
+        }
     }
 
-    /// The headers that say what was cut of an event's original (`Event.originalCut`), for its
-    /// dead letter.
+    /// The headers that say what was cut of an event's original (`Original.cut`), for its dead
+    /// letter.
     public static func cutHeaders(_ cut: UnsafeRawBufferPointer) throws(DecodingError) -> [KafkaHeader] {
         var reader = Reader(bytes: cut)
         var headers: [KafkaHeader] = []
         while !reader.isAtEnd {
-            let key = String(decoding: try reader.slice(Int(try reader.integer(UInt16.self))), as: UTF8.self)
-            let value = Array(try reader.slice(Int(try reader.integer(UInt16.self))))
+            let key = String(decoding: try reader.slice(try reader.count()), as: UTF8.self)
+            let value = Array(try reader.slice(try reader.count()))
             headers.append(KafkaHeader(key: key, value: value))
         }
         return headers

@@ -15,7 +15,10 @@ import Windowing
 /// Event time crosses the shuffle with the events: each events record ends with the watermark
 /// of each of its source partitions, and every `markInterval` the stage tells every
 /// repartition partition how far each of its source partitions has got, and which have gone
-/// idle.
+/// idle. Every record carries the stage's clock when it was written, and no watermark passes
+/// it: a hit moves its partition's event time no further than its arrival (its Kafka
+/// timestamp) nor than this clock (a producer whose clock runs ahead included). A hit that the
+/// aggregate stage may judge `too_late` (`OriginalRule`) carries its original message.
 ///
 /// An owner that begins the group's line of a source partition (it took it without a trackpipe
 /// commit) says so in the first record it sends to each repartition partition naming it, and
@@ -33,11 +36,18 @@ public struct NormalizeStage: Stage {
     public let markInterval: Int64
     /// Threads that judge and encode a batch's records at once.
     public let parallelism: Int
-    /// An events record is sent once it holds this many bytes (see `RepartitionRecord`).
+    /// An events record is closed once it holds this many bytes (see `RepartitionRecord`).
     public let batchBytes: Int
     /// An event whose original key and value are larger together than this carries them cut
-    /// to this size, as its dead letter would be (see `RepartitionRecord.writeEvent`).
+    /// to this size, as its dead letter would be (see `RepartitionRecord.EventsWriter`).
     public let maxOriginalBytes: Int
+    /// Which hits carry their original message.
+    public let originals: OriginalRule
+    /// What the group is fixed to: recorded in every commit, and a commit that records another
+    /// is refused (`GroupIdentity`).
+    public let identity: GroupIdentity
+    /// The group (`--group`), named in every repartition record.
+    public let group: String
 
     private let intake: HitIntake
     /// What every record says of where its events come from and how they were routed.
@@ -49,15 +59,14 @@ public struct NormalizeStage: Stage {
     private var lastNow: Int64 = .min
     private var pending = StageReport()
     private var buffer: [UInt8] = []
-    /// Per repartition partition, the events of the batch in hand.
-    private var batches: [RepartitionRecord.EventBatch]
     /// The parallel pass's output, kept from batch to batch for its buffers.
     private var lanes: [PreparedLane] = []
 
     struct SourceState {
         /// How far the partition's event time has got: the latest of its accepted hits' times,
-        /// each taken no later than its arrival (its Kafka timestamp), so that a device whose
-        /// clock runs ahead moves no one's event time. nil until the first.
+        /// each taken no later than its arrival (its Kafka timestamp) nor than the stage's clock
+        /// when it was read, so that a device or producer whose clock runs ahead moves no one's
+        /// event time. nil until the first.
         var watermark: Int64?
         /// Wall-clock ms of the last accepted hit, or of the assignment.
         var lastEventAt: Int64
@@ -73,10 +82,13 @@ public struct NormalizeStage: Stage {
     }
 
     public init(
-        inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, limits: NormalizerLimits,
-        maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
-        batchBytes: Int = RepartitionRecord.batchBytes, maxOriginalBytes: Int = .max
+        inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, identity: GroupIdentity, group: String,
+        limits: NormalizerLimits, maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
+        batchBytes: Int = RepartitionRecord.batchBytes, maxOriginalBytes: Int = .max, originals: OriginalRule
     ) {
+        precondition(identity.repartitionTopic != nil, "the normalize stage runs only with two stages")
+        self.identity = identity
+        self.group = group
         self.maxOriginalBytes = max(0, maxOriginalBytes)
         self.parallelism = max(1, parallelism)
         self.batchBytes = max(1, batchBytes)
@@ -86,16 +98,16 @@ public struct NormalizeStage: Stage {
         self.repartitionPartitions = repartitionPartitions
         self.intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
         self.origin = RepartitionRecord.Origin(
-            sourceTopic: inputTopic, sourcePartitions: sourcePartitions, routedPartitions: Int(repartitionPartitions))
+            sourceTopic: inputTopic, sourcePartitions: sourcePartitions, routedPartitions: Int(repartitionPartitions), group: group)
         self.idleTimeout = idleTimeout
         self.markInterval = markInterval
-        self.batches = Array(repeating: RepartitionRecord.EventBatch(), count: Int(repartitionPartitions))
+        self.originals = originals
     }
 
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
         lastNow = max(lastNow, now)
         for start in starts where sources[start.partition] == nil {
-            var state = try Self.resume(from: start, topic: inputTopic, now: now)
+            var state = try Self.resume(from: start, topic: inputTopic, identity: identity, group: group, now: now)
             if Self.beginsTheGroupsLine(start) { state.toBegin = Set(0..<repartitionPartitions) }
             sources[start.partition] = state
         }
@@ -117,23 +129,36 @@ public struct NormalizeStage: Stage {
     }
 
     /// A partition's state from what its previous owner committed. A commit beyond the log means
-    /// the topic was recreated: a new epoch, and the watermark starts over. A commit carrying a
-    /// window checkpoint (of this version of trackpipe or another) was made by the one-stage
-    /// mode on this group: refused, since resuming from it would skip hits whose windows were
-    /// still open.
-    static func resume(from start: PartitionStart, topic: String, now: Int64) throws -> SourceState {
+    /// the topic was recreated: a new epoch, and the watermark starts over. A commit that records
+    /// another identity than the group's `identity` was made by another pipeline under the
+    /// group's name (a window checkpoint included: the one-stage mode, whose open windows are in
+    /// that mode's state), and one of another version of trackpipe cannot be told: both refused,
+    /// since going on from them would skip hits the other pipeline has not counted. Another
+    /// tool's commit, or an offset reset, is taken: resuming elsewhere skips or repeats input,
+    /// which the operator chose, and repeats are dropped downstream.
+    static func resume(from start: PartitionStart, topic: String, identity: GroupIdentity, group: String, now: Int64) throws -> SourceState {
         var state = SourceState(watermark: nil, lastEventAt: now, processed: nil)
         guard start.committedOffset != nil else { return state }
-        if Checkpoint(decoding: start.metadata) != nil || Checkpoint.otherVersion(of: start.metadata) != nil {
+        if let recorded = GroupIdentity.recorded(in: start.metadata),
+            let refusal = recorded.refusal(group: group, asked: identity, evidence: "its commit on \(topic)[\(start.partition)]", given: [:])
+        {
+            throw refusal
+        }
+        if Checkpoint(decoding: start.metadata) != nil {
             throw PipelineError.groupMismatch(
-                "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint: the group was last run with --input-keyed-by-delivery (one stage), whose open windows are in that mode's state, where two stages do not look. Resuming two stages from it would count partial windows. Run two stages under a --group of their own (a new group counts the input from its beginning), or keep --input-keyed-by-delivery")
+                "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint, whose open windows are in a window stage's state, where the normalize stage does not look. Resuming from it would skip hits whose windows were still open. Run two stages under a --group of their own (a new group counts the input from its beginning)")
+        }
+        if let tag = Checkpoint.otherVersion(of: start.metadata) ?? SourceCheckpoint.otherVersion(of: start.metadata) {
+            throw PipelineError.groupMismatch(
+                "the group's commit on \(topic)[\(start.partition)] was made by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(SourceCheckpoint.format) and \(Checkpoint.format) only), so what the group is fixed to cannot be told. Run every instance of a deployment on one version; to go on with this one, run it under a new --group (a new group counts the input from its beginning), or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount")
         }
         let previous = SourceCheckpoint(decoding: start.metadata)
         if start.commitIsBeyondTheLog {
             state.epoch = (previous?.epoch ?? 0) &+ 1
         } else {
             state.epoch = previous?.epoch ?? 0
-            state.watermark = previous?.progress
+            // Never past this stage's clock: a mark is at or below the clock of its record.
+            state.watermark = previous?.progress.map { min($0, now) }
         }
         return state
     }
@@ -142,11 +167,15 @@ public struct NormalizeStage: Stage {
         lastNow = max(lastNow, now)
         guard !records.isEmpty else { return }
         // Judging and encoding each record needs nothing but the record: done on `parallelism`
-        // threads over contiguous chunks. What depends on order (each source's watermark, the
-        // sends) follows on this thread.
-        let laneCount = Self.prepare(
-            records, intake: intake, repartitionPartitions: repartitionPartitions, maxOriginalBytes: maxOriginalBytes,
-            lanes: records.count >= 512 ? parallelism : 1, into: &lanes)
+        // threads over contiguous chunks, each lane writing its events straight into records of
+        // its own. What depends on order (each source's watermark, the sends) follows on this
+        // thread. A lane's records for a partition follow the previous lane's, so that each
+        // source's events reach each partition in offset order.
+        let context = LaneContext(
+            intake: intake, origin: origin, repartitionPartitions: repartitionPartitions, batchBytes: batchBytes,
+            maxOriginalBytes: maxOriginalBytes, originals: originals, writerClock: now,
+            epochs: sources.mapValues(\.epoch))
+        let laneCount = Self.prepare(records, context: context, lanes: records.count >= 512 ? parallelism : 1, into: &lanes)
         var index = 0
         // Records come in runs of one partition: its source state is taken out once per run.
         var partition = records[0].partition
@@ -163,20 +192,15 @@ public struct NormalizeStage: Stage {
                 pending.accounting.consumed += 1
                 source.processed = record.offset + 1
                 switch item {
-                case .event(let eventTime, let target, let bytes):
-                    let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime))
+                case .event(let eventTime, let writer, let sourceIndex):
+                    let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime, now))
                     source.watermark = watermark
                     source.lastEventAt = now
-                    let epoch = source.epoch
-                    let origin = self.origin
-                    let begins = !source.toBegin.isEmpty && source.toBegin.remove(target) != nil
-                    lanes[lane].arena.withUnsafeBytes { arena in
-                        batches[Int(target)].append(
-                            encodedEvent: UnsafeRawBufferPointer(rebasing: arena[bytes]), timestamp: record.timestamp, origin: origin,
-                            sourcePartition: record.partition, epoch: epoch, watermark: watermark, begins: begins)
-                    }
-                    if batches[Int(target)].bytes.count >= batchBytes {
-                        try send(batchOf: target, into: &sink)
+                    lanes[lane].writers[Int(writer)].setWatermark(watermark, source: Int(sourceIndex))
+                    // The first record of this owner to a partition naming the source begins
+                    // the group's records of it there: records go out in input order.
+                    if !source.toBegin.isEmpty, source.toBegin.remove(lanes[lane].writers[Int(writer)].partition) != nil {
+                        lanes[lane].writers[Int(writer)].markBegins(source: Int(sourceIndex))
                     }
                     pending.accounting.accepted += 1
                 case .filtered(let reason):
@@ -193,44 +217,61 @@ public struct NormalizeStage: Stage {
             }
         }
         sources[partition] = source
-        for partition in batches.indices where !batches[partition].isEmpty {
-            try send(batchOf: Int32(partition), into: &sink)
+        for lane in 0..<laneCount {
+            for writer in 0..<lanes[lane].used {
+                lanes[lane].writers[writer].finish()
+                let written = lanes[lane].writers[writer]
+                try written.bytes.withUnsafeBytes { bytes in
+                    try sink.send(
+                        .repartition, partition: written.partition, key: nil, value: UnsafeRawBufferPointer(rebasing: bytes[0..<written.end]),
+                        headers: [], timestamp: written.timestamp)
+                }
+            }
         }
     }
 
-    private mutating func send(batchOf partition: Int32, into sink: inout some RecordSink) throws {
-        try batches[Int(partition)].take { value, timestamp in
-            try sink.send(.repartition, partition: partition, key: nil, value: value, headers: [], timestamp: timestamp)
-        }
+    /// What a lane needs to judge and encode its records, the same for every lane of a batch.
+    struct LaneContext: Sendable {
+        let intake: HitIntake
+        let origin: RepartitionRecord.Origin
+        let repartitionPartitions: Int32
+        let batchBytes: Int
+        let maxOriginalBytes: Int
+        let originals: OriginalRule
+        /// The stage's clock for this batch: every record of it says it was written then.
+        let writerClock: Int64
+        /// The epoch of every owned source partition.
+        let epochs: [Int32: UInt32]
     }
 
-    /// One record, judged and (if accepted) encoded into its lane's arena at `bytes`.
+    /// One record, judged and (if accepted) written as an event into its lane's `writer`, its
+    /// source `source` in that record's table.
     enum Prepared {
-        case event(eventTime: Int64, partition: Int32, bytes: Range<Int>)
+        case event(eventTime: Int64, writer: Int32, source: Int32)
         case filtered(FilterReason)
         case rejected(reason: String, detail: String)
     }
 
-    /// A contiguous chunk of a batch, prepared: `items` in record order, bytes in `arena` (what
-    /// lies beyond the last item's bytes is scratch). A stage keeps its lanes from batch to batch
-    /// and only empties them, so that their buffers are allocated once rather than for every
-    /// batch (about 650 KB a lane, every batch, before); an arena that an unusual batch of large
-    /// messages grew beyond `retainedArenaBytes` is let go rather than held.
+    /// A contiguous chunk of a batch, prepared: `items` in record order, and the events records
+    /// its accepted hits were written into (`writers[0..<used]`, in the order they were begun).
+    /// A stage keeps its lanes from batch to batch and only empties them, so that their buffers
+    /// are allocated once rather than for every batch; a writer whose buffer an unusual batch of
+    /// large messages grew beyond `retainedRecordBytes` is let go rather than held.
     struct PreparedLane {
         var items: [Prepared] = []
-        var arena: [UInt8] = []
+        var writers: [RepartitionRecord.EventsWriter] = []
+        var used = 0
+        /// Per repartition partition, the writer taking its events (-1: none yet).
+        var open: [Int32] = []
     }
 
-    /// The most bytes a lane's arena keeps from one batch to the next: a batch of typical hits
-    /// (a few hundred bytes each) needs well under this.
-    static let retainedArenaBytes = 8 << 20
+    /// The most bytes a writer keeps from one batch to the next: a batch of typical hits needs
+    /// well under this.
+    static let retainedRecordBytes = 2 << 20
 
     /// Judges and encodes `records` on up to `lanes` threads, lane `i` into `prepared[i]`;
     /// returns how many lanes hold this batch (the first ones).
-    static func prepare(
-        _ records: [PolledRecord], intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int, lanes: Int,
-        into prepared: inout [PreparedLane]
-    ) -> Int {
+    static func prepare(_ records: [PolledRecord], context: LaneContext, lanes: Int, into prepared: inout [PreparedLane]) -> Int {
         let lanes = max(1, min(lanes, records.count))
         if prepared.count < lanes { prepared += Array(repeating: PreparedLane(), count: lanes - prepared.count) }
         let chunk = (records.count + lanes - 1) / lanes
@@ -238,41 +279,59 @@ public struct NormalizeStage: Stage {
             let box = UnsafeSendable(slots)
             let work: @Sendable (Int) -> Void = { lane in
                 prepareChunk(
-                    records, min(records.count, lane * chunk)..<min(records.count, (lane + 1) * chunk), intake: intake,
-                    repartitionPartitions: repartitionPartitions, maxOriginalBytes: maxOriginalBytes, into: &box.value[lane])
+                    records, min(records.count, lane * chunk)..<min(records.count, (lane + 1) * chunk), context: context,
+                    into: &box.value[lane])
             }
             if lanes == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) }
         }
         return lanes
     }
 
-    private static func prepareChunk(
-        _ records: [PolledRecord], _ range: Range<Int>, intake: HitIntake, repartitionPartitions: Int32, maxOriginalBytes: Int,
-        into prepared: inout PreparedLane
-    ) {
-        prepared.items.removeAll(keepingCapacity: true)
-        prepared.items.reserveCapacity(range.count)
-        if prepared.arena.count > retainedArenaBytes { prepared.arena = [] }
-        // The arena keeps its bytes from batch to batch; events are written from its start.
-        var used = 0
+    private static func prepareChunk(_ records: [PolledRecord], _ range: Range<Int>, context: LaneContext, into lane: inout PreparedLane) {
+        lane.items.removeAll(keepingCapacity: true)
+        lane.items.reserveCapacity(range.count)
+        for index in 0..<lane.used where lane.writers[index].bytes.capacity > retainedRecordBytes {
+            lane.writers[index] = RepartitionRecord.EventsWriter()
+        }
+        lane.used = 0
+        if lane.open.count == Int(context.repartitionPartitions) {
+            for index in lane.open.indices { lane.open[index] = -1 }
+        } else {
+            lane.open = Array(repeating: -1, count: Int(context.repartitionPartitions))
+        }
+        var partition: Int32?
+        var epoch: UInt32 = 0
         for index in range {
             let record = records[index]
-            switch intake.take(record) {
+            switch context.intake.take(record) {
             case .accepted(let event, let eventTime):
-                let start = used
-                used = RepartitionRecord.writeEvent(
-                    event, eventTime: eventTime, sourcePartition: record.partition, sourceOffset: record.offset,
-                    originalTimestamp: record.timestamp, originalKey: record.key, originalValue: record.value,
-                    maxOriginalBytes: maxOriginalBytes, into: &prepared.arena, at: start)
-                prepared.items.append(
-                    .event(
-                        eventTime: eventTime,
-                        partition: DeliveryHash.partition(of: event.deliveryId, count: repartitionPartitions),
-                        bytes: start..<used))
+                if record.partition != partition {
+                    partition = record.partition
+                    epoch = context.epochs[record.partition] ?? 0
+                }
+                let target = DeliveryHash.partition(of: event.deliveryId, count: context.repartitionPartitions)
+                var writer = Int(lane.open[Int(target)])
+                if writer < 0 {
+                    writer = lane.used
+                    if writer == lane.writers.count { lane.writers.append(RepartitionRecord.EventsWriter()) }
+                    lane.writers[writer].begin(partition: target, origin: context.origin, writerClock: context.writerClock)
+                    lane.used += 1
+                    lane.open[Int(target)] = Int32(writer)
+                }
+                let original =
+                    context.originals.carries(eventTime: eventTime, writerClock: context.writerClock)
+                    ? RepartitionRecord.OriginalBytes(
+                        key: record.key, value: record.value, timestamp: record.timestamp, maxBytes: context.maxOriginalBytes) : nil
+                let source = lane.writers[writer].append(
+                    event, eventTime: eventTime, sourcePartition: record.partition, epoch: epoch, sourceOffset: record.offset,
+                    timestamp: record.timestamp, original: original)
+                lane.items.append(.event(eventTime: eventTime, writer: Int32(writer), source: Int32(source)))
+                // A full record is closed: the partition's next event begins another.
+                if lane.writers[writer].size >= context.batchBytes { lane.open[Int(target)] = -1 }
             case .filtered(let reason):
-                prepared.items.append(.filtered(reason))
+                lane.items.append(.filtered(reason))
             case .rejected(let reason, let detail):
-                prepared.items.append(.rejected(reason: reason, detail: detail))
+                lane.items.append(.rejected(reason: reason, detail: detail))
             }
         }
     }
@@ -304,15 +363,18 @@ public struct NormalizeStage: Stage {
         lastMarks = now
         let owned = sources.sorted { $0.key < $1.key }
         let marks = owned.map { partition, state in
-            SourceMark(source: partition, watermark: state.watermark, idle: now - state.lastEventAt >= idleTimeout)
+            let idle = now - state.lastEventAt >= idleTimeout
+            return SourceMark(
+                source: partition, watermark: state.watermark, idle: idle, quietSince: idle ? min(state.lastEventAt, now) : nil)
         }
         let epochs = owned.map(\.value.epoch)
         let beginning = owned.contains { !$0.value.toBegin.isEmpty }
-        if !beginning { RepartitionRecord.encodeMarks(marks, epochs: epochs, origin: origin, into: &buffer) }
+        if !beginning { RepartitionRecord.encodeMarks(marks, epochs: epochs, origin: origin, writerClock: now, into: &buffer) }
         for partition in 0..<repartitionPartitions {
             if beginning {
                 RepartitionRecord.encodeMarks(
-                    marks, epochs: epochs, begins: owned.map { $0.value.toBegin.contains(partition) }, origin: origin, into: &buffer)
+                    marks, epochs: epochs, begins: owned.map { $0.value.toBegin.contains(partition) }, origin: origin, writerClock: now,
+                    into: &buffer)
             }
             try buffer.withUnsafeBytes { value in
                 try sink.send(.repartition, partition: partition, key: nil, value: value, headers: [], timestamp: now)
@@ -331,7 +393,7 @@ public struct NormalizeStage: Stage {
             guard state.toBegin.isEmpty else { continue }
             if let processed = state.processed {
                 points[partition] = CommitPoint(
-                    offset: processed, metadata: SourceCheckpoint(epoch: state.epoch, progress: state.watermark).encoded)
+                    offset: processed, metadata: SourceCheckpoint(epoch: state.epoch, progress: state.watermark, identity: identity).encoded)
             }
         }
         return points

@@ -55,7 +55,7 @@ public struct PartitionStatus: Sendable, Encodable {
 /// `CodingKeys`, without which the JSON output leaves it out), and one more column in
 /// `trackpipe status`'s table (`StatusCommand.checkpointColumns`).
 public struct CheckpointStatus: Sendable, Encodable {
-    /// The encoding's tag, `trackpipe/4` (`Checkpoint.format`).
+    /// The encoding's tag, `trackpipe/5` (`Checkpoint.format`).
     public var format: String
     /// Every window that ended (plus retention) before this had been evicted: later hits for
     /// them are recognised as already final. It is the stage's watermark at the commit; nil
@@ -187,9 +187,9 @@ extension WorkerStatus {
             let foreign = committed.compactMap(\.foreignMetadata)
             if committed.isEmpty {
                 parts.append("\(group.group) has committed nothing on \(group.topic)")
-            } else if let tag = foreign.lazy.compactMap(Checkpoint.otherVersion(of:)).first {
+            } else if let tag = foreign.lazy.compactMap({ Checkpoint.otherVersion(of: $0) ?? SourceCheckpoint.otherVersion(of: $0) }).first {
                 parts.append(
-                    "\(group.group) has committed \(committed.count) partitions of \(group.topic) with checkpoints of another version of trackpipe (\(tag)), which this one does not read (it reads \(Checkpoint.format))")
+                    "\(group.group) has committed \(committed.count) partitions of \(group.topic) with checkpoints of another version of trackpipe (\(tag)), which this one does not read (it reads \(Checkpoint.format) and \(SourceCheckpoint.format))")
             } else if let sample = foreign.first {
                 parts.append(
                     "\(group.group) has committed \(committed.count) partitions of \(group.topic) with metadata that is not a trackpipe checkpoint (\"\(sample.prefix(60))\")")

@@ -90,6 +90,8 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_windows_finalized_early": "Delivery windows finalized early because window state reached --max-entries; later hits for them are too_late.",
         "trackpipe_windows_open": "Delivery windows held in memory (open or retained).",
         "trackpipe_window_entries": "Broadlog entries held in window state.",
+        "trackpipe_windows_pending": "Delivery windows counted and not written yet (with --emit final, every window until event time passes its end plus the retention).",
+        "trackpipe_first_window_due_seconds": "Event time, in seconds, the stage's watermark has still to cover before its first pending window is written; absent while none is pending or there is no watermark.",
         "trackpipe_watermark_ms": "Lowest event-time watermark over the stage's partitions (epoch ms).",
         "trackpipe_event_time_lag_seconds": "Seconds from the stage's lowest event-time watermark to the wall clock; absent while the stage has no watermark.",
         "trackpipe_consumer_lag": "Messages behind the end of the stage's input topic, all owned partitions; absent while the stage owns none.",
@@ -101,7 +103,9 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_restore_records": "Records read back from the state topic to restore window tasks.",
         "trackpipe_changelog_records": "Records written to the state topic (window states, tombstones of evicted windows, task records).",
         "trackpipe_dead_letters_cut": "Dead letters whose original key or value was cut to fit the dead-letter topic (headers carry the original sizes and SHA-256).",
+        "trackpipe_late_hits_without_original": "too_late dead letters carrying the hit as normalized, its original message not having crossed the shuffle (its window evicted early by --max-entries, or its record overtaken beyond the normalize stage's allowance).",
         "trackpipe_kafka_errors": "Errors librdkafka reported, by severity: transient ones (connections, leaders, timeouts) it retries by itself; a fatal one stops the worker.",
+        "trackpipe_repartition_purges": "Partitions of the repartition topic the aggregate stage asked the cluster to purge up to its commits (DeleteRecords), by outcome: purged, unsupported (the cluster does not delete records), not_authorized (no Delete grant), transient, failed.",
     ]
 
     /// The metrics of one stage; every reason is visible at zero before it first happens, so
@@ -117,7 +121,7 @@ public final class PipelineMetrics: Sendable {
             "trackpipe_messages_consumed", "trackpipe_hits_accepted", "trackpipe_watermark_marks", "trackpipe_aggregates_emitted",
             "trackpipe_hits_replayed_final", "trackpipe_duplicates_dropped", "trackpipe_messages_replayed",
             "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
-            "trackpipe_restore_records", "trackpipe_changelog_records", "trackpipe_dead_letters_cut",
+            "trackpipe_restore_records", "trackpipe_changelog_records", "trackpipe_dead_letters_cut", "trackpipe_late_hits_without_original",
         ] {
             _ = counter(name, stage: metrics.stage)
         }
@@ -155,6 +159,7 @@ public struct StageMetrics: Sendable {
         bump("trackpipe_messages_replayed", a.replayed)
         bump("trackpipe_watermark_marks", a.marks)
         bump("trackpipe_aggregates_emitted", a.emitted)
+        bump("trackpipe_late_hits_without_original", a.lateWithoutOriginal)
         for (reason, count) in a.filtered where count > 0 {
             parent.counter("trackpipe_hits_filtered", stage: stage, ("reason", reason)).increment(by: Int64(count))
         }
@@ -170,6 +175,17 @@ public struct StageMetrics: Sendable {
     func paused(_ paused: Bool) {
         parent.gauge("trackpipe_input_paused", stage: stage).set(Double(paused ? 1 : 0))
         if paused { parent.counter("trackpipe_input_pauses", stage: stage).increment() }
+    }
+
+    /// The stage purges its input: every outcome of a purge exists from the start, at 0.
+    func purgeOutcomesRegistered() {
+        for outcome in PurgeCoordinator.Outcome.allCases {
+            _ = parent.counter("trackpipe_repartition_purges", stage: stage, ("outcome", outcome.rawValue))
+        }
+    }
+
+    func purges(_ outcome: String, _ count: Int) {
+        parent.counter("trackpipe_repartition_purges", stage: stage, ("outcome", outcome)).increment(by: Int64(count))
     }
 
     func kafkaError(_ severity: KafkaError.Severity) {
@@ -202,6 +218,12 @@ public struct StageMetrics: Sendable {
     func gauges(_ gauges: StageGauges, now: Int64) {
         parent.gauge("trackpipe_windows_open", stage: stage).set(Double(gauges.openWindows))
         parent.gauge("trackpipe_window_entries", stage: stage).set(Double(gauges.entries))
+        parent.gauge("trackpipe_windows_pending", stage: stage).set(Double(gauges.pendingWindows))
+        if let due = gauges.firstPendingDue, let watermark = gauges.watermark {
+            parent.gauge("trackpipe_first_window_due_seconds", stage: stage).set(Double(due - watermark) / 1000)
+        } else {
+            parent.removeGauge("trackpipe_first_window_due_seconds", stage: stage)
+        }
         if let watermark = gauges.watermark {
             parent.gauge("trackpipe_watermark_ms", stage: stage).set(Double(watermark))
             // Negative when event time runs ahead of this machine's clock (a producer's clock

@@ -1,10 +1,13 @@
 import Foundation
 import Kafka
+import TrackingDomain
 
 /// What a run did, for the exit summary and for tests: one part per stage.
 public struct PipelineSummary: Sendable {
     public var stages: [StageSummary]
     public var elapsedMilliseconds: Int64
+    /// The window starts a backfill writes (`replay --from/--to`); nil for a run of all time.
+    public var range: Range<Int64>? = nil
 
     /// The run end to end: messages, filters and dead letters as the first stage saw them,
     /// counted hits and emissions as the last one did, dead letters of every stage. It balances
@@ -19,6 +22,9 @@ public struct PipelineSummary: Sendable {
         total.replayedFinal = last.accounting.replayedFinal
         total.emitted = last.accounting.emitted
         total.duplicates = stages.count > 1 ? last.accounting.duplicates : 0
+        total.acceptedOutsideRange = last.accounting.acceptedOutsideRange
+        total.filteredOutsideRange = first.accounting.filteredOutsideRange
+        for stage in stages { total.deadLetteredOutsideRange.merge(stage.accounting.deadLetteredOutsideRange, uniquingKeysWith: +) }
         for stage in stages { total.deadLettered.merge(stage.accounting.deadLettered, uniquingKeysWith: +) }
         if stages.count > 1 { total.deadLettered = total.deadLettered.filter { $0.value > 0 } }
         return total
@@ -36,14 +42,23 @@ public struct PipelineSummary: Sendable {
             if stages.count > 1 { lines.append("stage \(stage.stage) (reading \(stage.topic))") }
             let unit = behindShuffle ? "events" : "messages"
             let rate = Int(Double(a.consumed) / seconds)
+            if let range { lines.append("  range         " + Self.describe(range)) }
             lines.append("  consumed      \(a.consumed) \(unit) in \(String(format: "%.1f", seconds)) s (\(rate)/s)" + (a.replayed > 0 ? ", \(a.replayed) of them replayed" : ""))
             let acceptedNote = stage.stage == "normalize" ? " (sent on to the repartition topic)" : (a.replayedFinal > 0 ? " (\(a.replayedFinal) replayed, already final)" : "")
-            lines.append("  accepted      \(a.accepted)" + acceptedNote)
+            lines.append("  accepted      \(a.accepted)" + (range != nil ? " (in windows of the range)" : acceptedNote))
             if !behindShuffle { lines.append("  filtered      \(a.filteredTotal)" + reasons(a.filtered)) }
             if behindShuffle { lines.append("  duplicates    \(a.duplicates) (sent twice upstream, dropped)") }
             lines.append("  dead-lettered \(a.deadLetteredTotal)" + reasons(a.deadLettered))
             if stage.stage != "normalize" { lines.append("  emitted       \(a.emitted) aggregate records") }
-            let equation = behindShuffle ? "accepted + duplicates + dead-lettered" : "accepted + filtered + dead-lettered"
+            if range != nil || a.outsideRangeTotal > 0 {
+                var parts = ["\(a.acceptedOutsideRange) hits of other windows"]
+                let filteredOutside = a.filteredOutsideRange.values.reduce(0, +)
+                if filteredOutside > 0 { parts.append("\(filteredOutside) filtered" + reasons(a.filteredOutsideRange)) }
+                parts.append("\(a.deadLetteredOutsideRange.values.reduce(0, +)) dead letters not sent" + reasons(a.deadLetteredOutsideRange))
+                lines.append("  outside range \(a.outsideRangeTotal) read and left aside, nothing written: " + parts.joined(separator: ", "))
+            }
+            var equation = behindShuffle ? "accepted + duplicates + dead-lettered" : "accepted + filtered + dead-lettered"
+            if range != nil || a.outsideRangeTotal > 0 { equation += " + outside range" }
             lines.append("  balanced      \(a.balanced ? "yes" : "NO"): consumed = \(equation)")
             if a.staleDropped > 0 || a.offsetGaps > 0 {
                 lines.append("  guarded       \(a.staleDropped) stale records dropped, \(a.offsetGaps) offset gaps")
@@ -52,11 +67,24 @@ public struct PipelineSummary: Sendable {
                 lines.append(
                     "  lost          \(stage.lostInput.reduce(Int64(0)) { $0 + $1.count }) offsets, deleted before they were read: \(Self.describe(stage.lostInput))")
             }
+            if let pending = stage.gaugesAtEnd.pendingText() { lines.append("  pending       " + pending) }
             if !stage.committed.isEmpty {
                 lines.append("  committed     " + stage.committed.map { "\($0.partition)@\($0.offset)" }.joined(separator: " "))
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// A backfill's range as the summary names it: `windows starting 2026-11-22T08:10:00Z to
+    /// 2026-11-22T08:20:00Z (exclusive)`, or open at one end.
+    public static func describe(_ range: Range<Int64>) -> String {
+        switch (range.lowerBound == .min, range.upperBound == .max) {
+        case (true, true): "every window"
+        case (false, true): "windows starting from \(RFC3339.format(epochMillis: range.lowerBound)) on"
+        case (true, false): "windows starting before \(RFC3339.format(epochMillis: range.upperBound))"
+        case (false, false):
+            "windows starting from \(RFC3339.format(epochMillis: range.lowerBound)) to \(RFC3339.format(epochMillis: range.upperBound)) (exclusive)"
+        }
     }
 
     /// Lost offsets, as an operator looks them up: `tracking-hits[0] offsets 120 to 559 (440)`,

@@ -29,6 +29,10 @@ public final class Replay: Sendable {
         public var from: Int64?
         /// End of the range, exclusive (epoch ms); nil: to the end of the topic.
         public var to: Int64?
+        /// How `--window` was given, for a refusal that names it; nil: as the flag.
+        public var windowGiven: GivenSetting?
+        /// Write into an output topic whose window size cannot be told (`--allow-unchecked-output`).
+        public var allowUncheckedOutput = false
 
         public init() {}
 
@@ -86,7 +90,10 @@ public final class Replay: Sendable {
             } catch PipelineError.inputTopicMissing {
                 partitions = nil
             }
-            try WindowSizeCheck.checkOutput(topic: topic, partitions: partitions, window: config.window.size, consumerConfig: consumerConfig, logger: logger)
+            try WindowSizeCheck.checkOutput(
+                topic: topic, partitions: partitions, window: config.window.size,
+                given: config.windowGiven ?? GivenSetting(flag: "window", text: WindowSizeCheck.text(config.window.size), source: .commandLine),
+                allowUnchecked: config.allowUncheckedOutput, consumerConfig: consumerConfig, logger: logger)
         }
         let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
         let stage = ReplayStage(
@@ -106,7 +113,8 @@ public final class Replay: Sendable {
         // A replay joins no group and commits nothing: the runner's notion of "committed" (where
         // its fixed assignment started) is no commit, and the summary does not show it as one.
         summary.committed = []
-        return PipelineSummary(stages: [summary], elapsedMilliseconds: wallClockMillis() - started)
+        let backfill = config.from != nil || config.to != nil ? range : nil
+        return PipelineSummary(stages: [summary], elapsedMilliseconds: wallClockMillis() - started, range: backfill)
     }
 
     /// Where each partition starts: the first record stamped at or after `from` minus the

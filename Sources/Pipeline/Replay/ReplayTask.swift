@@ -9,6 +9,8 @@ struct ReplayTask: WindowTask {
     var engine: WindowEngine
     var sources = TaskSources.partitionRead
     let createdAt: Int64
+    /// Raw hits carry their originals: no writer's clock.
+    var clockAtBatchStart: Int64? { nil }
 
     init(config: WindowConfig, shards: Int, now: Int64) {
         engine = WindowEngine(config: config, shards: shards)

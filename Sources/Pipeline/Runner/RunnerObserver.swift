@@ -40,6 +40,8 @@ struct RunnerObserver {
     private var lastGuardLog: Int64 = .min / 2
     /// The totals as of the last progress line.
     private var lineBase = Accounting()
+    /// The watermark as of the last progress line, and when: how fast event time moves.
+    private var paceBase: (watermark: Int64, at: Int64)?
 
     init(
         stageName: String, settings: RunnerSettings, logger: Logger, metrics: StageMetrics?,
@@ -114,9 +116,11 @@ struct RunnerObserver {
         }
         if progressInterval > 0, now - lastProgressLine >= progressInterval {
             report(stage: &stage, tracker: tracker, consumer: consumer, now: now)
-            logProgress(seconds: Double(now - lastProgressLine) / 1000)
+            let gauges = stage.gauges()
+            logProgress(seconds: Double(now - lastProgressLine) / 1000, pending: pendingText(gauges, now: now))
             lineBase = totals
             lastProgressLine = now
+            paceBase = gauges.watermark.map { ($0, now) }
         }
         if let onProgress, now - lastProgress >= 250 {
             onProgress(progress(tracker: tracker, now: now))
@@ -161,10 +165,36 @@ struct RunnerObserver {
             total: bounded?.total, finished: finished)
     }
 
+    /// The pending windows for the progress line, with roughly when on the wall clock the first
+    /// is due if event time keeps the pace it had since the previous line.
+    private func pendingText(_ gauges: StageGauges, now: Int64) -> String? {
+        guard var text = gauges.pendingText() else { return nil }
+        guard let due = gauges.firstPendingDue, let watermark = gauges.watermark, let base = paceBase, now > base.at else { return text }
+        let interval = "\((now - base.at + 500) / 1000) s"
+        if due <= watermark {
+            text += ": due now"
+        } else if watermark > base.watermark {
+            let wallMillis = Double(due - watermark) * Double(now - base.at) / Double(watermark - base.watermark)
+            text += ": in \(Self.roughly(Int64(min(wallMillis, 1e15)))) if event time keeps the pace of the last \(interval)"
+        } else {
+            text += ": event time has not moved in the last \(interval) (no new hits, or a partition without any)"
+        }
+        return text
+    }
+
+    /// A wall-clock span as a person says it: `about 40 s`, `about 52 min`, `about 3 h`.
+    static func roughly(_ millis: Int64) -> String {
+        let seconds = max(0, millis) / 1000
+        if seconds < 90 { return "about \(seconds) s" }
+        if seconds < 90 * 60 { return "about \((seconds + 30) / 60) min" }
+        if seconds < 48 * 3600 { return "about \((seconds + 1800) / 3600) h" }
+        return "about \((seconds + 43_200) / 86_400) days"
+    }
+
     /// One line of what happened since the previous one, and a warning when the share of
     /// `too_late` hits jumps: that is a clock or a replay far from now, not a trickle of
     /// offline devices, and it silently fills the dead-letter topic.
-    private func logProgress(seconds: Double) {
+    private func logProgress(seconds: Double, pending: String?) {
         let delta = totals.subtracting(lineBase)
         let letters = delta.deadLettered.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         var line = "\(stageName): consumed \(delta.consumed) (\(Int(Double(delta.consumed) / max(seconds, 0.001)))/s), \(lastLag.map { "lag \($0)" } ?? "owns no partitions"), accepted \(delta.accepted)"
@@ -174,6 +204,7 @@ struct RunnerObserver {
         if delta.replayed > 0 { line += ", replayed \(delta.replayed)" }
         line += ", dead-lettered \(delta.deadLetteredTotal)" + (letters.isEmpty ? "" : " (\(letters))")
         line += " in the last \(Int(seconds.rounded())) s"
+        if let pending { line += "; " + pending }
         logger.info("\(line)")
         let late = delta.deadLettered[RejectReason.tooLate.rawValue] ?? 0
         let hits = delta.accepted + late

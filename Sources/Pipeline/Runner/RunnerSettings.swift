@@ -51,6 +51,10 @@ public struct RunnerSettings: Sendable {
     public var clients: any KafkaClientFactory = LibrdkafkaClients()
     /// The most bytes one produced record may take (see `RecordLimit`): dead letters are cut to it.
     public var recordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault)
+    /// Delete the input's records below what the group committed (see `PurgeSchedule`): only
+    /// for an input no one else reads, the repartition topic; nil (the user's topics, a replay,
+    /// `--purge-interval 0`): never.
+    public var purge: PurgeSettings?
 
     public init(
         topic: String, assignment: Assignment, bound: Bound, consumer: KafkaConfig, producer: KafkaConfig,
@@ -76,6 +80,19 @@ public struct RunnerSettings: Sendable {
 
     /// The consumer group, for messages.
     var group: String { consumer["group.id"] ?? "" }
+}
+
+/// How a runner purges its input (see `PurgeSchedule`).
+public struct PurgeSettings: Sendable {
+    /// The least time between two purges (ms, above 0).
+    public var interval: Int64
+    /// The configuration of the client that deletes (the worker's admin settings).
+    public var admin: KafkaConfig
+
+    public init(interval: Int64, admin: KafkaConfig) {
+        self.interval = interval
+        self.admin = admin
+    }
 }
 
 /// The most bytes one produced record may take: the producer's `message.max.bytes`, lowered to

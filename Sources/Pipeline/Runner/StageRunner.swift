@@ -37,6 +37,8 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
     private var committer: CommitCoordinator
     private var observer: RunnerObserver
     private var restorer: StateRestorer?
+    /// Purges the input up to the commits, where the settings say (the repartition topic).
+    private var purge: PurgeCoordinator?
     /// The run's state, with its clients and its first fatal error.
     private var lifecycle = RunnerLifecycle.idle
 
@@ -123,13 +125,16 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
             lastTick = now
         }
         try serveOutput(clients)
+        let commits = observer.timeline.commits
         if control.takeCommitRequest() || committer.isDue(now: now) {
             try commit()
         } else if stage.holdsClosedWindows && committer.takeEarlyCommit(now: now) {
-            let before = observer.timeline.commits
             try commit()
-            if observer.timeline.commits > before { observer.timeline.earlyCommits += 1 }
+            if observer.timeline.commits > commits { observer.timeline.earlyCommits += 1 }
         }
+        // Here, after a commit of the loop's own, and never after the revoke's (see `PurgeCoordinator`).
+        if observer.timeline.commits > commits { purge?.afterCommit(tracker.committed, now: now) }
+        purge?.collect()
         observer.turn(now: now, stage: &stage, tracker: tracker, consumer: consumer, awaitsAssignment: control.awaitsAssignment)
         takeUpstreamBound()
         return !boundReached && !control.isStopRequested
@@ -151,6 +156,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         logger.error("\(stage.name): stopping without committing further: \(error)")
         lifecycle.clients?.consumer.close()
         lifecycle.close()
+        purge = nil
         observer.report(stage: &stage, tracker: tracker, consumer: lifecycle.consumer, now: clock())
     }
 
@@ -172,6 +178,9 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         let output = try OutputChannel(
             stageName: stage.name, settings: settings, control: control, logger: logger, metrics: metrics,
             onClientError: { [triage] in triage.clientError($0, client: "producer") })
+        if let purging = settings.purge, settings.joinsGroup {
+            purge = try PurgeCoordinator(stageName: stage.name, settings: settings, purge: purging, logger: logger, metrics: metrics)
+        }
         let consumer = try settings.clients.consumer(
             config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
             rebalance: RebalanceHandler(
@@ -298,13 +307,16 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// Leaves the group and sums the run up.
     private func close(_ clients: RunnerClients, started: Int64) -> StageSummary {
-        // Closing revokes the partitions, which forgets their offsets: read them first.
+        // Closing revokes the partitions, which forgets their offsets and their windows: read
+        // them first.
         let committed = tracker.committed
+        let gaugesAtEnd = stage.gauges()
         let begin = RunnerTimeline.now()
         let consumer = clients.consumer
         consumer.close()
         lifecycle.close()
         restorer?.close()
+        purge = nil
         observer.timeline.add(.closing, since: begin)
         observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock(), final: true)
         observer.onProgress?(observer.progress(tracker: tracker, now: clock(), finished: true))
@@ -314,7 +326,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         return StageSummary(
             stage: stage.name, topic: settings.topic, accounting: observer.totals, elapsedMilliseconds: clock() - started,
             committed: committed, timeline: observer.timeline, pauses: output.pauses, largestBacklog: output.largestBacklog,
-            offsetGaps: observer.gaps, lostInput: observer.loss.lost)
+            offsetGaps: observer.gaps, lostInput: observer.loss.lost, gaugesAtEnd: gaugesAtEnd)
     }
 
     /// The stage's state changes are written and acknowledged first, then what it held back
@@ -504,6 +516,7 @@ public final class StageRunner<S: Stage>: @unchecked Sendable {
         }
         stage.revoke(mine.map(\.partition))
         tracker.release(mine)
+        purge?.released(mine)
         rebalance.logRevoked(mine)
     }
 

@@ -18,6 +18,8 @@ public struct StageSummary: Sendable {
     public var offsetGaps: [OffsetGap] = []
     /// Input deleted before the group read it, in the order found: what a bounded run lost.
     public var lostInput: [LostInput] = []
+    /// The stage's gauges as it stopped: the windows it still held unwritten, among them.
+    public var gaugesAtEnd = StageGauges()
 }
 
 /// Offsets `from..<to` of a partition that were never delivered: the consumer expected `from`

@@ -66,9 +66,15 @@ func checkPostbackURL(_ input: UnsafeRawBufferPointer) {
 private let comma = UInt8(ascii: ",")
 
 /// The documented rules, step by step: the query is what follows the first `?` (a `#` before
-/// it means there is none) up to the next `#`; parameters are separated by `&`; exactly one
-/// of them may start with `id=`; its value is percent-decoded with `+` as a space and must be UTF-8;
-/// it splits on `,` into exactly three non-empty parts (broadlogId, deliveryId, action).
+/// it means there is none) up to the next `#`; parameters are separated by `&`; a parameter's
+/// name is what precedes its first `=` (all of it without one), decoded as the readers decode it
+/// (`%` and two hex digits a byte, `+` a space, any other `%` itself). A name that decodes to
+/// `id` makes an `id` parameter; so, for some readers only, does one that is `id` after
+/// leading spaces, `id` followed by a NUL, or `id[` with a `]` later (before any NUL); and so,
+/// for readers that split on `;` too, does a name of a `;`-separated piece that reads as `id`
+/// in either way. More than one `id` parameter is repeated; one that only some readers see is
+/// ambiguous. The value of the one `id` is percent-decoded with `+` as a space and must be
+/// UTF-8; it splits on `,` into exactly three non-empty parts (broadlogId, deliveryId, action).
 func referenceParse(_ url: [UInt8]) -> Outcome {
     guard let questionMark = url.firstIndex(of: UInt8(ascii: "?")),
           !url[..<questionMark].contains(UInt8(ascii: "#"))
@@ -76,11 +82,34 @@ func referenceParse(_ url: [UInt8]) -> Outcome {
     var query = url[(questionMark + 1)...]
     if let hash = query.firstIndex(of: UInt8(ascii: "#")) { query = query[..<hash] }
     let parameters = query.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false)
-    let ids = parameters.filter { $0.starts(with: "id=".utf8) }
-    guard ids.count < 2 else { return .failure(.repeatedIdParameter) }
-    guard let id = ids.first else { return .failure(.noIdParameter) }
 
-    let value = Array(id.dropFirst(3))
+    var exact: [ArraySlice<UInt8>] = []  // the values of parameters every reader takes for `id`
+    var someReaders = 0  // parameters only some readers take for `id`
+    for parameter in parameters {
+        let name = parameter.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)[0]
+        let reading = referenceReading(lenientlyDecoded(name))
+        if reading == "id" {
+            let value = parameter.count > name.count ? parameter.dropFirst(name.count + 1) : []
+            exact.append(value)
+        } else if reading == "some" {
+            someReaders += 1
+        }
+        // A reader that splits on `;` sees these pieces; the first one is the parameter itself
+        // unless a `;` comes before the first `=`.
+        let pieces = parameter.split(separator: UInt8(ascii: ";"), omittingEmptySubsequences: false)
+        guard pieces.count > 1 else { continue }
+        let firstSeparator = parameter.firstIndex { $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: ";") }.map { parameter[$0] }
+        for (number, piece) in pieces.enumerated() {
+            if number == 0 && firstSeparator == UInt8(ascii: "=") { continue }
+            let pieceName = piece.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)[0]
+            if referenceReading(lenientlyDecoded(pieceName)) != "other" { someReaders += 1 }
+        }
+    }
+    guard exact.count + someReaders < 2 else { return .failure(.repeatedIdParameter) }
+    guard someReaders == 0 else { return .failure(.ambiguousIdParameter) }
+    guard let id = exact.first else { return .failure(.noIdParameter) }
+
+    let value = Array(id)
     var decoded: [UInt8] = []
     var index = 0
     while index < value.count {
@@ -105,6 +134,36 @@ func referenceParse(_ url: [UInt8]) -> Outcome {
     guard parts.count == 3 else { return .failure(.wrongPartCount(parts.count)) }
     if let empty = parts.firstIndex(where: \.isEmpty) { return .failure(.emptyPart(empty)) }
     return .parts(parts.map { String(decoding: $0, as: UTF8.self) })
+}
+
+/// A name decoded leniently, as URLSearchParams, parse_qsl and PHP decode names.
+private func lenientlyDecoded(_ name: ArraySlice<UInt8>) -> [UInt8] {
+    let name = Array(name)
+    var decoded: [UInt8] = []
+    var index = 0
+    while index < name.count {
+        if name[index] == UInt8(ascii: "%"), index + 2 < name.count,
+           let high = hexDigit(name[index + 1]), let low = hexDigit(name[index + 2]) {
+            decoded.append(high * 16 + low)
+            index += 3
+        } else {
+            decoded.append(name[index] == UInt8(ascii: "+") ? UInt8(ascii: " ") : name[index])
+            index += 1
+        }
+    }
+    return decoded
+}
+
+/// "id" when every reader takes a decoded name for `id`, "some" when PHP does and the others
+/// do not, "other" otherwise.
+private func referenceReading(_ decoded: [UInt8]) -> String {
+    if decoded == Array("id".utf8) { return "id" }
+    // PHP: leading spaces dropped, the name read as a C string, `name[…]` an array named `name`.
+    var php = ArraySlice(decoded.drop { $0 == UInt8(ascii: " ") })
+    if let nul = php.firstIndex(of: 0) { php = php[..<nul] }
+    if php.elementsEqual("id".utf8) { return "some" }
+    if php.starts(with: "id[".utf8), php.dropFirst(3).contains(UInt8(ascii: "]")) { return "some" }
+    return "other"
 }
 
 private func hexDigit(_ byte: UInt8) -> UInt8? {

@@ -222,7 +222,7 @@ struct ChangelogTests {
         #expect(topics.revisions().steppedBack.isEmpty)
     }
 
-    @Test("a window too large for one record is written in chunks, and a crash in the middle of rewriting them leaves the previous complete version")
+    @Test("a window too large for one record is written in segments, and a crash in the middle of a write leaves the previous complete version")
     func largeWindows() throws {
         let arena = RecordArena()
         // One delivery, one window, 60 000 recipients with 12-byte ids: about 900 KB of state.
@@ -237,11 +237,11 @@ struct ChangelogTests {
         try first.process(Array(records[0..<59_000]), now: Self.base, into: &sink)
         let point = try commit(&first, into: &topics, now: Self.base)
         #expect(topics.changelog.allSatisfy { ($0.value?.count ?? 0) < 1_000_000 }, "every record under 1 MB")
-        #expect(topics.changelog.count >= 3, "head and chunks")
-        // More hits, and a rewrite cut short: its chunks are written, its head is not.
+        #expect(topics.changelog.count >= 3, "head and segments")
+        // More hits, and a write cut short: its segments are written, its head is not.
         try first.process(Array(records[59_000...]), now: Self.base, into: &sink)
         try first.prepareCommit(into: &sink)
-        let rewrite = sink.take().filter { $0.destination == .changelog && ChangelogRecord.decodeKey($0.key ?? []).map { if case .chunk = $0 { true } else { false } } == true }
+        let rewrite = sink.take().filter { $0.destination == .changelog && ChangelogRecord.decodeKey($0.key ?? []).map { if case .segment = $0 { true } else { false } } == true }
         #expect(!rewrite.isEmpty)
         for sent in rewrite { topics.changelog.append(StateRecord(offset: Int64(topics.changelog.count), key: sent.key!, value: sent.value)) }
 
@@ -273,7 +273,7 @@ struct ChangelogTests {
                 switch key {
                 case .task: _ = try ChangelogRecord.decodeTask(value)
                 case .head: _ = try ChangelogRecord.decodeHead(value)
-                case .chunk: _ = try ChangelogRecord.decodeChunk(value)
+                case .segment: _ = try ChangelogRecord.decodeSegment(value)
                 }
                 Issue.record("a record of format version \(ChangelogRecord.version + 1) was read")
             } catch {
@@ -479,7 +479,7 @@ struct ChangelogTests {
         let arena = RecordArena()
         var upstream = NormalizeStage(
             inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 1, limits: NormalizerLimits(), maxFutureSkew: 3_600_000,
-            idleTimeout: Self.window.idleTimeout, markInterval: 500)
+            idleTimeout: Self.window.idleTimeout, markInterval: 500, originals: OriginalRule(window: Self.window))
         try upstream.assign([PartitionStart(partition: 0)], now: Self.base)
         var shuffled = RecordingSink()
         // A window that ripens, then a hit in the next window, not ripe when the owner stops.
@@ -487,7 +487,7 @@ struct ChangelogTests {
             [
                 arena.record(partition: 0, offset: 0, value: rawHit("d1", "a", at: Self.base + 10_000), timestamp: Self.base + 11_000),
                 arena.record(partition: 0, offset: 1, value: rawHit("d1", "b", at: Self.base + 70_000), timestamp: Self.base + 71_000),
-            ], now: Self.base, into: &shuffled)
+            ], now: Self.base + 72_000, into: &shuffled)
         func stage() -> AggregateStage<RepartitionInput> {
             AggregateStage(
                 sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1)
@@ -504,10 +504,10 @@ struct ChangelogTests {
 
         // The input stays quiet: from now on the upstream's marks say its source is idle, and
         // they are all the new owner hears.
-        var next = try takeOver(stage(), from: point, changelog: topics.changelog, now: Self.base + 1_000)
+        var next = try takeOver(stage(), from: point, changelog: topics.changelog, now: Self.base + 73_000)
         var offset = Int64(events.count)
         for second in 1...5 {
-            let now = Self.base + 1_000 + Int64(second) * 60_000
+            let now = Self.base + 73_000 + Int64(second) * 60_000
             var marks = RecordingSink()
             try upstream.tick(now: now, into: &marks)
             let records = marks.to(.repartition).map { sent -> PolledRecord in
@@ -523,5 +523,211 @@ struct ChangelogTests {
         let emitted = topics.output[before...].map(\.value)
         #expect(emitted.contains { $0.contains("\"revision\":1") && $0.contains("\"impressions\":1") }, "\(emitted)")
         #expect(topics.output.count == before + 1, "the window read back was emitted once: \(topics.output[before...].map(\.key))")
+    }
+
+    // MARK: Writing what changed, and merges
+
+    /// One commit of a recorded run: the changelog records its write added, the output its
+    /// commit released, its commit point.
+    struct Recorded {
+        var write: [StateRecord]
+        var output: [(key: String, value: String)]
+        var point: CommitPoint?
+    }
+
+    /// An uninterrupted first owner over `records`, committing after every `size` of them.
+    func recordedRun(_ records: [PolledRecord], batch size: Int) throws -> [Recorded] {
+        var first = try firstOwner()
+        var topics = Topics()
+        var recorded: [Recorded] = []
+        var sink = RecordingSink()
+        for (number, start) in stride(from: 0, to: records.count, by: size).enumerated() {
+            try first.process(Array(records[start..<min(records.count, start + size)]), now: Self.base + Int64(number), into: &sink)
+            topics.take(&sink)
+            let (changelog, output) = (topics.changelog.count, topics.output.count)
+            let point = try commit(&first, into: &topics, now: Self.base + Int64(number))
+            recorded.append(Recorded(write: Array(topics.changelog[changelog...]), output: Array(topics.output[output...]), point: point))
+        }
+        return recorded
+    }
+
+    /// Whether a write folds some window's segments into new ones: it deletes segments of a
+    /// window whose head it writes.
+    static func merges(in write: [StateRecord]) -> [WindowKey] {
+        var heads: Set<WindowKey> = []
+        var deleted: Set<WindowKey> = []
+        for record in write {
+            switch ChangelogRecord.decodeKey(record.key) {
+            case .head(let window)? where record.value != nil: heads.insert(window)
+            case .segment(let window, _)? where record.value == nil: deleted.insert(window)
+            default: break
+            }
+        }
+        return Array(heads.intersection(deleted))
+    }
+
+    /// A compacted changelog holds only what heads name: every live head's segments, and no
+    /// live segment that no live head names.
+    static func untidy(_ records: [StateRecord]) -> [String] {
+        var named: [WindowKey: Range<UInt32>] = [:]
+        var segments: Set<ChangelogRecord.Key> = []
+        for record in records where record.value != nil {
+            switch ChangelogRecord.decodeKey(record.key) {
+            case .head(let window)?: named[window] = try? ChangelogRecord.decodeHead(record.value!).segments
+            case .segment?: segments.insert(ChangelogRecord.decodeKey(record.key)!)
+            default: break
+            }
+        }
+        var problems: [String] = []
+        for (window, range) in named {
+            for number in range where !segments.contains(.segment(window, number: number)) { problems.append("\(window) names missing \(number)") }
+        }
+        for case .segment(let window, let number) in segments where !(named[window]?.contains(number) ?? false) {
+            problems.append("\(window) segment \(number) named by no head")
+        }
+        return problems
+    }
+
+    @Test("each commit writes what changed: a window of thousands of recipients that takes a few more hits writes those recipients and its head, not the window")
+    func writesWhatChanged() throws {
+        let arena = RecordArena()
+        let records = (0..<5_010).map { index in
+            arena.record(partition: 0, offset: Int64(index), value: rawHit("big", "r\(100_000 + index)", at: Self.base + 1_000), timestamp: Self.base + 2_000)
+        }
+        var first = try firstOwner()
+        var topics = Topics()
+        var sink = RecordingSink()
+        try first.process(Array(records[0..<5_000]), now: Self.base, into: &sink)
+        _ = try commit(&first, into: &topics, now: Self.base)
+        let firstWrite = topics.changelog.reduce(0) { $0 + $1.key.count + ($1.value?.count ?? 0) }
+        let before = topics.changelog.count
+        try first.process(Array(records[5_000...]), now: Self.base, into: &sink)
+        let point = try commit(&first, into: &topics, now: Self.base)
+        let second = topics.changelog[before...]
+        let secondBytes = second.reduce(0) { $0 + $1.key.count + ($1.value?.count ?? 0) }
+        #expect(firstWrite > 30_000, "the first write holds 5,000 recipients: \(firstWrite) bytes")
+        #expect(secondBytes < 400, "ten more recipients cost \(secondBytes) bytes: a segment of them, the head, the task record")
+        #expect(second.count == 3)
+        var next = try takeOver(from: point, changelog: topics.compacted, now: Self.base + 1)
+        try next.finish(now: Self.base + 10_000, into: &sink)
+        topics.take(&sink)
+        _ = try commit(&next, into: &topics, now: Self.base + 10_000)
+        let big = topics.lastValues.first { $0.key.hasPrefix("big@") }?.value ?? ""
+        #expect(big.contains("\"uniqueImpressions\":5010"), "\(big.prefix(200))")
+    }
+
+    @Test("a crash at any record of any write, in the middle of a merge too, restores the same counts, compacted or not; the next owner's first write deletes what no head names")
+    func crashAtAnyWrite() throws {
+        let arena = RecordArena()
+        let records = input(arena, count: 90)
+        let expected = try reference(records, batch: 10)
+        let run = try recordedRun(records, batch: 3)
+        #expect(run.contains { !Self.merges(in: $0.write).isEmpty }, "windows are merged along the way")
+        var cutMerges = 0
+        for (commit, recorded) in run.enumerated() {
+            let before = run[..<commit].flatMap(\.write)
+            let previous = commit > 0 ? run[commit - 1].point : nil
+            let merged = Set(Self.merges(in: recorded.write))
+            for cut in 0...recorded.write.count {
+                // Inside a merge: after its first record, before its last.
+                let touched = recorded.write.enumerated().filter { entry in
+                    switch ChangelogRecord.decodeKey(entry.element.key) {
+                    case .head(let window)?, .segment(let window, _)?: merged.contains(window)
+                    default: false
+                    }
+                }.map(\.offset)
+                if let low = touched.min(), let high = touched.max(), cut > low, cut <= high { cutMerges += 1 }
+                for compacted in [false, true] {
+                    var topics = Topics()
+                    topics.changelog = before + recorded.write.prefix(cut)
+                    topics.output = run[..<commit].flatMap(\.output)
+                    var next = try takeOver(from: previous, changelog: compacted ? topics.compacted : topics.changelog, now: Self.base + 1_000)
+                    let resume = Int(previous?.offset ?? 0)
+                    try runToEnd(&next, records[resume...], batch: 7, into: &topics, now: Self.base + 1_001)
+                    let differing = Set(topics.lastValues.keys).union(expected.keys).filter { topics.lastValues[$0] != expected[$0] }.sorted()
+                    #expect(differing.isEmpty, "commit \(commit), cut after \(cut) of \(recorded.write.count) records, compacted: \(compacted): \(differing.prefix(3))")
+                    #expect(topics.revisions().steppedBack.isEmpty, "commit \(commit), cut \(cut): \(topics.revisions().steppedBack)")
+                    #expect(Self.untidy(topics.compacted).isEmpty, "commit \(commit), cut \(cut): \(Self.untidy(topics.compacted))")
+                }
+            }
+        }
+        #expect(cutMerges > 0, "some crashes fell in the middle of a merge")
+    }
+
+    @Test("the merge rule: large changes of new broadlogs are never rewritten; small ones are merged once their records cost more than twice one complete write, as are broadlogs repeated by later actions")
+    func mergeRule() {
+        let window = WindowKey(windowStart: 0, deliveryId: "delivery-1")
+        func change(_ broadlogs: [BroadlogActions], count: Int) -> WindowChange {
+            WindowChange(window: window, counters: WindowCounters(), countedThrough: 0, emittedRevision: 0, broadlogs: broadlogs, broadlogCount: count)
+        }
+        func ids(_ range: Range<Int>, actions: UInt8 = 1) -> [BroadlogActions] { range.map { BroadlogActions(id: "r\(1_000_000 + $0)", actions: actions) } }
+        func footprint(after changes: [WindowChange]) -> (TaskChangelog.Footprint, merges: Int) {
+            var changelog = TaskChangelog()
+            var merges = 0
+            for change in changes {
+                var state = StateChanges()
+                state.windows = [change]
+                let merging = changelog.merges(for: state)
+                merges += merging.count
+                // A merge rewrites the window's whole state: every broadlog seen so far.
+                let whole = merging.isEmpty ? [] : [WindowState(deliveryId: window.deliveryId, windowStart: 0, counters: WindowCounters(), broadlogs: ids(0..<change.broadlogCount), countedThrough: 0, emittedRevision: 0)]
+                _ = changelog.entries(for: state, complete: whole, task: ChangelogRecord.TaskState(processedMark: 0, evictedBefore: 0))
+            }
+            return (changelog.footprint(of: window)!, merges)
+        }
+        // 200 commits of 1,000 new recipients each: one segment per commit, never merged.
+        let large = footprint(after: (0..<200).map { change(ids($0 * 1_000..<($0 + 1) * 1_000), count: ($0 + 1) * 1_000) })
+        #expect(large.merges == 0 && large.0.named.count == 200)
+        // 200 commits of one new recipient each: the records cost mostly their keys and overhead.
+        let small = footprint(after: (0..<200).map { change(ids($0..<$0 + 1), count: $0 + 1) })
+        #expect(small.merges > 0)
+        #expect(small.0.named.count < 100, "merged down: \(small.0.named.count) segments hold 200 recipients")
+        // 10,000 recipients, then the same ones again with a click, then with an open.
+        let first = change(ids(0..<10_000), count: 10_000)
+        let repeated = footprint(after: [first, change(ids(0..<10_000, actions: 3), count: 10_000), change(ids(0..<10_000, actions: 7), count: 10_000)])
+        #expect(repeated.merges == 1, "the third copy would make the records cost three times the state")
+    }
+
+    @Test("the state records' bytes, one of each kind (the format is version 2)")
+    func recordBytes() throws {
+        let window = WindowKey(windowStart: 60_000, deliveryId: "d1")
+        let windowBytes: [UInt8] = [0, 0, 0, 0, 0, 0, 0xEA, 0x60, 0, 2, 0x64, 0x31]
+        #expect(ChangelogRecord.encodeKey(.head(window)) == [0x57] + windowBytes)
+        #expect(ChangelogRecord.encodeKey(.segment(window, number: 5)) == [0x53] + windowBytes + [0, 0, 0, 5])
+        #expect(ChangelogRecord.encodeKey(.task) == [0x54])
+        var counters = WindowCounters()
+        (counters.impressions, counters.clicks, counters.uniqueImpressions, counters.uniqueClicks) = (3, 1, 2, 1)
+        (counters.dismissals, counters.push, counters.android) = (1, 4, 4)
+        let head = ChangelogRecord.Head(counters: counters, countedThrough: 300, emittedRevision: 4, segments: 5..<7, broadlogCount: 200)
+        let headBytes: [UInt8] = [2, 0x57, 0xD8, 0x04, 4, 3, 1, 0, 2, 1, 0, 1, 4, 0, 0, 0, 4, 0, 5, 2, 0xC8, 0x01]
+        #expect(ChangelogRecord.Entry.head(window, head).encoded.value == headBytes)
+        let long = String(repeating: "x", count: 40)
+        let broadlogs = [BroadlogActions(id: "b1", actions: 1), BroadlogActions(id: long, actions: 4)]
+        let segmentBytes: [UInt8] = [2, 0x53, 2 << 3 | 1, 0x62, 0x31, 31 << 3 | 4, 40] + Array(long.utf8)
+        #expect(ChangelogRecord.Entry.segment(window, number: 5, broadlogs: broadlogs[...]).encoded.value == segmentBytes)
+        #expect(try ChangelogRecord.decode(.head(window), value: headBytes) == .head(window, head))
+        #expect(try ChangelogRecord.decode(.segment(window, number: 5), value: segmentBytes) == .segment(window, number: 5, broadlogs: broadlogs[...]))
+        #expect(try ChangelogRecord.decode(.head(window), value: nil) == .tombstone(.head(window)))
+        #expect(ChangelogRecord.encodedSize(of: broadlogs[0]) == 3 && ChangelogRecord.encodedSize(of: broadlogs[1]) == 42)
+    }
+
+    @Test("a window whose head names a segment the partition no longer holds is skipped as unreadable, and its head and segments are deleted with the next write")
+    func headNamingAMissingSegment() throws {
+        let arena = RecordArena()
+        let records = input(arena, count: 30)
+        let run = try recordedRun(records, batch: 10)
+        var changelog = run.flatMap(\.write)
+        let lost = try #require(changelog.lastIndex { if case .segment? = ChangelogRecord.decodeKey($0.key) { $0.value != nil } else { false } })
+        changelog.remove(at: lost)
+        changelog = changelog.enumerated().map { StateRecord(offset: Int64($0.offset), key: $0.element.key, value: $0.element.value) }
+        var next = try takeOver(from: nil, changelog: changelog, now: Self.base + 1)
+        let notice = next.drainReport().notices.joined()
+        #expect(notice.contains("1 of them unreadable"), "\(notice)")
+        var topics = Topics()
+        topics.changelog = changelog
+        var sink = RecordingSink()
+        try next.process(records, now: Self.base + 2, into: &sink)
+        _ = try commit(&next, into: &topics, now: Self.base + 2)
+        #expect(Self.untidy(topics.compacted).isEmpty, "\(Self.untidy(topics.compacted))")
     }
 }

@@ -4,43 +4,57 @@ import TrackingDomain
 import Windowing
 @testable import Pipeline
 
-/// The events record format as the normalize stage writes it: events written into a buffer
-/// kept from batch to batch, the record's table of source partitions, and single events read
-/// back for dead letters.
+/// The repartition record format as the normalize stage writes it: events written straight into
+/// a record by a writer kept from batch to batch, deltas and tables, originals only where given,
+/// and records read back whole or one event at a time for dead letters.
 @Suite("Repartition records")
 struct RepartitionRecordTests {
     static let origin = RepartitionRecord.Origin(sourceTopic: "hits", sourcePartitions: 8, routedPartitions: 4)
+    static let clock: Int64 = 1_795_300_000_000
 
-    func event(_ delivery: String, _ broadlog: String) -> TrackingEvent {
-        TrackingEvent(
-            deliveryId: delivery, broadlogId: broadlog, action: .click, channel: .push, platform: .ios, eventTime: 1_000,
-            shape: .iosPush)
+    struct Written {
+        var event: TrackingEvent
+        var source: Int32 = 3
+        var epoch: UInt32 = 2
+        var offset: Int64
+        var key: [UInt8]? = nil
+        var value: [UInt8]? = nil
+        var timestamp: Int64? = nil
+        /// Whether the original travels.
+        var carries = false
     }
 
-    /// Writes each event at the start of the same buffer, as a lane does batch after batch, and
-    /// gathers them into one record: event `i` of source partition 3 (epoch 2) at offset `i`,
-    /// its source's watermark then 500 + i.
-    func record(_ events: [(TrackingEvent, key: [UInt8]?, value: [UInt8]?)], maxOriginalBytes: Int = .max) -> [UInt8] {
-        var buffer: [UInt8] = []
-        var batch = RepartitionRecord.EventBatch()
-        for (offset, item) in events.enumerated() {
-            let end = Self.withOptional(item.key) { key in
-                Self.withOptional(item.value) { value in
-                    RepartitionRecord.writeEvent(
-                        item.0, eventTime: 1_000 + Int64(offset), sourcePartition: 3, sourceOffset: Int64(offset),
-                        originalTimestamp: offset == 0 ? nil : 2_000, originalKey: key, originalValue: value,
-                        maxOriginalBytes: maxOriginalBytes, into: &buffer, at: 0)
+    static func event(_ delivery: String, _ broadlog: String, at time: Int64 = clock - 5_000, action: HitAction = .click) -> TrackingEvent {
+        TrackingEvent(
+            deliveryId: delivery, broadlogId: broadlog, action: action, channel: .push, platform: .ios, eventTime: time, shape: .iosPush)
+    }
+
+    /// One record of `events`, each source's watermark set to 500 plus its last event's offset;
+    /// written by `writer` (begun afresh), so that a writer can be reused from record to record.
+    static func record(_ events: [Written], writer: inout RepartitionRecord.EventsWriter, maxOriginalBytes: Int = .max) -> [UInt8] {
+        writer.begin(partition: 1, origin: origin, writerClock: clock)
+        for item in events {
+            let source = withOptional(item.key) { key in
+                withOptional(item.value) { value in
+                    writer.append(
+                        item.event, eventTime: item.event.eventTime!, sourcePartition: item.source, epoch: item.epoch,
+                        sourceOffset: item.offset, timestamp: item.timestamp,
+                        original: item.carries
+                            ? RepartitionRecord.OriginalBytes(key: key, value: value, timestamp: item.timestamp, maxBytes: maxOriginalBytes)
+                            : nil)
                 }
             }
-            buffer.withUnsafeBytes {
-                batch.append(
-                    encodedEvent: UnsafeRawBufferPointer(rebasing: $0[0..<end]), timestamp: 2_000, origin: Self.origin,
-                    sourcePartition: 3, epoch: 2, watermark: 500 + Int64(offset))
-            }
+            writer.setWatermark(500 + item.offset, source: source)
         }
-        var bytes: [UInt8] = []
-        batch.take { value, _ in bytes = Array(value) }
-        return bytes
+        let estimate = writer.size
+        writer.finish()
+        #expect(writer.end <= estimate, "the size a lane closes records by is never below what the record takes")
+        return Array(writer.bytes[0..<writer.end])
+    }
+
+    static func record(_ events: [Written], maxOriginalBytes: Int = .max) -> [UInt8] {
+        var writer = RepartitionRecord.EventsWriter()
+        return record(events, writer: &writer, maxOriginalBytes: maxOriginalBytes)
     }
 
     static func withOptional<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
@@ -48,37 +62,111 @@ struct RepartitionRecordTests {
         return bytes.withUnsafeBytes { body($0) }
     }
 
-    @Test("an event written over a longer one in a reused buffer reads back as written, nothing of the other left; the record names its source once, with its epoch and last watermark")
-    func reusedBuffer() throws {
-        let long = [UInt8](repeating: UInt8(ascii: "x"), count: 300)
-        let bytes = record([
-            (event("d-long-delivery", "b-long-broadlog"), key: Array("a key".utf8), value: long),
-            (event("d1", "b1"), key: nil, value: []),
-        ])
+    /// Reads `bytes` back as an events record for `body`: its views live as long as the call.
+    static func withDecoded(_ bytes: [UInt8], _ body: (RepartitionRecord.Events) throws -> Void) throws {
         try bytes.withUnsafeBytes { raw in
             guard case .events(let record) = try RepartitionRecord.decode(raw) else {
                 Issue.record("not an events record")
                 return
             }
-            #expect(record.origin == Self.origin)
-            #expect(record.marks == [SourceMark(source: 3, watermark: 501, idle: false)] && record.epochs == [2])
-            let events = record.events
-            #expect(events.count == 2)
-            #expect(String(decoding: events[0].deliveryId, as: UTF8.self) == "d-long-delivery")
-            #expect(String(decoding: events[0].broadlogId, as: UTF8.self) == "b-long-broadlog")
-            #expect(events[0].sourceOffset == 0 && events[0].eventTime == 1_000 && events[0].originalTimestamp == nil)
-            #expect(events[0].originalKey.map { Array($0) } == Array("a key".utf8) && events[0].originalValue.map { Array($0) } == long)
-            #expect(String(decoding: events[1].deliveryId, as: UTF8.self) == "d1" && String(decoding: events[1].broadlogId, as: UTF8.self) == "b1")
-            #expect(events[1].sourceOffset == 1 && events[1].originalTimestamp == 2_000)
-            #expect(events[1].originalKey == nil, "no key stays no key")
-            #expect(events[1].originalValue.map { Array($0) } == [], "an empty value stays empty, not absent")
-            #expect(events.allSatisfy { $0.originalCut.isEmpty })
+            try body(record)
         }
     }
 
-    @Test("one event read for a dead letter is the same as that event of the whole record")
+    @Test("every field of every event reads back as written: deltas of offsets and times in both directions, the delivery table shared, the source table in order of first appearance with epochs and last watermarks, the writer's clock")
+    func roundTrip() throws {
+        let events = [
+            Written(event: Self.event("d1", "b1", at: Self.clock - 70_000), source: 5, epoch: 50, offset: 1_000_000_007),
+            Written(event: Self.event("d2", "b-second", at: Self.clock - 1, action: .open), source: 5, epoch: 50, offset: 1_000_000_009),
+            Written(event: Self.event("d1", "b3", at: Self.clock + 3_600_000), source: 1, epoch: 10, offset: 0),
+            Written(event: Self.event("d1", "b4", at: -86_400_000), source: 1, epoch: 10, offset: 1),
+            Written(event: Self.event("d3", "b5", at: Self.clock), source: 5, epoch: 50, offset: 1_000_000_010),
+            Written(event: Self.event("d2", "b6", at: Self.clock, action: .impression), source: 2, epoch: 20, offset: 7),
+        ]
+        let bytes = Self.record(events)
+        try bytes.withUnsafeBytes { raw in
+            guard case .events(let record) = try RepartitionRecord.decode(raw) else {
+                Issue.record("not an events record")
+                return
+            }
+            #expect(record.origin == Self.origin && record.writerClock == Self.clock)
+            #expect(record.deliveries.map { String(decoding: $0, as: UTF8.self) } == ["d1", "d2", "d3"])
+            #expect(record.events.count == events.count)
+            for (read, written) in zip(record.events, events) {
+                #expect(read.sourcePartition == written.source && read.sourceOffset == written.offset)
+                #expect(read.eventTime == written.event.eventTime)
+                #expect(String(decoding: read.deliveryId, as: UTF8.self) == written.event.deliveryId)
+                #expect(String(decoding: read.broadlogId, as: UTF8.self) == written.event.broadlogId)
+                #expect(read.action == written.event.action && read.channel == written.event.channel)
+                #expect(read.platform == written.event.platform && read.shape == written.event.shape)
+                #expect(read.original == nil, "no original unless one was given")
+            }
+            #expect(
+                record.marks == [
+                    SourceMark(source: 5, watermark: 500 + 1_000_000_010, idle: false), SourceMark(source: 1, watermark: 501, idle: false),
+                    SourceMark(source: 2, watermark: 507, idle: false),
+                ])
+            #expect(record.epochs == [50, 10, 20])
+        }
+    }
+
+    @Test("an event without its original costs about its broadlog id plus half a dozen bytes; one with its original carries key, value and timestamp exactly: no key stays no key, an empty value stays empty, no timestamp stays none")
+    func originals() throws {
+        let plain = Self.record((0..<100).map { Written(event: Self.event("d1", "h\(100_000 + $0)"), offset: Int64($0)) })
+        let perEvent = Double(plain.count - Self.record([]).count) / 100
+        #expect(perEvent < 7 + 7, "\(perEvent) bytes per event with a broadlog id of 7 bytes")
+        let value = Array("{\"deliveryId\":\"d1\"}".utf8)
+        let bytes = Self.record([
+            Written(event: Self.event("d1", "b1"), offset: 0, key: Array("a key".utf8), value: value, timestamp: Self.clock - 2_000, carries: true),
+            Written(event: Self.event("d1", "b2"), offset: 1, key: nil, value: [], timestamp: nil, carries: true),
+            Written(event: Self.event("d1", "b3"), offset: 2, key: [0, 0xFF], value: nil, timestamp: 0, carries: true),
+            Written(event: Self.event("d1", "b4"), offset: 3, key: Array("other".utf8), value: value, timestamp: 9),
+        ])
+        try Self.withDecoded(bytes) { record in
+        let originals = record.events.map(\.original)
+        #expect(originals[0].flatMap(\.key).map { Array($0) } == Array("a key".utf8))
+        #expect(originals[0].flatMap(\.value).map { Array($0) } == value)
+        #expect(originals[0]?.timestamp == Self.clock - 2_000)
+        #expect(originals[1] != nil && originals[1]!.key == nil, "no key stays no key")
+        #expect(originals[1]!.value.map { Array($0) } == [], "an empty value stays empty, not absent")
+        #expect(originals[1]!.timestamp == nil)
+        #expect(originals[2]!.key.map { Array($0) } == [0, 0xFF] && originals[2]!.value == nil && originals[2]!.timestamp == 0)
+        #expect(originals[3] == nil, "an original not given does not travel")
+        #expect(originals.compactMap { $0 }.allSatisfy { $0.cut.isEmpty })
+        }
+    }
+
+    @Test("a writer reused for a record of fewer, shorter events leaves nothing of the previous record: its tables, deltas and sources start afresh")
+    func reusedWriter() throws {
+        var writer = RepartitionRecord.EventsWriter()
+        let long = [UInt8](repeating: UInt8(ascii: "x"), count: 300)
+        _ = Self.record(
+            (0..<40).map { Written(event: Self.event("d\($0)", "b-long-broadlog-\($0)"), source: Int32($0 % 3), offset: 100 + Int64($0), value: long, carries: true) },
+            writer: &writer)
+        let bytes = Self.record([Written(event: Self.event("d9", "b1"), source: 7, epoch: 0, offset: 9)], writer: &writer)
+        #expect(bytes == Self.record([Written(event: Self.event("d9", "b1"), source: 7, epoch: 0, offset: 9)]), "the same bytes as a fresh writer's")
+        try Self.withDecoded(bytes) { record in
+            #expect(record.events.count == 1 && record.events[0].sourceOffset == 9 && record.events[0].sourcePartition == 7)
+            #expect(record.marks == [SourceMark(source: 7, watermark: 509, idle: false)] && record.epochs == [0])
+            #expect(record.deliveries.count == 1)
+        }
+    }
+
+    @Test("a record of many deliveries: indices past the five bits of the event's second byte, and a table searched by hash past 16, read back right")
+    func manyDeliveries() throws {
+        let events = (0..<300).map { Written(event: Self.event("delivery-\($0 % 97)", "b\($0)"), offset: Int64($0)) }
+        try Self.withDecoded(Self.record(events)) { record in
+            #expect(record.deliveries.count == 97)
+            #expect(record.events.map { String(decoding: $0.deliveryId, as: UTF8.self) } == events.map(\.event.deliveryId))
+            #expect(record.events.map(\.delivery) == (0..<300).map { $0 % 97 })
+        }
+    }
+
+    @Test("one event read for a dead letter is that event of the whole record, original included; past the last there is none")
     func singleEvent() throws {
-        let bytes = record((0..<5).map { (event("d\($0)", "b\($0)"), key: Array("k\($0)".utf8), value: Array("v\($0)".utf8)) })
+        let bytes = Self.record((0..<5).map {
+            Written(event: Self.event("d\($0)", "b\($0)"), offset: Int64($0), key: Array("k\($0)".utf8), value: Array("v\($0)".utf8), carries: $0 % 2 == 0)
+        })
         try bytes.withUnsafeBytes { raw in
             guard case .events(let all) = try RepartitionRecord.decode(raw) else {
                 Issue.record("not an events record")
@@ -87,8 +175,8 @@ struct RepartitionRecordTests {
             for number in all.events.indices {
                 let one = try #require(try RepartitionRecord.event(number, in: raw))
                 #expect(one.sourceOffset == all.events[number].sourceOffset)
-                #expect(one.originalValue.map { Array($0) } == all.events[number].originalValue.map { Array($0) })
-                #expect(one.originalKey.map { Array($0) } == Array("k\(number)".utf8))
+                #expect(one.original.flatMap(\.value).map { Array($0) } == (number % 2 == 0 ? Array("v\(number)".utf8) : nil))
+                #expect(one.original.flatMap(\.key).map { Array($0) } == (number % 2 == 0 ? Array("k\(number)".utf8) : nil))
             }
             #expect(try RepartitionRecord.event(5, in: raw) == nil, "past the last event")
         }
@@ -98,63 +186,63 @@ struct RepartitionRecordTests {
     func largeOriginalCut() throws {
         let key = Array("device-key".utf8)
         let value = (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-        let bytes = record([(event("d1", "b1"), key: key, value: value), (event("d2", "b2"), key: key, value: Array("small".utf8))], maxOriginalBytes: 4_096)
+        let bytes = Self.record(
+            [
+                Written(event: Self.event("d1", "b1"), offset: 0, key: key, value: value, carries: true),
+                Written(event: Self.event("d2", "b2"), offset: 1, key: key, value: Array("small".utf8), carries: true),
+            ], maxOriginalBytes: 4_096)
         #expect(bytes.count < 4_096 + 1_000, "the record holds the cut original, not the whole")
-        try bytes.withUnsafeBytes { raw in
-            let cutEvent = try #require(try RepartitionRecord.event(0, in: raw))
-            let expected = try #require(
-                key.withUnsafeBytes { key in value.withUnsafeBytes { value in DeadLetterCut.fitting(key: key, value: value, headers: [], limit: 4_096) } })
-            #expect(cutEvent.originalKey.map { Array($0) } == Array(key.prefix(expected.keyBytes)))
-            #expect(cutEvent.originalValue.map { Array($0) } == Array(value.prefix(expected.valueBytes)))
-            #expect(try RepartitionRecord.cutHeaders(cutEvent.originalCut) == expected.headers)
-            #expect(expected.headers.contains(KafkaHeader(key: DeadLetterCut.Header.valueSize, string: "20000")))
-            let whole = try #require(try RepartitionRecord.event(1, in: raw))
-            #expect(whole.originalCut.isEmpty && whole.originalValue.map { Array($0) } == Array("small".utf8))
+        try Self.withDecoded(bytes) { record in
+        let cut = try #require(record.events[0].original)
+        let expected = try #require(
+            key.withUnsafeBytes { key in value.withUnsafeBytes { value in DeadLetterCut.fitting(key: key, value: value, headers: [], limit: 4_096) } })
+        #expect(cut.key.map { Array($0) } == Array(key.prefix(expected.keyBytes)))
+        #expect(cut.value.map { Array($0) } == Array(value.prefix(expected.valueBytes)))
+        #expect(try RepartitionRecord.cutHeaders(cut.cut) == expected.headers)
+        #expect(expected.headers.contains(KafkaHeader(key: DeadLetterCut.Header.valueSize, string: "20000")))
+        let whole = try #require(record.events[1].original)
+        #expect(whole.cut.isEmpty && whole.value.map { Array($0) } == Array("small".utf8))
         }
     }
 
-    @Test("events of several source partitions: the table lists each once, with its epoch and the watermark as of its last event in the record")
-    func sourceTable() throws {
-        var buffer: [UInt8] = []
-        var batch = RepartitionRecord.EventBatch()
-        for (index, source) in [Int32(5), 5, 1, 1, 5, 2].enumerated() {
-            let end = RepartitionRecord.writeEvent(
-                event("d", "b\(index)"), eventTime: 1_000, sourcePartition: source, sourceOffset: Int64(index), originalTimestamp: nil,
-                originalKey: nil, originalValue: nil, into: &buffer, at: 0)
-            buffer.withUnsafeBytes {
-                batch.append(
-                    encodedEvent: UnsafeRawBufferPointer(rebasing: $0[0..<end]), timestamp: nil, origin: Self.origin,
-                    sourcePartition: source, epoch: UInt32(source) * 10, watermark: 100 * Int64(index))
-            }
-        }
+    @Test("marks: each source's watermark (or none), idleness and since when it is quiet (if said), with its epoch, relative to the writer's clock, which reads back")
+    func marks() throws {
         var bytes: [UInt8] = []
-        batch.take { value, _ in bytes = Array(value) }
+        let marks = [
+            SourceMark(source: 0, watermark: Self.clock - 3_000, idle: false),
+            SourceMark(source: 7, watermark: nil, idle: true, quietSince: Self.clock - 40_000),
+            SourceMark(source: 399, watermark: 12, idle: true),
+        ]
+        RepartitionRecord.encodeMarks(marks, epochs: [0, 3, 70_000], origin: Self.origin, writerClock: Self.clock, into: &bytes)
         try bytes.withUnsafeBytes { raw in
-            guard case .events(let record) = try RepartitionRecord.decode(raw) else {
-                Issue.record("not an events record")
+            guard case .marks(let record) = try RepartitionRecord.decode(raw) else {
+                Issue.record("not a marks record")
                 return
             }
-            #expect(record.events.map(\.sourcePartition) == [5, 5, 1, 1, 5, 2])
-            #expect(
-                record.marks == [
-                    SourceMark(source: 5, watermark: 400, idle: false), SourceMark(source: 1, watermark: 300, idle: false),
-                    SourceMark(source: 2, watermark: 500, idle: false),
-                ])
-            #expect(record.epochs == [50, 10, 20])
+            #expect(record.marks == marks && record.epochs == [0, 3, 70_000])
+            #expect(record.writerClock == Self.clock && record.origin == Self.origin)
         }
-        // The batch starts afresh after it is taken: a new record has a table of its own.
-        let end = RepartitionRecord.writeEvent(
-            event("d", "b"), eventTime: 1_000, sourcePartition: 7, sourceOffset: 9, originalTimestamp: nil, originalKey: nil,
-            originalValue: nil, into: &buffer, at: 0)
-        buffer.withUnsafeBytes {
-            batch.append(
-                encodedEvent: UnsafeRawBufferPointer(rebasing: $0[0..<end]), timestamp: nil, origin: Self.origin, sourcePartition: 7,
-                epoch: 0, watermark: 9)
+        #expect(bytes.count < 48, "\(bytes.count) bytes for three sources (and the topic's and the group's names)")
+    }
+
+    @Test("a record cut anywhere, or of another version or kind, is refused with an error, never read as something else")
+    func malformed() throws {
+        let bytes = Self.record(
+            (0..<6).map { Written(event: Self.event("d\($0 % 2)", "b\($0)"), source: Int32($0 % 3), offset: Int64($0), value: [1, 2, 3], carries: $0 == 4) })
+        for length in 0..<bytes.count {
+            let cut = Array(bytes.prefix(length))
+            #expect(throws: RepartitionRecord.DecodingError.self, "cut to \(length) bytes") {
+                _ = try cut.withUnsafeBytes { try RepartitionRecord.decode($0) }
+            }
         }
-        batch.take { value, _ in bytes = Array(value) }
-        try bytes.withUnsafeBytes { raw in
-            guard case .events(let record) = try RepartitionRecord.decode(raw) else { return }
-            #expect(record.marks == [SourceMark(source: 7, watermark: 9, idle: false)] && record.epochs == [0])
-        }
+        var other = bytes
+        other[0] = 5
+        let error = try #require(throws: RepartitionRecord.DecodingError.self) { _ = try other.withUnsafeBytes { try RepartitionRecord.decode($0) } }
+        #expect(error.writtenByAnotherVersion && error.description.contains("version 5"))
+        var kind = bytes
+        kind[1] = 9
+        #expect(throws: RepartitionRecord.DecodingError.self) { _ = try kind.withUnsafeBytes { try RepartitionRecord.decode($0) } }
+        let longer = bytes + [0]
+        #expect(throws: RepartitionRecord.DecodingError.self) { _ = try longer.withUnsafeBytes { try RepartitionRecord.decode($0) } }
     }
 }

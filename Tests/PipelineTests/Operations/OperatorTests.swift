@@ -5,6 +5,7 @@ import Logging
 import Pipeline
 import Synchronization
 import Testing
+import TrackingDomain
 import TrackpipeTestSupport
 import Windowing
 
@@ -94,5 +95,51 @@ struct OperatorTests {
         #expect(lines.allSatisfy { $0.contains("/s), lag ") || $0.contains("/s), owns no partitions, ") }, "\(lines)")
         let line = try #require(lines.first { $0.contains("/s), lag ") }, "\(lines)")
         #expect(line.contains("dead-lettered") && line.contains("in the last"))
+    }
+
+    @Test(
+        "a live --emit final worker says how many windows it holds unwritten and when the first is due, in its progress lines, its gauges and its summary when stopped"
+    )
+    func finalEmissionSaysWhatItHolds() throws {
+        let broker = try makeBroker()
+        let captured = CapturedLog()
+        var settings = config(broker, group: "holding")
+        settings.window = WindowConfig(size: 60_000, grace: 1_000, retention: 3_600_000, idleTimeout: 1_000)
+        settings.window.emission = .final
+        let worker = LiveWorker(settings, logger: captured.logger)
+        var stopped = false
+        defer { if !stopped { _ = try? worker.stop() } }
+        // Five minutes of hits up to two minutes ago: with a retention of an hour, none of their
+        // windows can be written for another 53 minutes at least.
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 2_000, seed: 84, deliveries: 4, start: now - 420_000, span: 300_000, badRate: 0)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let firstWindow = corpus.hits.compactMap { hit -> Int64? in
+            if case .counted(let expected) = hit.truth { return EventTimeMath.windowStart(of: expected.eventTime, size: 60_000) }
+            return nil
+        }.min()!
+        let due = RFC3339.format(epochMillis: firstWindow + 60_000 + 3_600_000)
+        let counted = corpus.expected(windowSize: 60_000).byKey.count
+        func holding(_ line: String) -> Bool {
+            line.hasPrefix("aggregate: consumed ") && line.contains("; \(counted) windows pending (--emit final: written once event time passes their end plus the retention); the first is due when event time reaches \(due), now at ")
+        }
+        #expect(eventually { captured.all.contains { holding($0.1) } }, "\(captured.all.map(\.1).filter { $0.hasPrefix("aggregate: consumed") }.suffix(4))")
+        // Once event time has moved between two lines (idle partitions follow the clock), the
+        // line says roughly when on the wall clock.
+        #expect(eventually { captured.all.contains { holding($0.1) && $0.1.contains(" if event time keeps the pace of the last ") } })
+        let line = try #require(captured.all.first { holding($0.1) && $0.1.contains("keeps the pace") }?.1)
+        #expect(line.contains(", emitted 0,"), "\(line)")
+        #expect(worker.metric("trackpipe_windows_pending{stage=\"aggregate\"}") == Double(counted))
+        let remaining = worker.metric("trackpipe_first_window_due_seconds{stage=\"aggregate\"}")
+        #expect(remaining > 2_400 && remaining < 3_660, "event-time seconds until the first window is due: \(remaining)")
+        #expect(worker.metric("trackpipe_windows_pending{stage=\"normalize\"}") == 0)
+
+        stopped = true
+        let summary = try worker.stop()
+        let text = summary.text
+        #expect(
+            text.contains("\n  pending       \(counted) windows pending (--emit final: written once event time passes their end plus the retention); the first is due when event time reaches \(due), now at "),
+            "\(text)")
+        #expect(summary.stages.last?.accounting.emitted == 0)
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import HitGenerator
 import Kafka
 import Testing
@@ -90,5 +91,73 @@ struct ReplayStageTests {
         let letters = ranged.filter { $0.destination == .deadLetter }
         #expect(letters.count < everything.filter { $0.destination == .deadLetter }.count)
         #expect(letters.allSatisfy { letter in everything.contains(letter) })
+    }
+
+    @Test(
+        "a time range's report says what it wrote (its windows' hits, the dead letters it sent) and what it read and left aside, and balances; in and out add up to a replay of everything"
+    )
+    func rangeReportMatchesWhatWasSent() throws {
+        let arena = RecordArena()
+        // Late hits, bad messages, hits of deliveries with tracking off over ten minutes, and hits a
+        // day old at the end (too late, for a window outside any range here).
+        let config = HitStreamConfig(
+            count: 4_000, seed: 13, deliveries: 20, span: 10 * 60_000, lateRate: 0.05, badRate: 0.05, trackingOffEvery: 4, staleCount: 20)
+        let hits = HitStream(config).generate()
+        let records = hits.enumerated().map { index, hit in
+            arena.record(partition: Int32(index % 2), offset: Int64(index / 2), key: hit.key, value: hit.value, timestamp: hit.kafkaTimestamp)
+        }
+        let batches = stride(from: 0, to: records.count, by: 500).map { Array(records[$0..<min(records.count, $0 + 500)]) }
+        let start = config.start
+        let window = WindowConfig(size: 60_000, grace: 5_000, retention: 20_000, idleTimeout: 1 << 40)
+        func replay(range: Range<Int64>) throws -> (sent: RecordingSink, accounting: Accounting) {
+            var stage = ReplayStage(
+                sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: window,
+                shards: 2, range: range)
+            try stage.assign([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: start)
+            var sink = RecordingSink()
+            var accounting = Accounting()
+            for (index, batch) in batches.enumerated() {
+                try stage.process(batch, now: start + Int64(index) * 1_000, into: &sink)
+                accounting.add(stage.drainReport().accounting)
+            }
+            try stage.finish(now: start + Int64(batches.count) * 1_000, into: &sink)
+            accounting.add(stage.drainReport().accounting)
+            return (sink, accounting)
+        }
+        /// The hits in the windows written: each window's last record counts all of them.
+        func hitsWritten(_ sink: RecordingSink) throws -> Int {
+            var last: [String: Int] = [:]
+            for record in sink.to(.output) {
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(record.value ?? [])) as? [String: Any])
+                last[record.keyText!] = try #require(object["revision"] as? Int)
+            }
+            return last.values.reduce(0, +)
+        }
+        func lettersByReason(_ sink: RecordingSink) -> [String: Int] {
+            sink.to(.deadLetter).reduce(into: [:]) { $0[$1.header[DeadLetter.Header.reason] ?? "?", default: 0] += 1 }
+        }
+
+        let everything = try replay(range: Int64.min..<Int64.max)
+        let all = everything.accounting
+        #expect(all.balanced && all.outsideRangeTotal == 0 && all.consumed == records.count)
+        #expect(all.emitted == everything.sent.to(.output).count)
+        #expect(all.deadLettered == lettersByReason(everything.sent))
+        #expect(try hitsWritten(everything.sent) == all.accepted)
+
+        let first = EventTimeMath.windowStart(of: start, size: window.size) + 3 * window.size
+        let ranged = try replay(range: first..<(first + 3 * window.size))
+        let a = ranged.accounting
+        #expect(a.balanced, "\(a)")
+        #expect(a.consumed == records.count)
+        #expect(a.emitted == ranged.sent.to(.output).count, "emitted is what went out")
+        #expect(a.deadLettered == lettersByReason(ranged.sent), "dead-lettered is what went out, by reason")
+        #expect(try hitsWritten(ranged.sent) == a.accepted, "accepted is the hits of the windows written")
+        #expect(a.acceptedOutsideRange > 0 && a.deadLetteredOutsideRange.values.reduce(0, +) > 0 && a.outsideRangeTotal < a.consumed)
+        #expect(a.deadLetteredOutsideRange["too_late", default: 0] > 0 || a.deadLettered["too_late", default: 0] > 0)
+        // Nothing is counted twice or lost between in and out.
+        #expect(a.accepted + a.acceptedOutsideRange == all.accepted)
+        #expect(a.filtered.merging(a.filteredOutsideRange, uniquingKeysWith: +) == all.filtered)
+        #expect(a.deadLettered.merging(a.deadLetteredOutsideRange, uniquingKeysWith: +) == all.deadLettered)
+        #expect(a.filteredTotal > 0 && a.filteredOutsideRange.values.reduce(0, +) > 0, "tracking-off hits on both sides")
     }
 }

@@ -116,8 +116,9 @@ struct DecodedEvent {
     /// The source partition's watermark in the record's table.
     var sourceWatermark: Int64?
     var eventTime: Int64
-    var originalKey: String
-    var originalValue: String
+    /// The original's key and value ("" for none), nil when the event carries no original.
+    var originalKey: String?
+    var originalValue: String?
 
     init(_ event: RepartitionRecord.Event, of record: RepartitionRecord.Events) {
         sourcePartitions = record.origin.sourcePartitions
@@ -125,7 +126,7 @@ struct DecodedEvent {
         sourceOffset = event.sourceOffset
         sourceWatermark = record.marks.first { $0.source == event.sourcePartition }?.watermark
         eventTime = event.eventTime
-        originalKey = event.originalKey.map { String(decoding: $0, as: UTF8.self) } ?? ""
-        originalValue = event.originalValue.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        originalKey = event.original.map { $0.key.map { String(decoding: $0, as: UTF8.self) } ?? "" }
+        originalValue = event.original.map { $0.value.map { String(decoding: $0, as: UTF8.self) } ?? "" }
     }
 }

@@ -1,0 +1,81 @@
+import CRdKafka
+
+/// What a cluster says of some topics' configurations: for each topic it described, every entry
+/// with the value in effect (a default included); for each it did not, why.
+public struct TopicConfigs: Sendable, Equatable {
+    public var described: [String: [String: String]]
+    /// Topics not described, with the reason: the cluster's refusal (`TOPIC_AUTHORIZATION_FAILED`
+    /// without the right to describe them) or no answer in time (librdkafka's mock cluster, 2.0.2
+    /// and 2.16 alike: `_TIMED_OUT: Failed while waiting for controller`).
+    public var undescribed: [String: String]
+
+    public init(described: [String: [String: String]] = [:], undescribed: [String: String] = [:]) {
+        self.described = described
+        self.undescribed = undescribed
+    }
+}
+
+/// Where topics' configurations come from: the cluster's Admin API (`TopicAdmin`), or a
+/// simulated cluster.
+public protocol TopicConfigSource {
+    /// Never throws: a topic the cluster does not describe is in `undescribed`, with why.
+    func topicConfigs(_ topics: [String], timeoutMilliseconds: Int32) -> TopicConfigs
+}
+
+extension TopicAdmin: TopicConfigSource {
+    /// DescribeConfigs for `topics`, one request.
+    public func topicConfigs(_ topics: [String], timeoutMilliseconds: Int32 = 10_000) -> TopicConfigs {
+        var answer = TopicConfigs()
+        let resources = topics.compactMap { rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, $0) }
+        defer { for resource in resources { rd_kafka_ConfigResource_destroy(resource) } }
+        guard !resources.isEmpty else { return answer }
+        func unanswered(_ reason: String) -> TopicConfigs {
+            TopicConfigs(undescribed: Dictionary(topics.map { ($0, reason) }, uniquingKeysWith: { first, _ in first }))
+        }
+        let queue = rd_kafka_queue_new(client)!
+        defer { rd_kafka_queue_destroy(queue) }
+        let options = rd_kafka_AdminOptions_new(client, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS)
+        defer { rd_kafka_AdminOptions_destroy(options) }
+        var errstr = [CChar](repeating: 0, count: 512)
+        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeoutMilliseconds, &errstr, errstr.count)
+        var pointers: [OpaquePointer?] = resources
+        pointers.withUnsafeMutableBufferPointer { rd_kafka_DescribeConfigs(client, $0.baseAddress, $0.count, options, queue) }
+        // The request's own timeout ends it with an event; the margin is for that event to come.
+        guard let event = rd_kafka_queue_poll(queue, timeoutMilliseconds + 200) else {
+            return unanswered("no answer within \(timeoutMilliseconds / 1000) s")
+        }
+        defer { rd_kafka_event_destroy(event) }
+        let eventError = rd_kafka_event_error(event)
+        if eventError.isError {
+            let text = rd_kafka_event_error_string(event).map { String(cString: $0) } ?? ""
+            return unanswered("\(String(cString: rd_kafka_err2name(eventError))): \(text)")
+        }
+        guard let result = rd_kafka_event_DescribeConfigs_result(event) else { return unanswered("no DescribeConfigs result") }
+        var count = 0
+        guard let described = rd_kafka_DescribeConfigs_result_resources(result, &count) else { return unanswered("no resources in the answer") }
+        for index in 0..<count {
+            guard let resource = described[index] else { continue }
+            let topic = String(cString: rd_kafka_ConfigResource_name(resource))
+            let error = rd_kafka_ConfigResource_error(resource)
+            if error.isError {
+                let text = rd_kafka_ConfigResource_error_string(resource).map { String(cString: $0) } ?? ""
+                answer.undescribed[topic] = "\(String(cString: rd_kafka_err2name(error))): \(text)"
+                continue
+            }
+            var entries = 0
+            var configs: [String: String] = [:]
+            if let list = rd_kafka_ConfigResource_configs(resource, &entries) {
+                for at in 0..<entries {
+                    // A sensitive entry's value is not given (NULL).
+                    guard let entry = list[at], let value = rd_kafka_ConfigEntry_value(entry) else { continue }
+                    configs[String(cString: rd_kafka_ConfigEntry_name(entry))] = String(cString: value)
+                }
+            }
+            answer.described[topic] = configs
+        }
+        for topic in topics where answer.described[topic] == nil && answer.undescribed[topic] == nil {
+            answer.undescribed[topic] = "not in the answer"
+        }
+        return answer
+    }
+}

@@ -1,0 +1,100 @@
+import Kafka
+import Logging
+
+/// The start-up's proof that a run is the pipeline its group is, before anything is joined or
+/// written (`GroupIdentity`): every commit the group's stages made says what the group is fixed
+/// to, and an internal topic says which group writes it.
+///
+/// What is read:
+/// - the group's commits on the input topic (the normalize stage's, or the one stage's);
+/// - with two stages, the aggregate group's commits on the repartition topic this run names, so
+///   that a changed input topic, whose new partitions the group never committed, still finds
+///   the group's settings;
+/// - the newest repartition record of each partition of the repartition topic, and the newest
+///   task record of each partition of the state topic, which name the group that wrote them:
+///   a run of another group pointed at either would count the other's hits or overwrite its
+///   windows.
+///
+/// What cannot be told here (docs/windowing.md says it to users): a run under the same group
+/// that shares no topic with the group's commits (another input topic and other internal
+/// topics, or one stage on another input topic: it commits nowhere the group did, and is a new
+/// pipeline under an old name; a two-stage pipeline started again after it stops on its state,
+/// `AggregateTask.check`); instances of different settings started on a new group before
+/// either committed (the first rebalance that hands one a partition the other committed stops
+/// it, `AggregateTask.refusal`, `NormalizeStage.resume`); two groups started on one new
+/// internal topic before either wrote to it (an aggregate stage that reads the other's
+/// repartition record stops on it, `RepartitionInput`; a task never continues another group's
+/// state, `TaskChangelog`); and internal topics whose newest records are of another version of
+/// trackpipe, or all older than `NewestRecords.bound` offsets behind others.
+enum GroupIdentityCheck {
+    /// The commits the check read, for the stages' own refusals (`NormalizeStage.resume`,
+    /// `AggregateTask.refusal`) before the groups are joined.
+    struct Commits {
+        /// The group's, on the input topic.
+        var input: [PartitionStart]
+        /// The aggregate group's, on the repartition topic (two stages; empty where the topic
+        /// does not exist yet).
+        var repartition: [PartitionStart]
+    }
+
+    /// Throws the refusal of a run that is not the pipeline its group is, or that points at an
+    /// internal topic another group writes.
+    static func check(config: PipelineConfig, inputPartitions: Int, admin: TopicAdmin, logger: Logger) throws -> Commits {
+        let asked = config.identity
+        let consumerLogger = logger.with(label: "trackpipe.kafka.consumer")
+        var commits = Commits(input: [], repartition: [])
+        commits.input = try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: inputPartitions, config: config, logger: logger)
+        for start in commits.input {
+            if let refusal = GroupIdentity.recorded(in: start.metadata)?.refusal(
+                group: config.group, asked: asked, evidence: "its commit on \(config.inputTopic)[\(start.partition)]", given: config.givenSettings)
+            {
+                throw refusal
+            }
+        }
+        let repartition = config.effectiveRepartitionTopic
+        let repartitions = asked.repartitionTopic == nil ? nil : try Pipeline.existingPartitionCount(of: repartition, admin: admin)
+        if let repartitions {
+            commits.repartition = try GroupCommits.starts(
+                group: config.aggregateGroup, topic: repartition, partitions: repartitions, config: config, logger: logger)
+            for start in commits.repartition {
+                if let refusal = GroupIdentity.recorded(in: start.metadata)?.refusal(
+                    group: config.group, asked: asked, evidence: "its aggregate stage's commit on \(repartition)[\(start.partition)]",
+                    given: config.givenSettings)
+                {
+                    throw refusal
+                }
+            }
+        }
+        let reader = config.consumerConfig(group: config.group)
+        if let repartitions {
+            let writers = try NewestRecords.find(in: repartition, partitions: repartitions, consumerConfig: reader, logger: consumerLogger) {
+                record in record.value.flatMap { try? RepartitionRecord.origin(of: $0).group }
+            }
+            if let (partition, other) = Self.otherWriter(writers, than: config.group) {
+                throw PipelineError.settingChanged(
+                    "the repartition topic \(repartition) carries the hits of group \(other) (the newest record of \(repartition)[\(partition)] was written by its normalize stage), and this run is group \(config.group): two groups writing one repartition topic would each count the other's hits. Give this run a repartition topic of its own (\(config.givenSetting(.repartitionTopic).label) now; by default it is <group>-repartition), or run it as --group \(other)")
+            }
+        }
+        let state = asked.stateTopic
+        if let states = try Pipeline.existingPartitionCount(of: state, admin: admin) {
+            let owners = try NewestRecords.find(in: state, partitions: states, consumerConfig: reader, logger: consumerLogger) {
+                (record: ConsumerRecord) -> String? in
+                guard let key = record.key, key.elementsEqual(ChangelogRecord.encodeKey(.task)), let value = record.value else { return nil }
+                return try? ChangelogRecord.decodeTask(Array(value)).group
+            }
+            if let (partition, other) = Self.otherWriter(owners, than: config.group) {
+                throw PipelineError.settingChanged(
+                    "the state topic \(state) holds the windows of group \(other) (the newest task record of \(state)[\(partition)] says so), and this run is group \(config.group): two groups keeping state in one topic would overwrite each other's windows, and a task of one could take the other's for its own. Give this run a state topic of its own (\(config.givenSetting(.stateTopic).label) now; by default it is <group>-state), or run it as --group \(other)")
+            }
+        }
+        return commits
+    }
+
+    /// The first partition (by number) whose newest recognised record names another writer.
+    private static func otherWriter(_ found: [Int32: NewestRecords.Found<String>], than group: String) -> (Int32, String)? {
+        for partition in found.keys.sorted() {
+            if case .recognised(let writer, _) = found[partition], writer != group { return (partition, writer) }
+        }
+        return nil
+    }
+}

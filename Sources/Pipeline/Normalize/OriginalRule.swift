@@ -1,0 +1,51 @@
+import Windowing
+
+/// Which hits carry their original message across the shuffle: those the aggregate stage may
+/// judge `too_late`, so that their dead letter is the message as it arrived.
+///
+/// A window task judges a hit too late when its window's end plus the retention is at or below
+/// the task's eviction horizon. Behind the shuffle that horizon never passes the newest
+/// writer's clock the task has read (every mark is at or below the clock of the record that
+/// carries it, and event time never passes that clock: `WindowEngine`'s writers' clock), and
+/// every record the task reads before a hit's record was in the log before it. So when a record
+/// written at `writerClock` is overtaken by no record written more than `delayAllowance` later
+/// (the writer's delay in producing it, and the clocks' disagreement between instances, within
+/// the allowance), no hit of it whose window expires after `writerClock + delayAllowance` can
+/// be too late: those travel without their original. The proof, its assumptions and what
+/// happens beyond them are in docs/scale-out.md.
+///
+/// The rule depends on nothing but the hit and the writer's clock, so each lane decides it for
+/// its own events, and a replay of the same records gives the same verdicts with the same
+/// originals.
+public struct OriginalRule: Sendable, Hashable {
+    public let windowSize: Int64
+    public let retention: Int64
+    /// How late a record may reach a repartition partition compared with another writer's
+    /// record written at the same time, clock differences included.
+    public let delayAllowance: Int64
+
+    public init(windowSize: Int64, retention: Int64, delayAllowance: Int64) {
+        self.windowSize = max(1, windowSize)
+        self.retention = retention
+        self.delayAllowance = max(0, delayAllowance)
+    }
+
+    /// The rule for windows of `window`: the allowance is the idle timeout (a writer silent that
+    /// long is taken for dead anyway) or half the retention, whichever is longer, so that an
+    /// outage of a writer shorter than that never costs an original.
+    public init(window: WindowConfig) {
+        self.init(windowSize: window.size, retention: window.retention, delayAllowance: Self.defaultAllowance(window))
+    }
+
+    public static func defaultAllowance(_ window: WindowConfig) -> Int64 {
+        max(window.idleTimeout, window.retention / 2)
+    }
+
+    /// Whether a hit of `eventTime`, in a record written at `writerClock`, may be judged too late
+    /// downstream.
+    @inline(__always)
+    public func carries(eventTime: Int64, writerClock: Int64) -> Bool {
+        let end = EventTimeMath.add(EventTimeMath.windowStart(of: eventTime, size: windowSize), windowSize)
+        return EventTimeMath.add(end, retention) <= EventTimeMath.add(writerClock, delayAllowance)
+    }
+}
