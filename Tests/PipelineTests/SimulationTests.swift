@@ -212,11 +212,12 @@ struct SimulationTests {
         case .overtakenRecords:
             #expect(kinds.contains(.lateWithoutOriginal), "\(kinds)")
         case .purgePastCommit:
-            // The log start past the commit, as the cluster and the checker see it, and the
-            // records taken with it missing from the counts.
+            // The log start past the commit, as the cluster and the checker see it; the window
+            // tasks find the records it took gone before they read them and report them lost
+            // (so the counts may lack them: lost input is allowed to be missing once reported).
             let texts = caught.flatMap { $0.discrepancies.map(\.description) }
             #expect(texts.contains { $0.contains("past trackpipe-aggregate's commit") }, "\(texts.prefix(5))")
-            #expect(!kinds.isDisjoint(with: [.lastRecord, .missingKey, .accounting]), "\(kinds)")
+            #expect(caught.contains { $0.stats.lostRanges > 0 }, "\(caught.map(\.stats.description).prefix(3))")
         }
     }
 }

@@ -149,20 +149,26 @@ struct BoundedRunTests {
     @Test("a hot repartition partition overrun before the window stage first read it: the bounded run writes what it read, names the partition and what was lost and exits 65")
     func repartitionOverrunBeforeTheFirstRead() throws {
         // One repartition partition for four input partitions: every event goes to it. Its
-        // window task's state partition is led by broker 2, down while the normalize stage
-        // reads the input, so the task cannot read its state back and its partition is held
-        // back: the embedded broker, which keeps only the newest ~5 MB of a partition, deletes
-        // the first events before the window stage reads anything (as a real cluster's
-        // retention does when the window stage falls behind by more than it keeps).
+        // leader, broker 2, answers every fetch with NOT_LEADER_OR_FOLLOWER while the normalize
+        // stage writes to it (produce requests go through): the window task cannot read it, as
+        // when the window stage falls behind, and the embedded broker, which keeps only the
+        // newest ~5 MB of a partition, deletes the first events before the task reads any (as a
+        // real cluster's retention does when the window stage falls behind by more than it
+        // keeps). Then the partition's leadership moves to broker 1, which serves the fetches.
         let broker = try EmbeddedBroker(brokers: 2)
         let topics = ["hits": 4, "overrun-repartition": 1, "overrun-state": 1, "out": 1, "dlq": 1]
         for (topic, partitions) in topics {
             try broker.createTopic(topic, partitions: partitions)
-            for partition in 0..<Int32(partitions) { try broker.setLeader(topic, partition: partition, brokerId: topic == "overrun-state" ? 2 : 1) }
+            for partition in 0..<Int32(partitions) {
+                try broker.setLeader(topic, partition: partition, brokerId: topic == "overrun-repartition" ? 2 : 1)
+            }
         }
         for group in ["overrun", "overrun-aggregate"] { try broker.setGroupCoordinator(group, brokerId: 1) }
-        try broker.setBrokerDown(2)
-        // About 250 bytes an event with its original: 30,000 hits are about 7 MB in the one
+        // Broker 2 leads nothing else, so only the window task's fetches meet these (the start-up
+        // checks of an empty partition ask only for its offsets).
+        try broker.failNextRequests(.fetch, on: 2, with: KafkaErrorCode.notLeaderForPartition, count: 20_000)
+        // Hits days old, each of which carries its original through the shuffle (it may be too
+        // late downstream): about 250 bytes an event, so 30,000 hits are about 7 MB in the one
         // repartition partition, and under 2 MB in each input partition.
         let corpus = Corpus(HitStream(HitStreamConfig(count: 30_000, seed: 41, deliveries: 4)).generate())
         try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
@@ -184,11 +190,12 @@ struct BoundedRunTests {
             guard let committed = try? reader.committed(inputs) else { return false }
             return committed.map(\.offset) == ends.map(\.offset)
         }
-        try #require(normalized, "stderr: \(worker.stderr.suffix(2_000))")
+        try #require(normalized, "stderr: \(worker.stderr.suffix(3_000))")
         let repartition = TopicPartition(topic: "overrun-repartition", partition: 0)
         let logStart = try #require(try reader.beginningOffsets([repartition]).first?.offset)
         try #require(logStart > 0, "the embedded broker deleted the first events of the repartition partition")
-        try broker.setBrokerUp(2)
+        try #require(try broker.injectedErrorsLeft(.fetch, on: 2) > 0, "the window task was held back all along")
+        try broker.setLeader("overrun-repartition", partition: 0, brokerId: 1)
 
         let code = worker.waitForExit(seconds: SafetyDeadline.seconds)
         #expect(code == 65, "exit \(code.map(String.init) ?? "none"); stderr: \(worker.stderr.suffix(3_000))")
