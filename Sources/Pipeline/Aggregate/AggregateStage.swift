@@ -82,7 +82,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
                 return refused
             }
             let batch = decodedAhead ?? input.decode(records, at: indices)
-            return task!.count(batch, through: records[indices.last!].offset, now: now)
+            return task!.count(batch, from: records[indices.first!].offset, through: records[indices.last!].offset, now: now)
         }
         for (share, task) in zip(shares, working) where task != nil { tasks[share.partition] = task }
         if let misrouted = results.lazy.compactMap(\.misrouted).first {
