@@ -23,7 +23,7 @@ struct RunCommand: ParsableCommand {
 
             With --emit final, a live worker holds every window until event time passes its end plus --retention: its aggregate progress lines, its summary and the gauges trackpipe_windows_pending and trackpipe_first_window_due_seconds say how many windows it holds and when the first is due.
 
-            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster, before any group is joined or anything written (a setting the group is fixed to given otherwise than its commits say: --window, --input-keyed-by-delivery, --repartition-topic, --state-topic; an internal topic that another group writes; an output topic that holds windows of another size, or whose size cannot be told without --allow-unchecked-output; more input partitions than a checkpoint holds; a state topic that deletes by time or size or a compacted repartition topic, where the cluster says their settings); 65 when an --until-end run found offsets of its input never delivered (it writes what it read and names them first), unless --allow-lost-input.
+            SIGTERM or SIGINT: stop consuming, finish the batch in flight, commit the safe offsets, exit 0 (during an outage, after at most 10 s without that last commit). Exit codes: 0 after a clean stop or the end of an --until-end run; 1 when the worker stops on what waiting cannot fix, or a bounded run found no broker within --connect-timeout (the message says which); 64 for a configuration error, checked before any broker is contacted (-X and TRACKPIPE_X* properties, an unknown TRACKPIPE_* variable, a --metrics-port already in use included) or at start-up against the cluster, before any group is joined or anything written (a setting the group is fixed to given otherwise than its commits say: --window, --input-keyed-by-delivery, --repartition-topic, --state-topic; an internal topic that another group writes; an output topic that holds windows of another size, or whose size cannot be told without --allow-unchecked-output; more input partitions than a checkpoint holds; a state topic that deletes by time or size or a compacted repartition topic, where the cluster says their settings); 65 when an --until-end run lost input: retention (or the broker's size limit) deleted records of a stage's input before the group read them (it writes what it read and names them first), unless --allow-lost-input. Offsets never delivered that the log still holds (transaction markers, records compaction removed) are not loss.
             """)
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
@@ -55,7 +55,7 @@ struct RunCommand: ParsableCommand {
     var connectTimeout: String?
     @Flag(
         help:
-            "With --until-end: exit 0 even if offsets of a stage's input were never delivered (deleted by retention before they were read, or a transactional producer's markers); without it such a run writes what it read, names the lost offsets and exits 65. (env TRACKPIPE_ALLOW_LOST_INPUT)"
+            "With --until-end: exit 0 even if input was lost (retention or the broker's size limit deleted records of a stage's input before the group read them); without it such a run writes what it read, names the lost offsets and exits 65. Transaction markers and compaction are not loss and need no flag. (env TRACKPIPE_ALLOW_LOST_INPUT)"
     )
     var allowLostInput = false
     @Flag(help: "\(allowUncheckedOutputHelp) (env TRACKPIPE_ALLOW_UNCHECKED_OUTPUT)")
@@ -258,16 +258,24 @@ struct RunCommand: ParsableCommand {
     /// start from the commits past the loss and exit 0).
     static let lostInputExitCode: Int32 = 65
 
-    /// Why a finished run must not exit 0: an `--until-end` run whose stages saw offsets that
-    /// were never delivered, unless `--allow-lost-input`. The live worker keeps running on a
-    /// gap (it is logged, counted and alerted on).
+    /// Why a finished run must not exit 0: an `--until-end` run that lost input (records the log
+    /// start passed before the group read them), unless `--allow-lost-input`. The live worker
+    /// keeps running on lost input (it is logged, counted and alerted on). Offsets never
+    /// delivered that the log still holds are no reason.
     static func lostInputRefusal(_ summary: PipelineSummary, resolved: ResolvedRun) -> String? {
         guard resolved.config.untilEnd, !resolved.allowsLostInput else { return nil }
-        let gaps = summary.stages.flatMap(\.offsetGaps)
-        guard !gaps.isEmpty else { return nil }
-        let lost = gaps.reduce(Int64(0)) { $0 + $1.count }
+        let lost = summary.stages.flatMap(\.lostInput)
+        guard !lost.isEmpty else { return nil }
+        let total = lost.reduce(Int64(0)) { $0 + $1.count }
+        // Behind the shuffle the hits may still be in the input topic, which outlives the
+        // repartition topic's retention; records lost from the input are gone from Kafka.
+        let shuffled = summary.stages.count > 1 && summary.stages.contains { $0.stage == "aggregate" && !$0.lostInput.isEmpty }
+        let fromInput =
+            shuffled
+            ? "; the repartition topic's may still be in the input topic: recount the windows they fall in from it while it holds them (trackpipe replay over their time range)"
+            : ""
         return
-            "\(lost) offsets of the input were never delivered: \(PipelineSummary.describe(gaps)). Retention deleted them before this run read them (or the topic is compacted, or a transactional producer's markers take those offsets). The windows were written and committed without them; recount from wherever the hits still are, or pass --allow-lost-input (TRACKPIPE_ALLOW_LOST_INPUT=true) to accept the loss and exit 0"
+            "\(total) offsets were lost: retention (or the broker's size limit) deleted them before this run read them: \(PipelineSummary.describe(lost)). Reading the same topic again cannot bring them back. The windows were written and committed without their hits. Recount those hits from wherever they are still kept (an archive, the collectors or the source system)\(fromInput); or pass --allow-lost-input (TRACKPIPE_ALLOW_LOST_INPUT=true) to accept the loss and exit 0"
     }
 
     /// A setting as the pipeline names it in a refusal.
@@ -294,7 +302,7 @@ struct ResolvedRun: Sendable {
     var metricsPort: Int
     var logLevel: Logger.Level
     var logFormat: LogFormat
-    /// `--allow-lost-input`: a bounded run exits 0 even with offsets never delivered.
+    /// `--allow-lost-input`: a bounded run exits 0 even with lost input.
     var allowsLostInput = false
 }
 

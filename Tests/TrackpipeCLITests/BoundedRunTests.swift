@@ -40,45 +40,62 @@ struct BoundedRunTests {
         #expect(throws: (any Error).self) { try RunCommand.parse(["--until-end", "--connect-timeout", "0s"]).resolve(Environment([:])) }
     }
 
-    /// A summary of a bounded run whose normalize stage jumped over offsets 500..<15747.
-    static func summaryWithGap() -> PipelineSummary {
+    /// A summary of a bounded run whose normalize stage lost offsets 500..<15747 of its input
+    /// (their log start had passed them) and jumped over a marker at 15_748 that the log still
+    /// holds.
+    static func summaryWithLoss() -> PipelineSummary {
         var accounting = Accounting()
         accounting.consumed = 3
         accounting.accepted = 3
-        accounting.offsetGaps = 1
-        let gap = OffsetGap(partition: TopicPartition(topic: "hits", partition: 0), from: 500, to: 15_747)
+        accounting.offsetGaps = 2
+        let hits = TopicPartition(topic: "hits", partition: 0)
         let normalize = StageSummary(
             stage: "normalize", topic: "hits", accounting: accounting, elapsedMilliseconds: 1_000,
-            committed: [TopicPartitionOffset(topic: "hits", partition: 0, offset: 15_750)], offsetGaps: [gap])
+            committed: [TopicPartitionOffset(topic: "hits", partition: 0, offset: 15_750)],
+            offsetGaps: [OffsetGap(partition: hits, from: 500, to: 15_747), OffsetGap(partition: hits, from: 15_748, to: 15_749)],
+            lostInput: [LostInput(partition: hits, from: 500, to: 15_747)])
         var aggregate = normalize
         aggregate.stage = "aggregate"
         aggregate.topic = "g-repartition"
         aggregate.offsetGaps = []
+        aggregate.lostInput = []
         aggregate.accounting.offsetGaps = 0
         return PipelineSummary(stages: [normalize, aggregate], elapsedMilliseconds: 1_000)
     }
 
-    @Test("the CLI's decision: a bounded run with offsets never delivered exits 65 naming them, unless --allow-lost-input; a live run never does")
+    @Test("the CLI's decision: a bounded run that lost input exits 65 naming it, unless --allow-lost-input; offsets never delivered that the log still holds are no reason; a live run never does")
     func lostInputDecision() throws {
-        let summary = Self.summaryWithGap()
+        let summary = Self.summaryWithLoss()
         let bounded = try RunCommand.parse(["--until-end"]).resolve(Environment([:]))
         let refusal = try #require(RunCommand.lostInputRefusal(summary, resolved: bounded))
-        #expect(refusal.hasPrefix("15247 offsets of the input were never delivered: hits[0] offsets 500 to 15746 (15247)."), "\(refusal)")
+        #expect(
+            refusal.hasPrefix(
+                "15247 offsets were lost: retention (or the broker's size limit) deleted them before this run read them: hits[0] offsets 500 to 15746 (15247)."),
+            "\(refusal)")
         #expect(refusal.contains("--allow-lost-input"))
+        #expect(!refusal.contains("replay"), "the input's records are gone: reading the topic again is no remedy: \(refusal)")
         #expect(RunCommand.lostInputExitCode == 65)
         let accepting = try RunCommand.parse(["--until-end", "--allow-lost-input"]).resolve(Environment([:]))
         #expect(RunCommand.lostInputRefusal(summary, resolved: accepting) == nil)
         let acceptingByVariable = try RunCommand.parse(["--until-end"]).resolve(Environment(["TRACKPIPE_ALLOW_LOST_INPUT": "true"]))
         #expect(RunCommand.lostInputRefusal(summary, resolved: acceptingByVariable) == nil)
         let live = try RunCommand.parse([]).resolve(Environment([:]))
-        #expect(RunCommand.lostInputRefusal(summary, resolved: live) == nil, "the live worker keeps running: the gap is logged, counted, alerted on")
-        var whole = summary
-        whole.stages[0].offsetGaps = []
-        #expect(RunCommand.lostInputRefusal(whole, resolved: bounded) == nil)
-        // The summary itself names them, under the stage that saw them.
-        #expect(summary.text.contains("  never read    15247 offsets: hits[0] offsets 500 to 15746 (15247)\n"), "\(summary.text)")
-        let single = [OffsetGap(partition: TopicPartition(topic: "t", partition: 3), from: 7, to: 8)]
+        #expect(RunCommand.lostInputRefusal(summary, resolved: live) == nil, "the live worker keeps running: the loss is logged, counted, alerted on")
+        var markersOnly = summary
+        markersOnly.stages[0].lostInput = []
+        #expect(RunCommand.lostInputRefusal(markersOnly, resolved: bounded) == nil, "gaps the log still holds are not loss")
+        // The summary itself names them, under the stage that lost them.
+        #expect(summary.text.contains("  lost          15247 offsets, deleted before they were read: hits[0] offsets 500 to 15746 (15247)\n"), "\(summary.text)")
+        #expect(!markersOnly.text.contains("  lost "), "\(markersOnly.text)")
+        let single = [LostInput(partition: TopicPartition(topic: "t", partition: 3), from: 7, to: 8)]
         #expect(PipelineSummary.describe(single) == "t[3] offset 7")
+
+        // Lost behind the shuffle: the hits may still be in the input topic.
+        var shuffled = markersOnly
+        shuffled.stages[1].lostInput = [LostInput(partition: TopicPartition(topic: "g-repartition", partition: 2), from: nil, to: 2_040)]
+        let behind = try #require(RunCommand.lostInputRefusal(shuffled, resolved: bounded))
+        #expect(behind.hasPrefix("2040 offsets were lost: retention (or the broker's size limit) deleted them before this run read them: g-repartition[2] offsets before 2040."), "\(behind)")
+        #expect(behind.contains("may still be in the input topic"), "\(behind)")
     }
 
     @Test("input deleted before a bounded run read it: the run writes what it read, names the lost offsets and exits 65; --allow-lost-input exits 0")
@@ -111,8 +128,13 @@ struct BoundedRunTests {
         let second = try binary.run(common)
         #expect(second.exitCode == 65, "\(second.stderr.suffix(2_000))")
         let lost = "hits[0] offsets \(committed) to \(logStart - 1) (\(logStart - committed))"
-        #expect(second.stderr.contains("trackpipe run: \(logStart - committed) offsets of the input were never delivered: \(lost)."), "\(second.stderr.suffix(2_000))")
-        #expect(second.stdout.contains("  never read    \(logStart - committed) offsets: \(lost)"), "the summary names them: \(second.stdout)")
+        #expect(
+            second.stderr.contains(
+                "trackpipe run: \(logStart - committed) offsets were lost: retention (or the broker's size limit) deleted them before this run read them: \(lost)."),
+            "\(second.stderr.suffix(2_000))")
+        #expect(
+            second.stdout.contains("  lost          \(logStart - committed) offsets, deleted before they were read: \(lost)"),
+            "the summary names them: \(second.stdout)")
         #expect(second.stdout.contains("balanced      yes"), "what it read is written and counted: \(second.stdout)")
         let after = try #require(try reader.committed([partition]).first?.offset)
         #expect(after == 40_500, "committed to the end of what it read")
@@ -121,7 +143,70 @@ struct BoundedRunTests {
         try produce(40_000, seed: 3)
         let accepted = try binary.run(common + ["--allow-lost-input"])
         #expect(accepted.exitCode == 0, "\(accepted.stderr.suffix(2_000))")
-        #expect(accepted.stdout.contains("  never read    "), "still named in the summary: \(accepted.stdout)")
+        #expect(accepted.stdout.contains("  lost          "), "still named in the summary: \(accepted.stdout)")
+    }
+
+    @Test("a hot repartition partition overrun before the window stage first read it: the bounded run writes what it read, names the partition and what was lost and exits 65")
+    func repartitionOverrunBeforeTheFirstRead() throws {
+        // One repartition partition for four input partitions: every event goes to it. Its
+        // leader, broker 2, answers every fetch with NOT_LEADER_OR_FOLLOWER while the normalize
+        // stage writes to it (produce requests go through): the window task cannot read it, as
+        // when the window stage falls behind, and the embedded broker, which keeps only the
+        // newest ~5 MB of a partition, deletes the first events before the task reads any (as a
+        // real cluster's retention does when the window stage falls behind by more than it
+        // keeps). Then the partition's leadership moves to broker 1, which serves the fetches.
+        let broker = try EmbeddedBroker(brokers: 2)
+        let topics = ["hits": 4, "overrun-repartition": 1, "overrun-state": 1, "out": 1, "dlq": 1]
+        for (topic, partitions) in topics {
+            try broker.createTopic(topic, partitions: partitions)
+            for partition in 0..<Int32(partitions) {
+                try broker.setLeader(topic, partition: partition, brokerId: topic == "overrun-repartition" ? 2 : 1)
+            }
+        }
+        for group in ["overrun", "overrun-aggregate"] { try broker.setGroupCoordinator(group, brokerId: 1) }
+        // Broker 2 leads nothing else, so only the window task's fetches meet these (the start-up
+        // checks of an empty partition ask only for its offsets).
+        try broker.failNextRequests(.fetch, on: 2, with: KafkaErrorCode.notLeaderForPartition, count: 20_000)
+        // Hits days old, each of which carries its original through the shuffle (it may be too
+        // late downstream): about 250 bytes an event, so 30,000 hits are about 7 MB in the one
+        // repartition partition, and under 2 MB in each input partition.
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 30_000, seed: 41, deliveries: 4)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "overrun", "log_level": "3"]))
+        let inputs = (0..<Int32(4)).map { TopicPartition(topic: "hits", partition: $0) }
+        let ends = try reader.endOffsets(inputs)
+        try #require(try reader.beginningOffsets(inputs).allSatisfy { $0.offset == 0 }, "the input itself keeps every hit")
+
+        let worker = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(),
+            [
+                "run", "--until-end", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--group", "overrun",
+                "--repartition-topic", "overrun-repartition", "--state-topic", "overrun-state", "--output-topic", "out", "--dlq-topic", "dlq",
+                "--log-level", "warning", "-X", "session.timeout.ms=6000",
+            ])
+        defer { worker.signal(SIGKILL) }
+        // The normalize stage has read the whole input and committed it.
+        let normalized = BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds, every: 0.5) {
+            guard let committed = try? reader.committed(inputs) else { return false }
+            return committed.map(\.offset) == ends.map(\.offset)
+        }
+        try #require(normalized, "stderr: \(worker.stderr.suffix(3_000))")
+        let repartition = TopicPartition(topic: "overrun-repartition", partition: 0)
+        let logStart = try #require(try reader.beginningOffsets([repartition]).first?.offset)
+        try #require(logStart > 0, "the embedded broker deleted the first events of the repartition partition")
+        try #require(try broker.injectedErrorsLeft(.fetch, on: 2) > 0, "the window task was held back all along")
+        try broker.setLeader("overrun-repartition", partition: 0, brokerId: 1)
+
+        let code = worker.waitForExit(seconds: SafetyDeadline.seconds)
+        #expect(code == 65, "exit \(code.map(String.init) ?? "none"); stderr: \(worker.stderr.suffix(3_000))")
+        let named = "overrun-repartition[0] offsets before \(logStart)"
+        #expect(
+            worker.stderr.contains(
+                "trackpipe run: \(logStart) offsets were lost: retention (or the broker's size limit) deleted them before this run read them: \(named)."),
+            "\(worker.stderr.suffix(3_000))")
+        #expect(worker.stderr.contains("may still be in the input topic"), "\(worker.stderr.suffix(3_000))")
+        #expect(worker.stdout.contains("  lost          \(logStart) offsets, deleted before they were read: \(named)"), "\(worker.stdout)")
+        #expect(worker.stdout.contains("balanced      yes"), "what it read is written and counted: \(worker.stdout)")
     }
 
     @Test("a campaign: one delivery with 100,000 hits in one minute, counted exactly by run --until-end with the defaults on the embedded broker; its one repartition partition holds a tenth of the input's bytes, not more than the input")

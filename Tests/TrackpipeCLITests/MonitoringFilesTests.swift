@@ -132,6 +132,8 @@ struct MonitoringFilesTests {
         let metrics = PipelineMetrics()
         for name in ["normalize", "aggregate"] {
             let stage = metrics.stage(name)
+            // What each runner registers as it starts, for the topic it reads.
+            stage.lost(0, topic: name == "normalize" ? "tracking-hits" : "trackpipe-repartition")
             var report = StageReport()
             report.accounting.consumed = 10
             report.emitDelays = [12]

@@ -19,6 +19,12 @@ public struct Discrepancy: Sendable, CustomStringConvertible {
         case filteredDeadLettered = "filtered-hit-dead-lettered"
         /// The stages' totals disagree with what was produced (schedules where they must agree).
         case accounting = "accounting"
+        /// Input reported lost that retention had not deleted (offsets the log still holds, such
+        /// as transaction markers, taken for lost input).
+        case falseLoss = "false-loss"
+        /// Hits went missing from the output, deleted by retention before they were read, and
+        /// nothing was reported lost.
+        case silentLoss = "silent-loss"
         /// A window with hits to count has no record.
         case missingKey = "missing-key"
         /// A record for a window that has no hit to count.
@@ -86,6 +92,12 @@ public struct ScheduleStats: Sendable {
     public var strictLatenessChecked: Int?
     /// Hits the quiet-period bound was checked on; nil when it was not applied.
     public var quietBoundChecked: Int?
+    /// Records retention deleted (input and repartition topics), and the ranges the runners
+    /// reported lost (`firstReads` of them found where a window task without a commit began
+    /// reading: every record before an offset).
+    public var deletedRecords: Int64 = 0
+    public var lostRanges = 0
+    public var lostAtFirstReads = 0
     /// `too_late` dead letters that carried the hit as normalized, their window evicted early by
     /// the memory cap (the originals rule's one exception; any other is a discrepancy).
     public var lateWithoutOriginal = 0
@@ -107,6 +119,9 @@ public struct ScheduleStats: Sendable {
         if generations > 1 { text += ", \(generations) generations (\(steppedBackAcrossGenerations) keys recounted from a lower revision)" }
         if let checked = strictLatenessChecked { text += ", strict lateness checked on \(checked) hits" }
         if let checked = quietBoundChecked { text += ", the quiet bound checked on \(checked) hits" }
+        if deletedRecords > 0 || lostRanges > 0 {
+            text += ", retention deleted \(deletedRecords) records, \(lostRanges) ranges reported lost (\(lostAtFirstReads) at a first read)"
+        }
         if lateWithoutOriginal > 0 { text += ", \(lateWithoutOriginal) too_late without their original (evicted by the cap)" }
         if purgesAsked > 0 { text += ", \(purgesAsked) partition purges asked, \(purged) done, \(purgesRefused) refused" }
         if repartitionBytesWritten > 0 { text += ", the repartition topic keeps \(repartitionBytesKept) of \(repartitionBytesWritten) bytes written" }

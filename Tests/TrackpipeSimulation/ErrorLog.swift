@@ -1,8 +1,10 @@
 import Logging
+import Pipeline
 
 /// Collects what the runners log at the error level: in a schedule, every such line is a
 /// problem the checks report (warnings — a refused commit, a partition held back — are the
-/// runner doing its job).
+/// runner doing its job). Lost input, which a runner reports as an error, is judged apart (the
+/// checker holds what each runner found lost against what retention deleted).
 final class ErrorLog: @unchecked Sendable {
     // @unchecked: the simulation runs on one thread; the runners log on it.
     private(set) var lines: [String] = []
@@ -23,6 +25,9 @@ final class ErrorLog: @unchecked Sendable {
             set { metadata[key] = newValue }
         }
 
-        func log(event: LogEvent) { log.add("\(event.message)") }
+        func log(event: LogEvent) {
+            if event.metadata?[LostInput.logField] != nil { return }
+            log.add("\(event.message)")
+        }
     }
 }

@@ -50,6 +50,12 @@ public enum Feature: String, CaseIterable, Sendable, Comparable {
     case lanes
     /// Repartition records cut small, so one batch's events span several records.
     case smallRecords = "small-records"
+    /// Offsets of the input that are never delivered though the log holds them: transaction
+    /// markers and records compaction removed, in the middle of partitions and at their ends.
+    case markers
+    /// Retention (or a size limit) deletes the oldest records of repartition partitions at any
+    /// time, and of input partitions the group has committed on, read or not.
+    case retention
     /// The aggregate stage of two stages purges the repartition topic after its commits
     /// (DeleteRecords, as `Pipeline` sets it up), every few commits or after each; the cluster
     /// carries each purge out a while after it was asked.

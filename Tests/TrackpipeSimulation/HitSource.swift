@@ -9,6 +9,9 @@ enum Fate: Sendable, Equatable {
     case filtered
     /// Dead-lettered with this reason.
     case rejected(String)
+    /// No message: an offset of the input no consumer is handed (a transaction marker, a record
+    /// compaction removed).
+    case neverDelivered
 }
 
 /// The timed stream a schedule produces: realistic hits from `HitStream` (every shape, SDK

@@ -2,7 +2,7 @@ import Pipeline
 
 /// What the simulated cluster (`SimulatedCluster`) keeps: topics and consumer groups' commits, nothing else.
 /// The cluster's clients read and write them; records go only as the log cleaner compacts the
-/// state topic and as DeleteRecords moves a log start (`TopicLog`).
+/// state topic and as retention or DeleteRecords moves a log start (`TopicLog`).
 final class InMemoryKafka {
     /// What a group committed for one partition: the next offset to read and the metadata.
     struct Committed: Equatable, CustomStringConvertible {

@@ -45,6 +45,9 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
     case resend(instance: Int, budget: Int, cut: UInt64)
     /// Kafka's log cleaner runs over some partitions of the state topic (chosen by `pick`).
     case compact(pick: UInt64)
+    /// Retention deletes the oldest records of some partitions of the input and repartition
+    /// topics, up to points chosen by `pick` (see `Feature.retention`).
+    case retain(pick: UInt64)
     /// Every worker stops once the input is read to its end and restarts reading a new input
     /// topic (with this many partitions) under the same groups.
     case switchTopic(partitions: Int)
@@ -70,6 +73,7 @@ public enum Operation: Sendable, Hashable, CustomStringConvertible {
         case .adopt(let role, _): "adopt(\(role.letter))"
         case .resend(let instance, let budget, _): "RESEND(n\(instance).p\(budget))"
         case .compact: "compact"
+        case .retain: "retain"
         case .switchTopic(let partitions): "SWITCH-TOPIC(\(partitions))"
         case .switchMode(let mode, let remedy): "SWITCH-TO-\(mode == .oneStage ? "ONE-STAGE" : "TWO-STAGES")(then \(remedy.rawValue))"
         case .refusePurges(let refusal, let length): "refuse-purges(\(refusal.rawValue),\(length))"

@@ -57,6 +57,8 @@ public struct Schedule: Sendable {
         let remedy = scenario.has(.offsetReset) ? drawnRemedy : .newGroup
         let switchAt = switches ? drawnSwitch : -1
         var operations: [Operation] = []
+        // Drawn apart, so that the schedules of families without retention stay as they were.
+        var retention = SplitMix(scenario.hitSeed ^ 0x0DE1_E7E5)
         // Drawn apart from the rest (see `Scenario.draw`): families without refused purges keep
         // the schedules they had.
         var refusing = SplitMix(scenario.hitSeed ^ 0x0_DE1E_7E5)
@@ -113,6 +115,8 @@ public struct Schedule: Sendable {
             if scenario.has(.rebalances), move.0 { operations.append(.rebalance(move.1, from: move.2, to: move.3, pick: move.4)) }
             let compact = (random.chance(0.15), random.seed())
             if scenario.has(.compaction), compact.0 { operations.append(.compact(pick: compact.1)) }
+            // Early on too, before a window task has read its partition (or committed on it).
+            if scenario.has(.retention), retention.chance(step < 4 ? 0.4 : 0.06) { operations.append(.retain(pick: retention.seed())) }
             let refusal = (refusing.chance(0.06), refusing.pick(PurgeRefusal.allCases), refusing.int(idle...8 * idle))
             if scenario.has(.purges), scenario.has(.refusedPurges), refusal.0 { operations.append(.refusePurges(refusal.1, for: refusal.2)) }
             let newPartitions = random.int(1...4)

@@ -30,6 +30,15 @@ import TrackpipeTestSupport
 ///   highest revision, equal the reference over the hits it did not dead-letter; every reference
 ///   key has a record, and no other key does. An earlier generation, stopped with windows still
 ///   open, must never hold more than its reference in any record.
+/// - **Lost input** is reported only for what retention deleted (every range reported lies below
+///   its partition's log start: transaction markers and compaction holes are never lost), and
+///   whenever the output lacks hits while retention deleted records (else `silent-loss`). A
+///   generation that reported loss may hold fewer hits than its reference, and may miss the
+///   dead letters of input retention deleted. It holds no more hits than its reference either,
+///   unless its window stage behind the shuffle reported loss: a window task whose partition
+///   lost records a previous owner had counted (in the state it read back) cannot learn their
+///   source positions, and may count a copy an upstream sent again, or judge it too late
+///   (docs/scale-out.md, "Lost input").
 /// - **Strict lateness** (on request): a hit is `too_late` exactly when, on its own input
 ///   partition, the running maximum of min(event time, Kafka timestamp) over the hits before it
 ///   had reached its window's end plus the retention. Applied to lockstep schedules, to the hits
@@ -74,6 +83,7 @@ struct ScheduleChecker {
         stats.rebalances = world.rebalances
         stats.generations = world.generations.count
         stats.refusals = world.refusals.count
+        stats.deletedRecords = world.deleted.values.reduce(0, +)
 
         for problem in world.problems { found.append(Discrepancy(.runner, problem)) }
         checkPurges(stats: &stats, into: &found)
@@ -135,7 +145,10 @@ struct ScheduleChecker {
         }
         for generation in world.generations {
             let last = generation.number == world.generations.last!.number
-            let verdicts = judgeMessages(of: generation, reasons: reasons[generation.number] ?? [:], into: &found)
+            let lost = judgeLoss(of: generation, into: &found)
+            stats.lostRanges += lost.ranges
+            stats.lostAtFirstReads += lost.atFirstReads
+            let verdicts = judgeMessages(of: generation, reasons: reasons[generation.number] ?? [:], lossReported: lost.ranges > 0, into: &found)
             if last {
                 stats.messages = verdicts.messages
                 stats.countedHits = verdicts.counted
@@ -143,8 +156,8 @@ struct ScheduleChecker {
             }
             judgeRecords(
                 records.filter { $0.stamp.generation == generation.number }, of: generation, last: last, verdicts: verdicts,
-                stats: &stats, into: &found)
-            judgeTotals(of: generation, verdicts: verdicts, into: &found)
+                loss: lost, stats: &stats, into: &found)
+            if lost.ranges == 0 { judgeTotals(of: generation, verdicts: verdicts, into: &found) }
             if last, strictLateness { stats.strictLatenessChecked = checkStrictLateness(tooLate: verdicts.tooLate, into: &found) }
             if last, quietBound { stats.quietBoundChecked = checkQuietBound(tooLate: verdicts.tooLate, into: &found) }
         }
@@ -160,18 +173,62 @@ struct ScheduleChecker {
         return (found, stats)
     }
 
-    /// Every message the generation read, against its truth and the generation's dead letters.
-    private func judgeMessages(of generation: Generation, reasons: [Position: [String]], into found: inout [Discrepancy]) -> Verdicts {
+    /// What the generation's runners reported lost, in every life.
+    struct Loss {
+        var ranges = 0
+        /// Ranges of every record before an offset (found at a window task's first read).
+        var atFirstReads = 0
+        /// Some was reported by the window stage behind the shuffle.
+        var behindShuffle = false
+    }
+
+    /// What the generation's runners reported lost, in every life: each range must lie below its
+    /// partition's log start (retention deleted it).
+    private func judgeLoss(of generation: Generation, into found: inout [Discrepancy]) -> Loss {
+        let tag = world.generations.count > 1 ? "generation \(generation.number): " : ""
+        var reported = Loss()
+        for runner in world.allRunners where runner.generation == generation.number {
+            for lost in runner.lostInput {
+                reported.ranges += 1
+                if lost.from == nil { reported.atFirstReads += 1 }
+                if runner.role == .aggregate, generation.mode == .twoStage { reported.behindShuffle = true }
+                let start = world.kafka.topics[lost.partition.topic]?.start(of: lost.partition.partition) ?? 0
+                let range = lost.from.map { "offsets \($0) to \(lost.to - 1)" } ?? "the offsets before \(lost.to)"
+                if lost.to > start || lost.count <= 0 {
+                    found.append(
+                        Discrepancy(
+                            .falseLoss,
+                            "\(tag)\(runner.label) reported \(lost.partition) \(range) lost, but the partition begins at \(start): retention deleted nothing of it there"
+                        ))
+                }
+            }
+        }
+        return reported
+    }
+
+    /// Every message the generation read, against its truth and the generation's dead letters. A
+    /// generation that lost input may miss the dead letters of what retention deleted.
+    private func judgeMessages(
+        of generation: Generation, reasons: [Position: [String]], lossReported: Bool, into found: inout [Discrepancy]
+    ) -> Verdicts {
         let window = world.scenario.window
         let tag = world.generations.count > 1 ? "generation \(generation.number): " : ""
         var verdicts = Verdicts()
         for topic in world.produced.keys.sorted() {
             for (partition, messages) in world.produced[topic]!.enumerated() {
                 let scope = generation.scope(topic, partition: partition, available: messages.count)
+                let deletedBelow = world.kafka.topics[topic]?.start(of: Int32(partition)) ?? 0
                 for (offset, message) in messages.prefix(scope).enumerated() {
-                    verdicts.messages += 1
                     let position = Position(topic: topic, partition: Int32(partition), offset: Int64(offset))
                     let letters = reasons[position] ?? []
+                    if case .neverDelivered = message.fate {
+                        if !letters.isEmpty {
+                            found.append(
+                                Discrepancy(.deadLetterOrigin, "\(tag)\(position) is a transaction marker or a compacted record, yet was dead-lettered \(letters)"))
+                        }
+                        continue
+                    }
+                    verdicts.messages += 1
                     let distinct = Set(letters)
                     if distinct.count > 1 {
                         found.append(Discrepancy(.deadLetterReason, "\(tag)\(position) dead-lettered for several reasons: \(distinct.sorted())"))
@@ -183,6 +240,7 @@ struct ScheduleChecker {
                     case .rejected(let reason):
                         verdicts.rejected[reason, default: 0] += 1
                         if distinct.isEmpty {
+                            if lossReported, Int64(offset) < deletedBelow { continue }
                             found.append(Discrepancy(.missingDeadLetter, "\(tag)\(position) (\(reason)) was not dead-lettered"))
                         } else if distinct != [reason] {
                             found.append(Discrepancy(.deadLetterReason, "\(tag)\(position) must be dead-lettered \(reason), got \(distinct.sorted())"))
@@ -204,6 +262,8 @@ struct ScheduleChecker {
                             found.append(Discrepancy(.deadLetterReason, "\(tag)\(position) is a hit to count, dead-lettered \(distinct.sorted())"))
                         }
                         verdicts.positionsByKey[key, default: []].append((position, message, !distinct.isEmpty))
+                    case .neverDelivered:
+                        break
                     }
                 }
             }
@@ -211,11 +271,14 @@ struct ScheduleChecker {
         return verdicts
     }
 
-    /// The generation's records: revisions per key, and against its reference.
+    /// The generation's records: revisions per key, and against its reference. One that reported
+    /// lost input may hold fewer hits than the reference (never more); one that did not, while
+    /// retention deleted records, must hold them all.
     private func judgeRecords(
-        _ records: [OutputRecord], of generation: Generation, last isLast: Bool, verdicts: Verdicts, stats: inout ScheduleStats,
-        into found: inout [Discrepancy]
+        _ records: [OutputRecord], of generation: Generation, last isLast: Bool, verdicts: Verdicts, loss: Loss,
+        stats: inout ScheduleStats, into found: inout [Discrepancy]
     ) {
+        let lossReported = loss.ranges > 0
         let window = world.scenario.window
         let tag = world.generations.count > 1 ? "generation \(generation.number): " : ""
         var last: [String: Int] = [:]
@@ -272,8 +335,22 @@ struct ScheduleChecker {
             }
             return
         }
+        var short: [String] = []
+        defer {
+            if !short.isEmpty, !lossReported, stats.deletedRecords > 0 {
+                found.append(
+                    Discrepancy(
+                        .silentLoss,
+                        "\(tag)retention deleted \(stats.deletedRecords) records (\(world.deleted.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))), \(short.count) keys hold fewer hits than the reference (\(short.prefix(3).joined(separator: ", "))), and nothing was reported lost"
+                    ))
+            }
+        }
         for key in Set(reference.keys).union(last.keys).sorted() {
             guard let want = reference[key] else {
+                // Behind the shuffle after lost input, a copy sent again may be judged too late
+                // by a task that cannot tell it from its original, which a previous owner
+                // counted: a real key whose hits were all dead-lettered.
+                if loss.behindShuffle, verdicts.positionsByKey[key] != nil { continue }
                 let record = records[last[key]!]
                 found.append(
                     Discrepancy(
@@ -283,6 +360,8 @@ struct ScheduleChecker {
                 continue
             }
             guard let lastPosition = last[key] else {
+                short.append(key)
+                if lossReported { continue }
                 found.append(Discrepancy(.missingKey, key: key, "\(tag)no record; expected \(Self.describe(want)) (\(hits(want)) hits)\(context(key))"))
                 continue
             }
@@ -290,6 +369,9 @@ struct ScheduleChecker {
             let got = record.counts
             if got != want || record.revision != hits(want) {
                 let difference = got.map { hits($0) - hits(want) } ?? 0
+                if difference < 0 { short.append(key) }
+                // Input lost before it was read leaves windows short; over only behind the shuffle.
+                if lossReported, difference < 0 || loss.behindShuffle { continue }
                 let deadLettered = verdicts.positionsByKey[key]?.filter(\.dead).count ?? 0
                 let hint =
                     difference > 0 && deadLettered >= difference
@@ -303,6 +385,7 @@ struct ScheduleChecker {
             }
             for position in highest[key]?.records ?? [] where records[position].counts != want {
                 let top = records[position]
+                if lossReported, let counts = top.counts, hits(counts) < hits(want) || loss.behindShuffle { break }
                 found.append(
                     Discrepancy(
                         .highestRevision, key: key,

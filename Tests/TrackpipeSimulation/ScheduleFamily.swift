@@ -47,6 +47,14 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
     /// back (a lagging source); checked against the bound the design keeps through quiet
     /// periods (event time goes on from the slowest partition still delivering).
     case quietPause = "quiet-pause"
+    /// Two stages; crashes, re-sends and rebalances over an input with transaction markers and
+    /// compaction holes, and no retention: nothing is lost, and nothing may be reported lost.
+    case markers
+    /// Two stages; the above, and retention deleting the oldest records of input and repartition
+    /// partitions, read or not: lost input is reported exactly when hits went missing, and only
+    /// for what retention deleted.
+    case retention
+    case retentionOneStage = "retention-one-stage"
     /// Two stages; the repartition topic purged after commits, up to every commit, through
     /// crashes (also inside a commit), re-sent batches, rebalances and takeovers, with purges
     /// carried out long after they were asked and refused for a while: a purge must never take
@@ -122,6 +130,13 @@ public enum ScheduleFamily: String, CaseIterable, Sendable {
         case .quietPause:
             return FamilySpec(
                 mode: .twoStage, features: input.union(purges).union([.pauses, .stalledSources]), lockstep: true, quietBound: true)
+        case .markers:
+            return FamilySpec(mode: .twoStage, features: input.union(moves).union([.crashes, .commitCrashes, .resends, .rebalances, .markers]))
+        case .retention:
+            return FamilySpec(
+                mode: .twoStage, features: input.union(moves).union([.crashes, .commitCrashes, .resends, .rebalances, .markers, .retention, .smallRecords]))
+        case .retentionOneStage:
+            return FamilySpec(mode: .oneStage, features: input.union(moves).union([.crashes, .commitCrashes, .rebalances, .markers, .retention]))
         case .purge:
             return FamilySpec(
                 mode: .twoStage,

@@ -49,6 +49,9 @@ final class SimulatedCluster: @unchecked Sendable {
     var rebalanceDelay: Int64 = 1_000
     /// Who decides which member owns what.
     var assignor = Assignor.cooperativeSticky
+    /// A planted defect (never in the runner): the log starts the cluster tells clients are
+    /// wrong.
+    var logStartFault: LogStartFault?
     /// DeleteRecords: when requests are carried out, whether they are refused (`SimulatedDeletions.swift`).
     let recordDeletions = RecordDeletions()
     /// What a client saw a runner do that no runner may (a commit past what it was handed, of a
@@ -107,6 +110,14 @@ final class SimulatedCluster: @unchecked Sendable {
     }
 
     func refusedTopic(_ topic: String) { topicsThatRefused.insert(topic) }
+}
+
+/// How a planted defect misreports log starts (`Fault.hiddenRetention`, `Fault.phantomRetention`).
+enum LogStartFault {
+    /// Every partition is said to begin at 0, whatever retention deleted.
+    case hidden
+    /// Every partition is said to begin at its end, though it holds every record.
+    case phantom
 }
 
 /// Who decides which member of a group owns what.
@@ -347,7 +358,7 @@ final class SimulatedConsumer: ConsumerClient {
         guard !closed, !life.killed else { return nil }
         var revocations: [ConsumerBatch.Revocation] = []
         serveGroup(revocations: &revocations, gathered: 0)
-        resetBelowLogStart()
+        if !cluster.isUnreachable { resetBelowLogStart() }
         if !isMember, cluster.isUnreachable {
             // A reader outside the groups waits its poll's timeout for brokers that do not answer
             // (the members' polls are the world's to time).
@@ -371,7 +382,7 @@ final class SimulatedConsumer: ConsumerClient {
             var offset = position
             while offset < end && events.count < maxBatch {
                 let entry = log.entry(partition: tp.partition, offset: offset)
-                if !entry.compacted {
+                if !entry.skipped {
                     events.append(
                         HeldRecord(
                             topic: tp.topic, partition: tp.partition, offset: offset, key: log.bytes(entry.key), value: log.bytes(entry.value),
@@ -430,7 +441,7 @@ final class SimulatedConsumer: ConsumerClient {
             let log = cluster.kafka.topic(tp.topic)
             for offset in offsets {
                 let entry = log.entry(partition: tp.partition, offset: offset)
-                if entry.compacted || life.skip?(tp.topic, tp.partition, offset) == true { continue }
+                if entry.skipped || life.skip?(tp.topic, tp.partition, offset) == true { continue }
                 events.append(
                     HeldRecord(
                         topic: tp.topic, partition: tp.partition, offset: offset, key: log.bytes(entry.key), value: log.bytes(entry.value),
@@ -452,16 +463,19 @@ final class SimulatedConsumer: ConsumerClient {
         return events
     }
 
-    /// Positions below a partition's log start (DeleteRecords moved it past them) fail to fetch
-    /// (OFFSET_OUT_OF_RANGE), and librdkafka, with `auto.offset.reset=earliest` as trackpipe
-    /// sets it, goes on from the log start: the records in between are never delivered.
+    /// A fetch below a partition's log start (retention or DeleteRecords moved it past) is out
+    /// of range (OFFSET_OUT_OF_RANGE): librdkafka, with `auto.offset.reset=earliest` as trackpipe
+    /// sets it, goes on from the log start, and the records in between are never delivered.
+    /// Paused partitions are not fetched, and are moved once resumed.
     private func resetBelowLogStart() {
         cluster.settleDeletions()
-        for (tp, position) in positions.sorted(by: { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) }) {
+        for (tp, position) in positions.sorted(by: { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) })
+        where !paused.contains(tp) {
             let start = cluster.kafka.topic(tp.topic).start(of: tp.partition)
             guard position < start else { continue }
             positions[tp] = start
-            cluster.note("\(groupId) member \(memberId): \(tp) at \(position) is below the log start \(start): reset to it")
+            reportedEnds[tp] = nil
+            cluster.note("\(groupId) member \(memberId): \(tp) offset \(position) out of range, reset to the log start \(start)")
         }
     }
 
@@ -557,7 +571,17 @@ final class SimulatedConsumer: ConsumerClient {
     func beginningOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
         try life.check()
         if cluster.isUnreachable { throw KafkaError(.timedOut, "looking up offsets") }
-        return partitions.map { TopicPartitionOffset($0, offset: cluster.kafka.topic($0.topic).start(of: $0.partition)) }
+        return partitions.map { TopicPartitionOffset($0, offset: reportedStart(of: $0)) }
+    }
+
+    /// A partition's log start as the cluster tells it (see `LogStartFault`).
+    private func reportedStart(of tp: TopicPartition) -> Int64 {
+        let log = cluster.kafka.topic(tp.topic)
+        switch cluster.logStartFault {
+        case nil: return log.start(of: tp.partition)
+        case .hidden: return 0
+        case .phantom: return log.end(of: tp.partition)
+        }
     }
 
     func endOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
@@ -585,8 +609,7 @@ final class SimulatedConsumer: ConsumerClient {
     }
 
     func cachedWatermarks(_ partition: TopicPartition) -> (low: Int64, high: Int64)? {
-        let log = cluster.kafka.topic(partition.topic)
-        return (log.start(of: partition.partition), log.end(of: partition.partition))
+        (reportedStart(of: partition), cluster.kafka.topic(partition.topic).end(of: partition.partition))
     }
 
     /// Leaves the group: what it owns is revoked through the handler first, as librdkafka's

@@ -51,6 +51,12 @@ public enum Fault: String, Sendable, CaseIterable {
     /// before them were lost: the order Kafka keeps within a partition is what makes a cut merge
     /// harmless, and without it a window's segments go while its head still names them.
     case unorderedStateWrite = "unordered-state-write"
+    /// The cluster says every partition begins at 0 whatever retention deleted: records deleted
+    /// before they were read go unnoticed.
+    case hiddenRetention = "hidden-retention"
+    /// The cluster says every partition begins at its end though it holds every record: offsets
+    /// that were never records (markers) are taken for lost input.
+    case phantomRetention = "phantom-retention"
 }
 
 /// How big schedules are: the number of steps and the rate of hits.

@@ -35,6 +35,8 @@ protocol DrivenStage: AnyObject {
     /// Owned partitions whose state is still being read back.
     var restoring: [Int32] { get }
     var totals: Accounting { get }
+    /// What its runners, in every life, found lost.
+    var lostInput: [LostInput] { get }
     var problems: [String] { get }
     var lastBatch: String { get }
     /// The stage's lowest watermark over its window tasks (nil: none, or no window stage).
@@ -80,8 +82,9 @@ final class StageInstance<S: Stage>: DrivenStage {
     private var runner: StageRunner<S>
     private var clients: ProcessClients
     private(set) var incarnation = 1
-    /// The totals of former lives.
+    /// The totals of former lives, and what they found lost.
     private var earlier = Accounting()
+    private var earlierLost: [LostInput] = []
     private var recorded: [String] = []
     /// The runner stopped on an error: the worker would have exited.
     private var stopped = false
@@ -141,6 +144,8 @@ final class StageInstance<S: Stage>: DrivenStage {
         totals.add(runner.currentTotals())
         return totals
     }
+
+    var lostInput: [LostInput] { earlierLost + runner.lostInput }
 
     var problems: [String] {
         var problems = recorded
@@ -202,6 +207,7 @@ final class StageInstance<S: Stage>: DrivenStage {
     func crash() -> [Int32] {
         let lost = clients.life.killed ? clients.life.ownedAtDeath : owned
         earlier.add(runner.currentTotals())
+        earlierLost += runner.lostInput
         clients.life.kill()
         incarnation += 1
         stopped = false

@@ -16,10 +16,13 @@ struct WriteStamp: Sendable {
     var generation: Int = 1
 }
 
-/// One topic of the in-memory cluster: per partition an append-only log. Records go in two
-/// ways only: a compacted topic (the state topic) loses them as Kafka's log cleaner removes them
-/// (offsets are kept, older values of a key and old tombstones disappear), and DeleteRecords
-/// (`deleteRecords`) moves a partition's log start up, everything below it gone.
+/// One topic of the in-memory cluster: per partition an append-only log. A topic loses records
+/// two ways, as Kafka's do: the log cleaner of a compacted topic (the state topic) removes older
+/// values of a key and old tombstones, keeping their offsets; and a partition's log start moves
+/// up, everything below it gone (`deleteRecords`), as retention (or a size limit) deletes the
+/// oldest records and as DeleteRecords (a purge) asks. Some offsets are never records a consumer
+/// is handed: a transactional producer's commit markers, and records compaction removed before
+/// anyone read them (`appendUndelivered`).
 ///
 /// The bytes of every record live in one growing buffer. A simulated consumer hands a batch out
 /// as records held in memory (`HeldRecord`), which the runner shows the stage as views valid for
@@ -34,6 +37,12 @@ final class TopicLog {
         var stamp: WriteStamp
         /// Removed by compaction: the offset stays taken, a reader skips it.
         var compacted = false
+        /// A transaction marker (or a record compacted away before anyone read it): an offset no
+        /// reader is handed.
+        var marker = false
+
+        /// A reader skips it.
+        var skipped: Bool { compacted || marker }
     }
 
     let name: String
@@ -41,7 +50,8 @@ final class TopicLog {
     var configs: [String: String] = [:]
     private(set) var partitions: [[Entry]]
     private var heap: [UInt8] = []
-    /// Per partition, the log start DeleteRecords moved it to (`deleteRecords`).
+    /// Per partition, the first offset it still holds: the log start retention or DeleteRecords
+    /// moved it to (`deleteRecords`).
     private var deletedBelow: [Int64]
 
     init(name: String, partitions: Int) {
@@ -53,9 +63,17 @@ final class TopicLog {
 
     var partitionCount: Int { partitions.count }
 
-    /// The first offset the partition holds (Kafka's log start offset): nothing is ever deleted
-    /// by time here, and compaction keeps offsets, so only DeleteRecords moves it.
+    /// The first offset the partition holds (Kafka's log start offset): 0 until retention or
+    /// DeleteRecords moves it (compaction keeps offsets).
     func start(of partition: Int32) -> Int64 { deletedBelow[Int(partition)] }
+
+    /// An offset taken by what no reader is handed: a transaction's commit marker (or a record
+    /// compaction removed). The log start is not moved by it; nothing is lost.
+    @discardableResult
+    func appendUndelivered(partition: Int32, stamp: WriteStamp) -> Int64 {
+        partitions[Int(partition)].append(Entry(key: nil, value: nil, timestamp: nil, headers: [], stamp: stamp, marker: true))
+        return Int64(partitions[Int(partition)].count - 1)
+    }
 
     /// The next offset to be written (Kafka's high watermark; logs start at 0 and never shrink).
     func end(of partition: Int32) -> Int64 { Int64(partitions[Int(partition)].count) }

@@ -113,6 +113,11 @@ final class World {
     private var stalled: [Int32: [HitSource.Message]] = [:]
     private var silences: [Int32: Int64] = [:]
     private var routing: SplitMix
+    /// Where transaction markers and compaction holes go (`Feature.markers`), drawn apart from
+    /// the hits.
+    private var markerDraws: SplitMix
+    /// Records retention deleted, per topic (`Feature.retention`).
+    private(set) var deleted: [String: Int64] = [:]
     private var writerIndex: [String: Int] = [:]
     private(set) var writers: [String] = []
     /// Crashes of stages that write the output (aggregate, or the one stage).
@@ -167,6 +172,14 @@ final class World {
         inputTopic = "hits"
         inputPartitions = scenario.inputPartitions
         routing = SplitMix(scenario.hitSeed ^ 0x0A5B_17E0)
+        markerDraws = SplitMix(scenario.hitSeed ^ 0x4D41_524B)
+        if let fault = options.fault {
+            switch fault {
+            case .hiddenRetention: cluster.logStartFault = .hidden
+            case .phantomRetention: cluster.logStartFault = .phantom
+            default: break
+            }
+        }
         idleFreeUntil = scenario.lockstep ? .max : scenario.start
         if options.trace {
             trace = []
@@ -531,6 +544,8 @@ final class World {
             crash(runner)
         case .compact(let pick):
             compactState(pick: pick)
+        case .retain(let pick):
+            retain(pick: pick)
         case .switchTopic(let partitions):
             guard mode == .twoStage else { break }
             stopEveryWorker()
@@ -633,6 +648,32 @@ final class World {
             if removed > 0 { notes.append("\(partition):-\(removed) below \(cut)") }
         }
         if !notes.isEmpty { batchNote = "compacted \(notes.joined(separator: " "))" }
+    }
+
+    /// Retention deletes the oldest records of some partitions, up to a random point of each, read
+    /// or not: of the repartition topic at any time, and of the input only where the group has
+    /// committed (a group that has no commit yet begins wherever the input then begins; where a
+    /// new group begins is not a loss, and the checks count the input from offset 0).
+    private func retain(pick: UInt64) {
+        var random = SplitMix(pick)
+        var notes: [String] = []
+        func cut(_ topic: String, where allowed: (Int32) -> Bool) {
+            guard let log = kafka.topics[topic] else { return }
+            for partition in 0..<Int32(log.partitionCount) {
+                let chosen = random.chance(0.5), point = random.int(log.start(of: partition)...log.end(of: partition))
+                guard chosen, allowed(partition) else { continue }
+                let before = log.start(of: partition)
+                let removed = log.deleteRecords(partition: partition, below: point) - before
+                guard removed > 0 else { continue }
+                deleted[topic, default: 0] += removed
+                notes.append("\(topic)[\(partition)] below \(point)")
+            }
+        }
+        let group = deployment.group
+        let input = inputTopic
+        cut(input) { [kafka] in kafka.committed(group: group, topic: input, partition: $0) != nil }
+        if mode == .twoStage { cut(deployment.repartitionTopic) { _ in true } }
+        if !notes.isEmpty { batchNote = "deleted \(notes.joined(separator: ", "))" }
     }
 
     /// Every runner reads its input to the end (its restores first).
@@ -768,6 +809,14 @@ final class World {
             stamp: WriteStamp(time: now, writer: -1, outputCrashes: outputCrashes))
         produced[inputTopic]![Int(partition)].append(
             ProducedMessage(fate: fate, kafkaTimestamp: timestamp, producedAt: now, kind: message.kind))
+        // A transactional producer's commit marker, or records a compaction removed, after it.
+        let marks = (markerDraws.chance(0.1), markerDraws.int(1...3))
+        guard scenario.has(.markers), marks.0 else { return }
+        for _ in 0..<marks.1 {
+            kafka.topic(inputTopic).appendUndelivered(partition: partition, stamp: WriteStamp(time: now, writer: -1, outputCrashes: outputCrashes))
+            produced[inputTopic]![Int(partition)].append(
+                ProducedMessage(fate: .neverDelivered, kafkaTimestamp: timestamp, producedAt: now, kind: .ordinary))
+        }
     }
 
     /// FNV-1a: the simulation's own stable hash, so that keying the input shares nothing with

@@ -38,6 +38,13 @@ extension EmbeddedBroker {
         rd_kafka_mock_topic_set_error(cluster, topic, rd_kafka_resp_err_t(rawValue: code))
     }
 
+    /// Makes `brokerId` the coordinator of consumer group `group` (else the cluster picks one by
+    /// hashing the name), so that a test can take other brokers down without the group.
+    public func setGroupCoordinator(_ group: String, brokerId: Int32) throws {
+        let err = rd_kafka_mock_coordinator_set(cluster, "group", group, brokerId)
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.from(err, "making embedded broker \(brokerId) the coordinator of \(group)") }
+    }
+
     public func clearRequestErrors(_ api: KafkaAPI) {
         rd_kafka_mock_clear_request_errors(cluster, api.rawValue)
     }

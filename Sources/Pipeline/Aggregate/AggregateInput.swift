@@ -160,10 +160,24 @@ public struct DecodedBatch: Sendable {
     /// A record routed by another repartition partition count than the topic has: (the count
     /// it was routed by, the topic's).
     var misrouted: (routed: Int, expected: Int)?
+    /// Where the batch's records first name each upstream source, and whether that record
+    /// begins the group's records of it in the partition (see `RepartitionRecord`).
+    var firstSightings: [SourceKey: SourceSighting] = [:]
     /// A record another group's normalize stage wrote: that group's name.
     var writtenBy: String?
 
     init() {}
+
+    /// The first record of the batch that names a source.
+    struct SourceSighting: Sendable, Equatable {
+        var offset: Int64
+        var begins: Bool
+    }
+
+    /// A record at `offset` names `source`; only the first is kept.
+    mutating func sighted(_ source: SourceKey, at offset: Int64, begins: Bool) {
+        if firstSightings[source] == nil { firstSightings[source] = SourceSighting(offset: offset, begins: begins) }
+    }
 
     /// Appends a batch decoded from the records that follow this one's.
     mutating func append(_ other: DecodedBatch) {
@@ -175,6 +189,7 @@ public struct DecodedBatch: Sendable {
         markRecords += other.markRecords
         writerClock = EventTimeMath.latest(writerClock, other.writerClock)
         misrouted = misrouted ?? other.misrouted
+        firstSightings.merge(other.firstSightings) { earlier, _ in earlier }
         writtenBy = writtenBy ?? other.writtenBy
     }
 }

@@ -74,7 +74,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             shares.count == 1 && parallelism > 1 && records.count >= 512 ? input.decodeInParallel(records, lanes: parallelism) : nil
         let results = inParallel(&working, lanes: parallelism) { task, item -> TaskResult in
             let indices = shares[item].indices
-            guard task != nil, let last = indices.last else {
+            guard task != nil, let first = indices.first, let last = indices.last else {
                 // Records of a partition this stage does not own (the runner's guard should
                 // have dropped them): refused loudly, never counted nowhere.
                 var refused = TaskResult()
@@ -83,7 +83,7 @@ public struct AggregateStage<Input: AggregateInput>: Stage {
             }
             let batch = decodedAhead ?? input.decode(records, at: indices)
             // Counted in place (`?`: there is a task, checked above).
-            return task?.count(batch, through: records[last].offset, now: now) ?? TaskResult()
+            return task?.count(batch, from: records[first].offset, through: records[last].offset, now: now) ?? TaskResult()
         }
         for (share, task) in zip(shares, working) where task != nil { tasks[share.partition] = task }
         if let misrouted = results.lazy.compactMap(\.misrouted).first {

@@ -33,6 +33,8 @@ struct AggregateTask: WindowTask {
     /// `held` has a window's first record: a window closed and nobody can read it until the
     /// next commit, so the runner commits early for it.
     private(set) var holdsClosedWindow = false
+    /// What a task without a commit checks where it begins reading; nil with a commit.
+    private var firstRead: FirstRead?
 
     /// What the group is fixed to, recorded in every checkpoint the task commits.
     let identity: GroupIdentity
@@ -60,6 +62,7 @@ struct AggregateTask: WindowTask {
         offsets.committed = begin.committed
         offsets.metadata = begin.metadata
         phase = .initial(start: begin)
+        if begin.committed == nil { firstRead = FirstRead(checksSources: sources.namesSources && begin.floors == nil) }
     }
 
     /// The state is being read back from the changelog: no record may be processed yet.
@@ -175,6 +178,7 @@ struct AggregateTask: WindowTask {
             engine.resume(partition: partition, watermark: watermark, now: now)
         }
         offsets.previousMark = task.processedMark
+        firstRead?.restored(mark: task.processedMark)
         changelog.evictedOnRestore(finals, mark: task.processedMark)
     }
 
@@ -244,10 +248,10 @@ struct AggregateTask: WindowTask {
 
     // MARK: Counting
 
-    /// Counts what an input decoded from this task's records, the last of which is at
-    /// `lastOffset`; what the engine emits is held until the next commit. Runs on a worker
-    /// thread, touching only this task.
-    mutating func count(_ batch: DecodedBatch, through lastOffset: Int64, now: Int64) -> TaskResult {
+    /// Counts what an input decoded from this task's records, the first of which is at
+    /// `firstOffset` and the last at `lastOffset`; what the engine emits is held until the next
+    /// commit. Runs on a worker thread, touching only this task.
+    mutating func count(_ batch: DecodedBatch, from firstOffset: Int64, through lastOffset: Int64, now: Int64) -> TaskResult {
         if let misrouted = batch.misrouted { return TaskResult(misrouted: misrouted) }
         if let other = batch.writtenBy { return TaskResult(writtenBy: other) }
         offsets.processedMark = lastOffset + 1
@@ -260,8 +264,9 @@ struct AggregateTask: WindowTask {
         }
         // Without a writer's clock yet, the batch holds no readable record: no source, no mark,
         // nothing for the engine to time.
-        let (result, output) = countBatch(
+        var (result, output) = countBatch(
             batch, range: nil, previousMark: offsets.previousMark, now: engineClock(now: now) ?? createdAt, on: ShardsInTurn())
+        result.report.unread += firstRead?.check(batch, first: firstOffset, partition: partition) ?? []
         hold(output)
         if caughtUp { engine.replayFinished(partition: partition) }
         return result

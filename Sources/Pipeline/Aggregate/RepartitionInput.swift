@@ -37,18 +37,20 @@ public struct RepartitionInput: AggregateInput {
     }
 
     /// Notes a record's table of source partitions (a marks record's, or an events record's
-    /// closing one) and returns each one's key.
+    /// closing one), the record at `offset`, and returns each one's key.
     @discardableResult
     private func note(
-        _ marks: [SourceMark], epochs: [UInt32], of origin: RepartitionRecord.Origin, into batch: inout DecodedBatch
+        _ marks: [SourceMark], epochs: [UInt32], begins: [Bool], of origin: RepartitionRecord.Origin, at offset: Int64,
+        into batch: inout DecodedBatch
     ) -> [SourceKey] {
         var keys: [SourceKey] = []
         keys.reserveCapacity(marks.count)
-        for (mark, epoch) in zip(marks, epochs) {
+        for (index, (mark, epoch)) in zip(marks, epochs).enumerated() {
             let incarnation = SourceKey.incarnation(topic: origin.sourceTopic, epoch: epoch)
             batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, origin.sourcePartitions)
             let key = SourceKey(incarnation: incarnation, partition: mark.source)
             batch.marks.note(source: key, watermark: mark.watermark, idle: mark.idle, quietSince: mark.quietSince)
+            batch.sighted(key, at: offset, begins: index < begins.count && begins[index])
             keys.append(key)
         }
         return keys
@@ -72,13 +74,13 @@ public struct RepartitionInput: AggregateInput {
             batch.markRecords += 1
             batch.writerClock = max(batch.writerClock ?? marks.writerClock, marks.writerClock)
             checkRouting(marks.origin, into: &batch)
-            note(marks.marks, epochs: marks.epochs, of: marks.origin, into: &batch)
+            note(marks.marks, epochs: marks.epochs, begins: marks.begins, of: marks.origin, at: record.offset, into: &batch)
         case .events(let events):
             batch.writerClock = max(batch.writerClock ?? events.writerClock, events.writerClock)
             checkRouting(events.origin, into: &batch)
             // Every source partition the events name is in the record's table (the decoder
             // checks), and each delivery id becomes a String once per record, not once per event.
-            let keys = note(events.marks, epochs: events.epochs, of: events.origin, into: &batch)
+            let keys = note(events.marks, epochs: events.epochs, begins: events.begins, of: events.origin, at: record.offset, into: &batch)
             var deliveryIds = [String?](repeating: nil, count: events.deliveries.count)
             var source = keys.first
             for (number, event) in events.events.enumerated() {

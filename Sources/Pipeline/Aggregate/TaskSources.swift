@@ -23,6 +23,10 @@ public struct TaskSources: Sendable {
         upstream == nil ? [partition] : []
     }
 
+    /// Whether the records name the sources upstream (and so say where the group's records of
+    /// each begin: `FirstRead`).
+    var namesSources: Bool { upstream != nil }
+
     /// Whether a new owner goes on from the event time the previous one reached (the task
     /// record's watermark): needed only where the partition is the task's only source, since
     /// nothing else would tell it time passes while its input stays quiet.

@@ -235,7 +235,7 @@ struct Checkpoint: Sendable, Hashable {
 /// `trackpipe/source/2 epoch=<n> [progress=<ms>] window=<ms> stages=2 repartition=<topic> state=<topic>`.
 /// Anything else decodes to nil; `otherVersion(of:)` tells another version's apart, for the
 /// refusal.
-struct SourceCheckpoint: Sendable, Hashable {
+package struct SourceCheckpoint: Sendable, Hashable {
     /// The tag the encoding begins with: the one version this trackpipe writes and reads.
     static let format = "trackpipe/source/2"
 
@@ -245,13 +245,13 @@ struct SourceCheckpoint: Sendable, Hashable {
     /// What the group is fixed to (always two stages: only the normalize stage writes this).
     var identity: GroupIdentity
 
-    init(epoch: UInt32, progress: Int64? = nil, identity: GroupIdentity) {
+    package init(epoch: UInt32, progress: Int64? = nil, identity: GroupIdentity) {
         self.epoch = epoch
         self.progress = progress
         self.identity = identity
     }
 
-    var encoded: String {
+    package var encoded: String {
         Self.format + " epoch=\(epoch)" + (progress.map { " progress=\($0)" } ?? "") + " " + identity.encodedFields
     }
 

@@ -45,8 +45,15 @@ import Windowing
 /// task's horizon for the originals rule (docs/scale-out.md). The epoch of each source
 /// partition in the table (a new epoch begins when the topic is found recreated) keeps
 /// positions of another topic or of a recreated one from being taken for copies of old ones.
+///
+/// A table entry also says whether its record *begins* the group's records of that source in
+/// its partition: the first record a normalize owner that began at the group's start of the
+/// source (it took the partition without a trackpipe commit) sends to the partition naming it.
+/// An aggregate task that reads its partition from the log start, with no commit, finds the
+/// group's earlier records of a source deleted when the first record naming it does not begin
+/// them (docs/scale-out.md, "Lost input").
 public enum RepartitionRecord {
-    public static let version: UInt8 = 7
+    public static let version: UInt8 = 6
 
     enum Kind: UInt8 {
         case marks = 2
@@ -121,6 +128,9 @@ public enum RepartitionRecord {
         /// event of it (never idle), and the epoch of each, in the same order.
         public var marks: [SourceMark]
         public var epochs: [UInt32]
+        /// Whether the record begins the group's records of each source in its partition, in
+        /// the same order.
+        public var begins: [Bool]
     }
 
     /// A marks record as read back.
@@ -131,6 +141,8 @@ public enum RepartitionRecord {
         public var marks: [SourceMark]
         /// The epoch of each mark's source partition, in the same order.
         public var epochs: [UInt32]
+        /// Whether the record begins the group's records of each source in its partition.
+        public var begins: [Bool]
     }
 
     public struct DecodingError: Error, CustomStringConvertible {
@@ -163,6 +175,8 @@ public enum RepartitionRecord {
         static let hasWatermark: UInt8 = 2
         /// An idle source says when it last delivered.
         static let hasQuietSince: UInt8 = 4
+        /// The record begins the group's records of the source in its partition.
+        static let begins: UInt8 = 8
     }
 
     // MARK: Encoding
@@ -185,29 +199,33 @@ public enum RepartitionRecord {
     /// A table of source partitions, as marks records and the end of events records hold it:
     /// watermarks as deltas from the writer's clock, which bounds them.
     fileprivate static func appendSourceTable(
-        _ sources: some Collection<(mark: SourceMark, epoch: UInt32)>, writerClock: Int64, to bytes: inout [UInt8]
+        _ sources: some Collection<(mark: SourceMark, epoch: UInt32, begins: Bool)>, writerClock: Int64, to bytes: inout [UInt8]
     ) {
         Varint.append(UInt64(sources.count), to: &bytes)
-        for (mark, epoch) in sources {
+        for (mark, epoch, begins) in sources {
             Varint.append(UInt64(UInt32(bitPattern: mark.source)), to: &bytes)
             Varint.append(UInt64(epoch), to: &bytes)
             let quietSince = mark.idle ? mark.quietSince : nil
             bytes.append(
                 (mark.idle ? SourceFlag.idle : 0) | (mark.watermark == nil ? 0 : SourceFlag.hasWatermark)
-                    | (quietSince == nil ? 0 : SourceFlag.hasQuietSince))
+                    | (quietSince == nil ? 0 : SourceFlag.hasQuietSince) | (begins ? SourceFlag.begins : 0))
             if let watermark = mark.watermark { Varint.append(Varint.zigzag(watermark &- writerClock), to: &bytes) }
             if let quietSince { Varint.append(Varint.zigzag(quietSince &- writerClock), to: &bytes) }
         }
     }
 
-    /// A marks record: each mark with the epoch of its source partition, written at
-    /// `writerClock`.
-    public static func encodeMarks(_ marks: [SourceMark], epochs: [UInt32], origin: Origin, writerClock: Int64, into bytes: inout [UInt8]) {
+    /// A marks record: each mark with the epoch of its source partition, and whether the record
+    /// begins the group's records of it in the partition it goes to (none when `begins` is
+    /// empty), written at `writerClock`.
+    public static func encodeMarks(
+        _ marks: [SourceMark], epochs: [UInt32], begins: [Bool] = [], origin: Origin, writerClock: Int64, into bytes: inout [UInt8]
+    ) {
         bytes.removeAll(keepingCapacity: true)
         appendHeader(.marks, origin: origin, writerClock: writerClock, to: &bytes)
         appendSourceTable(
-            marks.enumerated().map { index, mark in (mark: mark, epoch: index < epochs.count ? epochs[index] : 0) }, writerClock: writerClock,
-            to: &bytes)
+            marks.enumerated().map { index, mark in
+                (mark: mark, epoch: index < epochs.count ? epochs[index] : 0, begins: index < begins.count && begins[index])
+            }, writerClock: writerClock, to: &bytes)
     }
 
     /// A hit's original, as the writer has it: carried whole, or cut to `maxBytes` (key and
@@ -240,6 +258,7 @@ public enum RepartitionRecord {
         private var deliveryIndex: [String: Int] = [:]
         private var sources: [Int32] = []
         private var epochs: [UInt32] = []
+        private var begins: [Bool] = []
         private var watermarks: [Int64?] = []
         private var previousOffsets: [Int64] = []
         private var source = -1
@@ -267,6 +286,7 @@ public enum RepartitionRecord {
             deliveryIndex.removeAll(keepingCapacity: true)
             sources.removeAll(keepingCapacity: true)
             epochs.removeAll(keepingCapacity: true)
+            begins.removeAll(keepingCapacity: true)
             watermarks.removeAll(keepingCapacity: true)
             previousOffsets.removeAll(keepingCapacity: true)
             source = -1
@@ -275,10 +295,12 @@ public enum RepartitionRecord {
         }
 
         /// Appends one event of `sourcePartition` (of `epoch`) with its original, if given;
-        /// returns the source's place in the record's table, for `setWatermark`.
+        /// returns the source's place in the record's table, for `setWatermark`. `begins`: the
+        /// record begins the group's records of the source in its partition (read where the
+        /// source enters the record's table).
         mutating func append(
             _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
-            timestamp: Int64?, original: OriginalBytes?
+            timestamp: Int64?, original: OriginalBytes?, begins: Bool = false
         ) -> Int {
             if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
             let newSource = source < 0 || sources[source] != sourcePartition
@@ -291,6 +313,7 @@ public enum RepartitionRecord {
                     source = sources.count
                     sources.append(sourcePartition)
                     epochs.append(epoch)
+                    self.begins.append(begins)
                     watermarks.append(nil)
                     previousOffsets.append(-1)
                     tableBytes += 3 * Varint.maxBytes + 1
@@ -368,6 +391,12 @@ public enum RepartitionRecord {
             watermarks[index] = watermark
         }
 
+        /// The record begins the group's records of the source at `index` of the table in its
+        /// partition.
+        mutating func markBegins(source index: Int) {
+            begins[index] = true
+        }
+
         /// Closes the record with its tables; `bytes[0..<end]` is then the record to send.
         mutating func finish() {
             bytes.removeSubrange(end...)
@@ -380,8 +409,8 @@ public enum RepartitionRecord {
                 }
             }
             RepartitionRecord.appendSourceTable(
-                sources.indices.lazy.map { [sources, watermarks, epochs] in
-                    (mark: SourceMark(source: sources[$0], watermark: watermarks[$0]), epoch: epochs[$0])
+                sources.indices.lazy.map { [sources, watermarks, epochs, begins] in
+                    (mark: SourceMark(source: sources[$0], watermark: watermarks[$0]), epoch: epochs[$0], begins: begins[$0])
                 }, writerClock: writerClock, to: &bytes)
             let at = countAt
             let count = UInt32(self.count)
@@ -483,7 +512,7 @@ public enum RepartitionRecord {
             var deliveries: [UnsafeRawBufferPointer] = []
             deliveries.reserveCapacity(min(deliveryCount, bytes.count))
             for _ in 0..<deliveryCount { deliveries.append(try tables.slice(try tables.count())) }
-            let (marks, epochs) = try readSourceTable(&tables, writerClock: writerClock)
+            let (marks, epochs, begins) = try readSourceTable(&tables, writerClock: writerClock)
             guard tables.isAtEnd else { throw DecodingError(description: "repartition record with trailing bytes") }
             var events: [Event] = []
             events.reserveCapacity(min(count, bytes.count / 4))
@@ -494,20 +523,23 @@ public enum RepartitionRecord {
                 events.append(try cursor.read(&region, deliveries: deliveries, sources: marks))
             }
             guard region.isAtEnd else { throw DecodingError(description: "repartition record with bytes between its events and its tables") }
-            return .events(Events(origin: origin, writerClock: writerClock, events: events, deliveries: deliveries, marks: marks, epochs: epochs))
+            return .events(Events(origin: origin, writerClock: writerClock, events: events, deliveries: deliveries, marks: marks, epochs: epochs, begins: begins))
         case .marks:
-            let (marks, epochs) = try readSourceTable(&reader, writerClock: writerClock)
+            let (marks, epochs, begins) = try readSourceTable(&reader, writerClock: writerClock)
             guard reader.isAtEnd else { throw DecodingError(description: "repartition record with trailing bytes") }
-            return .marks(Marks(origin: origin, writerClock: writerClock, marks: marks, epochs: epochs))
+            return .marks(Marks(origin: origin, writerClock: writerClock, marks: marks, epochs: epochs, begins: begins))
         case nil:
             throw DecodingError(description: "repartition record of unknown kind \(kind)")
         }
     }
 
-    private static func readSourceTable(_ reader: inout Reader, writerClock: Int64) throws(DecodingError) -> ([SourceMark], [UInt32]) {
+    private static func readSourceTable(_ reader: inout Reader, writerClock: Int64) throws(DecodingError) -> (
+        [SourceMark], [UInt32], [Bool]
+    ) {
         let count = try reader.count()
         var marks: [SourceMark] = []
         var epochs: [UInt32] = []
+        var begins: [Bool] = []
         marks.reserveCapacity(min(count, 1 << 16))
         epochs.reserveCapacity(min(count, 1 << 16))
         for _ in 0..<count {
@@ -521,8 +553,9 @@ public enum RepartitionRecord {
             let quietSince = flags & SourceFlag.hasQuietSince != 0 ? writerClock &+ (try reader.zigzag()) : nil
             marks.append(SourceMark(source: Int32(source), watermark: watermark, idle: flags & SourceFlag.idle != 0, quietSince: quietSince))
             epochs.append(UInt32(epoch))
+            begins.append(flags & SourceFlag.begins != 0)
         }
-        return (marks, epochs)
+        return (marks, epochs, begins)
     }
 
     /// Reads events in order: each one's offset and time are deltas from the one before.

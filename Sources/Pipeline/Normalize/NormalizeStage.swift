@@ -19,6 +19,13 @@ import Windowing
 /// it: a hit moves its partition's event time no further than its arrival (its Kafka
 /// timestamp) nor than this clock (a producer whose clock runs ahead included). A hit that the
 /// aggregate stage may judge `too_late` (`OriginalRule`) carries its original message.
+///
+/// An owner that begins the group's line of a source partition (it took it without a trackpipe
+/// commit) says so in the first record it sends to each repartition partition naming it, and
+/// gives no commit point for it until every repartition partition has such a record: so every
+/// repartition partition holds where the group's records of every committed source begin, and
+/// an aggregate task that reads one from its log start finds out when retention deleted them
+/// (docs/scale-out.md, "Lost input").
 public struct NormalizeStage: Stage {
     public let name = "normalize"
     public let inputTopic: String
@@ -48,6 +55,8 @@ public struct NormalizeStage: Stage {
     private var sources: [Int32: SourceState] = [:]
     /// Wall-clock ms of the last marks sent; nil: send at the next tick.
     private var lastMarks: Int64?
+    /// The latest wall-clock ms the stage was given (marks sent before a commit are as of then).
+    private var lastNow: Int64 = .min
     private var pending = StageReport()
     private var buffer: [UInt8] = []
     /// The parallel pass's output, kept from batch to batch for its buffers.
@@ -65,6 +74,11 @@ public struct NormalizeStage: Stage {
         var processed: Int64?
         /// Which incarnation of the partition its offsets belong to (see `SourceCheckpoint`).
         var epoch: UInt32 = 0
+        /// The repartition partitions this owner, which began at the group's start of the
+        /// source, has not yet sent a record naming it: the next record to each begins the
+        /// group's records of the source there. Empty for an owner that resumed a trackpipe
+        /// commit.
+        var toBegin: Set<Int32> = []
     }
 
     public init(
@@ -91,8 +105,11 @@ public struct NormalizeStage: Stage {
     }
 
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
+        lastNow = max(lastNow, now)
         for start in starts where sources[start.partition] == nil {
-            sources[start.partition] = try Self.resume(from: start, topic: inputTopic, identity: identity, group: group, now: now)
+            var state = try Self.resume(from: start, topic: inputTopic, identity: identity, group: group, now: now)
+            if Self.beginsTheGroupsLine(start) { state.toBegin = Set(0..<repartitionPartitions) }
+            sources[start.partition] = state
         }
         // Tell the aggregate tasks at once that these sources are alive again.
         lastMarks = nil
@@ -100,6 +117,15 @@ public struct NormalizeStage: Stage {
 
     public mutating func revoke(_ partitions: [Int32]) {
         for partition in partitions { sources[partition] = nil }
+    }
+
+    /// Whether an owner taking over from `start` begins the group's line of the source: no
+    /// commit of trackpipe's normalize stage to go on from (none at all, another tool's or an
+    /// offset reset, or one beyond the log of a topic recreated since). Any other owner resumes
+    /// a commit that was made only once an owner that began the line had sent every
+    /// repartition partition its beginning.
+    static func beginsTheGroupsLine(_ start: PartitionStart) -> Bool {
+        start.committedOffset == nil || start.commitIsBeyondTheLog || SourceCheckpoint(decoding: start.metadata) == nil
     }
 
     /// A partition's state from what its previous owner committed. A commit beyond the log means
@@ -138,6 +164,7 @@ public struct NormalizeStage: Stage {
     }
 
     public mutating func process(_ records: [PolledRecord], now: Int64, into sink: inout some RecordSink) throws {
+        lastNow = max(lastNow, now)
         guard !records.isEmpty else { return }
         // Judging and encoding each record needs nothing but the record: done on `parallelism`
         // threads over contiguous chunks, each lane writing its events straight into records of
@@ -170,6 +197,11 @@ public struct NormalizeStage: Stage {
                     source.watermark = watermark
                     source.lastEventAt = now
                     lanes[lane].writers[Int(writer)].setWatermark(watermark, source: Int(sourceIndex))
+                    // The first record of this owner to a partition naming the source begins
+                    // the group's records of it there: records go out in input order.
+                    if !source.toBegin.isEmpty, source.toBegin.remove(lanes[lane].writers[Int(writer)].partition) != nil {
+                        lanes[lane].writers[Int(writer)].markBegins(source: Int(sourceIndex))
+                    }
                     pending.accounting.accepted += 1
                 case .filtered(let reason):
                     pending.accounting.filtered[reason.rawValue, default: 0] += 1
@@ -305,16 +337,28 @@ public struct NormalizeStage: Stage {
     }
 
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {
+        lastNow = max(lastNow, now)
         guard !sources.isEmpty, now - (lastMarks ?? .min / 2) >= markInterval else { return }
         try sendMarks(now: now, into: &sink)
     }
 
     public mutating func finish(now: Int64, into sink: inout some RecordSink) throws {
+        lastNow = max(lastNow, now)
         if !sources.isEmpty { try sendMarks(now: now, into: &sink) }
     }
 
+    /// Before a commit: a source whose beginning some repartition partition has not received yet
+    /// (its owner took it and commits before its first marks) sends its marks first, so that
+    /// its commit point can be given. The runner commits once they are acknowledged.
+    public mutating func prepareCommit(into sink: inout some RecordSink) throws {
+        guard sources.values.contains(where: { !$0.toBegin.isEmpty }) else { return }
+        try sendMarks(now: lastNow, into: &sink)
+    }
+
     /// The marks of every owned source, to every repartition partition: a partition that gets
-    /// none of a source's events still learns its event time.
+    /// none of a source's events still learns its event time. A partition that has no record
+    /// of a source from this owner yet, which began the group's line of it, is told that this
+    /// one begins the group's records of it there.
     private mutating func sendMarks(now: Int64, into sink: inout some RecordSink) throws {
         lastMarks = now
         let owned = sources.sorted { $0.key < $1.key }
@@ -323,17 +367,30 @@ public struct NormalizeStage: Stage {
             return SourceMark(
                 source: partition, watermark: state.watermark, idle: idle, quietSince: idle ? min(state.lastEventAt, now) : nil)
         }
-        RepartitionRecord.encodeMarks(marks, epochs: owned.map(\.value.epoch), origin: origin, writerClock: now, into: &buffer)
+        let epochs = owned.map(\.value.epoch)
+        let beginning = owned.contains { !$0.value.toBegin.isEmpty }
+        if !beginning { RepartitionRecord.encodeMarks(marks, epochs: epochs, origin: origin, writerClock: now, into: &buffer) }
         for partition in 0..<repartitionPartitions {
+            if beginning {
+                RepartitionRecord.encodeMarks(
+                    marks, epochs: epochs, begins: owned.map { $0.value.toBegin.contains(partition) }, origin: origin, writerClock: now,
+                    into: &buffer)
+            }
             try buffer.withUnsafeBytes { value in
                 try sink.send(.repartition, partition: partition, key: nil, value: value, headers: [], timestamp: now)
             }
+        }
+        if beginning {
+            for partition in sources.keys { sources[partition]?.toBegin = [] }
         }
     }
 
     public func commitPoints() -> [Int32: CommitPoint] {
         var points: [Int32: CommitPoint] = [:]
         for (partition, state) in sources {
+            // Not before every repartition partition has the beginning of the group's records of
+            // the source (see the type's comment): `prepareCommit` sends what is missing.
+            guard state.toBegin.isEmpty else { continue }
             if let processed = state.processed {
                 points[partition] = CommitPoint(
                     offset: processed, metadata: SourceCheckpoint(epoch: state.epoch, progress: state.watermark, identity: identity).encoded)

@@ -84,7 +84,8 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_watermark_marks": "Watermark marks read from the repartition topic.",
         "trackpipe_aggregates_emitted": "Aggregate records produced.",
         "trackpipe_stale_records_dropped": "Records of unassigned partitions or already-processed offsets, dropped (librdkafka 2.0.x guard).",
-        "trackpipe_offset_gaps": "Times a partition's offsets jumped forward.",
+        "trackpipe_offset_gaps": "Times a partition's offsets jumped forward (transaction markers and compaction make such jumps without losing anything).",
+        "trackpipe_lost_offsets": "Offsets of the stage's input deleted (retention, a size limit) before the group read them: their hits are not counted.",
         "trackpipe_capacity_evictions": "Times a partition's window state reached its share of --max-entries and its oldest windows were finalized early.",
         "trackpipe_windows_finalized_early": "Delivery windows finalized early because window state reached --max-entries; later hits for them are too_late.",
         "trackpipe_windows_open": "Delivery windows held in memory (open or retained).",
@@ -204,6 +205,13 @@ public struct StageMetrics: Sendable {
     func guarded(stale: Int, gaps: Int) {
         bump("trackpipe_stale_records_dropped", stale)
         bump("trackpipe_offset_gaps", gaps)
+    }
+
+    /// Offsets of `topic` lost before they were read; 0 makes the series exist, so that an
+    /// alert on its increase sees the first loss.
+    func lost(_ offsets: Int64, topic: String) {
+        let counter = parent.counter("trackpipe_lost_offsets", stage: stage, ("topic", topic))
+        if offsets > 0 { counter.increment(by: offsets) }
     }
 
     /// - Parameter now: the runner's wall clock (epoch ms), for the event-time lag.

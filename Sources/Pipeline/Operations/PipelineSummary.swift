@@ -63,8 +63,9 @@ public struct PipelineSummary: Sendable {
             if a.staleDropped > 0 || a.offsetGaps > 0 {
                 lines.append("  guarded       \(a.staleDropped) stale records dropped, \(a.offsetGaps) offset gaps")
             }
-            if !stage.offsetGaps.isEmpty {
-                lines.append("  never read    \(stage.offsetGaps.reduce(Int64(0)) { $0 + $1.count }) offsets: \(Self.describe(stage.offsetGaps))")
+            if !stage.lostInput.isEmpty {
+                lines.append(
+                    "  lost          \(stage.lostInput.reduce(Int64(0)) { $0 + $1.count }) offsets, deleted before they were read: \(Self.describe(stage.lostInput))")
             }
             if let pending = stage.gaugesAtEnd.pendingText() { lines.append("  pending       " + pending) }
             if !stage.committed.isEmpty {
@@ -86,15 +87,16 @@ public struct PipelineSummary: Sendable {
         }
     }
 
-    /// Offsets never delivered, as an operator looks them up: `tracking-hits[0] offsets 120 to
-    /// 559 (440)`, the first `limit` of them and how many more.
-    public static func describe(_ gaps: [OffsetGap], limit: Int = 10) -> String {
-        var parts = gaps.prefix(limit).map { gap in
-            gap.count == 1
-                ? "\(gap.partition.topic)[\(gap.partition.partition)] offset \(gap.from)"
-                : "\(gap.partition.topic)[\(gap.partition.partition)] offsets \(gap.from) to \(gap.to - 1) (\(gap.count))"
+    /// Lost offsets, as an operator looks them up: `tracking-hits[0] offsets 120 to 559 (440)`,
+    /// `g-repartition[3] offsets before 2040` (every record before it), the first `limit` of them
+    /// and how many more.
+    public static func describe(_ lost: [LostInput], limit: Int = 10) -> String {
+        var parts = lost.prefix(limit).map { range in
+            let partition = "\(range.partition.topic)[\(range.partition.partition)]"
+            guard let from = range.from else { return "\(partition) offsets before \(range.to)" }
+            return range.count == 1 ? "\(partition) offset \(from)" : "\(partition) offsets \(from) to \(range.to - 1) (\(range.count))"
         }
-        if gaps.count > limit { parts.append("and \(gaps.count - limit) more ranges") }
+        if lost.count > limit { parts.append("and \(lost.count - limit) more ranges") }
         return parts.joined(separator: ", ")
     }
 

@@ -84,11 +84,13 @@ struct PartitionTracker {
     }
 
     /// Takes a partition that reading resumes at `committed` (nil: where the consumer's reset
-    /// policy puts it).
-    mutating func take(_ partition: TopicPartition, committed: Int64?, metadata: String?) {
+    /// policy puts it), or at `readingFrom` when that is later (the log start has passed the
+    /// commit).
+    mutating func take(_ partition: TopicPartition, committed: Int64?, metadata: String?, readingFrom: Int64? = nil) {
         let phase = PartitionPhase.transition(assigned[partition]?.phase ?? .starting, on: .taken)
-        assigned[partition] = TrackedPartition(
-            phase: phase, offsets: PartitionOffsets(nextToRead: committed, committed: committed, metadata: metadata))
+        var offsets = PartitionOffsets(nextToRead: committed, committed: committed, metadata: metadata)
+        if let readingFrom { offsets.nextToRead = max(offsets.nextToRead ?? readingFrom, readingFrom) }
+        assigned[partition] = TrackedPartition(phase: phase, offsets: offsets)
     }
 
     /// Partitions given away: owned or still starting, they are forgotten.
@@ -159,7 +161,8 @@ struct PartitionTracker {
         /// Records dropped: of partitions not owned, at offsets already read, or gathered before
         /// their partition was revoked.
         var stale = 0
-        /// Jumps forward: (partition, expected offset, offset delivered).
+        /// Jumps forward: (partition, expected offset, offset delivered); at the end of a bounded
+        /// run, offsets before the end never delivered: (partition, expected offset, end).
         var gaps: [(TopicPartition, Int64, Int64)] = []
     }
 
@@ -247,7 +250,7 @@ struct PartitionTracker {
                     continue
                 }
                 if let end = state.end, offset >= end {
-                    state.atEnd = true
+                    Self.reachEnd(&state, end: end, partition: current!, gaps: &sifted.gaps)
                     continue
                 }
                 switch state.offsets.admit(offset: offset) {
@@ -265,13 +268,30 @@ struct PartitionTracker {
                 putBack()
                 current = nil
                 let tp = TopicPartition(topic: topic, partition: partition)
-                if let end = self[tp]?.end, offset >= end { assigned[tp]?.atEnd = true }
+                // An end of the assignment a revocation in this batch ended says nothing of this one.
+                guard var ended = self[tp], ended.phase == .running, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0),
+                    let end = ended.end, offset >= end
+                else { continue }
+                Self.reachEnd(&ended, end: end, partition: tp, gaps: &sifted.gaps)
+                assigned[tp] = ended
             case .other:
                 continue
             }
         }
         putBack()
         return sifted
+    }
+
+    /// A bounded run's partition reached its end: offsets before it never delivered are a jump
+    /// like any other (a trailing transaction marker, or records deleted before they were read).
+    private static func reachEnd(
+        _ state: inout TrackedPartition, end: Int64, partition: TopicPartition, gaps: inout [(TopicPartition, Int64, Int64)]
+    ) {
+        if let next = state.offsets.nextToRead, next < end {
+            gaps.append((partition, next, end))
+            state.offsets.nextToRead = end
+        }
+        state.atEnd = true
     }
 
     // MARK: Bounds
@@ -282,6 +302,12 @@ struct PartitionTracker {
         let ends = try consumer.endOffsets(partitions)
         let unknown = partitions.filter { self[$0]?.offsets.nextToRead == nil }
         let beginnings = unknown.isEmpty ? [] : try consumer.beginningOffsets(unknown)
+        noteEnds(ends, beginnings: beginnings)
+    }
+
+    /// Notes where partitions end, as the cluster said, and where those whose start is not known
+    /// begin; a partition already there is at its end.
+    mutating func noteEnds(_ ends: [TopicPartitionOffset], beginnings: [TopicPartitionOffset]) {
         for end in ends {
             guard var state = self[end.topicPartition] else { continue }
             state.end = end.offset

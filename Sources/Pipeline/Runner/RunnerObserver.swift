@@ -4,8 +4,8 @@ import TrackingDomain
 
 /// What a runner tells the people watching it: the running totals, the metrics (once a second),
 /// a progress line every `--progress-interval`, a notice while a group member waits for its
-/// assignment, the consumer guard's warnings, a progress callback for displays, and where the
-/// wall time went (`timeline`).
+/// assignment, the consumer guard's warnings, lost input (`loss`), a progress callback for
+/// displays, and where the wall time went (`timeline`).
 struct RunnerObserver {
     let stageName: String
     let topic: String
@@ -20,8 +20,11 @@ struct RunnerObserver {
     private(set) var started: Int64 = 0
 
     private(set) var totals = Accounting()
-    /// Every jump the guard saw, for the summary (a bounded run refuses to end well on one).
+    /// Every jump the guard saw, for the summary.
     private(set) var gaps: [OffsetGap] = []
+    /// What of the input its group never read, judged lost or not (a bounded run refuses to end
+    /// well on lost input).
+    var loss: LossWatch
     var timeline = RunnerTimeline()
     /// Records handed to the stage since the last report (for progress between reports).
     private var pendingConsumed = 0
@@ -52,6 +55,7 @@ struct RunnerObserver {
         self.progressInterval = settings.progressInterval
         self.emits = settings.destinations[.output] != nil || settings.lineOutputs[.output] != nil
         self.onProgress = onProgress
+        loss = LossWatch(stageName: stageName, topic: settings.topic, logger: logger, metrics: metrics)
     }
 
     mutating func begin(at now: Int64) {
@@ -76,18 +80,17 @@ struct RunnerObserver {
         timeline.lastRecordAt = at
     }
 
-    /// The admission guard dropped `stale` records and saw offsets jump (`gaps`).
-    mutating func guarded(stale: Int, gaps: [(TopicPartition, Int64, Int64)], now: Int64) {
+    /// The admission guard dropped `stale` records and saw offsets jump (`gaps`): what of the
+    /// jumps the log start has passed is lost (`loss`), the rest were never records.
+    mutating func guarded(stale: Int, gaps: [(TopicPartition, Int64, Int64)], consumer: any ConsumerClient, now: Int64) {
         guard stale > 0 || !gaps.isEmpty else { return }
         totals.staleDropped += stale
         totals.offsetGaps += gaps.count
         self.gaps += gaps.map { OffsetGap(partition: $0.0, from: $0.1, to: $0.2) }
         metrics?.guarded(stale: stale, gaps: gaps.count)
-        for (tp, expected, got) in gaps {
-            logger.warning(
-                "\(stageName): offsets of \(tp) jumped from \(expected) to \(got): \(got - expected) offsets were never delivered. Expected on compacted or transactional topics, or after retention deleted unread data; otherwise librdkafka skipped those messages (its 2.0.x batch call did, which trackpipe no longer uses): re-read them with trackpipe replay."
-            )
-        }
+        loss.judge(
+            gaps.map { UnreadSpan(partition: $0.0, from: $0.1, to: $0.2, reason: "the consumer was handed offset \($0.2) after \($0.1 - 1)") },
+            consumer: consumer, now: now)
         if stale > 0 && now - lastGuardLog >= 10_000 {
             lastGuardLog = now
             logger.warning(
@@ -125,12 +128,19 @@ struct RunnerObserver {
         }
     }
 
-    /// Takes the stage's report into the totals and the metrics, with gauges and lag.
-    mutating func report<S: Stage>(stage: inout S, tracker: PartitionTracker, consumer: (any ConsumerClient)?, now: Int64) {
+    /// Takes the stage's report into the totals and the metrics, with gauges and lag, and judges
+    /// what it found unread (`final`: the run ends, and a log start that cannot be read now
+    /// never will be).
+    mutating func report<S: Stage>(
+        stage: inout S, tracker: PartitionTracker, consumer: (any ConsumerClient)?, now: Int64, final: Bool = false
+    ) {
         let drained = stage.drainReport()
         totals.add(drained.accounting)
         pendingConsumed = 0
         for notice in drained.notices { logger.notice("\(stageName): \(notice)") }
+        loss.judge(
+            drained.unread.map { UnreadSpan(partition: TopicPartition(topic: topic, partition: $0.partition), from: $0.from, to: $0.to, reason: $0.reason) },
+            consumer: consumer, now: now, final: final)
         for eviction in drained.capacityEvictions {
             logger.warning(
                 "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."

@@ -170,6 +170,9 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
     /// The stage's gauges (watermark, open windows) as of now. On the run's thread, between turns.
     package var gauges: StageGauges { stage.gauges() }
 
+    /// The input found lost so far (what the summary will name). On the run's thread, between turns.
+    public var lostInput: [LostInput] { observer.loss.lost }
+
     /// Creates the clients and takes the input: a subscription, or the fixed assignment.
     private func start() throws {
         let output = try OutputChannel(
@@ -213,7 +216,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
                     error, bounded: settings.isBounded, everAssigned: rebalance.everAssigned, now: now,
                     lastUnknownTopicLog: &lastUnknownTopicLog)
             }
-            observer.guarded(stale: admitted.stale, gaps: admitted.gaps, now: now)
+            observer.guarded(stale: admitted.stale, gaps: admitted.gaps, consumer: consumer, now: now)
             observer.handedToStage(inputs.count)
             let processing = RunnerTimeline.now()
             defer { inBatch = observer.timeline.add(.processing, since: processing) - processing }
@@ -291,6 +294,8 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         let begin = RunnerTimeline.now()
         if settings.isBounded { try stage.finish(now: clock(), into: &clients.output.sink) }
         observer.timeline.add(.finishing, since: begin)
+        // What the stage found unread is judged while the consumer still reads the cluster.
+        observer.report(stage: &stage, tracker: tracker, consumer: clients.consumer, now: clock())
         guard try clients.output.awaitAcknowledgements(timeline: &observer.timeline) else {
             logger.warning(
                 "\(stage.name): stopping with \(clients.output.producer.outstanding) records the broker has not acknowledged within \(OutputChannel.stopGrace / 1000) s of the stop: not committing past the previous commit; the next start reads that input again")
@@ -313,7 +318,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         restorer?.close()
         purge = nil
         observer.timeline.add(.closing, since: begin)
-        observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock())
+        observer.report(stage: &stage, tracker: tracker, consumer: consumer, now: clock(), final: true)
         observer.onProgress?(observer.progress(tracker: tracker, now: clock(), finished: true))
         let output = clients.output
         observer.timeline.add(.producing, seconds: output.sink.sendSeconds)
@@ -321,7 +326,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         return StageSummary(
             stage: stage.name, topic: settings.topic, accounting: observer.totals, elapsedMilliseconds: clock() - started,
             committed: committed, timeline: observer.timeline, pauses: output.pauses, largestBacklog: output.largestBacklog,
-            offsetGaps: observer.gaps, gaugesAtEnd: gaugesAtEnd)
+            offsetGaps: observer.gaps, lostInput: observer.loss.lost, gaugesAtEnd: gaugesAtEnd)
     }
 
     /// The stage's state changes are written and acknowledged first, then what it held back
@@ -419,9 +424,18 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         for start in starts {
             let resumes = !start.commitIsBeyondTheLog
             if !resumes { rebalance.logCommitBeyondTheLog(start) }
-            tracker.take(
-                TopicPartition(topic: settings.topic, partition: start.partition), committed: resumes ? start.committedOffset : nil,
-                metadata: start.metadata)
+            let tp = TopicPartition(topic: settings.topic, partition: start.partition)
+            let committed = resumes ? start.committedOffset : nil
+            // A commit the log start has passed: what lay between was deleted before the group
+            // read it. Reading goes on from the log start (the consumer's reset policy).
+            var readingFrom = committed
+            if let committed, let logStart = start.logStart, logStart > committed {
+                observer.loss.found(
+                    LostInput(partition: tp, from: committed, to: logStart),
+                    reason: "the group's commit at offset \(committed) lies before the partition's log start \(logStart)")
+                readingFrom = logStart
+            }
+            tracker.take(tp, committed: committed, metadata: start.metadata, readingFrom: readingFrom)
         }
         do {
             try stage.assign(starts, now: now)

@@ -13,8 +13,11 @@ public struct StageSummary: Sendable {
     public var pauses = 0
     public var largestBacklog = 0
     /// Offsets of the stage's input that were never delivered (the consumer guard's jumps),
-    /// in the order they were seen: what a bounded run lost.
+    /// in the order they were seen: lost input where the log start had passed them, otherwise
+    /// transaction markers or records compaction removed.
     public var offsetGaps: [OffsetGap] = []
+    /// Input deleted before the group read it, in the order found: what a bounded run lost.
+    public var lostInput: [LostInput] = []
     /// The stage's gauges as it stopped: the windows it still held unwritten, among them.
     public var gaugesAtEnd = StageGauges()
 }

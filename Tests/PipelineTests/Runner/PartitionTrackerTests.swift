@@ -7,8 +7,8 @@ import Testing
 struct PartitionTrackerTests {
     let tp = TopicPartition(topic: "hits", partition: 0)
 
-    func records(_ offsets: ClosedRange<Int64>, from index: Int) -> [(index: Int, sighting: PartitionTracker.Sighting)] {
-        offsets.enumerated().map { (index + $0.offset, .record(partition: 0, offset: $0.element)) }
+    func records(_ offsets: ClosedRange<Int64>, of partition: Int32 = 0, from index: Int) -> [(index: Int, sighting: PartitionTracker.Sighting)] {
+        offsets.enumerated().map { (index + $0.offset, .record(partition: partition, offset: $0.element)) }
     }
 
     @Test("a partition revoked and assigned again while one batch was gathered: the records from before the revoke are dropped, the re-read ones taken")
@@ -56,6 +56,42 @@ struct PartitionTrackerTests {
         let second = tracker.letThrough(1)
         #expect(second.start == 7 && !second.seek, "nothing slipped through: it starts where it is")
         #expect(tracker.sift(records(40...41, from: 0), revocations: []).taken == [0, 1], "after the seek, from the start")
+    }
+}
+
+extension PartitionTrackerTests {
+    @Test("at a bounded run's end, offsets before it never delivered are a jump like any other (by a record past the end, or the partition's end); an end gathered before a revocation says nothing of the assignment after it")
+    func endOfABoundedRun() {
+        var tracker = PartitionTracker(topic: "hits")
+        let other = TopicPartition(topic: "hits", partition: 1)
+        tracker.take(tp, committed: 10, metadata: nil)
+        tracker.take(other, committed: 0, metadata: nil)
+        tracker.noteEnds([TopicPartitionOffset(tp, offset: 20), TopicPartitionOffset(other, offset: 5)], beginnings: [])
+        // Partition 0: 10-12 read, then a record past the end: 13-19 never delivered.
+        var sifted = tracker.sift(records(10...12, from: 0) + [(3, .record(partition: 0, offset: 21))], revocations: [])
+        #expect(sifted.taken == [0, 1, 2])
+        #expect(sifted.gaps.map { "\($0.0.partition)@\($0.1)->\($0.2)" } == ["0@13->20"])
+        #expect(tracker[tp]?.atEnd == true && tracker[tp]?.offsets.nextToRead == 20)
+        // Partition 1: its end reached in a batch in which it was revoked and assigned again:
+        // the end belongs to the assignment before, and the re-read records come.
+        sifted = tracker.sift([(0, .partitionEnd(partition: 1, offset: 5))], revocations: [ConsumerBatch.Revocation(before: 1, partitions: [other])])
+        #expect(sifted.gaps.isEmpty && tracker[other]?.atEnd == false)
+        // Then 0-3 read and the partition's end at 5: a trailing marker at 4, a jump.
+        sifted = tracker.sift(records(0...3, of: 1, from: 0) + [(4, .partitionEnd(partition: 1, offset: 5))], revocations: [])
+        #expect(sifted.taken == [0, 1, 2, 3])
+        #expect(sifted.gaps.map { "\($0.0.partition)@\($0.1)->\($0.2)" } == ["1@4->5"])
+        #expect(tracker.allAtEnd)
+        // Reported once: the end again adds nothing.
+        #expect(tracker.sift([(0, .partitionEnd(partition: 1, offset: 5))], revocations: []).gaps.isEmpty)
+    }
+
+    @Test("a commit the log start has passed: reading goes on from the log start, which is where jumps are counted from")
+    func readingFromTheLogStart() {
+        var tracker = PartitionTracker(topic: "hits")
+        tracker.take(tp, committed: 4, metadata: "m", readingFrom: 9)
+        #expect(tracker[tp]?.offsets.committed == 4 && tracker[tp]?.offsets.nextToRead == 9)
+        let sifted = tracker.sift(records(9...10, from: 0), revocations: [])
+        #expect(sifted.taken == [0, 1] && sifted.gaps.isEmpty, "the span to the log start was reported at the assignment, not again")
     }
 }
 

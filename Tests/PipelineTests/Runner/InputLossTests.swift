@@ -1,0 +1,105 @@
+import Kafka
+import Logging
+import Testing
+import TrackpipeSimulation
+
+@testable import Pipeline
+
+/// The lost-input rule: a position not yet read is lost when the log start has passed it; offsets
+/// never delivered that the log still holds (transaction markers, records compaction removed)
+/// are not loss. First the rule on its own, then the real runner reading an input laid out by
+/// hand on the simulated cluster (`GapProbe`): the first record, the last, markers in the middle
+/// and at the end, compaction holes, a log start past a commit, retention while reading.
+@Suite("lost input: the log start tells loss from gaps")
+struct InputLossTests {
+    typealias Slot = GapProbe.Slot
+
+    @Test("the rule: what of a span never delivered lies below the log start is lost, the rest was never records")
+    func rule() {
+        // A jump over markers or compaction holes, the log starting below it: nothing lost.
+        #expect(InputLoss.lost(from: 10, to: 14, logStart: 0) == nil)
+        #expect(InputLoss.lost(from: 10, to: 14, logStart: 10) == nil, "the log starts at the first offset of the jump: it still holds it")
+        // Retention passed the whole jump, or part of it.
+        #expect(InputLoss.lost(from: 10, to: 14, logStart: 14).map { [$0.from, $0.to] } == [10, 14])
+        #expect(InputLoss.lost(from: 10, to: 14, logStart: 20).map { [$0.from, $0.to] } == [10, 14], "never past the jump's end")
+        #expect(InputLoss.lost(from: 10, to: 14, logStart: 12).map { [$0.from, $0.to] } == [10, 12], "markers above the log start are not loss")
+        // A commit the log start has passed, at the first record.
+        #expect(InputLoss.lost(from: 0, to: 5, logStart: 5).map { [$0.from, $0.to] } == [0, 5])
+        // Every record before an offset (a window task's first read): lost only where the log
+        // start moved at all.
+        #expect(InputLoss.lost(from: nil, to: 40, logStart: 0) == nil)
+        #expect(InputLoss.lost(from: nil, to: 40, logStart: 30).map { [$0.from, $0.to] } == [nil, 30])
+        #expect(InputLoss.lost(from: nil, to: 0, logStart: 0) == nil)
+        #expect(LostInput(partition: TopicPartition(topic: "r", partition: 1), from: nil, to: 30).count == 30)
+    }
+
+    @Test("markers in the middle and at the end and compaction holes: every hit read, gaps counted, nothing lost")
+    func markersAndHolesAreNotLost() {
+        let outcome = GapProbe.boundedRun([
+            GapProbe.Partition([.hit, .hit, .marker, .hit, .marker, .marker, .marker, .hit, .hit, .marker]),
+            GapProbe.Partition([.marker, .hit, .hit, .marker, .hit], committed: 0),
+            GapProbe.Partition([.hit, .marker, .marker], committed: 1),
+        ])
+        #expect(outcome.error == nil, "\(outcome.error ?? "")")
+        #expect(outcome.consumed == 5 + 3 + 0, "every hit after the commits read")
+        #expect(outcome.lost.isEmpty, "\(outcome.lost)")
+        // Jumps in the middle and at the ends, the first offset (a commit at a marker) included.
+        let gaps = outcome.gaps.map { "\($0.partition.partition):\($0.from)-\($0.to)" }.sorted()
+        #expect(gaps == ["0:2-3", "0:4-7", "0:9-10", "1:0-1", "1:3-4", "2:1-3"], "\(gaps)")
+    }
+
+    @Test("the first record: a commit the log start has passed is lost from the commit to the log start; a new group starting where its input begins loses nothing")
+    func commitPassedByTheLogStart() {
+        let slots = Array(repeating: Slot.hit, count: 12)
+        let outcome = GapProbe.boundedRun([
+            GapProbe.Partition(slots, committed: 2, deletedBefore: 7),
+            GapProbe.Partition(slots, deletedBefore: 7),
+            GapProbe.Partition(slots, committed: 9, deletedBefore: 7),
+        ])
+        #expect(outcome.error == nil, "\(outcome.error ?? "")")
+        #expect(outcome.lost == [LostInput(partition: TopicPartition(topic: "hits", partition: 0), from: 2, to: 7)], "\(outcome.lost)")
+        #expect(outcome.consumed == 5 + 5 + 3)
+    }
+
+    @Test("retention while the group reads: what the log start passed before it was read is lost; markers above it are not")
+    func retentionWhileReading() {
+        // Three records read (a poll's worth), then the log start moves to 8: 3-7 lost, 8 on read.
+        let plain = GapProbe.boundedRun([GapProbe.Partition(Array(repeating: .hit, count: 12), committed: 0, deletedWhileReading: (after: 3, to: 8))])
+        #expect(plain.error == nil, "\(plain.error ?? "")")
+        #expect(plain.lost == [LostInput(partition: TopicPartition(topic: "hits", partition: 0), from: 3, to: 8)], "\(plain.lost)")
+        #expect(plain.consumed == 3 + 4)
+        // Markers at 4-6, and the log start moves into them (to 5): 3 and 4 lost, 5 and 6 were
+        // never records.
+        let marked = GapProbe.boundedRun([
+            GapProbe.Partition([.hit, .hit, .hit, .hit, .marker, .marker, .marker, .hit, .hit], committed: 0, deletedWhileReading: (after: 3, to: 5))
+        ])
+        #expect(marked.error == nil, "\(marked.error ?? "")")
+        #expect(marked.lost == [LostInput(partition: TopicPartition(topic: "hits", partition: 0), from: 3, to: 5)], "\(marked.lost)")
+        #expect(marked.gaps == [OffsetGap(partition: TopicPartition(topic: "hits", partition: 0), from: 3, to: 7)], "one jump, judged in two parts")
+        #expect(marked.consumed == 3 + 2)
+    }
+
+    @Test("the last record: a bounded run that reaches its end past offsets never delivered judges them as any jump: deleted ones lost, a trailing marker not")
+    func theEnd() {
+        let outcome = GapProbe.boundedRun([
+            // Read 0-2, then retention deletes everything: the partition ends at 10, 3-9 lost.
+            GapProbe.Partition(Array(repeating: .hit, count: 10), committed: 0, deletedWhileReading: (after: 3, to: 10)),
+            // A trailing transaction marker.
+            GapProbe.Partition([.hit, .hit, .marker], committed: 0),
+        ])
+        #expect(outcome.error == nil, "\(outcome.error ?? "")")
+        #expect(outcome.lost == [LostInput(partition: TopicPartition(topic: "hits", partition: 0), from: 3, to: 10)], "\(outcome.lost)")
+        #expect(outcome.gaps.contains(OffsetGap(partition: TopicPartition(topic: "hits", partition: 1), from: 2, to: 3)), "the marker is a gap, counted")
+    }
+
+    @Test("one loss found again (a partition taken again with the same commit behind the log start, before it read anything) is counted once")
+    func foundOnce() {
+        var watch = LossWatch(stageName: "normalize", topic: "hits", logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, metrics: nil)
+        let tp = TopicPartition(topic: "hits", partition: 0)
+        watch.found(LostInput(partition: tp, from: 2, to: 7), reason: "at the assignment")
+        watch.found(LostInput(partition: tp, from: 2, to: 7), reason: "at the next assignment")
+        watch.found(LostInput(partition: tp, from: 7, to: 9), reason: "later")
+        watch.found(LostInput(partition: TopicPartition(topic: "hits", partition: 1), from: 2, to: 7), reason: "another partition")
+        #expect(watch.lost.map { [Int64($0.partition.partition), $0.from ?? -1, $0.to] } == [[0, 2, 7], [0, 7, 9], [1, 2, 7]])
+    }
+}
