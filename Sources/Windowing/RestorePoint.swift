@@ -18,4 +18,9 @@ struct RestorePoint: Sendable, Hashable {
     /// `countedThrough` of each window of the state read back, evicted or not; nil when the
     /// replay's verdicts do not come from a state.
     var counted: [WindowKey: Int64]?
+    /// Past `processedMark`, up to this offset (exclusive), windows read back may hold hits too:
+    /// a state write cut short by a crash can keep some windows' heads, counting hits past the
+    /// task record it never reached. Such a hit its window holds was counted (dropped silently);
+    /// any other is judged afresh, since no verdict on it was settled or sent.
+    var countedMark: Int64 = .min
 }

@@ -59,8 +59,15 @@ public struct WindowEngine: Sendable {
     /// the replayed interval may be lost), the replay takes the previous owner's verdicts from
     /// the state instead: a replayed hit is dropped if its window's state (`countedThrough` per
     /// window) holds it, and reported too late otherwise.
-    public mutating func restore(partition: Int32, processedMark: Int64, evictedBefore: Int64, counted: [WindowKey: Int64]? = nil) {
-        restorePoints[partition] = RestorePoint(processedMark: processedMark, evictedBefore: evictedBefore, counted: counted)
+    ///
+    /// Windows read back can hold hits past `processedMark` (a state write cut short by a crash
+    /// kept their heads but not the task record): up to `countedMark`, a hit its window holds is
+    /// dropped too, whatever the horizon, and any other is judged as a live hit.
+    public mutating func restore(
+        partition: Int32, processedMark: Int64, evictedBefore: Int64, counted: [WindowKey: Int64]? = nil, countedMark: Int64 = .min
+    ) {
+        restorePoints[partition] = RestorePoint(
+            processedMark: processedMark, evictedBefore: evictedBefore, counted: counted, countedMark: countedMark)
         horizon = Swift.max(horizon, evictedBefore)
     }
 
@@ -71,9 +78,11 @@ public struct WindowEngine: Sendable {
         clock.observe(partition: partition, maxEventTime: watermark, now: now)
     }
 
-    /// The replay of `partition` is over: what it needed to judge replayed hits goes.
+    /// The replay of `partition` is over, and its input has passed every hit the windows read
+    /// back held (`countedMark`): what it needed to judge replayed hits goes.
     public mutating func replayFinished(partition: Int32) {
         restorePoints[partition]?.counted = [:]
+        restorePoints[partition]?.countedMark = .min
     }
 
     // MARK: Driving

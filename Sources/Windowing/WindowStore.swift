@@ -67,6 +67,13 @@ struct WindowStore: Sendable {
                 out.replayedFinal += 1
                 return
             }
+        } else if !restore.isEmpty, let point = restore[input.partition], input.offset < point.countedMark,
+            let held = point.counted?[WindowKey(windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held
+        {
+            // Past the task record a crash cut off, a window whose head was written holds this
+            // hit: counted, even if its window has expired since.
+            out.replayedFinal += 1
+            return
         }
         if expiry <= horizon {
             out.tooLate.append(LateHit(

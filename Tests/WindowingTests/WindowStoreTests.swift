@@ -126,6 +126,28 @@ import TrackingDomain
         #expect(out.hitsCounted == 1)
     }
 
+    /// A state write cut short by a crash can keep some windows' heads, which counted hits past
+    /// the task record the write never reached: up to the counted mark, a hit its window holds
+    /// is dropped, even where its window has expired since (judging it too late would count it
+    /// and dead-letter it); any other is judged as a live hit.
+    @Test func hitsPastTheMarkThatACutWriteKeptAreNotCountedTwice() {
+        var driver = Driver()
+        driver.horizon = 180_000
+        driver.restore = [
+            0: RestorePoint(
+                processedMark: 10, evictedBefore: 0, counted: [WindowKey(windowStart: 0, deliveryId: "d1"): 14], countedMark: 15)
+        ]
+        let out = driver.feed([
+            Hits.input("d1", "b1", .impression, at: 1_000, offset: 11),  // expired window, held by its head: counted before
+            Hits.input("d2", "b1", .impression, at: 70_000, offset: 12), // no head: judged live, counted
+            Hits.input("d3", "b1", .impression, at: 2_000, offset: 13),  // no head, expired window: too late
+            Hits.input("d1", "b2", .impression, at: 1_000, offset: 16),  // past what its head holds: too late
+        ], watermark: nil)
+        #expect(out.replayedFinal == 1)
+        #expect(out.tooLate.map(\.offset) == [13, 16])
+        #expect(out.hitsCounted == 1)
+    }
+
     @Test func flushAllEmitsOpenWindowsAndLaterHitsAreCorrections() {
         var driver = Driver()
         _ = driver.feed([

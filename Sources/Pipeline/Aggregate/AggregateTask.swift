@@ -22,6 +22,13 @@ struct AggregateTask: WindowTask {
     private(set) var writersClock: Int64?
     /// `writersClock` before the batch being counted: what a late hit's letter compares with.
     private(set) var clockAtBatchStart: Int64?
+    /// Past the task record's mark, the input offset below which windows read back may hold
+    /// hits (a state write cut short by a crash kept their heads): the engine keeps what it
+    /// needs to recognise them until the input passes it. Nil when there is no such offset.
+    private var countedPastTheMark: Int64?
+    /// The replay is over, and the engine lets go of what judged it once `countedPastTheMark`
+    /// is passed too.
+    private var replayToFinish = false
     /// Restoring, replaying or running: decides what a record, an emission and a commit do.
     private(set) var phase: TaskPhase
     var offsets = PartitionOffsets()
@@ -138,7 +145,8 @@ struct AggregateTask: WindowTask {
         let unconfirmed = Set(restored.unconfirmed)
         for final in finals where unconfirmed.contains(final.key) { Self.keepLatest(final.record(windowSize: config.size), in: &held) }
         for record in engine.currentRecords(restored.unconfirmed.filter { !isFinal($0) }) { Self.keepLatest(record, in: &held) }
-        if phase.handle(.stateRead(belowMark: offsets.isReplaying)) { engine.replayFinished(partition: partition) }
+        if phase.handle(.stateRead(belowMark: offsets.isReplaying)) { replayToFinish = true }
+        finishReplayOncePassed(offsets.processedMark ?? offsets.committed ?? 0)
         return restored
     }
 
@@ -171,7 +179,12 @@ struct AggregateTask: WindowTask {
     /// windows read back (what they counted, what was evicted), not counted again.
     private mutating func resume(from task: ChangelogRecord.TaskState, windows: [WindowState], finals: [WindowKey], now: Int64) {
         let counted = Dictionary(windows.map { ($0.key, $0.countedThrough) }, uniquingKeysWith: max)
-        engine.restore(partition: partition, processedMark: task.processedMark, evictedBefore: task.evictedBefore, counted: counted)
+        // A window's position is its record's offset in the high bits (`WindowTask`).
+        let countedMark = (windows.map(\.countedThrough).max() ?? .min) >> 16 + 1
+        countedPastTheMark = countedMark > task.processedMark ? countedMark : nil
+        engine.restore(
+            partition: partition, processedMark: task.processedMark, evictedBefore: task.evictedBefore, counted: counted,
+            countedMark: countedMark)
         if sources.resumesWatermark, let watermark = task.watermark {
             // Without the previous owner's event time, windows read back would wait for the
             // next hit however long the input stays quiet.
@@ -180,6 +193,15 @@ struct AggregateTask: WindowTask {
         offsets.previousMark = task.processedMark
         firstRead?.restored(mark: task.processedMark)
         changelog.evictedOnRestore(finals, mark: task.processedMark)
+    }
+
+    /// Lets the engine forget the replay's verdicts once the replay is over and the input has
+    /// passed `processed`-wise every hit the windows read back hold.
+    private mutating func finishReplayOncePassed(_ processed: Int64) {
+        guard replayToFinish, processed >= countedPastTheMark ?? .min else { return }
+        replayToFinish = false
+        countedPastTheMark = nil
+        engine.replayFinished(partition: partition)
     }
 
     // MARK: What goes out
@@ -268,7 +290,8 @@ struct AggregateTask: WindowTask {
             batch, range: nil, previousMark: offsets.previousMark, now: engineClock(now: now) ?? createdAt, on: ShardsInTurn())
         result.report.unread += firstRead?.check(batch, first: firstOffset, partition: partition) ?? []
         hold(output)
-        if caughtUp { engine.replayFinished(partition: partition) }
+        if caughtUp { replayToFinish = true }
+        finishReplayOncePassed(lastOffset + 1)
         return result
     }
 

@@ -61,16 +61,10 @@ struct ChangelogRestoreTests {
             try committer.commit([TopicPartitionOffset(topic: "hits", partition: 0, offset: point.offset, metadata: point.metadata)])
             committer.close()
 
-            var config = PipelineConfig()
-            config.brokers = broker.bootstrapServers
-            config.inputTopic = "hits"
+            var config = TestTopics.config(broker, group: group, window: ChangelogTests.window)
             config.outputTopic = "\(group)-out"
-            config.deadLetterTopic = "dlq"
-            config.group = group
             config.inputKeyedByDelivery = true
             config.untilEnd = true
-            config.window = ChangelogTests.window
-            config.kafkaProperties = ["log_level": "3", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"]
             let log = CapturedLog()
             let worker = LiveWorker(config, logger: log.logger)
             let ended = try #require(worker.ended(), "the worker did not end")
