@@ -48,6 +48,10 @@ struct TaskChangelog: Sendable {
         /// bytes they take there.
         var entries = 0
         var entryBytes = 0
+        /// The position its latest head counted through: its records are deleted only once the
+        /// offsets are committed past it (a head of a write cut short can count past the task
+        /// record's mark, and the next owner tells the hits it holds by it).
+        var countedThrough: Int64 = .min
 
         /// The number the window's next segment gets: past those its head names. A number there
         /// may hold a segment of a write cut short, which no head names: writing it again is safe.
@@ -125,6 +129,7 @@ struct TaskChangelog: Sendable {
         for change in changes.windows {
             let window = change.window
             var footprint = footprints[window] ?? Footprint()
+            footprint.countedThrough = max(footprint.countedThrough, change.countedThrough)
             let first = footprint.next
             if let state = whole[window] {
                 let written = segments(of: state.broadlogs, window: window, from: first)
@@ -151,7 +156,7 @@ struct TaskChangelog: Sendable {
             footprint.end = max(footprint.end, footprint.named.upperBound)
             footprints[window] = footprint
         }
-        evictedAwaitingRelease += changes.evicted.map { ($0, task.processedMark) }
+        evictedAwaitingRelease += changes.evicted.map { ($0, releaseMark($0, processedMark: task.processedMark)) }
         var task = task
         task.lineage = lineage
         task.source = source
@@ -213,7 +218,17 @@ struct TaskChangelog: Sendable {
 
     /// Windows read back as evicted, whose hits lie below `mark`: deleted after the records sent
     /// for them are released and the offsets committed past it.
-    mutating func evictedOnRestore(_ keys: [WindowKey], mark: Int64) { evictedAwaitingRelease += keys.map { ($0, mark) } }
+    mutating func evictedOnRestore(_ keys: [WindowKey], mark: Int64) {
+        evictedAwaitingRelease += keys.map { ($0, releaseMark($0, processedMark: mark)) }
+    }
+
+    /// The offset the commit must pass before an evicted window's records go: past the task's
+    /// processed mark and past every hit its head counted (a window's position is its record's
+    /// offset in the high bits, `WindowTask`).
+    private func releaseMark(_ window: WindowKey, processedMark: Int64) -> Int64 {
+        guard let counted = footprints[window]?.countedThrough, counted != .min else { return processedMark }
+        return max(processedMark, (counted >> 16) + 1)
+    }
 
     /// Where a window's records are (nil: it has none), for tests and the benchmark.
     func footprint(of window: WindowKey) -> Footprint? { footprints[window] }
@@ -382,7 +397,7 @@ struct TaskChangelog: Sendable {
         }
         footprint = Footprint(
             named: head.segments, lowest: head.segments.lowerBound, end: head.segments.upperBound, bytes: bytes, entries: broadlogs.count,
-            entryBytes: entryBytes)
+            entryBytes: entryBytes, countedThrough: head.countedThrough)
         return WindowState(
             deliveryId: window.deliveryId, windowStart: window.windowStart, counters: head.counters, broadlogs: broadlogs,
             broadlogCount: head.broadlogCount, countedThrough: head.countedThrough, emittedRevision: head.emittedRevision)
