@@ -1,6 +1,7 @@
 import Foundation
 import HitGenerator
 import Kafka
+import Pipeline
 import Testing
 import TrackpipeTestSupport
 
@@ -56,8 +57,7 @@ struct RunSummaryTests {
         // (docs/windowing.md). Each is either counted or a too_late letter, never both, never
         // neither, and the summary says how many letters (`expectMatches` above).
         let tooLate = Set(
-            topics.deadLetters.filter { $0.headers.last(where: { $0.key == "trackpipe.error.reason" })?.stringValue == "too_late" }
-                .compactMap(\.value))
+            topics.deadLetters.filter { DeadLetter(headers: $0.headers)?.reason == "too_late" }.compactMap(\.value))
         let stale = corpus.hits.filter { if case .stale = $0.truth { true } else { false } }
         let staleCounted = stale.compactMap { hit -> GeneratedHit.Expected? in
             guard case .stale(let expected) = hit.truth, !tooLate.contains(hit.value) else { return nil }

@@ -179,8 +179,7 @@ struct AggregateTask: WindowTask {
     /// windows read back (what they counted, what was evicted), not counted again.
     private mutating func resume(from task: ChangelogRecord.TaskState, windows: [WindowState], finals: [WindowKey], now: Int64) {
         let counted = Dictionary(windows.map { ($0.key, $0.countedThrough) }, uniquingKeysWith: max)
-        // A window's position is its record's offset in the high bits (`WindowTask`).
-        let countedMark = (windows.map(\.countedThrough).max() ?? .min) >> 16 + 1
+        let countedMark = RecordPosition.offsetPast(windows.map(\.countedThrough).max() ?? .min)
         countedPastTheMark = countedMark > task.processedMark ? countedMark : nil
         engine.restore(
             partition: partition, processedMark: task.processedMark, evictedBefore: task.evictedBefore, counted: counted,

@@ -223,11 +223,10 @@ struct TaskChangelog: Sendable {
     }
 
     /// The offset the commit must pass before an evicted window's records go: past the task's
-    /// processed mark and past every hit its head counted (a window's position is its record's
-    /// offset in the high bits, `WindowTask`).
+    /// processed mark and past every hit its head counted.
     private func releaseMark(_ window: WindowKey, processedMark: Int64) -> Int64 {
         guard let counted = footprints[window]?.countedThrough, counted != .min else { return processedMark }
-        return max(processedMark, (counted >> 16) + 1)
+        return max(processedMark, RecordPosition.offsetPast(counted))
     }
 
     /// Where a window's records are (nil: it has none), for tests and the benchmark.

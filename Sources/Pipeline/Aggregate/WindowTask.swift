@@ -143,8 +143,7 @@ extension WindowTask {
             case .first:
                 break
             }
-            // Several events can share a record: the position tells them apart, in order.
-            let position = decoded.offset << 16 | Int64(UInt16(truncatingIfNeeded: decoded.reference.event ?? 0))
+            let position = RecordPosition.of(offset: decoded.offset, event: decoded.reference.event ?? 0)
             inputs.append(
                 WindowInput(event: decoded.event, partition: decoded.partition, offset: decoded.offset, tag: tag, position: position))
         }
