@@ -46,34 +46,36 @@ struct WindowStore: Sendable {
         let start = EventTimeMath.windowStart(of: time, size: config.size)
         let end = EventTimeMath.add(start, config.size)
         let expiry = EventTimeMath.add(end, config.retention)
-        if !restore.isEmpty, let point = restore[input.partition], input.offset < point.processedMark {
-            if let counted = point.counted {
-                // The state read back settles every verdict of the replayed interval: a hit its
-                // window holds was counted, any other was judged too late (a window takes every
-                // hit until it is evicted, and the horizon never moves back), whatever the horizon
-                // in force now. Its dead letter may have been lost with the previous owner.
-                if let held = counted[WindowKey(windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held {
-                    out.replayedFinal += 1
-                } else {
-                    out.tooLate.append(LateHit(
-                        event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
-                        detail: LateHit.detail(
-                            eventTime: time, windowStart: start, windowEnd: end, retention: config.retention,
-                            horizon: Swift.max(horizon, point.evictedBefore))))
+        if !restore.isEmpty, let point = restore[input.partition] {
+            if input.offset < point.processedMark {
+                if let counted = point.counted {
+                    // The state read back settles every verdict of the replayed interval: a hit its
+                    // window holds was counted, any other was judged too late (a window takes every
+                    // hit until it is evicted, and the horizon never moves back), whatever the
+                    // horizon in force now. Its dead letter may have been lost with the previous owner.
+                    if let held = counted[WindowKey(windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held {
+                        out.replayedFinal += 1
+                    } else {
+                        out.tooLate.append(LateHit(
+                            event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
+                            detail: LateHit.detail(
+                                eventTime: time, windowStart: start, windowEnd: end, retention: config.retention,
+                                horizon: Swift.max(horizon, point.evictedBefore))))
+                    }
+                    return
                 }
-                return
-            }
-            if expiry <= point.evictedBefore {
+                if expiry <= point.evictedBefore {
+                    out.replayedFinal += 1
+                    return
+                }
+            } else if input.offset < point.countedMark,
+                let held = point.counted?[WindowKey(windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held
+            {
+                // Past the task record a crash cut off, a window whose head was written holds this
+                // hit: counted, even if its window has expired since.
                 out.replayedFinal += 1
                 return
             }
-        } else if !restore.isEmpty, let point = restore[input.partition], input.offset < point.countedMark,
-            let held = point.counted?[WindowKey(windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held
-        {
-            // Past the task record a crash cut off, a window whose head was written holds this
-            // hit: counted, even if its window has expired since.
-            out.replayedFinal += 1
-            return
         }
         if expiry <= horizon {
             out.tooLate.append(LateHit(
