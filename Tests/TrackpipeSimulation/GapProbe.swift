@@ -51,10 +51,12 @@ public enum GapProbe {
     }
 
     /// Runs `run --until-end`'s normalize stage over `partitions` of topic `hits` (group `probe`),
-    /// reading at most `batch` records a poll.
-    public static func boundedRun(_ partitions: [Partition], batch: Int = 3) -> Outcome {
+    /// reading at most `batch` records a poll. The first `failedEndLookups` lookups of where the
+    /// partitions end are answered NOT_LEADER_FOR_PARTITION, as while a leader moves.
+    public static func boundedRun(_ partitions: [Partition], batch: Int = 3, failedEndLookups: Int = 0) -> Outcome {
         let kafka = InMemoryKafka()
         let cluster = SimulatedCluster(kafka: kafka, now: 1_795_341_600_000)
+        cluster.failedEndLookups = failedEndLookups
         let input = kafka.create("hits", partitions: partitions.count)
         kafka.create("probe-repartition", partitions: 1)
         kafka.create("dlq", partitions: 1)

@@ -6,7 +6,7 @@ extension KafkaError {
     /// runner meets them exactly as it does in production.
     enum Named: Sendable {
         case illegalGeneration, rebalanceInProgress, timedOut, messageTooLarge, unknownTopic, transport, topicAuthorizationFailed
-        case unsupportedFeature, offsetOutOfRange
+        case unsupportedFeature, offsetOutOfRange, notLeader
 
         var code: rd_kafka_resp_err_t {
             switch self {
@@ -19,6 +19,7 @@ extension KafkaError {
             case .topicAuthorizationFailed: RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED
             case .unsupportedFeature: RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE
             case .offsetOutOfRange: RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE
+            case .notLeader: RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION
             }
         }
     }

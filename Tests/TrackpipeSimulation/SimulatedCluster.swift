@@ -37,6 +37,9 @@ final class SimulatedCluster: @unchecked Sendable {
     private(set) var topicsThatRefused: Set<String> = []
     /// Until when no broker answers (clock ms): records wait, commits fail, polls bring nothing.
     var unreachableUntil: Int64 = .min
+    /// End-offset lookups answered NOT_LEADER_FOR_PARTITION (a leader moved since the client's
+    /// metadata), how many more.
+    var failedEndLookups = 0
     /// Commits of these groups refused, as for a stale generation, how many more times.
     var refusedCommits: [String: Int] = [:]
     /// The next polls of these groups' members are cut by a rebalance after this many records.
@@ -587,6 +590,10 @@ final class SimulatedConsumer: ConsumerClient {
     func endOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
         try life.check()
         if cluster.isUnreachable { throw KafkaError(.timedOut, "looking up offsets") }
+        if cluster.failedEndLookups > 0 {
+            cluster.failedEndLookups -= 1
+            throw KafkaError(.notLeader, "looking up offsets for timestamp -1")
+        }
         return partitions.map { TopicPartitionOffset($0, offset: cluster.kafka.topic($0.topic).end(of: $0.partition)) }
     }
 

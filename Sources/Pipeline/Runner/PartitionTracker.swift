@@ -25,6 +25,10 @@ struct PartitionTracker {
         var end: Int64?
         /// Read up to `end`.
         var atEnd = false
+        /// Where the consumer said the partition ended before `end` was known (the lookup of
+        /// the bound failed and is asked again): librdkafka says it once, so the bound learned
+        /// later is judged against it.
+        var endSeen: Int64?
     }
 
     /// What the guard made of one batch (the records themselves go to the caller's buffer).
@@ -112,6 +116,12 @@ struct PartitionTracker {
 
     /// Partitions waiting for the cluster to say where they start, in partition order.
     var starting: [TopicPartition] { inPhase { $0 == .starting }.map { TopicPartition(topic: topic, partition: $0) } }
+
+    /// Owned partitions whose end is not known (a bounded run's end lookup the cluster did not
+    /// answer), in partition order.
+    var withoutEnd: [TopicPartition] {
+        owned.filter { $0.value.end == nil }.map(\.key).sorted { $0.partition < $1.partition }
+    }
 
     /// Owned partitions whose restore the cluster did not let begin, in partition order.
     var awaitingRestore: [Int32] { inPhase { if case .awaitingRestore = $0 { true } else { false } } }
@@ -263,15 +273,21 @@ struct PartitionTracker {
                     break
                 }
                 if let end = state.end, offset + 1 >= end { state.atEnd = true }
+                state.endSeen = nil
                 taken.append(index)
             case .partitionEnd(let partition, let offset):
                 putBack()
                 current = nil
                 let tp = TopicPartition(topic: topic, partition: partition)
                 // An end of the assignment a revocation in this batch ended says nothing of this one.
-                guard var ended = self[tp], ended.phase == .running, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0),
-                    let end = ended.end, offset >= end
+                guard var ended = self[tp], ended.phase == .running, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0)
                 else { continue }
+                guard let end = ended.end else {
+                    ended.endSeen = offset
+                    assigned[tp] = ended
+                    continue
+                }
+                guard offset >= end else { continue }
                 Self.reachEnd(&ended, end: end, partition: tp, gaps: &sifted.gaps)
                 assigned[tp] = ended
             case .other:
@@ -296,18 +312,22 @@ struct PartitionTracker {
 
     // MARK: Bounds
 
-    /// Notes where each partition ends now; a partition already there is at its end.
-    mutating func takeEnds(of partitions: [TopicPartition], from consumer: any ConsumerClient) throws {
-        guard !partitions.isEmpty else { return }
+    /// Notes where each partition ends now; a partition already there is at its end. Returns
+    /// the jumps to the end of partitions the consumer had already said were read to it.
+    mutating func takeEnds(of partitions: [TopicPartition], from consumer: any ConsumerClient) throws -> [(TopicPartition, Int64, Int64)] {
+        guard !partitions.isEmpty else { return [] }
         let ends = try consumer.endOffsets(partitions)
         let unknown = partitions.filter { self[$0]?.offsets.nextToRead == nil }
         let beginnings = unknown.isEmpty ? [] : try consumer.beginningOffsets(unknown)
-        noteEnds(ends, beginnings: beginnings)
+        return noteEnds(ends, beginnings: beginnings)
     }
 
     /// Notes where partitions end, as the cluster said, and where those whose start is not known
-    /// begin; a partition already there is at its end.
-    mutating func noteEnds(_ ends: [TopicPartitionOffset], beginnings: [TopicPartitionOffset]) {
+    /// begin; a partition already there is at its end, and so is one whose end the consumer
+    /// reported before this bound was known (its jump to the end returned, as `sift` returns it).
+    @discardableResult
+    mutating func noteEnds(_ ends: [TopicPartitionOffset], beginnings: [TopicPartitionOffset]) -> [(TopicPartition, Int64, Int64)] {
+        var gaps: [(TopicPartition, Int64, Int64)] = []
         for end in ends {
             guard var state = self[end.topicPartition] else { continue }
             state.end = end.offset
@@ -315,8 +335,13 @@ struct PartitionTracker {
                 state.offsets.nextToRead ?? beginnings.first { $0.topicPartition == end.topicPartition }?.offset ?? 0
             state.first = state.first ?? start
             if start >= end.offset { state.atEnd = true }
+            if let seen = state.endSeen, seen >= end.offset, !state.atEnd {
+                Self.reachEnd(&state, end: end.offset, partition: end.topicPartition, gaps: &gaps)
+            }
+            state.endSeen = nil
             assigned[end.topicPartition] = state
         }
+        return gaps
     }
 
     /// Every owned partition read to its end (a bounded run is done); a partition still being

@@ -137,6 +137,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         purge?.collect()
         observer.turn(now: now, stage: &stage, tracker: tracker, consumer: consumer, awaitsAssignment: control.awaitsAssignment)
         takeUpstreamBound()
+        retryEnds()
         return !boundReached && !control.isStopRequested
     }
 
@@ -374,12 +375,32 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         takeEnds(of: tracker.partitions)
     }
 
-    private func takeEnds(of partitions: [TopicPartition]) {
+    /// Notes where the partitions end. A cluster that cannot say now (a leader moving, an
+    /// outage) leaves them without an end, asked again at the next turns (`again`), which is
+    /// said once: a bounded run ends only once it knows every end, and a leader change must
+    /// not end it.
+    private func takeEnds(of partitions: [TopicPartition], again: Bool = false) {
         guard let consumer = lifecycle.clients?.consumer else { return }
         do {
-            try tracker.takeEnds(of: partitions, from: consumer)
+            let gaps = try tracker.takeEnds(of: partitions, from: consumer)
+            observer.guarded(stale: 0, gaps: gaps, consumer: consumer, now: clock())
+        } catch let error as KafkaError where error.severity == .transient {
+            if !again {
+                logger.warning(
+                    "\(stage.name): cannot read where \(partitions.map(\.description).joined(separator: ", ")) end (\(error)): asking again at each turn")
+            }
         } catch {
             lifecycle.fail(PipelineError.kafka("\(stage.name): cannot read the end offsets of \(settings.topic): \(error)"))
+        }
+    }
+
+    /// Whether the owned partitions' ends are to be known now: from the assignment on, or once
+    /// the upstream runner has finished.
+    private var endsAreDue: Bool {
+        switch settings.bound {
+        case .unbounded: return false
+        case .endAtAssignment: return true
+        case .endWhenUpstreamFinishes: return upstreamEndsTaken
         }
     }
 
@@ -491,6 +512,13 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         if !starting.isEmpty { readStartsAndTakeOver(starting, consumer: consumer, now: now) }
         let awaitingRestore = tracker.awaitingRestore
         if !awaitingRestore.isEmpty { beginRestore(awaitingRestore, again: true, consumer: consumer, now: now) }
+    }
+
+    /// Asks again where partitions end that the cluster could not say when it was asked.
+    private func retryEnds() {
+        guard endsAreDue else { return }
+        let unknown = tracker.withoutEnd
+        if !unknown.isEmpty { takeEnds(of: unknown, again: true) }
     }
 
     private func partitionsRevoking(_ partitions: [TopicPartition]) {

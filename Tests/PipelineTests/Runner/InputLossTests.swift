@@ -92,6 +92,18 @@ struct InputLossTests {
         #expect(outcome.gaps.contains(OffsetGap(partition: TopicPartition(topic: "hits", partition: 1), from: 2, to: 3)), "the marker is a gap, counted")
     }
 
+    @Test("a bounded run whose lookups of where its partitions end meet a leader moving asks again at the next turns and reads every hit to the end, losing nothing")
+    func endLookupsAskedAgain() {
+        // No commits: where the partitions start needs no lookup of their ends, so every failed
+        // lookup meets the run's own question of where it ends.
+        let partitions = [GapProbe.Partition(Array(repeating: .hit, count: 7)), GapProbe.Partition([.hit, .hit, .marker])]
+        let outcome = GapProbe.boundedRun(partitions, failedEndLookups: 5)
+        #expect(outcome.error == nil, "a leader moving does not end the run: \(outcome.error ?? "")")
+        #expect(outcome.consumed == 7 + 2, "read to the ends")
+        #expect(outcome.lost.isEmpty, "\(outcome.lost)")
+        #expect(outcome.gaps == [OffsetGap(partition: TopicPartition(topic: "hits", partition: 1), from: 2, to: 3)], "the end known, the trailing marker is judged as any")
+    }
+
     @Test("one loss found again (a partition taken again with the same commit behind the log start, before it read anything) is counted once")
     func foundOnce() {
         var watch = LossWatch(stageName: "normalize", topic: "hits", logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, metrics: nil)

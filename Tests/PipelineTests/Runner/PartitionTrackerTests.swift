@@ -85,6 +85,26 @@ extension PartitionTrackerTests {
         #expect(tracker.sift([(0, .partitionEnd(partition: 1, offset: 5))], revocations: []).gaps.isEmpty)
     }
 
+    @Test("the consumer says a partition ended before the bounded run knew its bound (the lookup failed and is asked again): the bound learned later finds it at its end, with the trailing jump; a record read after that end forgets it")
+    func endSeenBeforeTheBound() {
+        var tracker = PartitionTracker(topic: "hits")
+        let other = TopicPartition(topic: "hits", partition: 1)
+        tracker.take(tp, committed: 0, metadata: nil)
+        tracker.take(other, committed: 0, metadata: nil)
+        // Partition 0: 0-2 read, then its end at 4 (a trailing marker at 3), no bound known yet.
+        var sifted = tracker.sift(records(0...2, from: 0) + [(3, .partitionEnd(partition: 0, offset: 4))], revocations: [])
+        #expect(sifted.gaps.isEmpty && tracker[tp]?.atEnd == false, "nothing to judge the end against yet")
+        // Partition 1: its end at 2 reported, then a record at 2 written after it.
+        sifted = tracker.sift(records(0...1, of: 1, from: 0) + [(2, .partitionEnd(partition: 1, offset: 2))], revocations: [])
+        sifted = tracker.sift(records(2...2, of: 1, from: 0), revocations: [])
+        #expect(!tracker.allAtEnd)
+        let gaps = tracker.noteEnds([TopicPartitionOffset(tp, offset: 4), TopicPartitionOffset(other, offset: 5)], beginnings: [])
+        #expect(gaps.map { "\($0.0.partition)@\($0.1)->\($0.2)" } == ["0@3->4"], "the marker is a jump, as at any end")
+        #expect(tracker[tp]?.atEnd == true && tracker[tp]?.offsets.nextToRead == 4)
+        #expect(tracker[other]?.atEnd == false, "the end it reported lies before the records read since: reading goes on to 5")
+        #expect(tracker.withoutEnd.isEmpty)
+    }
+
     @Test("a commit the log start has passed: reading goes on from the log start, which is where jumps are counted from")
     func readingFromTheLogStart() {
         var tracker = PartitionTracker(topic: "hits")
