@@ -13,7 +13,7 @@
 #
 # Environment:
 #   COMPAT_CONFLUENT_KAFKA  the wheel's version, a pip specifier (default 2.16.*)
-#   COMPAT_FILTER           the `swift test --filter` (default 'KafkaTests|PipelineTests')
+#   COMPAT_FILTER           a regex of the test modules to run (default 'KafkaTests|PipelineTests')
 # Needs python3 with pip (installed from Debian's packages when missing) and PyPI access.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,10 +69,10 @@ if [ -z "$newer" ] || [ "$newer" = "2.0.2" ] || [ "${newer%.*}" != "$wheel_minor
     fail "the binaries do not load the wheel's librdkafka (expected $wheel_minor.x from $libdir/librdkafka.so.1, got ${newer:-nothing} from ${resolved:-nowhere}): LD_LIBRARY_PATH did not take effect (an RPATH in the binary?) or the link is missing or points at another library. Nothing was tested"
 fi
 
-echo "compat: swift test --filter '$filter' on librdkafka $newer"
+echo "compat: the test modules '$filter' on librdkafka $newer"
 start=$(date +%s)
 status=0
 LD_LIBRARY_PATH="$libdir" TRACKPIPE_EXPECTED_LIBRDKAFKA="$newer" \
-    swift test --skip-build --filter "$filter" || status=$?
-echo "compat: librdkafka $newer: swift test exited $status after $(($(date +%s) - start)) s"
+    ./scripts/run-tests.sh "$filter" || status=$?
+echo "compat: librdkafka $newer: the tests exited $status after $(($(date +%s) - start)) s"
 exit $status

@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 swift build --build-tests
-swift test --skip-build
+# Every suite, several test processes at once (why: scripts/run-tests.sh).
+./scripts/run-tests.sh
