@@ -30,17 +30,6 @@ public final class Pipeline: Sendable {
     /// Set while the start-up waits for the cluster to answer.
     private let startup = Mutex<StartupWait?>(nil)
 
-    /// The dead-letter reason for hits stamped too far ahead of their arrival.
-    public static let futureTimestamp = HitIntake.futureTimestamp
-
-    /// Every reason the worker can put in `trackpipe.error.reason`: the normalizer's, and the
-    /// worker's own (documented together, and registered in the metrics at zero).
-    public static let deadLetterReasons =
-        RejectReason.allCases.map(\.rawValue) + [HitIntake.tooManyHeaders, HitIntake.futureTimestamp, RepartitionInput.unreadableRecord]
-
-    /// The dead-letter reason for input records with more Kafka headers than `--max-headers`.
-    public static let tooManyHeaders = HitIntake.tooManyHeaders
-
     public init(config: PipelineConfig, logger: Logger = Logger(label: "trackpipe"), metrics: PipelineMetrics? = nil) {
         self.config = config
         self.logger = logger

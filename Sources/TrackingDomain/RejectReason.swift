@@ -1,5 +1,7 @@
-/// Why a message went to the dead-letter topic. The raw values are the machine-readable
-/// codes written to the `trackpipe.error.reason` header, so they must never change.
+/// Why a message went to the dead-letter topic: every reason any part of trackpipe gives, from
+/// the normalizer to the letter, so that one value travels the whole way. The raw values are the
+/// machine-readable codes written to the `trackpipe.error.reason` header and used as the
+/// `reason` label of the dead-letter metric, so they must never change.
 public enum RejectReason: String, Sendable, Hashable, CaseIterable {
     case malformedJSON = "malformed_json"
     case notAnObject = "not_an_object"
@@ -15,6 +17,33 @@ public enum RejectReason: String, Sendable, Hashable, CaseIterable {
     case tooLarge = "too_large"
     case tooDeep = "too_deep"
     case idTooLong = "id_too_long"
-    /// Not produced by the normalizer: the windowing engine uses it for hits older than retention.
+    /// More Kafka headers than the limit: judged from the record before its value is read.
+    case tooManyHeaders = "too_many_headers"
+    /// Stamped further after the Kafka record's own timestamp than the allowed skew.
+    case futureTimestamp = "future_timestamp"
+    /// Older than its window's retention when the windows met it.
     case tooLate = "too_late"
+    /// A repartition record this version cannot read (another version's format, or damaged).
+    case unreadableRepartitionRecord = "unreadable_repartition_record"
+
+    /// Where a reason is decided.
+    public enum Origin: Sendable, Hashable {
+        /// From the message's bytes alone (`Normalizer`): the reasons golden inputs show.
+        case normalizer
+        /// From the Kafka record around the message: its headers, its timestamp.
+        case record
+        /// By the window engine, from event time.
+        case windows
+        /// By the window stage, reading what the normalize stage wrote.
+        case shuffle
+    }
+
+    public var origin: Origin {
+        switch self {
+        case .tooManyHeaders, .futureTimestamp: .record
+        case .tooLate: .windows
+        case .unreadableRepartitionRecord: .shuffle
+        default: .normalizer
+        }
+    }
 }

@@ -178,8 +178,8 @@ struct DemoCommand: ParsableCommand {
         var byReason: [String: (count: Int, example: String)] = [:]
         for record in records {
             guard let letter = DeadLetter(headers: record.headers) else { continue }
-            let entry = byReason[letter.reason] ?? (0, letter.detail)
-            byReason[letter.reason] = (entry.count + 1, entry.example)
+            let entry = byReason[letter.reason.rawValue] ?? (0, letter.detail)
+            byReason[letter.reason.rawValue] = (entry.count + 1, entry.example)
         }
         out.line("Dead letters: \(records.count) in tracking-hits-dlq (original bytes, reason in headers)")
         out.table(

@@ -60,7 +60,7 @@ struct PipelineEndToEndTests {
                 Issue.record("a dead letter points at no produced message")
                 continue
             }
-            #expect(hit.truth == .rejected(RejectReason(rawValue: context.reason)!), "\(String(decoding: hit.value, as: UTF8.self))")
+            #expect(hit.truth == .rejected(context.reason), "\(String(decoding: hit.value, as: UTF8.self))")
             #expect(letter.value == hit.value)
             #expect(letter.key == hit.key)
             #expect(!context.detail.isEmpty)
@@ -94,7 +94,7 @@ struct PipelineEndToEndTests {
 
         let reasons = out.deadLetters.compactMap { DeadLetter(headers: $0.headers) }
         let tooLate = out.deadLetters.compactMap { record in DeadLetter(headers: record.headers).map { (record, $0) } }
-            .filter { $0.1.reason == "too_late" }
+            .filter { $0.1.reason == .tooLate }
         #expect(tooLate.count == 4)
         for (record, letter) in tooLate {
             let hit = corpus.hit(partition: letter.sourcePartition, offset: letter.sourceOffset)
@@ -126,7 +126,7 @@ struct PipelineEndToEndTests {
         #expect(normalize.deadLettered == ["too_many_headers": 4])
         #expect(normalize.accepted == 8)
         let letters = try contents(broker).deadLetters.compactMap { DeadLetter(headers: $0.headers) }
-        #expect(letters.map(\.reason) == Array(repeating: "too_many_headers", count: 4))
+        #expect(letters.map(\.reason) == Array(repeating: .tooManyHeaders, count: 4))
     }
 
     @Test("results do not depend on the shard count")

@@ -94,7 +94,7 @@ struct ScaleOutTests {
         let out = try contents(broker)
         let problems = out.mismatches(against: corpus.expected(windowSize: Self.window))
         #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
-        let tooLate = out.deadLetters.compactMap { DeadLetter(headers: $0.headers) }.filter { $0.reason == "too_late" }
+        let tooLate = out.deadLetters.compactMap { DeadLetter(headers: $0.headers) }.filter { $0.reason == .tooLate }
         #expect(tooLate.isEmpty)
     }
 

@@ -137,13 +137,13 @@ struct StageTests {
         #expect(letters.map(\.value) == [older.value, written.value], "each record as found")
         for (letter, version) in zip(letters, [RepartitionRecord.version - 1, 9]) {
             let detail = letter.header[DeadLetter.Header.detail] ?? ""
-            #expect(letter.header[DeadLetter.Header.reason] == RepartitionInput.unreadableRecord)
+            #expect(letter.header[DeadLetter.Header.reason] == RejectReason.unreadableRepartitionRecord.rawValue)
             #expect(detail.contains("format version \(version), written by another version of trackpipe"), "\(detail)")
             #expect(detail.contains("reads version \(RepartitionRecord.version) only") && detail.contains("same trackpipe version"), "\(detail)")
         }
         #expect(sink.to(.output).isEmpty)
         let a = stage.drainReport().accounting
-        #expect(a.accepted == 0 && a.deadLettered == [RepartitionInput.unreadableRecord: 2] && a.balanced)
+        #expect(a.accepted == 0 && a.deadLettered == [RejectReason.unreadableRepartitionRecord.rawValue: 2] && a.balanced)
     }
 
     @Test("normalize: bad and tracking-off messages never reach the repartition topic; marks go to every partition")

@@ -132,7 +132,7 @@ struct DocumentationTests {
 
     @Test("every dead-letter reason is listed in README.md, schemas/README.md and the contract")
     func everyDeadLetterReasonIsDocumented() throws {
-        let reasons = Pipeline.deadLetterReasons
+        let reasons = RejectReason.allCases.map(\.rawValue)
         for path in ["README.md", "schemas/README.md", "docs/tracking-hits.md"] {
             let text = try Self.read(path)
             for reason in reasons {

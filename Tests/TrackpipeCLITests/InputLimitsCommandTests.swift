@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 @testable import Pipeline
 import Testing
+import TrackingDomain
 import TrackpipeTestSupport
 @testable import TrackpipeCLI
 
@@ -58,7 +59,7 @@ struct InputLimitsCommandTests {
         #expect(letters.count == 3)
         for letter in letters {
             let context = try #require(DeadLetter(headers: letter.headers))
-            #expect(context.reason == "too_many_headers")
+            #expect(context.reason == .tooManyHeaders)
             #expect(context.detail.hasPrefix("too_many_headers: the record has 70 Kafka headers, more than the limit of 64;"))
             #expect(context.detail.contains("--max-headers"))
             let key = String(decoding: letter.key ?? [], as: UTF8.self)
@@ -120,7 +121,7 @@ struct InputLimitsCommandTests {
 
         let letters = contents.deadLetters.sorted { (DeadLetter(headers: $0.headers)?.sourceOffset ?? 0) < (DeadLetter(headers: $1.headers)?.sourceOffset ?? 0) }
         try #require(letters.count == 2)
-        for (letter, (reason, offset, original)) in zip(letters, [("malformed_json", Int64(1), invalid), ("too_large", Int64(3), tooLarge)]) {
+        for (letter, (reason, offset, original)) in zip(letters, [(RejectReason.malformedJSON, Int64(1), invalid), (.tooLarge, Int64(3), tooLarge)]) {
             let context = try #require(DeadLetter(headers: letter.headers))
             #expect(context.reason == reason)
             #expect(context.sourceTopic == "hits" && context.sourcePartition == 0 && context.sourceOffset == offset)

@@ -129,7 +129,7 @@ struct ReplayCommandTests {
             let start = try #require(RFC3339.parse(Array(key.split(separator: "@")[1].utf8)))
             #expect(start >= from && start < to, "\(key)")
         }
-        for letter in topics.deadLetters where DeadLetter(headers: letter.headers)?.reason != "too_late" {
+        for letter in topics.deadLetters where DeadLetter(headers: letter.headers)?.reason != .tooLate {
             let time = try #require(letter.timestamp)
             #expect(time >= from && time < to, "a dead letter about \(RFC3339.format(epochMillis: time))")
         }

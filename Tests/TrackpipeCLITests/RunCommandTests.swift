@@ -247,7 +247,7 @@ struct RunCommandEndToEndTests {
         for letter in out.deadLetters {
             let context = try #require(DeadLetter(headers: letter.headers))
             let hit = try #require(corpus.hit(partition: context.sourcePartition, offset: context.sourceOffset))
-            #expect(hit.truth == .rejected(RejectReason(rawValue: context.reason)!))
+            #expect(hit.truth == .rejected(context.reason))
             #expect(letter.value == hit.value)
             lettered.insert("\(context.sourcePartition)@\(context.sourceOffset)")
         }

@@ -57,7 +57,7 @@ struct RunSummaryTests {
         // (docs/windowing.md). Each is either counted or a too_late letter, never both, never
         // neither, and the summary says how many letters (`expectMatches` above).
         let tooLate = Set(
-            topics.deadLetters.filter { DeadLetter(headers: $0.headers)?.reason == "too_late" }.compactMap(\.value))
+            topics.deadLetters.filter { DeadLetter(headers: $0.headers)?.reason == .tooLate }.compactMap(\.value))
         let stale = corpus.hits.filter { if case .stale = $0.truth { true } else { false } }
         let staleCounted = stale.compactMap { hit -> GeneratedHit.Expected? in
             guard case .stale(let expected) = hit.truth, !tooLate.contains(hit.value) else { return nil }

@@ -80,7 +80,7 @@ struct ScaleOutCommandTests {
         for letter in out.deadLetters {
             let context = try #require(DeadLetter(headers: letter.headers))
             let hit = try #require(corpus.hit(partition: context.sourcePartition, offset: context.sourceOffset))
-            #expect(hit.truth == .rejected(RejectReason(rawValue: context.reason)!))
+            #expect(hit.truth == .rejected(context.reason))
             #expect(letter.value == hit.value && letter.key == hit.key)
             lettered.insert("\(context.sourcePartition)@\(context.sourceOffset)")
         }

@@ -66,7 +66,7 @@ struct SummaryReading {
     /// Dead letters as a topic holds them, by the reason in their headers.
     static func byReason(_ letters: [StoredRecord]) -> [String: Int] {
         letters.reduce(into: [:]) { counts, record in
-            counts[DeadLetter(headers: record.headers)?.reason ?? "(no reason header)", default: 0] += 1
+            counts[DeadLetter(headers: record.headers)?.reason.rawValue ?? "(no readable reason header)", default: 0] += 1
         }
     }
 

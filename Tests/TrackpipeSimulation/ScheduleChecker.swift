@@ -123,7 +123,7 @@ struct ScheduleChecker {
             } else if input.bytes(original.key) != deadLetterLog.bytes(entry.key) || input.bytes(original.value) != deadLetterLog.bytes(entry.value) {
                 found.append(Discrepancy(.deadLetterOrigin, "dead letter \(letter.reason) of \(position) does not carry that message's key and value"))
             }
-            reasons[entry.stamp.generation, default: [:]][position, default: []].append(letter.reason)
+            reasons[entry.stamp.generation, default: [:]][position, default: []].append(letter.reason.rawValue)
         }
 
         // The output, read back.
@@ -590,7 +590,7 @@ struct ScheduleChecker {
     /// a cap, say that the cap evicted its window, and be that hit (docs/scale-out.md, "Which
     /// hits carry their original").
     static func withoutOriginal(_ letter: DeadLetter, value: [UInt8]?, fate: Fate, capped: Bool) -> String? {
-        guard letter.reason == "too_late" else { return "carries no original, and only a too_late hit may cross the shuffle without it" }
+        guard letter.reason == .tooLate else { return "carries no original, and only a too_late hit may cross the shuffle without it" }
         guard capped, letter.detail.contains("--max-entries") else {
             return "crossed the shuffle without its original, and the memory cap is not why (\(capped ? "the detail says: \(letter.detail)" : "no cap in this schedule")): the originals rule let a hit that could be too late go without it"
         }

@@ -27,7 +27,7 @@ public protocol AggregateInput: Sendable {
     /// The record to send to the dead-letter topic for `reference`: the original key, value and
     /// timestamp of the hit, with where it was first read.
     func deadLetter(
-        _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
+        _ reference: DeadLetterReference, of record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter
 
     /// A task's dead letters (in reference order), made from the records they are about while
@@ -134,7 +134,7 @@ public struct DecodedBatch: Sendable {
 
     /// A message that cannot be counted.
     struct Rejection: Sendable {
-        var reason: String
+        var reason: RejectReason
         var detail: String
         var reference: DeadLetterReference
         /// The offset of the record it came in.

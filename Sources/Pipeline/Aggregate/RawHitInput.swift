@@ -39,7 +39,7 @@ package struct RawHitInput: AggregateInput {
     }
 
     package func deadLetter(
-        _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
+        _ reference: DeadLetterReference, of record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
         OutgoingDeadLetter(
             letter: DeadLetter(

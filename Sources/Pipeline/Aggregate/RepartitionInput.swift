@@ -5,9 +5,6 @@ import Windowing
 /// The repartition topic, behind the shuffle: events keyed by delivery, each with its source
 /// position, and every record with the watermarks of its source partitions.
 public struct RepartitionInput: AggregateInput {
-    /// The dead-letter reason for a repartition record this version cannot read.
-    public static let unreadableRecord = "unreadable_repartition_record"
-
     /// The repartition topic's partition count, which every instance must route by.
     public let partitionCount: Int32
     /// The group whose normalize stage writes the topic (`--group`): a record another group
@@ -115,7 +112,7 @@ public struct RepartitionInput: AggregateInput {
     ) {
         batch.rejections.append(
             DecodedBatch.Rejection(
-                reason: unreadableRecord, detail: "\(unreadableRecord): \(detail)", reference: reference, offset: record.offset,
+                reason: .unreadableRepartitionRecord, detail: "\(RejectReason.unreadableRepartitionRecord.rawValue): \(detail)", reference: reference, offset: record.offset,
                 time: nil))
     }
 
@@ -125,7 +122,7 @@ public struct RepartitionInput: AggregateInput {
     /// (`OriginalRule`'s exceptions: the detail says which) as trackpipe normalized it. A record
     /// that could not be read is sent as found.
     public func deadLetter(
-        _ reference: DeadLetterReference, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
+        _ reference: DeadLetterReference, of record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
         let event = record.value.flatMap { value in reference.event.flatMap { Self.event($0, in: value) } }
         return Self.deadLetter(event, of: record, reason: reason, detail: detail, sourceTopic: sourceTopic)
@@ -152,7 +149,7 @@ public struct RepartitionInput: AggregateInput {
     }
 
     private static func deadLetter(
-        _ event: RepartitionRecord.Event?, of record: PolledRecord, reason: String, detail: String, sourceTopic: String
+        _ event: RepartitionRecord.Event?, of record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
         guard let event else {
             return OutgoingDeadLetter(

@@ -33,7 +33,7 @@ struct TaskResult {
 /// (`AggregateInput.deadLetters`).
 public struct PendingDeadLetter: Sendable {
     public var reference: DeadLetterReference
-    public var reason: String
+    public var reason: RejectReason
     public var detail: String
 }
 
@@ -67,10 +67,10 @@ extension WindowTask {
         for rejection in batch.rejections {
             accounting.consume(at: rejection.offset, letters)
             if letters.inRange(rejection.time) {
-                accounting.deadLettered[rejection.reason, default: 0] += 1
+                accounting.deadLettered[rejection.reason.rawValue, default: 0] += 1
                 result.deadLetters.append(PendingDeadLetter(reference: rejection.reference, reason: rejection.reason, detail: rejection.detail))
             } else {
-                accounting.deadLetteredOutsideRange[rejection.reason, default: 0] += 1
+                accounting.deadLetteredOutsideRange[rejection.reason.rawValue, default: 0] += 1
             }
         }
         let inputs = admit(batch.events, letters, into: &accounting, notices: &result.report.notices)
@@ -87,7 +87,7 @@ extension WindowTask {
                     accounting.lateWithoutOriginal += 1
                     detail += Self.withoutOriginal(late, clock: clockBefore, config: engine.config)
                 }
-                result.deadLetters.append(PendingDeadLetter(reference: event.reference, reason: RejectReason.tooLate.rawValue, detail: detail))
+                result.deadLetters.append(PendingDeadLetter(reference: event.reference, reason: .tooLate, detail: detail))
             } else {
                 lateOutside += 1
                 accounting.deadLetteredOutsideRange[RejectReason.tooLate.rawValue, default: 0] += 1

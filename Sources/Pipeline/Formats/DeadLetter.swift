@@ -1,16 +1,17 @@
 import Kafka
+import TrackingDomain
 
 /// Why a message did not become a counted hit, and where it came from. The dead-letter record
 /// itself carries the original key and value bytes unchanged (so a fixed message can be
 /// replayed as is); this context travels in headers, as Kafka Connect's dead-letter queues do.
 public struct DeadLetter: Sendable, Equatable {
-    public var reason: String
+    public var reason: RejectReason
     public var detail: String
     public var sourceTopic: String
     public var sourcePartition: Int32
     public var sourceOffset: Int64
 
-    public init(reason: String, detail: String, sourceTopic: String, sourcePartition: Int32, sourceOffset: Int64) {
+    public init(reason: RejectReason, detail: String, sourceTopic: String, sourcePartition: Int32, sourceOffset: Int64) {
         self.reason = reason
         self.detail = detail
         self.sourceTopic = sourceTopic
@@ -32,7 +33,7 @@ public struct DeadLetter: Sendable, Equatable {
 
     public var headers: [KafkaHeader] {
         [
-            KafkaHeader(key: Header.reason, string: reason),
+            KafkaHeader(key: Header.reason, string: reason.rawValue),
             KafkaHeader(key: Header.detail, string: detail),
             KafkaHeader(key: Header.sourceTopic, string: sourceTopic),
             KafkaHeader(key: Header.sourcePartition, string: String(sourcePartition)),
@@ -40,10 +41,11 @@ public struct DeadLetter: Sendable, Equatable {
         ]
     }
 
-    /// Reads the context back from a dead-letter record's headers; nil if any is missing.
+    /// Reads the context back from a dead-letter record's headers; nil if any is missing, or the
+    /// reason is none this version gives.
     public init?(headers: [KafkaHeader]) {
         func value(_ key: String) -> String? { headers.last(where: { $0.key == key })?.stringValue }
-        guard let reason = value(Header.reason), let detail = value(Header.detail), let topic = value(Header.sourceTopic),
+        guard let reason = value(Header.reason).flatMap(RejectReason.init(rawValue:)), let detail = value(Header.detail), let topic = value(Header.sourceTopic),
             let partition = value(Header.sourcePartition).flatMap({ Int32($0) }),
             let offset = value(Header.sourceOffset).flatMap({ Int64($0) })
         else { return nil }

@@ -10,13 +10,8 @@ struct HitIntake: Sendable {
         /// `eventTime` is the hit's own time or, without one, the Kafka timestamp.
         case accepted(TrackingEvent, eventTime: Int64)
         case filtered(FilterReason)
-        case rejected(reason: String, detail: String)
+        case rejected(reason: RejectReason, detail: String)
     }
-
-    /// The dead-letter reason for hits stamped too far ahead of their arrival.
-    static let futureTimestamp = "future_timestamp"
-    /// The dead-letter reason for records with more headers than `NormalizerLimits.maxHeaders`.
-    static let tooManyHeaders = "too_many_headers"
 
     let normalizer: Normalizer
     /// Event time more than this after the Kafka timestamp is `future_timestamp` (ms).
@@ -32,7 +27,7 @@ struct HitIntake: Sendable {
         let maxHeaders = normalizer.limits.maxHeaders
         if record.headerCount > maxHeaders {
             return .rejected(
-                reason: Self.tooManyHeaders,
+                reason: .tooManyHeaders,
                 detail:
                     "too_many_headers: the record has \(record.headerCount) Kafka headers, more than the limit of \(maxHeaders); trackpipe reads only a hit's key and value, so have the producer send fewer headers (or raise --max-headers if so many are legitimate)"
             )
@@ -44,12 +39,12 @@ struct HitIntake: Sendable {
         case .accepted(let event):
             guard let eventTime = event.eventTime else {
                 return .rejected(
-                    reason: RejectReason.invalidTimestamp.rawValue,
+                    reason: .invalidTimestamp,
                     detail: "invalid_timestamp: the hit has no timestamp and its Kafka record has none; add a \"timestamp\" field")
             }
             if let received = record.timestamp, eventTime > received + maxFutureSkew {
                 return .rejected(
-                    reason: Self.futureTimestamp,
+                    reason: .futureTimestamp,
                     detail:
                         "future_timestamp: event time \(RFC3339.format(epochMillis: eventTime)) is \((eventTime - received) / 1000) s after the Kafka record's timestamp \(RFC3339.format(epochMillis: received)), more than the allowed \(maxFutureSkew / 1000) s; the sending device's clock is probably wrong (or raise --max-future-skew)"
                 )
@@ -58,7 +53,7 @@ struct HitIntake: Sendable {
         case .filtered(let reason):
             return .filtered(reason)
         case .rejected(let reason, let detail):
-            return .rejected(reason: reason.rawValue, detail: detail)
+            return .rejected(reason: reason, detail: detail)
         }
     }
 }

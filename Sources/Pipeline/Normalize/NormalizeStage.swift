@@ -206,7 +206,7 @@ public struct NormalizeStage: Stage {
                 case .filtered(let reason):
                     pending.accounting.filtered[reason.rawValue, default: 0] += 1
                 case .rejected(let reason, let detail):
-                    pending.accounting.deadLettered[reason, default: 0] += 1
+                    pending.accounting.deadLettered[reason.rawValue, default: 0] += 1
                     let letter = DeadLetter(
                         reason: reason, detail: detail, sourceTopic: inputTopic, sourcePartition: record.partition,
                         sourceOffset: record.offset)
@@ -249,7 +249,7 @@ public struct NormalizeStage: Stage {
     enum Prepared {
         case event(eventTime: Int64, writer: Int32, source: Int32)
         case filtered(FilterReason)
-        case rejected(reason: String, detail: String)
+        case rejected(reason: RejectReason, detail: String)
     }
 
     /// A contiguous chunk of a batch, prepared: `items` in record order, and the events records

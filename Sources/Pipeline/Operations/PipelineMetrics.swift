@@ -113,7 +113,7 @@ public final class PipelineMetrics: Sendable {
     public func stage(_ name: String) -> StageMetrics {
         let metrics = StageMetrics(parent: self, stage: name)
         _ = counter("trackpipe_hits_filtered", stage: name, ("reason", FilterReason.trackingOff.rawValue))
-        for reason in Pipeline.deadLetterReasons { _ = counter("trackpipe_dead_letters", stage: name, ("reason", reason)) }
+        for reason in RejectReason.allCases { _ = counter("trackpipe_dead_letters", stage: name, ("reason", reason.rawValue)) }
         // The counters alerts divide or compare over time (consumed, marks) must exist before
         // the first message: a stage stuck from its start would otherwise have no series to
         // alert on.

@@ -14,7 +14,7 @@ struct DeadLetterCutTests {
         #expect(sha256Hex(Array(repeating: UInt8(ascii: "a"), count: 1_000_000)) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
-    let headers = DeadLetter(reason: "too_large", detail: "too_large: …", sourceTopic: "hits", sourcePartition: 3, sourceOffset: 42).headers
+    let headers = DeadLetter(reason: .tooLarge, detail: "too_large: …", sourceTopic: "hits", sourcePartition: 3, sourceOffset: 42).headers
 
     func cut(key: [UInt8]?, value: [UInt8]?, limit: Int) -> DeadLetterCut? {
         key.withOptionalBytes { k in value.withOptionalBytes { v in DeadLetterCut.fitting(key: k, value: v, headers: headers, limit: limit) } }
