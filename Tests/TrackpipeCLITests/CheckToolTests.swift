@@ -48,6 +48,24 @@ struct CheckToolTests {
         #expect(result.stdout.contains("2 schedules in"))
     }
 
+    @Test("state: a short live run per window size says what the state topic was written against what it keeps, reads the state back after SIGKILL and holds the output to the reference")
+    func stateCosts() throws {
+        let result = try Self.tool().run([
+            "state", "--rate", "300", "--seconds", "12", "--windows", "1m", "1h", "--partitions", "2", "--deliveries", "2",
+            "--commit-interval", "1s",
+        ])
+        #expect(result.exitCode == 0, "\(result.stdout)\(result.stderr.suffix(2_000))")
+        for window in ["1m", "1h"] {
+            let round = try #require(result.stdoutLines.first { $0.hasPrefix("  round 1 this build --window \(window): wrote ") }, "\(result.stdout)")
+            #expect(round.contains("× the live state") && round.contains("output exact ("), "\(round)")
+            // State was written and read back: the restart after SIGKILL restored some records.
+            let restored = round.components(separatedBy: "restore after SIGKILL read ").last?.split(separator: " ").first.flatMap { Int($0) }
+            #expect((restored ?? 0) > 0, "\(round)")
+            #expect(result.stdout.contains("  this build --window \(window): wrote "), "the medians name it")
+        }
+        #expect(result.stdout.contains("every output exact"))
+    }
+
     @Test("an unknown family is refused with the names there are")
     func unknownFamily() throws {
         let result = try Self.tool().run(["simulate", "--family", "nope", "--schedules", "1"])

@@ -95,7 +95,13 @@ struct StateCommand: ParsableCommand {
                     Int(BenchSupport.median(rows.map { Double($0.restoreRecords) })), BenchSupport.median(rows.map(\.restoreSeconds)),
                     rows.allSatisfy { $0.mismatches == 0 } ? "every output exact" : "OUTPUT DIFFERS in \(rows.filter { $0.mismatches > 0 }.count) round(s)"))
         }
-        guard baseline != nil else { return }
+        if baseline != nil { compare(results) }
+        // An output that differs from the reference fails the check, after the figures.
+        if results.values.contains(where: { $0.contains { $0.mismatches > 0 } }) { throw ExitCode(1) }
+    }
+
+    /// This build against the baseline, per window size.
+    func compare(_ results: [String: [Measurement]]) {
         for window in windows {
             let new = results["this build --window \(window)"] ?? []
             let old = results["baseline --window \(window)"] ?? []
