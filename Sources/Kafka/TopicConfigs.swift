@@ -15,15 +15,9 @@ public struct TopicConfigs: Sendable, Equatable {
     }
 }
 
-/// Where topics' configurations come from: the cluster's Admin API (`TopicAdmin`), or a
-/// simulated cluster.
-public protocol TopicConfigSource {
-    /// Never throws: a topic the cluster does not describe is in `undescribed`, with why.
-    func topicConfigs(_ topics: [String], timeoutMilliseconds: Int32) -> TopicConfigs
-}
-
-extension TopicAdmin: TopicConfigSource {
-    /// DescribeConfigs for `topics`, one request.
+extension TopicAdmin {
+    /// DescribeConfigs for `topics`, one request. Never throws: a topic the cluster does not
+    /// describe is in `undescribed`, with why.
     public func topicConfigs(_ topics: [String], timeoutMilliseconds: Int32 = 10_000) -> TopicConfigs {
         var answer = TopicConfigs()
         let resources = topics.compactMap { rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, $0) }

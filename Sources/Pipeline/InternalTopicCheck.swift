@@ -24,23 +24,23 @@ import Synchronization
 ///   no key, which a compacted topic refuses (refused too). A retention shorter than
 ///   `repartitionRetentionFloor` is warned of: a restart after an outage of the aggregate stage
 ///   longer than that finds its backlog deleted (an offset gap).
-public enum InternalTopicCheck {
+package enum InternalTopicCheck {
     /// A day: a restart may need the repartition topic to hold the aggregate stage's backlog
     /// through an outage of that stage (a crash loop, a cluster problem, a bad version rolled
     /// back) noticed and fixed within a working day. Below it, an outage is more likely to outlast
     /// the backlog than to be fixed in time.
-    public static let repartitionRetentionFloor: Int64 = 86_400_000
+    package static let repartitionRetentionFloor: Int64 = 86_400_000
 
     /// What the check found.
-    public struct Verdict: Equatable, Sendable {
+    package struct Verdict: Equatable, Sendable {
         /// A topic that would lose what the worker needs: the worker does not start.
-        public var refusal: PipelineError?
-        public var warnings: [String] = []
+        package var refusal: PipelineError?
+        package var warnings: [String] = []
         /// Topics the cluster did not describe, with why: not checked.
-        public var unchecked: [String: String] = [:]
+        package var unchecked: [String: String] = [:]
     }
 
-    public static func verdict(_ configs: TopicConfigs, stateTopic: String, repartitionTopic: String?, brokers: String) -> Verdict {
+    package static func verdict(_ configs: TopicConfigs, stateTopic: String, repartitionTopic: String?, brokers: String) -> Verdict {
         var verdict = Verdict(unchecked: configs.undescribed)
         if let state = configs.described[stateTopic], let problem = stateProblem(state) {
             verdict.refusal = .topicSettings(
@@ -62,7 +62,7 @@ public enum InternalTopicCheck {
     }
 
     /// Logs what could not be checked (notice) and the warnings, and throws the refusal.
-    public static func report(_ verdict: Verdict, logger: Logger) throws {
+    package static func report(_ verdict: Verdict, logger: Logger) throws {
         for (topic, reason) in verdict.unchecked.sorted(by: { $0.key < $1.key }) {
             logger.notice(
                 "could not check the settings of \(topic): the cluster did not describe them (\(reason)). Going on; make sure the state topic is compacted without time or size retention, and the repartition topic keeps records a day or more (docs/deploy.md)")

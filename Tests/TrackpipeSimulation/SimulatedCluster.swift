@@ -803,7 +803,7 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
     }
 }
 
-extension SimulatedCluster: TopicConfigSource {
+extension SimulatedCluster {
     /// Kafka's defaults for what trackpipe's check reads, under the settings given to a topic.
     static let defaultConfigs = [
         "cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1", "segment.ms": "604800000",

@@ -42,7 +42,7 @@ public struct NormalizeStage: Stage {
     /// to this size, as its dead letter would be (see `RepartitionRecord.EventsWriter`).
     public let maxOriginalBytes: Int
     /// Which hits carry their original message.
-    public let originals: OriginalRule
+    package let originals: OriginalRule
     /// What the group is fixed to: recorded in every commit, and a commit that records another
     /// is refused (`GroupIdentity`).
     public let identity: GroupIdentity
@@ -81,7 +81,7 @@ public struct NormalizeStage: Stage {
         var toBegin: Set<Int32> = []
     }
 
-    public init(
+    package init(
         inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, identity: GroupIdentity, group: String,
         limits: NormalizerLimits, maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
         batchBytes: Int = RepartitionRecord.batchBytes, maxOriginalBytes: Int = .max, originals: OriginalRule

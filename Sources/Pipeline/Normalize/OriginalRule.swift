@@ -17,14 +17,14 @@ import Windowing
 /// The rule depends on nothing but the hit and the writer's clock, so each lane decides it for
 /// its own events, and a replay of the same records gives the same verdicts with the same
 /// originals.
-public struct OriginalRule: Sendable, Hashable {
-    public let windowSize: Int64
-    public let retention: Int64
+package struct OriginalRule: Sendable, Hashable {
+    package let windowSize: Int64
+    package let retention: Int64
     /// How late a record may reach a repartition partition compared with another writer's
     /// record written at the same time, clock differences included.
-    public let delayAllowance: Int64
+    package let delayAllowance: Int64
 
-    public init(windowSize: Int64, retention: Int64, delayAllowance: Int64) {
+    package init(windowSize: Int64, retention: Int64, delayAllowance: Int64) {
         self.windowSize = max(1, windowSize)
         self.retention = retention
         self.delayAllowance = max(0, delayAllowance)
@@ -33,18 +33,18 @@ public struct OriginalRule: Sendable, Hashable {
     /// The rule for windows of `window`: the allowance is the idle timeout (a writer silent that
     /// long is taken for dead anyway) or half the retention, whichever is longer, so that an
     /// outage of a writer shorter than that never costs an original.
-    public init(window: WindowConfig) {
+    package init(window: WindowConfig) {
         self.init(windowSize: window.size, retention: window.retention, delayAllowance: Self.defaultAllowance(window))
     }
 
-    public static func defaultAllowance(_ window: WindowConfig) -> Int64 {
+    package static func defaultAllowance(_ window: WindowConfig) -> Int64 {
         max(window.idleTimeout, window.retention / 2)
     }
 
     /// Whether a hit of `eventTime`, in a record written at `writerClock`, may be judged too late
     /// downstream.
     @inline(__always)
-    public func carries(eventTime: Int64, writerClock: Int64) -> Bool {
+    package func carries(eventTime: Int64, writerClock: Int64) -> Bool {
         let end = EventTimeMath.add(EventTimeMath.windowStart(of: eventTime, size: windowSize), windowSize)
         return EventTimeMath.add(end, retention) <= EventTimeMath.add(writerClock, delayAllowance)
     }
