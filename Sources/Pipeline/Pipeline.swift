@@ -168,10 +168,11 @@ public final class Pipeline: Sendable {
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: taskWindow(partitions: partitions), parallelism: config.shards, identity: config.identity, group: config.group)
         var settings = runnerSettings(
-            topic: config.inputTopic, group: config.group, member: stage.name, destinations: [.output, .deadLetter, .changelog])
+            topic: config.inputTopic, group: config.group, member: stage.name, destinations: [.output, .deadLetter])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
         settings.recordLimit = learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic], admin: admin)
-        let runner = StageRunner(stage: stage, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
+        let runner = StageRunner(
+            stage: stage, stateTopic: config.effectiveStateTopic, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
         runners.register(runner)
         logger.info(
             "trackpipe running (one stage: the input is keyed by delivery)",
@@ -230,14 +231,15 @@ public final class Pipeline: Sendable {
         first.bound = config.untilEnd ? .endAtAssignment : .unbounded
         first.recordLimit = recordLimit
         var second = runnerSettings(
-            topic: repartitionTopic, group: config.aggregateGroup, member: aggregate.name, destinations: [.output, .deadLetter, .changelog])
+            topic: repartitionTopic, group: config.aggregateGroup, member: aggregate.name, destinations: [.output, .deadLetter])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
         second.recordLimit = recordLimit
         // The repartition topic is this worker's own: what the aggregate group has committed is
         // read by no one again, and goes (the user's input, read by the one stage, never does).
         if config.purgeInterval > 0 { second.purge = PurgeSettings(interval: config.purgeInterval, admin: config.adminConfig) }
         let normalizer = StageRunner(stage: normalize, settings: first, logger: logger, metrics: metrics?.stage(normalize.name))
-        let aggregator = StageRunner(stage: aggregate, settings: second, logger: logger, metrics: metrics?.stage(aggregate.name))
+        let aggregator = StageRunner(
+            stage: aggregate, stateTopic: config.effectiveStateTopic, settings: second, logger: logger, metrics: metrics?.stage(aggregate.name))
         runners.register(normalizer)
         runners.register(aggregator)
         logger.info(
@@ -250,7 +252,7 @@ public final class Pipeline: Sendable {
     }
 
     /// Runs the two stages, the aggregate stage on a thread of its own; either failing stops the other.
-    private static func runTogether<Aggregate: Stage>(
+    private static func runTogether<Aggregate: StatefulStage>(
         _ normalizer: StageRunner<NormalizeStage>, _ aggregator: StageRunner<Aggregate>, upstream: UpstreamSignal
     ) throws -> [StageSummary] {
         let aggregated = Mutex<Result<StageSummary, any Error>?>(nil)
@@ -284,7 +286,9 @@ public final class Pipeline: Sendable {
             case .output: topics[.output] = config.outputTopic
             case .deadLetter: topics[.deadLetter] = config.deadLetterTopic
             case .repartition: topics[.repartition] = config.effectiveRepartitionTopic
-            case .changelog: topics[.changelog] = config.effectiveStateTopic
+            // Not a setting of any runner: the runner of the stage that keeps state is made with
+            // its state topic (`StageRunner.init(stage:stateTopic:…)`).
+            case .changelog: break
             }
         }
         var settings = RunnerSettings(

@@ -41,8 +41,20 @@ public protocol Stage: Sendable {
     /// Point-in-time figures for gauges.
     func gauges() -> StageGauges
 
-    // MARK: State kept in a changelog (the window stage; the others keep none)
+    /// Before a commit: sends what the commit points rely on (the window stage: what changed in
+    /// its state, to the `.changelog` destination; the normalize stage: the marks of a source
+    /// some repartition partition has not heard from this owner). The runner then waits for it
+    /// to be acknowledged.
+    mutating func prepareCommit(into sink: inout some RecordSink) throws
+}
 
+/// A stage that keeps nothing but its commits: its runner reads no state back.
+public protocol StatelessStage: Stage {}
+
+/// A stage that keeps state in a changelog, the state topic (the window stage): what it must do
+/// beyond `Stage`. Its runner is made with the state topic to read that state back from
+/// (`StageRunner.init(stage:stateTopic:…)`), so a stateful stage without one does not compile.
+public protocol StatefulStage: Stage {
     /// Partitions assigned whose state must be read back from the changelog before any of their
     /// records is processed: the runner holds their input back meanwhile.
     var partitionsAwaitingState: [Int32] { get }
@@ -53,10 +65,6 @@ public protocol Stage: Sendable {
     /// The partition's changelog has been read to its end: its records may come. Throws when
     /// the state read back cannot be trusted (the changelog behind the last commit).
     mutating func stateRestored(partition: Int32, now: Int64) throws
-
-    /// Before a commit: writes what changed in the state since the last one (to the
-    /// `.changelog` destination). The runner then waits for it to be acknowledged.
-    mutating func prepareCommit(into sink: inout some RecordSink) throws
 
     /// The state written by `prepareCommit` is acknowledged, and each partition's changelog ends
     /// at `changelogEnds`: sends what was held back until it was (aggregate records).
@@ -70,16 +78,6 @@ public protocol Stage: Sendable {
     /// is written): the runner commits now rather than at the next interval, so that a closed
     /// window is readable within about a second of event time passing it.
     var holdsClosedWindows: Bool { get }
-}
-
-extension Stage {
-    public var partitionsAwaitingState: [Int32] { [] }
-    public mutating func restoreState(_ records: [StateRecord], partition: Int32) {}
-    public mutating func stateRestored(partition: Int32, now: Int64) throws {}
-    public mutating func prepareCommit(into sink: inout some RecordSink) throws {}
-    public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {}
-    public mutating func committed(_ partitions: [Int32]) {}
-    public var holdsClosedWindows: Bool { false }
 }
 
 /// One record of a stage's changelog, read back.

@@ -78,9 +78,9 @@ struct ScaleOutTests {
         second.topic = "resend-repartition"
         second.assignment = .group
         second.consumer = settings.consumerConfig(group: settings.aggregateGroup)
+        second.destinations = [.output: "aggregates", .deadLetter: "dlq"]
         // The worker's own state topic (`--state-topic`, `<group>-state`), which its restart reads back.
-        second.destinations = [.output: "aggregates", .deadLetter: "dlq", .changelog: "resend-state"]
-        let counted = try StageRunner(stage: aggregate, settings: second, logger: Logger(label: "test")).run()
+        let counted = try StageRunner(stage: aggregate, stateTopic: "resend-state", settings: second, logger: Logger(label: "test")).run()
         #expect(counted.accounting.accepted == routed && !counted.committed.isEmpty)
 
         // 3. The worker restarts: its normalize stage has no commit, so it sends every event again.

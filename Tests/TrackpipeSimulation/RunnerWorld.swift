@@ -314,7 +314,7 @@ public final class RunnerWorld {
         // As `Pipeline` sets them up: the aggregate stage purges the repartition topic.
         var aggregateSettings = settings(
             topic: "\(Self.group)-repartition", group: "\(Self.group)-aggregate",
-            destinations: [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic, .changelog: "\(Self.group)-state"])
+            destinations: [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic])
         aggregateSettings.purge = PurgeSettings(interval: purgeInterval, admin: KafkaConfig([:]))
         let normalizer = StageRunner(
             stage: normalize,
@@ -322,7 +322,8 @@ public final class RunnerWorld {
                 topic: Self.inputTopic, group: Self.group,
                 destinations: [.repartition: "\(Self.group)-repartition", .deadLetter: Self.deadLetterTopic]),
             logger: logger, clock: cluster.clock)
-        let aggregator = StageRunner(stage: aggregate, settings: aggregateSettings, logger: logger, clock: cluster.clock)
+        let aggregator = StageRunner(
+            stage: aggregate, stateTopic: "\(Self.group)-state", settings: aggregateSettings, logger: logger, clock: cluster.clock)
         let instance = Instance(number: number, clients: clients, normalizer: normalizer, aggregator: aggregator)
         do {
             try normalizer.begin()

@@ -293,27 +293,34 @@ final class World {
         inputEnded = UpstreamSignal()
         repartitionEnded = UpstreamSignal()
         runners = [:]
-        let sinks: [Destination: String] = [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic, .changelog: deployment.stateTopic]
+        let sinks: [Destination: String] = [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic]
+        let (logger, clock, stateTopic) = (self.logger, cluster.clock, deployment.stateTopic)
         switch mode {
         case .twoStage:
             let normalize = normalizeStage(for: deployment)
             runners[.normalize] = (0..<scenario.instances).map { instance in
                 member(
-                    .normalize, instance, stage: { normalize }, group: deployment.group, topic: inputTopic,
-                    destinations: [.repartition: deployment.repartitionTopic, .deadLetter: Self.deadLetterTopic], upstream: inputEnded)
+                    .normalize, instance, group: deployment.group, topic: inputTopic,
+                    destinations: [.repartition: deployment.repartitionTopic, .deadLetter: Self.deadLetterTopic], upstream: inputEnded
+                ) { settings in StageRunner(stage: normalize, settings: settings, logger: logger, clock: clock) }
             }
             runners[.aggregate] = (0..<scenario.instances).map { instance in
                 member(
-                    .aggregate, instance, stage: { [unowned self] in self.shuffledAggregateStage(for: deployment) },
-                    group: deployment.aggregateGroup, topic: deployment.repartitionTopic,
-                    destinations: sinks, upstream: repartitionEnded)
+                    .aggregate, instance, group: deployment.aggregateGroup, topic: deployment.repartitionTopic, destinations: sinks,
+                    upstream: repartitionEnded
+                ) { [unowned self] settings in
+                    StageRunner(
+                        stage: self.shuffledAggregateStage(for: deployment), stateTopic: stateTopic, settings: settings, logger: logger, clock: clock)
+                }
             }
         case .oneStage:
             // `--input-keyed-by-delivery` runs the aggregate stage in `--group` itself
             // (`Pipeline.runSingleStage`).
             let aggregate = directAggregateStage(for: deployment)
             runners[.aggregate] = (0..<scenario.instances).map { instance in
-                member(.aggregate, instance, stage: { aggregate }, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded)
+                member(.aggregate, instance, group: deployment.group, topic: inputTopic, destinations: sinks, upstream: inputEnded) { settings in
+                    StageRunner(stage: aggregate, stateTopic: stateTopic, settings: settings, logger: logger, clock: clock)
+                }
             }
         }
         for member in runners.values.joined() {
@@ -334,11 +341,10 @@ final class World {
     /// before a revoke, and at the end; a schedule ending as a bounded run reads to the ends its
     /// upstream sets.
     private func member<S: Stage>(
-        _ role: Role, _ instance: Int, stage: @escaping () -> S, group: String, topic: String, destinations: [Destination: String], upstream: UpstreamSignal
+        _ role: Role, _ instance: Int, group: String, topic: String, destinations: [Destination: String], upstream: UpstreamSignal,
+        runner: @escaping (RunnerSettings) -> StageRunner<S>
     ) -> StageInstance<S> {
         let deployment = self.deployment
-        let logger = self.logger
-        let clock = cluster.clock
         let bound: RunnerSettings.Bound = scenario.drainByFinish ? .endWhenUpstreamFinishes(upstream) : .unbounded
         let skipsInput = options.fault == .skipOneRecord && topic == inputTopic
         let delaysRecords = options.fault == .overtakenRecords && role == .normalize && instance == 0
@@ -372,7 +378,7 @@ final class World {
                 settings.progressInterval = 0
                 settings.maxBatch = .max
                 settings.purge = purge
-                return StageRunner(stage: stage(), settings: settings, logger: logger, clock: clock)
+                return runner(settings)
             })
     }
 

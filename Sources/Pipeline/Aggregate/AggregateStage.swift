@@ -8,7 +8,7 @@ import Windowing
 /// repartition topic), so a task's state moves with its partition. What a record holds is the
 /// `Input`'s business: raw hits for input already keyed by delivery, repartition records behind
 /// the shuffle. (`replay`'s one task over every partition is the `ReplayStage`'s.)
-public struct AggregateStage<Input: AggregateInput>: Stage {
+public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     public let name = "aggregate"
     /// The topic the hits were first read from, named in dead letters.
     public let sourceTopic: String

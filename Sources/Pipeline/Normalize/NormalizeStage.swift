@@ -26,7 +26,7 @@ import Windowing
 /// repartition partition holds where the group's records of every committed source begin, and
 /// an aggregate task that reads one from its log start finds out when retention deleted them
 /// (docs/scale-out.md, "Lost input").
-public struct NormalizeStage: Stage {
+public struct NormalizeStage: StatelessStage {
     public let name = "normalize"
     public let inputTopic: String
     /// Partitions of the input topic (every aggregate task waits for that many sources).

@@ -5,7 +5,7 @@ import Windowing
 /// deliveries split by hash into shards that run on the lanes, so that it is exact whatever the
 /// input's keys. It reads raw hits, and sends its aggregate records and dead letters at once:
 /// it keeps no changelog and has no commit points, since nothing takes its work over.
-struct ReplayStage: Stage {
+struct ReplayStage: StatelessStage {
     /// Named as the worker's window stage is, in the summary and the progress lines.
     let name = "aggregate"
     /// The topic the hits are read from, named in dead letters.
@@ -88,6 +88,9 @@ struct ReplayStage: Stage {
 
     /// Nothing: a replay commits nothing.
     func commitPoints() -> [Int32: CommitPoint] { [:] }
+
+    /// A replay commits nothing: nothing to send first.
+    mutating func prepareCommit(into sink: inout some RecordSink) throws {}
 
     mutating func drainReport() -> StageReport {
         defer { pending = StageReport() }

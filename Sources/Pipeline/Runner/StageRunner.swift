@@ -36,6 +36,8 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
     private var rebalance: RebalanceListener
     private var committer: CommitCoordinator
     private var observer: RunnerObserver
+    /// What the stage keeps in a state topic, for a `StatefulStage`; nil for a stateless one.
+    private let state: StateHooks<S>?
     private var restorer: StateRestorer?
     /// Purges the input up to the commits, where the settings say (the repartition topic).
     private var purge: PurgeCoordinator?
@@ -47,11 +49,33 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
     private var upstreamEndsTaken = false
     private var lastUnknownTopicLog: Int64 = .min / 2
 
-    package init(
+    /// A runner of a stage that keeps no state.
+    package convenience init(
         stage: S, settings: RunnerSettings, logger: Logger, metrics: StageMetrics? = nil,
         clock: @escaping @Sendable () -> Int64 = wallClockMillis, onProgress: (@Sendable (RunnerProgress) -> Void)? = nil
+    ) where S: StatelessStage {
+        self.init(stage: stage, state: nil, settings: settings, logger: logger, metrics: metrics, clock: clock, onProgress: onProgress)
+    }
+
+    /// A runner of a stage that keeps its state in `stateTopic` (the `.changelog` destination):
+    /// it writes it there at each commit and reads it back when it takes partitions.
+    package convenience init(
+        stage: S, stateTopic: String, settings: RunnerSettings, logger: Logger, metrics: StageMetrics? = nil,
+        clock: @escaping @Sendable () -> Int64 = wallClockMillis, onProgress: (@Sendable (RunnerProgress) -> Void)? = nil
+    ) where S: StatefulStage {
+        var settings = settings
+        settings.destinations[.changelog] = stateTopic
+        self.init(
+            stage: stage, state: StateHooks(stateTopic: stateTopic), settings: settings, logger: logger, metrics: metrics, clock: clock,
+            onProgress: onProgress)
+    }
+
+    private init(
+        stage: S, state: StateHooks<S>?, settings: RunnerSettings, logger: Logger, metrics: StageMetrics?,
+        clock: @escaping @Sendable () -> Int64, onProgress: (@Sendable (RunnerProgress) -> Void)?
     ) {
         self.stage = stage
+        self.state = state
         self.settings = settings
         self.logger = logger
         self.metrics = metrics
@@ -63,8 +87,8 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         rebalance = RebalanceListener(stageName: stage.name, settings: settings, logger: logger)
         committer = CommitCoordinator(stageName: stage.name, settings: settings, logger: logger)
         observer = RunnerObserver(stageName: stage.name, settings: settings, logger: logger, metrics: metrics, onProgress: onProgress)
-        if let stateTopic = settings.destinations[.changelog] {
-            restorer = StateRestorer(topic: stateTopic, stageName: stage.name, settings: settings, logger: logger, metrics: metrics)
+        if let state {
+            restorer = StateRestorer(topic: state.stateTopic, stageName: stage.name, settings: settings, logger: logger, metrics: metrics)
         }
     }
 
@@ -128,7 +152,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         let commits = observer.timeline.commits
         if control.takeCommitRequest() || committer.isDue(now: now) {
             try commit()
-        } else if stage.holdsClosedWindows && committer.takeEarlyCommit(now: now) {
+        } else if let state, state.holdsClosedWindows(stage) && committer.takeEarlyCommit(now: now) {
             try commit()
             if observer.timeline.commits > commits { observer.timeline.earlyCommits += 1 }
         }
@@ -231,8 +255,10 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
     private func restorePhase(_ consumer: any ConsumerClient) throws {
         let begin = RunnerTimeline.now()
         defer { observer.timeline.add(.restoring, since: begin) }
-        guard var restorer else { return }
-        let done = try restorer.step(&stage, now: clock(), timeoutMilliseconds: 20)
+        guard var restorer, let state else { return }
+        let done = try restorer.step(now: clock(), timeoutMilliseconds: 20) { records, partition in
+            state.restoreState(&stage, records, partition)
+        }
         self.restorer = restorer
         for partition in done { try stateIsIn(partition, consumer: consumer) }
     }
@@ -240,7 +266,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
     /// A partition's state is back: the stage checks it, and its input starts where the
     /// group's commit says (records that slipped through while it was held back were dropped).
     private func stateIsIn(_ partition: Int32, consumer: any ConsumerClient) throws {
-        try stage.stateRestored(partition: partition, now: clock())
+        try state?.stateRestored(&stage, partition, clock())
         let (start, needsSeek) = tracker.letThrough(partition)
         let tp = TopicPartition(topic: settings.topic, partition: partition)
         if needsSeek { try seek(consumer, tp, to: start ?? KafkaOffset.beginning) }
@@ -348,11 +374,11 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
                 return
             }
         }
-        try stage.completeCommit(changelogEnds: clients.output.acknowledgedChangelogEnds, now: clock(), into: &clients.output.sink)
+        try state?.completeCommit(&stage, clients.output.acknowledgedChangelogEnds, clock(), &clients.output.sink)
         let committed = try committer.commit(
             stage.commitPoints(), only: partitions, now: clock(), tracker: &tracker, consumer: clients.consumer, output: &clients.output,
             patience: patience, timeline: &observer.timeline)
-        stage.committed(committed)
+        state?.committed(&stage, committed)
     }
 
     // MARK: Bounds
@@ -464,13 +490,8 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
             lifecycle.fail(error)
             return
         }
-        let awaiting = Set(stage.partitionsAwaitingState).intersection(mine.map(\.partition))
-        if !awaiting.isEmpty, restorer == nil {
-            // Held back for a restore that could never begin: say so rather than wait forever.
-            lifecycle.fail(PipelineError.configuration(
-                "\(stage.name): the stage keeps its window state in a state topic, and this runner has none to read it back from: give it one (the .changelog destination; --state-topic for the worker)"))
-            return
-        }
+        // A stage that keeps state always has its restorer (`StateHooks`).
+        let awaiting = Set(state?.partitionsAwaitingState(stage) ?? []).intersection(mine.map(\.partition))
         tracker.apply(.stateAwaited, to: Array(awaiting))
         let paused = mine.filter { !tracker.flows($0) }
         let flowing = mine.filter { tracker.flows($0) }

@@ -90,8 +90,11 @@ struct StateRestorer {
         try consumer.assign(active.map { TopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value.position) })
     }
 
-    /// Reads one batch and hands it to the stage; returns the partitions now read to their end.
-    mutating func step<S: Stage>(_ stage: inout S, now: Int64, timeoutMilliseconds: Int32) throws -> [Int32] {
+    /// Reads one batch and hands each partition's records to `restore` (the stage's
+    /// `restoreState`); returns the partitions now read to their end.
+    mutating func step(
+        now: Int64, timeoutMilliseconds: Int32, restore: (_ records: [StateRecord], _ partition: Int32) -> Void
+    ) throws -> [Int32] {
         guard let consumer, !active.isEmpty else { return [] }
         var byPartition: [Int32: [StateRecord]] = [:]
         var ended: Set<Int32> = []
@@ -119,7 +122,7 @@ struct StateRestorer {
         }
         var restored = 0
         for (partition, records) in byPartition.sorted(by: { $0.key < $1.key }) {
-            stage.restoreState(records, partition: partition)
+            restore(records, partition)
             restored += records.count
         }
         metrics?.restoredRecords(restored)

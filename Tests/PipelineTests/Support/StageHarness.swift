@@ -65,6 +65,21 @@ struct RecordingSink: RecordSink {
 }
 
 extension Stage {
+    /// Takes partitions: a stage that keeps no state reads none back.
+    mutating func assignEmpty(_ starts: [PartitionStart], now: Int64) throws {
+        try assign(starts, now: now)
+    }
+
+    /// A commit as the runner makes one of a stage that keeps no state, every record
+    /// acknowledged as it is sent: what the commit points rely on, then the points, returned.
+    @discardableResult
+    mutating func commitAll(now: Int64, into sink: inout RecordingSink) throws -> [Int32: CommitPoint] {
+        try prepareCommit(into: &sink)
+        return commitPoints()
+    }
+}
+
+extension StatefulStage {
     /// Takes partitions whose state topic holds nothing: each task's state is read back at once
     /// (there is none), so their records flow.
     mutating func assignEmpty(_ starts: [PartitionStart], now: Int64) throws {
