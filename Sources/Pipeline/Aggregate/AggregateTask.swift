@@ -22,14 +22,8 @@ struct AggregateTask: WindowTask {
     private(set) var writersClock: Int64?
     /// `writersClock` before the batch being counted: what a late hit's letter compares with.
     private(set) var clockAtBatchStart: Int64?
-    /// Past the task record's mark, the input offset below which windows read back may hold
-    /// hits (a state write cut short by a crash kept their heads): the engine keeps what it
-    /// needs to recognise them until the input passes it. Nil when there is no such offset.
-    private var countedPastTheMark: Int64?
-    /// The replay is over, and the engine lets go of what judged it once `countedPastTheMark`
-    /// is passed too.
-    private var replayToFinish = false
-    /// Restoring, replaying or running: decides what a record, an emission and a commit do.
+    /// Restoring, replaying, settling or running: decides what a record, an emission and a
+    /// commit do, and when the engine lets go of what judged the replay.
     private(set) var phase: TaskPhase
     var offsets = PartitionOffsets()
     /// The sources of event time and the duplicate filter, as the input has them.
@@ -138,15 +132,17 @@ struct AggregateTask: WindowTask {
         let finals = restored.windows.filter { isFinal($0.key) }
         engine.restore(restored.windows.filter { !isFinal($0.key) })
         engine.finishRestore()
-        if let task = restored.task { resume(from: task, windows: restored.windows, finals: finals.map(\.key), now: now) }
+        let countedPast = restored.task.flatMap { resume(from: $0, windows: restored.windows, finals: finals.map(\.key), now: now) }
         // Windows whose last emission may not have reached the output go out again with the
         // first commit, as the state read back has them (later emissions of the same window
         // carry higher revisions and win).
         let unconfirmed = Set(restored.unconfirmed)
         for final in finals where unconfirmed.contains(final.key) { Self.keepLatest(final.record(windowSize: config.size), in: &held) }
         for record in engine.currentRecords(restored.unconfirmed.filter { !isFinal($0) }) { Self.keepLatest(record, in: &held) }
-        if phase.handle(.stateRead(belowMark: offsets.isReplaying)) { replayToFinish = true }
-        finishReplayOncePassed(offsets.processedMark ?? offsets.committed ?? 0)
+        let processed = offsets.processedMark ?? offsets.committed ?? 0
+        if phase.handle(.stateRead(belowMark: offsets.isReplaying, countedPast: countedPast, processed: processed)) {
+            engine.replayFinished(partition: partition)
+        }
         return restored
     }
 
@@ -176,11 +172,14 @@ struct AggregateTask: WindowTask {
     }
 
     /// Goes on from the task record read back: the replay up to its mark is judged by the
-    /// windows read back (what they counted, what was evicted), not counted again.
-    private mutating func resume(from task: ChangelogRecord.TaskState, windows: [WindowState], finals: [WindowKey], now: Int64) {
+    /// windows read back (what they counted, what was evicted), not counted again. Returns the
+    /// input offset past the task record's mark below which windows read back may hold hits (a
+    /// state write cut short by a crash kept their heads), if there is one.
+    private mutating func resume(
+        from task: ChangelogRecord.TaskState, windows: [WindowState], finals: [WindowKey], now: Int64
+    ) -> Int64? {
         let counted = Dictionary(windows.map { ($0.key, $0.countedThrough) }, uniquingKeysWith: max)
         let countedMark = RecordPosition.offsetPast(windows.map(\.countedThrough).max() ?? .min)
-        countedPastTheMark = countedMark > task.processedMark ? countedMark : nil
         engine.restore(
             partition: partition, processedMark: task.processedMark, evictedBefore: task.evictedBefore, counted: counted,
             countedMark: countedMark)
@@ -192,15 +191,7 @@ struct AggregateTask: WindowTask {
         offsets.previousMark = task.processedMark
         firstRead?.restored(mark: task.processedMark)
         changelog.evictedOnRestore(finals, mark: task.processedMark)
-    }
-
-    /// Lets the engine forget the replay's verdicts once the replay is over and the input has
-    /// passed `processed`-wise every hit the windows read back hold.
-    private mutating func finishReplayOncePassed(_ processed: Int64) {
-        guard replayToFinish, processed >= countedPastTheMark ?? .min else { return }
-        replayToFinish = false
-        countedPastTheMark = nil
-        engine.replayFinished(partition: partition)
+        return countedMark > task.processedMark ? countedMark : nil
     }
 
     // MARK: What goes out
@@ -276,7 +267,7 @@ struct AggregateTask: WindowTask {
         if let misrouted = batch.misrouted { return TaskResult(misrouted: misrouted) }
         if let other = batch.writtenBy { return TaskResult(writtenBy: other) }
         offsets.processedMark = lastOffset + 1
-        let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying))
+        let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying, processed: lastOffset + 1))
         clockAtBatchStart = writersClock
         if sources.clock == .writers, let clock = batch.writerClock {
             // The clock of the task begins with the first record it reads.
@@ -289,8 +280,7 @@ struct AggregateTask: WindowTask {
             batch, range: nil, previousMark: offsets.previousMark, now: engineClock(now: now) ?? createdAt, on: ShardsInTurn())
         result.report.unread += firstRead?.check(batch, first: firstOffset, partition: partition) ?? []
         hold(output)
-        if caughtUp { replayToFinish = true }
-        finishReplayOncePassed(lastOffset + 1)
+        if caughtUp { engine.replayFinished(partition: partition) }
         return result
     }
 

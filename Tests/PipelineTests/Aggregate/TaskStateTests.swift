@@ -57,39 +57,58 @@ struct TaskStateTests {
 
     // MARK: The phases
 
-    @Test("restoring: the state read decides between a replay and running; records change nothing")
+    @Test("restoring: the state read decides between a replay, settling and running; records change nothing")
     func fromRestoring() {
         let restoring = TaskPhase.restoring(committedChangelog: 30)
-        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: true)) == .replaying)
-        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: false)) == .running)
-        #expect(TaskPhase.transition(restoring, on: .processed(belowMark: false)) == restoring)
+        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: true, countedPast: 60, processed: 20)) == .replaying(countedPast: 60))
+        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: false, countedPast: nil, processed: 40)) == .running)
+        // Heads of a cut state write counted past the mark, up to 60: settling until the input passes it.
+        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: false, countedPast: 60, processed: 40)) == .settling(countedPast: 60))
+        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: false, countedPast: 60, processed: 60)) == .running)
+        #expect(TaskPhase.transition(restoring, on: .processed(belowMark: false, processed: 50)) == restoring)
     }
 
-    @Test("replaying: runs once a batch reaches the mark, and only then")
+    @Test("replaying: leaves once a batch reaches the mark, and only then; to running, or settling while the heads read back reach further")
     func fromReplaying() {
-        #expect(TaskPhase.transition(.replaying, on: .processed(belowMark: true)) == .replaying)
-        #expect(TaskPhase.transition(.replaying, on: .processed(belowMark: false)) == .running)
-        #expect(TaskPhase.transition(.replaying, on: .stateRead(belowMark: false)) == .replaying)
+        let replaying = TaskPhase.replaying(countedPast: 60)
+        #expect(TaskPhase.transition(replaying, on: .processed(belowMark: true, processed: 30)) == replaying)
+        #expect(TaskPhase.transition(replaying, on: .processed(belowMark: false, processed: 45)) == .settling(countedPast: 60))
+        #expect(TaskPhase.transition(replaying, on: .processed(belowMark: false, processed: 61)) == .running)
+        #expect(TaskPhase.transition(.replaying(countedPast: nil), on: .processed(belowMark: false, processed: 45)) == .running)
+        #expect(TaskPhase.transition(replaying, on: .stateRead(belowMark: false, countedPast: nil, processed: 45)) == replaying)
+    }
+
+    @Test("settling: runs once the input passes what the windows read back counted")
+    func fromSettling() {
+        let settling = TaskPhase.settling(countedPast: 60)
+        #expect(TaskPhase.transition(settling, on: .processed(belowMark: false, processed: 59)) == settling)
+        #expect(TaskPhase.transition(settling, on: .processed(belowMark: false, processed: 60)) == .running)
+        #expect(TaskPhase.transition(settling, on: .stateRead(belowMark: false, countedPast: nil, processed: 70)) == settling)
     }
 
     @Test("running is final")
     func fromRunning() {
-        for event in [TaskPhase.Event.processed(belowMark: true), .processed(belowMark: false), .stateRead(belowMark: true)] {
+        for event in [
+            TaskPhase.Event.processed(belowMark: true, processed: 5), .processed(belowMark: false, processed: 5),
+            .stateRead(belowMark: true, countedPast: 9, processed: 5),
+        ] {
             #expect(TaskPhase.transition(.running, on: event) == .running)
         }
     }
 
-    @Test("handle says when the task has just begun running, once")
+    @Test("handle says when the task has just begun running, once: after the replay and the settling, when the engine may let go of what judged them")
     func caughtUpOnce() {
-        var phase = TaskPhase.replaying
-        let stillReplaying = phase.handle(.processed(belowMark: true))
+        var phase = TaskPhase.replaying(countedPast: 60)
+        let stillReplaying = phase.handle(.processed(belowMark: true, processed: 30))
         #expect(!stillReplaying)
-        let caughtUp = phase.handle(.processed(belowMark: false))
+        let settling = phase.handle(.processed(belowMark: false, processed: 45))
+        #expect(!settling && phase == .settling(countedPast: 60))
+        let caughtUp = phase.handle(.processed(belowMark: false, processed: 60))
         #expect(caughtUp && phase == .running)
-        let again = phase.handle(.processed(belowMark: false))
+        let again = phase.handle(.processed(belowMark: false, processed: 70))
         #expect(!again)
         var restoring = TaskPhase.restoring(committedChangelog: nil)
-        let restored = restoring.handle(.stateRead(belowMark: false))
+        let restored = restoring.handle(.stateRead(belowMark: false, countedPast: nil, processed: 0))
         #expect(restored && restoring == .running)
     }
 
