@@ -280,17 +280,10 @@ public final class Pipeline: Sendable {
     // MARK: Pieces
 
     private func runnerSettings(topic: String, group: String, member: String, destinations: Set<Destination>) -> RunnerSettings {
-        var topics: [Destination: String] = [:]
-        for destination in destinations {
-            switch destination {
-            case .output: topics[.output] = config.outputTopic
-            case .deadLetter: topics[.deadLetter] = config.deadLetterTopic
-            case .repartition: topics[.repartition] = config.effectiveRepartitionTopic
-            // Not a setting of any runner: the runner of the stage that keeps state is made with
-            // its state topic (`StageRunner.init(stage:stateTopic:…)`).
-            case .changelog: break
-            }
-        }
+        // The state topic is not among them: the runner of the stage that keeps state is made
+        // with it (`StageRunner.init(stage:stateTopic:…)`).
+        let topics: [Destination: String] = [.output: config.outputTopic, .deadLetter: config.deadLetterTopic, .repartition: config.effectiveRepartitionTopic]
+            .filter { destinations.contains($0.key) }
         var settings = RunnerSettings(
             topic: topic, assignment: .group, bound: .unbounded, consumer: config.consumerConfig(group: group, member: member),
             producer: config.producerConfig, destinations: topics, commitInterval: config.commitInterval)

@@ -40,10 +40,12 @@ public enum RejectReason: String, Sendable, Hashable, CaseIterable {
 
     public var origin: Origin {
         switch self {
+        case .malformedJSON, .notAnObject, .duplicateField, .notATrackingAction, .malformedTrackingURL, .conflictingIds,
+            .missingDeliveryId, .missingBroadlogId, .unknownAction, .invalidTimestamp, .tooLarge, .tooDeep, .idTooLong:
+            .normalizer
         case .tooManyHeaders, .futureTimestamp: .record
         case .tooLate: .windows
         case .unreadableRepartitionRecord: .shuffle
-        default: .normalizer
         }
     }
 }

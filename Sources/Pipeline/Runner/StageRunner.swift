@@ -383,14 +383,8 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
 
     // MARK: Bounds
 
-    private var boundReached: Bool {
-        switch settings.bound {
-        case .unbounded: return false
-        case .endAtAssignment: break
-        case .endWhenUpstreamFinishes: if !upstreamEndsTaken { return false }
-        }
-        return tracker.allAtEnd
-    }
+    /// Every end is known and reached.
+    private var boundReached: Bool { endsAreDue && tracker.allAtEnd }
 
     /// Once the upstream runner has finished, the ends of this runner's input are final.
     private func takeUpstreamBound() {
