@@ -11,6 +11,11 @@ import Windowing
 /// records, `process` and `tick` any number of times, `commitPoints` before a commit,
 /// `revoke` after the revoked partitions' last commit, `finish` once at the end of a bounded run.
 public protocol Stage: Sendable {
+    /// Whether the stage keeps state (`KeepsNoState` or `KeepsState`), set by conforming to
+    /// `StatelessStage` or `StatefulStage`: one type cannot be both, which is what makes the
+    /// runner's choice between them (`StageRunner.init`) safe.
+    associatedtype StateKeeping
+
     /// A name for logs, metrics and the summary (`normalize`, `aggregate`).
     var name: String { get }
 
@@ -48,13 +53,18 @@ public protocol Stage: Sendable {
     mutating func prepareCommit(into sink: inout some RecordSink) throws
 }
 
+/// What a `StatelessStage` keeps: nothing but its commits.
+public enum KeepsNoState {}
+/// What a `StatefulStage` keeps: its state, in a changelog.
+public enum KeepsState {}
+
 /// A stage that keeps nothing but its commits: its runner reads no state back.
-public protocol StatelessStage: Stage {}
+public protocol StatelessStage: Stage where StateKeeping == KeepsNoState {}
 
 /// A stage that keeps state in a changelog, the state topic (the window stage): what it must do
 /// beyond `Stage`. Its runner is made with the state topic to read that state back from
 /// (`StageRunner.init(stage:stateTopic:…)`), so a stateful stage without one does not compile.
-public protocol StatefulStage: Stage {
+public protocol StatefulStage: Stage where StateKeeping == KeepsState {
     /// Partitions assigned whose state must be read back from the changelog before any of their
     /// records is processed: the runner holds their input back meanwhile.
     var partitionsAwaitingState: [Int32] { get }
