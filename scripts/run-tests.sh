@@ -78,14 +78,18 @@ done
 # Every listed test ran: a filter that missed a test would otherwise pass in silence.
 ran=$(cat "$logs"/*.log | sed -n 's/^.*Test run with \([0-9]*\) tests\{0,1\} .*$/\1/p' | awk '{ sum += $1 } END { print sum + 0 }')
 echo
+failures=()
 if [ "$failed" -gt 0 ]; then
     for log in "$logs"/*.log; do
         if grep -q '✘' "$log" || ! grep -q 'Test run with .* passed' "$log"; then
+            failures+=("$(basename "$log" .log)")
             echo "==== $(basename "$log" .log) ===="
             grep -vE '^◇|^✔' "$log" | tail -200
             echo
         fi
     done
 fi
+# The last lines name what failed: a CI log is often read from its end.
+for suite in "${failures[@]}"; do echo "run-tests: failed: $suite"; done
 echo "run-tests: $ran of $listed tests ran in ${#suites[@]} suites, $failed suites failed, $((SECONDS - start)) s"
 [ "$failed" -eq 0 ] && [ "$ran" -eq "$listed" ]

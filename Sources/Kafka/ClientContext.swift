@@ -20,6 +20,8 @@ final class ClientContext: Sendable {
     /// revoked while it gathered: a rebalance callback runs inside a poll, between messages.
     private let gathered = Atomic<Int>(0)
     private let revocations = Mutex<[ConsumerBatch.Revocation]>([])
+    /// Whether the group has handed the consumer an assignment (even an empty one) at least once.
+    private let assigned = Atomic<Bool>(false)
 
     init(
         logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)? = nil, rebalance: RebalanceHandler? = nil,
@@ -51,6 +53,13 @@ final class ClientContext: Sendable {
             return list
         }
     }
+
+    /// The group's coordinator handed this consumer an assignment: librdkafka calls the
+    /// rebalance handler for every assignment it receives, empty ones included, after its
+    /// assignor has recorded it.
+    func noteAssignment() { assigned.store(true, ordering: .relaxed) }
+
+    var hasBeenAssigned: Bool { assigned.load(ordering: .relaxed) }
 
     static func from(_ opaque: UnsafeMutableRawPointer?) -> ClientContext? {
         guard let opaque else { return nil }

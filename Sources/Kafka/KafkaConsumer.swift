@@ -79,9 +79,26 @@ public final class KafkaConsumer: @unchecked Sendable {
         fetchWaker?.stop()
         if !closed { rd_kafka_consumer_close(client) }
         rd_kafka_queue_destroy(consumerQueue)
-        rd_kafka_destroy(client)
         batch.deallocate()
+        if Self.destroyWouldAbort(client, assigned: context.takeUnretainedValue().hasBeenAssigned) {
+            // The client is left behind, closed, its context with it: librdkafka's threads may
+            // still log through that context. It holds no partitions and commits nothing.
+            logger.debug("the consumer is left undestroyed: librdkafka \(Librdkafka.version) would abort (librdkafka #4312)")
+            return
+        }
+        rd_kafka_destroy(client)
         context.release()
+    }
+
+    /// Whether destroying this consumer would abort the process: librdkafka before 2.3.0
+    /// asserts in its cooperative-sticky assignor when the group answered a join but never
+    /// handed out an assignment (#4312), as when a worker stops while its coordinator fails
+    /// every SyncGroup. Whether the group answered a join cannot be asked, so a consumer never
+    /// assigned anything counts as one it did.
+    static func destroyWouldAbort(_ client: OpaquePointer, assigned: Bool) -> Bool {
+        guard Librdkafka.versionNumber < Librdkafka.nullAssignorStateVersion, !assigned else { return false }
+        let names = stringProperty(client, "partition.assignment.strategy")?.split(separator: ",").map { $0.filter { $0 != " " } }
+        return names?.contains("cooperative-sticky") ?? false
     }
 
     /// How long a fetcher that stopped at a full queue waits before it looks again, where
@@ -141,6 +158,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         }
         switch err {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            context?.noteAssignment()
             if let error = applyAssignment(client, partitions, cooperative: cooperative) {
                 failed(error)
                 return

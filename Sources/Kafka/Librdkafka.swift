@@ -22,6 +22,10 @@ public enum Librdkafka {
     /// (`KafkaConsumer`'s `wakesFetcher`).
     static let fetchQueueBackoffVersion: UInt32 = 0x0202_0000
 
+    /// From 2.3.0 on, a consumer whose cooperative-sticky group answered its join but never
+    /// assigned it anything can be destroyed; before, librdkafka asserts (#4312).
+    static let nullAssignorStateVersion: UInt32 = 0x0203_0000
+
     /// Whether `ConsumerRecord.headerCount` may read the count in place on the loaded library.
     static let readsHeaderCountInPlace = headerCountInPlaceVersions.contains(versionNumber)
 

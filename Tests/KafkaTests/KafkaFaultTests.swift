@@ -151,4 +151,31 @@ struct KafkaFaultTests {
         #expect(deliveries.delivered == 3000)
         #expect(deliveries.failures.isEmpty)
     }
+
+    @Test("a consumer released after its group answered its join but before any assignment does not abort the process")
+    func releasedBeforeTheFirstAssignment() throws {
+        // librdkafka before 2.3.0 asserts in its cooperative-sticky assignor when a consumer is
+        // destroyed between a JoinGroup answer and its first assignment (librdkafka #4312): a
+        // worker stopped, or a pipeline given up, while its group's coordinator was failing
+        // took the whole process down with SIGABRT. Every SyncGroup fails here, so the consumer
+        // joins again and again and never gets an assignment.
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("unassigned", partitions: 2)
+        try broker.setGroupCoordinator("unassigned-group", brokerId: 1)
+        let errors = 10_000
+        try broker.failNextRequests(.syncGroup, on: 1, with: KafkaErrorCode.rebalanceInProgress, count: errors)
+        do {
+            let consumer = try KafkaConsumer(
+                config: KafkaTestSupport.consumerConfig(
+                    broker, group: "unassigned-group", extra: ["partition.assignment.strategy": "cooperative-sticky"]))
+            try consumer.subscribe(topics: ["unassigned"])
+            // A SyncGroup request arrives only after a JoinGroup the coordinator answered.
+            let synced = KafkaTestSupport.pollUntil(consumer, { _ in }) {
+                ((try? broker.injectedErrorsLeft(.syncGroup, on: 1)) ?? errors) < errors
+            }
+            #expect(synced, "the consumer never asked for its assignment")
+            #expect(try consumer.assignment().isEmpty)
+        }
+        // The consumer was released at the end of the block above: the process is still here.
+    }
 }

@@ -72,5 +72,6 @@ public enum KafkaErrorCode {
     public static let requestTimedOut: Int32 = 7
     public static let offsetMetadataTooLarge: Int32 = 12
     public static let notCoordinator: Int32 = 16
+    public static let rebalanceInProgress: Int32 = 27
     public static let notEnoughReplicas: Int32 = 19
 }

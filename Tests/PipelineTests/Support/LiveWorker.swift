@@ -29,15 +29,6 @@ final class LiveWorker: Sendable {
         thread.start()
     }
 
-    /// A run that ended in failure keeps its pipeline, and so its Kafka clients, for the life of
-    /// the test process, as `trackpipe run` does until it exits (`RunnerRegistry`): after some
-    /// fatal errors librdkafka 2.0.2 aborts the process when such a consumer is destroyed (the
-    /// cooperative-sticky assignor's state is gone: librdkafka #4312, fixed in 2.3.0), which took
-    /// a whole suite down with it.
-    deinit {
-        if case .failure? = result.value.withLock({ $0 }) { _ = Unmanaged.passRetained(pipeline) }
-    }
-
     /// Stops as on SIGTERM and returns the summary; throws if the worker has not stopped
     /// within `timeoutSeconds` (a hang).
     func stop(timeoutSeconds: Double = SafetyDeadline.seconds) throws -> PipelineSummary {
