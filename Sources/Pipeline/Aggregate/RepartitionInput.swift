@@ -42,9 +42,18 @@ public struct RepartitionInput: AggregateInput {
     ) -> [SourceKey] {
         var keys: [SourceKey] = []
         keys.reserveCapacity(marks.count)
+        // A record's sources are mostly of one incarnation, and a table names up to every
+        // input partition: its incarnation is worked out and noted once per run of one epoch.
+        var current: (epoch: UInt32, incarnation: UInt64)?
         for (index, (mark, epoch)) in zip(marks, epochs).enumerated() {
-            let incarnation = SourceKey.incarnation(topic: origin.sourceTopic, epoch: epoch)
-            batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, origin.sourcePartitions)
+            let incarnation: UInt64
+            if let current, current.epoch == epoch {
+                incarnation = current.incarnation
+            } else {
+                incarnation = SourceKey.incarnation(topic: origin.sourceTopic, epoch: epoch)
+                batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, origin.sourcePartitions)
+                current = (epoch, incarnation)
+            }
             let key = SourceKey(incarnation: incarnation, partition: mark.source)
             batch.marks.note(source: key, watermark: mark.watermark, idle: mark.idle, quietSince: mark.quietSince)
             batch.sighted(key, at: offset, begins: index < begins.count && begins[index])
@@ -76,9 +85,9 @@ public struct RepartitionInput: AggregateInput {
             batch.writerClock = max(batch.writerClock ?? events.writerClock, events.writerClock)
             checkRouting(events.origin, into: &batch)
             // Every source partition the events name is in the record's table (the decoder
-            // checks), and each delivery id becomes a String once per record, not once per event.
+            // checks), and each delivery id is made once per record, not once per event.
             let keys = note(events.marks, epochs: events.epochs, begins: events.begins, of: events.origin, at: record.offset, into: &batch)
-            var deliveryIds = [String?](repeating: nil, count: events.deliveries.count)
+            var deliveryIds = [DeliveryID?](repeating: nil, count: events.deliveries.count)
             var source = keys.first
             for (number, event) in events.events.enumerated() {
                 let reference = DeadLetterReference(record: index, event: number)
@@ -89,11 +98,11 @@ public struct RepartitionInput: AggregateInput {
                     Self.reject("an event without its delivery id", reference, of: record, into: &batch)
                     continue
                 }
-                let deliveryId: String
+                let deliveryId: DeliveryID
                 if let known = deliveryIds[event.delivery] {
                     deliveryId = known
                 } else {
-                    deliveryId = String(decoding: event.deliveryId, as: UTF8.self)
+                    deliveryId = DeliveryID(event.deliveryId)
                     deliveryIds[event.delivery] = deliveryId
                 }
                 let tracking = TrackingEvent(
@@ -171,7 +180,7 @@ public struct RepartitionInput: AggregateInput {
     /// The hit as normalized, in the form `trackpipe normalize` writes events.
     private static func normalized(_ event: RepartitionRecord.Event) -> [UInt8] {
         let tracking = TrackingEvent(
-            deliveryId: String(decoding: event.deliveryId, as: UTF8.self), broadlogId: String(decoding: event.broadlogId, as: UTF8.self),
+            deliveryId: DeliveryID(event.deliveryId), broadlogId: String(decoding: event.broadlogId, as: UTF8.self),
             action: event.action, channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
         var writer = JSONWriter()
         tracking.writeJSON(into: &writer)
