@@ -2,7 +2,7 @@
 /// aggregates, dead letters — sees only this, whatever shape the app sent.
 public struct TrackingEvent: Sendable, Hashable {
     /// The delivery (campaign send) the hit counts towards; the aggregation key.
-    public var deliveryId: String
+    public var deliveryId: DeliveryID
     /// The per-recipient message; unique counts are distinct broadlog ids.
     public var broadlogId: String
     public var action: HitAction
@@ -14,7 +14,7 @@ public struct TrackingEvent: Sendable, Hashable {
     public var shape: HitShape
 
     public init(
-        deliveryId: String, broadlogId: String, action: HitAction, channel: Channel,
+        deliveryId: DeliveryID, broadlogId: String, action: HitAction, channel: Channel,
         platform: Platform, eventTime: Int64?, shape: HitShape
     ) {
         self.deliveryId = deliveryId

@@ -1,3 +1,5 @@
+import TrackingDomain
+
 /// Stable shard choice for a delivery.
 ///
 /// Swift's `Hasher` is seeded per process, so it would move deliveries between shards from one
@@ -5,17 +7,19 @@
 /// hex ids well enough for a handful of shards.
 public enum DeliveryHash {
     @inline(__always)
-    static func fnv1a(_ text: String) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
+    static func fnv1a(_ id: DeliveryID) -> UInt64 {
+        id.withUTF8 { utf8 in
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in utf8 {
+                hash ^= UInt64(byte)
+                hash = hash &* 0x0000_0100_0000_01b3
+            }
+            return hash
         }
-        return hash
     }
 
     @inline(__always)
-    static func shard(of deliveryId: String, count: Int) -> Int {
+    static func shard(of deliveryId: DeliveryID, count: Int) -> Int {
         Int(truncatingIfNeeded: fnv1a(deliveryId) % UInt64(count))
     }
 
@@ -23,7 +27,7 @@ public enum DeliveryHash {
     /// partition, whatever the producer's partitioner. The hash is remixed first so that the
     /// shard a delivery gets inside its partition does not follow from its partition.
     @inline(__always)
-    public static func partition(of deliveryId: String, count: Int32) -> Int32 {
+    public static func partition(of deliveryId: DeliveryID, count: Int32) -> Int32 {
         let mixed = (fnv1a(deliveryId) &* 0x9E37_79B9_7F4A_7C15) >> 32
         return Int32(truncatingIfNeeded: mixed % UInt64(max(count, 1)))
     }

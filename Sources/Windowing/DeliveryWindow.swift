@@ -98,7 +98,7 @@ struct DeliveryWindow: Sendable {
     // MARK: State
 
     /// The whole state, every broadlog included.
-    func state(deliveryId: String, windowStart: Int64) -> WindowState {
+    func state(deliveryId: DeliveryID, windowStart: Int64) -> WindowState {
         var list: [BroadlogActions] = []
         list.reserveCapacity(broadlogs.count)
         broadlogs.forEach { list.append(BroadlogActions(id: $0, actions: $1)) }
@@ -109,7 +109,7 @@ struct DeliveryWindow: Sendable {
 
     /// What changed since the changes were last cleared: the broadlogs flagged, with the
     /// counters and marks as they are now. Reads only; `clearChanges` forgets them.
-    func change(deliveryId: String, windowStart: Int64) -> WindowChange {
+    func change(deliveryId: DeliveryID, windowStart: Int64) -> WindowChange {
         var list: [BroadlogActions] = []
         broadlogs.forEachChanged { list.append(BroadlogActions(id: $0, actions: $1)) }
         return WindowChange(
@@ -139,7 +139,7 @@ struct DeliveryWindow: Sendable {
     /// so it never goes backwards across restarts, rebalances or instances.
     var hitCount: Int { counters.hitCount }
 
-    func aggregate(deliveryId: String, start: Int64, end: Int64) -> WindowAggregate {
+    func aggregate(deliveryId: DeliveryID, start: Int64, end: Int64) -> WindowAggregate {
         WindowAggregate(
             deliveryId: deliveryId, windowStart: start, windowEnd: end,
             impressions: Int(counters.impressions), clicks: Int(counters.clicks), opens: Int(counters.opens),

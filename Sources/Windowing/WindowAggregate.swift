@@ -1,3 +1,5 @@
+import TrackingDomain
+
 /// The record the pipeline publishes for one (delivery, window).
 ///
 /// Every emission carries the complete counts of the window so far, never a delta: consumers
@@ -7,7 +9,7 @@
 /// instance rebuilding the window emits the same revision for the same counts. A sink may keep
 /// the record with the highest revision per key (an upsert on revision, an external version).
 public struct WindowAggregate: Sendable, Hashable {
-    public var deliveryId: String
+    public var deliveryId: DeliveryID
     /// Epoch milliseconds, inclusive.
     public var windowStart: Int64
     /// Epoch milliseconds, exclusive.
@@ -25,7 +27,7 @@ public struct WindowAggregate: Sendable, Hashable {
     public var revision: Int
 
     init(
-        deliveryId: String, windowStart: Int64, windowEnd: Int64,
+        deliveryId: DeliveryID, windowStart: Int64, windowEnd: Int64,
         impressions: Int = 0, clicks: Int = 0, opens: Int = 0,
         uniqueImpressions: Int = 0, uniqueClicks: Int = 0, uniqueOpens: Int = 0, dismissals: Int = 0,
         channels: ChannelCounts = .init(), platforms: PlatformCounts = .init(), revision: Int = 1

@@ -189,7 +189,7 @@ public struct WindowEngine: Sendable {
 
     // MARK: Internals
 
-    private func shard(of deliveryId: String) -> Int {
+    private func shard(of deliveryId: DeliveryID) -> Int {
         shardCount == 1 ? 0 : DeliveryHash.shard(of: deliveryId, count: shardCount)
     }
 

@@ -1,17 +1,19 @@
+import TrackingDomain
+
 /// All deliveries of one window start held by one store.
 struct WindowSlot: Sendable {
     let start: Int64
     let end: Int64
-    var deliveries: [String: DeliveryWindow] = [:]
+    var deliveries: [DeliveryID: DeliveryWindow] = [:]
     var entries = 0
     /// The first emission of this window has happened (watermark passed end + grace, or a
     /// flush); from then on changes are re-emitted as corrections.
     var emitted = false
     /// Deliveries changed since the last emission, each listed once.
-    var dirtyIds: [String] = []
+    var dirtyIds: [DeliveryID] = []
     /// Deliveries whose state changed since it was last handed out for the changelog, each
     /// listed once (kept only by stores that export their changes).
-    var stateChangedIds: [String] = []
+    var stateChangedIds: [DeliveryID] = []
 
     init(start: Int64, end: Int64) {
         self.start = start

@@ -1,3 +1,5 @@
+import TrackingDomain
+
 /// One broadlog of a window with the bitmask of the actions it showed (bit `HitAction.rawValue`),
 /// never zero.
 public struct BroadlogActions: Sendable, Equatable {
@@ -14,7 +16,7 @@ public struct BroadlogActions: Sendable, Equatable {
 /// the actions of each broadlog, how far into its input it has counted, and what was last
 /// emitted for it. Restoring these values rebuilds the window exactly.
 public struct WindowState: Sendable, Equatable {
-    public var deliveryId: String
+    public var deliveryId: DeliveryID
     public var windowStart: Int64
     public var counters: WindowCounters
     /// Every broadlog with its actions. One named more than once (a list gathered from a
@@ -29,7 +31,7 @@ public struct WindowState: Sendable, Equatable {
     public var emittedRevision: UInt32
 
     public init(
-        deliveryId: String, windowStart: Int64, counters: WindowCounters, broadlogs: [BroadlogActions], broadlogCount: Int? = nil,
+        deliveryId: DeliveryID, windowStart: Int64, counters: WindowCounters, broadlogs: [BroadlogActions], broadlogCount: Int? = nil,
         countedThrough: Int64, emittedRevision: UInt32
     ) {
         self.deliveryId = deliveryId

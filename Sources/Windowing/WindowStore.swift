@@ -207,7 +207,7 @@ struct WindowStore: Sendable {
 
     /// The window at `position` is being emitted: remember its revision, a change of state.
     @inline(__always)
-    private mutating func noteEmitted(slot index: Int, at position: Dictionary<String, DeliveryWindow>.Index) {
+    private mutating func noteEmitted(slot index: Int, at position: Dictionary<DeliveryID, DeliveryWindow>.Index) {
         guard exportsChanges else { return }
         let revision = UInt32(truncatingIfNeeded: slots[index].deliveries.values[position].hitCount)
         slots[index].deliveries.values[position].emittedRevision = revision

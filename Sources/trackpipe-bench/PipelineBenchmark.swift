@@ -3,6 +3,7 @@ import Benchmarking
 import Foundation
 import HitGenerator
 import Kafka
+import TrackingDomain
 import Windowing
 
 /// The whole worker as a new user meets it: `trackpipe run --until-end` (two stages, and the
@@ -82,7 +83,7 @@ struct PipelineBenchmark: ParsableCommand {
             let placed = hits.enumerated().map { index, hit -> Int32 in
                 switch hit.truth {
                 case .counted(let expected), .stale(let expected):
-                    DeliveryHash.partition(of: expected.deliveryId, count: Int32(partitions))
+                    DeliveryHash.partition(of: DeliveryID(expected.deliveryId), count: Int32(partitions))
                 default: Int32(index % partitions)
                 }
             }

@@ -73,7 +73,7 @@ struct WindowingBenchmark: ParsableCommand {
         events: Int, deliveries: Int, batch: Int, partitions: Int, seed: UInt64, eventsPerMinute: Int64 = 50_000
     ) -> Stream {
         var rng = SplitMix64(seed: seed)
-        let deliveryIds = (0..<deliveries).map { String(0xd0000 + $0, radix: 16) }
+        let deliveryIds = (0..<deliveries).map { DeliveryID(String(0xd0000 + $0, radix: 16)) }
         var recent = [[String]](repeating: [], count: deliveries)
         var nextBroadlog = 0x100000
         var offsets = [Int64](repeating: 0, count: partitions)

@@ -142,7 +142,7 @@ struct ScaleOutTests {
         // partitions had none, and a newcomer given two of them waited in vain).
         let corpus = Corpus(HitStream(HitStreamConfig(count: 8_000, seed: 51, deliveries: 40, span: 5 * 60_000)).generate())
         let routed = Set(corpus.hits[4_000...].compactMap { hit -> Int32? in
-            if case .counted(let expected) = hit.truth { return DeliveryHash.partition(of: expected.deliveryId, count: 8) }
+            if case .counted(let expected) = hit.truth { return DeliveryHash.partition(of: DeliveryID(expected.deliveryId), count: 8) }
             return nil
         })
         try #require(routed.count == 8, "the second half reaches every repartition partition: \(routed.sorted())")

@@ -63,7 +63,7 @@ struct StageTests {
         for (partition, delivery, event) in events {
             #expect(partitionOf[delivery, default: partition] == partition, "\(delivery) split over partitions")
             partitionOf[delivery] = partition
-            #expect(partition == DeliveryHash.partition(of: delivery, count: 4))
+            #expect(partition == DeliveryHash.partition(of: DeliveryID(delivery), count: 4))
             #expect(event.sourcePartitions == 2)
             #expect(event.originalKey?.hasPrefix("device-") == true)
             #expect(event.originalValue?.contains(delivery) == true)

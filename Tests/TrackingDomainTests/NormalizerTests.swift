@@ -76,7 +76,7 @@ struct NormalizerTests {
         let event = Normalizer().normalize(Array(escaped.utf8), kafkaTimestamp: nil).event
         #expect(event?.deliveryId == "😀é\"")
         #expect(event?.broadlogId == "\t")
-        #expect(Array(event?.deliveryId.utf8 ?? "".utf8) == [0xF0, 0x9F, 0x98, 0x80, 0xC3, 0xA9, 0x22])
+        #expect(event?.deliveryId.withUTF8 { Array($0) } == [0xF0, 0x9F, 0x98, 0x80, 0xC3, 0xA9, 0x22])
     }
 
     @Test("the Collection and UnsafeRawBufferPointer entry points agree, including for non-contiguous input")

@@ -150,7 +150,7 @@ struct StateRestoreCommandTests {
         // The hour's windows are heads and segments written at several commits (no window of the
         // hour was emitted, so none was closed or rewritten whole).
         let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "state-\(UUID())", "log_level": "3"]))
-        var segments: [String: Set<UInt32>] = [:]
+        var segments: [DeliveryID: Set<UInt32>] = [:]
         for record in try reader.readToEnd(topic: "hour-state", partitions: 4) where record.value != nil {
             if case .segment(let window, let number)? = ChangelogRecord.decodeKey(record.key ?? []), window.windowStart == hour {
                 segments[window.deliveryId, default: []].insert(number)

@@ -1,4 +1,5 @@
 import Testing
+import TrackingDomain
 @testable import Windowing
 
 @Suite struct DeliveryHashTests {
@@ -11,7 +12,7 @@ import Testing
     @Test func spreadsDeliveriesOverShards() {
         var perShard = [Int](repeating: 0, count: 8)
         for index in 0..<4_000 {
-            perShard[DeliveryHash.shard(of: String(index, radix: 16), count: 8)] += 1
+            perShard[DeliveryHash.shard(of: DeliveryID(String(index, radix: 16)), count: 8)] += 1
         }
         #expect(perShard.allSatisfy { $0 > 350 && $0 < 650 })
     }

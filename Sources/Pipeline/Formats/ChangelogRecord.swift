@@ -1,3 +1,4 @@
+import TrackingDomain
 import Windowing
 
 /// The format of a window task's changelog: one compacted topic partition per task, holding the
@@ -145,14 +146,16 @@ public enum ChangelogRecord {
     }
 
     /// The bytes of a window's key (without its tag).
-    static func windowKeyBytes(_ window: WindowKey) -> Int { 8 + 2 + min(window.deliveryId.utf8.count, Int(UInt16.max)) }
+    static func windowKeyBytes(_ window: WindowKey) -> Int { 8 + 2 + min(window.deliveryId.utf8Count, Int(UInt16.max)) }
 
     private static func appendWindow(_ window: WindowKey, to key: inout [UInt8]) {
         withUnsafeBytes(of: window.windowStart.bigEndian) { key.append(contentsOf: $0) }
-        let id = Array(window.deliveryId.utf8.prefix(Int(UInt16.max)))
-        key.append(UInt8(id.count >> 8))
-        key.append(UInt8(id.count & 0xFF))
-        key.append(contentsOf: id)
+        window.deliveryId.withUTF8 { utf8 in
+            let id = utf8.prefix(Int(UInt16.max))
+            key.append(UInt8(id.count >> 8))
+            key.append(UInt8(id.count & 0xFF))
+            key.append(contentsOf: id)
+        }
     }
 
     public static func decodeKey(_ bytes: some Collection<UInt8>) -> Key? {
@@ -164,7 +167,7 @@ public enum ChangelogRecord {
         for index in 1...8 { start = start << 8 | Int64(key[index]) }
         let length = Int(key[9]) << 8 | Int(key[10])
         guard key.count >= 11 + length else { return nil }
-        let window = WindowKey(windowStart: start, deliveryId: String(decoding: key[11..<(11 + length)], as: UTF8.self))
+        let window = key[11..<(11 + length)].withUnsafeBytes { WindowKey(windowStart: start, deliveryId: DeliveryID($0)) }
         let rest = 11 + length
         switch tag {
         case .head:

@@ -253,9 +253,9 @@ public enum RepartitionRecord {
         private var writerClock: Int64 = 0
         /// Where the event count and the tables' offset sit (fixed width, set by `finish`).
         private var countAt = 0
-        private var deliveries: [String] = []
+        private var deliveries: [DeliveryID] = []
         /// The deliveries' indices, once the table is too long to search.
-        private var deliveryIndex: [String: Int] = [:]
+        private var deliveryIndex: [DeliveryID: Int] = [:]
         private var sources: [Int32] = []
         private var epochs: [UInt32] = []
         private var begins: [Bool] = []
@@ -402,7 +402,7 @@ public enum RepartitionRecord {
             bytes.removeSubrange(end...)
             let tablesAt = bytes.count
             Varint.append(UInt64(deliveries.count), to: &bytes)
-            for var delivery in deliveries {
+            for delivery in deliveries {
                 delivery.withUTF8 { utf8 in
                     Varint.append(UInt64(utf8.count), to: &bytes)
                     bytes.append(contentsOf: utf8)
@@ -423,10 +423,10 @@ public enum RepartitionRecord {
 
         /// The record's number for a delivery: a short table is searched (a record bound for one
         /// partition has few deliveries), a long one hashed.
-        private mutating func deliveryNumber(_ id: String) -> Int {
+        private mutating func deliveryNumber(_ id: DeliveryID) -> Int {
             if deliveries.count <= 16 {
                 if let known = deliveries.firstIndex(of: id) { return known }
-                tableBytes += Varint.maxBytes + id.utf8.count
+                tableBytes += Varint.maxBytes + id.utf8Count
                 deliveries.append(id)
                 if deliveries.count > 16 {
                     for (number, delivery) in deliveries.enumerated() { deliveryIndex[delivery] = number }
@@ -434,7 +434,7 @@ public enum RepartitionRecord {
                 return deliveries.count - 1
             }
             if let known = deliveryIndex[id] { return known }
-            tableBytes += Varint.maxBytes + id.utf8.count
+            tableBytes += Varint.maxBytes + id.utf8Count
             deliveries.append(id)
             deliveryIndex[id] = deliveries.count - 1
             return deliveries.count - 1

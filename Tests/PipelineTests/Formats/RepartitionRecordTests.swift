@@ -26,7 +26,7 @@ struct RepartitionRecordTests {
 
     static func event(_ delivery: String, _ broadlog: String, at time: Int64 = clock - 5_000, action: HitAction = .click) -> TrackingEvent {
         TrackingEvent(
-            deliveryId: delivery, broadlogId: broadlog, action: action, channel: .push, platform: .ios, eventTime: time, shape: .iosPush)
+            deliveryId: DeliveryID(delivery), broadlogId: broadlog, action: action, channel: .push, platform: .ios, eventTime: time, shape: .iosPush)
     }
 
     /// One record of `events`, each source's watermark set to 500 plus its last event's offset;
@@ -95,7 +95,7 @@ struct RepartitionRecordTests {
             for (read, written) in zip(record.events, events) {
                 #expect(read.sourcePartition == written.source && read.sourceOffset == written.offset)
                 #expect(read.eventTime == written.event.eventTime)
-                #expect(String(decoding: read.deliveryId, as: UTF8.self) == written.event.deliveryId)
+                #expect(DeliveryID(read.deliveryId) == written.event.deliveryId)
                 #expect(String(decoding: read.broadlogId, as: UTF8.self) == written.event.broadlogId)
                 #expect(read.action == written.event.action && read.channel == written.event.channel)
                 #expect(read.platform == written.event.platform && read.shape == written.event.shape)
@@ -157,7 +157,7 @@ struct RepartitionRecordTests {
         let events = (0..<300).map { Written(event: Self.event("delivery-\($0 % 97)", "b\($0)"), offset: Int64($0)) }
         try Self.withDecoded(Self.record(events)) { record in
             #expect(record.deliveries.count == 97)
-            #expect(record.events.map { String(decoding: $0.deliveryId, as: UTF8.self) } == events.map(\.event.deliveryId))
+            #expect(record.events.map { DeliveryID($0.deliveryId) } == events.map(\.event.deliveryId))
             #expect(record.events.map(\.delivery) == (0..<300).map { $0 % 97 })
         }
     }

@@ -8,7 +8,7 @@ enum Hits {
         channel: Channel = .push, platform: Platform = .android
     ) -> TrackingEvent {
         TrackingEvent(
-            deliveryId: delivery, broadlogId: broadlog, action: action, channel: channel,
+            deliveryId: DeliveryID(delivery), broadlogId: broadlog, action: action, channel: channel,
             platform: platform, eventTime: time, shape: .sdkContextData)
     }
 
@@ -25,7 +25,7 @@ enum Hits {
 /// Keeps the last record per (delivery, windowStart), as a consumer of the output topic would.
 struct LastRecords {
     struct Key: Hashable, Comparable {
-        var delivery: String
+        var delivery: DeliveryID
         var start: Int64
         static func < (a: Key, b: Key) -> Bool { (a.start, a.delivery) < (b.start, b.delivery) }
     }
