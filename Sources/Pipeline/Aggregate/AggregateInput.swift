@@ -114,6 +114,13 @@ extension RecordSink {
     }
 }
 
+extension OutgoingDeadLetter: DeadLetterRecord {
+    public func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        guard let normalized else { return try body(key, value) }
+        return try normalized.withUnsafeBytes { try body(nil, $0) }
+    }
+}
+
 /// What an input made of a task's share of a batch, in record order.
 public struct DecodedBatch: Sendable {
     /// A hit to count, with where it was first read and where its record sits.

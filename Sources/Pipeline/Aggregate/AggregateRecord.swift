@@ -1,3 +1,4 @@
+import Kafka
 import TrackingDomain
 import Windowing
 
@@ -41,6 +42,25 @@ public enum AggregateRecord {
         var writer = JSONWriter()
         writeValue(aggregate, into: &writer)
         return writer.string
+    }
+}
+
+/// One window's aggregate record (`AggregateRecord`), bound for the output topic. The producer
+/// places it by key, so that every revision of a window lands in one partition, in order.
+struct AggregateOutput: OutgoingRecord {
+    let key: String
+    /// The JSON counts, lent from the emitter's writer (reused for the next window).
+    let value: [UInt8]
+
+    var destination: Destination { .output }
+    var partition: Int32? { nil }
+    var headers: [KafkaHeader] { [] }
+    /// The producer's clock: the record is about a window, not a moment.
+    var timestamp: Int64? { nil }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        var key = key
+        return try key.withUTF8 { key in try value.withUnsafeBytes { value in try body(UnsafeRawBufferPointer(key), value) } }
     }
 }
 

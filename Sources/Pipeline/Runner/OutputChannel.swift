@@ -284,6 +284,19 @@ struct ProducerSink: RecordSink {
     }
 }
 
+/// A dead letter the broker refused for its size, as librdkafka handed it back: sent again, it
+/// is cut by the rule of every dead letter, to the smaller limit it is sent with.
+struct RefusedDeadLetter: DeadLetterRecord {
+    var record: RefusedRecord
+
+    var headers: [KafkaHeader] { record.headers }
+    var timestamp: Int64? { record.timestamp }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try record.key.withOptionalBytes { key in try record.value.withOptionalBytes { value in try body(key, value) } }
+    }
+}
+
 /// Dead letters the broker refused for their size. Delivery reports add on whichever thread
 /// serves them; the runner takes them after serving.
 final class RefusedDeadLetters: Sendable {
