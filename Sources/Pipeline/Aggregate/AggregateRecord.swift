@@ -75,12 +75,7 @@ struct AggregateEmitter: Sendable {
         for aggregate in aggregates {
             writer.removeAll()
             AggregateRecord.writeValue(aggregate, into: &writer)
-            var key = AggregateRecord.key(aggregate)
-            try key.withUTF8 { keyBytes in
-                try writer.bytes.withUnsafeBytes { value in
-                    try sink.send(.output, partition: nil, key: UnsafeRawBufferPointer(keyBytes), value: value, headers: [], timestamp: nil)
-                }
-            }
+            try sink.send(AggregateOutput(key: AggregateRecord.key(aggregate), value: writer.bytes))
             report.emitDelays.append(max(0, Double(now - aggregate.windowEnd) / 1000))
         }
         report.accounting.emitted += aggregates.count

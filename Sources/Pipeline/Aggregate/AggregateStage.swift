@@ -104,11 +104,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
 
     private func send(_ letters: [HeldDeadLetter], into sink: inout some RecordSink) throws {
         for letter in letters {
-            try letter.key.withOptionalBytes { key in
-                try letter.value.withOptionalBytes { value in
-                    try sink.send(.deadLetter, partition: nil, key: key, value: value, headers: letter.headers, timestamp: letter.timestamp)
-                }
-            }
+            try sink.send(letter)
         }
     }
 
@@ -165,16 +161,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     public mutating func prepareCommit(into sink: inout some RecordSink) throws {
         for partition in tasks.keys.sorted() {
             for entry in tasks[partition]?.changelogEntries() ?? [] {
-                let record = entry.encoded
-                try record.key.withUnsafeBytes { keyBytes in
-                    if let value = record.value {
-                        try value.withUnsafeBytes { valueBytes in
-                            try sink.send(.changelog, partition: partition, key: keyBytes, value: valueBytes, headers: [], timestamp: nil)
-                        }
-                    } else {
-                        try sink.send(.changelog, partition: partition, key: keyBytes, value: nil, headers: [], timestamp: nil)
-                    }
-                }
+                try sink.send(ChangelogEntry(entry, partition: partition))
             }
         }
     }
