@@ -1,5 +1,3 @@
-import Kafka
-
 /// Where a stage's records go, named by role rather than by topic: the runner maps roles to
 /// the topics it was configured with.
 public enum Destination: Sendable, Hashable, CaseIterable {
@@ -16,13 +14,7 @@ public enum Destination: Sendable, Hashable, CaseIterable {
 /// The way out of a stage. The runner's sink hands records to a Kafka producer; tests use a
 /// sink that keeps copies, which is what lets a stage be tested without Kafka.
 ///
-/// The buffers need to live only for the call: a sink copies what it keeps.
+/// A record's bytes need to live only for the call: a sink copies what it keeps.
 public protocol RecordSink {
-    /// - Parameters:
-    ///   - partition: nil lets the producer choose by key.
-    ///   - timestamp: epoch ms; nil lets the producer stamp the current time.
-    mutating func send(
-        _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
-        headers: [KafkaHeader], timestamp: Int64?
-    ) throws
+    mutating func send(_ record: some OutgoingRecord) throws
 }

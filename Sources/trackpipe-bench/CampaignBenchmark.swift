@@ -68,15 +68,14 @@ struct CampaignBenchmark: ParsableCommand {
         /// The state topic's partition as written, to read back.
         var written: [StateRecord] = []
 
-        mutating func send(
-            _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
-            headers: [KafkaHeader], timestamp: Int64?
-        ) throws {
-            guard destination == .changelog else { return }
-            bytes += (key?.count ?? 0) + (value?.count ?? 0)
-            written.append(StateRecord(offset: Int64(records), key: key.map { Array($0) } ?? [], value: value.map { Array($0) }))
+        mutating func send(_ record: some OutgoingRecord) throws {
+            guard record.destination == .changelog else { return }
+            record.withBytes { key, value in
+                bytes += (key?.count ?? 0) + (value?.count ?? 0)
+                written.append(StateRecord(offset: Int64(records), key: key.map { Array($0) } ?? [], value: value.map { Array($0) }))
+            }
             records += 1
-            ends[partition ?? 0, default: 0] += 1
+            ends[record.partition ?? 0, default: 0] += 1
         }
     }
 

@@ -99,18 +99,10 @@ public struct OutgoingDeadLetter {
     }
 }
 
-extension RecordSink {
-    /// Sends a dead letter whose original bytes it carries.
-    mutating func send(_ outgoing: OutgoingDeadLetter) throws {
-        if let normalized = outgoing.normalized {
-            try normalized.withUnsafeBytes { value in
-                try send(.deadLetter, partition: nil, key: nil, value: value, headers: outgoing.headers, timestamp: outgoing.timestamp)
-            }
-            return
-        }
-        try send(
-            .deadLetter, partition: nil, key: outgoing.key, value: outgoing.value, headers: outgoing.headers,
-            timestamp: outgoing.timestamp)
+extension OutgoingDeadLetter: DeadLetterRecord {
+    public func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        guard let normalized else { return try body(key, value) }
+        return try normalized.withUnsafeBytes { try body(nil, $0) }
     }
 }
 

@@ -1,3 +1,4 @@
+import Kafka
 import TrackingDomain
 import Windowing
 
@@ -44,6 +45,25 @@ public enum AggregateRecord {
     }
 }
 
+/// One window's aggregate record (`AggregateRecord`), bound for the output topic. The producer
+/// places it by key, so that every revision of a window lands in one partition, in order.
+struct AggregateOutput: OutgoingRecord {
+    let key: String
+    /// The JSON counts, lent from the emitter's writer (reused for the next window).
+    let value: [UInt8]
+
+    var destination: Destination { .output }
+    var partition: Int32? { nil }
+    var headers: [KafkaHeader] { [] }
+    /// The producer's clock: the record is about a window, not a moment.
+    var timestamp: Int64? { nil }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        var key = key
+        return try key.withUTF8 { key in try value.withUnsafeBytes { value in try body(UnsafeRawBufferPointer(key), value) } }
+    }
+}
+
 /// Sends aggregate records to the output, one JSON writer reused for every value, and notes in
 /// the stage's report how long after its window's end each went out.
 struct AggregateEmitter: Sendable {
@@ -55,12 +75,7 @@ struct AggregateEmitter: Sendable {
         for aggregate in aggregates {
             writer.removeAll()
             AggregateRecord.writeValue(aggregate, into: &writer)
-            var key = AggregateRecord.key(aggregate)
-            try key.withUTF8 { keyBytes in
-                try writer.bytes.withUnsafeBytes { value in
-                    try sink.send(.output, partition: nil, key: UnsafeRawBufferPointer(keyBytes), value: value, headers: [], timestamp: nil)
-                }
-            }
+            try sink.send(AggregateOutput(key: AggregateRecord.key(aggregate), value: writer.bytes))
             report.emitDelays.append(max(0, Double(now - aggregate.windowEnd) / 1000))
         }
         report.accounting.emitted += aggregates.count

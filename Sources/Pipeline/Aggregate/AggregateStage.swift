@@ -104,11 +104,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
 
     private func send(_ letters: [HeldDeadLetter], into sink: inout some RecordSink) throws {
         for letter in letters {
-            try letter.key.withOptionalBytes { key in
-                try letter.value.withOptionalBytes { value in
-                    try sink.send(.deadLetter, partition: nil, key: key, value: value, headers: letter.headers, timestamp: letter.timestamp)
-                }
-            }
+            try sink.send(letter)
         }
     }
 
@@ -165,16 +161,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     public mutating func prepareCommit(into sink: inout some RecordSink) throws {
         for partition in tasks.keys.sorted() {
             for entry in tasks[partition]?.changelogEntries() ?? [] {
-                let record = entry.encoded
-                try record.key.withUnsafeBytes { keyBytes in
-                    if let value = record.value {
-                        try value.withUnsafeBytes { valueBytes in
-                            try sink.send(.changelog, partition: partition, key: keyBytes, value: valueBytes, headers: [], timestamp: nil)
-                        }
-                    } else {
-                        try sink.send(.changelog, partition: partition, key: keyBytes, value: nil, headers: [], timestamp: nil)
-                    }
-                }
+                try sink.send(ChangelogEntry(entry, partition: partition))
             }
         }
     }
@@ -214,7 +201,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
 
 /// A dead letter kept until the next commit: its bytes copied, since the record it came from
 /// is gone once the batch is.
-struct HeldDeadLetter: Sendable {
+struct HeldDeadLetter: DeadLetterRecord, Sendable {
     var headers: [KafkaHeader]
     var key: [UInt8]?
     var value: [UInt8]?
@@ -225,6 +212,33 @@ struct HeldDeadLetter: Sendable {
         key = outgoing.key.map { Array($0) }
         value = outgoing.normalized ?? outgoing.value.map { Array($0) }
         timestamp = outgoing.timestamp
+    }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try key.withOptionalBytes { key in try value.withOptionalBytes { value in try body(key, value) } }
+    }
+}
+
+/// One entry of a window task's changelog, bound for the task's partition of the state topic
+/// (the task's input partition: a new owner reads back that partition alone). Encoded once, as
+/// it is made, and lent from there. A nil value is a tombstone: compaction then deletes the key.
+struct ChangelogEntry: OutgoingRecord {
+    let partition: Int32?
+    let key: [UInt8]
+    let value: [UInt8]?
+
+    init(_ entry: ChangelogRecord.Entry, partition: Int32) {
+        self.partition = partition
+        (key, value) = entry.encoded
+    }
+
+    var destination: Destination { .changelog }
+    var headers: [KafkaHeader] { [] }
+    /// The producer's clock: a state record is about no moment of the input.
+    var timestamp: Int64? { nil }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try key.withUnsafeBytes { key in try value.withOptionalBytes { value in try body(key, value) } }
     }
 }
 

@@ -52,3 +52,18 @@ public struct DeadLetter: Sendable, Equatable {
         self.init(reason: reason, detail: detail, sourceTopic: topic, sourcePartition: partition, sourceOffset: offset)
     }
 }
+
+/// The dead letter of an input record the normalize stage rejected: the record's key, value
+/// and timestamp lent as they were read, so that a fixed message replays as it arrived, and
+/// the context in headers.
+struct InputDeadLetter: DeadLetterRecord {
+    let letter: DeadLetter
+    let record: PolledRecord
+
+    var headers: [KafkaHeader] { letter.headers }
+    var timestamp: Int64? { record.timestamp }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try body(record.key, record.value)
+    }
+}

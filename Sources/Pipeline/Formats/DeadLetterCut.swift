@@ -9,7 +9,7 @@ import Kafka
 /// So such a letter keeps as much of the key and value as fits, from their start, and says in
 /// headers what was cut: each part's original size and SHA-256, beside the source topic,
 /// partition and offset that every dead letter carries, where the whole message still is.
-package struct DeadLetterCut: Sendable, Equatable {
+public struct DeadLetterCut: Sendable, Equatable {
     /// How many bytes of the key and value the letter keeps (their first ones).
     package var keyBytes: Int
     package var valueBytes: Int

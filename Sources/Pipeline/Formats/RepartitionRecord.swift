@@ -633,3 +633,42 @@ extension ByteReader where Failure == RepartitionRecord.DecodingError {
         self.init(bytes, cutShort: RepartitionRecord.DecodingError(description: "repartition record cut short"))
     }
 }
+
+/// An events record bound for its repartition partition, as a finished writer wrote it
+/// (`RepartitionRecord.EventsWriter.finish`): lent from the writer's own buffer, which is
+/// reused for the writer's next record.
+struct RepartitionEvents: OutgoingRecord {
+    let partition: Int32?
+    /// `bytes[0..<end]` is the record.
+    let bytes: [UInt8]
+    let end: Int
+    /// The newest Kafka timestamp of the input records it carries events of.
+    let timestamp: Int64?
+
+    var destination: Destination { .repartition }
+    var headers: [KafkaHeader] { [] }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes { try body(nil, UnsafeRawBufferPointer(rebasing: $0[0..<end])) }
+    }
+}
+
+extension RepartitionRecord.EventsWriter {
+    /// The record written, once `finish` has closed it.
+    var record: RepartitionEvents { RepartitionEvents(partition: partition, bytes: bytes, end: end, timestamp: timestamp) }
+}
+
+/// A marks record (`RepartitionRecord.encodeMarks`) bound for one repartition partition,
+/// stamped with the writer's clock it was written at.
+struct RepartitionMarks: OutgoingRecord {
+    let partition: Int32?
+    let bytes: [UInt8]
+    let timestamp: Int64?
+
+    var destination: Destination { .repartition }
+    var headers: [KafkaHeader] { [] }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes { try body(nil, $0) }
+    }
+}

@@ -210,9 +210,7 @@ public struct NormalizeStage: StatelessStage {
                     let letter = DeadLetter(
                         reason: reason, detail: detail, sourceTopic: inputTopic, sourcePartition: record.partition,
                         sourceOffset: record.offset)
-                    try sink.send(
-                        .deadLetter, partition: nil, key: record.key, value: record.value, headers: letter.headers,
-                        timestamp: record.timestamp)
+                    try sink.send(InputDeadLetter(letter: letter, record: record))
                 }
             }
         }
@@ -220,12 +218,7 @@ public struct NormalizeStage: StatelessStage {
         for lane in 0..<laneCount {
             for writer in 0..<lanes[lane].used {
                 lanes[lane].writers[writer].finish()
-                let written = lanes[lane].writers[writer]
-                try written.bytes.withUnsafeBytes { bytes in
-                    try sink.send(
-                        .repartition, partition: written.partition, key: nil, value: UnsafeRawBufferPointer(rebasing: bytes[0..<written.end]),
-                        headers: [], timestamp: written.timestamp)
-                }
+                try sink.send(lanes[lane].writers[writer].record)
             }
         }
     }
@@ -376,9 +369,7 @@ public struct NormalizeStage: StatelessStage {
                     marks, epochs: epochs, begins: owned.map { $0.value.toBegin.contains(partition) }, origin: origin, writerClock: now,
                     into: &buffer)
             }
-            try buffer.withUnsafeBytes { value in
-                try sink.send(.repartition, partition: partition, key: nil, value: value, headers: [], timestamp: now)
-            }
+            try sink.send(RepartitionMarks(partition: partition, bytes: buffer, timestamp: now))
         }
         if beginning {
             for partition in sources.keys { sources[partition]?.toBegin = [] }

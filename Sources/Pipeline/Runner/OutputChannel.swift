@@ -103,8 +103,7 @@ struct OutputChannel {
                     "the dead-letter topic refused a dead letter of \(size) bytes as too large: its max.message.bytes is below what any dead letter needs; raise it (1048588 is Kafka's default)")
             }
             logger.warning("\(stageName): the dead-letter topic refused a dead letter of about \(size) bytes as too large: sending it again cut to \(size / 2)")
-            try sink.sendDeadLetter(
-                key: record.key, value: record.value, headers: record.headers, timestamp: record.timestamp, limit: max(ProducerSink.smallestCut, size / 2))
+            try sink.send(RefusedDeadLetter(record: record), limit: max(ProducerSink.smallestCut, size / 2))
         }
         if sink.cutDeadLetters > 0 {
             metrics?.deadLettersCut(sink.cutDeadLetters)
@@ -177,8 +176,8 @@ struct OutputChannel {
     }
 }
 
-/// Sends a stage's records through the producer to the topic of each destination; a dead
-/// letter larger than a record may be is cut to fit (`DeadLetterCut`).
+/// Sends a stage's records through the producer to the topic of each destination; a record
+/// larger than a record may be becomes what its type makes of it (`OutgoingRecord.fit`).
 struct ProducerSink: RecordSink {
     let producer: any ProducerClient
     let topics: [Destination: ProducerTopic]
@@ -192,7 +191,7 @@ struct ProducerSink: RecordSink {
     private(set) var sendSeconds = 0.0
     /// Records sent to the state topic, for its metric.
     private(set) var changelogRecords = 0
-    /// Dead letters cut since the metric last took them.
+    /// Records cut to fit since the metric last took them: dead letters, the one kind that cuts.
     var cutDeadLetters = 0
 
     /// The smallest size a dead letter is cut to: its headers alone take a few hundred bytes.
@@ -211,56 +210,47 @@ struct ProducerSink: RecordSink {
         self.timesSends = timesSends
     }
 
-    mutating func send(
-        _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
-        headers: [KafkaHeader], timestamp: Int64?
-    ) throws {
+    mutating func send(_ record: some OutgoingRecord) throws {
+        try send(record, limit: recordLimit.bytes)
+    }
+
+    /// `limit`: the most bytes the record may take before its type decides what becomes of it
+    /// (`OutgoingRecord.fit`); below the producer's own for a dead letter the topic refused.
+    mutating func send(_ record: some OutgoingRecord, limit: Int) throws {
+        let destination = record.destination
         if let topic = topics[destination] {
-            if destination == .deadLetter {
-                return try sendDeadLetter(key: key, value: value, headers: headers, timestamp: timestamp, limit: recordLimit.bytes, to: topic)
-            }
-            try produce(to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp)
+            try produce(record, to: topic, limit: limit)
             if destination == .changelog { changelogRecords += 1 }
         } else if let writer = lines[destination] {
-            try writer.write(value ?? UnsafeRawBufferPointer(start: nil, count: 0))
+            try record.withBytes { _, value in try writer.write(value ?? UnsafeRawBufferPointer(start: nil, count: 0)) }
         } else if !discarded.contains(destination) {
             throw PipelineError.configuration("a stage sent a record to the \(destination) destination, which has no topic here")
         }
     }
 
-    /// A dead letter, cut to `limit` bytes if it is larger. librdkafka refusing it for its size
-    /// all the same (its count of the overhead differs) halves the limit and tries again.
-    mutating func sendDeadLetter(
-        key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, headers: [KafkaHeader], timestamp: Int64?, limit: Int,
-        to topic: ProducerTopic? = nil
-    ) throws {
-        guard let topic = topic ?? topics[.deadLetter] else {
-            return try send(.deadLetter, partition: nil, key: key, value: value, headers: headers, timestamp: timestamp)
-        }
+    /// The record, as its type fits it to `limit`. librdkafka refusing it for its size all the
+    /// same (its count of the overhead differs) halves the limit and tries again, for a type
+    /// that cuts at all.
+    private mutating func produce<Record: OutgoingRecord>(_ record: Record, to topic: ProducerTopic, limit: Int) throws {
+        let partition = record.partition, headers = record.headers, timestamp = record.timestamp
         var limit = limit
-        while true {
-            let cut = DeadLetterCut.fitting(key: key, value: value, headers: headers, limit: limit)
-            do {
-                if let cut {
-                    try produce(
-                        to: topic, partition: nil, key: key.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) },
-                        value: value.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) }, headers: cut.headers,
-                        timestamp: timestamp)
-                    cutDeadLetters += 1
-                } else {
-                    try produce(to: topic, partition: nil, key: key, value: value, headers: headers, timestamp: timestamp)
+        try record.withBytes { key, value in
+            while true {
+                let fit = Record.fit(key: key, value: value, headers: headers, limit: limit)
+                do {
+                    if case .cut(let cut) = fit {
+                        try produce(
+                            to: topic, partition: partition, key: key.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) },
+                            value: value.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) }, headers: cut.headers,
+                            timestamp: timestamp)
+                        cutDeadLetters += 1
+                    } else {
+                        try produce(to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp)
+                    }
+                    return
+                } catch let error as KafkaError where error.isRecordTooLarge && fit.cuts && limit > Self.smallestCut {
+                    limit = max(Self.smallestCut, limit / 2)
                 }
-                return
-            } catch let error as KafkaError where error.isRecordTooLarge && limit > Self.smallestCut {
-                limit = max(Self.smallestCut, limit / 2)
-            }
-        }
-    }
-
-    mutating func sendDeadLetter(key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader], timestamp: Int64?, limit: Int) throws {
-        try key.withOptionalBytes { key in
-            try value.withOptionalBytes { value in
-                try sendDeadLetter(key: key, value: value, headers: headers, timestamp: timestamp, limit: limit)
             }
         }
     }
@@ -281,6 +271,19 @@ struct ProducerSink: RecordSink {
             backlog.acknowledged(size)
             throw error
         }
+    }
+}
+
+/// A dead letter the broker refused for its size, as librdkafka handed it back: sent again, it
+/// is cut by the rule of every dead letter, to the smaller limit it is sent with.
+struct RefusedDeadLetter: DeadLetterRecord {
+    var record: RefusedRecord
+
+    var headers: [KafkaHeader] { record.headers }
+    var timestamp: Int64? { record.timestamp }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try record.key.withOptionalBytes { key in try record.value.withOptionalBytes { value in try body(key, value) } }
     }
 }
 

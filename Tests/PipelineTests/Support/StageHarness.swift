@@ -43,11 +43,10 @@ struct RecordingSink: RecordSink {
 
     var sent: [Sent] = []
 
-    mutating func send(
-        _ destination: Destination, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
-        headers: [KafkaHeader], timestamp: Int64?
-    ) throws {
-        sent.append(Sent(destination: destination, partition: partition, key: key.map { Array($0) }, value: value.map { Array($0) }, headers: headers, timestamp: timestamp))
+    mutating func send(_ record: some OutgoingRecord) throws {
+        let (key, value) = record.withBytes { key, value in (key.map { Array($0) }, value.map { Array($0) }) }
+        sent.append(
+            Sent(destination: record.destination, partition: record.partition, key: key, value: value, headers: record.headers, timestamp: record.timestamp))
     }
 
     func to(_ destination: Destination) -> [Sent] { sent.filter { $0.destination == destination } }
