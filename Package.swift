@@ -126,7 +126,7 @@ let package = Package(
         .testTarget(
             name: "TrackpipeCLITests",
             dependencies: [
-                "TrackpipeCLI", "Pipeline", "Kafka", "HitGenerator", "TrackpipeTestSupport", "TrackingDomain",
+                "TrackpipeCLI", "Pipeline", "Kafka", "HitGenerator", "TrackpipeTestSupport", "TrackingDomain", "Benchmarking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
             ]

@@ -6,7 +6,7 @@ package final class MetricsProcess {
     package let port: Int
 
     package init(binary: String, arguments: [String]) throws {
-        port = Int.random(in: 20_000..<60_000)
+        port = try LoopbackPort.free()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments + ["--metrics-port", "\(port)"]
         process.standardOutput = FileHandle.nullDevice

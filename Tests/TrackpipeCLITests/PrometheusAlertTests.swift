@@ -3,6 +3,7 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import Benchmarking
 import Foundation
 import HitGenerator
 import Kafka
@@ -207,22 +208,4 @@ final class PrometheusServer {
     }
 
     deinit { stop() }
-}
-
-/// A loopback port nobody listens on at the moment of asking.
-enum LoopbackPort {
-    static func free() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw DeployFileError("socket() failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = in_addr_t(INADDR_LOOPBACK).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw DeployFileError("no free loopback port") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
 }

@@ -1,3 +1,4 @@
+import Benchmarking
 import Foundation
 import HitGenerator
 import Kafka
@@ -34,21 +35,6 @@ struct SecretRedactionTests {
         return broker
     }
 
-    /// A port nobody listens on right now, for `--metrics-port`.
-    func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = in_addr_t(INADDR_LOOPBACK).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        try #require(bound, "no free loopback port")
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     func committed(_ broker: EmbeddedBroker, group: String) throws -> Int64 {
         let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": group, "log_level": "3"]))
         let partitions = (0..<4).map { TopicPartition(topic: "hits", partition: Int32($0)) }
@@ -58,7 +44,7 @@ struct SecretRedactionTests {
     /// Runs the worker until it has committed the whole input, scrapes `/metrics` and
     /// `/health`, stops it with SIGTERM, and returns everything it showed.
     func runWorker(_ broker: EmbeddedBroker, group: String, arguments: [String], environment: [String: String]) throws -> String {
-        let port = try freePort()
+        let port = try LoopbackPort.free()
         let worker = try BackgroundTrackpipe(
             TrackpipeBinary.locate(),
             [
