@@ -77,7 +77,8 @@ public struct DeliveryID: Sendable, Hashable, Comparable, CustomStringConvertibl
 
     @inlinable
     public static func == (a: DeliveryID, b: DeliveryID) -> Bool {
-        a.low == b.low && a.high == b.high && a.utf8Count == b.utf8Count && a.spilled == b.spilled
+        a.low == b.low && a.high == b.high && a.utf8Count == b.utf8Count
+            && (a.utf8Count <= inlineBytes || a.spilled == b.spilled)
     }
 
     /// The bytes the id has, a word at a time: an id of up to eight bytes, the usual, costs

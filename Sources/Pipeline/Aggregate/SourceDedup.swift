@@ -13,7 +13,12 @@
 /// A new owner begins with the map the previous owner checkpointed at its processed mark, where
 /// it committed and the new owner starts reading (see `Checkpoint`).
 struct SourceDedup: Sendable, Equatable {
-    private(set) var live: [Int32: SourceFloor] = [:]
+    /// Every source's floor but the current run's.
+    private var floors: [Int32: SourceFloor] = [:]
+    /// The source of the latest events and its floor, kept out of `floors` until another
+    /// source's event comes: a record's events come in runs of one source, so the table is
+    /// read and written once a run rather than twice an event.
+    private var run: (partition: Int32, floor: SourceFloor?)?
 
     enum Verdict: Equatable {
         case first
@@ -25,20 +30,34 @@ struct SourceDedup: Sendable, Equatable {
     init() {}
 
     init(restored: [Int32: SourceFloor]) {
-        live = restored
+        floors = restored
     }
 
     @inline(__always)
     mutating func admit(_ source: SourceKey, sourceOffset: Int64) -> Verdict {
-        let floor = live[source.partition]
+        if run?.partition != source.partition {
+            settleRun()
+            run = (source.partition, floors[source.partition])
+        }
+        let floor = run?.floor
         if let floor, floor.incarnation == source.incarnation, sourceOffset <= floor.offset { return .copy }
-        live[source.partition] = SourceFloor(incarnation: source.incarnation, offset: sourceOffset)
+        run = (source.partition, SourceFloor(incarnation: source.incarnation, offset: sourceOffset))
         if let floor, floor.incarnation != source.incarnation { return .firstOfNewIncarnation(previous: floor.incarnation) }
         return .first
     }
 
+    private mutating func settleRun() {
+        if let run, let floor = run.floor { floors[run.partition] = floor }
+    }
+
     /// The map to checkpoint at the current processed position.
-    var checkpoint: [Int32: SourceFloor] { live }
+    var checkpoint: [Int32: SourceFloor] {
+        var all = floors
+        if let run, let floor = run.floor { all[run.partition] = floor }
+        return all
+    }
+
+    static func == (a: SourceDedup, b: SourceDedup) -> Bool { a.checkpoint == b.checkpoint }
 }
 
 /// The highest source offset counted from one source partition, and the incarnation it
