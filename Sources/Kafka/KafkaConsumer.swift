@@ -7,14 +7,17 @@ import Logging
 /// commits and queries may come from that same thread. Defaults favour correctness:
 /// auto-commit is off, offsets are committed only when the caller says which.
 public final class KafkaConsumer: @unchecked Sendable {
-    // @unchecked: `closed`, the batch buffer and the wake policy are used only by the one
-    // thread that polls and closes (see Threading above); librdkafka's handle is thread-safe
-    // for the other calls.
+    // @unchecked: `closed`, `subscribed`, the batch buffer and the wake policy are used only by
+    // the one thread that polls, subscribes and closes (see Threading above), and by `deinit`
+    // after it; librdkafka's handle is thread-safe for the other calls.
     let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
     private let batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>>
     private let batchCapacity: Int
     private var closed = false
+    /// The consumer asked to join its group (`subscribe`): only such a consumer can have had a
+    /// join answered, which is what `destroyWouldAbort` is about.
+    private var subscribed = false
     /// The queue every partition's messages are forwarded to (what `poll` reads).
     private let consumerQueue: OpaquePointer
     let fetchWaker: FetchWaker?
@@ -80,7 +83,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         if !closed { rd_kafka_consumer_close(client) }
         rd_kafka_queue_destroy(consumerQueue)
         batch.deallocate()
-        if Self.destroyWouldAbort(client, assigned: context.takeUnretainedValue().hasBeenAssigned) {
+        if subscribed, Self.destroyWouldAbort(client, assigned: context.takeUnretainedValue().hasBeenAssigned) {
             // The client is left behind, closed, its context with it: librdkafka's threads may
             // still log through that context. It holds no partitions and commits nothing.
             logger.debug("the consumer is left undestroyed: librdkafka \(Librdkafka.version) would abort (librdkafka #4312)")
@@ -90,15 +93,21 @@ public final class KafkaConsumer: @unchecked Sendable {
         context.release()
     }
 
-    /// Whether destroying this consumer would abort the process: librdkafka before 2.3.0
-    /// asserts in its cooperative-sticky assignor when the group answered a join but never
+    /// Whether destroying this subscribed consumer would abort the process: librdkafka before
+    /// 2.3.0 asserts in its cooperative-sticky assignor when the group answered a join but never
     /// handed out an assignment (#4312), as when a worker stops while its coordinator fails
     /// every SyncGroup. Whether the group answered a join cannot be asked, so a consumer never
-    /// assigned anything counts as one it did.
+    /// assigned anything counts as one it did. (A consumer that only `assign`s never joins: it
+    /// is always destroyed, as the state restorer's and the tools' consumers must be.)
     static func destroyWouldAbort(_ client: OpaquePointer, assigned: Bool) -> Bool {
         guard Librdkafka.versionNumber < Librdkafka.nullAssignorStateVersion, !assigned else { return false }
-        let names = stringProperty(client, "partition.assignment.strategy")?.split(separator: ",").map { $0.filter { $0 != " " } }
-        return names?.contains("cooperative-sticky") ?? false
+        return assignors(client).contains("cooperative-sticky")
+    }
+
+    /// The configured `partition.assignment.strategy`, one name each.
+    private static func assignors(_ client: OpaquePointer) -> [String] {
+        guard let strategy = stringProperty(client, "partition.assignment.strategy") else { return [] }
+        return strategy.split(separator: ",").map { $0.filter { $0 != " " } }
     }
 
     /// How long a fetcher that stopped at a full queue waits before it looks again, where
@@ -129,8 +138,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// librdkafka's assignors only cooperative-sticky is.
     static func rebalanceIsCooperative(_ client: OpaquePointer) -> Bool {
         if let name = rd_kafka_rebalance_protocol(client) { return String(cString: name) == "COOPERATIVE" }
-        guard let strategy = stringProperty(client, "partition.assignment.strategy") else { return false }
-        let names = strategy.split(separator: ",").map { $0.filter { $0 != " " } }
+        let names = assignors(client)
         return !names.isEmpty && names.allSatisfy { $0 == "cooperative-sticky" }
     }
 
@@ -194,6 +202,7 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     public func subscribe(topics: [String]) throws {
         let list = NativePartitionList(topics.map { TopicPartition(topic: $0, partition: Int32(RD_KAFKA_PARTITION_UA)) })
+        subscribed = true
         let err = rd_kafka_subscribe(client, list.pointer)
         if err.isError { throw KafkaError.from(err, "subscribing to \(topics)") }
     }

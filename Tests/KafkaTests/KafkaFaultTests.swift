@@ -1,5 +1,6 @@
 import Foundation
-import Kafka
+@testable import Kafka
+import Logging
 import Synchronization
 import Testing
 import TrackpipeTestSupport
@@ -152,6 +153,18 @@ struct KafkaFaultTests {
         #expect(deliveries.failures.isEmpty)
     }
 
+    /// A consumer's logger that keeps what it logs, at every level.
+    static func capturing() -> (Logger, CapturedLogs) {
+        let logs = CapturedLogs()
+        var logger = Logger(label: "trackpipe.kafka.consumer") { _ in CapturingHandler(sink: logs) }
+        logger.logLevel = .trace
+        return (logger, logs)
+    }
+
+    static func leftUndestroyed(_ logs: CapturedLogs) -> Bool {
+        logs.entries.withLock { $0.contains { $0.message.contains("left undestroyed") } }
+    }
+
     @Test("a consumer released after its group answered its join but before any assignment does not abort the process")
     func releasedBeforeTheFirstAssignment() throws {
         // librdkafka before 2.3.0 asserts in its cooperative-sticky assignor when a consumer is
@@ -164,10 +177,12 @@ struct KafkaFaultTests {
         try broker.setGroupCoordinator("unassigned-group", brokerId: 1)
         let errors = 10_000
         try broker.failNextRequests(.syncGroup, on: 1, with: KafkaErrorCode.rebalanceInProgress, count: errors)
+        let (logger, logs) = Self.capturing()
         do {
             let consumer = try KafkaConsumer(
                 config: KafkaTestSupport.consumerConfig(
-                    broker, group: "unassigned-group", extra: ["partition.assignment.strategy": "cooperative-sticky"]))
+                    broker, group: "unassigned-group", extra: ["partition.assignment.strategy": "cooperative-sticky"]),
+                logger: logger)
             try consumer.subscribe(topics: ["unassigned"])
             // A SyncGroup request arrives only after a JoinGroup the coordinator answered.
             let synced = KafkaTestSupport.pollUntil(consumer, { _ in }) {
@@ -176,6 +191,54 @@ struct KafkaFaultTests {
             #expect(synced, "the consumer never asked for its assignment")
             #expect(try consumer.assignment().isEmpty)
         }
-        // The consumer was released at the end of the block above: the process is still here.
+        // The consumer was released at the end of the block above: the process is still here,
+        // and only a librdkafka that would have aborted kept the client.
+        #expect(Self.leftUndestroyed(logs) == (Librdkafka.versionNumber < Librdkafka.nullAssignorStateVersion))
+    }
+
+    @Test("every consumer that cannot have a join without an assignment is destroyed: one that only assigns, one that was assigned, one of another assignor")
+    func otherConsumersAreDestroyed() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("destroyed", partitions: 2)
+        let (producer, _) = try KafkaTestSupport.makeProducer(broker)
+        for i in 0..<4 { try producer.send(topic: "destroyed", partition: Int32(i % 2), key: nil, value: Array("\(i)".utf8)) }
+        try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
+        let cooperative = ["partition.assignment.strategy": "cooperative-sticky"]
+
+        // With a group and the cooperative assignor, but partitions taken by hand: it never
+        // joins, however long it reads (the state restorer's and the tools' consumers).
+        let (assigningLogger, assigning) = Self.capturing()
+        do {
+            let consumer = try KafkaConsumer(
+                config: KafkaTestSupport.consumerConfig(broker, group: "assigning", extra: cooperative), logger: assigningLogger)
+            try consumer.assign([TopicPartitionOffset(TopicPartition(topic: "destroyed", partition: 0), offset: 0)])
+            var read = 0
+            #expect(KafkaTestSupport.pollUntil(consumer, { _ in read += 1 }) { read == 2 })
+        }
+        #expect(!Self.leftUndestroyed(assigning), "a consumer that never subscribed was kept")
+
+        // Subscribed and assigned: its assignor has its state.
+        let (assignedLogger, assigned) = Self.capturing()
+        do {
+            let consumer = try KafkaConsumer(
+                config: KafkaTestSupport.consumerConfig(broker, group: "assigned", extra: cooperative), logger: assignedLogger)
+            try consumer.subscribe(topics: ["destroyed"])
+            var read = 0
+            #expect(KafkaTestSupport.pollUntil(consumer, { _ in read += 1 }) { read == 4 })
+        }
+        #expect(!Self.leftUndestroyed(assigned), "a consumer that was assigned its partitions was kept")
+
+        // Subscribed with an eager assignor, whose state librdkafka never asserts on.
+        let (eagerLogger, eager) = Self.capturing()
+        try broker.setGroupCoordinator("eager", brokerId: 1)
+        try broker.failNextRequests(.syncGroup, on: 1, with: KafkaErrorCode.rebalanceInProgress, count: 10_000)
+        do {
+            let consumer = try KafkaConsumer(
+                config: KafkaTestSupport.consumerConfig(broker, group: "eager", extra: ["partition.assignment.strategy": "range"]),
+                logger: eagerLogger)
+            try consumer.subscribe(topics: ["destroyed"])
+            #expect(KafkaTestSupport.pollUntil(consumer, { _ in }) { ((try? broker.injectedErrorsLeft(.syncGroup, on: 1)) ?? 0) < 10_000 })
+        }
+        #expect(!Self.leftUndestroyed(eager), "a consumer of an eager assignor was kept")
     }
 }
