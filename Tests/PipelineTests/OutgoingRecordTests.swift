@@ -48,17 +48,17 @@ struct OutgoingRecordTests {
             recordLimit: RecordLimit(bytes: limit))
     }
 
-    func heldLetter(value: [UInt8]) -> HeldDeadLetter {
+    func heldLetter(value: [UInt8]) -> OwnedDeadLetter {
         let letter = DeadLetter(reason: .tooLarge, detail: "too_large", sourceTopic: "hits", sourcePartition: 0, sourceOffset: 9)
         return Array("device-1".utf8).withUnsafeBytes { key in
-            value.withUnsafeBytes { value in HeldDeadLetter(OutgoingDeadLetter(letter: letter, key: key, value: value, timestamp: 5)) }
+            value.withUnsafeBytes { value in OwnedDeadLetter(OutgoingDeadLetter(letter: letter, key: key, value: value, timestamp: 5)) }
         }
     }
 
     @Test("a dead letter larger than a record may be is cut to fit by its own type, and counted")
     func deadLetterCutsItself() throws {
         let letter = heldLetter(value: large)
-        let fit = letter.withBytes { key, value in HeldDeadLetter.fit(key: key, value: value, headers: letter.headers, limit: limit) }
+        let fit = letter.withBytes { key, value in OwnedDeadLetter.fit(key: key, value: value, headers: letter.headers, limit: limit) }
         guard case .cut(let cut) = fit else {
             Issue.record("a dead letter over the limit is cut, not \(fit)")
             return
@@ -74,7 +74,7 @@ struct OutgoingRecordTests {
         #expect(sink.cutDeadLetters == 1)
 
         let small = heldLetter(value: [1, 2, 3])
-        #expect(small.withBytes { HeldDeadLetter.fit(key: $0, value: $1, headers: small.headers, limit: limit) } == .fits)
+        #expect(small.withBytes { OwnedDeadLetter.fit(key: $0, value: $1, headers: small.headers, limit: limit) } == .fits)
     }
 
     @Test("a dead letter the producer refuses all the same is tried again at half the limit, until it goes")

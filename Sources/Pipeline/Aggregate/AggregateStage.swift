@@ -25,7 +25,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
 
     private var tasks: [Int32: AggregateTask] = [:]
     /// Dead letters waiting for the next commit.
-    private var heldDeadLetters: [HeldDeadLetter] = []
+    private var heldDeadLetters: [OwnedDeadLetter] = []
     private var pending = StageReport()
     private var emitter = AggregateEmitter()
 
@@ -98,11 +98,11 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
             pending.add(result.report)
             // Like the records: sent once the state that judged them is written, so that a
             // crash before the commit leaves the judgement to the next owner, whole.
-            heldDeadLetters += input.deadLetters(result.deadLetters, of: records, sourceTopic: sourceTopic).map(HeldDeadLetter.init)
+            heldDeadLetters += input.deadLetters(result.deadLetters, of: records, sourceTopic: sourceTopic).map(OwnedDeadLetter.init)
         }
     }
 
-    private func send(_ letters: [HeldDeadLetter], into sink: inout some RecordSink) throws {
+    private func send(_ letters: [OwnedDeadLetter], into sink: inout some RecordSink) throws {
         for letter in letters {
             try sink.send(letter)
         }
@@ -196,26 +196,6 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
         var gauges = StageGauges()
         for task in tasks.values { gauges.add(task.engine) }
         return gauges
-    }
-}
-
-/// A dead letter kept until the next commit: its bytes copied, since the record it came from
-/// is gone once the batch is.
-struct HeldDeadLetter: DeadLetterRecord, Sendable {
-    var headers: [KafkaHeader]
-    var key: [UInt8]?
-    var value: [UInt8]?
-    var timestamp: Int64?
-
-    init(_ outgoing: OutgoingDeadLetter) {
-        headers = outgoing.headers
-        key = outgoing.key.map { Array($0) }
-        value = outgoing.normalized ?? outgoing.value.map { Array($0) }
-        timestamp = outgoing.timestamp
-    }
-
-    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-        try key.withOptionalBytes { key in try value.withOptionalBytes { value in try body(key, value) } }
     }
 }
 

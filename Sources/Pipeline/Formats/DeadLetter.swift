@@ -67,3 +67,32 @@ struct InputDeadLetter: DeadLetterRecord {
         try body(record.key, record.value)
     }
 }
+
+/// A dead letter that owns its bytes, for one sent after the record it is about is gone: the
+/// aggregate stage holds its letters until the next commit, and a letter the broker refused
+/// for its size comes back from librdkafka as a copy, to be sent again cut to a smaller limit
+/// (by the rule of every dead letter).
+struct OwnedDeadLetter: DeadLetterRecord, Sendable {
+    var headers: [KafkaHeader]
+    var key: [UInt8]?
+    var value: [UInt8]?
+    var timestamp: Int64?
+
+    init(_ outgoing: OutgoingDeadLetter) {
+        headers = outgoing.headers
+        key = outgoing.key.map { Array($0) }
+        value = outgoing.normalized ?? outgoing.value.map { Array($0) }
+        timestamp = outgoing.timestamp
+    }
+
+    init(_ refused: RefusedRecord) {
+        headers = refused.headers
+        key = refused.key
+        value = refused.value
+        timestamp = refused.timestamp
+    }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try key.withOptionalBytes { key in try value.withOptionalBytes { value in try body(key, value) } }
+    }
+}

@@ -103,7 +103,7 @@ struct OutputChannel {
                     "the dead-letter topic refused a dead letter of \(size) bytes as too large: its max.message.bytes is below what any dead letter needs; raise it (1048588 is Kafka's default)")
             }
             logger.warning("\(stageName): the dead-letter topic refused a dead letter of about \(size) bytes as too large: sending it again cut to \(size / 2)")
-            try sink.send(RefusedDeadLetter(record: record), limit: max(ProducerSink.smallestCut, size / 2))
+            try sink.send(OwnedDeadLetter(record), limit: max(ProducerSink.smallestCut, size / 2))
         }
         if sink.cutDeadLetters > 0 {
             metrics?.deadLettersCut(sink.cutDeadLetters)
@@ -271,19 +271,6 @@ struct ProducerSink: RecordSink {
             backlog.acknowledged(size)
             throw error
         }
-    }
-}
-
-/// A dead letter the broker refused for its size, as librdkafka handed it back: sent again, it
-/// is cut by the rule of every dead letter, to the smaller limit it is sent with.
-struct RefusedDeadLetter: DeadLetterRecord {
-    var record: RefusedRecord
-
-    var headers: [KafkaHeader] { record.headers }
-    var timestamp: Int64? { record.timestamp }
-
-    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-        try record.key.withOptionalBytes { key in try record.value.withOptionalBytes { value in try body(key, value) } }
     }
 }
 
