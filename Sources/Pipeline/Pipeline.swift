@@ -230,6 +230,7 @@ public final class Pipeline: Sendable {
             topic: config.inputTopic, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])
         first.bound = config.untilEnd ? .endAtAssignment : .unbounded
         first.recordLimit = recordLimit
+        first.maxBatch = normalize.maxBatch
         var second = runnerSettings(
             topic: repartitionTopic, group: config.aggregateGroup, member: aggregate.name, destinations: [.output, .deadLetter])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded

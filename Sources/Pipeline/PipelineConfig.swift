@@ -54,7 +54,8 @@ public struct PipelineConfig: Sendable {
     public var unhealthyAfter: Int64 = 60_000
     /// Time every phase of each stage's loop, produce calls one by one (`run --timings`).
     public var timings = false
-    /// Largest batch taken from the consumer at once.
+    /// Largest batch taken from the consumer at once (but for the normalize stage of two
+    /// stages, which takes `NormalizeStage.maxBatch`).
     public var maxBatch: Int = 4_096
     /// How the user gave each setting the group is fixed to (`--window 5m`,
     /// `TRACKPIPE_WINDOW=5m`, a default), so that a refusal names it the same way; one missing

@@ -38,6 +38,20 @@ public struct NormalizeStage: StatelessStage {
     public let parallelism: Int
     /// An events record is closed once it holds this many bytes (see `RepartitionRecord`).
     public let batchBytes: Int
+
+    /// The most records one poll should hand this stage: about a hundred per repartition
+    /// partition and lane, from 4,096 (what a stage is given otherwise) to 16,384.
+    ///
+    /// Why: each lane writes one events record per repartition partition per batch, so a batch
+    /// of 4,096 hits over 64 partitions and two lanes made records of about 22 events, and each
+    /// record costs librdkafka about what a hit does (producing it here, the broker storing and
+    /// acknowledging it, fetching and handing it out behind the shuffle). Batches of 16,384 there
+    /// made 3.4 times fewer records: 0.93× the two stages' CPU and 0.86× the broker's
+    /// (docs/performance.md). The cap bounds a batch's memory (its records stay librdkafka's
+    /// until the batch is done) and the time before it is committed.
+    public var maxBatch: Int {
+        min(16_384, max(4_096, 128 * Int(repartitionPartitions) * parallelism))
+    }
     /// An event whose original key and value are larger together than this carries them cut
     /// to this size, as its dead letter would be (see `RepartitionRecord.EventsWriter`).
     public let maxOriginalBytes: Int
