@@ -65,7 +65,7 @@ public struct JSONWriter: Sendable {
         appendQuoted(value)
     }
 
-    public mutating func string(_ value: DeliveryID) {
+    public mutating func string(_ value: some InlineID) {
         beginValue()
         value.withUTF8 { appendQuoted(utf8: $0.assumingMemoryBound(to: UInt8.self)) }
     }

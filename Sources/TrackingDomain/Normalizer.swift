@@ -200,7 +200,7 @@ struct HitReader {
             return .filtered(.trackingOff)
         }
         return .accepted(TrackingEvent(
-            deliveryId: DeliveryID(deliveryId), broadlogId: broadlogId, action: action,
+            deliveryId: DeliveryID(deliveryId), broadlogId: BroadlogID(broadlogId), action: action,
             channel: explicitChannel ?? .unknown, platform: explicitPlatform ?? .unknown,
             eventTime: eventTime, shape: .postbackURL))
     }
@@ -285,7 +285,7 @@ struct HitReader {
             platform = .unknown
         }
         return .accepted(TrackingEvent(
-            deliveryId: scanner.withStringBytes(deliverySpan) { DeliveryID(validUTF8: $0) }, broadlogId: scanner.string(broadlogSpan),
+            deliveryId: scanner.withStringBytes(deliverySpan) { DeliveryID(validUTF8: $0) }, broadlogId: scanner.withStringBytes(broadlogSpan) { BroadlogID(validUTF8: $0) },
             action: action, channel: channel, platform: platform, eventTime: eventTime, shape: shape))
     }
 

@@ -4,7 +4,7 @@ public struct TrackingEvent: Sendable, Hashable {
     /// The delivery (campaign send) the hit counts towards; the aggregation key.
     public var deliveryId: DeliveryID
     /// The per-recipient message; unique counts are distinct broadlog ids.
-    public var broadlogId: String
+    public var broadlogId: BroadlogID
     public var action: HitAction
     public var channel: Channel
     public var platform: Platform
@@ -14,7 +14,7 @@ public struct TrackingEvent: Sendable, Hashable {
     public var shape: HitShape
 
     public init(
-        deliveryId: DeliveryID, broadlogId: String, action: HitAction, channel: Channel,
+        deliveryId: DeliveryID, broadlogId: BroadlogID, action: HitAction, channel: Channel,
         platform: Platform, eventTime: Int64?, shape: HitShape
     ) {
         self.deliveryId = deliveryId

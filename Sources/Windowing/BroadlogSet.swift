@@ -1,3 +1,5 @@
+import TrackingDomain
+
 /// The broadlogs of one delivery in one window, each with the actions it has shown (a bitmask,
 /// never zero for a broadlog present): an open-addressing table of its own rather than a
 /// `Dictionary<String, UInt8>`.
@@ -45,11 +47,9 @@ struct BroadlogSet: Sendable {
                     | (changed ? Self.changedBit : 0))
         }
 
-        var id: String {
-            let length = Int(truncatingIfNeeded: (high >> 56) & 0xF)
-            return withUnsafeBytes(of: (low.littleEndian, (high & ~Self.tagMask).littleEndian)) { raw in
-                String(decoding: UnsafeRawBufferPointer(rebasing: raw[0..<length]), as: UTF8.self)
-            }
+        /// The id, its words as they are: no bytes copied, nothing decoded.
+        var id: BroadlogID {
+            BroadlogID(low: low, high: high & ~Self.tagMask, utf8Count: Int(truncatingIfNeeded: (high >> 56) & 0xF))
         }
     }
 
@@ -60,7 +60,7 @@ struct BroadlogSet: Sendable {
     // (`DeliveryWindow`): a window of a few broadlogs costs what it did before changes were kept.
     private var entries: [Entry] = []
     /// Ids longer than 15 bytes (their changed flag in the top bit of their actions).
-    private var long: [String: UInt8] = [:]
+    private var long: [BroadlogID: UInt8] = [:]
     /// Where the entries flagged changed are, while they are few; nil once they were too many
     /// (handing them out then scans the table).
     private var changedSlots: [UInt32]? = []
@@ -79,7 +79,7 @@ struct BroadlogSet: Sendable {
     /// Adds `bits` to the actions of `id` (adding the id if new); returns its actions before.
     /// With `tracking`, an id added or given a new action is flagged changed.
     @inline(__always)
-    mutating func merge(_ id: String, _ bits: UInt8, tracking: Bool = false) -> UInt8 {
+    mutating func merge(_ id: BroadlogID, _ bits: UInt8, tracking: Bool = false) -> UInt8 {
         guard let key = Self.inlineKey(id) else { return mergeLong(id, bits, tracking: tracking) }
         return merge(key: key, bits, tracking: tracking)
     }
@@ -111,7 +111,7 @@ struct BroadlogSet: Sendable {
         return before
     }
 
-    private mutating func mergeLong(_ id: String, _ bits: UInt8, tracking: Bool) -> UInt8 {
+    private mutating func mergeLong(_ id: BroadlogID, _ bits: UInt8, tracking: Bool) -> UInt8 {
         let stored = long[id, default: 0]
         let before = stored & ~Self.longChangedBit
         let after = before | bits
@@ -131,7 +131,7 @@ struct BroadlogSet: Sendable {
     }
 
     /// The actions of `id`; 0 if absent.
-    func actions(of id: String) -> UInt8 {
+    func actions(of id: BroadlogID) -> UInt8 {
         guard let key = Self.inlineKey(id) else { return long[id, default: 0] & ~Self.longChangedBit }
         guard !entries.isEmpty else { return 0 }
         let mask = entries.count &- 1
@@ -144,7 +144,7 @@ struct BroadlogSet: Sendable {
     }
 
     /// Every broadlog and its actions, in no particular order.
-    func forEach(_ body: (String, UInt8) -> Void) {
+    func forEach(_ body: (BroadlogID, UInt8) -> Void) {
         for entry in entries where !entry.isEmpty { body(entry.id, entry.actions) }
         for (id, actions) in long { body(id, actions & ~Self.longChangedBit) }
     }
@@ -153,7 +153,7 @@ struct BroadlogSet: Sendable {
 
     /// Every broadlog flagged changed since the last `clearChanges`, with all its actions, in no
     /// particular order.
-    func forEachChanged(_ body: (String, UInt8) -> Void) {
+    func forEachChanged(_ body: (BroadlogID, UInt8) -> Void) {
         if let changedSlots {
             for slot in changedSlots { body(entries[Int(slot)].id, entries[Int(slot)].actions) }
         } else {
@@ -212,16 +212,11 @@ struct BroadlogSet: Sendable {
     /// The entry of an id of at most 15 bytes (without actions: not a present entry yet); nil
     /// for a longer one.
     @inline(__always)
-    private static func inlineKey(_ id: String) -> Entry? {
-        var id = id
-        return id.withUTF8 { utf8 -> Entry? in
-            guard utf8.count <= 15 else { return nil }
-            var words: (UInt64, UInt64) = (0, 0)
-            withUnsafeMutableBytes(of: &words) { raw in
-                if let base = utf8.baseAddress { raw.baseAddress!.copyMemory(from: base, byteCount: utf8.count) }
-            }
-            return Entry(low: UInt64(littleEndian: words.0), high: UInt64(littleEndian: words.1) | (UInt64(utf8.count) << 56))
-        }
+    private static func inlineKey(_ id: BroadlogID) -> Entry? {
+        // An id of at most 15 bytes leaves the top byte of its high word zero: the length goes
+        // there.
+        guard id.utf8Count <= 15 else { return nil }
+        return Entry(low: id.bytes.low, high: id.bytes.high | (UInt64(id.utf8Count) << 56))
     }
 
     // MARK: Hashing
@@ -257,7 +252,7 @@ extension BroadlogSet: Equatable {
 }
 
 extension BroadlogSet: ExpressibleByDictionaryLiteral {
-    init(dictionaryLiteral elements: (String, UInt8)...) {
+    init(dictionaryLiteral elements: (BroadlogID, UInt8)...) {
         self.init(minimumCapacity: elements.count)
         for (id, actions) in elements where actions != 0 { _ = merge(id, actions) }
     }

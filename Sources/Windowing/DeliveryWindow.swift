@@ -44,7 +44,7 @@ struct DeliveryWindow: Sendable {
     /// store learns which records need a corrected re-emission.
     @inline(__always)
     mutating func record(
-        broadlogId: String, action: HitAction, channel: Channel, platform: Platform, trackDirty: Bool, position: Int64 = 0,
+        broadlogId: BroadlogID, action: HitAction, channel: Channel, platform: Platform, trackDirty: Bool, position: Int64 = 0,
         exportsChanges: Bool = false
     ) -> Change {
         var becameStateChanged = false

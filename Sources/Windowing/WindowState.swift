@@ -3,10 +3,10 @@ import TrackingDomain
 /// One broadlog of a window with the bitmask of the actions it showed (bit `HitAction.rawValue`),
 /// never zero.
 public struct BroadlogActions: Sendable, Equatable {
-    public var id: String
+    public var id: BroadlogID
     public var actions: UInt8
 
-    public init(id: String, actions: UInt8) {
+    public init(id: BroadlogID, actions: UInt8) {
         self.id = id
         self.actions = actions
     }

@@ -186,7 +186,7 @@ struct CampaignBenchmark: ParsableCommand {
             let inputs = (index..<end).map { at -> WindowInput in
                 let (recipient, action) = hits.hit(at)
                 let event = TrackingEvent(
-                    deliveryId: "campaign-1", broadlogId: Self.id(recipient), action: action, channel: .push, platform: .android,
+                    deliveryId: "campaign-1", broadlogId: BroadlogID(Self.id(recipient)), action: action, channel: .push, platform: .android,
                     eventTime: hits.time(at), shape: .sdkContextData)
                 return WindowInput(event: event, partition: 0, offset: Int64(at))
             }

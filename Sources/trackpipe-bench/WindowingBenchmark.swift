@@ -117,7 +117,7 @@ struct WindowingBenchmark: ParsableCommand {
                     }
                     let platform: Platform = rng.next() % 2 == 0 ? .ios : .android
                     event = TrackingEvent(
-                        deliveryId: deliveryIds[delivery], broadlogId: broadlog, action: action, channel: .push,
+                        deliveryId: deliveryIds[delivery], broadlogId: BroadlogID(broadlog), action: action, channel: .push,
                         platform: platform, eventTime: time, shape: .sdkContextData)
                 }
                 previous = event

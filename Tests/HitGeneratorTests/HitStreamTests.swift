@@ -62,7 +62,7 @@ struct HitStreamTests {
             let text = String(decoding: hit.value, as: UTF8.self)
             switch (hit.truth, verdict) {
             case (.counted(let expected), .accepted(let event)), (.stale(let expected), .accepted(let event)):
-                if event.deliveryId != DeliveryID(expected.deliveryId) || event.broadlogId != expected.broadlogId
+                if event.deliveryId != DeliveryID(expected.deliveryId) || event.broadlogId != BroadlogID(expected.broadlogId)
                     || event.action != expected.action || event.channel != expected.channel
                     || event.platform != expected.platform || event.eventTime != expected.eventTime
                 {

@@ -40,7 +40,7 @@ struct ParallelChunksTests {
                 var eventTime = time - Int64.random(in: 0...3_000, using: &rng)
                 if Int.random(in: 0..<40, using: &rng) == 0 { eventTime -= Int64.random(in: 0...20_000, using: &rng) }
                 let event = TrackingEvent(
-                    deliveryId: DeliveryID("d\(Int.random(in: 0..<200, using: &rng))"), broadlogId: "b\(Int.random(in: 0..<50, using: &rng))",
+                    deliveryId: DeliveryID("d\(Int.random(in: 0..<200, using: &rng))"), broadlogId: BroadlogID("b\(Int.random(in: 0..<50, using: &rng))"),
                     action: HitAction.allCases.randomElement(using: &rng)!, channel: .push, platform: .ios, eventTime: eventTime,
                     shape: .sdkContextData)
                 batch.append(WindowInput(event: event, partition: partition, offset: offsets[Int(partition)]))

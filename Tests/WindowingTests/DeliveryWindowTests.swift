@@ -5,7 +5,7 @@ import TrackingDomain
 @Suite struct DeliveryWindowTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var name: String
-        var hits: [(String, HitAction, Channel, Platform)]
+        var hits: [(BroadlogID, HitAction, Channel, Platform)]
         var expected: WindowAggregate
         var testDescription: String { name }
     }

@@ -14,14 +14,14 @@ struct StateChangesTests {
         var counters = WindowCounters()
         var countedThrough: Int64 = .min
         var emittedRevision: UInt32 = 0
-        var broadlogs: [String: UInt8] = [:]
+        var broadlogs: [BroadlogID: UInt8] = [:]
     }
 
     /// Applies one export, checking that each broadlog it hands out is new or shows a new action.
     static func apply(_ changes: StateChanges, to rebuilt: inout [WindowKey: Rebuilt]) {
         for change in changes.windows {
             var window = rebuilt[change.window] ?? Rebuilt()
-            var seen: Set<String> = []
+            var seen: Set<BroadlogID> = []
             for broadlog in change.broadlogs {
                 #expect(seen.insert(broadlog.id).inserted, "\(broadlog.id) handed out twice in one export")
                 let before = window.broadlogs[broadlog.id, default: 0]
@@ -96,7 +96,7 @@ struct StateChangesTests {
         var engine = WindowEngine(config: Self.config, exportsChanges: true)
         let state = WindowState(
             deliveryId: "d1", windowStart: 1_795_300_020_000 - 1_795_300_020_000 % 60_000, counters: WindowCounters(),
-            broadlogs: (0..<100).map { BroadlogActions(id: "b\($0)", actions: 1) }, countedThrough: 7, emittedRevision: 0)
+            broadlogs: (0..<100).map { BroadlogActions(id: BroadlogID("b\($0)"), actions: 1) }, countedThrough: 7, emittedRevision: 0)
         engine.restore([state])
         engine.finishRestore()
         #expect(engine.exportChanges().isEmpty)

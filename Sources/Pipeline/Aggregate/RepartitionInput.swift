@@ -106,7 +106,7 @@ public struct RepartitionInput: AggregateInput {
                     deliveryIds[event.delivery] = deliveryId
                 }
                 let tracking = TrackingEvent(
-                    deliveryId: deliveryId, broadlogId: String(decoding: event.broadlogId, as: UTF8.self), action: event.action,
+                    deliveryId: deliveryId, broadlogId: BroadlogID(event.broadlogId), action: event.action,
                     channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
                 batch.events.append(
                     DecodedBatch.Event(
@@ -180,7 +180,7 @@ public struct RepartitionInput: AggregateInput {
     /// The hit as normalized, in the form `trackpipe normalize` writes events.
     private static func normalized(_ event: RepartitionRecord.Event) -> [UInt8] {
         let tracking = TrackingEvent(
-            deliveryId: DeliveryID(event.deliveryId), broadlogId: String(decoding: event.broadlogId, as: UTF8.self),
+            deliveryId: DeliveryID(event.deliveryId), broadlogId: BroadlogID(event.broadlogId),
             action: event.action, channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
         var writer = JSONWriter()
         tracking.writeJSON(into: &writer)

@@ -186,7 +186,7 @@ public enum ChangelogRecord {
     /// The bytes a broadlog takes in a segment: one byte with its actions and the length of its
     /// id (below 31), the length again as a varint for a longer id, then the id.
     static func encodedSize(of broadlog: BroadlogActions) -> Int {
-        let length = min(broadlog.id.utf8.count, Int(UInt16.max))
+        let length = min(broadlog.id.utf8Count, Int(UInt16.max))
         return length < 31 ? 1 + length : 1 + Varint.size(of: UInt64(length)) + length
     }
 
@@ -196,9 +196,8 @@ public enum ChangelogRecord {
         bytes.reserveCapacity(2 + broadlogs.count * 10)
         for entry in broadlogs {
             // In place: an array per id was an allocation per broadlog written.
-            var id = entry.id
-            id.withUTF8 { utf8 in
-                let id = UnsafeBufferPointer(rebasing: utf8.prefix(Int(UInt16.max)))
+            entry.id.withUTF8 { utf8 in
+                let id = UnsafeRawBufferPointer(rebasing: utf8.prefix(Int(UInt16.max)))
                 if id.count < 31 {
                     bytes.append(UInt8(id.count) << 3 | (entry.actions & 0x7))
                 } else {
@@ -221,7 +220,7 @@ public enum ChangelogRecord {
                 let actions = first & 0x7
                 guard actions != 0 else { throw DecodingError(description: "changelog segment with a broadlog without actions") }
                 let id = try reader.slice(length)
-                broadlogs.append(BroadlogActions(id: String(decoding: id, as: UTF8.self), actions: actions))
+                broadlogs.append(BroadlogActions(id: BroadlogID(id), actions: actions))
             }
             return broadlogs
         }

@@ -340,8 +340,7 @@ public enum RepartitionRecord {
                 event.action.rawValue | event.channel.rawValue << 2 | event.platform.rawValue << 4
                 | (newSource ? Head.newSource : 0) | (carries ? Head.original : 0)
             let source = self.source
-            var broadlogId = event.broadlogId
-            broadlogId.withUTF8 { broadlog in
+            event.broadlogId.withUTF8 { broadlog in
                 var size = 2 + 4 * Varint.maxBytes + broadlog.count
                 if carries { size += 4 * Varint.maxBytes + (key?.count ?? 0) + (value?.count ?? 0) + cutBytes.count }
                 if bytes.count < end + size {
@@ -370,7 +369,7 @@ public enum RepartitionRecord {
                     at = Varint.write(offsetDelta, to: raw, at: at)
                     at = Varint.write(timeDelta, to: raw, at: at)
                     at = Varint.write(UInt64(broadlog.count), to: raw, at: at)
-                    at = put(UnsafeRawBufferPointer(broadlog), at: at)
+                    at = put(broadlog, at: at)
                     if carries {
                         at = Varint.write(originalTimestamp.map { Varint.zigzag($0 &- eventTime) + 1 } ?? 0, to: raw, at: at)
                         at = putOptional(key, at: at)

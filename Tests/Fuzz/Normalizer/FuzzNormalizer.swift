@@ -111,7 +111,7 @@ func checkRepeatedNames(_ verdict: Verdict, reader: JSONReference, input: Unsafe
 
 func checkAccepted(_ event: TrackingEvent, input: UnsafeRawBufferPointer) {
     let limit = normalizer.limits.maxIdBytes
-    for id in [event.deliveryId.description, event.broadlogId] {
+    for id in [event.deliveryId.description, event.broadlogId.description] {
         fuzzRequire(!id.isEmpty && id.utf8.count <= limit, "\(describeInput(input)): accepted with id \(id.debugDescription)")
     }
     let time = event.eventTime ?? .min

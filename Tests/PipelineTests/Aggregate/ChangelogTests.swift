@@ -660,7 +660,7 @@ struct ChangelogTests {
         func change(_ broadlogs: [BroadlogActions], count: Int) -> WindowChange {
             WindowChange(window: window, counters: WindowCounters(), countedThrough: 0, emittedRevision: 0, broadlogs: broadlogs, broadlogCount: count)
         }
-        func ids(_ range: Range<Int>, actions: UInt8 = 1) -> [BroadlogActions] { range.map { BroadlogActions(id: "r\(1_000_000 + $0)", actions: actions) } }
+        func ids(_ range: Range<Int>, actions: UInt8 = 1) -> [BroadlogActions] { range.map { BroadlogActions(id: BroadlogID("r\(1_000_000 + $0)"), actions: actions) } }
         func footprint(after changes: [WindowChange]) -> (TaskChangelog.Footprint, merges: Int) {
             var changelog = TaskChangelog()
             var merges = 0
@@ -702,7 +702,7 @@ struct ChangelogTests {
         let headBytes: [UInt8] = [2, 0x57, 0xD8, 0x04, 4, 3, 1, 0, 2, 1, 0, 1, 4, 0, 0, 0, 4, 0, 5, 2, 0xC8, 0x01]
         #expect(ChangelogRecord.Entry.head(window, head).encoded.value == headBytes)
         let long = String(repeating: "x", count: 40)
-        let broadlogs = [BroadlogActions(id: "b1", actions: 1), BroadlogActions(id: long, actions: 4)]
+        let broadlogs = [BroadlogActions(id: "b1", actions: 1), BroadlogActions(id: BroadlogID(long), actions: 4)]
         let segmentBytes: [UInt8] = [2, 0x53, 2 << 3 | 1, 0x62, 0x31, 31 << 3 | 4, 40] + Array(long.utf8)
         #expect(ChangelogRecord.Entry.segment(window, number: 5, broadlogs: broadlogs[...]).encoded.value == segmentBytes)
         #expect(try ChangelogRecord.decode(.head(window), value: headBytes) == .head(window, head))

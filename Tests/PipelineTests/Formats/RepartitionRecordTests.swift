@@ -26,7 +26,7 @@ struct RepartitionRecordTests {
 
     static func event(_ delivery: String, _ broadlog: String, at time: Int64 = clock - 5_000, action: HitAction = .click) -> TrackingEvent {
         TrackingEvent(
-            deliveryId: DeliveryID(delivery), broadlogId: broadlog, action: action, channel: .push, platform: .ios, eventTime: time, shape: .iosPush)
+            deliveryId: DeliveryID(delivery), broadlogId: BroadlogID(broadlog), action: action, channel: .push, platform: .ios, eventTime: time, shape: .iosPush)
     }
 
     /// One record of `events`, each source's watermark set to 500 plus its last event's offset;
@@ -96,7 +96,7 @@ struct RepartitionRecordTests {
                 #expect(read.sourcePartition == written.source && read.sourceOffset == written.offset)
                 #expect(read.eventTime == written.event.eventTime)
                 #expect(DeliveryID(read.deliveryId) == written.event.deliveryId)
-                #expect(String(decoding: read.broadlogId, as: UTF8.self) == written.event.broadlogId)
+                #expect(BroadlogID(read.broadlogId) == written.event.broadlogId)
                 #expect(read.action == written.event.action && read.channel == written.event.channel)
                 #expect(read.platform == written.event.platform && read.shape == written.event.shape)
                 #expect(read.original == nil, "no original unless one was given")

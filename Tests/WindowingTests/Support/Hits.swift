@@ -8,7 +8,7 @@ enum Hits {
         channel: Channel = .push, platform: Platform = .android
     ) -> TrackingEvent {
         TrackingEvent(
-            deliveryId: DeliveryID(delivery), broadlogId: broadlog, action: action, channel: channel,
+            deliveryId: DeliveryID(delivery), broadlogId: BroadlogID(broadlog), action: action, channel: channel,
             platform: platform, eventTime: time, shape: .sdkContextData)
     }
 

@@ -37,7 +37,7 @@ struct RandomStream {
                 let channel = Channel.allCases.randomElement(using: &rng)!
                 let platform = Platform.allCases.randomElement(using: &rng)!
                 let event = TrackingEvent(
-                    deliveryId: DeliveryID(delivery), broadlogId: broadlog, action: action, channel: channel,
+                    deliveryId: DeliveryID(delivery), broadlogId: BroadlogID(broadlog), action: action, channel: channel,
                     platform: platform, eventTime: eventTime, shape: .sdkContextData)
                 batch.append(WindowInput(event: event, partition: partition, offset: offsets[Int(partition)]))
                 offsets[Int(partition)] += 1

@@ -7,7 +7,7 @@ import TrackingDomain
 struct ReferenceModel {
     struct Cell {
         var hits: [HitAction: Int] = [:]
-        var broadlogs: [HitAction: Set<String>] = [:]
+        var broadlogs: [HitAction: Set<BroadlogID>] = [:]
         var channels = ChannelCounts()
         var platforms = PlatformCounts()
     }

@@ -1,8 +1,8 @@
 import Testing
 import TrackingDomain
 
-@Suite("A delivery id: one value from the normalizer to the output")
-struct DeliveryIDTests {
+@Suite("An id's bytes held inline: a delivery id and a broadlog id, one value from the normalizer to the output")
+struct InlineUTF8Tests {
     /// Ids around the sixteen bytes held inline, and well past them.
     static let lengths = [0, 1, 7, 8, 15, 16, 17, 31, 32, 200]
 
@@ -12,47 +12,65 @@ struct DeliveryIDTests {
 
     @Test("equal ids are equal and hash alike, ids that differ in any byte are not, at every length")
     func equalityAtEveryLength() {
+        equalityAtEveryLength(DeliveryID.self)
+        equalityAtEveryLength(BroadlogID.self)
+    }
+
+    func equalityAtEveryLength<ID: InlineID>(_: ID.Type) {
         for length in Self.lengths {
-            let a = DeliveryID(Self.id(length))
-            let b = Array(Self.id(length).utf8).withUnsafeBytes { DeliveryID($0) }
+            let a = ID(Self.id(length))
+            let b = Array(Self.id(length).utf8).withUnsafeBytes { ID($0) }
             #expect(a == b)
             #expect(a.hashValue == b.hashValue)
             #expect(a.utf8Count == length)
             #expect(a.description == Self.id(length))
             guard length > 0 else { continue }
-            let other = DeliveryID(Self.id(length, last: "y"))
+            let other = ID(Self.id(length, last: "y"))
             #expect(a != other, "ids of \(length) bytes differing in the last byte")
-            #expect(a != DeliveryID(Self.id(length + 1)), "an id and its extension")
+            #expect(a != ID(Self.id(length + 1)), "an id and its extension")
         }
         // Same first sixteen bytes, different tails.
         let prefix = String(repeating: "a", count: 16)
-        #expect(DeliveryID(prefix + "b") != DeliveryID(prefix + "c"))
-        #expect(Set([DeliveryID(prefix + "b"), DeliveryID(prefix + "c"), DeliveryID(prefix + "b")]).count == 2)
+        #expect(ID(prefix + "b") != ID(prefix + "c"))
+        #expect(Set([ID(prefix + "b"), ID(prefix + "c"), ID(prefix + "b")]).count == 2)
     }
 
     @Test("ids order by their bytes, as the output's emission order and the changelog's do")
     func orderIsByBytes() {
+        orderIsByBytes(DeliveryID.self)
+        orderIsByBytes(BroadlogID.self)
+    }
+
+    func orderIsByBytes<ID: InlineID>(_: ID.Type) {
         let texts = ["", "a", "a0", "ab", "b", "d57fd6", String(repeating: "a", count: 16), String(repeating: "a", count: 17), "é", "😀"]
-        let sorted = texts.map { DeliveryID($0) }.sorted()
+        let sorted = texts.map { ID($0) }.sorted()
         #expect(sorted.map { $0.description } == texts.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) })
     }
 
     @Test("bytes that are not UTF-8 are repaired as a String repairs them, so the id prints the same")
     func invalidBytesAreRepaired() {
+        invalidBytesAreRepaired(DeliveryID.self)
+        invalidBytesAreRepaired(BroadlogID.self)
+    }
+
+    func invalidBytesAreRepaired<ID: InlineID>(_: ID.Type) {
         let bytes: [UInt8] = [0x64, 0xFF, 0x31]
-        let id = bytes.withUnsafeBytes { DeliveryID($0) }
+        let id = bytes.withUnsafeBytes { ID($0) }
         #expect(id.description == String(decoding: bytes, as: UTF8.self))
-        #expect(id == DeliveryID(String(decoding: bytes, as: UTF8.self)))
+        #expect(id == ID(String(decoding: bytes, as: UTF8.self)))
     }
 
     @Test("an id is written to JSON quoted and escaped like a String")
     func jsonAsAString() {
         for text in ["d57fd6", "quote\"back\\slash", "tab\tnew\nline", String(repeating: "x", count: 40) + "\u{01}"] {
-            var fromID = JSONWriter()
-            fromID.string(DeliveryID(text))
             var fromString = JSONWriter()
             fromString.string(text)
-            #expect(fromID.bytes == fromString.bytes, "\(text.debugDescription)")
+            var fromDelivery = JSONWriter()
+            fromDelivery.string(DeliveryID(text))
+            var fromBroadlog = JSONWriter()
+            fromBroadlog.string(BroadlogID(text))
+            #expect(fromDelivery.bytes == fromString.bytes, "\(text.debugDescription)")
+            #expect(fromBroadlog.bytes == fromString.bytes, "\(text.debugDescription)")
         }
     }
 }

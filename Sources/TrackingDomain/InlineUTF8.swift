@@ -1,0 +1,95 @@
+/// An id's UTF-8 bytes, the first sixteen held inline: what `DeliveryID` and `BroadlogID` are.
+///
+/// Why: ids seen in campaigns are a few hex digits, so an id is two words and a count, carried,
+/// compared and hashed without touching the heap, and made straight from the bytes the scanner
+/// validated or a record holds, with no `String` decoded on the way. A longer id (up to the
+/// normalizer's `maxIdBytes`) keeps its whole bytes beside the inline words.
+///
+/// The bytes are valid UTF-8: an id made from bytes that are not is repaired as `String` repairs
+/// them, so that it prints, and is written to JSON, as before.
+public struct InlineUTF8: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The first sixteen bytes, little-endian, zero beyond the id.
+    @usableFromInline package let low: UInt64
+    @usableFromInline package let high: UInt64
+    public let utf8Count: Int
+    /// Every byte, for an id longer than sixteen; nil otherwise.
+    @usableFromInline package let spilled: [UInt8]?
+
+    @usableFromInline static let inlineBytes = 16
+
+    /// From bytes of any origin (a record of an internal topic): invalid UTF-8 is repaired.
+    public init(_ bytes: UnsafeRawBufferPointer) {
+        if Self.isASCII(bytes) {
+            self.init(unchecked: bytes)
+        } else {
+            self.init(String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    public init(_ text: String) {
+        var text = text
+        self = text.withUTF8 { InlineUTF8(unchecked: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// From bytes known to be valid UTF-8.
+    @inlinable
+    init(unchecked bytes: UnsafeRawBufferPointer) {
+        var words: (UInt64, UInt64) = (0, 0)
+        let inline = min(bytes.count, Self.inlineBytes)
+        if inline > 0 {
+            withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[0..<inline])) }
+        }
+        low = UInt64(littleEndian: words.0)
+        high = UInt64(littleEndian: words.1)
+        utf8Count = bytes.count
+        spilled = bytes.count > Self.inlineBytes ? Array(bytes) : nil
+    }
+
+    /// An id of at most sixteen bytes from its words, as `low` and `high` hold them (zero
+    /// beyond the id): a table that keeps ids as words hands them back without copying bytes.
+    @inlinable
+    package init(low: UInt64, high: UInt64, utf8Count: Int) {
+        precondition(utf8Count <= Self.inlineBytes, "only an id of at most sixteen bytes is all words")
+        self.low = low
+        self.high = high
+        self.utf8Count = utf8Count
+        spilled = nil
+    }
+
+    private static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var any: UInt8 = 0
+        for byte in bytes { any |= byte }
+        return any < 0x80
+    }
+
+    /// The id's bytes for the length of `body`.
+    @inlinable
+    public func withUTF8<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        if let spilled { return try spilled.withUnsafeBytes(body) }
+        var words = (low.littleEndian, high.littleEndian)
+        return try withUnsafeBytes(of: &words) { try body(UnsafeRawBufferPointer(rebasing: $0[0..<utf8Count])) }
+    }
+
+    public var description: String { withUTF8 { String(decoding: $0, as: UTF8.self) } }
+
+    @inlinable
+    public static func == (a: InlineUTF8, b: InlineUTF8) -> Bool {
+        a.low == b.low && a.high == b.high && a.utf8Count == b.utf8Count
+            && (a.utf8Count <= inlineBytes || a.spilled == b.spilled)
+    }
+
+    /// The bytes the id has, a word at a time: an id of up to eight bytes, the usual, costs
+    /// one round of the hasher. The count is left out, so ids that differ only by trailing NUL
+    /// bytes (a JSON `\u0000`) share a hash: a handful at most, told apart by `==`.
+    @inlinable
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(low)
+        if utf8Count > 8 { hasher.combine(high) }
+        if let spilled { spilled.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[Self.inlineBytes...])) } }
+    }
+
+    /// By bytes, which for UTF-8 is the order of the code points.
+    public static func < (a: InlineUTF8, b: InlineUTF8) -> Bool {
+        a.withUTF8 { x in b.withUTF8 { y in x.lexicographicallyPrecedes(y) } }
+    }
+}
