@@ -285,7 +285,8 @@ struct HitReader {
             platform = .unknown
         }
         return .accepted(TrackingEvent(
-            deliveryId: scanner.withStringBytes(deliverySpan) { DeliveryID(validUTF8: $0) }, broadlogId: scanner.withStringBytes(broadlogSpan) { BroadlogID(validUTF8: $0) },
+            deliveryId: scanner.withStringBytes(deliverySpan) { DeliveryID(validUTF8: $0) },
+            broadlogId: scanner.withStringBytes(broadlogSpan) { BroadlogID(validUTF8: $0) },
             action: action, channel: channel, platform: platform, eventTime: eventTime, shape: shape))
     }
 

@@ -74,7 +74,7 @@ struct WindowingBenchmark: ParsableCommand {
     ) -> Stream {
         var rng = SplitMix64(seed: seed)
         let deliveryIds = (0..<deliveries).map { DeliveryID(String(0xd0000 + $0, radix: 16)) }
-        var recent = [[String]](repeating: [], count: deliveries)
+        var recent = [[BroadlogID]](repeating: [], count: deliveries)
         var nextBroadlog = 0x100000
         var offsets = [Int64](repeating: 0, count: partitions)
         var batches: [[WindowInput]] = []
@@ -101,10 +101,10 @@ struct WindowingBenchmark: ParsableCommand {
                     let delivery = Int(rng.next() % UInt64(deliveries))
                     let actionRoll = rng.next() % 100
                     let action: HitAction
-                    let broadlog: String
+                    let broadlog: BroadlogID
                     if actionRoll < 55 || recent[delivery].isEmpty {
                         action = .impression
-                        broadlog = "h" + String(nextBroadlog, radix: 16)
+                        broadlog = BroadlogID("h" + String(nextBroadlog, radix: 16))
                         nextBroadlog += 1
                         if recent[delivery].count < 64 {
                             recent[delivery].append(broadlog)
@@ -117,7 +117,7 @@ struct WindowingBenchmark: ParsableCommand {
                     }
                     let platform: Platform = rng.next() % 2 == 0 ? .ios : .android
                     event = TrackingEvent(
-                        deliveryId: deliveryIds[delivery], broadlogId: BroadlogID(broadlog), action: action, channel: .push,
+                        deliveryId: deliveryIds[delivery], broadlogId: broadlog, action: action, channel: .push,
                         platform: platform, eventTime: time, shape: .sdkContextData)
                 }
                 previous = event

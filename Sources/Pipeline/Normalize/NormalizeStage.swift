@@ -38,9 +38,19 @@ public struct NormalizeStage: StatelessStage {
     public let parallelism: Int
     /// An events record is closed once it holds this many bytes (see `RepartitionRecord`).
     public let batchBytes: Int
+    /// An event whose original key and value are larger together than this carries them cut
+    /// to this size, as its dead letter would be (see `RepartitionRecord.EventsWriter`).
+    public let maxOriginalBytes: Int
+    /// Which hits carry their original message.
+    package let originals: OriginalRule
+    /// What the group is fixed to: recorded in every commit, and a commit that records another
+    /// is refused (`GroupIdentity`).
+    public let identity: GroupIdentity
+    /// The group (`--group`), named in every repartition record.
+    public let group: String
 
-    /// The most records one poll should hand this stage: about a hundred per repartition
-    /// partition and lane, from 4,096 (what a stage is given otherwise) to 16,384.
+    /// The most records one poll should hand this stage: 128 per repartition partition and
+    /// lane, from 4,096 (what a stage is given otherwise) to 16,384.
     ///
     /// Why: each lane writes one events record per repartition partition per batch, so a batch
     /// of 4,096 hits over 64 partitions and two lanes made records of about 22 events, and each
@@ -52,16 +62,6 @@ public struct NormalizeStage: StatelessStage {
     public var maxBatch: Int {
         min(16_384, max(4_096, 128 * Int(repartitionPartitions) * parallelism))
     }
-    /// An event whose original key and value are larger together than this carries them cut
-    /// to this size, as its dead letter would be (see `RepartitionRecord.EventsWriter`).
-    public let maxOriginalBytes: Int
-    /// Which hits carry their original message.
-    package let originals: OriginalRule
-    /// What the group is fixed to: recorded in every commit, and a commit that records another
-    /// is refused (`GroupIdentity`).
-    public let identity: GroupIdentity
-    /// The group (`--group`), named in every repartition record.
-    public let group: String
 
     private let intake: HitIntake
     /// What every record says of where its events come from and how they were routed.
