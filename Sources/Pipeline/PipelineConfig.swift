@@ -200,6 +200,7 @@ public struct PipelineConfig: Sendable {
     /// the metadata lookup had waited on the brokers.
     /// - Parameter readingAhead: the consumer as `replay` makes it.
     public func checkKafkaProperties(readingAhead: Bool = false) throws(KafkaConfigProblem) {
+        try ReservedProperty.judge(kafkaProperties)
         try consumerConfig(group: group, readingAhead: readingAhead, member: "normalize").check(as: .consumer)
         try producerConfig.check(as: .producer)
         try adminConfig.check(as: .producer)
@@ -272,18 +273,10 @@ public struct PipelineConfig: Sendable {
 
     /// Settings that would silently break the worker's guarantees are refused with a reason.
     public func validate() throws {
-        for key in ["enable.auto.commit", "enable.auto.offset.store"] where kafkaProperties[key] == "true" {
-            throw PipelineError.configuration(
-                "\(key)=true: trackpipe commits only offsets below its safe mark; automatic commits would lose hits after a crash. Remove -X \(key)"
-            )
-        }
-        if let idempotence = kafkaProperties["enable.idempotence"], ["false", "0"].contains(idempotence.lowercased()) {
-            throw PipelineError.configuration(
-                "enable.idempotence=\(idempotence): the aggregate stage recognises events sent twice by their input position, which needs each partition's records in the order they were sent; without the idempotent producer a retried send can overtake a later one, and a hit would be dropped as a copy. Remove -X enable.idempotence")
-        }
-        if kafkaProperties["group.instance.id"] != nil {
-            throw PipelineError.configuration(
-                "group.instance.id: as a -X property it would reach every consumer trackpipe makes (those that only read commits or state included) and give both stages one id; use --instance-id (TRACKPIPE_INSTANCE_ID), which gives each stage's consumer its own (<id>-normalize, <id>-aggregate). Remove -X group.instance.id")
+        do {
+            try ReservedProperty.judge(kafkaProperties)
+        } catch {
+            throw PipelineError.configuration("-X \(error.properties[0])=\(kafkaProperties[error.properties[0]] ?? ""): \(error.reason)")
         }
         if let instanceId, let problem = Self.instanceIdProblem(instanceId) {
             throw PipelineError.configuration("--instance-id \(instanceId): \(problem)")

@@ -63,7 +63,7 @@ struct RunCommand: ParsableCommand {
     @Option(
         name: .customShort("X"),
         help: ArgumentHelp(
-            "A librdkafka property key=value (repeatable); it overrides trackpipe's own, but enable.auto.commit=true, enable.auto.offset.store=true, enable.idempotence=false and group.instance.id (use --instance-id) are refused.",
+            "A librdkafka property key=value (repeatable); it overrides trackpipe's own, but group.id (use --group), group.instance.id (use --instance-id), enable.auto.commit, enable.auto.offset.store, enable.idempotence, auto.offset.reset and enable.partition.eof are trackpipe's and refused unless set to its own values.",
             valueName: "key=value"))
     var kafkaProperties: [String] = []
     @Option(
@@ -219,12 +219,13 @@ struct RunCommand: ParsableCommand {
         guard (0...65535).contains(port) else {
             throw ValidationError("\(text("metrics-port", metricsPort.map(String.init), "0").label): use 0 (off) or a port number")
         }
+        // First, so that a refused property is named where it was set (-X or TRACKPIPE_X*).
+        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         do {
             try config.validate()
         } catch {
             throw ValidationError("\(error)")
         }
-        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
         config.clientId = PipelineConfig.defaultClientId(host: Self.hostName())
         try environment.checkOverriddenValues { _ = try resolve($0) }
         return ResolvedRun(config: config, metricsPort: port, logLevel: level, logFormat: format, allowsLostInput: allowsLostInput)

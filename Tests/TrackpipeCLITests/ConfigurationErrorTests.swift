@@ -140,6 +140,19 @@ struct ConfigurationErrorTests {
         }
     }
 
+    @Test("a property trackpipe keeps for itself exits 64 before any broker, named where it was set", arguments: ["run", "replay", "status"])
+    func reservedProperty(command: String) throws {
+        try refused([command, "-X", "group.id=gx"], says: ["-X group.id=gx: ", "use --group (TRACKPIPE_GROUP)"], "\(command) group.id")
+        try refused(
+            [command], environment: ["TRACKPIPE_X_GROUP": "group.id=gx"], says: ["TRACKPIPE_X_GROUP (group.id): ", "use --group"],
+            "\(command) group.id from the environment")
+        try refused(
+            [command, "-X", "topic.auto.offset.reset=latest"], says: ["-X topic.auto.offset.reset=latest: ", "a new group starts wherever its input begins"],
+            "\(command) a topic-level spelling")
+        try refused([command, "-X", "enable.idempotence=f"], says: ["-X enable.idempotence=f: ", "idempotent producer"], "\(command) f is false")
+        try refused([command, "-X", "enable.partition.eof=0"], says: ["-X enable.partition.eof=0: ", "read to its end"], "\(command) partition ends")
+    }
+
     @Test("an unknown TRACKPIPE_* variable exits 64 at once, naming the closest known one", arguments: ["run", "replay", "status"])
     func unknownVariable(command: String) throws {
         try refused(
