@@ -15,11 +15,13 @@ import Logging
 ///   a run of another group pointed at either would count the other's hits or overwrite its
 ///   windows.
 ///
+/// The newest task records also say which input the group counted (`ChangelogRecord.source`):
+/// one stage on another input topic commits nowhere the group did, yet its state topic tells it.
+///
 /// What cannot be told here (docs/windowing.md says it to users): a run under the same group
 /// that shares no topic with the group's commits (another input topic and other internal
-/// topics, or one stage on another input topic: it commits nowhere the group did, and is a new
-/// pipeline under an old name; a two-stage pipeline started again after it stops on its state,
-/// `AggregateTask.check`); instances of different settings started on a new group before
+/// topics: a new pipeline under an old name; a two-stage pipeline started again after it stops
+/// on its state, `AggregateTask.check`); instances of different settings started on a new group before
 /// either committed (the first rebalance that hands one a partition the other committed stops
 /// it, `AggregateTask.refusal`, `NormalizeStage.resume`); two groups started on one new
 /// internal topic before either wrote to it (an aggregate stage that reads the other's
@@ -77,10 +79,22 @@ enum GroupIdentityCheck {
         }
         let state = asked.stateTopic
         if let states = try Pipeline.existingPartitionCount(of: state, admin: admin) {
-            let owners = try NewestRecords.find(in: state, partitions: states, consumerConfig: reader, logger: consumerLogger) {
-                (record: ConsumerRecord) -> String? in
+            let tasks = try NewestRecords.find(in: state, partitions: states, consumerConfig: reader, logger: consumerLogger) {
+                (record: ConsumerRecord) -> ChangelogRecord.TaskState? in
                 guard let key = record.key, key.elementsEqual(ChangelogRecord.encodeKey(.task)), let value = record.value else { return nil }
-                return try? ChangelogRecord.decodeTask(Array(value)).group
+                return try? ChangelogRecord.decodeTask(Array(value))
+            }
+            let owners = tasks.mapValues { found -> NewestRecords.Found<String> in
+                if case .recognised(let task, let offset) = found { return .recognised(task.group, offset: offset) }
+                return .absent
+            }
+            // The group's own state, counted from another input: one stage on another input
+            // topic commits nowhere the group did, but its task records name what they count.
+            let source = ChangelogRecord.source(crossesShuffle: asked.repartitionTopic != nil, inputTopic: config.inputTopic, windowSize: asked.windowSize)
+            for partition in tasks.keys.sorted() {
+                guard case .recognised(let task, _) = tasks[partition], task.group == config.group, task.source != source else { continue }
+                throw PipelineError.settingChanged(
+                    "the state topic \(state) holds windows group \(config.group) counted from another input than this run's (the newest task record of \(state)[\(partition)] counts another input topic, window size or mode; this run reads \(config.inputTopic)\(asked.repartitionTopic == nil ? " in one stage" : " through \(config.effectiveRepartitionTopic)")): counting this input into it would mix two pipelines' windows under one group. Run this input under a --group of its own (its state topic follows the name), or run the group with the input it counts")
             }
             if let (partition, other) = Self.otherWriter(owners, than: config.group) {
                 throw PipelineError.settingChanged(

@@ -370,14 +370,15 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
         }
     }
 
-    /// The exit code of `run` or `replay` stopped by this error: 64 (EX_USAGE) for a setting to
-    /// change before starting again, which waiting or a restart cannot fix and a scheduler should
-    /// not retry; 1 for every other failure.
+    /// The exit code of `run` or `replay` stopped by this error: 64 (EX_USAGE) for a refusal, a
+    /// setting or a group to change before starting again, which waiting or a restart cannot fix
+    /// and a scheduler should not retry (another mode's or run's commits or state under the
+    /// group, internal topics whose partition counts disagree); 1 for every other failure.
     public var exitCode: Int32 {
         switch self {
-        case .configuration, .settingChanged, .topicSettings: 64
-        case .deliveryFailed, .inputTopicMissing, .repartitionTopicMissing, .stateTopicMissing, .stateTopicMismatch, .groupMismatch,
-            .routingMismatch, .kafka, .outputFileFailed, .clusterUnreachable:
+        case .configuration, .settingChanged, .topicSettings, .stateTopicMismatch, .groupMismatch, .routingMismatch: 64
+        case .deliveryFailed, .inputTopicMissing, .repartitionTopicMissing, .stateTopicMissing, .kafka, .outputFileFailed,
+            .clusterUnreachable:
             1
         }
     }

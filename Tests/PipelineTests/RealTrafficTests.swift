@@ -313,6 +313,7 @@ struct RealTrafficTests {
             Issue.record("records routed by 2 partitions were counted by a task of a 3-partition topic")
         } catch {
             #expect("\(error)".contains("routed by 2 partitions, but it has 3") && "\(error)".contains("--group"))
+            #expect(PipelineError.exitCode(for: error) == 64, "a refusal, which a restart cannot mend")
         }
         #expect(stage.drainReport().accounting.accepted == 0)
     }

@@ -169,6 +169,36 @@ struct GroupIdentityCommandTests {
         #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
     }
 
+    @Test("refusals that a restart cannot mend exit 64: a state topic whose partition count is not the input's; one stage on another input topic under a group, told by the group's state topic, which it leaves as it was, and the group's own pipeline then goes on exact")
+    func refusalsExit64() throws {
+        let broker = try makeBroker()
+        try broker.createTopic("s2", partitions: 2)
+        // One stage counts its input as it is keyed: one partition holds every delivery whole.
+        for topic in ["one-a", "one-b", "g4-state"] { try broker.createTopic(topic, partitions: 1) }
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 300, seed: 404, deliveries: 4)).generate())
+        try corpus.produce(0..<200, to: "hits", on: broker)
+        let mismatched = try run(broker, ["--group", "g3", "--input-keyed-by-delivery", "--state-topic", "s2", "--output-topic", "aggregates"])
+        #expect(mismatched.exitCode == 64, "\(mismatched.stderr)")
+        #expect(mismatched.stderr.contains("the state topic s2 has 2 partitions, but the window tasks' input has 4"), "\(mismatched.stderr)")
+
+        let own = ["--group", "g4", "--input-keyed-by-delivery", "--output-topic", "aggregates"]
+        try corpus.produce(0..<200, to: "one-a", on: broker)
+        try corpus.produce(0..<200, to: "one-b", on: broker)
+        let first = try run(broker, own + ["--input-topic", "one-a"])
+        try #require(first.exitCode == 0, "\(first.stderr)")
+        let written = try ends(broker, ["aggregates", "dlq"])
+        let other = try run(broker, own + ["--input-topic", "one-b"])
+        #expect(other.exitCode == 64, "\(other.stderr)")
+        #expect(other.stderr.contains("the state topic g4-state holds windows group g4 counted from another input than this run's"), "\(other.stderr)")
+        #expect(try ends(broker, ["aggregates", "dlq"]) == written, "the refused run wrote records")
+
+        try corpus.produce(200..<300, to: "one-a", on: broker)
+        let again = try run(broker, own + ["--input-topic", "one-a"])
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        let problems = try contents(broker).mismatches(against: corpus.expected(windowSize: Self.minute))
+        #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+    }
+
     /// Appends `values` (nil: a tombstone) to one partition of `topic`.
     func append(_ values: [[UInt8]?], to topic: String, partition: Int32, on broker: EmbeddedBroker) throws {
         let producer = try KafkaProducer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3", "linger.ms": "5"]))

@@ -418,6 +418,7 @@ struct ChangelogTests {
             Issue.record("another run's state was taken for this task's")
         } catch {
             #expect("\(error)".contains("another run of this group") && "\(error)".contains("--group"), "\(error)")
+            #expect(PipelineError.exitCode(for: error) == 64, "a refusal, which a restart cannot mend")
         }
     }
 
