@@ -1,3 +1,5 @@
+import TrackingDomain
+
 /// Where every consumed message went. The invariant the worker keeps and the tests check:
 /// `consumed == accepted + filtered + deadLettered + duplicates + outsideRange`, always, per
 /// stage (`outsideRange` only in a backfill of a time range).
@@ -8,8 +10,8 @@ public struct Accounting: Sendable, Equatable {
     public var accepted = 0
     /// Part of `accepted`: hits re-read after a restart whose window the previous run had finished.
     public var replayedFinal = 0
-    public var filtered: [String: Int] = [:]
-    public var deadLettered: [String: Int] = [:]
+    public var filtered = ReasonCounts<FilterReason>()
+    public var deadLettered = ReasonCounts<RejectReason>()
     /// Events a crashed upstream had already sent once, recognised by their source position
     /// and dropped (aggregate stage behind the repartition topic).
     public var duplicates = 0
@@ -39,17 +41,17 @@ public struct Accounting: Sendable, Equatable {
     /// no other count. Hits counted in windows whose record is not written,
     public var acceptedOutsideRange = 0
     /// hits the tracking rule filtered, by reason,
-    public var filteredOutsideRange: [String: Int] = [:]
+    public var filteredOutsideRange = ReasonCounts<FilterReason>()
     /// and messages whose dead letter is not sent, by reason.
-    public var deadLetteredOutsideRange: [String: Int] = [:]
+    public var deadLetteredOutsideRange = ReasonCounts<RejectReason>()
 
     public init() {}
 
-    public var filteredTotal: Int { filtered.values.reduce(0, +) }
-    public var deadLetteredTotal: Int { deadLettered.values.reduce(0, +) }
+    public var filteredTotal: Int { filtered.total }
+    public var deadLetteredTotal: Int { deadLettered.total }
     /// Messages read and left aside because they lie outside a backfill's range.
     public var outsideRangeTotal: Int {
-        acceptedOutsideRange + filteredOutsideRange.values.reduce(0, +) + deadLetteredOutsideRange.values.reduce(0, +)
+        acceptedOutsideRange + filteredOutsideRange.total + deadLetteredOutsideRange.total
     }
     public var balanced: Bool { consumed == accepted + filteredTotal + deadLetteredTotal + duplicates + outsideRangeTotal }
 
@@ -63,25 +65,24 @@ public struct Accounting: Sendable, Equatable {
     ]
 
     /// Every count by reason, once, for the same purpose.
-    static let countsByReason: [WritableKeyPath<Accounting, [String: Int]> & Sendable] = [
-        \.filtered, \.deadLettered, \.filteredOutsideRange, \.deadLetteredOutsideRange,
+    static let filteredByReason: [WritableKeyPath<Accounting, ReasonCounts<FilterReason>> & Sendable] = [\.filtered, \.filteredOutsideRange]
+    static let deadLetteredByReason: [WritableKeyPath<Accounting, ReasonCounts<RejectReason>> & Sendable] = [
+        \.deadLettered, \.deadLetteredOutsideRange,
     ]
 
     public mutating func add(_ other: Accounting) {
         for counter in Self.counters { self[keyPath: counter] += other[keyPath: counter] }
-        for tally in Self.countsByReason { self[keyPath: tally].merge(other[keyPath: tally], uniquingKeysWith: +) }
+        for tally in Self.filteredByReason { self[keyPath: tally].add(other[keyPath: tally]) }
+        for tally in Self.deadLetteredByReason { self[keyPath: tally].add(other[keyPath: tally]) }
     }
 
     /// What happened since `earlier`, a snapshot of the same running totals. A reason whose
-    /// count did not grow is left out.
+    /// count did not grow counts 0.
     public func subtracting(_ earlier: Accounting) -> Accounting {
         var delta = self
         for counter in Self.counters { delta[keyPath: counter] -= earlier[keyPath: counter] }
-        for tally in Self.countsByReason {
-            delta[keyPath: tally] = self[keyPath: tally]
-                .merging(earlier[keyPath: tally].mapValues { -$0 }, uniquingKeysWith: +)
-                .filter { $0.value > 0 }
-        }
+        for tally in Self.filteredByReason { delta[keyPath: tally] = self[keyPath: tally].growth(since: earlier[keyPath: tally]) }
+        for tally in Self.deadLetteredByReason { delta[keyPath: tally] = self[keyPath: tally].growth(since: earlier[keyPath: tally]) }
         return delta
     }
 }

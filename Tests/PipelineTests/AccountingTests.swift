@@ -1,10 +1,11 @@
 import Testing
+import TrackingDomain
 @testable import Pipeline
 
 /// `add` sums the reports of a run and `subtracting` gives the figures of one progress line:
 /// a counter left out of either would show as 0 in the summary, the metrics or the progress
 /// lines while the work was done. Both go through `Accounting.counters` and
-/// `Accounting.countsByReason`; these tests hold those lists to every stored field.
+/// `Accounting.filteredByReason` and `deadLetteredByReason`; these tests hold those lists to every stored field.
 @Suite("accounting arithmetic")
 struct AccountingTests {
     /// The name of the stored property each key path writes, found by writing a marker through
@@ -29,51 +30,63 @@ struct AccountingTests {
         let counters = Self.names(of: Accounting.counters, marker: 7)
         #expect(counters.count == Set(counters).count, "a counter listed twice: \(counters.sorted())")
         #expect(Set(counters) == Self.storedFields(of: Int.self), "listed \(counters.sorted())")
-        let byReason = Self.names(of: Accounting.countsByReason, marker: ["marker": 7])
-        #expect(byReason.count == Set(byReason).count, "a count by reason listed twice: \(byReason.sorted())")
-        #expect(Set(byReason) == Self.storedFields(of: [String: Int].self), "listed \(byReason.sorted())")
-        // Nothing stored is of another kind, which neither list could cover.
+        let filtered = Self.names(of: Accounting.filteredByReason, marker: [.trackingOff: 7])
+        let dead = Self.names(of: Accounting.deadLetteredByReason, marker: [.tooLate: 7])
+        #expect(filtered.count == Set(filtered).count && dead.count == Set(dead).count, "a count by reason listed twice: \(filtered) \(dead)")
+        #expect(Set(filtered) == Self.storedFields(of: ReasonCounts<FilterReason>.self), "listed \(filtered.sorted())")
+        #expect(Set(dead) == Self.storedFields(of: ReasonCounts<RejectReason>.self), "listed \(dead.sorted())")
+        // Nothing stored is of another kind, which no list could cover.
         let all = Set(Mirror(reflecting: Accounting()).children.compactMap(\.label))
-        #expect(all == Self.storedFields(of: Int.self).union(Self.storedFields(of: [String: Int].self)))
+        #expect(
+            all == Self.storedFields(of: Int.self).union(Self.storedFields(of: ReasonCounts<FilterReason>.self))
+                .union(Self.storedFields(of: ReasonCounts<RejectReason>.self)))
     }
 
-    /// An accounting whose counter number `i` (in list order) is `(i + 1) * scale`, with
-    /// reasons that overlap between two such values and some that do not.
-    static func distinct(scale: Int, reasons: [String]) -> Accounting {
+    /// An accounting whose counter number `i` (in list order) is `(i + 1) * scale`, and whose
+    /// counts by reason number `i` hold `(i + 1) * scale + position` for the reasons given.
+    static func distinct(scale: Int, reasons: [RejectReason]) -> Accounting {
         var accounting = Accounting()
         for (index, counter) in Accounting.counters.enumerated() { accounting[keyPath: counter] = (index + 1) * scale }
-        for (index, tally) in Accounting.countsByReason.enumerated() {
+        for (index, tally) in Accounting.deadLetteredByReason.enumerated() {
             for (position, reason) in reasons.enumerated() { accounting[keyPath: tally][reason] = (index + 1) * scale + position }
+        }
+        for (index, tally) in Accounting.filteredByReason.enumerated() where !reasons.isEmpty {
+            accounting[keyPath: tally][.trackingOff] = (index + 1) * scale
         }
         return accounting
     }
 
     @Test("add sums every counter and every count by reason, field by field")
     func addSumsEveryField() {
-        var total = Self.distinct(scale: 1, reasons: ["a", "b"])
-        let more = Self.distinct(scale: 100, reasons: ["b", "c"])
+        var total = Self.distinct(scale: 1, reasons: [.malformedJSON, .tooLate])
+        let more = Self.distinct(scale: 100, reasons: [.tooLate, .tooLarge])
         total.add(more)
         for (index, counter) in Accounting.counters.enumerated() {
             #expect(total[keyPath: counter] == (index + 1) * 101, "counter \(index): \(total)")
         }
-        for (index, tally) in Accounting.countsByReason.enumerated() {
+        for (index, tally) in Accounting.deadLetteredByReason.enumerated() {
             let base = index + 1
-            #expect(total[keyPath: tally] == ["a": base, "b": base + 1 + base * 100, "c": base * 100 + 1], "by reason \(index)")
+            #expect(
+                total[keyPath: tally] == [.malformedJSON: base, .tooLate: base + 1 + base * 100, .tooLarge: base * 100 + 1], "by reason \(index)")
+        }
+        for (index, tally) in Accounting.filteredByReason.enumerated() {
+            #expect(total[keyPath: tally] == [.trackingOff: (index + 1) * 101], "filtered \(index)")
         }
     }
 
-    @Test("subtracting leaves what happened since the earlier snapshot, field by field; reasons that did not grow are left out")
+    @Test("subtracting leaves what happened since the earlier snapshot, field by field; reasons that did not grow count 0")
     func subtractingEveryField() {
-        let earlier = Self.distinct(scale: 1, reasons: ["a", "b"])
-        var later = Self.distinct(scale: 1_000, reasons: ["a", "b", "c"])
-        for tally in Accounting.countsByReason { later[keyPath: tally]["b"] = earlier[keyPath: tally]["b"] }
+        let earlier = Self.distinct(scale: 1, reasons: [.malformedJSON, .tooLate])
+        var later = Self.distinct(scale: 1_000, reasons: [.malformedJSON, .tooLate, .tooLarge])
+        for tally in Accounting.deadLetteredByReason { later[keyPath: tally][.tooLate] = earlier[keyPath: tally][.tooLate] }
         let delta = later.subtracting(earlier)
         for (index, counter) in Accounting.counters.enumerated() {
             #expect(delta[keyPath: counter] == (index + 1) * 999, "counter \(index): \(delta)")
         }
-        for (index, tally) in Accounting.countsByReason.enumerated() {
+        for (index, tally) in Accounting.deadLetteredByReason.enumerated() {
             let base = index + 1
-            #expect(delta[keyPath: tally] == ["a": base * 999, "c": base * 1_000 + 2], "by reason \(index): \(delta[keyPath: tally])")
+            #expect(delta[keyPath: tally] == [.malformedJSON: base * 999, .tooLarge: base * 1_000 + 2], "by reason \(index): \(delta[keyPath: tally])")
+            #expect(delta[keyPath: tally].description == "malformed_json \(base * 999), too_large \(base * 1_000 + 2)", "listed by code")
         }
         // Adding the difference back gives the later totals again.
         var rebuilt = earlier

@@ -54,12 +54,12 @@ struct InputLimitTests {
         #expect(letters.map(\.0) == ["too_many_headers", "too_many_headers"])
         #expect(letters.first?.1 == "too_many_headers: the record has 65 Kafka headers, more than the limit of 64; trackpipe reads only a hit's key and value, so have the producer send fewer headers (or raise --max-headers if so many are legitimate)")
         #expect(letters.last?.1.contains("has 1000 Kafka headers") == true)
-        #expect(report.accounting.deadLettered == ["too_many_headers": 2])
+        #expect(report.accounting.deadLettered == [.tooManyHeaders: 2])
         #expect(report.accounting.accepted == 2, "64 headers (the limit) and none pass")
 
         // A lower limit is honoured, and 0 turns away any record with a header.
         let strict = try run(path, limits: NormalizerLimits(maxHeaders: 0), records)
-        #expect(strict.report.accounting.deadLettered == ["too_many_headers": 3])
+        #expect(strict.report.accounting.deadLettered == [.tooManyHeaders: 3])
         #expect(strict.letters.first?.1.contains("more than the limit of 0") == true)
     }
 
@@ -103,7 +103,7 @@ struct LimitMetricsTests {
         #expect(Self.value("trackpipe_windows_finalized_early_total", stage: "aggregate", in: text) == "0")
 
         var report = StageReport()
-        report.accounting.deadLettered["too_many_headers"] = 3
+        report.accounting.deadLettered[.tooManyHeaders] = 3
         normalize.record(report)
         var evicting = StageReport()
         let eviction = CapacityEviction(

@@ -43,7 +43,7 @@ struct PipelineEndToEndTests {
         #expect(a.consumed == 30_000)
         #expect(a.balanced)
         #expect(a.accepted == truth.filter { if case .counted = $0 { true } else { false } }.count)
-        #expect(a.filtered["tracking_off"] == truth.filter { $0 == .trackingOff }.count)
+        #expect(a.filtered[.trackingOff] == truth.filter { $0 == .trackingOff }.count)
 
         // Each bad message is dead-lettered exactly once, with its reason, key and value unchanged.
         let bad = corpus.hits.filter { if case .rejected = $0.truth { true } else { false } }
@@ -123,7 +123,7 @@ struct PipelineEndToEndTests {
         try producer.flush(timeoutMilliseconds: 300_000)
         let summary = try Pipeline(config: config(broker, group: "headers")).run()
         let normalize = summary.stages[0].accounting
-        #expect(normalize.deadLettered == ["too_many_headers": 4])
+        #expect(normalize.deadLettered == [.tooManyHeaders: 4])
         #expect(normalize.accepted == 8)
         let letters = try contents(broker).deadLetters.compactMap { DeadLetter(headers: $0.headers) }
         #expect(letters.map(\.reason) == Array(repeating: .tooManyHeaders, count: 4))
@@ -160,7 +160,7 @@ struct PipelineEndToEndTests {
         try corpus.produce(1_000..<2_000, to: "hits", on: broker)
 
         let summary = try Pipeline(config: config(broker, group: "future")).run()
-        #expect(summary.accounting.deadLettered == ["future_timestamp": 1])
+        #expect(summary.accounting.deadLettered == [.futureTimestamp: 1])
         let out = try contents(broker)
         #expect(out.mismatches(against: corpus.expected(windowSize: Self.minute)).isEmpty)
         let letter = try #require(out.deadLetters.first.flatMap { DeadLetter(headers: $0.headers) })
@@ -180,13 +180,13 @@ struct PipelineEndToEndTests {
             let label = "stage=\"\(stage.stage)\""
             #expect(text.contains("trackpipe_messages_consumed_total{\(label)} \(a.consumed)\n"), "\(stage.stage)")
             #expect(text.contains("trackpipe_hits_accepted_total{\(label)} \(a.accepted)\n"), "\(stage.stage)")
-            for (reason, count) in a.deadLettered {
-                #expect(text.contains("trackpipe_dead_letters_total{\(label),reason=\"\(reason)\"} \(count)\n"), "\(reason)")
+            for (reason, count) in a.deadLettered.counted {
+                #expect(text.contains("trackpipe_dead_letters_total{\(label),reason=\"\(reason.rawValue)\"} \(count)\n"), "\(reason)")
             }
             #expect(text.contains("trackpipe_duplicates_dropped_total{\(label)} 0\n"))
         }
         let normalize = summary.stages[0].accounting, aggregate = summary.stages[1].accounting
-        #expect(text.contains("trackpipe_hits_filtered_total{stage=\"normalize\",reason=\"tracking_off\"} \(normalize.filtered["tracking_off"] ?? 0)\n"))
+        #expect(text.contains("trackpipe_hits_filtered_total{stage=\"normalize\",reason=\"tracking_off\"} \(normalize.filtered[.trackingOff])\n"))
         #expect(text.contains("trackpipe_aggregates_emitted_total{stage=\"aggregate\"} \(aggregate.emitted)\n"))
         #expect(text.contains("trackpipe_dead_letters_total{stage=\"aggregate\",reason=\"too_late\"} 0\n"))
         #expect(text.contains("trackpipe_dead_letters_total{stage=\"normalize\",reason=\"future_timestamp\"} 0\n"))

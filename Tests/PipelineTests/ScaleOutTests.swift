@@ -89,7 +89,7 @@ struct ScaleOutTests {
         let after = restart.stages[1].accounting
         #expect(restart.stages[0].accounting.accepted == routed, "every event was sent again")
         #expect(after.duplicates == routed, "and every copy was recognised")
-        #expect(after.deadLettered["too_late", default: 0] == 0)
+        #expect(after.deadLettered[.tooLate] == 0)
         #expect(metrics.registry.emitToString().contains("trackpipe_duplicates_dropped_total{stage=\"aggregate\"} \(routed)\n"))
         let out = try contents(broker)
         let problems = out.mismatches(against: corpus.expected(windowSize: Self.window))
@@ -124,7 +124,7 @@ struct ScaleOutTests {
         #expect(converged, "while running: \(running.count) keys differ, e.g. \(running.prefix(3))")
         let summary = try worker.stop()
         #expect(summary.stages.allSatisfy { $0.accounting.balanced })
-        #expect(summary.accounting.deadLettered["too_late", default: 0] == 0)
+        #expect(summary.accounting.deadLettered[.tooLate] == 0)
         let out = try contents(broker)
         let problems = out.mismatches(against: reference)
         #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")

@@ -414,7 +414,7 @@ struct ScheduleChecker {
         // The normalize stage reads every message once (a clean handover commits what it
         // processed), unless the generation changed mode in place.
         if normalizeRan, generation.mode == .twoStage, !generation.switchedInPlace {
-            let dead = normalize.deadLettered.filter { $0.value > 0 }
+            let dead = Dictionary(uniqueKeysWithValues: normalize.deadLettered.counted.map { ($0.reason.rawValue, $0.count) })
             if normalize.consumed != verdicts.messages || normalize.accepted != verdicts.counted || normalize.filteredTotal != verdicts.filtered
                 || dead != verdicts.rejected
             {
@@ -436,7 +436,7 @@ struct ScheduleChecker {
         // With the windows in a changelog, a clean handover, a switch or a restart re-reads
         // nothing: every hit is judged once.
         if !generation.switchedInPlace {
-            let late = aggregate.deadLettered["too_late"] ?? 0
+            let late = aggregate.deadLettered[.tooLate]
             if late != verdicts.tooLate.count || aggregate.accepted + late != verdicts.counted || aggregate.replayed != 0 {
                 found.append(
                     Discrepancy(

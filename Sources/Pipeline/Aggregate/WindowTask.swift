@@ -59,18 +59,18 @@ extension WindowTask {
         for filtered in batch.filtered {
             accounting.consume(at: filtered.offset, letters)
             if letters.inRange(filtered.time) {
-                accounting.filtered[filtered.reason.rawValue, default: 0] += 1
+                accounting.filtered[filtered.reason] += 1
             } else {
-                accounting.filteredOutsideRange[filtered.reason.rawValue, default: 0] += 1
+                accounting.filteredOutsideRange[filtered.reason] += 1
             }
         }
         for rejection in batch.rejections {
             accounting.consume(at: rejection.offset, letters)
             if letters.inRange(rejection.time) {
-                accounting.deadLettered[rejection.reason.rawValue, default: 0] += 1
+                accounting.deadLettered[rejection.reason] += 1
                 result.deadLetters.append(PendingDeadLetter(reference: rejection.reference, reason: rejection.reason, detail: rejection.detail))
             } else {
-                accounting.deadLetteredOutsideRange[rejection.reason.rawValue, default: 0] += 1
+                accounting.deadLetteredOutsideRange[rejection.reason] += 1
             }
         }
         let inputs = admit(batch.events, letters, into: &accounting, notices: &result.report.notices)
@@ -81,7 +81,7 @@ extension WindowTask {
         for late in output.tooLate {
             let event = batch.events[late.tag]
             if letters.inRange(late.event.eventTime) {
-                accounting.deadLettered[RejectReason.tooLate.rawValue, default: 0] += 1
+                accounting.deadLettered[.tooLate] += 1
                 var detail = late.detail
                 if !event.carriesOriginal {
                     accounting.lateWithoutOriginal += 1
@@ -90,7 +90,7 @@ extension WindowTask {
                 result.deadLetters.append(PendingDeadLetter(reference: event.reference, reason: .tooLate, detail: detail))
             } else {
                 lateOutside += 1
-                accounting.deadLetteredOutsideRange[RejectReason.tooLate.rawValue, default: 0] += 1
+                accounting.deadLetteredOutsideRange[.tooLate] += 1
             }
         }
         // The hits of windows outside the range are counted by the engine (their windows move

@@ -218,9 +218,9 @@ public struct NormalizeStage: StatelessStage {
                     }
                     pending.accounting.accepted += 1
                 case .filtered(let reason):
-                    pending.accounting.filtered[reason.rawValue, default: 0] += 1
+                    pending.accounting.filtered[reason] += 1
                 case .rejected(let reason, let detail):
-                    pending.accounting.deadLettered[reason.rawValue, default: 0] += 1
+                    pending.accounting.deadLettered[reason] += 1
                     let letter = DeadLetter(
                         reason: reason, detail: detail, sourceTopic: inputTopic, sourcePartition: record.partition,
                         sourceOffset: record.offset)

@@ -160,11 +160,11 @@ public struct StageMetrics: Sendable {
         bump("trackpipe_watermark_marks", a.marks)
         bump("trackpipe_aggregates_emitted", a.emitted)
         bump("trackpipe_late_hits_without_original", a.lateWithoutOriginal)
-        for (reason, count) in a.filtered where count > 0 {
-            parent.counter("trackpipe_hits_filtered", stage: stage, ("reason", reason)).increment(by: Int64(count))
+        for (reason, count) in a.filtered.counted {
+            parent.counter("trackpipe_hits_filtered", stage: stage, ("reason", reason.rawValue)).increment(by: Int64(count))
         }
-        for (reason, count) in a.deadLettered where count > 0 {
-            parent.counter("trackpipe_dead_letters", stage: stage, ("reason", reason)).increment(by: Int64(count))
+        for (reason, count) in a.deadLettered.counted {
+            parent.counter("trackpipe_dead_letters", stage: stage, ("reason", reason.rawValue)).increment(by: Int64(count))
         }
         for delay in report.emitDelays { parent.emitDelay.record(delay) }
         // The memory cap's effect: logged as a warning by the runner, counted here for alerts.

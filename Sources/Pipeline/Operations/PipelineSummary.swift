@@ -24,9 +24,8 @@ public struct PipelineSummary: Sendable {
         total.duplicates = stages.count > 1 ? last.accounting.duplicates : 0
         total.acceptedOutsideRange = last.accounting.acceptedOutsideRange
         total.filteredOutsideRange = first.accounting.filteredOutsideRange
-        for stage in stages { total.deadLetteredOutsideRange.merge(stage.accounting.deadLetteredOutsideRange, uniquingKeysWith: +) }
-        for stage in stages { total.deadLettered.merge(stage.accounting.deadLettered, uniquingKeysWith: +) }
-        if stages.count > 1 { total.deadLettered = total.deadLettered.filter { $0.value > 0 } }
+        for stage in stages { total.deadLetteredOutsideRange.add(stage.accounting.deadLetteredOutsideRange) }
+        for stage in stages { total.deadLettered.add(stage.accounting.deadLettered) }
         return total
     }
 
@@ -52,9 +51,9 @@ public struct PipelineSummary: Sendable {
             if stage.stage != "normalize" { lines.append("  emitted       \(a.emitted) aggregate records") }
             if range != nil || a.outsideRangeTotal > 0 {
                 var parts = ["\(a.acceptedOutsideRange) hits of other windows"]
-                let filteredOutside = a.filteredOutsideRange.values.reduce(0, +)
+                let filteredOutside = a.filteredOutsideRange.total
                 if filteredOutside > 0 { parts.append("\(filteredOutside) filtered" + reasons(a.filteredOutsideRange)) }
-                parts.append("\(a.deadLetteredOutsideRange.values.reduce(0, +)) dead letters not sent" + reasons(a.deadLetteredOutsideRange))
+                parts.append("\(a.deadLetteredOutsideRange.total) dead letters not sent" + reasons(a.deadLetteredOutsideRange))
                 lines.append("  outside range \(a.outsideRangeTotal) read and left aside, nothing written: " + parts.joined(separator: ", "))
             }
             var equation = behindShuffle ? "accepted + duplicates + dead-lettered" : "accepted + filtered + dead-lettered"
@@ -105,9 +104,7 @@ public struct PipelineSummary: Sendable {
         (["trackpipe timings"] + stages.map { "  \($0.stage): \($0.timeline.text)" }).joined(separator: "\n")
     }
 
-    private func reasons(_ counts: [String: Int]) -> String {
-        let shown = counts.filter { $0.value > 0 }
-        guard !shown.isEmpty else { return "" }
-        return " (" + shown.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"
+    private func reasons(_ counts: ReasonCounts<some CountedReason>) -> String {
+        counts.total > 0 ? " (\(counts))" : ""
     }
 }

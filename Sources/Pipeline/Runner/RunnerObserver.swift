@@ -196,7 +196,7 @@ struct RunnerObserver {
     /// offline devices, and it silently fills the dead-letter topic.
     private func logProgress(seconds: Double, pending: String?) {
         let delta = totals.subtracting(lineBase)
-        let letters = delta.deadLettered.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        let letters = delta.deadLettered.description
         var line = "\(stageName): consumed \(delta.consumed) (\(Int(Double(delta.consumed) / max(seconds, 0.001)))/s), \(lastLag.map { "lag \($0)" } ?? "owns no partitions"), accepted \(delta.accepted)"
         if delta.filteredTotal > 0 { line += ", filtered \(delta.filteredTotal)" }
         if emits { line += ", emitted \(delta.emitted)" }
@@ -206,7 +206,7 @@ struct RunnerObserver {
         line += " in the last \(Int(seconds.rounded())) s"
         if let pending { line += "; " + pending }
         logger.info("\(line)")
-        let late = delta.deadLettered[RejectReason.tooLate.rawValue] ?? 0
+        let late = delta.deadLettered[.tooLate]
         let hits = delta.accepted + late
         if late >= 10 && Double(late) > 0.01 * Double(hits) {
             logger.warning(
