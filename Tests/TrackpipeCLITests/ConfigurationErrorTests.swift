@@ -162,8 +162,8 @@ struct ConfigurationErrorTests {
         if command == "run" {
             let result = try TrackpipeBinary.locate().run(["run", "--brokers", "127.0.0.1:1"], environment: ["TRACKPIPE_BROKER": "kafka:9092"])
             let first = try #require(result.stderr.split(separator: "\n").first.map(String.init))
-            let readme = try String(contentsOf: DocumentationTests.root.appendingPathComponent("README.md"), encoding: .utf8)
-            #expect(readme.contains("\n" + first + "\n"), "README.md does not quote: \(first)")
+            let docs = try String(contentsOf: DocumentationTests.root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+            #expect(docs.contains("\n" + first + "\n"), "docs/configuration.md does not quote: \(first)")
         }
         // A variable another command reads is no error: a deployment gives all of them one
         // environment (the worker's ConfigMap is what `kubectl exec … trackpipe status` sees).

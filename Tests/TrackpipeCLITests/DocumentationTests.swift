@@ -130,10 +130,10 @@ struct DocumentationTests {
         #expect(Self.anchors("# `trackpipe run`: every flag\n## 5. Aggregates\n## 5. Aggregates") == ["trackpipe-run-every-flag", "5-aggregates", "5-aggregates-1"])
     }
 
-    @Test("every dead-letter reason is listed in README.md, schemas/README.md and the contract")
+    @Test("every dead-letter reason is listed in docs/output.md, schemas/README.md and the contract")
     func everyDeadLetterReasonIsDocumented() throws {
         let reasons = RejectReason.allCases.map(\.rawValue)
-        for path in ["README.md", "schemas/README.md", "docs/tracking-hits.md"] {
+        for path in ["docs/output.md", "schemas/README.md", "docs/tracking-hits.md"] {
             let text = try Self.read(path)
             for reason in reasons {
                 #expect(text.contains("`\(reason)`"), "\(path) does not list \(reason)")

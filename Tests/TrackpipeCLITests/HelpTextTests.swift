@@ -69,9 +69,9 @@ struct HelpTextTests {
         }
     }
 
-    /// `--shards` means one thing, said in the same words by run, replay, the README and the
-    /// glossary.
-    @Test("--shards is described the same way in run --help, replay --help, the README and docs/glossary.md")
+    /// `--shards` means one thing, said in the same words by run, replay, the flag table of
+    /// docs/configuration.md and the glossary.
+    @Test("--shards is described the same way in run --help, replay --help, docs/configuration.md and docs/glossary.md")
     func shardsDescribedOnce() throws {
         let text = RunCommand.shardsHelp
         for command in ["run", "replay"] {
@@ -79,16 +79,16 @@ struct HelpTextTests {
                 .replacingOccurrences(of: #"\s+"#, with: " ", options: .regularExpression)
             #expect(help.contains(text), "\(command) --help")
         }
-        for document in ["README.md", "docs/glossary.md"] {
+        for document in ["docs/configuration.md", "docs/glossary.md"] {
             let prose = try String(contentsOf: DocumentationTests.root.appendingPathComponent(document), encoding: .utf8)
             #expect(prose.contains(text), "\(document) does not describe --shards as --help does")
         }
     }
 
-    /// The README's table of `run`'s flags is what `run --help` offers: the same flags, each
-    /// with the variable it reads, and the same defaults where help states one.
-    @Test("the README's flag table for run matches run --help: flags, variables and defaults")
-    func readmeFlagTable() throws {
+    /// The table of `run`'s flags in docs/configuration.md is what `run --help` offers: the same
+    /// flags, each with the variable it reads, and the same defaults where help states one.
+    @Test("the flag table for run in docs/configuration.md matches run --help: flags, variables and defaults")
+    func configurationFlagTable() throws {
         let result = try TrackpipeBinary.locate().run(["--experimental-dump-help"])
         let root = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         let commands = try #require((root["command"] as? [String: Any])?["subcommands"] as? [[String: Any]])
@@ -101,25 +101,25 @@ struct HelpTextTests {
             help[flag] = argument["abstract"] as? String ?? ""
         }
 
-        let readme = try String(contentsOf: DocumentationTests.root.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.range(of: "### `trackpipe run`: every flag"))
+        let document = try String(contentsOf: DocumentationTests.root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        let section = try #require(document.range(of: "## `trackpipe run`: every flag"))
         var table: [String: (variable: String, defaultValue: String)] = [:]
-        for line in readme[section.upperBound...].split(separator: "\n").drop(while: { !$0.hasPrefix("|") }).prefix(while: { $0.hasPrefix("|") }) {
+        for line in document[section.upperBound...].split(separator: "\n").drop(while: { !$0.hasPrefix("|") }).prefix(while: { $0.hasPrefix("|") }) {
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
             guard cells.count > 4, cells[1].hasPrefix("`-") else { continue }
             table[cells[1].trimmingCharacters(in: CharacterSet(charactersIn: "`"))] = (cells[2], cells[3])
         }
-        #expect(Set(table.keys) == Set(help.keys), "only in the README: \(Set(table.keys).subtracting(help.keys)); only in --help: \(Set(help.keys).subtracting(table.keys))")
+        #expect(Set(table.keys) == Set(help.keys), "only in docs/configuration.md: \(Set(table.keys).subtracting(help.keys)); only in --help: \(Set(help.keys).subtracting(table.keys))")
         for (flag, row) in table {
             guard let abstract = help[flag], flag.hasPrefix("--") else { continue }
             let variable = Environment.variableName(forFlag: String(flag.dropFirst(2)))
             if abstract.contains("(env ") {
-                #expect(row.variable.contains("`\(variable)`"), "\(flag): README names \(row.variable), help \(variable)")
+                #expect(row.variable.contains("`\(variable)`"), "\(flag): docs/configuration.md names \(row.variable), help \(variable)")
                 if let stated = abstract.firstMatch(of: /default ([^)]+)\)/)?.output.1, row.defaultValue.hasPrefix("`") {
-                    #expect(row.defaultValue.contains("`\(stated)`"), "\(flag): README's default \(row.defaultValue), help's \(stated)")
+                    #expect(row.defaultValue.contains("`\(stated)`"), "\(flag): docs/configuration.md's default \(row.defaultValue), help's \(stated)")
                 }
             } else {
-                #expect(!row.variable.contains("TRACKPIPE_"), "\(flag): the README names a variable help does not")
+                #expect(!row.variable.contains("TRACKPIPE_"), "\(flag): docs/configuration.md names a variable help does not")
             }
         }
     }
