@@ -160,14 +160,14 @@ public enum RepartitionRecord {
 
     /// An event's first byte: its action, channel and platform (two bits each), whether a new
     /// source partition's events begin with it, and whether its original follows it.
-    fileprivate enum Head {
+    enum Head {
         static let newSource: UInt8 = 0x40
         static let original: UInt8 = 0x80
     }
 
     /// An event's second byte: its shape (three bits), and its delivery's index when below 31
     /// (five bits; 31: the index minus 31 follows as a varint).
-    fileprivate static let inlineDeliveries = 31
+    static let inlineDeliveries = 31
 
     /// A source table entry's flags.
     fileprivate enum SourceFlag {
@@ -182,7 +182,7 @@ public enum RepartitionRecord {
     // MARK: Encoding
 
     /// What every record starts with: version, kind, origin and the writer's clock.
-    fileprivate static func appendHeader(_ kind: Kind, origin: Origin, writerClock: Int64, to bytes: inout [UInt8]) {
+    static func appendHeader(_ kind: Kind, origin: Origin, writerClock: Int64, to bytes: inout [UInt8]) {
         bytes.append(version)
         bytes.append(kind.rawValue)
         Varint.append(UInt64(max(0, origin.sourcePartitions)), to: &bytes)
@@ -198,7 +198,7 @@ public enum RepartitionRecord {
 
     /// A table of source partitions, as marks records and the end of events records hold it:
     /// watermarks as deltas from the writer's clock, which bounds them.
-    fileprivate static func appendSourceTable(
+    static func appendSourceTable(
         _ sources: some Collection<(mark: SourceMark, epoch: UInt32, begins: Bool)>, writerClock: Int64, to bytes: inout [UInt8]
     ) {
         Varint.append(UInt64(sources.count), to: &bytes)
@@ -226,235 +226,6 @@ public enum RepartitionRecord {
             marks.enumerated().map { index, mark in
                 (mark: mark, epoch: index < epochs.count ? epochs[index] : 0, begins: index < begins.count && begins[index])
             }, writerClock: writerClock, to: &bytes)
-    }
-
-    /// A hit's original, as the writer has it: carried whole, or cut to `maxBytes` (key and
-    /// value together) as its dead letter would be.
-    struct OriginalBytes {
-        var key: UnsafeRawBufferPointer?
-        var value: UnsafeRawBufferPointer?
-        var timestamp: Int64?
-        var maxBytes: Int = .max
-    }
-
-    /// One events record being written by one lane: its events appended in input order, written
-    /// straight into the bytes that are sent (no buffer in between); the stage sets each
-    /// source's watermark as it takes the events in order, and `finish` closes the record with
-    /// its tables. A lane keeps its writers from batch to batch for their buffers.
-    struct EventsWriter {
-        /// The repartition partition the record goes to.
-        private(set) var partition: Int32 = 0
-        /// `bytes[0..<end]` is the record; what lies beyond is scratch, kept for its capacity.
-        private(set) var bytes: [UInt8] = []
-        private(set) var end = 0
-        private(set) var count = 0
-        /// The newest Kafka timestamp of the input records, the record's own timestamp.
-        private(set) var timestamp: Int64?
-        private var writerClock: Int64 = 0
-        /// Where the event count and the tables' offset sit (fixed width, set by `finish`).
-        private var countAt = 0
-        private var deliveries: [DeliveryID] = []
-        /// The deliveries' indices, once the table is too long to search.
-        private var deliveryIndex: [DeliveryID: Int] = [:]
-        private var sources: [Int32] = []
-        private var epochs: [UInt32] = []
-        private var begins: [Bool] = []
-        private var watermarks: [Int64?] = []
-        private var previousOffsets: [Int64] = []
-        private var source = -1
-        private var previousTime: Int64 = 0
-        /// What the tables will add when the record is closed, at most.
-        private var tableBytes = 0
-
-        var isEmpty: Bool { count == 0 }
-
-        /// The record's size once closed, at most: what decides when it is full.
-        var size: Int { end + tableBytes }
-
-        /// Starts a new record for `partition`, forgetting the previous one (keeping buffers).
-        mutating func begin(partition: Int32, origin: Origin, writerClock: Int64) {
-            self.partition = partition
-            self.writerClock = writerClock
-            bytes.removeAll(keepingCapacity: true)
-            RepartitionRecord.appendHeader(.events, origin: origin, writerClock: writerClock, to: &bytes)
-            countAt = bytes.count
-            bytes.append(contentsOf: repeatElement(0, count: 8))
-            end = bytes.count
-            count = 0
-            timestamp = nil
-            deliveries.removeAll(keepingCapacity: true)
-            deliveryIndex.removeAll(keepingCapacity: true)
-            sources.removeAll(keepingCapacity: true)
-            epochs.removeAll(keepingCapacity: true)
-            begins.removeAll(keepingCapacity: true)
-            watermarks.removeAll(keepingCapacity: true)
-            previousOffsets.removeAll(keepingCapacity: true)
-            source = -1
-            previousTime = writerClock
-            tableBytes = 2 * Varint.maxBytes
-        }
-
-        /// Appends one event of `sourcePartition` (of `epoch`) with its original, if given;
-        /// returns the source's place in the record's table, for `setWatermark`. `begins`: the
-        /// record begins the group's records of the source in its partition (read where the
-        /// source enters the record's table).
-        mutating func append(
-            _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
-            timestamp: Int64?, original: OriginalBytes?, begins: Bool = false
-        ) -> Int {
-            if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
-            let newSource = source < 0 || sources[source] != sourcePartition
-            if newSource {
-                // A record's events come in runs of one source partition: a new run looks its
-                // source up in the table, or adds it.
-                if let known = sources.firstIndex(of: sourcePartition) {
-                    source = known
-                } else {
-                    source = sources.count
-                    sources.append(sourcePartition)
-                    epochs.append(epoch)
-                    self.begins.append(begins)
-                    watermarks.append(nil)
-                    previousOffsets.append(-1)
-                    tableBytes += 3 * Varint.maxBytes + 1
-                }
-            }
-            let delivery = deliveryNumber(event.deliveryId)
-            let offsetDelta = Varint.zigzag(sourceOffset &- previousOffsets[source] &- 1)
-            previousOffsets[source] = sourceOffset
-            let timeDelta = Varint.zigzag(eventTime &- previousTime)
-            previousTime = eventTime
-            // Constants, not variables: the closures below capture them, and a captured variable
-            // is checked for exclusive access at run time on every read.
-            let cut =
-                original.flatMap { original in
-                    (original.key?.count ?? 0) + (original.value?.count ?? 0) > original.maxBytes
-                        ? DeadLetterCut.fitting(key: original.key, value: original.value, headers: [], limit: original.maxBytes) : nil
-                }
-            let key = cut.map { cut in original?.key.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) } } ?? original?.key
-            let value = cut.map { cut in original?.value.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) } } ?? original?.value
-            let cutBytes = Self.cutHeaderBytes(cut?.headers ?? [])
-            let carries = original != nil
-            let originalTimestamp = original?.timestamp
-            let head =
-                event.action.rawValue | event.channel.rawValue << 2 | event.platform.rawValue << 4
-                | (newSource ? Head.newSource : 0) | (carries ? Head.original : 0)
-            let source = self.source
-            event.broadlogId.withUTF8 { broadlog in
-                var size = 2 + 4 * Varint.maxBytes + broadlog.count
-                if carries { size += 4 * Varint.maxBytes + (key?.count ?? 0) + (value?.count ?? 0) + cutBytes.count }
-                if bytes.count < end + size {
-                    bytes.append(contentsOf: repeatElement(0, count: max(end + size - bytes.count, bytes.count)))
-                }
-                let start = end
-                end = bytes.withUnsafeMutableBytes { buffer -> Int in
-                    // Safe: `bytes` was grown above to hold this event, so the buffer is not empty.
-                    let raw = buffer.baseAddress!
-                    func put(_ bytes: UnsafeRawBufferPointer, at: Int) -> Int {
-                        if let base = bytes.baseAddress, !bytes.isEmpty { (raw + at).copyMemory(from: base, byteCount: bytes.count) }
-                        return at + bytes.count
-                    }
-                    func putOptional(_ bytes: UnsafeRawBufferPointer?, at: Int) -> Int {
-                        guard let bytes else { return Varint.write(0, to: raw, at: at) }
-                        return put(bytes, at: Varint.write(UInt64(bytes.count) + 1, to: raw, at: at))
-                    }
-                    raw.storeBytes(of: head, toByteOffset: start, as: UInt8.self)
-                    let inline = min(delivery, RepartitionRecord.inlineDeliveries)
-                    raw.storeBytes(of: event.shape.rawValue | UInt8(inline) << 3, toByteOffset: start + 1, as: UInt8.self)
-                    var at = start + 2
-                    if inline == RepartitionRecord.inlineDeliveries {
-                        at = Varint.write(UInt64(delivery - RepartitionRecord.inlineDeliveries), to: raw, at: at)
-                    }
-                    if newSource { at = Varint.write(UInt64(source), to: raw, at: at) }
-                    at = Varint.write(offsetDelta, to: raw, at: at)
-                    at = Varint.write(timeDelta, to: raw, at: at)
-                    at = Varint.write(UInt64(broadlog.count), to: raw, at: at)
-                    at = put(broadlog, at: at)
-                    if carries {
-                        at = Varint.write(originalTimestamp.map { Varint.zigzag($0 &- eventTime) + 1 } ?? 0, to: raw, at: at)
-                        at = putOptional(key, at: at)
-                        at = putOptional(value, at: at)
-                        at = Varint.write(UInt64(cutBytes.count), to: raw, at: at)
-                        at = cutBytes.withUnsafeBytes { put($0, at: at) }
-                    }
-                    return at
-                }
-            }
-            count += 1
-            return source
-        }
-
-        /// The source at `index` of the table had reached `watermark` as of its latest event so
-        /// far.
-        mutating func setWatermark(_ watermark: Int64, source index: Int) {
-            watermarks[index] = watermark
-        }
-
-        /// The record begins the group's records of the source at `index` of the table in its
-        /// partition.
-        mutating func markBegins(source index: Int) {
-            begins[index] = true
-        }
-
-        /// Closes the record with its tables; `bytes[0..<end]` is then the record to send.
-        mutating func finish() {
-            bytes.removeSubrange(end...)
-            let tablesAt = bytes.count
-            Varint.append(UInt64(deliveries.count), to: &bytes)
-            for delivery in deliveries {
-                delivery.withUTF8 { utf8 in
-                    Varint.append(UInt64(utf8.count), to: &bytes)
-                    bytes.append(contentsOf: utf8)
-                }
-            }
-            RepartitionRecord.appendSourceTable(
-                sources.indices.lazy.map { [sources, watermarks, epochs, begins] in
-                    (mark: SourceMark(source: sources[$0], watermark: watermarks[$0]), epoch: epochs[$0], begins: begins[$0])
-                }, writerClock: writerClock, to: &bytes)
-            let at = countAt
-            let count = UInt32(self.count)
-            bytes.withUnsafeMutableBytes {
-                $0.storeBytes(of: count.littleEndian, toByteOffset: at, as: UInt32.self)
-                $0.storeBytes(of: UInt32(tablesAt).littleEndian, toByteOffset: at + 4, as: UInt32.self)
-            }
-            end = bytes.count
-        }
-
-        /// The record's number for a delivery: a short table is searched (a record bound for one
-        /// partition has few deliveries), a long one hashed.
-        private mutating func deliveryNumber(_ id: DeliveryID) -> Int {
-            if deliveries.count <= 16 {
-                if let known = deliveries.firstIndex(of: id) { return known }
-                tableBytes += Varint.maxBytes + id.utf8Count
-                deliveries.append(id)
-                if deliveries.count > 16 {
-                    for (number, delivery) in deliveries.enumerated() { deliveryIndex[delivery] = number }
-                }
-                return deliveries.count - 1
-            }
-            if let known = deliveryIndex[id] { return known }
-            tableBytes += Varint.maxBytes + id.utf8Count
-            deliveries.append(id)
-            deliveryIndex[id] = deliveries.count - 1
-            return deliveries.count - 1
-        }
-
-        /// What was cut, as `cutHeaders` reads it back.
-        private static func cutHeaderBytes(_ headers: [KafkaHeader]) -> [UInt8] {
-            guard !headers.isEmpty else { return [] }
-            var bytes: [UInt8] = []
-            for header in headers {
-                var key = header.key
-                key.withUTF8 { key in
-                    Varint.append(UInt64(key.count), to: &bytes)
-                    bytes.append(contentsOf: key)
-                }
-                let value = header.value ?? []
-                Varint.append(UInt64(value.count), to: &bytes)
-                bytes.append(contentsOf: value)
-            }
-            return bytes
-        }
     }
 
     // MARK: Decoding
@@ -631,30 +402,6 @@ extension ByteReader where Failure == RepartitionRecord.DecodingError {
     init(bytes: UnsafeRawBufferPointer) {
         self.init(bytes, cutShort: RepartitionRecord.DecodingError(description: "repartition record cut short"))
     }
-}
-
-/// An events record bound for its repartition partition, as a finished writer wrote it
-/// (`RepartitionRecord.EventsWriter.finish`): lent from the writer's own buffer, which is
-/// reused for the writer's next record.
-struct RepartitionEvents: OutgoingRecord {
-    let partition: Int32?
-    /// `bytes[0..<end]` is the record.
-    let bytes: [UInt8]
-    let end: Int
-    /// The newest Kafka timestamp of the input records it carries events of.
-    let timestamp: Int64?
-
-    var destination: Destination { .repartition }
-    var headers: [KafkaHeader] { [] }
-
-    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-        try bytes.withUnsafeBytes { try body(nil, UnsafeRawBufferPointer(rebasing: $0[0..<end])) }
-    }
-}
-
-extension RepartitionRecord.EventsWriter {
-    /// The record written, once `finish` has closed it.
-    var record: RepartitionEvents { RepartitionEvents(partition: partition, bytes: bytes, end: end, timestamp: timestamp) }
 }
 
 /// A marks record (`RepartitionRecord.encodeMarks`) bound for one repartition partition,

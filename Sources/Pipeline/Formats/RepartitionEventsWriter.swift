@@ -1,0 +1,308 @@
+import Kafka
+import TrackingDomain
+import Windowing
+
+extension RepartitionRecord {
+    /// A hit's original, as the writer has it: carried whole, or cut to `maxBytes` (key and
+    /// value together) as its dead letter would be.
+    struct OriginalBytes {
+        var key: UnsafeRawBufferPointer?
+        var value: UnsafeRawBufferPointer?
+        var timestamp: Int64?
+        var maxBytes: Int = .max
+    }
+
+    /// One events record being written by one lane: its events appended in input order, written
+    /// straight into the bytes that are sent (no buffer in between); the stage sets each
+    /// source's watermark as it takes the events in order, and `finish` closes the record with
+    /// its tables. A lane keeps its writers from batch to batch for their buffers.
+    struct EventsWriter {
+        /// The repartition partition the record goes to.
+        private(set) var partition: Int32 = 0
+        /// `bytes[0..<end]` is the record; what lies beyond is scratch, kept for its capacity.
+        private(set) var bytes: [UInt8] = []
+        private(set) var end = 0
+        private(set) var count = 0
+        /// The newest Kafka timestamp of the input records, the record's own timestamp.
+        private(set) var timestamp: Int64?
+        private var writerClock: Int64 = 0
+        /// Where the event count and the tables' offset sit (fixed width, set by `finish`).
+        private var countAt = 0
+        private var deliveries: [DeliveryID] = []
+        /// The deliveries' indices, once the table is too long to search.
+        private var deliveryIndex: [DeliveryID: Int] = [:]
+        private var sources: [Int32] = []
+        private var epochs: [UInt32] = []
+        private var begins: [Bool] = []
+        private var watermarks: [Int64?] = []
+        private var previousOffsets: [Int64] = []
+        private var source = -1
+        private var previousTime: Int64 = 0
+        /// What the tables will add when the record is closed, at most.
+        private var tableBytes = 0
+
+        var isEmpty: Bool { count == 0 }
+
+        /// The record's size once closed, at most: what decides when it is full.
+        var size: Int { end + tableBytes }
+
+        /// Starts a new record for `partition`, forgetting the previous one (keeping buffers).
+        mutating func begin(partition: Int32, origin: Origin, writerClock: Int64) {
+            self.partition = partition
+            self.writerClock = writerClock
+            bytes.removeAll(keepingCapacity: true)
+            RepartitionRecord.appendHeader(.events, origin: origin, writerClock: writerClock, to: &bytes)
+            countAt = bytes.count
+            bytes.append(contentsOf: repeatElement(0, count: 8))
+            end = bytes.count
+            count = 0
+            timestamp = nil
+            deliveries.removeAll(keepingCapacity: true)
+            deliveryIndex.removeAll(keepingCapacity: true)
+            sources.removeAll(keepingCapacity: true)
+            epochs.removeAll(keepingCapacity: true)
+            begins.removeAll(keepingCapacity: true)
+            watermarks.removeAll(keepingCapacity: true)
+            previousOffsets.removeAll(keepingCapacity: true)
+            source = -1
+            previousTime = writerClock
+            tableBytes = 2 * Varint.maxBytes
+        }
+
+        /// Appends one event of `sourcePartition` (of `epoch`) with its original, if given;
+        /// returns the source's place in the record's table, for `setWatermark`. `begins`: the
+        /// record begins the group's records of the source in its partition (read where the
+        /// source enters the record's table).
+        mutating func append(
+            _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
+            timestamp: Int64?, original: OriginalBytes?, begins: Bool = false
+        ) -> Int {
+            if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
+            let newSource = enterSource(sourcePartition, epoch: epoch, begins: begins)
+            let fields = EventFields(
+                head: Self.head(of: event, newSource: newSource, carriesOriginal: original != nil), shape: event.shape.rawValue,
+                delivery: deliveryNumber(event.deliveryId), source: newSource ? source : nil,
+                offsetDelta: Varint.zigzag(sourceOffset &- previousOffsets[source] &- 1), timeDelta: Varint.zigzag(eventTime &- previousTime),
+                original: original.map { FittedOriginal($0, eventTime: eventTime) })
+            previousOffsets[source] = sourceOffset
+            previousTime = eventTime
+            event.broadlogId.withUTF8 { write(fields, broadlog: $0) }
+            count += 1
+            return source
+        }
+
+        /// Makes `sourcePartition` the current source: a record's events come in runs of one
+        /// source partition, and a new run looks its source up in the table, or adds it.
+        /// Returns whether a new run began (its event then names the source).
+        private mutating func enterSource(_ sourcePartition: Int32, epoch: UInt32, begins: Bool) -> Bool {
+            guard source < 0 || sources[source] != sourcePartition else { return false }
+            if let known = sources.firstIndex(of: sourcePartition) {
+                source = known
+            } else {
+                source = sources.count
+                sources.append(sourcePartition)
+                epochs.append(epoch)
+                self.begins.append(begins)
+                watermarks.append(nil)
+                previousOffsets.append(-1)
+                tableBytes += 3 * Varint.maxBytes + 1
+            }
+            return true
+        }
+
+        /// An event's first byte (`Head`).
+        private static func head(of event: TrackingEvent, newSource: Bool, carriesOriginal: Bool) -> UInt8 {
+            event.action.rawValue | event.channel.rawValue << 2 | event.platform.rawValue << 4
+                | (newSource ? Head.newSource : 0) | (carriesOriginal ? Head.original : 0)
+        }
+
+        /// Writes one event's bytes at `end`, growing the buffer first if they might not fit.
+        private mutating func write(_ fields: EventFields, broadlog: UnsafeRawBufferPointer) {
+            var size = 2 + 4 * Varint.maxBytes + broadlog.count
+            if let original = fields.original { size += original.maxSize }
+            if bytes.count < end + size {
+                bytes.append(contentsOf: repeatElement(0, count: max(end + size - bytes.count, bytes.count)))
+            }
+            let start = end
+            end = bytes.withUnsafeMutableBytes { buffer -> Int in
+                // Safe: `bytes` was grown above to hold this event, so the buffer is not empty.
+                var out = RawWriter(raw: buffer.baseAddress!, at: start)
+                out.byte(fields.head)
+                let inline = min(fields.delivery, RepartitionRecord.inlineDeliveries)
+                out.byte(fields.shape | UInt8(inline) << 3)
+                if inline == RepartitionRecord.inlineDeliveries { out.varint(UInt64(fields.delivery - RepartitionRecord.inlineDeliveries)) }
+                if let source = fields.source { out.varint(UInt64(source)) }
+                out.varint(fields.offsetDelta)
+                out.varint(fields.timeDelta)
+                out.varint(UInt64(broadlog.count))
+                out.put(broadlog)
+                if let original = fields.original {
+                    out.varint(original.timestampDelta)
+                    out.putOptional(original.key)
+                    out.putOptional(original.value)
+                    out.varint(UInt64(original.cutHeaders.count))
+                    original.cutHeaders.withUnsafeBytes { out.put($0) }
+                }
+                return out.at
+            }
+        }
+
+        /// The source at `index` of the table had reached `watermark` as of its latest event so
+        /// far.
+        mutating func setWatermark(_ watermark: Int64, source index: Int) {
+            watermarks[index] = watermark
+        }
+
+        /// The record begins the group's records of the source at `index` of the table in its
+        /// partition.
+        mutating func markBegins(source index: Int) {
+            begins[index] = true
+        }
+
+        /// Closes the record with its tables; `bytes[0..<end]` is then the record to send.
+        mutating func finish() {
+            bytes.removeSubrange(end...)
+            let tablesAt = bytes.count
+            Varint.append(UInt64(deliveries.count), to: &bytes)
+            for delivery in deliveries {
+                delivery.withUTF8 { utf8 in
+                    Varint.append(UInt64(utf8.count), to: &bytes)
+                    bytes.append(contentsOf: utf8)
+                }
+            }
+            RepartitionRecord.appendSourceTable(
+                sources.indices.lazy.map { [sources, watermarks, epochs, begins] in
+                    (mark: SourceMark(source: sources[$0], watermark: watermarks[$0]), epoch: epochs[$0], begins: begins[$0])
+                }, writerClock: writerClock, to: &bytes)
+            let at = countAt
+            let count = UInt32(self.count)
+            bytes.withUnsafeMutableBytes {
+                $0.storeBytes(of: count.littleEndian, toByteOffset: at, as: UInt32.self)
+                $0.storeBytes(of: UInt32(tablesAt).littleEndian, toByteOffset: at + 4, as: UInt32.self)
+            }
+            end = bytes.count
+        }
+
+        /// The record's number for a delivery: a short table is searched (a record bound for one
+        /// partition has few deliveries), a long one hashed.
+        private mutating func deliveryNumber(_ id: DeliveryID) -> Int {
+            if deliveries.count <= 16 {
+                if let known = deliveries.firstIndex(of: id) { return known }
+                tableBytes += Varint.maxBytes + id.utf8Count
+                deliveries.append(id)
+                if deliveries.count > 16 {
+                    for (number, delivery) in deliveries.enumerated() { deliveryIndex[delivery] = number }
+                }
+                return deliveries.count - 1
+            }
+            if let known = deliveryIndex[id] { return known }
+            tableBytes += Varint.maxBytes + id.utf8Count
+            deliveries.append(id)
+            deliveryIndex[id] = deliveries.count - 1
+            return deliveries.count - 1
+        }
+    }
+
+    /// One event's fields as they are written, in the order they are written.
+    fileprivate struct EventFields {
+        var head: UInt8
+        var shape: UInt8
+        /// The delivery's number in the record's table.
+        var delivery: Int
+        /// The source's place in the table, where the event begins a run of its source.
+        var source: Int?
+        var offsetDelta: UInt64
+        var timeDelta: UInt64
+        var original: FittedOriginal?
+    }
+
+    /// An original as an event carries it: whole, or cut as its dead letter would be
+    /// (`DeadLetterCut`) when key and value together pass the writer's bound, with what was cut.
+    fileprivate struct FittedOriginal {
+        var key: UnsafeRawBufferPointer?
+        var value: UnsafeRawBufferPointer?
+        /// What was cut, as `cutHeaders` reads it back (empty: nothing).
+        var cutHeaders: [UInt8]
+        /// The original timestamp as a delta from the event time, plus one (0: none).
+        var timestampDelta: UInt64
+
+        init(_ original: OriginalBytes, eventTime: Int64) {
+            let whole = (original.key?.count ?? 0) + (original.value?.count ?? 0) <= original.maxBytes
+            let cut = whole ? nil : DeadLetterCut.fitting(key: original.key, value: original.value, headers: [], limit: original.maxBytes)
+            key = cut.map { cut in original.key.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.keyBytes]) } } ?? original.key
+            value = cut.map { cut in original.value.map { UnsafeRawBufferPointer(rebasing: $0[0..<cut.valueBytes]) } } ?? original.value
+            cutHeaders = Self.bytes(of: cut?.headers ?? [])
+            timestampDelta = original.timestamp.map { Varint.zigzag($0 &- eventTime) + 1 } ?? 0
+        }
+
+        /// The most its bytes can take in an event.
+        var maxSize: Int { 4 * Varint.maxBytes + (key?.count ?? 0) + (value?.count ?? 0) + cutHeaders.count }
+
+        private static func bytes(of headers: [KafkaHeader]) -> [UInt8] {
+            guard !headers.isEmpty else { return [] }
+            var bytes: [UInt8] = []
+            for header in headers {
+                var key = header.key
+                key.withUTF8 { key in
+                    Varint.append(UInt64(key.count), to: &bytes)
+                    bytes.append(contentsOf: key)
+                }
+                let value = header.value ?? []
+                Varint.append(UInt64(value.count), to: &bytes)
+                bytes.append(contentsOf: value)
+            }
+            return bytes
+        }
+    }
+
+    /// Writes into memory already reserved, advancing `at`: no bounds are checked, so its caller
+    /// reserves the most an event can take first (`EventsWriter.write`).
+    fileprivate struct RawWriter {
+        let raw: UnsafeMutableRawPointer
+        var at: Int
+
+        mutating func byte(_ value: UInt8) {
+            raw.storeBytes(of: value, toByteOffset: at, as: UInt8.self)
+            at += 1
+        }
+
+        mutating func varint(_ value: UInt64) { at = Varint.write(value, to: raw, at: at) }
+
+        mutating func put(_ bytes: UnsafeRawBufferPointer) {
+            if let base = bytes.baseAddress, !bytes.isEmpty { (raw + at).copyMemory(from: base, byteCount: bytes.count) }
+            at += bytes.count
+        }
+
+        /// Length plus one, then the bytes; 0 for none.
+        mutating func putOptional(_ bytes: UnsafeRawBufferPointer?) {
+            guard let bytes else { return varint(0) }
+            varint(UInt64(bytes.count) + 1)
+            put(bytes)
+        }
+    }
+}
+
+/// An events record bound for its repartition partition, as a finished writer wrote it
+/// (`RepartitionRecord.EventsWriter.finish`): lent from the writer's own buffer, which is
+/// reused for the writer's next record.
+struct RepartitionEvents: OutgoingRecord {
+    let partition: Int32?
+    /// `bytes[0..<end]` is the record.
+    let bytes: [UInt8]
+    let end: Int
+    /// The newest Kafka timestamp of the input records it carries events of.
+    let timestamp: Int64?
+
+    var destination: Destination { .repartition }
+    var headers: [KafkaHeader] { [] }
+
+    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes { try body(nil, UnsafeRawBufferPointer(rebasing: $0[0..<end])) }
+    }
+}
+
+extension RepartitionRecord.EventsWriter {
+    /// The record written, once `finish` has closed it.
+    var record: RepartitionEvents { RepartitionEvents(partition: partition, bytes: bytes, end: end, timestamp: timestamp) }
+}
+
