@@ -200,9 +200,9 @@ public struct StageReport: Sendable {
     /// What the operator should read in the log: something the stage recognised and handled
     /// (input from a new incarnation of a topic, say).
     public var notices: [String] = []
-    /// Offsets of its input the stage found its group never read (see `UnreadInput`): the
-    /// runner judges what of them is lost.
-    public var unread: [UnreadInput] = []
+    /// Offsets of its input the stage found its group never read (`FirstRead`): the runner
+    /// judges what of them is lost (`InputLoss`).
+    public var unread: [InputSpan] = []
 
     public init() {}
 
@@ -216,21 +216,3 @@ public struct StageReport: Sendable {
     }
 }
 
-/// Offsets of a partition of a stage's input that its group never read, as the stage found
-/// where it began reading without a commit: `from..<to`, or with `from` nil every record of the
-/// partition before `to`. Whether they are lost is the log start's to say, which the runner
-/// reads (`InputLoss`): below it they were deleted before anyone read them.
-public struct UnreadInput: Sendable, Equatable {
-    public var partition: Int32
-    public var from: Int64?
-    public var to: Int64
-    /// Why the stage knows, for the log.
-    public var reason: String
-
-    public init(partition: Int32, from: Int64?, to: Int64, reason: String) {
-        self.partition = partition
-        self.from = from
-        self.to = to
-        self.reason = reason
-    }
-}

@@ -104,7 +104,7 @@ struct LostInputStageTests {
         let records = try repartitionRecords(arena)
         #expect(records.count == 3)
         #expect(try records.map(beginnings) == [[0: true], [0: false], [0: false]])
-        func read(from first: Int, start: PartitionStart = PartitionStart(partition: 0)) throws -> [UnreadInput] {
+        func read(from first: Int, start: PartitionStart = PartitionStart(partition: 0)) throws -> [InputSpan] {
             var stage = aggregate()
             try stage.assignEmpty([start], now: 0)
             var sink = RecordingSink()
@@ -114,7 +114,7 @@ struct LostInputStageTests {
         }
         #expect(try read(from: 0).isEmpty, "the source's records begin where the task began reading")
         let gone = try read(from: 1)
-        #expect(gone.map { [Int64($0.partition), $0.from ?? -1, $0.to] } == [[0, -1, 1]], "\(gone)")
+        #expect(gone.map { [Int64($0.partition.partition), $0.from ?? -1, $0.to] } == [[0, -1, 1]], "\(gone)")
         #expect(gone.first?.reason.contains("input partitions [0]") == true, "\(gone)")
         let checkpoint = Checkpoint(evictedBefore: 0, processedMark: 1, changelog: 0, windowSize: Self.window.size)
         #expect(
@@ -135,7 +135,7 @@ struct LostInputStageTests {
             try stage.process(hits(arena, partition: 1, 3..<4), now: 1, into: &sink)
             records += sink.to(.repartition)
         }
-        func unread(_ offsets: [Int]) throws -> [UnreadInput] {
+        func unread(_ offsets: [Int]) throws -> [InputSpan] {
             var stage = aggregate()
             try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
             var sink = RecordingSink()
@@ -165,7 +165,7 @@ struct LostInputStageTests {
         try next.process([arena.record(records[2], offset: 2)], now: 3_001, into: &out)
         let unread = next.drainReport().unread
         #expect(unread.map { [$0.from ?? -1, $0.to] } == [[-1, 2]], "\(unread)")
-        #expect(InputLoss.lost(from: nil, to: 2, logStart: 0) == nil, "nothing deleted: nothing lost")
-        #expect(InputLoss.lost(from: nil, to: 2, logStart: 2).map(\.to) == 2, "the log start passed both records the owners before read")
+        #expect(InputLoss.lost(InputSpan(partition: TopicPartition(topic: "r", partition: 0), from: nil, to: 2, cause: .firstRead("")), logStart: 0) == nil, "nothing deleted: nothing lost")
+        #expect(InputLoss.lost(InputSpan(partition: TopicPartition(topic: "r", partition: 0), from: nil, to: 2, cause: .firstRead("")), logStart: 2).map(\.to) == 2, "the log start passed both records the owners before read")
     }
 }

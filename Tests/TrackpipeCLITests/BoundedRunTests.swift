@@ -53,8 +53,8 @@ struct BoundedRunTests {
         let normalize = StageSummary(
             stage: "normalize", topic: "hits", accounting: accounting, elapsedMilliseconds: 1_000,
             committed: [TopicPartitionOffset(topic: "hits", partition: 0, offset: 15_750)],
-            offsetGaps: [OffsetGap(partition: hits, from: 500, to: 15_747), OffsetGap(partition: hits, from: 15_748, to: 15_749)],
-            lostInput: [LostInput(partition: hits, from: 500, to: 15_747)])
+            offsetGaps: [InputSpan(partition: hits, from: 500, to: 15_747, cause: .jump), InputSpan(partition: hits, from: 15_748, to: 15_749, cause: .jump)],
+            lostInput: [InputSpan(partition: hits, from: 500, to: 15_747, cause: .jump)])
         var aggregate = normalize
         aggregate.stage = "aggregate"
         aggregate.topic = "g-repartition"
@@ -88,12 +88,14 @@ struct BoundedRunTests {
         // The summary itself names them, under the stage that lost them.
         #expect(summary.text.contains("  lost          15247 offsets, deleted before they were read: hits[0] offsets 500 to 15746 (15247)\n"), "\(summary.text)")
         #expect(!markersOnly.text.contains("  lost "), "\(markersOnly.text)")
-        let single = [LostInput(partition: TopicPartition(topic: "t", partition: 3), from: 7, to: 8)]
+        let single = [InputSpan(partition: TopicPartition(topic: "t", partition: 3), from: 7, to: 8, cause: .commitBehindLogStart)]
         #expect(PipelineSummary.describe(single) == "t[3] offset 7")
 
         // Lost behind the shuffle: the hits may still be in the input topic.
         var shuffled = markersOnly
-        shuffled.stages[1].lostInput = [LostInput(partition: TopicPartition(topic: "g-repartition", partition: 2), from: nil, to: 2_040)]
+        shuffled.stages[1].lostInput = [
+            InputSpan(partition: TopicPartition(topic: "g-repartition", partition: 2), from: nil, to: 2_040, cause: .firstRead("the first records …"))
+        ]
         let behind = try #require(RunCommand.lostInputRefusal(shuffled, resolved: bounded))
         #expect(behind.hasPrefix("2040 offsets were lost: retention (or the broker's size limit) deleted them before this run read them: g-repartition[2] offsets before 2040."), "\(behind)")
         #expect(behind.contains("may still be in the input topic"), "\(behind)")

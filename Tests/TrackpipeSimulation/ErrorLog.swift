@@ -26,7 +26,7 @@ final class ErrorLog: @unchecked Sendable {
         }
 
         func log(event: LogEvent) {
-            if event.metadata?[LostInput.logField] != nil { return }
+            if event.metadata?[InputSpan.logField] != nil { return }
             log.add("\(event.message)")
         }
     }

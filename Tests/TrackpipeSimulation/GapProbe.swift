@@ -31,12 +31,19 @@ public enum GapProbe {
         /// Once the run has read this many records of the partition, retention deletes every
         /// record below `to`.
         public var deletedWhileReading: (after: Int, to: Int64)?
+        /// Retention deletes every record below this once the partition is assigned, before its
+        /// first fetch.
+        public var deletedAtAssignment: Int64?
 
-        public init(_ slots: [Slot], committed: Int64? = nil, deletedBefore: Int64 = 0, deletedWhileReading: (after: Int, to: Int64)? = nil) {
+        public init(
+            _ slots: [Slot], committed: Int64? = nil, deletedBefore: Int64 = 0, deletedWhileReading: (after: Int, to: Int64)? = nil,
+            deletedAtAssignment: Int64? = nil
+        ) {
             self.slots = slots
             self.committed = committed
             self.deletedBefore = deletedBefore
             self.deletedWhileReading = deletedWhileReading
+            self.deletedAtAssignment = deletedAtAssignment
         }
     }
 
@@ -46,8 +53,8 @@ public enum GapProbe {
         public var summary: StageSummary?
         public var error: String?
         public var consumed: Int { summary?.accounting.consumed ?? 0 }
-        public var lost: [LostInput] { summary?.lostInput ?? [] }
-        public var gaps: [OffsetGap] { summary?.offsetGaps ?? [] }
+        public var lost: [InputSpan] { summary?.lostInput ?? [] }
+        public var gaps: [InputSpan] { summary?.offsetGaps ?? [] }
     }
 
     /// Runs `run --until-end`'s normalize stage over `partitions` of topic `hits` (group `probe`),
@@ -79,6 +86,10 @@ public enum GapProbe {
                     InMemoryKafka.Committed(offset: committed, metadata: SourceCheckpoint(epoch: 0, identity: Self.identity).encoded))
             }
             input.deleteRecords(partition: index, below: partition.deletedBefore)
+        }
+        cluster.afterAssignment = { tp in
+            guard tp.topic == "hits", let below = partitions[Int(tp.partition)].deletedAtAssignment else { return }
+            input.deleteRecords(partition: tp.partition, below: below)
         }
         let clients = ProcessClients(cluster: cluster)
         var settings = RunnerSettings(

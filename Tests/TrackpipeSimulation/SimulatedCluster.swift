@@ -44,6 +44,10 @@ final class SimulatedCluster: @unchecked Sendable {
     var refusedCommits: [String: Int] = [:]
     /// The next polls of these groups' members are cut by a rebalance after this many records.
     var cutPolls: [String: Int] = [:]
+    /// Called with each partition a member was assigned, once its assignment callback has run
+    /// (the runner has read where the partition starts) and before the poll fetches anything:
+    /// where retention moves a log start between the two.
+    var afterAssignment: ((TopicPartition) -> Void)?
     /// Whether the cluster answers DescribeConfigs (librdkafka's mock cluster does not).
     var describesConfigs = true
     /// How long a rebalance takes from its start until the coordinator hands out the new
@@ -514,6 +518,7 @@ final class SimulatedConsumer: ConsumerClient {
         group.assigned(memberId, partitions)
         cluster.note("\(groupId) member \(memberId): assigned \(partitions.sorted()) \(note)")
         rebalance?.partitionsAssigned(list)
+        for tp in list { cluster.afterAssignment?(tp) }
     }
 
     private func give(_ partitions: Set<Int32>, topic: String, revocations: inout [ConsumerBatch.Revocation], gathered: Int, lost: Bool) {

@@ -36,7 +36,7 @@ protocol DrivenStage: AnyObject {
     var restoring: [Int32] { get }
     var totals: Accounting { get }
     /// What its runners, in every life, found lost.
-    var lostInput: [LostInput] { get }
+    var lostInput: [InputSpan] { get }
     var problems: [String] { get }
     var lastBatch: String { get }
     /// The stage's lowest watermark over its window tasks (nil: none, or no window stage).
@@ -84,7 +84,7 @@ final class StageInstance<S: Stage>: DrivenStage {
     private(set) var incarnation = 1
     /// The totals of former lives, and what they found lost.
     private var earlier = Accounting()
-    private var earlierLost: [LostInput] = []
+    private var earlierLost: [InputSpan] = []
     private var recorded: [String] = []
     /// The runner stopped on an error: the worker would have exited.
     private var stopped = false
@@ -145,7 +145,7 @@ final class StageInstance<S: Stage>: DrivenStage {
         return totals
     }
 
-    var lostInput: [LostInput] { earlierLost + runner.lostInput }
+    var lostInput: [InputSpan] { earlierLost + runner.lostInput }
 
     var problems: [String] {
         var problems = recorded

@@ -49,7 +49,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
         }
         for start in starts where tasks[start.partition] == nil {
             tasks[start.partition] = AggregateTask(
-                start: start, config: window, sources: input.taskSources, changelogSource: input.changelogSource(inputTopic: sourceTopic, windowSize: window.size),
+                start: start, topic: topic, config: window, sources: input.taskSources, changelogSource: input.changelogSource(inputTopic: sourceTopic, windowSize: window.size),
                 identity: identity, group: group, now: now)
         }
     }

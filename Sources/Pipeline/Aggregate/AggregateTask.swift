@@ -1,3 +1,4 @@
+import Kafka
 import TrackingDomain
 import Windowing
 
@@ -40,11 +41,12 @@ struct AggregateTask: WindowTask {
     /// What the group is fixed to, recorded in every checkpoint the task commits.
     let identity: GroupIdentity
 
-    /// `changelogSource`: the input the task counts, and `group` the group it counts for, as its
-    /// changelog's task records name them.
+    /// `topic`: the topic the task reads (the repartition topic, or one stage's input), as what
+    /// its first read finds names it; `changelogSource`: the input the task counts, and `group`
+    /// the group it counts for, as its changelog's task records name them.
     init(
-        start: PartitionStart, config: WindowConfig, sources: TaskSources, changelogSource: UInt64, identity: GroupIdentity, group: String,
-        now: Int64
+        start: PartitionStart, topic: String, config: WindowConfig, sources: TaskSources, changelogSource: UInt64, identity: GroupIdentity,
+        group: String, now: Int64
     ) {
         partition = start.partition
         engine = WindowEngine(config: config, exportsChanges: true, clock: sources.clock)
@@ -63,7 +65,10 @@ struct AggregateTask: WindowTask {
         offsets.committed = begin.committed
         offsets.metadata = begin.metadata
         phase = .initial(start: begin)
-        if begin.committed == nil { firstRead = FirstRead(checksSources: sources.namesSources && begin.floors == nil) }
+        if begin.committed == nil {
+            firstRead = FirstRead(
+                checksSources: sources.namesSources && begin.floors == nil, partition: TopicPartition(topic: topic, partition: partition))
+        }
     }
 
     /// The state is being read back from the changelog: no record may be processed yet.
@@ -278,7 +283,7 @@ struct AggregateTask: WindowTask {
         // nothing for the engine to time.
         var (result, output) = countBatch(
             batch, range: nil, previousMark: offsets.previousMark, now: engineClock(now: now) ?? createdAt, on: ShardsInTurn())
-        result.report.unread += firstRead?.check(batch, first: firstOffset, partition: partition) ?? []
+        result.report.unread += firstRead?.check(batch, first: firstOffset) ?? []
         hold(output)
         if caughtUp { engine.replayFinished(partition: partition) }
         return result

@@ -1,3 +1,5 @@
+import Kafka
+
 /// What a window task that starts without a commit must find where it begins reading, for
 /// every record its group wrote to the partition before to be still there (docs/scale-out.md,
 /// "Lost input"). Such a task reads from the partition's log start, where no gap in offsets
@@ -22,6 +24,8 @@ struct FirstRead: Sendable {
     /// Whether the first record naming each source is checked (behind the shuffle, without a
     /// checkpoint to go on from).
     let checksSources: Bool
+    /// The partition the task reads, as what it finds names it.
+    let partition: TopicPartition
     /// The processed mark of the owners whose state was read back, when they never committed.
     private(set) var restoredMark: Int64?
     /// The offset of the first record the task read.
@@ -29,8 +33,9 @@ struct FirstRead: Sendable {
     private var checked: Set<SourceKey> = []
     private var reported = false
 
-    init(checksSources: Bool) {
+    init(checksSources: Bool, partition: TopicPartition) {
         self.checksSources = checksSources
+        self.partition = partition
     }
 
     /// The state read back was written by owners that had processed everything below `mark`
@@ -38,7 +43,7 @@ struct FirstRead: Sendable {
     mutating func restored(mark: Int64) { restoredMark = mark }
 
     /// A batch whose first record is at `first`: what it shows the group never read.
-    mutating func check(_ batch: DecodedBatch, first: Int64, partition: Int32) -> [UnreadInput] {
+    mutating func check(_ batch: DecodedBatch, first: Int64) -> [InputSpan] {
         guard !reported else { return [] }
         if firstOffset == nil {
             firstOffset = first
@@ -46,17 +51,17 @@ struct FirstRead: Sendable {
                 reported = true
                 if checksSources {
                     return [
-                        UnreadInput(
+                        InputSpan(
                             partition: partition, from: nil, to: first,
-                            reason:
-                                "the state read back was counted by owners that never committed, up to offset \(mark); reading began at \(first), and the duplicate filter learns what they counted only from the records they read")
+                            cause: .firstRead(
+                                "the state read back was counted by owners that never committed, up to offset \(mark); reading began at \(first), and the duplicate filter learns what they counted only from the records they read"))
                     ]
                 }
                 guard first > mark else { return [] }
                 return [
-                    UnreadInput(
+                    InputSpan(
                         partition: partition, from: mark, to: first,
-                        reason: "the state read back had counted the partition up to offset \(mark), and reading began at \(first)")
+                        cause: .firstRead("the state read back had counted the partition up to offset \(mark), and reading began at \(first)"))
                 ]
             }
         }
@@ -69,11 +74,11 @@ struct FirstRead: Sendable {
         guard !missing.isEmpty else { return [] }
         reported = true
         return [
-            UnreadInput(
+            InputSpan(
                 partition: partition, from: nil, to: start,
-                reason:
+                cause: .firstRead(
                     "the first records naming input partitions \(missing.map(\.partition).sorted()) are not where the group began writing them, and reading began at \(start)"
-            )
+                ))
         ]
     }
 }

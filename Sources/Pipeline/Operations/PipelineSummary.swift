@@ -89,7 +89,7 @@ public struct PipelineSummary: Sendable {
     /// Lost offsets, as an operator looks them up: `tracking-hits[0] offsets 120 to 559 (440)`,
     /// `g-repartition[3] offsets before 2040` (every record before it), the first `limit` of them
     /// and how many more.
-    public static func describe(_ lost: [LostInput], limit: Int = 10) -> String {
+    public static func describe(_ lost: [InputSpan], limit: Int = 10) -> String {
         var parts = lost.prefix(limit).map { range in
             let partition = "\(range.partition.topic)[\(range.partition.partition)]"
             guard let from = range.from else { return "\(partition) offsets before \(range.to)" }

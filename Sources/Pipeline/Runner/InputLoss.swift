@@ -1,25 +1,64 @@
 import Kafka
 import Logging
 
-/// Offsets of a stage's input that no owner of its group will ever read: the partition's log
-/// start passed them first (retention, or a broker's size limit, deleted them).
-public struct LostInput: Sendable, Equatable {
+/// Offsets of a partition of a stage's input that its group did not read, and how that was
+/// found: the one type from where a span is found (the runner's admission guard, its
+/// assignment, a window task's first read) through the judge (`InputLoss`) to the summary, the
+/// metric and a bounded run's exit code. Offsets the log still holds were never records
+/// (transaction markers, aborted records, what compaction removed); what lies below the log
+/// start was deleted before the group read it: lost.
+public struct InputSpan: Sendable, Equatable {
     public var partition: TopicPartition
-    /// The first offset lost; nil when the stage knows only that the group's records before
-    /// `to` are gone (a window task that read its partition from the log start found the
-    /// beginning of a source's records deleted: `FirstRead`).
+    /// The first offset; nil when only `to` is known: every record of the group's before it.
     public var from: Int64?
-    /// The offset after the last one lost.
+    /// The offset after the last one.
     public var to: Int64
+    public var cause: Cause
 
-    public init(partition: TopicPartition, from: Int64?, to: Int64) {
+    /// How the span was found.
+    public enum Cause: Sendable, Equatable {
+        /// The consumer delivered `to` where the next offset was `from`.
+        case jump
+        /// The group had committed nothing, and the partition began at `from` when it was
+        /// assigned: a new group begins where its input began then, and the consumer's first
+        /// delivery was `to`.
+        case groupStart
+        /// A bounded run's end, `to`, was reached with the offsets from `from` never delivered.
+        case endReached
+        /// The group's commit, `from`, lay before the partition's log start, `to`, at assignment.
+        case commitBehindLogStart
+        /// A window task found, where it began reading without a commit, that records of its
+        /// group's were never read (`FirstRead`), in its words.
+        case firstRead(String)
+    }
+
+    public init(partition: TopicPartition, from: Int64?, to: Int64, cause: Cause) {
         self.partition = partition
         self.from = from
         self.to = to
+        self.cause = cause
     }
 
     /// How many offsets: those from `from`, or every offset before `to`.
     public var count: Int64 { to - (from ?? 0) }
+
+    /// The offsets, as the log and the summary name them.
+    var offsets: String {
+        guard let from else { return "before \(to)" }
+        return to - from == 1 ? "\(from)" : "\(from) to \(to - 1)"
+    }
+
+    /// How it was found, in the words of the error line.
+    var reason: String {
+        switch cause {
+        case .jump: "the consumer was handed offset \(to) where the next offset to read was \(from ?? 0)"
+        case .groupStart:
+            "the group had committed nothing and the partition began at offset \(from ?? 0) when it was assigned, but the first offset the consumer was handed is \(to)"
+        case .endReached: "the run's end at offset \(to) was reached with the offsets from \(from ?? 0) never delivered"
+        case .commitBehindLogStart: "the group's commit at offset \(from ?? 0) lies before the partition's log start \(to)"
+        case .firstRead(let why): why
+        }
+    }
 
     /// The metadata field of the error line a runner logs for lost input (`topic[partition]`
     /// and the offsets), for log pipelines to pick those lines out.
@@ -31,23 +70,24 @@ public struct LostInput: Sendable, Equatable {
 /// log still holds them (a transactional producer's commit markers, aborted records, records
 /// the log cleaner of a compacted topic removed) are not loss; they stay above the log start.
 enum InputLoss {
-    /// The part of the offsets `from..<to` that no consumer delivered (with `from` nil: every
-    /// offset before `to`) which lies below the log start: nil when none does.
-    static func lost(from: Int64?, to: Int64, logStart: Int64) -> (from: Int64?, to: Int64)? {
-        let end = min(to, logStart)
-        guard let from else { return end > 0 ? (nil, end) : nil }
-        return end > from ? (from, end) : nil
+    /// The part of `span` below the log start: what was deleted before the group read it; nil
+    /// when none is.
+    static func lost(_ span: InputSpan, logStart: Int64) -> InputSpan? {
+        let end = min(span.to, logStart)
+        guard let from = span.from else { return end > 0 ? InputSpan(partition: span.partition, from: nil, to: end, cause: span.cause) : nil }
+        return end > from ? InputSpan(partition: span.partition, from: from, to: end, cause: span.cause) : nil
     }
-}
 
-/// Offsets of a partition a runner knows were never read by its group: a jump in what the
-/// consumer delivered, the end of a bounded run reached past offsets never delivered, or what
-/// the stage found where it began reading (`UnreadInput`). `InputLoss` judges them.
-struct UnreadSpan: Sendable, Equatable {
-    var partition: TopicPartition
-    var from: Int64?
-    var to: Int64
-    var reason: String
+    /// Where reading a partition taken at assignment begins, and what of it is lost already: a
+    /// group reads on from its commit, or from the log start where that has passed the commit
+    /// (what lay between is lost); a group that committed nothing begins at the log start as it
+    /// was at assignment, so that records deleted below it before the first fetch are found
+    /// lost at the first delivery (`.groupStart`), not silently skipped.
+    static func start(of partition: TopicPartition, committed: Int64?, logStart: Int64?) -> (readFrom: Int64?, lost: InputSpan?) {
+        guard let committed else { return (logStart, nil) }
+        guard let logStart, logStart > committed else { return (committed, nil) }
+        return (logStart, InputSpan(partition: partition, from: committed, to: logStart, cause: .commitBehindLogStart))
+    }
 }
 
 /// Judges what a runner never read against its partitions' log starts, and says what is lost:
@@ -62,8 +102,8 @@ struct LossWatch {
     let logger: Logger
     let metrics: StageMetrics?
     /// What was found lost, in the order found.
-    private(set) var lost: [LostInput] = []
-    private var pending: [UnreadSpan] = []
+    private(set) var lost: [InputSpan] = []
+    private var pending: [InputSpan] = []
     /// Offsets never delivered that were not lost, since the last notice.
     private var notLost = (spans: 0, offsets: Int64(0))
     private var lastNotice: Int64 = .min / 2
@@ -78,37 +118,35 @@ struct LossWatch {
 
     /// Offsets the runner knows were deleted before it read them (a commit the log start has
     /// passed, found at the assignment).
-    mutating func found(_ lost: LostInput, reason: String) {
-        record(lost, reason: reason)
+    mutating func found(_ lost: InputSpan, logStart: Int64) {
+        record(lost, logStart: logStart)
     }
 
     /// Judges `spans` now if their log starts are known, and what waited.
-    mutating func judge(_ spans: [UnreadSpan], consumer: (any ConsumerClient)?, now: Int64, final: Bool = false) {
+    mutating func judge(_ spans: [InputSpan], consumer: (any ConsumerClient)?, now: Int64, final: Bool = false) {
         pending += spans
         defer { noticeGaps(now: now, final: final) }
         guard !pending.isEmpty else { return }
-        var waiting: [UnreadSpan] = []
+        var waiting: [InputSpan] = []
         for span in pending {
             guard let logStart = consumer.flatMap({ Self.logStart(of: span.partition, consumer: $0) }) else {
                 if final {
                     logger.warning(
-                        "\(stageName): cannot read where \(span.partition) begins now, to tell whether offsets \(Self.describe(span.from, span.to)) were deleted or were never records; counting them as lost")
-                    record(LostInput(partition: span.partition, from: span.from, to: span.to), reason: span.reason)
+                        "\(stageName): cannot read where \(span.partition) begins now, to tell whether offsets \(span.offsets) were deleted or were never records; counting them as lost")
+                    record(span, logStart: nil)
                 } else {
                     waiting.append(span)
                 }
                 continue
             }
-            if let part = InputLoss.lost(from: span.from, to: span.to, logStart: logStart) {
-                record(LostInput(partition: span.partition, from: part.from, to: part.to), reason: span.reason)
-            }
+            if let part = InputLoss.lost(span, logStart: logStart) { record(part, logStart: logStart) }
             // What the log start has not passed was never a record to deliver.
             let kept = max(span.from ?? 0, min(span.to, logStart))
             if span.from != nil, span.to > kept {
                 notLost.spans += 1
                 notLost.offsets += span.to - kept
                 logger.debug(
-                    "\(stageName): offsets \(Self.describe(kept, span.to)) of \(span.partition) were never delivered, though the partition begins at \(logStart): transaction markers, aborted records or records compaction removed, not lost input")
+                    "\(stageName): offsets \(InputSpan(partition: span.partition, from: kept, to: span.to, cause: span.cause).offsets) of \(span.partition) were never delivered, though the partition begins at \(logStart): transaction markers, aborted records or records compaction removed, not lost input")
             }
         }
         pending = waiting
@@ -124,7 +162,7 @@ struct LossWatch {
         lastNotice = now
     }
 
-    private mutating func record(_ found: LostInput, reason: String) {
+    private mutating func record(_ found: InputSpan, logStart: Int64?) {
         // A partition taken again with the same commit behind the log start (a rebalance before
         // it read anything) finds the same loss again: it is one loss.
         let known = lost.contains { earlier in
@@ -133,10 +171,11 @@ struct LossWatch {
         guard !known else { return }
         lost.append(found)
         metrics?.lost(found.count, topic: found.partition.topic)
+        let where_ = logStart.map { "; the partition now begins at offset \($0)" } ?? ""
         // The field lets a log pipeline (and the simulator's checks) pick these lines out.
         logger.error(
-            "\(stageName): \(found.partition) offsets \(Self.describe(found.from, found.to)) were deleted (retention, or the broker's size limit) before this group read them (\(reason)): the hits in them are not counted. \(Self.remedy)",
-            metadata: [LostInput.logField: "\(found.partition) \(Self.describe(found.from, found.to))"])
+            "\(stageName): \(found.partition) offsets \(found.offsets) were deleted (retention, or the broker's size limit) before this group read them (\(found.reason)\(where_)): the hits in them are not counted. \(Self.remedy)",
+            metadata: [InputSpan.logField: "\(found.partition) \(found.offsets)"])
     }
 
     /// Where a partition's log begins, as librdkafka last saw it in a fetch response, or as the
@@ -145,11 +184,6 @@ struct LossWatch {
         if let cached = consumer.cachedWatermarks(partition), cached.low >= 0 { return cached.low }
         guard let asked = try? consumer.beginningOffsets([partition]).first?.offset, asked >= 0 else { return nil }
         return asked
-    }
-
-    static func describe(_ from: Int64?, _ to: Int64) -> String {
-        guard let from else { return "before \(to)" }
-        return to - from == 1 ? "\(from)" : "\(from) to \(to - 1)"
     }
 
     /// What a user can do about lost input, in a live worker's log: the records are gone from

@@ -29,14 +29,22 @@ struct PartitionTracker {
         /// the bound failed and is asked again): librdkafka says it once, so the bound learned
         /// later is judged against it.
         var endSeen: Int64?
+        /// A group without a commit begins where the partition began at assignment, and nothing
+        /// of it has been delivered yet: a first jump is from the group's start.
+        var atGroupStart = false
+
+        /// A jump from the next offset to read to `to`, named for where that offset came from.
+        func jump(_ partition: TopicPartition, from: Int64, to: Int64) -> InputSpan {
+            InputSpan(partition: partition, from: from, to: to, cause: atGroupStart ? .groupStart : .jump)
+        }
     }
 
     /// What the guard made of one batch (the records themselves go to the caller's buffer).
     struct Admitted {
         /// Records dropped: of partitions not owned, or at offsets already read.
         var stale = 0
-        /// Jumps forward: (partition, expected offset, offset delivered).
-        var gaps: [(TopicPartition, Int64, Int64)] = []
+        /// Jumps forward, and the ends of bounded runs reached past offsets never delivered.
+        var gaps: [InputSpan] = []
         /// Errors the consumer delivered among the records.
         var errors: [KafkaError] = []
     }
@@ -89,12 +97,14 @@ struct PartitionTracker {
 
     /// Takes a partition that reading resumes at `committed` (nil: where the consumer's reset
     /// policy puts it), or at `readingFrom` when that is later (the log start has passed the
-    /// commit).
+    /// commit, or the group committed nothing and begins where the partition began: `InputLoss.start`).
     mutating func take(_ partition: TopicPartition, committed: Int64?, metadata: String?, readingFrom: Int64? = nil) {
         let phase = PartitionPhase.transition(assigned[partition]?.phase ?? .starting, on: .taken)
         var offsets = PartitionOffsets(nextToRead: committed, committed: committed, metadata: metadata)
         if let readingFrom { offsets.nextToRead = max(offsets.nextToRead ?? readingFrom, readingFrom) }
-        assigned[partition] = TrackedPartition(phase: phase, offsets: offsets)
+        var tracked = TrackedPartition(phase: phase, offsets: offsets)
+        tracked.atGroupStart = committed == nil && readingFrom != nil
+        assigned[partition] = tracked
     }
 
     /// Partitions given away: owned or still starting, they are forgotten.
@@ -171,9 +181,8 @@ struct PartitionTracker {
         /// Records dropped: of partitions not owned, at offsets already read, or gathered before
         /// their partition was revoked.
         var stale = 0
-        /// Jumps forward: (partition, expected offset, offset delivered); at the end of a bounded
-        /// run, offsets before the end never delivered: (partition, expected offset, end).
-        var gaps: [(TopicPartition, Int64, Int64)] = []
+        /// Jumps forward; at the end of a bounded run, offsets before the end never delivered.
+        var gaps: [InputSpan] = []
     }
 
     /// Sorts a batch into the records the stage may see, in order, in `records` (emptied
@@ -268,10 +277,11 @@ struct PartitionTracker {
                     sifted.stale += 1
                     continue
                 case .gap(let skipped):
-                    sifted.gaps.append((current!, offset - skipped, offset))
+                    sifted.gaps.append(state.jump(current!, from: offset - skipped, to: offset))
                 case .take:
                     break
                 }
+                state.atGroupStart = false
                 if let end = state.end, offset + 1 >= end { state.atEnd = true }
                 state.endSeen = nil
                 taken.append(index)
@@ -298,15 +308,15 @@ struct PartitionTracker {
         return sifted
     }
 
-    /// A bounded run's partition reached its end: offsets before it never delivered are a jump
-    /// like any other (a trailing transaction marker, or records deleted before they were read).
-    private static func reachEnd(
-        _ state: inout TrackedPartition, end: Int64, partition: TopicPartition, gaps: inout [(TopicPartition, Int64, Int64)]
-    ) {
+    /// A bounded run's partition reached its end: offsets before it never delivered are judged
+    /// like a jump (a trailing transaction marker, or records deleted before they were read).
+    private static func reachEnd(_ state: inout TrackedPartition, end: Int64, partition: TopicPartition, gaps: inout [InputSpan]) {
         if let next = state.offsets.nextToRead, next < end {
-            gaps.append((partition, next, end))
+            gaps.append(
+                InputSpan(partition: partition, from: next, to: end, cause: state.atGroupStart ? .groupStart : .endReached))
             state.offsets.nextToRead = end
         }
+        state.atGroupStart = false
         state.atEnd = true
     }
 
@@ -314,7 +324,7 @@ struct PartitionTracker {
 
     /// Notes where each partition ends now; a partition already there is at its end. Returns
     /// the jumps to the end of partitions the consumer had already said were read to it.
-    mutating func takeEnds(of partitions: [TopicPartition], from consumer: any ConsumerClient) throws -> [(TopicPartition, Int64, Int64)] {
+    mutating func takeEnds(of partitions: [TopicPartition], from consumer: any ConsumerClient) throws -> [InputSpan] {
         guard !partitions.isEmpty else { return [] }
         let ends = try consumer.endOffsets(partitions)
         let unknown = partitions.filter { self[$0]?.offsets.nextToRead == nil }
@@ -326,8 +336,8 @@ struct PartitionTracker {
     /// begin; a partition already there is at its end, and so is one whose end the consumer
     /// reported before this bound was known (its jump to the end returned, as `sift` returns it).
     @discardableResult
-    mutating func noteEnds(_ ends: [TopicPartitionOffset], beginnings: [TopicPartitionOffset]) -> [(TopicPartition, Int64, Int64)] {
-        var gaps: [(TopicPartition, Int64, Int64)] = []
+    mutating func noteEnds(_ ends: [TopicPartitionOffset], beginnings: [TopicPartitionOffset]) -> [InputSpan] {
+        var gaps: [InputSpan] = []
         for end in ends {
             guard var state = self[end.topicPartition] else { continue }
             state.end = end.offset

@@ -40,10 +40,11 @@ struct RebalanceListener {
         for attempt in 1...3 {
             do {
                 let committed = try consumer.committed(partitions)
-                // The log's bounds matter only where there is a commit to judge against them;
-                // a rebalance callback that asks the cluster less ends sooner.
+                // Where every partition begins now: a commit is judged against it, and a group
+                // without one begins there (`InputLoss.start`). Where it ends matters only for a
+                // commit (a rebalance callback that asks the cluster less ends sooner).
                 let resumed = committed.filter { $0.offset >= 0 }.map(\.topicPartition)
-                let beginnings = resumed.isEmpty ? [] : try consumer.beginningOffsets(resumed)
+                let beginnings = try consumer.beginningOffsets(partitions)
                 let ends = resumed.isEmpty ? [] : try consumer.endOffsets(resumed)
                 return Self.starts(of: partitions, committed: committed, beginnings: beginnings, ends: ends)
             } catch let error as KafkaError where error.severity == .transient {

@@ -21,7 +21,7 @@ struct RunnerObserver {
 
     private(set) var totals = Accounting()
     /// Every jump the guard saw, for the summary.
-    private(set) var gaps: [OffsetGap] = []
+    private(set) var gaps: [InputSpan] = []
     /// What of the input its group never read, judged lost or not (a bounded run refuses to end
     /// well on lost input).
     var loss: LossWatch
@@ -82,15 +82,13 @@ struct RunnerObserver {
 
     /// The admission guard dropped `stale` records and saw offsets jump (`gaps`): what of the
     /// jumps the log start has passed is lost (`loss`), the rest were never records.
-    mutating func guarded(stale: Int, gaps: [(TopicPartition, Int64, Int64)], consumer: any ConsumerClient, now: Int64) {
+    mutating func guarded(stale: Int, gaps: [InputSpan], consumer: any ConsumerClient, now: Int64) {
         guard stale > 0 || !gaps.isEmpty else { return }
         totals.staleDropped += stale
         totals.offsetGaps += gaps.count
-        self.gaps += gaps.map { OffsetGap(partition: $0.0, from: $0.1, to: $0.2) }
+        self.gaps += gaps
         metrics?.guarded(stale: stale, gaps: gaps.count)
-        loss.judge(
-            gaps.map { UnreadSpan(partition: $0.0, from: $0.1, to: $0.2, reason: "the consumer was handed offset \($0.2) after \($0.1 - 1)") },
-            consumer: consumer, now: now)
+        loss.judge(gaps, consumer: consumer, now: now)
         if stale > 0 && now - lastGuardLog >= 10_000 {
             lastGuardLog = now
             logger.warning(
@@ -138,9 +136,7 @@ struct RunnerObserver {
         totals.add(drained.accounting)
         pendingConsumed = 0
         for notice in drained.notices { logger.notice("\(stageName): \(notice)") }
-        loss.judge(
-            drained.unread.map { UnreadSpan(partition: TopicPartition(topic: topic, partition: $0.partition), from: $0.from, to: $0.to, reason: $0.reason) },
-            consumer: consumer, now: now, final: final)
+        loss.judge(drained.unread, consumer: consumer, now: now, final: final)
         for eviction in drained.capacityEvictions {
             logger.warning(
                 "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."

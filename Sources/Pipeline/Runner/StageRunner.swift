@@ -196,7 +196,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
     package var gauges: StageGauges { stage.gauges() }
 
     /// The input found lost so far (what the summary will name). On the run's thread, between turns.
-    public var lostInput: [LostInput] { observer.loss.lost }
+    public var lostInput: [InputSpan] { observer.loss.lost }
 
     /// Creates the clients and takes the input: a subscription, or the fixed assignment.
     private func start() throws {
@@ -467,15 +467,8 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
             if !resumes { rebalance.logCommitBeyondTheLog(start) }
             let tp = TopicPartition(topic: settings.topic, partition: start.partition)
             let committed = resumes ? start.committedOffset : nil
-            // A commit the log start has passed: what lay between was deleted before the group
-            // read it. Reading goes on from the log start (the consumer's reset policy).
-            var readingFrom = committed
-            if let committed, let logStart = start.logStart, logStart > committed {
-                observer.loss.found(
-                    LostInput(partition: tp, from: committed, to: logStart),
-                    reason: "the group's commit at offset \(committed) lies before the partition's log start \(logStart)")
-                readingFrom = logStart
-            }
+            let (readingFrom, lost) = InputLoss.start(of: tp, committed: committed, logStart: start.logStart)
+            if let lost { observer.loss.found(lost, logStart: lost.to) }
             tracker.take(tp, committed: committed, metadata: start.metadata, readingFrom: readingFrom)
         }
         do {

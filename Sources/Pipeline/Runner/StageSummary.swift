@@ -15,24 +15,9 @@ public struct StageSummary: Sendable {
     /// Offsets of the stage's input that were never delivered (the consumer guard's jumps),
     /// in the order they were seen: lost input where the log start had passed them, otherwise
     /// transaction markers or records compaction removed.
-    public var offsetGaps: [OffsetGap] = []
+    public var offsetGaps: [InputSpan] = []
     /// Input deleted before the group read it, in the order found: what a bounded run lost.
-    public var lostInput: [LostInput] = []
+    public var lostInput: [InputSpan] = []
     /// The stage's gauges as it stopped: the windows it still held unwritten, among them.
     public var gaugesAtEnd = StageGauges()
-}
-
-/// Offsets `from..<to` of a partition that were never delivered: the consumer expected `from`
-/// and was handed `to`.
-public struct OffsetGap: Sendable, Equatable {
-    public var partition: TopicPartition
-    public var from: Int64
-    public var to: Int64
-    public var count: Int64 { to - from }
-
-    public init(partition: TopicPartition, from: Int64, to: Int64) {
-        self.partition = partition
-        self.from = from
-        self.to = to
-    }
 }

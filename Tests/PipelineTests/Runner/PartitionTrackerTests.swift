@@ -39,7 +39,7 @@ struct PartitionTrackerTests {
         let sightings = records(9...10, from: 0) + records(15...15, from: 2) + [(3, .record(partition: 7, offset: 0))]
         let sifted = tracker.sift(sightings, revocations: [])
         #expect(sifted.taken == [1, 2] && sifted.stale == 2)
-        #expect(sifted.gaps.map { "\($0.0)@\($0.1)->\($0.2)" } == ["hits[0]@11->15"])
+        #expect(sifted.gaps.map { "\($0.partition)@\($0.from ?? -1)->\($0.to)" } == ["hits[0]@11->15"])
     }
 
     @Test("a partition held back for its state: records that slip through are dropped and it is sought back to its start; one that saw none flows without a seek")
@@ -70,7 +70,7 @@ extension PartitionTrackerTests {
         // Partition 0: 10-12 read, then a record past the end: 13-19 never delivered.
         var sifted = tracker.sift(records(10...12, from: 0) + [(3, .record(partition: 0, offset: 21))], revocations: [])
         #expect(sifted.taken == [0, 1, 2])
-        #expect(sifted.gaps.map { "\($0.0.partition)@\($0.1)->\($0.2)" } == ["0@13->20"])
+        #expect(sifted.gaps.map { "\($0.partition.partition)@\($0.from ?? -1)->\($0.to)" } == ["0@13->20"])
         #expect(tracker[tp]?.atEnd == true && tracker[tp]?.offsets.nextToRead == 20)
         // Partition 1: its end reached in a batch in which it was revoked and assigned again:
         // the end belongs to the assignment before, and the re-read records come.
@@ -79,7 +79,7 @@ extension PartitionTrackerTests {
         // Then 0-3 read and the partition's end at 5: a trailing marker at 4, a jump.
         sifted = tracker.sift(records(0...3, of: 1, from: 0) + [(4, .partitionEnd(partition: 1, offset: 5))], revocations: [])
         #expect(sifted.taken == [0, 1, 2, 3])
-        #expect(sifted.gaps.map { "\($0.0.partition)@\($0.1)->\($0.2)" } == ["1@4->5"])
+        #expect(sifted.gaps.map { "\($0.partition.partition)@\($0.from ?? -1)->\($0.to)" } == ["1@4->5"])
         #expect(tracker.allAtEnd)
         // Reported once: the end again adds nothing.
         #expect(tracker.sift([(0, .partitionEnd(partition: 1, offset: 5))], revocations: []).gaps.isEmpty)
@@ -99,7 +99,7 @@ extension PartitionTrackerTests {
         sifted = tracker.sift(records(2...2, of: 1, from: 0), revocations: [])
         #expect(!tracker.allAtEnd)
         let gaps = tracker.noteEnds([TopicPartitionOffset(tp, offset: 4), TopicPartitionOffset(other, offset: 5)], beginnings: [])
-        #expect(gaps.map { "\($0.0.partition)@\($0.1)->\($0.2)" } == ["0@3->4"], "the marker is a jump, as at any end")
+        #expect(gaps.map { "\($0.partition.partition)@\($0.from ?? -1)->\($0.to)" } == ["0@3->4"], "the marker is a jump, as at any end")
         #expect(tracker[tp]?.atEnd == true && tracker[tp]?.offsets.nextToRead == 4)
         #expect(tracker[other]?.atEnd == false, "the end it reported lies before the records read since: reading goes on to 5")
         #expect(tracker.withoutEnd.isEmpty)
@@ -119,7 +119,7 @@ extension PartitionTracker {
     /// The guard's verdict on `sightings` with the indices it takes beside it.
     mutating func sift(
         _ sightings: [(index: Int, sighting: Sighting)], revocations: [ConsumerBatch.Revocation]
-    ) -> (taken: [Int], stale: Int, gaps: [(TopicPartition, Int64, Int64)]) {
+    ) -> (taken: [Int], stale: Int, gaps: [InputSpan]) {
         var taken: [Int] = []
         let sifted = sift(sightings, revocations: revocations, taken: &taken)
         return (taken, sifted.stale, sifted.gaps)
