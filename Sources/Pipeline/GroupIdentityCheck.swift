@@ -23,13 +23,13 @@ import Logging
 /// topics: a new pipeline under an old name; a two-stage pipeline started again after it stops
 /// on its state, `AggregateTask.check`); instances of different settings started on a new group before
 /// either committed (the first rebalance that hands one a partition the other committed stops
-/// it, `AggregateTask.refusal`, `NormalizeStage.resume`); two groups started on one new
+/// it, `AggregateTask.refusal`, `NormalizeStage.refusal`); two groups started on one new
 /// internal topic before either wrote to it (an aggregate stage that reads the other's
 /// repartition record stops on it, `RepartitionInput`; a task never continues another group's
 /// state, `TaskChangelog`); and internal topics whose newest records are of another version of
 /// trackpipe, or all older than `NewestRecords.bound` offsets behind others.
 enum GroupIdentityCheck {
-    /// The commits the check read, for the stages' own refusals (`NormalizeStage.resume`,
+    /// The commits the check read, for the stages' own refusals (`NormalizeStage.refusal`,
     /// `AggregateTask.refusal`) before the groups are joined.
     struct Commits {
         /// The group's, on the input topic.

@@ -168,7 +168,7 @@ public final class Pipeline: Sendable {
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: taskWindow(partitions: partitions), parallelism: config.shards, identity: config.identity, group: config.group)
         var settings = runnerSettings(
-            topic: config.inputTopic, group: config.group, member: stage.name, destinations: [.output, .deadLetter])
+            topic: config.inputTopic, partitions: partitions, group: config.group, member: stage.name, destinations: [.output, .deadLetter])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
         settings.recordLimit = learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic], admin: admin)
         let runner = StageRunner(
@@ -195,7 +195,9 @@ public final class Pipeline: Sendable {
         // refused too, as is an aggregate group whose commits another tool made.
         let commits = try GroupIdentityCheck.check(config: config, inputPartitions: sources, admin: admin, logger: logger)
         for start in commits.input {
-            _ = try NormalizeStage.resume(from: start, topic: config.inputTopic, identity: config.identity, group: config.group, now: 0)
+            if let refusal = NormalizeStage.refusal(of: start, topic: config.inputTopic, identity: config.identity, group: config.group) {
+                throw refusal
+            }
         }
         for start in commits.repartition {
             if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, identity: config.identity, group: config.group) {
@@ -227,12 +229,13 @@ public final class Pipeline: Sendable {
             parallelism: config.shards, identity: config.identity, group: config.group)
         let upstream = UpstreamSignal()
         var first = runnerSettings(
-            topic: config.inputTopic, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])
+            topic: config.inputTopic, partitions: sources, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])
         first.bound = config.untilEnd ? .endAtAssignment : .unbounded
         first.recordLimit = recordLimit
         first.maxBatch = normalize.maxBatch
         var second = runnerSettings(
-            topic: repartitionTopic, group: config.aggregateGroup, member: aggregate.name, destinations: [.output, .deadLetter])
+            topic: repartitionTopic, partitions: repartitions, group: config.aggregateGroup, member: aggregate.name,
+            destinations: [.output, .deadLetter])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
         second.recordLimit = recordLimit
         // The repartition topic is this worker's own: what the aggregate group has committed is
@@ -280,7 +283,7 @@ public final class Pipeline: Sendable {
 
     // MARK: Pieces
 
-    private func runnerSettings(topic: String, group: String, member: String, destinations: Set<Destination>) -> RunnerSettings {
+    private func runnerSettings(topic: String, partitions: Int, group: String, member: String, destinations: Set<Destination>) -> RunnerSettings {
         // The state topic is not among them: the runner of the stage that keeps state is made
         // with it (`StageRunner.init(stage:stateTopic:…)`).
         let topics: [Destination: String] = [.output: config.outputTopic, .deadLetter: config.deadLetterTopic, .repartition: config.effectiveRepartitionTopic]
@@ -288,6 +291,7 @@ public final class Pipeline: Sendable {
         var settings = RunnerSettings(
             topic: topic, assignment: .group, bound: .unbounded, consumer: config.consumerConfig(group: group, member: member),
             producer: config.producerConfig, destinations: topics, commitInterval: config.commitInterval)
+        settings.partitionCount = partitions
         settings.maxBatch = config.maxBatch
         settings.progressInterval = config.progressInterval
         settings.unhealthyAfter = config.unhealthyAfter

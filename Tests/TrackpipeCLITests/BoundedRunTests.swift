@@ -101,6 +101,43 @@ struct BoundedRunTests {
         #expect(behind.contains("may still be in the input topic"), "\(behind)")
     }
 
+    @Test("a bounded run whose group has another member holding partitions reads its own, waits out a rebalance, then exits 64 naming them; it never exits 0 short of its input, and the live member counts on")
+    func boundedRunBesideAnotherMember() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 4)
+        try broker.createTopic("aggregates", partitions: 4)
+        try broker.createTopic("dlq", partitions: 1)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 900, seed: 47, deliveries: 6)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let binary = try TrackpipeBinary.locate()
+        let common = [
+            "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", "aggregates", "--dlq-topic", "dlq",
+            "--group", "shared", "--log-level", "notice", "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
+        ]
+        let live = try BackgroundTrackpipe(binary, ["run"] + common)
+        defer { live.signal(SIGKILL) }
+        let reader = try KafkaConsumer(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "group.id": "shared", "log_level": "3"]))
+        let partitions = (0..<4).map { TopicPartition(topic: "hits", partition: $0) }
+        let started = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) {
+            try reader.committed(partitions).allSatisfy { $0.offset >= 0 }
+        }
+        try #require(started, "the live member committed nothing: \(live.stderr.suffix(2_000))")
+
+        let bounded = try binary.run(["run", "--until-end"] + common)
+        #expect(bounded.exitCode == 64, "\(bounded.stderr.suffix(3_000))")
+        #expect(bounded.stderr.contains("are held by other members of the group: waiting up to 12 s"), "\(bounded.stderr.suffix(3_000))")
+        #expect(bounded.stderr.contains("normalize: partitions ["), "names the partitions: \(bounded.stderr.suffix(3_000))")
+        #expect(bounded.stderr.contains("stayed with other members of the group for 12 s while this bounded run had nothing else to read"), "\(bounded.stderr.suffix(3_000))")
+        #expect(bounded.stderr.contains("stop the group's other members"), "\(bounded.stderr.suffix(3_000))")
+
+        // The live member goes on, and stops cleanly with every message of both stages
+        // accounted for (its counts converge as event time moves on, as they would have without
+        // the bounded run: ScaleOutCommandTests).
+        live.signal(SIGTERM)
+        #expect(live.waitForExit(seconds: SafetyDeadline.seconds) == 0, "\(live.stderr.suffix(2_000))")
+        #expect(live.stdout.components(separatedBy: "balanced      yes").count - 1 == 2, "\(live.stdout)")
+    }
+
     @Test("input deleted before a bounded run read it: the run writes what it read, names the lost offsets and exits 65; --allow-lost-input exits 0")
     func lostInputEndToEnd() throws {
         let broker = try EmbeddedBroker()

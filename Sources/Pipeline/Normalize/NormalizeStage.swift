@@ -142,30 +142,40 @@ public struct NormalizeStage: StatelessStage {
         start.committedOffset == nil || start.commitIsBeyondTheLog || SourceCheckpoint(decoding: start.metadata) == nil
     }
 
-    /// A partition's state from what its previous owner committed. A commit beyond the log means
-    /// the topic was recreated: a new epoch, and the watermark starts over. A commit that records
-    /// another identity than the group's `identity` was made by another pipeline under the
-    /// group's name (a window checkpoint included: the one-stage mode, whose open windows are in
-    /// that mode's state), and one of another version of trackpipe cannot be told: both refused,
-    /// since going on from them would skip hits the other pipeline has not counted. Another
-    /// tool's commit, or an offset reset, is taken: resuming elsewhere skips or repeats input,
-    /// which the operator chose, and repeats are dropped downstream.
-    static func resume(from start: PartitionStart, topic: String, identity: GroupIdentity, group: String, now: Int64) throws -> SourceState {
-        var state = SourceState(watermark: nil, lastEventAt: now, processed: nil)
-        guard start.committedOffset != nil else { return state }
+    /// Why the normalize stage of `group`, fixed to `identity`, cannot resume from `start`, if it
+    /// cannot: a commit that records another identity than the group's was made by another
+    /// pipeline under the group's name (a window checkpoint included: the one-stage mode, whose
+    /// open windows are in that mode's state), and one of another version of trackpipe cannot be
+    /// told: both refused, since going on from them would skip hits the other pipeline has not
+    /// counted. Another tool's commit, or an offset reset, is taken: resuming elsewhere skips or
+    /// repeats input, which the operator chose, and repeats are dropped downstream. The start-up
+    /// asks it of every commit before the group is joined, and the stage of every partition it
+    /// takes.
+    static func refusal(of start: PartitionStart, topic: String, identity: GroupIdentity, group: String) -> PipelineError? {
+        guard start.committedOffset != nil else { return nil }
         if let recorded = GroupIdentity.recorded(in: start.metadata),
             let refusal = recorded.refusal(group: group, asked: identity, evidence: "its commit on \(topic)[\(start.partition)]", given: [:])
         {
-            throw refusal
+            return refusal
         }
         if Checkpoint(decoding: start.metadata) != nil {
-            throw PipelineError.groupMismatch(
+            return .groupMismatch(
                 "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint, whose open windows are in a window stage's state, where the normalize stage does not look. Resuming from it would skip hits whose windows were still open. Run two stages under a --group of their own (a new group counts the input from its beginning)")
         }
         if let tag = Checkpoint.otherVersion(of: start.metadata) ?? SourceCheckpoint.otherVersion(of: start.metadata) {
-            throw PipelineError.groupMismatch(
+            return .groupMismatch(
                 "the group's commit on \(topic)[\(start.partition)] was made by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(SourceCheckpoint.format) and \(Checkpoint.format) only), so what the group is fixed to cannot be told. Run every instance of a deployment on one version; to go on with this one, run it under a new --group (a new group counts the input from its beginning), or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount")
         }
+        return nil
+    }
+
+    /// A partition's state from what its previous owner committed (which `refusal` let
+    /// through). A commit beyond the log means the topic was recreated: a new epoch, and the
+    /// watermark starts over.
+    static func resume(from start: PartitionStart, topic: String, identity: GroupIdentity, group: String, now: Int64) throws -> SourceState {
+        var state = SourceState(watermark: nil, lastEventAt: now, processed: nil)
+        guard start.committedOffset != nil else { return state }
+        if let refusal = refusal(of: start, topic: topic, identity: identity, group: group) { throw refusal }
         let previous = SourceCheckpoint(decoding: start.metadata)
         if start.commitIsBeyondTheLog {
             state.epoch = (previous?.epoch ?? 0) &+ 1

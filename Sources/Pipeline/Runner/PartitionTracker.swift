@@ -15,6 +15,9 @@ struct PartitionTracker {
     private var assigned: [TopicPartition: TrackedPartition] = [:]
     /// The output is behind: every running partition's input is paused until it catches up.
     var backpressured = false
+    /// Partitions read to their end (a bounded run's) and then given away: done, though no
+    /// longer owned.
+    private var finished: Set<Int32> = []
 
     struct TrackedPartition {
         var phase: PartitionPhase
@@ -107,10 +110,23 @@ struct PartitionTracker {
         assigned[partition] = tracked
     }
 
-    /// Partitions given away: owned or still starting, they are forgotten.
+    /// Partitions given away: owned or still starting, they are forgotten (those read to their
+    /// end are remembered as done).
     mutating func release(_ partitions: [TopicPartition]) {
-        for partition in partitions { assigned[partition] = nil }
+        for partition in partitions {
+            if let state = self[partition], state.atEnd { finished.insert(partition.partition) }
+            assigned[partition] = nil
+        }
     }
+
+    /// Of a topic of `count` partitions, those this runner neither owns nor has read to their
+    /// end: another member of the group holds them.
+    func heldByOthers(of count: Int) -> [Int32] {
+        (0..<Int32(count)).filter { assigned[TopicPartition(topic: topic, partition: $0)]?.phase.isOwned != true && !finished.contains($0) }
+    }
+
+    /// Every owned partition read to its end, or none owned: nothing left to read here.
+    var ownedAtEnd: Bool { owned.allSatisfy { $0.value.atEnd && !$0.value.phase.awaitsState } }
 
     /// A partition's state is in: where its input starts again (nil: where the reset policy
     /// puts it, the beginning), and whether the consumer must be sought back there (a record
@@ -356,7 +372,7 @@ struct PartitionTracker {
 
     /// Every owned partition read to its end (a bounded run is done); a partition still being
     /// restored is not.
-    var allAtEnd: Bool { !isEmpty && owned.allSatisfy { $0.value.atEnd && !$0.value.phase.awaitsState } }
+    var allAtEnd: Bool { !isEmpty && ownedAtEnd }
 
     /// Offsets read and to read over every partition's bounded range; nil until all are known.
     var boundedProgress: (done: Int64, total: Int64)? {

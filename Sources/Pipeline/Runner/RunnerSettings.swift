@@ -23,6 +23,9 @@ package struct RunnerSettings: Sendable {
     }
 
     package var topic: String
+    /// How many partitions `topic` has, where known: a bounded run in a group ends only once it
+    /// has read every one of them to its end (`PartitionTracker.heldByOthers`).
+    package var partitionCount: Int?
     package var assignment: Assignment
     package var bound: Bound
     package var consumer: KafkaConfig

@@ -162,6 +162,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         observer.turn(now: now, stage: &stage, tracker: tracker, consumer: consumer, awaitsAssignment: control.awaitsAssignment)
         takeUpstreamBound()
         retryEnds()
+        awaitOthers(now: now)
         return !boundReached && !control.isStopRequested
     }
 
@@ -383,8 +384,42 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
 
     // MARK: Bounds
 
-    /// Every end is known and reached.
-    private var boundReached: Bool { endsAreDue && tracker.allAtEnd }
+    /// Every end is known and reached, of every partition of the topic where the count is known.
+    private var boundReached: Bool {
+        guard endsAreDue, tracker.allAtEnd else { return false }
+        guard settings.joinsGroup, let count = settings.partitionCount else { return true }
+        return tracker.heldByOthers(of: count).isEmpty
+    }
+
+    /// Since when this bounded run has read what it owns to its end while other members of its
+    /// group held the rest; nil when that is not so.
+    private var othersHoldSince: Int64?
+
+    /// A bounded run in a group counts its whole input, so it must read every partition: one
+    /// that another member of the group holds keeps it from ending (it exited 0 having counted a
+    /// third of the hits). It waits out a rebalance, which may hand them over (twice the
+    /// session timeout: a member that died keeps its partitions that long), then refuses (exit
+    /// 64): the other members are a live deployment of the group, or another bounded run.
+    private func awaitOthers(now: Int64) {
+        guard settings.joinsGroup, endsAreDue, let count = settings.partitionCount, !control.awaitsAssignment, tracker.ownedAtEnd,
+            case let held = tracker.heldByOthers(of: count), !held.isEmpty
+        else {
+            othersHoldSince = nil
+            return
+        }
+        let patience = 2 * (settings.consumer["session.timeout.ms"].flatMap { Int64($0) } ?? 45_000)
+        guard let since = othersHoldSince else {
+            othersHoldSince = now
+            let owned = tracker.sortedPartitions.map(\.partition)
+            logger.notice(
+                "\(stage.name): \(owned.isEmpty ? "owns no partition of \(settings.topic)" : "read partitions \(owned) of \(settings.topic) to their end"); partitions \(held) are held by other members of the group: waiting up to \(patience / 1000) s for a rebalance to hand them over")
+            return
+        }
+        guard now - since >= patience else { return }
+        lifecycle.fail(
+            PipelineError.configuration(
+                "\(stage.name): partitions \(held) of \(settings.topic) stayed with other members of the group for \(patience / 1000) s while this bounded run had nothing else to read. A bounded run (--until-end) counts its whole input and runs alone in its group: stop the group's other members (a live worker of this --group, or another --until-end run) and run it again, or count the input under a --group of its own, or with trackpipe replay"))
+    }
 
     /// Once the upstream runner has finished, the ends of this runner's input are final.
     private func takeUpstreamBound() {

@@ -105,6 +105,25 @@ extension PartitionTrackerTests {
         #expect(tracker.withoutEnd.isEmpty)
     }
 
+    @Test("a bounded run's partitions held by other members: every partition neither owned nor read to its end, the first and the last; one read to its end and given away is done, one still starting is not owned")
+    func heldByOthers() {
+        var tracker = PartitionTracker(topic: "hits")
+        #expect(tracker.heldByOthers(of: 4) == [0, 1, 2, 3], "owning nothing, every partition is another's")
+        let last = TopicPartition(topic: "hits", partition: 3)
+        tracker.take(tp, committed: 0, metadata: nil)
+        _ = tracker.awaitStart([last])
+        #expect(tracker.heldByOthers(of: 4) == [1, 2, 3])
+        tracker.noteEnds([TopicPartitionOffset(tp, offset: 2)], beginnings: [])
+        _ = tracker.sift(records(0...1, from: 0), revocations: [])
+        #expect(tracker[tp]?.atEnd == true && tracker.ownedAtEnd)
+        tracker.release([tp])
+        #expect(tracker.heldByOthers(of: 4) == [1, 2, 3], "read to its end, then given away: done")
+        let second = TopicPartition(topic: "hits", partition: 1)
+        tracker.take(second, committed: 0, metadata: nil)
+        tracker.release([second])
+        #expect(tracker.heldByOthers(of: 4) == [1, 2, 3], "given away before its end: another's again")
+    }
+
     @Test("a commit the log start has passed: reading goes on from the log start, which is where jumps are counted from")
     func readingFromTheLogStart() {
         var tracker = PartitionTracker(topic: "hits")
