@@ -162,13 +162,29 @@ struct LossWatch {
         lastNotice = now
     }
 
-    private mutating func record(_ found: InputSpan, logStart: Int64?) {
-        // A partition taken again with the same commit behind the log start (a rebalance before
-        // it read anything) finds the same loss again: it is one loss.
-        let known = lost.contains { earlier in
-            earlier.partition == found.partition && (earlier.from ?? .min) <= (found.from ?? .min) && earlier.to >= found.to
+    private mutating func record(_ span: InputSpan, logStart: Int64?) {
+        for found in Self.unreported(span, in: lost) { report(found, logStart: logStart) }
+    }
+
+    /// The parts of `span` no earlier report covers: a lost offset is reported once, however
+    /// many ways find it (a partition taken again with the same commit behind the log start; a
+    /// new group's first delivery past its start and the window task's first read, which see
+    /// the same deleted records). A span without `from` covers every offset before its `to`.
+    static func unreported(_ span: InputSpan, in reported: [InputSpan]) -> [InputSpan] {
+        let covered = reported.filter { $0.partition == span.partition }.map { ($0.from ?? 0)..<$0.to }.sorted { $0.lowerBound < $1.lowerBound }
+        var parts: [InputSpan] = []
+        var next = span.from ?? 0
+        for range in covered where range.upperBound > next && range.lowerBound < span.to {
+            if range.lowerBound > next { parts.append(InputSpan(partition: span.partition, from: next, to: range.lowerBound, cause: span.cause)) }
+            next = max(next, range.upperBound)
         }
-        guard !known else { return }
+        if next < span.to { parts.append(InputSpan(partition: span.partition, from: next, to: span.to, cause: span.cause)) }
+        // A span of every offset before its end that nothing covered is kept as it was found.
+        if span.from == nil, parts.count == 1, parts[0].from == 0, parts[0].to == span.to { parts[0].from = nil }
+        return parts
+    }
+
+    private mutating func report(_ found: InputSpan, logStart: Int64?) {
         lost.append(found)
         metrics?.lost(found.count, topic: found.partition.topic)
         let where_ = logStart.map { "; the partition now begins at offset \($0)" } ?? ""

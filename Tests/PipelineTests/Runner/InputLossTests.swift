@@ -145,5 +145,11 @@ struct InputLossTests {
         watch.found(InputSpan(partition: tp, from: 7, to: 9, cause: .jump), logStart: 9)
         watch.found(Self.span(2, 7, cause: .commitBehindLogStart, partition: 1), logStart: 7)
         #expect(watch.lost.map { [Int64($0.partition.partition), $0.from ?? -1, $0.to] } == [[0, 2, 7], [0, 7, 9], [1, 2, 7]])
+        // The same offsets found another way (a window task's first read: every record before
+        // 9), and a span that reaches past what was reported: only what is new is reported.
+        watch.found(InputSpan(partition: tp, from: nil, to: 9, cause: .firstRead("")), logStart: 9)
+        watch.found(InputSpan(partition: tp, from: nil, to: 12, cause: .firstRead("")), logStart: 12)
+        #expect(watch.lost.count == 5 && watch.lost.map(\.count).reduce(0, +) == 5 + 2 + 5 + 2 + 3, "\(watch.lost)")
+        #expect(watch.lost.suffix(2).map { [$0.from ?? -1, $0.to] } == [[0, 2], [9, 12]], "\(watch.lost)")
     }
 }
