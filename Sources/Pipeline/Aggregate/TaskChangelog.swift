@@ -70,11 +70,40 @@ struct TaskChangelog: Sendable {
     private(set) var source: UInt64 = 0
     /// The group it counts for, named in its task records.
     private(set) var group = ""
-    /// Evicted windows whose last records wait for the next release, then for the offsets to be
-    /// committed, then tombstones to write.
-    private var evictedAwaitingRelease: [(window: WindowKey, mark: Int64)] = []
-    private var evictedAwaitingCommit: [(window: WindowKey, mark: Int64)] = []
-    private var tombstonesDue: [WindowKey] = []
+    /// Evicted windows on their way out, each in its phase (`Deletion`), in the order they were
+    /// evicted: their tombstones are written in that order.
+    private var deletions: [(window: WindowKey, phase: Deletion)] = []
+
+    /// An evicted window's way out of the changelog. Its last records wait for the next release
+    /// (the write of the commit that evicted it carries its final change); then for the offsets
+    /// to be committed past `mark`, every hit it may have counted; then its tombstones go with
+    /// the next write. Until then a new owner replays from a commit older than the eviction and
+    /// needs the final state.
+    enum Deletion: Sendable, Equatable {
+        case awaitingRelease(mark: Int64)
+        case awaitingCommit(mark: Int64)
+        case tombstonesDue
+
+        enum Event: Sendable, Equatable {
+            /// The records written so far were acknowledged and what was held for them released.
+            case released
+            /// The offsets were committed at this offset.
+            case committed(through: Int64)
+        }
+
+        /// The one transition.
+        static func transition(_ phase: Deletion, on event: Event) -> Deletion {
+            switch (phase, event) {
+            case (.awaitingRelease(let mark), .released): .awaitingCommit(mark: mark)
+            case (.awaitingCommit(let mark), .committed(let offset)) where mark <= offset: .tombstonesDue
+            default: phase
+            }
+        }
+    }
+
+    private mutating func advanceDeletions(on event: Deletion.Event) {
+        for index in deletions.indices { deletions[index].phase = Deletion.transition(deletions[index].phase, on: event) }
+    }
     /// Segments no head names, and heads naming a segment that is gone, found reading the state
     /// back: deleted with the next write.
     private var orphans: [ChangelogRecord.Key] = []
@@ -94,7 +123,7 @@ struct TaskChangelog: Sendable {
 
     /// The rule: a window's records, after this change, against one complete write of it.
     static func shouldMerge(_ footprint: Footprint, _ change: WindowChange) -> Bool {
-        let perRecord = segmentKeyBytes(change.window) + 2 + recordCost
+        let perRecord = segmentOverhead(change.window)
         let added = change.broadlogs.reduce(0) { $0 + ChangelogRecord.encodedSize(of: $1) }
         let addedSegments = segmentCount(bytes: added, entries: change.broadlogs.count)
         let live = footprint.bytes + added + addedSegments * perRecord
@@ -108,6 +137,11 @@ struct TaskChangelog: Sendable {
 
     private static func segmentKeyBytes(_ window: WindowKey) -> Int { 1 + ChangelogRecord.windowKeyBytes(window) + 4 }
 
+    /// What one segment of `window` costs beyond its broadlogs' bytes: its key, its value's
+    /// version and tag, and `recordCost`. The one formula the merge rule, the writes and the
+    /// restore weigh records by.
+    private static func segmentOverhead(_ window: WindowKey) -> Int { segmentKeyBytes(window) + 2 + recordCost }
+
     private static func segmentCount(bytes: Int, entries: Int) -> Int {
         entries == 0 ? 0 : (bytes + ChangelogRecord.segmentBytes - 1) / ChangelogRecord.segmentBytes
     }
@@ -118,13 +152,13 @@ struct TaskChangelog: Sendable {
     mutating func entries(for changes: StateChanges, complete: [WindowState] = [], task: ChangelogRecord.TaskState) -> [ChangelogRecord.Entry] {
         var entries: [ChangelogRecord.Entry] = orphans.map { .tombstone($0) }
         orphans = []
-        for window in tombstonesDue {
+        for (window, phase) in deletions where phase == .tombstonesDue {
             entries.append(.tombstone(.head(window)))
             if let footprint = footprints.removeValue(forKey: window) {
                 for number in footprint.lowest..<footprint.end { entries.append(.tombstone(.segment(window, number: number))) }
             }
         }
-        tombstonesDue = []
+        deletions.removeAll { $0.phase == .tombstonesDue }
         let whole = Dictionary(complete.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
         for change in changes.windows {
             let window = change.window
@@ -156,7 +190,7 @@ struct TaskChangelog: Sendable {
             footprint.end = max(footprint.end, footprint.named.upperBound)
             footprints[window] = footprint
         }
-        evictedAwaitingRelease += changes.evicted.map { ($0, releaseMark($0, processedMark: task.processedMark)) }
+        deletions += changes.evicted.map { ($0, .awaitingRelease(mark: releaseMark($0, processedMark: task.processedMark))) }
         var task = task
         task.lineage = lineage
         task.source = source
@@ -182,7 +216,7 @@ struct TaskChangelog: Sendable {
         -> (entries: [ChangelogRecord.Entry], bytes: Int, entryBytes: Int)
     {
         guard !broadlogs.isEmpty else { return ([], 0, 0) }
-        let perRecord = Self.segmentKeyBytes(window) + 2 + Self.recordCost
+        let perRecord = Self.segmentOverhead(window)
         var entries: [ChangelogRecord.Entry] = []
         var start = 0
         var size = 0
@@ -205,21 +239,19 @@ struct TaskChangelog: Sendable {
     /// was written) and the records held for them released.
     mutating func released(end: Int64?) {
         if let end { self.end = max(self.end ?? end, end) }
-        evictedAwaitingCommit += evictedAwaitingRelease
-        evictedAwaitingRelease = []
+        advanceDeletions(on: .released)
     }
 
     /// The offsets are committed at `offset`: the tombstones of evicted windows released and
     /// whose hits all lie below it go with the next write.
     mutating func committed(through offset: Int64) {
-        tombstonesDue += evictedAwaitingCommit.filter { $0.mark <= offset }.map(\.window)
-        evictedAwaitingCommit.removeAll { $0.mark <= offset }
+        advanceDeletions(on: .committed(through: offset))
     }
 
     /// Windows read back as evicted, whose hits lie below `mark`: deleted after the records sent
     /// for them are released and the offsets committed past it.
     mutating func evictedOnRestore(_ keys: [WindowKey], mark: Int64) {
-        evictedAwaitingRelease += keys.map { ($0, releaseMark($0, processedMark: mark)) }
+        deletions += keys.map { ($0, .awaitingRelease(mark: releaseMark($0, processedMark: mark))) }
     }
 
     /// The offset the commit must pass before an evicted window's records go: past the task's
@@ -315,11 +347,9 @@ struct TaskChangelog: Sendable {
             case .head(let window):
                 buffer.heads[window] = (offset, try value.map { value throws(ChangelogRecord.DecodingError) in try ChangelogRecord.decodeHead(value) })
             case .segment(let window, let number):
-                // Decoded only if a head names it. One of another version or kind is refused now,
-                // as any record is (decoding it throws what is wrong).
-                if let value, value.count < 2 || value[0] != ChangelogRecord.version || value[1] != ChangelogRecord.Tag.segment.rawValue {
-                    _ = try ChangelogRecord.decodeSegment(value)
-                }
+                // Decoded only if a head names it; one of another version or kind is refused now,
+                // as any record is.
+                if let value { try ChangelogRecord.checkHeader(value, tag: .segment) }
                 buffer.segments[window, default: [:]][number] = (offset, value)
             }
         } catch {
@@ -387,11 +417,10 @@ struct TaskChangelog: Sendable {
         var broadlogs: [BroadlogActions] = []
         var bytes = 0
         var entryBytes = 0
-        let perRecord = segmentKeyBytes(window) + recordCost
         for number in head.segments {
             guard let value = held[number]?.value, let segment = try? ChangelogRecord.decodeSegment(value) else { return nil }
             broadlogs += segment
-            bytes += value.count + perRecord
+            bytes += value.count - 2 + segmentOverhead(window)
             entryBytes += value.count - 2
         }
         footprint = Footprint(

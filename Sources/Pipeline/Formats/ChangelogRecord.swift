@@ -304,18 +304,25 @@ public enum ChangelogRecord {
         return narrowed
     }
 
+    /// Checks a value's first two bytes, its version and the tag its key implies, without
+    /// reading the rest: a restore keeps segments undecoded until a head names them, yet refuses
+    /// one of another version or kind when it is read.
+    static func checkHeader(_ bytes: [UInt8], tag: Tag) throws(DecodingError) {
+        guard bytes.count >= 2 else { throw DecodingError(description: "changelog record cut short") }
+        guard bytes[0] == version else {
+            throw DecodingError(description: "changelog record of format version \(bytes[0]); this trackpipe reads version \(version)")
+        }
+        guard bytes[1] == tag.rawValue else { throw DecodingError(description: "changelog record of another kind than its key says") }
+    }
+
     /// Reads a value of `bytes`, after its version and the tag its key implies.
     private static func read<T>(
         _ bytes: [UInt8], tag: Tag, _ body: (inout ByteReader<DecodingError>) throws(DecodingError) -> T
     ) throws(DecodingError) -> T {
+        try checkHeader(bytes, tag: tag)
         let result: Result<T, DecodingError> = bytes.withUnsafeBytes { raw in
-            var reader = ByteReader(raw, cutShort: DecodingError(description: "changelog record cut short"))
+            var reader = ByteReader(UnsafeRawBufferPointer(rebasing: raw[2...]), cutShort: DecodingError(description: "changelog record cut short"))
             do throws(DecodingError) {
-                let found = try reader.byte()
-                guard found == version else {
-                    throw DecodingError(description: "changelog record of format version \(found); this trackpipe reads version \(version)")
-                }
-                guard try reader.byte() == tag.rawValue else { throw DecodingError(description: "changelog record of another kind than its key says") }
                 return .success(try body(&reader))
             } catch {
                 return .failure(error)
