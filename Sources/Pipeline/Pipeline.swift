@@ -166,7 +166,7 @@ public final class Pipeline: Sendable {
         try topicSettings.check(created: created, logger: logger)
         let stage = AggregateStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
-            window: taskWindow(partitions: partitions), parallelism: config.shards, identity: config.identity, group: config.group)
+            window: taskWindow(partitions: partitions), shards: config.shards, identity: config.identity, group: config.group)
         var settings = runnerSettings(
             topic: config.inputTopic, partitions: partitions, group: config.group, member: stage.name, destinations: [.output, .deadLetter])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
@@ -217,7 +217,7 @@ public final class Pipeline: Sendable {
         let normalize = NormalizeStage(
             inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
             identity: config.identity, group: config.group, limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
-            markInterval: min(100, max(50, config.window.idleTimeout / 4)), parallelism: config.shards,
+            markInterval: min(100, max(50, config.window.idleTimeout / 4)), shards: config.shards,
             // A record larger than the producer's queue could never be queued, nor one larger
             // than the topic takes: a batch is sent once it holds this much, and an event adds
             // at most half the limit to it, its original cut to fit if need be (its dead letter,
@@ -226,7 +226,7 @@ public final class Pipeline: Sendable {
             maxOriginalBytes: recordLimit.bytes / 2, originals: OriginalRule(window: config.window))
         let aggregate = AggregateStage(
             sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), group: config.group), window: taskWindow(partitions: repartitions),
-            parallelism: config.shards, identity: config.identity, group: config.group)
+            shards: config.shards, identity: config.identity, group: config.group)
         let upstream = UpstreamSignal()
         var first = runnerSettings(
             topic: config.inputTopic, partitions: sources, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])
@@ -406,7 +406,7 @@ public final class Pipeline: Sendable {
             logger.notice("created the repartition topic \(topic) with \(count) partitions")
         } else if count != partitions {
             logger.notice(
-                "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate parallelism is bounded by \(count)")
+                "the repartition topic \(topic) has \(count) partitions and the input \(partitions): counts stay exact; aggregate shards is bounded by \(count)")
         }
         return (count, created)
     }

@@ -245,7 +245,7 @@ struct GroupIdentityTests {
         let window = WindowConfig(size: Self.minute)
         func stage() -> AggregateStage<RepartitionInput> {
             AggregateStage(
-                sourceTopic: "hits", input: RepartitionInput(partitionCount: 2), window: window, parallelism: 1, identity: Self.g1, group: "g1")
+                sourceTopic: "hits", input: RepartitionInput(partitionCount: 2), window: window, shards: 1, identity: Self.g1, group: "g1")
         }
         var five = Self.g1
         five.windowSize = 5 * Self.minute
@@ -328,7 +328,7 @@ struct GroupIdentityTests {
         func reader() throws -> AggregateStage<RepartitionInput> {
             var stage = AggregateStage(
                 sourceTopic: "hits", input: RepartitionInput(partitionCount: 1, group: "g1"), window: WindowConfig(size: Self.minute),
-                parallelism: 1, identity: Self.g1, group: "g1")
+                shards: 1, identity: Self.g1, group: "g1")
             try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
             return stage
         }

@@ -30,7 +30,7 @@ struct InputLimitTests {
         case .singleStage:
             var stage = AggregateStage(
                 sourceTopic: "hits", input: RawHitInput(limits: limits, maxFutureSkew: 3_600_000),
-                window: WindowConfig(size: 60_000, grace: 10_000, retention: 600_000, idleTimeout: 30_000), parallelism: 1)
+                window: WindowConfig(size: 60_000, grace: 10_000, retention: 600_000, idleTimeout: 30_000), shards: 1)
             try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.hitTime)
             try stage.process(records, now: Self.hitTime, into: &sink)
             // Its dead letters go out with the commit (once the state is written).

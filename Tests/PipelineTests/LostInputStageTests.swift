@@ -19,7 +19,7 @@ struct LostInputStageTests {
     }
 
     func aggregate() -> AggregateStage<RepartitionInput> {
-        AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1)
+        AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, shards: 1)
     }
 
     /// Each source a repartition record names, with whether the record begins the group's

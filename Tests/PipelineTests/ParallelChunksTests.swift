@@ -5,7 +5,7 @@ import TrackingDomain
 import Windowing
 @testable import Pipeline
 
-/// The lanes are the pipeline's one layer of parallelism: they run window tasks, and the shards
+/// The lanes are the pipeline's one layer of shards: they run window tasks, and the shards
 /// of a replay's one task (`ReplayStageTests`). Whatever they run, output must be what running
 /// it in turn gives.
 @Suite("lanes")

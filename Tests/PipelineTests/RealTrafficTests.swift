@@ -21,7 +21,7 @@ struct RealTrafficTests {
     }
 
     func aggregate(window: WindowConfig = WindowConfig(idleTimeout: 2_000)) -> AggregateStage<RepartitionInput> {
-        AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: window, parallelism: 1)
+        AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: window, shards: 1)
     }
 
     /// The repartition records `hits` become, each (partition, offset, value, Kafka timestamp)
@@ -91,7 +91,7 @@ struct RealTrafficTests {
         let arena = RecordArena()
         var stage = AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: Self.hour),
-            window: WindowConfig(idleTimeout: 2_000), parallelism: 1)
+            window: WindowConfig(idleTimeout: 2_000), shards: 1)
         try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var records = [arena.record(partition: 0, offset: 0, value: rawHit("fast", "b0", at: Self.now + 50 * Self.minute), timestamp: Self.now)]
         for index in 0..<10 {
@@ -116,7 +116,7 @@ struct RealTrafficTests {
         func stage() -> AggregateStage<RawHitInput> {
             AggregateStage(
                 sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: Self.hour), window: window,
-                parallelism: 1)
+                shards: 1)
         }
         let base = Self.now - Self.now % Self.minute
         // Each hit arrives a second after it happened.
@@ -224,7 +224,7 @@ struct RealTrafficTests {
     func refusesAForeignCommit() throws {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: Self.hour), window: WindowConfig(),
-            parallelism: 1)
+            shards: 1)
         // The normalize stage of the two-stage mode committed offset 500 on the same group.
         let normalizeCommit = SourceCheckpoint(epoch: 0).encoded
         #expect(throws: PipelineError.self) {
@@ -305,7 +305,7 @@ struct RealTrafficTests {
         #expect(!routedToZero.isEmpty)
         // This instance believes the topic has 3 partitions.
         var stage = AggregateStage(
-            sourceTopic: "hits", input: RepartitionInput(partitionCount: 3), window: WindowConfig(idleTimeout: 2_000), parallelism: 1)
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 3), window: WindowConfig(idleTimeout: 2_000), shards: 1)
         try stage.assignEmpty([PartitionStart(partition: 0)], now: Self.now)
         var sink = RecordingSink()
         do {

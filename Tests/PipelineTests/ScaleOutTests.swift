@@ -71,7 +71,7 @@ struct ScaleOutTests {
 
         // 2. The aggregate stage counts those events and commits its checkpoint (the seen map).
         let aggregate = AggregateStage(
-            sourceTopic: "hits", input: RepartitionInput(partitionCount: 4, group: settings.group), window: settings.window, parallelism: 2,
+            sourceTopic: "hits", input: RepartitionInput(partitionCount: 4, group: settings.group), window: settings.window, shards: 2,
             identity: settings.identity,
             group: settings.group)
         var second = first

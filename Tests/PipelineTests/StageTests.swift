@@ -21,7 +21,7 @@ struct StageTests {
     }
 
     func aggregate() -> AggregateStage<RepartitionInput> {
-        AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 2)
+        AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, shards: 2)
     }
 
     /// The events of repartition records, in the order they were sent.
@@ -271,7 +271,7 @@ struct StageTests {
         ], arena: arena)
         var stage = AggregateStage(
             sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000),
-            parallelism: 1)
+            shards: 1)
         try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         var upstream = normalize(repartitions: 1)
@@ -312,7 +312,7 @@ struct StageTests {
         try other.tick(now: 40_000, into: &marks)  // source 1 idle: only source 0 counts
         var stage = AggregateStage(
             sourceTopic: "hits", input: RepartitionInput(partitionCount: 1),
-            window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), parallelism: 1)
+            window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), shards: 1)
         try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)
@@ -353,7 +353,7 @@ struct StageTests {
         try other.tick(now: 40_000, into: &marks)  // source 1 idle: only source 0 counts
         var stage = AggregateStage(
             sourceTopic: "hits", input: RepartitionInput(partitionCount: 1),
-            window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), parallelism: 1)
+            window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), shards: 1)
         try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         let records = shuffle.to(.repartition)
@@ -394,7 +394,7 @@ struct StageTests {
         try other.tick(now: 40_000, into: &marks)
         var stage = AggregateStage(
             sourceTopic: "hits", input: RepartitionInput(partitionCount: 1),
-            window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), parallelism: 1)
+            window: WindowConfig(size: Self.minute, grace: 0, retention: Self.minute, idleTimeout: 30_000), shards: 1)
         try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
         var sink = RecordingSink()
         try stage.process([arena.record(marks.sent[0], offset: 0), arena.record(records[0], offset: 1)], now: 0, into: &sink)

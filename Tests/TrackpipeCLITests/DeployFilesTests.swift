@@ -701,7 +701,7 @@ import Yams
         #expect(Set(created[repartition]?.configs ?? []) == asWorker, "\(repartition): created as the worker creates it, \(asWorker.sorted())")
         #expect(created[config.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
 
-        // Each stage's parallelism is bounded by its topic's partitions: more pods would idle.
+        // Each stage's shards is bounded by its topic's partitions: more pods would idle.
         let replicas = try #require(DeployFiles.manifest(kind: "Deployment")["spec"]["replicas"].int)
         #expect(replicas <= min(inputPartitions, created[repartition]?.partitions ?? 0), "replicas beyond the partitions idle")
 

@@ -294,11 +294,11 @@ public final class RunnerWorld {
         let normalize = NormalizeStage(
             inputTopic: Self.inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(repartitionPartitions),
             identity: identity, group: Self.group, limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout,
-            markInterval: 100, parallelism: 1, batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2,
+            markInterval: 100, shards: 1, batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2,
             originals: OriginalRule(window: window))
         let aggregate = AggregateStage(
             sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions), group: Self.group),
-            window: window, parallelism: 1, identity: identity, group: Self.group)
+            window: window, shards: 1, identity: identity, group: Self.group)
         func settings(topic: String, group: String, destinations: [Destination: String]) -> RunnerSettings {
             var settings = RunnerSettings(
                 topic: topic, assignment: .group, bound: .unbounded,

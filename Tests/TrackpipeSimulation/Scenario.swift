@@ -14,7 +14,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
     public var window: WindowConfig
     public var maxFutureSkew: Int64
     public var markInterval: Int64
-    public var parallelism: Int
+    public var shards: Int
     public var batchBytes: Int
     /// Messages a second.
     public var rate: Int
@@ -77,7 +77,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             maxFutureSkew: random.pick([size, 2 * size, retention + size]),
             // As `Pipeline` sets it from the idle timeout.
             markInterval: min(500, max(50, idle / 4)),
-            parallelism: features.contains(.lanes) && twoLanes ? 2 : 1,
+            shards: features.contains(.lanes) && twoLanes ? 2 : 1,
             batchBytes: features.contains(.smallRecords) && smallRecords ? recordBytes : 256 * 1024,
             // In lockstep every partition must keep receiving hits, or it would go idle.
             rate: spec.lockstep ? max(drawnRate, 12 * inputPartitions) : spec.busyWindows ? 3 * drawnRate : drawnRate,
@@ -122,7 +122,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             window.maxEntries < 1_000_000 ? "cap \(window.maxEntries)" : nil,
             "skew \(maxFutureSkew)", "marks every \(markInterval)",
             delayAllowance > 0 ? "originals allowance \(delayAllowance)" : nil,
-            parallelism > 1 ? "\(parallelism) lanes" : nil,
+            shards > 1 ? "\(shards) lanes" : nil,
             batchBytes < 256 * 1024 ? "records of \(batchBytes) B" : nil,
             "\(rate)/s over \(deliveries) deliveries",
             keyedByDelivery ? "keyed by delivery" : nil,

@@ -265,7 +265,7 @@ final class World {
             inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
             identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(),
             maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout, markInterval: scenario.markInterval,
-            parallelism: scenario.parallelism, batchBytes: scenario.batchBytes,
+            shards: scenario.shards, batchBytes: scenario.batchBytes,
             originals: OriginalRule(
                 windowSize: scenario.window.size, retention: scenario.window.retention, delayAllowance: scenario.delayAllowance))
     }
@@ -274,14 +274,14 @@ final class World {
     private func shuffledAggregateStage(for deployment: Deployment) -> AggregateStage<RepartitionInput> {
         AggregateStage(
             sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), group: deployment.group),
-            window: scenario.window, parallelism: scenario.parallelism, identity: deployment.identity(windowSize: scenario.window.size),
+            window: scenario.window, shards: scenario.shards, identity: deployment.identity(windowSize: scenario.window.size),
             group: deployment.group)
     }
 
     private func directAggregateStage(for deployment: Deployment) -> AggregateStage<RawHitInput> {
         AggregateStage(
             sourceTopic: inputTopic, input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew),
-            window: scenario.window, parallelism: scenario.parallelism, identity: deployment.identity(windowSize: scenario.window.size),
+            window: scenario.window, shards: scenario.shards, identity: deployment.identity(windowSize: scenario.window.size),
             group: deployment.group)
     }
 

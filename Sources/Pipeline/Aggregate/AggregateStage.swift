@@ -16,7 +16,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     /// Settings of each task's engine (its `maxEntries` is a per-task share).
     public let window: WindowConfig
     /// How many lanes count tasks at once.
-    public let parallelism: Int
+    public let shards: Int
     /// What the group is fixed to: recorded in every checkpoint, and a commit that records
     /// another is refused.
     public let identity: GroupIdentity
@@ -29,12 +29,12 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     private var pending = StageReport()
     private var emitter = AggregateEmitter()
 
-    public init(sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int, identity: GroupIdentity, group: String) {
+    public init(sourceTopic: String, input: Input, window: WindowConfig, shards: Int, identity: GroupIdentity, group: String) {
         precondition(identity.windowSize == window.size, "the identity records the window size the tasks count")
         self.sourceTopic = sourceTopic
         self.input = input
         self.window = window
-        self.parallelism = max(1, parallelism)
+        self.shards = max(1, shards)
         self.identity = identity
         self.group = group
     }
@@ -58,7 +58,8 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
         for partition in partitions { tasks[partition] = nil }
     }
 
-    public var ownedPartitions: [Int32] { tasks.keys.sorted() }
+    /// The partitions it has tasks for, for tests.
+    package var ownedPartitions: [Int32] { tasks.keys.sorted() }
 
     // MARK: Records
 
@@ -71,8 +72,8 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
         // A batch of one partition would decode on one thread: decode its records on every
         // lane first, in contiguous chunks, then count in order.
         let decodedAhead: DecodedBatch? =
-            shares.count == 1 && parallelism > 1 && records.count >= 512 ? input.decodeInParallel(records, lanes: parallelism) : nil
-        let results = inParallel(&working, lanes: parallelism) { task, item -> TaskResult in
+            shares.count == 1 && shards > 1 && records.count >= 512 ? input.decodeInParallel(records, lanes: shards) : nil
+        let results = inParallel(&working, lanes: shards) { task, item -> TaskResult in
             let indices = shares[item].indices
             guard task != nil, let first = indices.first, let last = indices.last else {
                 // Records of a partition this stage does not own (the runner's guard should

@@ -35,7 +35,7 @@ public struct NormalizeStage: StatelessStage {
     public let idleTimeout: Int64
     public let markInterval: Int64
     /// Threads that judge and encode a batch's records at once.
-    public let parallelism: Int
+    public let shards: Int
     /// An events record is closed once it holds this many bytes (see `RepartitionRecord`).
     public let batchBytes: Int
     /// An event whose original key and value are larger together than this carries them cut
@@ -60,7 +60,7 @@ public struct NormalizeStage: StatelessStage {
     /// (docs/performance.md). The cap bounds a batch's memory (its records stay librdkafka's
     /// until the batch is done) and the time before it is committed.
     public var maxBatch: Int {
-        min(16_384, max(4_096, 128 * Int(repartitionPartitions) * parallelism))
+        min(16_384, max(4_096, 128 * Int(repartitionPartitions) * shards))
     }
 
     private let intake: HitIntake
@@ -97,14 +97,14 @@ public struct NormalizeStage: StatelessStage {
 
     package init(
         inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, identity: GroupIdentity, group: String,
-        limits: NormalizerLimits, maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1,
+        limits: NormalizerLimits, maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, shards: Int = 1,
         batchBytes: Int = RepartitionRecord.batchBytes, maxOriginalBytes: Int = .max, originals: OriginalRule
     ) {
         precondition(identity.repartitionTopic != nil, "the normalize stage runs only with two stages")
         self.identity = identity
         self.group = group
         self.maxOriginalBytes = max(0, maxOriginalBytes)
-        self.parallelism = max(1, parallelism)
+        self.shards = max(1, shards)
         self.batchBytes = max(1, batchBytes)
         precondition(repartitionPartitions >= 1, "the repartition topic has at least one partition")
         self.inputTopic = inputTopic
@@ -190,7 +190,7 @@ public struct NormalizeStage: StatelessStage {
     public mutating func process(_ records: [PolledRecord], now: Int64, into sink: inout some RecordSink) throws {
         lastNow = max(lastNow, now)
         guard !records.isEmpty else { return }
-        // Judging and encoding each record needs nothing but the record: done on `parallelism`
+        // Judging and encoding each record needs nothing but the record: done on `shards`
         // threads over contiguous chunks, each lane writing its events straight into records of
         // its own. What depends on order (each source's watermark, the sends) follows on this
         // thread. A lane's records for a partition follow the previous lane's, so that each
@@ -199,7 +199,7 @@ public struct NormalizeStage: StatelessStage {
             intake: intake, origin: origin, repartitionPartitions: repartitionPartitions, batchBytes: batchBytes,
             maxOriginalBytes: maxOriginalBytes, originals: originals, writerClock: now,
             epochs: sources.mapValues(\.epoch))
-        let laneCount = Self.prepare(records, context: context, lanes: records.count >= 512 ? parallelism : 1, into: &lanes)
+        let laneCount = Self.prepare(records, context: context, lanes: records.count >= 512 ? shards : 1, into: &lanes)
         var index = 0
         // Records come in runs of one partition: its source state is taken out once per run.
         var partition = records[0].partition

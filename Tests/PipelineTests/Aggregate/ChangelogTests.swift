@@ -62,7 +62,7 @@ struct ChangelogTests {
     func stage() -> AggregateStage<RawHitInput> {
         AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: Self.window,
-            parallelism: 1)
+            shards: 1)
     }
 
     /// A task's first owner: assigned with no commit, its (empty) state read back.
@@ -491,7 +491,7 @@ struct ChangelogTests {
             ], now: Self.base + 72_000, into: &shuffled)
         func stage() -> AggregateStage<RepartitionInput> {
             AggregateStage(
-                sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, parallelism: 1)
+                sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: Self.window, shards: 1)
         }
         var first = try takeOver(stage(), from: nil, changelog: [], now: Self.base)
         var topics = Topics()

@@ -118,7 +118,7 @@ struct TaskStateTests {
     func refusedStateEndsTheRestore() throws {
         var stage = AggregateStage(
             sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000),
-            window: WindowConfig(idleTimeout: 2_000), parallelism: 1)
+            window: WindowConfig(idleTimeout: 2_000), shards: 1)
         let checkpoint = Checkpoint(evictedBefore: 0, processedMark: 10, changelog: 5, changelogSince: 0, identity: TestGroup.oneStage())
         try stage.assign([PartitionStart(partition: 0, committedOffset: 10, metadata: checkpoint.encoded, logStart: 0)], now: 0)
         #expect(stage.partitionsAwaitingState == [0])

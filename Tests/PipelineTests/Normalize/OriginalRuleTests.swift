@@ -47,7 +47,7 @@ struct OriginalRuleTests {
         var out = RecordingSink()
 
         init(window: WindowConfig = OriginalRuleTests.window) throws {
-            aggregate = AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: window, parallelism: 1)
+            aggregate = AggregateStage(sourceTopic: "hits", input: RepartitionInput(partitionCount: 1), window: window, shards: 1)
             try aggregate.assignEmpty([PartitionStart(partition: 0)], now: 0)
         }
 

@@ -22,9 +22,9 @@ enum TestGroup {
 
 extension AggregateStage {
     /// A stage of the test group, in the mode its input implies.
-    init(sourceTopic: String, input: Input, window: WindowConfig, parallelism: Int) {
+    init(sourceTopic: String, input: Input, window: WindowConfig, shards: Int) {
         let identity = Input.self == RawHitInput.self ? TestGroup.oneStage(window: window.size) : TestGroup.twoStages(window: window.size)
-        self.init(sourceTopic: sourceTopic, input: input, window: window, parallelism: parallelism, identity: identity, group: TestGroup.name)
+        self.init(sourceTopic: sourceTopic, input: input, window: window, shards: shards, identity: identity, group: TestGroup.name)
     }
 }
 
@@ -40,13 +40,13 @@ extension NormalizeStage {
     /// the default windows unless told another.
     init(
         inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, limits: NormalizerLimits, maxFutureSkew: Int64,
-        idleTimeout: Int64, markInterval: Int64 = 500, parallelism: Int = 1, batchBytes: Int = RepartitionRecord.batchBytes,
+        idleTimeout: Int64, markInterval: Int64 = 500, shards: Int = 1, batchBytes: Int = RepartitionRecord.batchBytes,
         maxOriginalBytes: Int = .max, originals: OriginalRule = OriginalRule(window: WindowConfig())
     ) {
         self.init(
             inputTopic: inputTopic, sourcePartitions: sourcePartitions, repartitionPartitions: repartitionPartitions,
             identity: TestGroup.twoStages(), group: TestGroup.name, limits: limits, maxFutureSkew: maxFutureSkew, idleTimeout: idleTimeout,
-            markInterval: markInterval, parallelism: parallelism, batchBytes: batchBytes, maxOriginalBytes: maxOriginalBytes,
+            markInterval: markInterval, shards: shards, batchBytes: batchBytes, maxOriginalBytes: maxOriginalBytes,
             originals: originals)
     }
 }
