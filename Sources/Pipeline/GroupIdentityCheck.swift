@@ -77,6 +77,15 @@ enum GroupIdentityCheck {
                     "the repartition topic \(repartition) carries the hits of group \(other) (the newest record of \(repartition)[\(partition)] was written by its normalize stage), and this run is group \(config.group): two groups writing one repartition topic would each count the other's hits. Give this run a repartition topic of its own (\(config.givenSetting(.repartitionTopic).label) now; by default it is <group>-repartition), or run it as --group \(other)")
             }
         }
+        try checkStateTopic(config: config, admin: admin, reader: reader, logger: consumerLogger)
+        return commits
+    }
+
+    /// The newest task record of each partition of the state topic names the group that wrote
+    /// it, and the input it counted: another group's state, or this group's of another input, is
+    /// refused.
+    private static func checkStateTopic(config: PipelineConfig, admin: TopicAdmin, reader: KafkaConfig, logger consumerLogger: Logger) throws {
+        let asked = config.identity
         let state = asked.stateTopic
         if let states = try Pipeline.existingPartitionCount(of: state, admin: admin) {
             let tasks = try NewestRecords.find(in: state, partitions: states, consumerConfig: reader, logger: consumerLogger) {
@@ -101,7 +110,6 @@ enum GroupIdentityCheck {
                     "the state topic \(state) holds the windows of group \(other) (the newest task record of \(state)[\(partition)] says so), and this run is group \(config.group): two groups keeping state in one topic would overwrite each other's windows, and a task of one could take the other's for its own. Give this run a state topic of its own (\(config.givenSetting(.stateTopic).label) now; by default it is <group>-state), or run it as --group \(other)")
             }
         }
-        return commits
     }
 
     /// The first partition (by number) whose newest recognised record names another writer.

@@ -210,23 +210,7 @@ public final class Pipeline: Sendable {
         try topicSettings.check(
             created: (repartitionCreated ? [repartitionTopic] : []) + (stateCreated ? [config.effectiveStateTopic] : []), logger: logger)
         let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic], admin: admin)
-        // Marks every 100 ms (one per tick, every 200 ms, while records flow): a window task
-        // hears a source's event time through the events routed to it, which for a task of few
-        // deliveries come a few a second, and through marks; at 500 ms the marks held a closed
-        // window back by about half a second (trackpipe-bench freshness).
-        let normalize = NormalizeStage(
-            inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
-            identity: config.identity, group: config.group, limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
-            markInterval: min(100, max(50, config.window.idleTimeout / 4)), shards: config.shards,
-            // A record larger than the producer's queue could never be queued, nor one larger
-            // than the topic takes: a batch is sent once it holds this much, and an event adds
-            // at most half the limit to it, its original cut to fit if need be (its dead letter,
-            // on a topic of the same limit, then fits too).
-            batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
-            maxOriginalBytes: recordLimit.bytes / 2, originals: OriginalRule(window: config.window))
-        let aggregate = AggregateStage(
-            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), group: config.group), window: taskWindow(partitions: repartitions),
-            shards: config.shards, identity: config.identity, group: config.group)
+        let (normalize, aggregate) = twoStages(sources: sources, repartitions: repartitions, recordLimit: recordLimit)
         let upstream = UpstreamSignal()
         var first = runnerSettings(
             topic: config.inputTopic, partitions: sources, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])
@@ -282,6 +266,28 @@ public final class Pipeline: Sendable {
     }
 
     // MARK: Pieces
+
+    /// The two stages of a pipeline behind a repartition topic of `repartitions` partitions.
+    private func twoStages(sources: Int, repartitions: Int, recordLimit: RecordLimit) -> (NormalizeStage, AggregateStage<RepartitionInput>) {
+        // Marks every 100 ms (one per tick, every 200 ms, while records flow): a window task
+        // hears a source's event time through the events routed to it, which for a task of few
+        // deliveries come a few a second, and through marks; at 500 ms the marks held a closed
+        // window back by about half a second (trackpipe-bench freshness).
+        let normalize = NormalizeStage(
+            inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
+            identity: config.identity, group: config.group, limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
+            markInterval: min(100, max(50, config.window.idleTimeout / 4)), shards: config.shards,
+            // A record larger than the producer's queue could never be queued, nor one larger
+            // than the topic takes: a batch is sent once it holds this much, and an event adds
+            // at most half the limit to it, its original cut to fit if need be (its dead letter,
+            // on a topic of the same limit, then fits too).
+            batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
+            maxOriginalBytes: recordLimit.bytes / 2, originals: OriginalRule(window: config.window))
+        let aggregate = AggregateStage(
+            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), group: config.group), window: taskWindow(partitions: repartitions),
+            shards: config.shards, identity: config.identity, group: config.group)
+        return (normalize, aggregate)
+    }
 
     private func runnerSettings(topic: String, partitions: Int, group: String, member: String, destinations: Set<Destination>) -> RunnerSettings {
         // The state topic is not among them: the runner of the stage that keeps state is made

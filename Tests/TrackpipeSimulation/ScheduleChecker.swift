@@ -176,7 +176,8 @@ struct ScheduleChecker {
     /// What the generation's runners reported lost, in every life.
     struct Loss {
         var ranges = 0
-        /// Ranges of every record before an offset (found at a window task's first read).
+        /// Ranges found where reading began without a commit (a new group's first delivery past
+        /// its start, a window task's first read).
         var atFirstReads = 0
         /// Some was reported by the window stage behind the shuffle.
         var behindShuffle = false
@@ -190,7 +191,12 @@ struct ScheduleChecker {
         for runner in world.allRunners where runner.generation == generation.number {
             for lost in runner.lostInput {
                 reported.ranges += 1
-                if lost.from == nil { reported.atFirstReads += 1 }
+                // Found where reading began without a commit: a new group's first delivery past
+                // its start, or a window task's first read.
+                switch lost.cause {
+                case .groupStart, .firstRead: reported.atFirstReads += 1
+                case .jump, .endReached, .commitBehindLogStart: break
+                }
                 if runner.role == .aggregate, generation.mode == .twoStage { reported.behindShuffle = true }
                 let start = world.kafka.topics[lost.partition.topic]?.start(of: lost.partition.partition) ?? 0
                 let range = lost.from.map { "offsets \($0) to \(lost.to - 1)" } ?? "the offsets before \(lost.to)"

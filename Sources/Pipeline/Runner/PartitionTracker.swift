@@ -247,17 +247,7 @@ struct PartitionTracker {
         _ sightings: [(index: Int, sighting: Sighting)], revocations: [ConsumerBatch.Revocation], taken: inout [Int]
     ) -> Sifted {
         var sifted = Sifted()
-        var revokedBefore: [Int32: Int] = [:]
-        var allRevokedBefore = 0
-        for revocation in revocations {
-            guard let partitions = revocation.partitions else {
-                allRevokedBefore = max(allRevokedBefore, revocation.before)
-                continue
-            }
-            for tp in partitions where tp.topic == topic {
-                revokedBefore[tp.partition] = max(revokedBefore[tp.partition] ?? 0, revocation.before)
-            }
-        }
+        let (allRevokedBefore, revokedBefore) = revokedBefore(revocations)
         // Records come in runs of one partition: its state is taken out once per run.
         var current: TopicPartition?
         var state = TrackedPartition(phase: .running)
@@ -270,14 +260,10 @@ struct PartitionTracker {
             case .record(let partition, let offset):
                 if current?.partition != partition {
                     putBack()
-                    let key = TopicPartition(topic: topic, partition: partition)
-                    current = key
-                    if let known = assigned[key], known.phase.isOwned {
-                        state = known
-                        isOwned = true
-                    } else {
-                        isOwned = false
-                    }
+                    current = TopicPartition(topic: topic, partition: partition)
+                    let known = current.flatMap { self[$0] }
+                    isOwned = known != nil
+                    if let known { state = known }
                 }
                 guard isOwned, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0), state.phase == .running else {
                     if isOwned { state.phase = PartitionPhase.transition(state.phase, on: .recordDropped) }
@@ -304,24 +290,44 @@ struct PartitionTracker {
             case .partitionEnd(let partition, let offset):
                 putBack()
                 current = nil
-                let tp = TopicPartition(topic: topic, partition: partition)
                 // An end of the assignment a revocation in this batch ended says nothing of this one.
-                guard var ended = self[tp], ended.phase == .running, index >= max(allRevokedBefore, revokedBefore[partition] ?? 0)
-                else { continue }
-                guard let end = ended.end else {
-                    ended.endSeen = offset
-                    assigned[tp] = ended
-                    continue
-                }
-                guard offset >= end else { continue }
-                Self.reachEnd(&ended, end: end, partition: tp, gaps: &sifted.gaps)
-                assigned[tp] = ended
+                guard index >= max(allRevokedBefore, revokedBefore[partition] ?? 0) else { continue }
+                partitionEnded(TopicPartition(topic: topic, partition: partition), at: offset, gaps: &sifted.gaps)
             case .other:
                 continue
             }
         }
         putBack()
         return sifted
+    }
+
+    /// After how many events of a batch every partition, and each partition, was revoked:
+    /// what was gathered before belongs to an assignment that no longer holds.
+    private func revokedBefore(_ revocations: [ConsumerBatch.Revocation]) -> (all: Int, by: [Int32: Int]) {
+        var all = 0
+        var by: [Int32: Int] = [:]
+        for revocation in revocations {
+            guard let partitions = revocation.partitions else {
+                all = max(all, revocation.before)
+                continue
+            }
+            for tp in partitions where tp.topic == topic { by[tp.partition] = max(by[tp.partition] ?? 0, revocation.before) }
+        }
+        return (all, by)
+    }
+
+    /// The consumer says a running partition has nothing past `offset`: at or past a bounded
+    /// run's end, the end is reached; before the end is known, it is remembered (`endSeen`).
+    private mutating func partitionEnded(_ tp: TopicPartition, at offset: Int64, gaps: inout [InputSpan]) {
+        guard var ended = self[tp], ended.phase == .running else { return }
+        guard let end = ended.end else {
+            ended.endSeen = offset
+            assigned[tp] = ended
+            return
+        }
+        guard offset >= end else { return }
+        Self.reachEnd(&ended, end: end, partition: tp, gaps: &gaps)
+        assigned[tp] = ended
     }
 
     /// A bounded run's partition reached its end: offsets before it never delivered are judged

@@ -46,7 +46,8 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// The records of the batch in hand, kept from batch to batch for its buffer.
     private var inputs: [PolledRecord] = []
-    private var upstreamEndsTaken = false
+    /// Where the run stops, and whether it has.
+    private var bound: RunBound
     private var lastUnknownTopicLog: Int64 = .min / 2
 
     /// A runner of a stage that keeps no state.
@@ -84,6 +85,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         self.control = control
         triage = KafkaErrorTriage(stageName: stage.name, topic: settings.topic, logger: logger, metrics: metrics, control: control)
         tracker = PartitionTracker(topic: settings.topic)
+        bound = RunBound(settings: settings, stageName: stage.name)
         rebalance = RebalanceListener(stageName: stage.name, settings: settings, logger: logger)
         committer = CommitCoordinator(stageName: stage.name, settings: settings, logger: logger)
         observer = RunnerObserver(stageName: stage.name, settings: settings, logger: logger, metrics: metrics, onProgress: onProgress)
@@ -162,8 +164,10 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         observer.turn(now: now, stage: &stage, tracker: tracker, consumer: consumer, awaitsAssignment: control.awaitsAssignment)
         takeUpstreamBound()
         retryEnds()
-        awaitOthers(now: now)
-        return !boundReached && !control.isStopRequested
+        if let refusal = bound.awaitOthers(now: now, tracker: tracker, assigned: !control.awaitsAssignment, logger: logger) {
+            lifecycle.fail(refusal)
+        }
+        return !bound.isReached(tracker) && !control.isStopRequested
     }
 
     /// The end of a run that went well: last emissions, every record acknowledged, the last
@@ -384,50 +388,9 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
 
     // MARK: Bounds
 
-    /// Every end is known and reached, of every partition of the topic where the count is known.
-    private var boundReached: Bool {
-        guard endsAreDue, tracker.allAtEnd else { return false }
-        guard settings.joinsGroup, let count = settings.partitionCount else { return true }
-        return tracker.heldByOthers(of: count).isEmpty
-    }
-
-    /// Since when this bounded run has read what it owns to its end while other members of its
-    /// group held the rest; nil when that is not so.
-    private var othersHoldSince: Int64?
-
-    /// A bounded run in a group counts its whole input, so it must read every partition: one
-    /// that another member of the group holds keeps it from ending (it exited 0 having counted a
-    /// third of the hits). It waits out a rebalance, which may hand them over (twice the
-    /// session timeout: a member that died keeps its partitions that long), then refuses (exit
-    /// 64): the other members are a live deployment of the group, or another bounded run.
-    private func awaitOthers(now: Int64) {
-        guard settings.joinsGroup, endsAreDue, let count = settings.partitionCount, !control.awaitsAssignment, tracker.ownedAtEnd,
-            case let held = tracker.heldByOthers(of: count), !held.isEmpty
-        else {
-            othersHoldSince = nil
-            return
-        }
-        let patience = 2 * (settings.consumer["session.timeout.ms"].flatMap { Int64($0) } ?? 45_000)
-        guard let since = othersHoldSince else {
-            othersHoldSince = now
-            let owned = tracker.sortedPartitions.map(\.partition)
-            logger.notice(
-                "\(stage.name): \(owned.isEmpty ? "owns no partition of \(settings.topic)" : "read partitions \(owned) of \(settings.topic) to their end"); partitions \(held) are held by other members of the group: waiting up to \(patience / 1000) s for a rebalance to hand them over")
-            return
-        }
-        guard now - since >= patience else { return }
-        lifecycle.fail(
-            PipelineError.configuration(
-                "\(stage.name): partitions \(held) of \(settings.topic) stayed with other members of the group for \(patience / 1000) s while this bounded run had nothing else to read. A bounded run (--until-end) counts its whole input and runs alone in its group: stop the group's other members (a live worker of this --group, or another --until-end run) and run it again, or count the input under a --group of its own, or with trackpipe replay"))
-    }
-
     /// Once the upstream runner has finished, the ends of this runner's input are final.
     private func takeUpstreamBound() {
-        guard case .endWhenUpstreamFinishes(let upstream) = settings.bound, !upstreamEndsTaken, upstream.isFinished,
-            !tracker.isEmpty
-        else { return }
-        upstreamEndsTaken = true
-        takeEnds(of: tracker.partitions)
+        if let partitions = bound.upstreamBound(tracker) { takeEnds(of: partitions) }
     }
 
     /// Notes where the partitions end. A cluster that cannot say now (a leader moving, an
@@ -446,16 +409,6 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
             }
         } catch {
             lifecycle.fail(PipelineError.kafka("\(stage.name): cannot read the end offsets of \(settings.topic): \(error)"))
-        }
-    }
-
-    /// Whether the owned partitions' ends are to be known now: from the assignment on, or once
-    /// the upstream runner has finished.
-    private var endsAreDue: Bool {
-        switch settings.bound {
-        case .unbounded: return false
-        case .endAtAssignment: return true
-        case .endWhenUpstreamFinishes: return upstreamEndsTaken
         }
     }
 
@@ -559,7 +512,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// Asks again where partitions end that the cluster could not say when it was asked.
     private func retryEnds() {
-        guard endsAreDue else { return }
+        guard bound.endsAreDue else { return }
         let unknown = tracker.withoutEnd
         if !unknown.isEmpty { takeEnds(of: unknown, again: true) }
     }
