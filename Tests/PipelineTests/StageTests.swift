@@ -186,6 +186,50 @@ struct StageTests {
         #expect(a.deadLettered == [.malformedJSON: 1] && a.filtered == [.trackingOff: 1] && a.accepted == 1 && a.balanced)
     }
 
+    @Test("normalize: a source the marks called idle that delivers again is marked active to every partition before any record of its batch, at the event time it had reached; once only")
+    func sourceBackFromIdleIsMarkedFirst() throws {
+        let arena = RecordArena()
+        var stage = normalize(repartitions: 3)
+        try stage.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        var sink = RecordingSink()
+        try stage.process(
+            [
+                arena.record(partition: 0, offset: 0, value: rawHit("d1", "b1", at: 5_000), timestamp: 5_000),
+                arena.record(partition: 1, offset: 0, value: rawHit("d2", "b2", at: 5_500), timestamp: 5_500),
+            ], now: 6_000, into: &sink)
+        try stage.process([arena.record(partition: 1, offset: 1, value: rawHit("d2", "b3", at: 29_000), timestamp: 29_000)], now: 30_000, into: &sink)
+        try stage.tick(now: 40_000, into: &sink)
+        let idle = try sink.to(.repartition).suffix(3).map { try $0.value!.withUnsafeBytes { try RepartitionRecord.decode($0) } }
+        guard case .marks(let idleMarks)? = idle.first else {
+            Issue.record("no marks")
+            return
+        }
+        #expect(idleMarks.marks == [SourceMark(source: 0, watermark: 5_000, idle: true, quietSince: 6_000), SourceMark(source: 1, watermark: 29_000, idle: false)])
+        _ = sink.take()
+        // Source 1's events come first in the batch, and most partitions get none of source 0's:
+        // every partition hears that source 0 is back before any of them.
+        try stage.process(
+            [
+                arena.record(partition: 1, offset: 2, value: rawHit("d2", "b4", at: 40_000), timestamp: 40_000),
+                arena.record(partition: 0, offset: 1, value: rawHit("d1", "b5", at: 39_000), timestamp: 39_000),
+            ], now: 40_100, into: &sink)
+        let sent = sink.to(.repartition)
+        let decoded = try sent.map { try $0.value!.withUnsafeBytes { try RepartitionRecord.decode($0) } }
+        #expect(sent.count > 3 && sent.prefix(3).map(\.partition) == [0, 1, 2], "\(sent.map(\.partition))")
+        for record in decoded.prefix(3) {
+            guard case .marks(let marks) = record else {
+                Issue.record("the batch's first records are not marks")
+                continue
+            }
+            #expect(marks.marks == [SourceMark(source: 0, watermark: 5_000, idle: false), SourceMark(source: 1, watermark: 29_000, idle: false)])
+        }
+        #expect(decoded.dropFirst(3).allSatisfy { if case .events = $0 { true } else { false } })
+        _ = sink.take()
+        // Marked active now: its next batch goes out alone.
+        try stage.process([arena.record(partition: 0, offset: 2, value: rawHit("d1", "b6", at: 40_050), timestamp: 40_050)], now: 40_200, into: &sink)
+        #expect(sink.to(.repartition).count == 1)
+    }
+
     /// Events of one normalize run over `hits`, as the aggregate stage's input (repartition offsets from 0).
     /// One record per hit: each processed as a batch of its own.
     func shuffled(_ hits: [(partition: Int32, offset: Int64, value: [UInt8])], arena: RecordArena) throws -> [RecordingSink.Sent] {

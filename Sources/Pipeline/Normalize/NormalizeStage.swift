@@ -93,6 +93,9 @@ public struct NormalizeStage: StatelessStage {
         /// group's records of the source there. Empty for an owner that resumed a trackpipe
         /// commit.
         var toBegin: Set<Int32> = []
+        /// The last marks this stage sent said the source was idle: a window task that gets none
+        /// of its events leaves it out of its watermark until marks say otherwise.
+        var markedIdle = false
     }
 
     package init(
@@ -200,6 +203,13 @@ public struct NormalizeStage: StatelessStage {
             maxOriginalBytes: maxOriginalBytes, originals: originals, writerClock: now,
             epochs: sources.mapValues(\.epoch))
         let laneCount = Self.prepare(records, context: context, lanes: records.count >= 512 ? shards : 1, into: &lanes)
+        // A source the last marks called idle that delivers again: every repartition partition
+        // hears that it is active before any record of this batch. A task that gets none of its
+        // events would otherwise still leave it out, and the batch's events of other sources
+        // would move that task's watermark past it until the next marks.
+        if sources.values.contains(where: \.markedIdle), case let returning = returningSources(records, laneCount: laneCount), !returning.isEmpty {
+            try sendMarks(now: now, delivering: returning, into: &sink)
+        }
         var index = 0
         // Records come in runs of one partition: its source state is taken out once per run.
         var partition = records[0].partition
@@ -231,20 +241,46 @@ public struct NormalizeStage: StatelessStage {
                     pending.accounting.filtered[reason] += 1
                 case .rejected(let reason, let detail):
                     pending.accounting.deadLettered[reason] += 1
-                    let letter = DeadLetter(
-                        reason: reason, detail: detail, sourceTopic: inputTopic, sourcePartition: record.partition,
-                        sourceOffset: record.offset)
+                    let letter = DeadLetter(reason: reason, detail: detail, sourceTopic: inputTopic, sourcePartition: record.partition, sourceOffset: record.offset)
                     try sink.send(InputDeadLetter(letter: letter, record: record))
                 }
             }
         }
         sources[partition] = source
+        try sendRecords(of: laneCount, into: &sink)
+    }
+
+    /// Closes the events records the first `laneCount` lanes wrote, and sends them, lane after
+    /// lane: each source's events reach each partition in offset order.
+    private mutating func sendRecords(of laneCount: Int, into sink: inout some RecordSink) throws {
         for lane in 0..<laneCount {
             for writer in 0..<lanes[lane].used {
                 lanes[lane].writers[writer].finish()
                 try sink.send(lanes[lane].writers[writer].record)
             }
         }
+    }
+
+    /// The sources the last marks called idle that have an accepted hit among `records`.
+    private func returningSources(_ records: [PolledRecord], laneCount: Int) -> Set<Int32> {
+        var returning: Set<Int32> = []
+        var index = 0
+        // Records come in runs of one partition: its state is looked up once per run.
+        var partition: Int32?
+        var markedIdle = false
+        for lane in 0..<laneCount {
+            for item in lanes[lane].items {
+                defer { index += 1 }
+                guard case .event = item else { continue }
+                let source = records[index].partition
+                if source != partition {
+                    partition = source
+                    markedIdle = sources[source]?.markedIdle ?? false
+                }
+                if markedIdle { returning.insert(source) }
+            }
+        }
+        return returning
     }
 
     /// What a lane needs to judge and encode its records, the same for every lane of a batch.
@@ -375,15 +411,17 @@ public struct NormalizeStage: StatelessStage {
     /// The marks of every owned source, to every repartition partition: a partition that gets
     /// none of a source's events still learns its event time. A partition that has no record
     /// of a source from this owner yet, which began the group's line of it, is told that this
-    /// one begins the group's records of it there.
-    private mutating func sendMarks(now: Int64, into sink: inout some RecordSink) throws {
+    /// one begins the group's records of it there. Sources in `delivering` are about to send
+    /// hits: they are marked active, at the event time they had reached before.
+    private mutating func sendMarks(now: Int64, delivering: Set<Int32> = [], into sink: inout some RecordSink) throws {
         lastMarks = now
         let owned = sources.sorted { $0.key < $1.key }
         let marks = owned.map { partition, state in
-            let idle = now - state.lastEventAt >= idleTimeout
+            let idle = now - state.lastEventAt >= idleTimeout && !delivering.contains(partition)
             return SourceMark(
                 source: partition, watermark: state.watermark, idle: idle, quietSince: idle ? min(state.lastEventAt, now) : nil)
         }
+        for mark in marks { sources[mark.source]?.markedIdle = mark.idle }
         let epochs = owned.map(\.value.epoch)
         let beginning = owned.contains { !$0.value.toBegin.isEmpty }
         if !beginning { RepartitionRecord.encodeMarks(marks, epochs: epochs, origin: origin, writerClock: now, into: &buffer) }
