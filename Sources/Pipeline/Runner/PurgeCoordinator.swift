@@ -78,6 +78,21 @@ struct PurgeCoordinator {
         }
     }
 
+    /// The end of a bounded run: the request in flight answered, then everything committed
+    /// purged, each answer waited for up to `patience` ms. The run's records of the repartition
+    /// topic are read by no one again; left to retention, a finished backfill's would stay for
+    /// days (and a short run's loop may have made no commit to purge after).
+    mutating func purgeAtEnd(_ committed: [TopicPartitionOffset], patience: Int32) {
+        if schedule.inFlight != nil, let answer = client.answer(waitingMilliseconds: patience) { take(answer) }
+        guard let due = schedule.atEnd(committed) else { return }
+        do {
+            try client.requestDeletion(below: due, timeoutMilliseconds: patience)
+        } catch {
+            return
+        }
+        if let answer = client.answer(waitingMilliseconds: patience) { take(answer) }
+    }
+
     /// Picks up the answer to the request in flight, if it has come; never waits.
     mutating func collect() {
         guard schedule.inFlight != nil, let answer = client.answer(waitingMilliseconds: 0) else { return }

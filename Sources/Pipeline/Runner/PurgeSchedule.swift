@@ -42,6 +42,13 @@ struct PurgeSchedule {
         return due
     }
 
+    /// The last purge of a bounded run, after its last commit: due whatever the interval (nil
+    /// while a request waits for its answer, or when nothing would move).
+    mutating func atEnd(_ committed: [TopicPartitionOffset]) -> [TopicPartitionOffset]? {
+        lastRequest = nil
+        return afterCommit(committed, now: 0)
+    }
+
     /// The answer to the request in flight came: what was deleted is known purged (a log start
     /// above the one asked for is another owner's purge, or retention), and the next may go.
     mutating func answered(_ deletions: [RecordDeletion]) {

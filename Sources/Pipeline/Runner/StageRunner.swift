@@ -335,6 +335,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
         }
         for writer in settings.lineOutputs.values { try writer.flush() }
         try commit()
+        if settings.isBounded { purge?.purgeAtEnd(tracker.committed, patience: 5_000) }
     }
 
     /// Leaves the group and sums the run up.

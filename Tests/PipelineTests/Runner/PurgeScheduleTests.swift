@@ -99,4 +99,19 @@ struct PurgeScheduleTests {
         #expect(schedule.afterCommit([Self.at(0, 20)], now: 10) == nil)
         #expect(schedule.afterCommit([Self.at(0, 26)], now: 20) == [Self.at(0, 26)])
     }
+
+    @Test("a bounded run's last purge goes whatever the interval, never while a request waits, and never past the commits or for what is purged")
+    func atTheEnd() {
+        var schedule = PurgeSchedule(interval: 60_000)
+        let first = Self.ask(&schedule, [Self.at(0, 10)], now: 1_000)
+        #expect(first == [Self.at(0, 10)])
+        var end = schedule.atEnd([Self.at(0, 20), Self.at(1, 5)])
+        #expect(end == nil, "a request still waits for its answer")
+        schedule.answered(Self.purged(first ?? []))
+        end = schedule.atEnd([Self.at(0, 20), Self.at(1, 5)])
+        #expect(end == [Self.at(0, 20), Self.at(1, 5)], "within the interval of the last request, yet due")
+        schedule.answered(Self.purged(end ?? []))
+        end = schedule.atEnd([Self.at(0, 20), Self.at(1, 5)])
+        #expect(end == nil, "nothing would move")
+    }
 }
