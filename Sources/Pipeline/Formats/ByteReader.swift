@@ -32,4 +32,10 @@ struct ByteReader<Failure: Error> {
         defer { position += count }
         return UnsafeRawBufferPointer(rebasing: bytes[position..<position + count])
     }
+
+    /// Moves past `count` bytes already read another way.
+    mutating func skip(_ count: Int) throws(Failure) {
+        guard count >= 0, position + count <= bytes.count else { throw cutShort }
+        position += count
+    }
 }

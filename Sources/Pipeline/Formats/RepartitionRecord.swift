@@ -288,7 +288,8 @@ public enum RepartitionRecord {
             events.reserveCapacity(min(count, bytes.count / 4))
             var cursor = EventCursor(writerClock: writerClock, sources: marks.count)
             var region = Reader(bytes: UnsafeRawBufferPointer(rebasing: bytes[0..<tablesAt]))
-            _ = try region.slice(reader.position)
+            // The events begin after the header, which `reader` has read.
+            try region.skip(reader.position)
             for _ in 0..<count {
                 events.append(try cursor.read(&region, deliveries: deliveries, sources: marks))
             }
