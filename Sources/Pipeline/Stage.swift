@@ -51,6 +51,16 @@ public protocol Stage: Sendable {
     /// some repartition partition has not heard from this owner). The runner then waits for it
     /// to be acknowledged.
     mutating func prepareCommit(into sink: inout some RecordSink) throws
+
+    /// A bounded run read `partition` to `end`: every offset below it was processed, judged
+    /// lost, or never a record. A stage whose commit point is what it processed commits `end`
+    /// then, so that a next run does not report the same lost offsets again; one whose commit
+    /// names its state (a window task's processed mark) keeps its own.
+    mutating func readToEnd(_ partition: Int32, end: Int64)
+}
+
+extension Stage {
+    public mutating func readToEnd(_ partition: Int32, end: Int64) {}
 }
 
 /// What a `StatelessStage` keeps: nothing but its commits.

@@ -408,6 +408,12 @@ public struct NormalizeStage: StatelessStage {
         try sendMarks(now: lastNow, into: &sink)
     }
 
+    public mutating func readToEnd(_ partition: Int32, end: Int64) {
+        guard var source = sources[partition], (source.processed ?? .min) < end else { return }
+        source.processed = end
+        sources[partition] = source
+    }
+
     /// The marks of every owned source, to every repartition partition: a partition that gets
     /// none of a source's events still learns its event time. A partition that has no record
     /// of a source from this owner yet, which began the group's line of it, is told that this

@@ -334,6 +334,11 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
             return
         }
         for writer in settings.lineOutputs.values { try writer.flush() }
+        if settings.isBounded {
+            for tp in tracker.sortedPartitions {
+                if let read = tracker[tp], read.atEnd, let end = read.end { stage.readToEnd(tp.partition, end: end) }
+            }
+        }
         try commit()
         if settings.isBounded { purge?.purgeAtEnd(tracker.committed, patience: 5_000) }
     }

@@ -73,6 +73,7 @@ struct InputLossTests {
         #expect(outcome.error == nil, "\(outcome.error ?? "")")
         #expect(outcome.lost == [Self.span(0, 7, cause: .groupStart)], "\(outcome.lost)")
         #expect(outcome.consumed == 5)
+        #expect(outcome.summary?.committed.map(\.offset) == [12])
         let reason = Self.span(0, 7, cause: .groupStart).reason
         #expect(reason.contains("the group had committed nothing and the partition began at offset 0 when it was assigned"), "\(reason)")
     }
@@ -121,6 +122,9 @@ struct InputLossTests {
         ])
         #expect(outcome.error == nil, "\(outcome.error ?? "")")
         #expect(outcome.lost == [Self.span(3, 10, cause: .endReached)], "\(outcome.lost)")
+        // The commit after the loss is the end, past what was lost: a next run begins there and
+        // reports nothing again; past the trailing marker too.
+        #expect(outcome.summary?.committed.map(\.offset) == [10, 3], "\(outcome.summary?.committed ?? [])")
         #expect(outcome.gaps.contains(Self.span(2, 3, cause: .endReached, partition: 1)), "the marker is a gap, counted")
     }
 
