@@ -230,11 +230,3 @@ extension Optional where Wrapped == [UInt8] {
         return try self.withUnsafeBytes { try body($0) }
     }
 }
-
-/// Lets a buffer be written by `concurrentPerform` workers, each to its own slots.
-struct UnsafeSendable<Value>: @unchecked Sendable {
-    // @unchecked: wraps only buffers whose slots are each written by exactly one worker and
-    // read after `concurrentPerform` returns.
-    var value: Value
-    init(_ value: Value) { self.value = value }
-}

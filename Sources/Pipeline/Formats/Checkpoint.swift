@@ -282,3 +282,15 @@ package struct SourceCheckpoint: Sendable, Hashable {
         return tag
     }
 }
+
+/// The highest source offset counted from one source partition, and the incarnation it
+/// belongs to.
+struct SourceFloor: Sendable, Hashable {
+    var incarnation: UInt64
+    var offset: Int64
+
+    init(incarnation: UInt64, offset: Int64) {
+        self.incarnation = incarnation
+        self.offset = offset
+    }
+}

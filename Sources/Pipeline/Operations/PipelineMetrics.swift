@@ -177,11 +177,10 @@ public struct StageMetrics: Sendable {
         if paused { parent.counter("trackpipe_input_pauses", stage: stage).increment() }
     }
 
-    /// The stage purges its input: every outcome of a purge exists from the start, at 0.
-    func purgeOutcomesRegistered() {
-        for outcome in PurgeCoordinator.Outcome.allCases {
-            _ = parent.counter("trackpipe_repartition_purges", stage: stage, ("outcome", outcome.rawValue))
-        }
+    /// The stage purges its input: every outcome of a purge (as the purge labels them) exists
+    /// from the start, at 0.
+    func purgeOutcomesRegistered(_ outcomes: [String]) {
+        for outcome in outcomes { _ = parent.counter("trackpipe_repartition_purges", stage: stage, ("outcome", outcome)) }
     }
 
     func purges(_ outcome: String, _ count: Int) {

@@ -63,7 +63,7 @@ struct PurgeCoordinator {
         client = try settings.clients.recordDeleter(config: purge.admin, logger: logger.with(label: "trackpipe.kafka.admin"))
         self.logger = logger
         self.metrics = metrics
-        metrics?.purgeOutcomesRegistered()
+        metrics?.purgeOutcomesRegistered(Outcome.allCases.map(\.rawValue))
     }
 
     /// A commit went through, outside any rebalance callback: purges what the owned partitions
