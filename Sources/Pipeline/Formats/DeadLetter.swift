@@ -96,3 +96,24 @@ struct OwnedDeadLetter: DeadLetterRecord, Sendable {
         try key.withOptionalBytes { key in try value.withOptionalBytes { value in try body(key, value) } }
     }
 }
+
+/// A dead letter ready to send: the original bytes and the context headers.
+public struct OutgoingDeadLetter {
+    public var letter: DeadLetter
+    public var key: UnsafeRawBufferPointer?
+    public var value: UnsafeRawBufferPointer?
+    public var timestamp: Int64?
+    /// What was cut of an original too large to cross the shuffle whole (`DeadLetterCut`'s
+    /// headers); empty when `key` and `value` are whole.
+    public var cut: [KafkaHeader] = []
+    /// The hit as trackpipe normalized it, sent instead of an original that did not cross the
+    /// shuffle (`OriginalRule`'s exceptions); `key` and `value` are then nil.
+    public var normalized: [UInt8]?
+
+    /// The headers to send: the context, then what was cut, or that the value is the hit as
+    /// normalized.
+    public var headers: [KafkaHeader] {
+        if normalized != nil { return letter.headers + [KafkaHeader(key: DeadLetter.Header.normalized, string: "true")] }
+        return cut.isEmpty ? letter.headers : letter.headers + cut
+    }
+}
