@@ -70,10 +70,15 @@ struct PurgeCoordinator {
     /// have committed (`committed`), if a purge is due.
     mutating func afterCommit(_ committed: [TopicPartitionOffset], now: Int64) {
         guard let due = schedule.afterCommit(committed, now: now) else { return }
+        request(due, timeoutMilliseconds: Self.requestTimeout)
+    }
+
+    /// Sends a purge the schedule made due; one that could not even be sent is taken as a
+    /// failure of every partition, asked again later.
+    private mutating func request(_ due: [TopicPartitionOffset], timeoutMilliseconds: Int32) {
         do {
-            try client.requestDeletion(below: due, timeoutMilliseconds: Self.requestTimeout)
+            try client.requestDeletion(below: due, timeoutMilliseconds: timeoutMilliseconds)
         } catch {
-            // The request was not even sent: as a failure of every partition, asked again later.
             take(due.map { RecordDeletion(partition: $0.topicPartition, below: $0.offset, outcome: .failure(RecordDeletionError(.other, error as? KafkaError ?? KafkaError(.librdkafka(code: -1), "\(error)")))) })
         }
     }
@@ -85,12 +90,8 @@ struct PurgeCoordinator {
     mutating func purgeAtEnd(_ committed: [TopicPartitionOffset], patience: Int32) {
         if schedule.inFlight != nil, let answer = client.answer(waitingMilliseconds: patience) { take(answer) }
         guard let due = schedule.atEnd(committed) else { return }
-        do {
-            try client.requestDeletion(below: due, timeoutMilliseconds: patience)
-        } catch {
-            return
-        }
-        if let answer = client.answer(waitingMilliseconds: patience) { take(answer) }
+        request(due, timeoutMilliseconds: patience)
+        if schedule.inFlight != nil, let answer = client.answer(waitingMilliseconds: patience) { take(answer) }
     }
 
     /// Picks up the answer to the request in flight, if it has come; never waits.
