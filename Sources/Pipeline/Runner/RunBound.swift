@@ -44,11 +44,13 @@ struct RunBound {
     }
 
     /// Once the upstream runner has finished, the ends of this runner's input are final: the
-    /// partitions whose ends to read now, once.
+    /// partitions whose ends to read now, once. A runner that must read every partition takes
+    /// the bound owning none too: partitions assigned later have their ends read as they come
+    /// (`StageRunner.retryEnds`), and while other members hold them `awaitOthers` counts.
     mutating func upstreamBound(_ tracker: PartitionTracker) -> [TopicPartition]? {
-        guard case .endWhenUpstreamFinishes(let upstream) = bound, !upstreamEndsTaken, upstream.isFinished, !tracker.isEmpty else {
-            return nil
-        }
+        guard case .endWhenUpstreamFinishes(let upstream) = bound, !upstreamEndsTaken, upstream.isFinished,
+            partitionCount != nil || !tracker.isEmpty
+        else { return nil }
         upstreamEndsTaken = true
         return tracker.partitions
     }
