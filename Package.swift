@@ -5,8 +5,10 @@ import PackageDescription
 // protocols the runner uses, so that the simulator can stand in for it; the embedded broker)
 // TrackingDomain (pure: hit shapes, tracking rule, normalized event) -> Windowing (pure: one
 // engine value driven by its caller with the clock passed in; no I/O, no thread, queue or lock)
-// Pipeline (wires Kafka, domain and engine; its lanes, on Dispatch, are the one place window work
-// runs in parallel) -> TrackpipeCLI (commands) -> trackpipe (executable).
+// -> RecordFormats (pure: the bytes of trackpipe's own topics) -> Runner (the stage contract and
+// the loop that drives one stage against Kafka) -> Pipeline (the stages and their composition;
+// its lanes, on Dispatch, are the one place window work runs in parallel) -> TrackpipeCLI
+// (commands) -> trackpipe (executable).
 // Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench),
 // trackpipe-bench (the benchmarks, docs/performance.md) and Benchmarking (the processes and
 // measures the benchmarks share). Under Tests/, and linked by no product: TrackpipeTestSupport
@@ -50,10 +52,15 @@ let package = Package(
         .target(name: "TrackingDomain"),
         .target(name: "Windowing", dependencies: ["TrackingDomain"]),
         .target(name: "HitGenerator", dependencies: ["TrackingDomain"]),
+        // The bytes trackpipe writes to its own topics (repartition, state, commits, dead
+        // letters) and the group identity they record: pure, no I/O.
+        .target(name: "RecordFormats", dependencies: ["Kafka", "TrackingDomain", "Windowing"]),
+        // The stage contract and the runner that drives one stage against Kafka through the
+        // client seam: assignment, commits, loss, bounds, outputs, the stage's metrics.
         .target(
-            name: "Pipeline",
+            name: "Runner",
             dependencies: [
-                "Kafka", "TrackingDomain", "Windowing",
+                "Kafka", "TrackingDomain", "Windowing", "RecordFormats",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 // Not imported: swift-prometheus's own dependencies, named so that their exact
@@ -62,10 +69,20 @@ let package = Package(
                 .product(name: "Atomics", package: "swift-atomics"),
             ]
         ),
+        // The stages (normalize, window, replay), their composition into a pipeline, and the
+        // operations around it (status, health, the metrics endpoint).
+        .target(
+            name: "Pipeline",
+            dependencies: [
+                "Kafka", "TrackingDomain", "Windowing", "RecordFormats", "Runner",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
         .target(
             name: "TrackpipeCLI",
             dependencies: [
-                "Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator",
+                "Pipeline", "RecordFormats", "Runner", "Kafka", "TrackingDomain", "Windowing", "HitGenerator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -80,7 +97,7 @@ let package = Package(
         .executableTarget(
             name: "trackpipe-bench",
             dependencies: [
-                "Kafka", "TrackingDomain", "Windowing", "Pipeline", "HitGenerator", "Benchmarking",
+                "Kafka", "TrackingDomain", "Windowing", "Pipeline", "RecordFormats", "Runner", "HitGenerator", "Benchmarking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -104,7 +121,7 @@ let package = Package(
         // against a simulated cluster, through random schedules, checked against the reference.
         .target(
             name: "TrackpipeSimulation",
-            dependencies: ["Pipeline", "Kafka", "CRdKafka", "Windowing", "TrackingDomain", "HitGenerator", "TrackpipeTestSupport"],
+            dependencies: ["Pipeline", "RecordFormats", "Runner", "Kafka", "CRdKafka", "Windowing", "TrackingDomain", "HitGenerator", "TrackpipeTestSupport"],
             path: "Tests/TrackpipeSimulation"),
         // The long checks, not part of CI (docs/simulation.md, docs/reliability.md,
         // docs/performance.md): `simulate` and `simulate-runner` run the simulators for as long as
@@ -117,16 +134,17 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tests/TrackpipeCheck"),
+        .testTarget(name: "RecordFormatsTests", dependencies: ["RecordFormats", "Kafka", "TrackingDomain", "Windowing"]),
         .testTarget(name: "HitGeneratorTests", dependencies: ["HitGenerator", "TrackingDomain"]),
         .testTarget(
             name: "PipelineTests",
             dependencies: [
-                "Pipeline", "Kafka", "TrackingDomain", "Windowing", "HitGenerator", "TrackpipeTestSupport", "TrackpipeSimulation",
+                "Pipeline", "RecordFormats", "Runner", "Kafka", "TrackingDomain", "Windowing", "HitGenerator", "TrackpipeTestSupport", "TrackpipeSimulation",
             ]),
         .testTarget(
             name: "TrackpipeCLITests",
             dependencies: [
-                "TrackpipeCLI", "Pipeline", "Kafka", "HitGenerator", "TrackpipeTestSupport", "TrackingDomain", "Benchmarking",
+                "TrackpipeCLI", "Pipeline", "RecordFormats", "Runner", "Kafka", "HitGenerator", "TrackpipeTestSupport", "TrackingDomain", "Benchmarking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
             ]

@@ -1,3 +1,5 @@
+import RecordFormats
+import Runner
 import Kafka
 import Logging
 
@@ -45,7 +47,7 @@ enum GroupIdentityCheck {
         let asked = config.identity
         let consumerLogger = logger.with(label: "trackpipe.kafka.consumer")
         var commits = Commits(input: [], repartition: [])
-        commits.input = try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: inputPartitions, config: config, logger: logger)
+        commits.input = try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: inputPartitions, consumerConfig: config.consumerConfig(group: config.group), logger: logger)
         for start in commits.input {
             if let refusal = GroupIdentity.recorded(in: start.metadata)?.refusal(
                 group: config.group, asked: asked, evidence: "its commit on \(config.inputTopic)[\(start.partition)]", given: config.givenSettings)
@@ -57,7 +59,7 @@ enum GroupIdentityCheck {
         let repartitions = asked.repartitionTopic == nil ? nil : try Pipeline.existingPartitionCount(of: repartition, admin: admin)
         if let repartitions {
             commits.repartition = try GroupCommits.starts(
-                group: config.aggregateGroup, topic: repartition, partitions: repartitions, config: config, logger: logger)
+                group: config.aggregateGroup, topic: repartition, partitions: repartitions, consumerConfig: config.consumerConfig(group: config.aggregateGroup), logger: logger)
             for start in commits.repartition {
                 if let refusal = GroupIdentity.recorded(in: start.metadata)?.refusal(
                     group: config.group, asked: asked, evidence: "its aggregate stage's commit on \(repartition)[\(start.partition)]",

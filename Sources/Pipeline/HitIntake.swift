@@ -1,3 +1,4 @@
+import Runner
 import Kafka
 import TrackingDomain
 

@@ -1,3 +1,4 @@
+import Runner
 import Foundation
 import Kafka
 import Logging

@@ -1,3 +1,5 @@
+import RecordFormats
+import Runner
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -437,19 +439,5 @@ public final class Pipeline: Sendable {
         } catch {
             throw missing("\(error)")
         }
-    }
-}
-
-public func wallClockMillis() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-}
-
-extension Logger {
-    func with(label: String) -> Logger {
-        var copy = Logger(label: label)
-        copy.logLevel = logLevel
-        return copy
     }
 }

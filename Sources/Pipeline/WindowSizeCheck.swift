@@ -1,3 +1,5 @@
+import RecordFormats
+import Runner
 import Foundation
 import Kafka
 import Logging

@@ -4,6 +4,8 @@ import HitGenerator
 import Kafka
 import Logging
 import Pipeline
+import RecordFormats
+import Runner
 import TrackingDomain
 import Windowing
 

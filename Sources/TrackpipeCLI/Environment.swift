@@ -3,6 +3,7 @@ import Windowing
 import Foundation
 import Logging
 import Pipeline
+import Runner
 import TrackingDomain
 
 /// Flags fall back to `TRACKPIPE_<FLAG>` environment variables (a container's natural way to

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Logging
 import Pipeline
+import Runner
 import Synchronization
 
 /// The worker's `/metrics` and health checks, and what they say after the run has failed.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Pipeline
+import Runner
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

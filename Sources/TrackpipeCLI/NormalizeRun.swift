@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Pipeline
+import Runner
 import TrackingDomain
 
 /// Counts for the summary `trackpipe normalize` prints to stderr.

@@ -5,6 +5,7 @@
 #endif
 import Foundation
 import Pipeline
+import Runner
 import Synchronization
 
 /// Shows a bounded run's progress on standard error: on a terminal, one line redrawn in place

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Logging
 import Pipeline
+import Runner
 import TrackingDomain
 import Windowing
 

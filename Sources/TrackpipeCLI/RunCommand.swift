@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Logging
 import Pipeline
+import Runner
 import Windowing
 
 /// `trackpipe run`: the worker users deploy.

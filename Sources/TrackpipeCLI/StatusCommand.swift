@@ -3,6 +3,8 @@ import Foundation
 import Kafka
 import Logging
 import Pipeline
+import RecordFormats
+import Runner
 
 /// `trackpipe status`: where a worker's consumer groups stand, checkpoints decoded, without
 /// joining the groups.

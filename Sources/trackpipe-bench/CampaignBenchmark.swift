@@ -3,6 +3,8 @@ import Benchmarking
 import Foundation
 import Kafka
 import Pipeline
+import RecordFormats
+import Runner
 import TrackingDomain
 import Windowing
 

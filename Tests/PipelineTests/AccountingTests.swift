@@ -1,6 +1,7 @@
 import Testing
 import TrackingDomain
 @testable import Pipeline
+@testable import Runner
 
 /// `add` sums the reports of a run and `subtracting` gives the figures of one progress line:
 /// a counter left out of either would show as 0 in the summary, the metrics or the progress

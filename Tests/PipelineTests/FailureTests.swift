@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Logging
 import Pipeline
+import RecordFormats
 import Synchronization
 import Testing
 import TrackpipeTestSupport

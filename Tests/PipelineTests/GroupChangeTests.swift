@@ -1,6 +1,7 @@
 import HitGenerator
 import Kafka
 import Pipeline
+import Runner
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport

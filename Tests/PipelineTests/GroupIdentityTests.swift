@@ -1,5 +1,7 @@
 import Kafka
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 import Testing
 import TrackingDomain
 import Windowing

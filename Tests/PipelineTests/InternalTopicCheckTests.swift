@@ -1,5 +1,6 @@
 import Kafka
 @testable import Pipeline
+@testable import Runner
 import Testing
 
 /// The settings of trackpipe's own topics, as the cluster describes them: what is refused, what

@@ -4,6 +4,8 @@ import TrackingDomain
 import Windowing
 
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 
 /// Where the group's records of a source begin in a repartition partition, and what a window
 /// task without a commit makes of it (docs/scale-out.md, "Lost input"): the stages as values,

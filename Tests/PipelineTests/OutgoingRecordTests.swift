@@ -1,6 +1,8 @@
 import CRdKafka
 import Kafka
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 import Testing
 
 @Suite("outgoing records: a dead letter cuts itself to fit, no other record is ever cut")

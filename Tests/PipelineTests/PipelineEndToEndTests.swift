@@ -3,6 +3,8 @@ import HitGenerator
 import Kafka
 import Logging
 import Pipeline
+import RecordFormats
+import Runner
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport

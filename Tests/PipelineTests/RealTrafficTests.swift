@@ -3,6 +3,8 @@ import Testing
 import TrackingDomain
 import Windowing
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 
 /// Ordinary situations of a real fleet that once lost hits silently, each reproduced at the
 /// stages without Kafka: a device clock ahead, a takeover with a correction in flight, a topic

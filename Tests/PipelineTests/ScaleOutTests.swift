@@ -3,6 +3,8 @@ import HitGenerator
 import Kafka
 import Logging
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport

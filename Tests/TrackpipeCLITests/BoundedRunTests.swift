@@ -6,6 +6,7 @@ import Testing
 import TrackpipeTestSupport
 
 @testable import Pipeline
+@testable import Runner
 @testable import TrackpipeCLI
 
 /// `run --until-end` is a job, not a service: it must end, and end truthfully. It gives up on a

@@ -7,6 +7,7 @@ import ArgumentParser
 import Foundation
 import Logging
 @testable import Pipeline
+@testable import Runner
 import Testing
 import TrackpipeTestSupport
 import Yams

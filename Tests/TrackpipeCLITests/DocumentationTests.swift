@@ -1,5 +1,6 @@
 import Foundation
 import Pipeline
+import Runner
 import Testing
 import TrackingDomain
 @testable import TrackpipeCLI

@@ -1,6 +1,8 @@
 import Foundation
 import Kafka
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 @testable import Pipeline
+@testable import Runner
 import Testing
 
 @Suite("metrics server: its address and its lifetime")

@@ -8,6 +8,7 @@ import Testing
 import Yams
 
 @testable import Pipeline
+@testable import Runner
 
 /// The alert rules and the dashboard are queries no compiler reads. These tests hold them to
 /// the program: promtool checks and unit-tests the rules, every alert links a runbook section

@@ -8,6 +8,7 @@ import Foundation
 import HitGenerator
 import Kafka
 import Pipeline
+import Runner
 import Testing
 import TrackpipeTestSupport
 

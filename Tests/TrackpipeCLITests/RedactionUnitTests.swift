@@ -1,6 +1,7 @@
 import Kafka
 import Logging
 import Pipeline
+import Runner
 import Synchronization
 import Testing
 @testable import TrackpipeCLI

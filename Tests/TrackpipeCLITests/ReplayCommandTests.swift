@@ -2,6 +2,8 @@ import Foundation
 import HitGenerator
 import Kafka
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport

@@ -2,6 +2,7 @@ import Foundation
 import HitGenerator
 import Kafka
 import Pipeline
+import RecordFormats
 import Testing
 import TrackpipeTestSupport
 

@@ -1,6 +1,8 @@
 import Foundation
 import Kafka
 import Pipeline
+import RecordFormats
+import Runner
 import Testing
 import TrackpipeTestSupport
 

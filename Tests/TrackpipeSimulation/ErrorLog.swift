@@ -1,5 +1,6 @@
 import Logging
 import Pipeline
+import Runner
 
 /// Collects what the runners log at the error level: in a schedule, every such line is a
 /// problem the checks report (warnings — a refused commit, a partition held back — are the

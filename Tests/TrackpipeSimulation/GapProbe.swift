@@ -2,6 +2,8 @@ import HitGenerator
 import Kafka
 import Logging
 import Pipeline
+import RecordFormats
+import Runner
 import TrackingDomain
 
 /// One bounded run of the real normalize stage in its real runner, over an input laid out by

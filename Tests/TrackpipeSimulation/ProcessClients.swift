@@ -1,6 +1,7 @@
 import Kafka
 import Logging
 import Pipeline
+import Runner
 
 /// One record of a state write, as the world classifies a write cut short: its key, and whether
 /// it is a tombstone.

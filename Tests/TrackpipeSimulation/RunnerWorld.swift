@@ -3,6 +3,8 @@ import HitGenerator
 import Kafka
 import Logging
 import Pipeline
+import RecordFormats
+import Runner
 import TrackingDomain
 import TrackpipeTestSupport
 import Windowing

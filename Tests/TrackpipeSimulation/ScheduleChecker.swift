@@ -2,6 +2,8 @@ import Foundation
 import HitGenerator
 import Kafka
 import Pipeline
+import RecordFormats
+import Runner
 import TrackingDomain
 import TrackpipeTestSupport
 

@@ -1,5 +1,7 @@
 import Kafka
 import Pipeline
+import RecordFormats
+import Runner
 
 /// librdkafka and the brokers, simulated on one thread over the in-memory topics: the clients
 /// a real `StageRunner` gets from it (through a process's `ProcessClients`) act as librdkafka's do, on the

@@ -1,5 +1,6 @@
 import Kafka
 import Pipeline
+import Runner
 
 /// Where a commit can be cut short by a crash: in the middle of writing its state, once the
 /// state it wrote is acknowledged, or once the records held for it went out too; in every case

@@ -1,6 +1,8 @@
 import Kafka
 import Logging
 import Pipeline
+import RecordFormats
+import Runner
 import TrackingDomain
 import Windowing
 

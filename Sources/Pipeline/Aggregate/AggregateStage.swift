@@ -1,3 +1,5 @@
+import RecordFormats
+import Runner
 import Kafka
 import TrackingDomain
 import Windowing
@@ -220,13 +222,5 @@ struct ChangelogEntry: OutgoingRecord {
 
     func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         try key.withUnsafeBytes { key in try value.withOptionalBytes { value in try body(key, value) } }
-    }
-}
-
-extension Optional where Wrapped == [UInt8] {
-    /// The bytes as a buffer for the length of `body`, or nil.
-    public func withOptionalBytes<R>(_ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-        guard let self else { return try body(nil) }
-        return try self.withUnsafeBytes { try body($0) }
     }
 }

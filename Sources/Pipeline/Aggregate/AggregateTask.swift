@@ -1,3 +1,5 @@
+import RecordFormats
+import Runner
 import Kafka
 import TrackingDomain
 import Windowing

@@ -1,3 +1,5 @@
+import RecordFormats
+import Runner
 import Kafka
 
 /// What a window task that starts without a commit must find where it begins reading, for

@@ -1,3 +1,4 @@
+import RecordFormats
 /// Recognises events the normalize stage sent twice, by their source position.
 ///
 /// The normalize stage commits its input offsets only after its records are acknowledged, so a

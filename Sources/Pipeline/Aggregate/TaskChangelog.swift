@@ -1,3 +1,4 @@
+import RecordFormats
 import Windowing
 
 /// A window task's side of its changelog: what to write for what changed since the last commit,

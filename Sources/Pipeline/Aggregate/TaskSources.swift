@@ -1,3 +1,4 @@
+import RecordFormats
 import Windowing
 
 /// What a task makes of the sources of its events, the one thing that differs on either side

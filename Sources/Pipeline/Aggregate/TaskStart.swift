@@ -1,3 +1,5 @@
+import RecordFormats
+import Runner
 import Windowing
 
 /// Where a partition's window task begins, worked out from its partition's start alone: a pure

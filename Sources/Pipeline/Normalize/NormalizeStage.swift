@@ -1,3 +1,5 @@
+import RecordFormats
+import Runner
 import Dispatch
 import Kafka
 import TrackingDomain

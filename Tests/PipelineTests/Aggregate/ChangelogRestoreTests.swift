@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 @testable import Pipeline
+@testable import RecordFormats
 import Testing
 import TrackpipeTestSupport
 import Windowing

@@ -2,6 +2,8 @@ import Testing
 import TrackingDomain
 import Windowing
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 
 /// A window task's beginning and phases as pure values: every shape of commit, and every
 /// event in every phase, without an engine, a changelog or Kafka.

@@ -3,6 +3,8 @@ import Testing
 import TrackingDomain
 import Windowing
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 
 /// Which hits carry their original across the shuffle, and that the ones that do not are never
 /// judged `too_late` behind it, tried where the rule could break: the first record a task reads,

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Logging
 @testable import Pipeline
+@testable import Runner
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport

@@ -6,6 +6,7 @@
 import Dispatch
 import Foundation
 @testable import Pipeline
+@testable import Runner
 import Synchronization
 import Testing
 import TrackpipeTestSupport

@@ -5,6 +5,8 @@ import Testing
 import TrackingDomain
 import Windowing
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 
 /// `replay`'s one window task over every partition, its shards on the lanes.
 @Suite("replay stage")

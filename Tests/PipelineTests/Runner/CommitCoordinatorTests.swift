@@ -2,6 +2,7 @@ import Kafka
 import Logging
 import Testing
 @testable import Pipeline
+@testable import Runner
 
 /// The ration of commits made because windows closed: what keeps a live stream's windows fresh
 /// and a backlog from being read at commit speed.

@@ -4,6 +4,7 @@ import Testing
 import TrackpipeSimulation
 
 @testable import Pipeline
+@testable import Runner
 
 /// The lost-input rule: a position not yet read is lost when the log start has passed it; offsets
 /// never delivered that the log still holds (transaction markers, records compaction removed)

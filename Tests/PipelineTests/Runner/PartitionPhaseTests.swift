@@ -1,6 +1,7 @@
 import Kafka
 import Testing
 @testable import Pipeline
+@testable import Runner
 
 /// A partition's phase in the runner, and what the tracker makes of each.
 @Suite("partition phase")

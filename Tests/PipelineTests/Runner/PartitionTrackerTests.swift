@@ -1,6 +1,7 @@
 import Kafka
 import Testing
 @testable import Pipeline
+@testable import Runner
 
 /// The admission guard, on what it needs of each event.
 @Suite("partition tracker")

@@ -4,6 +4,7 @@ import Logging
 import Testing
 
 @testable import Pipeline
+@testable import Runner
 
 /// What an operator sees of the purges: a refusal said once with what to do, every answer
 /// counted, and the worker going on whatever the cluster answers.

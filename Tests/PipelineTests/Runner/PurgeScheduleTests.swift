@@ -2,6 +2,7 @@ import Kafka
 import Testing
 
 @testable import Pipeline
+@testable import Runner
 
 /// When the aggregate stage purges the repartition topic, and how far: the rules of
 /// `PurgeSchedule`, each tried the way a purge could go wrong.

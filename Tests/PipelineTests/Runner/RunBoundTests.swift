@@ -2,6 +2,7 @@ import Kafka
 import Logging
 import Testing
 @testable import Pipeline
+@testable import Runner
 
 /// When a bounded run is done: every partition of its input read to its end, by this run.
 @Suite("run bound: a bounded run reads every partition of its input")

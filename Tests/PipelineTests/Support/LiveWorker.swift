@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Pipeline
+import Runner
 import Synchronization
 import TrackpipeTestSupport
 

@@ -1,5 +1,7 @@
 import Kafka
 @testable import Pipeline
+@testable import RecordFormats
+@testable import Runner
 import TrackpipeTestSupport
 
 /// Owns byte buffers for `PolledRecord`s built in tests (records are views, as in Kafka).

@@ -1,6 +1,7 @@
 import Kafka
 import TrackingDomain
 @testable import Pipeline
+@testable import RecordFormats
 import Windowing
 
 /// The group the stage tests run as, `g`, and what it is fixed to: the tests of a stage's

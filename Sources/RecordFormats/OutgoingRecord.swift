@@ -47,7 +47,7 @@ public enum RecordFit: Sendable, Equatable {
     case cut(DeadLetterCut)
 
     /// Whether a smaller limit could make the record smaller.
-    var cuts: Bool { self != .neverCut }
+    package var cuts: Bool { self != .neverCut }
 }
 
 /// A record for the dead-letter topic. A dead letter is cut to fit rather than refused: it
@@ -62,5 +62,13 @@ extension DeadLetterRecord {
 
     public static func fit(key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, headers: [KafkaHeader], limit: Int) -> RecordFit {
         DeadLetterCut.fitting(key: key, value: value, headers: headers, limit: limit).map(RecordFit.cut) ?? .fits
+    }
+}
+
+extension Optional where Wrapped == [UInt8] {
+    /// The bytes as a buffer for the length of `body`, or nil.
+    package func withOptionalBytes<R>(_ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        guard let self else { return try body(nil) }
+        return try self.withUnsafeBytes { try body($0) }
     }
 }

@@ -5,22 +5,26 @@ import Windowing
 extension RepartitionRecord {
     /// A hit's original, as the writer has it: carried whole, or cut to `maxBytes` (key and
     /// value together) as its dead letter would be.
-    struct OriginalBytes {
+    package struct OriginalBytes {
         var key: UnsafeRawBufferPointer?
         var value: UnsafeRawBufferPointer?
         var timestamp: Int64?
         var maxBytes: Int = .max
+
+        package init(key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?, maxBytes: Int = .max) {
+            (self.key, self.value, self.timestamp, self.maxBytes) = (key, value, timestamp, maxBytes)
+        }
     }
 
     /// One events record being written by one lane: its events appended in input order, written
     /// straight into the bytes that are sent (no buffer in between); the stage sets each
     /// source's watermark as it takes the events in order, and `finish` closes the record with
     /// its tables. A lane keeps its writers from batch to batch for their buffers.
-    struct EventsWriter {
+    package struct EventsWriter {
         /// The repartition partition the record goes to.
-        private(set) var partition: Int32 = 0
+        package private(set) var partition: Int32 = 0
         /// `bytes[0..<end]` is the record; what lies beyond is scratch, kept for its capacity.
-        private(set) var bytes: [UInt8] = []
+        package private(set) var bytes: [UInt8] = []
         private(set) var end = 0
         private(set) var count = 0
         /// The newest Kafka timestamp of the input records, the record's own timestamp.
@@ -41,13 +45,15 @@ extension RepartitionRecord {
         /// What the tables will add when the record is closed, at most.
         private var tableBytes = 0
 
+        package init() {}
+
         var isEmpty: Bool { count == 0 }
 
         /// The record's size once closed, at most: what decides when it is full.
-        var size: Int { end + tableBytes }
+        package var size: Int { end + tableBytes }
 
         /// Starts a new record for `partition`, forgetting the previous one (keeping buffers).
-        mutating func begin(partition: Int32, origin: Origin, writerClock: Int64) {
+        package mutating func begin(partition: Int32, origin: Origin, writerClock: Int64) {
             self.partition = partition
             self.writerClock = writerClock
             bytes.removeAll(keepingCapacity: true)
@@ -73,7 +79,7 @@ extension RepartitionRecord {
         /// returns the source's place in the record's table, for `setWatermark`. `begins`: the
         /// record begins the group's records of the source in its partition (read where the
         /// source enters the record's table).
-        mutating func append(
+        package mutating func append(
             _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
             timestamp: Int64?, original: OriginalBytes?, begins: Bool = false
         ) -> Int {
@@ -149,18 +155,18 @@ extension RepartitionRecord {
 
         /// The source at `index` of the table had reached `watermark` as of its latest event so
         /// far.
-        mutating func setWatermark(_ watermark: Int64, source index: Int) {
+        package mutating func setWatermark(_ watermark: Int64, source index: Int) {
             watermarks[index] = watermark
         }
 
         /// The record begins the group's records of the source at `index` of the table in its
         /// partition.
-        mutating func markBegins(source index: Int) {
+        package mutating func markBegins(source index: Int) {
             begins[index] = true
         }
 
         /// Closes the record with its tables; `bytes[0..<end]` is then the record to send.
-        mutating func finish() {
+        package mutating func finish() {
             bytes.removeSubrange(end...)
             let tablesAt = bytes.count
             Varint.append(UInt64(deliveries.count), to: &bytes)
@@ -285,24 +291,24 @@ extension RepartitionRecord {
 /// An events record bound for its repartition partition, as a finished writer wrote it
 /// (`RepartitionRecord.EventsWriter.finish`): lent from the writer's own buffer, which is
 /// reused for the writer's next record.
-struct RepartitionEvents: OutgoingRecord {
-    let partition: Int32?
+package struct RepartitionEvents: OutgoingRecord {
+    package let partition: Int32?
     /// `bytes[0..<end]` is the record.
     let bytes: [UInt8]
     let end: Int
     /// The newest Kafka timestamp of the input records it carries events of.
-    let timestamp: Int64?
+    package let timestamp: Int64?
 
-    var destination: Destination { .repartition }
-    var headers: [KafkaHeader] { [] }
+    package var destination: Destination { .repartition }
+    package var headers: [KafkaHeader] { [] }
 
-    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    package func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         try bytes.withUnsafeBytes { try body(nil, UnsafeRawBufferPointer(rebasing: $0[0..<end])) }
     }
 }
 
 extension RepartitionRecord.EventsWriter {
     /// The record written, once `finish` has closed it.
-    var record: RepartitionEvents { RepartitionEvents(partition: partition, bytes: bytes, end: end, timestamp: timestamp) }
+    package var record: RepartitionEvents { RepartitionEvents(partition: partition, bytes: bytes, end: end, timestamp: timestamp) }
 }
 

@@ -56,14 +56,16 @@ public struct DeadLetter: Sendable, Equatable {
 /// The dead letter of an input record the normalize stage rejected: the record's key, value
 /// and timestamp lent as they were read, so that a fixed message replays as it arrived, and
 /// the context in headers.
-struct InputDeadLetter: DeadLetterRecord {
+package struct InputDeadLetter: DeadLetterRecord {
     let letter: DeadLetter
     let record: PolledRecord
 
-    var headers: [KafkaHeader] { letter.headers }
-    var timestamp: Int64? { record.timestamp }
+    package init(letter: DeadLetter, record: PolledRecord) { (self.letter, self.record) = (letter, record) }
 
-    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    package var headers: [KafkaHeader] { letter.headers }
+    package var timestamp: Int64? { record.timestamp }
+
+    package func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         try body(record.key, record.value)
     }
 }
@@ -72,27 +74,27 @@ struct InputDeadLetter: DeadLetterRecord {
 /// aggregate stage holds its letters until the next commit, and a letter the broker refused
 /// for its size comes back from librdkafka as a copy, to be sent again cut to a smaller limit
 /// (by the rule of every dead letter).
-struct OwnedDeadLetter: DeadLetterRecord, Sendable {
-    var headers: [KafkaHeader]
+package struct OwnedDeadLetter: DeadLetterRecord, Sendable {
+    package var headers: [KafkaHeader]
     var key: [UInt8]?
     var value: [UInt8]?
-    var timestamp: Int64?
+    package var timestamp: Int64?
 
-    init(_ outgoing: OutgoingDeadLetter) {
+    package init(_ outgoing: OutgoingDeadLetter) {
         headers = outgoing.headers
         key = outgoing.key.map { Array($0) }
         value = outgoing.normalized ?? outgoing.value.map { Array($0) }
         timestamp = outgoing.timestamp
     }
 
-    init(_ refused: RefusedRecord) {
+    package init(_ refused: RefusedRecord) {
         headers = refused.headers
         key = refused.key
         value = refused.value
         timestamp = refused.timestamp
     }
 
-    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    package func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         try key.withOptionalBytes { key in try value.withOptionalBytes { value in try body(key, value) } }
     }
 }
@@ -109,6 +111,13 @@ public struct OutgoingDeadLetter {
     /// The hit as trackpipe normalized it, sent instead of an original that did not cross the
     /// shuffle (`OriginalRule`'s exceptions); `key` and `value` are then nil.
     public var normalized: [UInt8]?
+
+    package init(
+        letter: DeadLetter, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?, cut: [KafkaHeader] = [],
+        normalized: [UInt8]? = nil
+    ) {
+        (self.letter, self.key, self.value, self.timestamp, self.cut, self.normalized) = (letter, key, value, timestamp, cut, normalized)
+    }
 
     /// The headers to send: the context, then what was cut, or that the value is the hit as
     /// normalized.

@@ -4,9 +4,9 @@ import Logging
 /// What a consumer group has committed on a topic, read without joining the group, as the
 /// `PartitionStart`s its stage would be given: so that a stage can refuse commits it cannot
 /// resume from before the worker joins anything (another mode's commits, another tool's).
-enum GroupCommits {
-    static func starts(group: String, topic: String, partitions: Int, config: PipelineConfig, logger: Logger) throws -> [PartitionStart] {
-        let reader = try KafkaConsumer(config: config.consumerConfig(group: group), logger: logger.with(label: "trackpipe.kafka.consumer"))
+package enum GroupCommits {
+    package static func starts(group: String, topic: String, partitions: Int, consumerConfig: KafkaConfig, logger: Logger) throws -> [PartitionStart] {
+        let reader = try KafkaConsumer(config: consumerConfig, logger: logger.with(label: "trackpipe.kafka.consumer"))
         let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
         let committed = try reader.committed(all)
         let resumed = committed.filter { $0.offset >= 0 }.map(\.topicPartition)

@@ -407,15 +407,17 @@ extension ByteReader where Failure == RepartitionRecord.DecodingError {
 
 /// A marks record (`RepartitionRecord.encodeMarks`) bound for one repartition partition,
 /// stamped with the writer's clock it was written at.
-struct RepartitionMarks: OutgoingRecord {
-    let partition: Int32?
+package struct RepartitionMarks: OutgoingRecord {
+    package let partition: Int32?
     let bytes: [UInt8]
-    let timestamp: Int64?
+    package let timestamp: Int64?
 
-    var destination: Destination { .repartition }
-    var headers: [KafkaHeader] { [] }
+    package init(partition: Int32?, bytes: [UInt8], timestamp: Int64?) { (self.partition, self.bytes, self.timestamp) = (partition, bytes, timestamp) }
 
-    func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    package var destination: Destination { .repartition }
+    package var headers: [KafkaHeader] { [] }
+
+    package func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         try bytes.withUnsafeBytes { try body(nil, $0) }
     }
 }

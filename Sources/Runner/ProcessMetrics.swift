@@ -1,3 +1,4 @@
+import Runner
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)

@@ -31,7 +31,7 @@ public enum ChangelogRecord {
     /// Broadlog bytes a segment carries at most: brokers refuse records over 1 MB by default.
     public static let segmentBytes = 512 * 1024
 
-    enum Tag: UInt8 {
+    package enum Tag: UInt8 {
         case head = 0x57  // W
         case segment = 0x53  // S
         case task = 0x54  // T
@@ -55,6 +55,13 @@ public enum ChangelogRecord {
         public var watermark: Int64?
         /// The group the task counts for (`--group`): a state topic holds one group's state.
         public var group: String = ""
+
+        package init(
+            processedMark: Int64, evictedBefore: Int64, lineage: Int64 = 0, source: UInt64 = 0, watermark: Int64? = nil, group: String = ""
+        ) {
+            (self.processedMark, self.evictedBefore, self.lineage) = (processedMark, evictedBefore, lineage)
+            (self.source, self.watermark, self.group) = (source, watermark, group)
+        }
     }
 
     /// A stable name of the input a task counts: the repartition topic's partitions (two
@@ -146,7 +153,7 @@ public enum ChangelogRecord {
     }
 
     /// The bytes of a window's key (without its tag).
-    static func windowKeyBytes(_ window: WindowKey) -> Int { 8 + 2 + min(window.deliveryId.utf8Count, Int(UInt16.max)) }
+    package static func windowKeyBytes(_ window: WindowKey) -> Int { 8 + 2 + min(window.deliveryId.utf8Count, Int(UInt16.max)) }
 
     private static func appendWindow(_ window: WindowKey, to key: inout [UInt8]) {
         withUnsafeBytes(of: window.windowStart.bigEndian) { key.append(contentsOf: $0) }
@@ -185,7 +192,7 @@ public enum ChangelogRecord {
 
     /// The bytes a broadlog takes in a segment: one byte with its actions and the length of its
     /// id (below 31), the length again as a varint for a longer id, then the id.
-    static func encodedSize(of broadlog: BroadlogActions) -> Int {
+    package static func encodedSize(of broadlog: BroadlogActions) -> Int {
         let length = min(broadlog.id.utf8Count, Int(UInt16.max))
         return length < 31 ? 1 + length : 1 + Varint.size(of: UInt64(length)) + length
     }
@@ -210,7 +217,7 @@ public enum ChangelogRecord {
         return bytes
     }
 
-    static func decodeSegment(_ bytes: [UInt8]) throws(DecodingError) -> [BroadlogActions] {
+    package static func decodeSegment(_ bytes: [UInt8]) throws(DecodingError) -> [BroadlogActions] {
         try read(bytes, tag: .segment) { reader throws(DecodingError) in
             var broadlogs: [BroadlogActions] = []
             while !reader.isAtEnd {
@@ -237,7 +244,7 @@ public enum ChangelogRecord {
         return bytes
     }
 
-    static func decodeHead(_ bytes: [UInt8]) throws(DecodingError) -> Head {
+    package static func decodeHead(_ bytes: [UInt8]) throws(DecodingError) -> Head {
         try read(bytes, tag: .head) { reader throws(DecodingError) in
             let counted = try reader.zigzag()
             let emitted: UInt32 = try narrow(try reader.varint(), "emitted revision")
@@ -266,7 +273,7 @@ public enum ChangelogRecord {
         return value
     }
 
-    static func decodeTask(_ bytes: [UInt8]) throws(DecodingError) -> TaskState {
+    package static func decodeTask(_ bytes: [UInt8]) throws(DecodingError) -> TaskState {
         try read(bytes, tag: .task) { reader throws(DecodingError) in
             var state = TaskState(
                 processedMark: try reader.integer(Int64.self), evictedBefore: try reader.integer(Int64.self),
@@ -307,7 +314,7 @@ public enum ChangelogRecord {
     /// Checks a value's first two bytes, its version and the tag its key implies, without
     /// reading the rest: a restore keeps segments undecoded until a head names them, yet refuses
     /// one of another version or kind when it is read.
-    static func checkHeader(_ bytes: [UInt8], tag: Tag) throws(DecodingError) {
+    package static func checkHeader(_ bytes: [UInt8], tag: Tag) throws(DecodingError) {
         guard bytes.count >= 2 else { throw DecodingError(description: "changelog record cut short") }
         guard bytes[0] == version else {
             throw DecodingError(description: "changelog record of format version \(bytes[0]); this trackpipe reads version \(version)")

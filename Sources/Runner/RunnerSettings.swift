@@ -1,3 +1,4 @@
+import RecordFormats
 import Kafka
 import Synchronization
 

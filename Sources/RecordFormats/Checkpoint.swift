@@ -17,31 +17,31 @@
 /// else decodes to nil: another tool's commit, and a checkpoint of another version of trackpipe
 /// (`otherVersion(of:)` tells them apart, for the refusal). A release that changes this format
 /// reads the previous one for one release, then drops it (docs/scale-out.md, "Formats").
-struct Checkpoint: Sendable, Hashable {
+package struct Checkpoint: Sendable, Hashable {
     /// The tag the encoding begins with: the one version this trackpipe writes and reads.
-    static let format = "trackpipe/5"
+    package static let format = "trackpipe/5"
 
     /// Every window with `windowEnd + retention <= evictedBefore` had been evicted (epoch ms).
-    var evictedBefore: Int64
+    package var evictedBefore: Int64
     /// The next offset the committing owner had not yet processed (where it committed).
-    var processedMark: Int64
+    package var processedMark: Int64
     /// Highest source offset counted per source partition, before `processedMark`.
-    var seen: [Int32: SourceFloor]
+    package var seen: [Int32: SourceFloor]
     /// Where the task's changelog partition ended, acknowledged, when this was committed.
-    var changelog: Int64
+    package var changelog: Int64
     /// Where the task's line of owners began writing its changelog partition.
-    var changelogSince: Int64
+    package var changelogSince: Int64
     /// What the group is fixed to: the window size the state was counted with (a key
     /// `<deliveryId>@<windowStart>` means a different window under another size), the mode and
     /// the internal topics. A run that differs must not go on from it.
-    var identity: GroupIdentity
+    package var identity: GroupIdentity
 
     /// Kafka brokers refuse commit metadata above `offset.metadata.max.bytes` (4096 by default).
-    static let maxEncodedBytes = 4_000
+    package static let maxEncodedBytes = 4_000
     /// At most this many source partitions behind the repartition topic, whatever the names.
-    static let maxSourcePartitions = 400
+    package static let maxSourcePartitions = 400
 
-    init(
+    package init(
         evictedBefore: Int64, processedMark: Int64, seen: [Int32: SourceFloor] = [:], changelog: Int64, changelogSince: Int64 = 0,
         identity: GroupIdentity
     ) {
@@ -53,12 +53,12 @@ struct Checkpoint: Sendable, Hashable {
         self.identity = identity
     }
 
-    var encoded: String {
+    package var encoded: String {
         Self.format + " evicted=\(evictedBefore) processed=\(processedMark) changelog=\(changelog) since=\(changelogSince) "
             + identity.encodedFields + (seen.isEmpty ? "" : " seen=" + Self.encode(seen))
     }
 
-    init?(decoding text: String?) {
+    package init?(decoding text: String?) {
         guard let text, text.hasPrefix(Self.format + " ") else { return nil }
         var fields: [Substring: Substring] = [:]
         for field in text.split(separator: " ").dropFirst() {
@@ -82,7 +82,7 @@ struct Checkpoint: Sendable, Hashable {
     /// Whether the checkpoint of a task behind `sourcePartitions` input partitions fits the
     /// commit metadata brokers accept, whatever its numbers (source offsets up to 2^42): the
     /// topic names of the identity take room from the duplicate floors.
-    static func fits(sourcePartitions: Int, identity: GroupIdentity) -> Bool {
+    package static func fits(sourcePartitions: Int, identity: GroupIdentity) -> Bool {
         guard sourcePartitions <= maxSourcePartitions else { return false }
         let incarnation = UInt64.max
         let seen = Dictionary(
@@ -94,7 +94,7 @@ struct Checkpoint: Sendable, Hashable {
 
     /// The tag of a window checkpoint that another version of trackpipe wrote (`trackpipe/<n>`
     /// other than `format`), which this one does not read; nil for anything else.
-    static func otherVersion(of metadata: String?) -> String? {
+    package static func otherVersion(of metadata: String?) -> String? {
         guard let metadata else { return nil }
         let tag = metadata.prefix { $0 != " " }
         guard tag.hasPrefix("trackpipe/"), tag != format, tag.dropFirst("trackpipe/".count).allSatisfy(\.isNumber), tag.count > 10 else {
@@ -237,13 +237,13 @@ struct Checkpoint: Sendable, Hashable {
 /// refusal.
 package struct SourceCheckpoint: Sendable, Hashable {
     /// The tag the encoding begins with: the one version this trackpipe writes and reads.
-    static let format = "trackpipe/source/2"
+    package static let format = "trackpipe/source/2"
 
-    var epoch: UInt32
+    package var epoch: UInt32
     /// The source's watermark over the hits before the committed offset (epoch ms); nil: none yet.
-    var progress: Int64?
+    package var progress: Int64?
     /// What the group is fixed to (always two stages: only the normalize stage writes this).
-    var identity: GroupIdentity
+    package var identity: GroupIdentity
 
     package init(epoch: UInt32, progress: Int64? = nil, identity: GroupIdentity) {
         self.epoch = epoch
@@ -255,7 +255,7 @@ package struct SourceCheckpoint: Sendable, Hashable {
         Self.format + " epoch=\(epoch)" + (progress.map { " progress=\($0)" } ?? "") + " " + identity.encodedFields
     }
 
-    init?(decoding text: String?) {
+    package init?(decoding text: String?) {
         guard let text, text.hasPrefix(Self.format + " ") else { return nil }
         var fields: [Substring: Substring] = [:]
         for field in text.split(separator: " ").dropFirst() {
@@ -275,7 +275,7 @@ package struct SourceCheckpoint: Sendable, Hashable {
     /// The tag of a normalize stage's checkpoint that another version of trackpipe wrote
     /// (`trackpipe/source` followed by anything but this version's `/2`), which this one does
     /// not read; nil for anything else.
-    static func otherVersion(of metadata: String?) -> String? {
+    package static func otherVersion(of metadata: String?) -> String? {
         guard let metadata else { return nil }
         let tag = String(metadata.prefix { $0 != " " })
         guard tag.hasPrefix("trackpipe/source"), tag != format else { return nil }
@@ -285,11 +285,11 @@ package struct SourceCheckpoint: Sendable, Hashable {
 
 /// The highest source offset counted from one source partition, and the incarnation it
 /// belongs to.
-struct SourceFloor: Sendable, Hashable {
-    var incarnation: UInt64
-    var offset: Int64
+package struct SourceFloor: Sendable, Hashable {
+    package var incarnation: UInt64
+    package var offset: Int64
 
-    init(incarnation: UInt64, offset: Int64) {
+    package init(incarnation: UInt64, offset: Int64) {
         self.incarnation = incarnation
         self.offset = offset
     }

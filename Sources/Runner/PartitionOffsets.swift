@@ -1,3 +1,4 @@
+import RecordFormats
 /// Where one partition stands, every offset named for what it means. A runner keeps one per
 /// owned partition (what it has read and what it committed); a window task keeps one for its
 /// partition (what it has processed, and what the previous owner left behind). All offsets are
@@ -10,14 +11,14 @@
 /// | `committed` | the offset stored in the group, where the next owner starts: the previous owner's at assignment, then this owner's last commit | runner and task |
 /// | `metadata` | what was committed with it: what the committing owner had settled (a `Checkpoint` or `SourceCheckpoint`) | runner and task |
 /// | `previousMark` | the previous owner's processed mark, from the task record of its changelog: below it a record is a replay, whose output that owner may not have sent | task |
-struct PartitionOffsets: Sendable, Equatable {
+package struct PartitionOffsets: Sendable, Equatable {
     var nextToRead: Int64?
-    var processedMark: Int64?
-    var committed: Int64?
-    var metadata: String?
-    var previousMark: Int64?
+    package var processedMark: Int64?
+    package var committed: Int64?
+    package var metadata: String?
+    package var previousMark: Int64?
 
-    init(nextToRead: Int64? = nil, committed: Int64? = nil, metadata: String? = nil) {
+    package init(nextToRead: Int64? = nil, committed: Int64? = nil, metadata: String? = nil) {
         self.nextToRead = nextToRead
         self.committed = committed
         self.metadata = metadata
@@ -43,7 +44,7 @@ struct PartitionOffsets: Sendable, Equatable {
     }
 
     /// Still below the previous owner's mark: the task replays what that owner processed.
-    var isReplaying: Bool {
+    package var isReplaying: Bool {
         guard let previousMark else { return false }
         return (processedMark ?? committed ?? 0) < previousMark
     }

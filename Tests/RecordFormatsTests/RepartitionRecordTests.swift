@@ -2,14 +2,14 @@ import Kafka
 import Testing
 import TrackingDomain
 import Windowing
-@testable import Pipeline
+@testable import RecordFormats
 
 /// The repartition record format as the normalize stage writes it: events written straight into
 /// a record by a writer kept from batch to batch, deltas and tables, originals only where given,
 /// and records read back whole or one event at a time for dead letters.
 @Suite("Repartition records")
 struct RepartitionRecordTests {
-    static let origin = RepartitionRecord.Origin(sourceTopic: "hits", sourcePartitions: 8, routedPartitions: 4)
+    static let origin = RepartitionRecord.Origin(sourceTopic: "hits", sourcePartitions: 8, routedPartitions: 4, group: "g")
     static let clock: Int64 = 1_795_300_000_000
 
     struct Written {

@@ -156,10 +156,12 @@ package final class RunnerControl: Sendable {
 /// fatal errors librdkafka 2.0.2 cannot destroy a consumer (it waits for ever for a topic that
 /// was deleted, or trips an assertion in its sticky assignor), so `trackpipe run` exits on a
 /// failure before the pipeline, and with it the clients, is released.
-final class RunnerRegistry: Sendable {
+package final class RunnerRegistry: Sendable {
     private let state = Mutex<(controls: [RunnerControl], owners: [any Sendable], stopped: Bool)>(([], [], false))
 
-    func register<S: Stage>(_ runner: StageRunner<S>) {
+    package init() {}
+
+    package func register<S: Stage>(_ runner: StageRunner<S>) {
         let control = runner.control
         let stopped = state.withLock { state in
             state.controls.append(control)
@@ -169,7 +171,7 @@ final class RunnerRegistry: Sendable {
         if stopped { control.requestStop() }
     }
 
-    func requestStop() {
+    package func requestStop() {
         let controls = state.withLock { state in
             state.stopped = true
             return state.controls
@@ -177,13 +179,13 @@ final class RunnerRegistry: Sendable {
         for control in controls { control.requestStop() }
     }
 
-    var isStopRequested: Bool { state.withLock { $0.stopped } }
+    package var isStopRequested: Bool { state.withLock { $0.stopped } }
 
-    var livenessProblem: String? {
+    package var livenessProblem: String? {
         state.withLock { $0.controls }.lazy.compactMap(\.livenessProblem).first
     }
 
-    var readinessProblem: String? {
+    package var readinessProblem: String? {
         state.withLock { $0.controls }.lazy.compactMap(\.readinessProblem).first
     }
 }

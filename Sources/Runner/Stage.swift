@@ -1,3 +1,4 @@
+import RecordFormats
 import Kafka
 import TrackingDomain
 import Windowing
@@ -174,7 +175,7 @@ public struct StageGauges: Sendable, Equatable {
     public init() {}
 
     /// Adds a window task's engine: its windows, its entries, and its watermark to the lowest.
-    mutating func add(_ engine: WindowEngine) {
+    package mutating func add(_ engine: WindowEngine) {
         let stats = engine.stats
         openWindows += stats.openWindows + stats.retainedWindows
         entries += stats.entries
@@ -217,7 +218,7 @@ public struct StageReport: Sendable {
     public init() {}
 
     /// Adds what a window task made of its share of a batch.
-    mutating func add(_ other: StageReport) {
+    package mutating func add(_ other: StageReport) {
         accounting.add(other.accounting)
         emitDelays += other.emitDelays
         capacityEvictions += other.capacityEvictions

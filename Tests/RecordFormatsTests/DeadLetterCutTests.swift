@@ -1,5 +1,5 @@
 import Kafka
-@testable import Pipeline
+@testable import RecordFormats
 import Testing
 
 @Suite("dead letters cut to fit the dead-letter topic")

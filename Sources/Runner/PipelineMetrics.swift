@@ -12,7 +12,7 @@ public final class PipelineMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     let emitDelay: ValueHistogram
     /// 1 while a broker answers metadata requests, 0 while none does.
-    let brokerReachable: Gauge
+    package let brokerReachable: Gauge
     /// What `/health/ready` would answer at the moment of a scrape: Prometheus cannot read it
     /// itself, and an alert on it needs a series.
     private let healthy: Gauge

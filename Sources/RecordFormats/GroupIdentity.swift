@@ -1,0 +1,82 @@
+/// One group is one pipeline: what a group is fixed to once it has committed, recorded in the
+/// commits of both of its stages (the normalize stage's `SourceCheckpoint`, the window stage's
+/// `Checkpoint`) and checked at start-up before anything is joined or written
+/// (`GroupIdentityCheck`). A run that differs in any of it would not go on with the group's
+/// pipeline but start another one under its name: with another window size, records of two
+/// sizes under one output key; with other internal topics, the group's input offsets taken
+/// away from its own pipeline, whose hits in between nobody counts; with the other mode, state
+/// and commits that mean something else. Kafka Streams ties an application id to one topology
+/// the same way (docs/windowing.md, "What a group and an output topic are fixed to").
+///
+/// The repartition topic's partition count and the input's incarnations are fixed too, and
+/// checked where they are known: in each repartition record (`RepartitionRecord.Origin`) and in
+/// the duplicate floors of each checkpoint.
+public struct GroupIdentity: Sendable, Hashable {
+    /// The window size (ms): an output key `<deliveryId>@<windowStart>` names another window
+    /// under each size.
+    public var windowSize: Int64
+    /// The topic between the two stages; nil: one stage (`--input-keyed-by-delivery`), the
+    /// input windowed directly.
+    public var repartitionTopic: String?
+    /// The compacted topic the window tasks keep their state in.
+    public var stateTopic: String
+
+    public init(windowSize: Int64, repartitionTopic: String?, stateTopic: String) {
+        self.windowSize = windowSize
+        self.repartitionTopic = repartitionTopic
+        self.stateTopic = stateTopic
+    }
+
+    /// A setting the identity holds, as `trackpipe run` takes it.
+    public enum Setting: String, Sendable, CaseIterable {
+        case window
+        case inputKeyedByDelivery = "input-keyed-by-delivery"
+        case repartitionTopic = "repartition-topic"
+        case stateTopic = "state-topic"
+    }
+
+    /// The settings in which `other` differs from this identity. A different mode is one
+    /// difference, not also a different repartition topic.
+    package func differences(from other: GroupIdentity) -> [Setting] {
+        var found: [Setting] = []
+        if windowSize != other.windowSize { found.append(.window) }
+        if (repartitionTopic == nil) != (other.repartitionTopic == nil) {
+            found.append(.inputKeyedByDelivery)
+        } else if repartitionTopic != other.repartitionTopic {
+            found.append(.repartitionTopic)
+        }
+        if stateTopic != other.stateTopic { found.append(.stateTopic) }
+        return found
+    }
+
+    // MARK: In commit metadata
+
+    /// The fields checkpoints carry: `window=<ms> stages=1 state=<topic>`, or
+    /// `window=<ms> stages=2 repartition=<topic> state=<topic>`. Topic names hold no spaces or
+    /// `=` (Kafka takes `[a-zA-Z0-9._-]`, and `PipelineConfig.validate` refuses others).
+    var encodedFields: String {
+        "window=\(windowSize)" + (repartitionTopic.map { " stages=2 repartition=\($0)" } ?? " stages=1") + " state=\(stateTopic)"
+    }
+
+    /// The identity of a checkpoint's fields (`name` to value); nil if one is missing or does
+    /// not fit the others.
+    init?(fields: [Substring: Substring]) {
+        guard let window = fields["window"].flatMap({ Int64($0) }), let state = fields["state"], !state.isEmpty else { return nil }
+        switch fields["stages"] {
+        case "1":
+            guard fields["repartition"] == nil else { return nil }
+            self.init(windowSize: window, repartitionTopic: nil, stateTopic: String(state))
+        case "2":
+            guard let repartition = fields["repartition"], !repartition.isEmpty else { return nil }
+            self.init(windowSize: window, repartitionTopic: String(repartition), stateTopic: String(state))
+        default:
+            return nil
+        }
+    }
+
+    /// The identity a commit's metadata records, a window stage's checkpoint or the normalize
+    /// stage's; nil for anything else.
+    package static func recorded(in metadata: String?) -> GroupIdentity? {
+        Checkpoint(decoding: metadata)?.identity ?? SourceCheckpoint(decoding: metadata)?.identity
+    }
+}
