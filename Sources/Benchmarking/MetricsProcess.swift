@@ -70,13 +70,4 @@ package final class MetricsProcess {
         Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
-
-    /// The process's peak resident set (VmHWM), in bytes; 0 when it cannot be read.
-    package func peakResidentBytes() -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-            let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
-        else { return 0 }
-        return kilobytes * 1024
-    }
 }

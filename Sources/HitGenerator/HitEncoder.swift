@@ -12,7 +12,7 @@ enum HitEncoder {
         deliveryId: String, broadlogId: String, action: HitAction, channel: Channel, platform: Platform, eventTime: Int64,
         trackingOff: Bool, rng: inout SplitMix64
     ) -> Encoded {
-        let code = actionCode(action)
+        let code = action.code
         let actionJSON = rng.chance(0.8) ? "\"\(code)\"" : "\(code)"
         let flag = flagJSON(trackingOff: trackingOff, rng: &rng)
         let ts = timestampJSON(eventTime, rng: &rng)
@@ -98,13 +98,6 @@ enum HitEncoder {
         return (Array(text.utf8), reason)
     }
 
-    private static func actionCode(_ action: HitAction) -> Int {
-        switch action {
-        case .impression: 7
-        case .click: 2
-        case .open: 1
-        }
-    }
 
     /// The flag as JSON, or nil for none. Tracked deliveries show every form that means "on".
     private static func flagJSON(trackingOff: Bool, rng: inout SplitMix64) -> String? {

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Foundation
 
 /// A string a librdkafka function returns: an error code's name or text, a topic handle's name,
 /// the version. The header documents each as always set, but Swift sees a pointer that may be

@@ -58,31 +58,4 @@ public final class EmbeddedBroker: @unchecked Sendable {
         if ifMissing && err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS { return }
         if err.isError { throw KafkaError.from(err, "creating topic \(name) on the embedded broker") }
     }
-
-    // The faults below are injected by tests only (`package`): the commands that start an
-    // embedded broker (`demo`, `embedded-broker`) never fail one.
-
-    /// Broker ids run from 1 to `brokerCount`.
-    package func setBrokerDown(_ brokerId: Int32) throws {
-        let err = rd_kafka_mock_broker_set_down(cluster, brokerId)
-        if err.isError { throw KafkaError.from(err, "taking embedded broker \(brokerId) down") }
-    }
-
-    package func setBrokerUp(_ brokerId: Int32) throws {
-        let err = rd_kafka_mock_broker_set_up(cluster, brokerId)
-        if err.isError { throw KafkaError.from(err, "bringing embedded broker \(brokerId) up") }
-    }
-
-    /// Makes `brokerId` the leader of a partition, so that a test can slow down or stop the
-    /// brokers of some topics only.
-    package func setLeader(_ topic: String, partition: Int32, brokerId: Int32) throws {
-        let err = rd_kafka_mock_partition_set_leader(cluster, topic, partition, brokerId)
-        if err.isError { throw KafkaError.from(err, "moving the leader of \(topic)[\(partition)] to embedded broker \(brokerId)") }
-    }
-
-    /// Adds a round-trip delay to every request a broker answers.
-    package func setRoundTripTime(_ brokerId: Int32, milliseconds: Int) throws {
-        let err = rd_kafka_mock_broker_set_rtt(cluster, brokerId, Int32(milliseconds))
-        if err.isError { throw KafkaError.from(err, "setting the round-trip time of embedded broker \(brokerId)") }
-    }
 }

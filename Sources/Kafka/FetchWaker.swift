@@ -1,11 +1,7 @@
 import CRdKafka
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Foundation
 
 /// Wakes a consumer's broker threads so that librdkafka 2.0.2's fetcher looks again at a queue
 /// that has drained (see `FetchWakePolicy` for when and why).

@@ -67,9 +67,7 @@ extension KafkaError {
         code == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC.rawValue || code == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART.rawValue
             || code == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION.rawValue
     }
-}
 
-extension KafkaError {
     /// Whether waiting can fix it: a worker stops on `fatal` (naming the cause, with a non-zero
     /// exit), and rides out `transient` (a warning and a counter) because librdkafka retries.
     public enum Severity: String, Sendable {
@@ -109,17 +107,13 @@ extension KafkaError {
             return .other
         }
     }
-}
 
-extension KafkaError {
     /// The record is larger than the producer's `message.max.bytes`, or than the topic's
     /// `max.message.bytes` (the broker's answer): a failure of that one record.
     public var isRecordTooLarge: Bool {
         code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE.rawValue || code == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE.rawValue
     }
-}
 
-extension KafkaError {
     /// The group coordinator refused a request of this member's generation: the group is
     /// rebalancing, or has already moved on without it.
     public var isStaleGeneration: Bool {
@@ -131,9 +125,7 @@ extension KafkaError {
             return false
         }
     }
-}
 
-extension KafkaError {
     /// What an operator should do about a fatal error, in one sentence.
     public var remedy: String {
         guard let code else { return "" }

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Foundation
 import CRdKafka
 
 public struct TopicPartition: Sendable, Hashable, CustomStringConvertible {
@@ -44,7 +40,6 @@ public struct TopicPartitionOffset: Sendable, Hashable, CustomStringConvertible 
 public enum KafkaOffset {
     public static let beginning: Int64 = Int64(RD_KAFKA_OFFSET_BEGINNING)
     package static let end: Int64 = Int64(RD_KAFKA_OFFSET_END)
-    public static let stored: Int64 = Int64(RD_KAFKA_OFFSET_STORED)
     package static let invalid: Int64 = Int64(RD_KAFKA_OFFSET_INVALID)
 }
 

@@ -1,10 +1,5 @@
 import RecordFormats
 import Runner
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 import Foundation
 import Kafka
 import Logging

@@ -70,11 +70,7 @@ public enum ChangelogRecord {
     /// even before a commit has recorded the size). FNV-1a, so that every process and build
     /// agrees.
     public static func source(crossesShuffle: Bool, inputTopic: String, windowSize: Int64) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in ((crossesShuffle ? "repartition" : "input " + inputTopic) + " window \(windowSize)").utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-        }
-        return hash
+        DeliveryHash.fnv1a(((crossesShuffle ? "repartition" : "input " + inputTopic) + " window \(windowSize)").utf8)
     }
 
     /// A window's head: its counters and marks, and which segments hold its broadlogs.
@@ -113,15 +109,6 @@ public enum ChangelogRecord {
         case task(TaskState)
         /// The record of this key is deleted.
         case tombstone(Key)
-
-        public var key: Key {
-            switch self {
-            case .head(let window, _): .head(window)
-            case .segment(let window, let number, _): .segment(window, number: number)
-            case .task: .task
-            case .tombstone(let key): key
-            }
-        }
 
         /// The record's key and value (nil: a tombstone).
         public var encoded: (key: [UInt8], value: [UInt8]?) {
@@ -283,16 +270,6 @@ public enum ChangelogRecord {
             state.group = String(decoding: try reader.slice(Int(try reader.integer(UInt16.self))), as: UTF8.self)
             guard reader.isAtEnd else { throw DecodingError(description: "changelog task record with trailing bytes") }
             return state
-        }
-    }
-
-    /// The record a key and a value stand for (a null value: a tombstone).
-    public static func decode(_ key: Key, value: [UInt8]?) throws(DecodingError) -> Entry {
-        guard let value else { return .tombstone(key) }
-        switch key {
-        case .task: return .task(try decodeTask(value))
-        case .head(let window): return .head(window, try decodeHead(value))
-        case .segment(let window, let number): return .segment(window, number: number, broadlogs: try decodeSegment(value)[...])
         }
     }
 

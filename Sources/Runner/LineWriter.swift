@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Foundation
 import Synchronization
 
 /// Writes record values as JSON Lines to a file descriptor (a file, or standard output), for

@@ -1,9 +1,3 @@
-import Runner
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 import Foundation
 import Prometheus
 

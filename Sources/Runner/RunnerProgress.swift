@@ -7,12 +7,4 @@ public struct RunnerProgress: Sendable {
     public var done: Int64?
     public var total: Int64?
     public var finished: Bool
-
-    init(elapsedMilliseconds: Int64, consumed: Int, done: Int64?, total: Int64?, finished: Bool) {
-        self.elapsedMilliseconds = elapsedMilliseconds
-        self.consumed = consumed
-        self.done = done
-        self.total = total
-        self.finished = finished
-    }
 }

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Foundation
 
 /// Where a runner's wall time went, phase by phase (`run --timings`): the evidence for what a
 /// worker waits on. A phase is timed around whole calls (a poll, a batch, a commit), so the
@@ -31,20 +27,10 @@ public struct RunnerTimeline: Sendable {
         case closing
 
         var label: String {
-            switch self {
-            case .polling: "poll"
-            case .idlePolling: "poll (nothing came)"
-            case .processing: "process"
-            case .producing: "of which produce"
-            case .ticking: "tick"
-            case .servingReports: "delivery reports"
-            case .awaitingAcknowledgements: "await acks"
-            case .committing: "commit"
-            case .reporting: "report"
-            case .finishing: "finish"
-            case .restoring: "restore"
-            case .closing: "close"
-            }
+            [
+                "poll", "poll (nothing came)", "process", "of which produce", "tick", "delivery reports", "await acks", "commit", "report",
+                "finish", "restore", "close",
+            ][rawValue]
         }
     }
 

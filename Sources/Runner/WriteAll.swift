@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Foundation
 
 /// Writes every byte of `bytes` to `descriptor`, or throws.
 ///
@@ -36,13 +32,6 @@ public struct WriteAllError: Error, Equatable, CustomStringConvertible {
     /// Bytes written before the failure, out of `requested`.
     public let written: Int
     public let requested: Int
-
-    init(descriptor: Int32, code: Int32, written: Int, requested: Int) {
-        self.descriptor = descriptor
-        self.code = code
-        self.written = written
-        self.requested = requested
-    }
 
     /// What went wrong, e.g. "Broken pipe", "No space left on device".
     public var reason: String { Self.reason(code: code) }

@@ -6,11 +6,6 @@ public enum Channel: UInt8, Sendable, Hashable, CaseIterable {
     /// The hit named neither a channel nor carried a payload that implies one.
     case unknown = 2
 
-    public var name: String {
-        switch self {
-        case .push: "push"
-        case .local: "local"
-        case .unknown: "unknown"
-        }
-    }
+    public var name: String { Self.names[Int(rawValue)] }
+    private static let names = ["push", "local", "unknown"]
 }

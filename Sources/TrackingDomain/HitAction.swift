@@ -9,11 +9,9 @@ public enum HitAction: UInt8, Sendable, Hashable, CaseIterable {
     case open = 2
 
     /// The name used in normalized events and aggregates.
-    public var name: String {
-        switch self {
-        case .impression: "impression"
-        case .click: "click"
-        case .open: "open"
-        }
-    }
+    public var name: String { Self.names[Int(rawValue)] }
+    private static let names = ["impression", "click", "open"]
+
+    /// The `action` code hits carry (docs/tracking-hits.md): 7, 2 or 1.
+    public var code: Int { [7, 2, 1][Int(rawValue)] }
 }

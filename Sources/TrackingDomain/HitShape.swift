@@ -21,15 +21,6 @@ public enum HitShape: UInt8, Sendable, Hashable, CaseIterable {
     case iosLocal
     case postbackURL
 
-    var name: String {
-        switch self {
-        case .sdkContextData: "sdk_context_data"
-        case .trackActionEnvelope: "track_action"
-        case .iosPush: "ios_push"
-        case .androidPush: "android_push"
-        case .androidLocal: "android_local"
-        case .iosLocal: "ios_local"
-        case .postbackURL: "postback_url"
-        }
-    }
+    var name: String { Self.names[Int(rawValue)] }
+    private static let names = ["sdk_context_data", "track_action", "ios_push", "android_push", "android_local", "ios_local", "postback_url"]
 }

@@ -30,7 +30,6 @@ extension InlineID {
 
     public var utf8Count: Int { bytes.utf8Count }
 
-    public var isEmpty: Bool { bytes.utf8Count == 0 }
 
     /// The id's bytes for the length of `body`.
     @inlinable

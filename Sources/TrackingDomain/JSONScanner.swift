@@ -54,28 +54,12 @@ enum HitKey: UInt8 {
     }
 
     /// The key as the hit writes it, for details.
-    var name: String {
-        switch self {
-        case .other: "(another name)"
-        case .pushDeliveryId: "_dId"
-        case .pushBroadlogId: "_mId"
-        case .deliveryId: "deliveryId"
-        case .broadlogId: "broadlogId"
-        case .trackingFlag: "_acsDeliveryTracking"
-        case .action: "action"
-        case .aps: "aps"
-        case .actionName: "actionName"
-        case .contextData: "contextData"
-        case .url: "url"
-        case .userInfo: "userInfo"
-        case .message: "message"
-        case .notificationUserInfo: "NOTIFICATION_USER_INFO"
-        case .timestamp: "timestamp"
-        case .channel: "channel"
-        case .platform: "platform"
-        case .data: "data"
-        }
-    }
+    var name: String { Self.names[Int(rawValue)] }
+
+    private static let names = [
+        "(another name)", "_dId", "_mId", "deliveryId", "broadlogId", "_acsDeliveryTracking", "action", "aps", "actionName",
+        "contextData", "url", "userInfo", "message", "NOTIFICATION_USER_INFO", "timestamp", "channel", "platform", "data",
+    ]
 }
 
 /// The contract's names met so far in one object, each with its first value, so that a repeat
@@ -123,12 +107,6 @@ struct JSONScanner {
     let count: Int
     let maxDepth: Int
     var pos = 0
-
-    init(base: UnsafePointer<UInt8>, count: Int, maxDepth: Int) {
-        self.base = base
-        self.count = count
-        self.maxDepth = maxDepth
-    }
 
     // MARK: Whole message
 

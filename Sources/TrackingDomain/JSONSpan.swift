@@ -6,15 +6,7 @@ struct JSONSpan: Sendable {
 
         /// How details name a value's type.
         var description: String {
-            switch self {
-            case .absent: "absent"
-            case .string: "a string"
-            case .number: "a number"
-            case .null: "null"
-            case .bool: "a boolean"
-            case .object: "an object"
-            case .array: "an array"
-            }
+            ["absent", "a string", "a number", "null", "a boolean", "an object", "an array"][Int(rawValue)]
         }
     }
 
@@ -76,14 +68,7 @@ enum HitObject: UInt8, Sendable {
 
     /// How details name the object.
     var place: String {
-        switch self {
-        case .top: "at the top level"
-        case .contextData: "in contextData"
-        case .userInfo: "in userInfo"
-        case .message: "in message"
-        case .messageData: "in message.data"
-        case .notificationUserInfo: "in NOTIFICATION_USER_INFO"
-        }
+        ["at the top level", "in contextData", "in userInfo", "in message", "in message.data", "in NOTIFICATION_USER_INFO"][Int(rawValue)]
     }
 }
 

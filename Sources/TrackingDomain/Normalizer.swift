@@ -89,24 +89,9 @@ struct HitReader {
 
     var hit: RawHit { _read { yield captured.pointee } }
 
-    /// Which container the ids come from, and how details name it.
-    enum IdPlace {
-        case top, contextData, userInfo, messageData, notificationUserInfo
-
-        var place: String {
-            switch self {
-            case .top: HitObject.top.place
-            case .contextData: HitObject.contextData.place
-            case .userInfo: HitObject.userInfo.place
-            case .messageData: HitObject.messageData.place
-            case .notificationUserInfo: HitObject.notificationUserInfo.place
-            }
-        }
-    }
-
-    func container(_ place: IdPlace) -> IdContainer {
+    func container(_ place: HitObject) -> IdContainer {
         switch place {
-        case .top: hit.top
+        case .top, .message: hit.top
         case .contextData: hit.contextData
         case .userInfo: hit.userInfo
         case .messageData: hit.messageData
@@ -125,7 +110,7 @@ struct HitReader {
             return postbackVerdict(kafkaTimestamp: kafkaTimestamp)
         }
         // No array of candidates here: this runs for every hit and must not allocate.
-        let place: IdPlace
+        let place: HitObject
         if hit.userInfo.present && hit.userInfo.hasIdKey {
             place = .userInfo
         } else if hit.messageData.present && hit.messageData.hasIdKey {
@@ -205,7 +190,7 @@ struct HitReader {
             eventTime: eventTime, shape: .postbackURL))
     }
 
-    private func containerVerdict(idPlace: IdPlace, action actionSpan: JSONSpan, kafkaTimestamp: Int64?) -> Verdict {
+    private func containerVerdict(idPlace: HitObject, action actionSpan: JSONSpan, kafkaTimestamp: Int64?) -> Verdict {
         let ids = container(idPlace)
         let place = idPlace.place
 
@@ -258,7 +243,7 @@ struct HitReader {
         let pushIds = pushDelivery != nil || pushBroadlog != nil
         let shape: HitShape
         switch idPlace {
-        case .top: shape = .sdkContextData
+        case .top, .message: shape = .sdkContextData
         case .contextData: shape = .trackActionEnvelope
         case .userInfo: shape = pushIds ? .iosPush : .iosLocal
         case .messageData: shape = .androidPush

@@ -6,11 +6,6 @@ public enum Platform: UInt8, Sendable, Hashable, CaseIterable {
     /// The hit named no platform and its payload implies none.
     case unknown = 2
 
-    public var name: String {
-        switch self {
-        case .ios: "ios"
-        case .android: "android"
-        case .unknown: "unknown"
-        }
-    }
+    public var name: String { Self.names[Int(rawValue)] }
+    private static let names = ["ios", "android", "unknown"]
 }

@@ -25,27 +25,4 @@ public enum RejectReason: String, Sendable, Hashable, CaseIterable {
     case tooLate = "too_late"
     /// A repartition record this version cannot read (another version's format, or damaged).
     case unreadableRepartitionRecord = "unreadable_repartition_record"
-
-    /// Where a reason is decided.
-    public enum Origin: Sendable, Hashable {
-        /// From the message's bytes alone (`Normalizer`): the reasons golden inputs show.
-        case normalizer
-        /// From the Kafka record around the message: its headers, its timestamp.
-        case record
-        /// By the window engine, from event time.
-        case windows
-        /// By the window stage, reading what the normalize stage wrote.
-        case shuffle
-    }
-
-    public var origin: Origin {
-        switch self {
-        case .malformedJSON, .notAnObject, .duplicateField, .notATrackingAction, .malformedTrackingURL, .conflictingIds,
-            .missingDeliveryId, .missingBroadlogId, .unknownAction, .invalidTimestamp, .tooLarge, .tooDeep, .idTooLong:
-            .normalizer
-        case .tooManyHeaders, .futureTimestamp: .record
-        case .tooLate: .windows
-        case .unreadableRepartitionRecord: .shuffle
-        }
-    }
 }

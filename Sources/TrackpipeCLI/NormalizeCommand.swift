@@ -1,11 +1,7 @@
 import ArgumentParser
 import Pipeline
 import Runner
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Foundation
 import TrackingDomain
 
 /// `trackpipe normalize [FILE]`: what the worker would do with each hit, without Kafka — for

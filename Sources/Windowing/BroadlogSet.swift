@@ -74,7 +74,6 @@ struct BroadlogSet: Sendable {
     }
 
     var count: Int { Int(inline) + long.count }
-    var isEmpty: Bool { count == 0 }
 
     /// Adds `bits` to the actions of `id` (adding the id if new); returns its actions before.
     /// With `tracking`, an id added or given a new action is flagged changed.

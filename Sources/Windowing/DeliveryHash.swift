@@ -7,15 +7,12 @@ import TrackingDomain
 /// hex ids well enough for a handful of shards.
 public enum DeliveryHash {
     @inline(__always)
-    static func fnv1a(_ id: DeliveryID) -> UInt64 {
-        id.withUTF8 { utf8 in
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for byte in utf8 {
-                hash ^= UInt64(byte)
-                hash = hash &* 0x0000_0100_0000_01b3
-            }
-            return hash
-        }
+    static func fnv1a(_ id: DeliveryID) -> UInt64 { id.withUTF8 { fnv1a($0) } }
+
+    /// FNV-1a over any bytes: also the stable numbers of input incarnations and changelog sources.
+    @inlinable @inline(__always)
+    public static func fnv1a(_ bytes: some Sequence<UInt8>) -> UInt64 {
+        bytes.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01b3 }
     }
 
     @inline(__always)

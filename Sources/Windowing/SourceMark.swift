@@ -74,8 +74,6 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
         return table
     }
 
-    public var isEmpty: Bool { table.isEmpty && run == nil }
-
     /// A source reported its watermark (nil: none yet) and whether it is idle (and if so, since
     /// when it has been quiet, if it says).
     @inlinable

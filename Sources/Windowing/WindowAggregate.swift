@@ -14,36 +14,15 @@ public struct WindowAggregate: Sendable, Hashable {
     public var windowStart: Int64
     /// Epoch milliseconds, exclusive.
     public var windowEnd: Int64
-    public var impressions: Int
-    public var clicks: Int
-    public var opens: Int
-    public var uniqueImpressions: Int
-    public var uniqueClicks: Int
-    public var uniqueOpens: Int
+    public var impressions = 0
+    public var clicks = 0
+    public var opens = 0
+    public var uniqueImpressions = 0
+    public var uniqueClicks = 0
+    public var uniqueOpens = 0
     /// Distinct broadlogs clicked and not opened in this window: a click alone is a dismissal.
-    public var dismissals: Int
-    public var channels: ChannelCounts
-    public var platforms: PlatformCounts
-    public var revision: Int
-
-    init(
-        deliveryId: DeliveryID, windowStart: Int64, windowEnd: Int64,
-        impressions: Int = 0, clicks: Int = 0, opens: Int = 0,
-        uniqueImpressions: Int = 0, uniqueClicks: Int = 0, uniqueOpens: Int = 0, dismissals: Int = 0,
-        channels: ChannelCounts = .init(), platforms: PlatformCounts = .init(), revision: Int = 1
-    ) {
-        self.deliveryId = deliveryId
-        self.windowStart = windowStart
-        self.windowEnd = windowEnd
-        self.impressions = impressions
-        self.clicks = clicks
-        self.opens = opens
-        self.uniqueImpressions = uniqueImpressions
-        self.uniqueClicks = uniqueClicks
-        self.uniqueOpens = uniqueOpens
-        self.dismissals = dismissals
-        self.channels = channels
-        self.platforms = platforms
-        self.revision = revision
-    }
+    public var dismissals = 0
+    public var channels = ChannelCounts()
+    public var platforms = PlatformCounts()
+    public var revision = 1
 }

@@ -14,9 +14,4 @@ struct WindowSlot: Sendable {
     /// Deliveries whose state changed since it was last handed out for the changelog, each
     /// listed once (kept only by stores that export their changes).
     var stateChangedIds: [DeliveryID] = []
-
-    init(start: Int64, end: Int64) {
-        self.start = start
-        self.end = end
-    }
 }

@@ -51,9 +51,6 @@ public struct WindowState: Sendable, Equatable {
     public func record(windowSize: Int64) -> WindowAggregate {
         DeliveryWindow(self).aggregate(deliveryId: deliveryId, start: windowStart, end: EventTimeMath.add(windowStart, windowSize))
     }
-
-    /// Hits counted: the revision its record carries.
-    public var revision: Int { counters.hitCount }
 }
 
 /// What changed in one (delivery, window) since its state was last handed out: its counters, how

@@ -215,13 +215,3 @@ struct CampaignBenchmark: ParsableCommand {
     }
 }
 
-extension HitAction {
-    /// The action code a collector sends (`action` of a raw hit).
-    fileprivate var code: String {
-        switch self {
-        case .impression: "7"
-        case .click: "2"
-        case .open: "1"
-        }
-    }
-}

@@ -2,6 +2,8 @@ import ArgumentParser
 import Benchmarking
 import Foundation
 import Kafka
+import Pipeline
+import Runner
 import TrackingDomain
 
 /// How soon a closed window can be read: a live `trackpipe run` fed by `trackpipe generate
@@ -65,7 +67,7 @@ struct FreshnessBenchmark: ParsableCommand {
 
         // Windows whose end comes after the workers had time to join their groups: the first
         // window closes at the first boundary at least 20 s from now.
-        let startedAt = Self.wallMillis()
+        let startedAt = wallClockMillis()
         let firstEnd = ((startedAt + 20_000) / windowMillis + 1) * windowMillis
         let lastEnd = firstEnd + Int64(windows - 1) * windowMillis
         let grace = Int64(graceSeconds) * 1000
@@ -73,7 +75,7 @@ struct FreshnessBenchmark: ParsableCommand {
         print(String(format: "measuring the windows ending %@ to %@ (about %.0f s)", RFC3339.format(epochMillis: firstEnd), RFC3339.format(epochMillis: lastEnd), Double(deadline - startedAt) / 1000))
 
         var readers = try contenders.indices.map { try OutputReader(bootstrapServers: broker.bootstrapServers, topic: "out-\($0)", partitions: partitions) }
-        while Self.wallMillis() < deadline {
+        while wallClockMillis() < deadline {
             for index in readers.indices { try readers[index].poll(ends: firstEnd...lastEnd) }
             if readers.allSatisfy({ $0.firstRecords.count >= deliveries * windows }) { break }
             for worker in workers where !worker.isRunning {
@@ -105,11 +107,6 @@ struct FreshnessBenchmark: ParsableCommand {
         return process
     }
 
-    static func wallMillis() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
 
     static func millis(_ text: String) -> Int64? {
         guard let unit = text.last, let value = Int64(text.dropLast()) else { return nil }

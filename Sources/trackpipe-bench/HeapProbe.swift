@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import Foundation
 
 /// Process memory figures for the benchmarks, without a C shim target.
 enum HeapProbe {

@@ -2,7 +2,6 @@ import ArgumentParser
 import Benchmarking
 import Foundation
 import HitGenerator
-import Kafka
 import TrackingDomain
 import Windowing
 

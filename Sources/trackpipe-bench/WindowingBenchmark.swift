@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import TrackingDomain
 import Windowing
 import HitGenerator
@@ -214,15 +215,7 @@ struct WindowingBenchmark: ParsableCommand {
         }
     }
 
-    static func fixed(_ value: Double, _ digits: Int) -> String {
-        var scale = 1.0
-        for _ in 0..<digits { scale *= 10 }
-        let scaled = Int((value * scale).rounded())
-        let whole = scaled / Int(scale)
-        var fraction = String(abs(scaled % Int(scale)))
-        while fraction.count < digits { fraction = "0" + fraction }
-        return digits == 0 ? String(whole) : "\(whole).\(fraction)"
-    }
+    static func fixed(_ value: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", value) }
 
     static func format(_ value: Double) -> String {
         var digits = String(Int(value.rounded()))

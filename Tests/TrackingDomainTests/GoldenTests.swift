@@ -36,3 +36,28 @@ struct GoldenTests {
         }
     }
 }
+
+extension RejectReason {
+    /// Where a reason is decided.
+    enum Origin: Sendable, Hashable {
+        /// From the message's bytes alone (`Normalizer`): the reasons golden inputs show.
+        case normalizer
+        /// From the Kafka record around the message: its headers, its timestamp.
+        case record
+        /// By the window engine, from event time.
+        case windows
+        /// By the window stage, reading what the normalize stage wrote.
+        case shuffle
+    }
+
+    var origin: Origin {
+        switch self {
+        case .malformedJSON, .notAnObject, .duplicateField, .notATrackingAction, .malformedTrackingURL, .conflictingIds,
+            .missingDeliveryId, .missingBroadlogId, .unknownAction, .invalidTimestamp, .tooLarge, .tooDeep, .idTooLong:
+            .normalizer
+        case .tooManyHeaders, .futureTimestamp: .record
+        case .tooLate: .windows
+        case .unreadableRepartitionRecord: .shuffle
+        }
+    }
+}

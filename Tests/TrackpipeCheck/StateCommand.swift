@@ -270,3 +270,14 @@ final class StateTally: @unchecked Sendable {
         stopped.wait()
     }
 }
+
+extension MetricsProcess {
+    /// The process's peak resident set (VmHWM), in bytes; 0 when it cannot be read.
+    func peakResidentBytes() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
+        else { return 0 }
+        return kilobytes * 1024
+    }
+}

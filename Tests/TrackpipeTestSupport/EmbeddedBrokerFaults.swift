@@ -2,8 +2,33 @@ import CRdKafka
 import Kafka
 
 /// Faults the tests inject into the embedded broker: request errors and missing topics.
-/// (Brokers down, leaders and latency are `EmbeddedBroker`'s own: the soak benchmark uses them.)
+/// Brokers down, leaders and latency too (the soak benchmark uses them); the commands that start
+/// an embedded broker (`demo`, `embedded-broker`) never fail one.
 extension EmbeddedBroker {
+    /// Broker ids run from 1 to `brokerCount`.
+    public func setBrokerDown(_ brokerId: Int32) throws {
+        let err = rd_kafka_mock_broker_set_down(cluster, brokerId)
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.from(err, "taking embedded broker \(brokerId) down") }
+    }
+
+    public func setBrokerUp(_ brokerId: Int32) throws {
+        let err = rd_kafka_mock_broker_set_up(cluster, brokerId)
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.from(err, "bringing embedded broker \(brokerId) up") }
+    }
+
+    /// Makes `brokerId` the leader of a partition, so that a test can slow down or stop the
+    /// brokers of some topics only.
+    public func setLeader(_ topic: String, partition: Int32, brokerId: Int32) throws {
+        let err = rd_kafka_mock_partition_set_leader(cluster, topic, partition, brokerId)
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.from(err, "moving the leader of \(topic)[\(partition)] to embedded broker \(brokerId)") }
+    }
+
+    /// Adds a round-trip delay to every request a broker answers.
+    public func setRoundTripTime(_ brokerId: Int32, milliseconds: Int) throws {
+        let err = rd_kafka_mock_broker_set_rtt(cluster, brokerId, Int32(milliseconds))
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.from(err, "setting the round-trip time of embedded broker \(brokerId)") }
+    }
+
     /// The next requests of this API fail with these error codes, one each, in order.
     public func failNextRequests(_ api: KafkaAPI, with errors: [Int32]) {
         let codes = errors.map { rd_kafka_resp_err_t(rawValue: $0) }

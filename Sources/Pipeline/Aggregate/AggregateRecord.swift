@@ -39,12 +39,6 @@ public enum AggregateRecord {
         writer.key("revision"); writer.int(aggregate.revision)
         writer.endObject()
     }
-
-    public static func value(_ aggregate: WindowAggregate) -> String {
-        var writer = JSONWriter()
-        writeValue(aggregate, into: &writer)
-        return writer.string
-    }
 }
 
 /// One window's aggregate record (`AggregateRecord`), bound for the output topic. The producer

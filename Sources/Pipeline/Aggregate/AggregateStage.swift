@@ -1,7 +1,6 @@
 import RecordFormats
 import Runner
 import Kafka
-import TrackingDomain
 import Windowing
 
 /// Counts hits per delivery in event-time windows, one task per partition of its input, and
@@ -105,12 +104,6 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
         }
     }
 
-    private func send(_ letters: [OwnedDeadLetter], into sink: inout some RecordSink) throws {
-        for letter in letters {
-            try sink.send(letter)
-        }
-    }
-
     /// The batch's records by partition, in partition order; each partition's records keep their
     /// batch order.
     private func share(_ records: [PolledRecord]) -> [(partition: Int32, indices: [Int])] {
@@ -170,7 +163,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     }
 
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {
-        try send(heldDeadLetters, into: &sink)
+        for letter in heldDeadLetters { try sink.send(letter) }
         heldDeadLetters = []
         for partition in tasks.keys.sorted() {
             let records = tasks[partition]?.releaseHeld(changelogEnd: changelogEnds[partition]) ?? []

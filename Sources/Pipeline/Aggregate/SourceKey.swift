@@ -1,3 +1,5 @@
+import Windowing
+
 /// An input partition as the aggregate stage tells sources apart: by partition number and by
 /// which log it belongs to. Positions are only comparable within one log: another input topic
 /// under the same group, or the same topic deleted and created again, starts its offsets at 0
@@ -7,11 +9,6 @@ struct SourceKey: Sendable, Hashable, Comparable {
     var incarnation: UInt64
     var partition: Int32
 
-    init(incarnation: UInt64, partition: Int32) {
-        self.incarnation = incarnation
-        self.partition = partition
-    }
-
     static func < (a: Self, b: Self) -> Bool {
         (a.incarnation, a.partition) < (b.incarnation, b.partition)
     }
@@ -20,12 +17,7 @@ struct SourceKey: Sendable, Hashable, Comparable {
     /// the partition's epoch (which grows when the topic is found recreated) mixed in. Stable
     /// across processes and versions, since it is stored in checkpoints.
     static func incarnation<Name: Collection<UInt8>>(topic: Name, epoch: UInt32) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in topic {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        return hash ^ (UInt64(epoch) &* 0x9E37_79B9_7F4A_7C15)
+        DeliveryHash.fnv1a(topic) ^ (UInt64(epoch) &* 0x9E37_79B9_7F4A_7C15)
     }
 
     static func incarnation(topic: String, epoch: UInt32) -> UInt64 {

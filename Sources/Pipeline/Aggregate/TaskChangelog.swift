@@ -431,6 +431,4 @@ struct TaskChangelog: Sendable {
             deliveryId: window.deliveryId, windowStart: window.windowStart, counters: head.counters, broadlogs: broadlogs,
             broadlogCount: head.broadlogCount, countedThrough: head.countedThrough, emittedRevision: head.emittedRevision)
     }
-
-    var isRestoring: Bool { restoring != nil }
 }

@@ -1,9 +1,4 @@
 import Runner
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 import Dispatch
 import Foundation
 import Logging

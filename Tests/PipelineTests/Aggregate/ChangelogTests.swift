@@ -734,3 +734,15 @@ struct ChangelogTests {
         #expect(Self.untidy(topics.compacted).isEmpty, "\(Self.untidy(topics.compacted))")
     }
 }
+
+extension ChangelogRecord {
+    /// The record a key and a value stand for (a null value: a tombstone).
+    static func decode(_ key: Key, value: [UInt8]?) throws(ChangelogRecord.DecodingError) -> Entry {
+        guard let value else { return .tombstone(key) }
+        switch key {
+        case .task: return .task(try decodeTask(value))
+        case .head(let window): return .head(window, try decodeHead(value))
+        case .segment(let window, let number): return .segment(window, number: number, broadlogs: try decodeSegment(value)[...])
+        }
+    }
+}
