@@ -1,5 +1,7 @@
-/// The outcome for one message: exactly one per message, so every input is accounted for
-/// (accepted into the windows, counted as filtered, or dead-lettered with a reason).
+/// What becomes of one message: exactly one verdict per message, so every input is accounted
+/// for (accepted into the windows, counted as filtered, or dead-lettered with a reason). The one
+/// type of it: the normalizer gives it, `HitIntake` adds the Kafka record's rules to it, the
+/// normalize stage's lanes and the one-stage aggregate act on it, `trackpipe normalize` writes it.
 public enum Verdict: Sendable, Equatable {
     case accepted(TrackingEvent)
     case filtered(FilterReason)
