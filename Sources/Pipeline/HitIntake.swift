@@ -20,26 +20,17 @@ struct HitIntake: Sendable {
         // First, like too_large: a limit on what the record costs, checked before parsing.
         let maxHeaders = normalizer.limits.maxHeaders
         if record.headerCount > maxHeaders {
-            return .rejected(
-                .tooManyHeaders,
-                detail:
-                    "too_many_headers: the record has \(record.headerCount) Kafka headers, more than the limit of \(maxHeaders); trackpipe reads only a hit's key and value, so have the producer send fewer headers (or raise --max-headers if so many are legitimate)"
-            )
+            return .rejected(.tooManyHeaders, detail: "the record has \(record.headerCount) Kafka headers, more than the limit of \(maxHeaders); trackpipe reads only a hit's key and value, so have the producer send fewer headers (or raise --max-headers if so many are legitimate)")
         }
         let verdict =
             record.value.map { normalizer.normalize($0, kafkaTimestamp: record.timestamp) }
             ?? normalizer.normalize(EmptyCollection<UInt8>(), kafkaTimestamp: record.timestamp)
         guard case .accepted(let event) = verdict else { return verdict }
         guard let eventTime = event.eventTime else {
-            return .rejected(
-                .invalidTimestamp, detail: "invalid_timestamp: the hit has no timestamp and its Kafka record has none; add a \"timestamp\" field")
+            return .rejected(.invalidTimestamp, detail: "the hit has no timestamp and its Kafka record has none; add a \"timestamp\" field")
         }
         if let received = record.timestamp, eventTime > received + maxFutureSkew {
-            return .rejected(
-                .futureTimestamp,
-                detail:
-                    "future_timestamp: event time \(RFC3339.format(epochMillis: eventTime)) is \((eventTime - received) / 1000) s after the Kafka record's timestamp \(RFC3339.format(epochMillis: received)), more than the allowed \(maxFutureSkew / 1000) s; the sending device's clock is probably wrong (or raise --max-future-skew)"
-            )
+            return .rejected(.futureTimestamp, detail: "event time \(RFC3339.format(epochMillis: eventTime)) is \((eventTime - received) / 1000) s after the Kafka record's timestamp \(RFC3339.format(epochMillis: received)), more than the allowed \(maxFutureSkew / 1000) s; the sending device's clock is probably wrong (or raise --max-future-skew)")
         }
         return verdict
     }

@@ -6,6 +6,7 @@ import TrackingDomain
 /// replayed as is); this context travels in headers, as Kafka Connect's dead-letter queues do.
 public struct DeadLetter: Sendable, Equatable {
     public var reason: RejectReason
+    /// What is wrong and what to do; its header gives it after the reason's code.
     public var detail: String
     public var sourceTopic: String
     public var sourcePartition: Int32
@@ -34,7 +35,7 @@ public struct DeadLetter: Sendable, Equatable {
     public var headers: [KafkaHeader] {
         [
             KafkaHeader(key: Header.reason, string: reason.rawValue),
-            KafkaHeader(key: Header.detail, string: detail),
+            KafkaHeader(key: Header.detail, string: reason.written(detail: detail)),
             KafkaHeader(key: Header.sourceTopic, string: sourceTopic),
             KafkaHeader(key: Header.sourcePartition, string: String(sourcePartition)),
             KafkaHeader(key: Header.sourceOffset, string: String(sourceOffset)),
@@ -49,7 +50,8 @@ public struct DeadLetter: Sendable, Equatable {
             let partition = value(Header.sourcePartition).flatMap({ Int32($0) }),
             let offset = value(Header.sourceOffset).flatMap({ Int64($0) })
         else { return nil }
-        self.init(reason: reason, detail: detail, sourceTopic: topic, sourcePartition: partition, sourceOffset: offset)
+        let code = reason.written(detail: "")
+        self.init(reason: reason, detail: detail.hasPrefix(code) ? String(detail.dropFirst(code.count)) : detail, sourceTopic: topic, sourcePartition: partition, sourceOffset: offset)
     }
 }
 

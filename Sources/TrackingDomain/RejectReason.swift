@@ -26,6 +26,11 @@ public enum RejectReason: String, Sendable, Hashable, CaseIterable {
     /// A repartition record this version cannot read (another version's format, or damaged).
     case unreadableRepartitionRecord = "unreadable_repartition_record"
 
+    /// A detail as a dead letter's `trackpipe.error.detail` header and a `trackpipe normalize`
+    /// line give it: this code, then the detail, which never starts with the code itself. The
+    /// one place that writes the code before a detail.
+    public func written(detail: String) -> String { "\(rawValue): \(detail)" }
+
     /// Where a reason is decided.
     public enum Origin: Sendable, Hashable {
         /// From the message's bytes alone (`Normalizer`): the reasons golden inputs show.

@@ -5,8 +5,9 @@
 public enum Verdict: Sendable, Equatable {
     case accepted(TrackingEvent)
     case filtered(FilterReason)
-    /// `detail` starts with the reason code and says what is wrong and what the sender should do;
-    /// it goes to the `trackpipe.error.detail` header of the dead letter.
+    /// `detail` says what is wrong and what the sender should do; it goes, after the reason's
+    /// code (`RejectReason.written(detail:)`), to the `trackpipe.error.detail` header of the
+    /// dead letter.
     case rejected(RejectReason, detail: String)
 }
 
@@ -26,7 +27,7 @@ extension Verdict {
         case .rejected(let reason, let detail):
             writer.key("status"); writer.string("rejected")
             writer.key("reason"); writer.string(reason.rawValue)
-            writer.key("detail"); writer.string(detail)
+            writer.key("detail"); writer.string(reason.written(detail: detail))
         }
         writer.endObject()
     }

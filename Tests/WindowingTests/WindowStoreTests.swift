@@ -81,7 +81,7 @@ import TrackingDomain
         #expect(out.windowsEvicted == 1 && driver.store.entries == 0)
         out = driver.feed([Hits.input("d1", "b3", .impression, at: 1_900, offset: 2)], watermark: 180_000)
         #expect(out.tooLate.map(\.offset) == [2] && out.emitted.isEmpty)
-        #expect(out.tooLate[0].detail.hasPrefix("too_late: event time 1970-01-01T00:00:01.900Z"))
+        #expect(out.tooLate[0].detail.hasPrefix("event time 1970-01-01T00:00:01.900Z"))
         #expect(out.tooLate[0].detail.contains("window 1970-01-01T00:00:00Z to 1970-01-01T00:01:00Z"))
         #expect(!out.tooLate[0].detail.contains("final"))
         // Never seen, but already past retention on arrival: too late as well.
