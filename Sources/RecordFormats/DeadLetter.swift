@@ -3,7 +3,7 @@ import TrackingDomain
 
 /// Why a message did not become a counted hit, and where it came from. The dead-letter record
 /// itself carries the original key and value bytes unchanged (so a fixed message can be
-/// replayed as is); this context travels in headers, as Kafka Connect's dead-letter queues do.
+/// sent again as is); this context travels in headers, as Kafka Connect's dead-letter queues do.
 public struct DeadLetter: Sendable, Equatable {
     public var reason: RejectReason
     /// What is wrong and what to do; its header gives it after the reason's code.
@@ -56,7 +56,7 @@ public struct DeadLetter: Sendable, Equatable {
 }
 
 /// The dead letter of an input record the normalize stage rejected: the record's key, value
-/// and timestamp lent as they were read, so that a fixed message replays as it arrived, and
+/// and timestamp lent as they were read, so that a fixed message is sent again as it arrived, and
 /// the context in headers.
 package struct InputDeadLetter: DeadLetterRecord {
     let letter: DeadLetter

@@ -154,9 +154,9 @@ public struct StageMetrics: Sendable {
         let a = report.accounting
         bump("trackpipe_messages_consumed", a.consumed)
         bump("trackpipe_hits_accepted", a.accepted)
-        bump("trackpipe_hits_replayed_final", a.replayedFinal)
+        bump("trackpipe_hits_replayed_final", a.rereadFinal)
         bump("trackpipe_duplicates_dropped", a.duplicates)
-        bump("trackpipe_messages_replayed", a.replayed)
+        bump("trackpipe_messages_replayed", a.reread)
         bump("trackpipe_watermark_marks", a.marks)
         bump("trackpipe_aggregates_emitted", a.emitted)
         bump("trackpipe_late_hits_without_original", a.lateWithoutOriginal)
