@@ -2,18 +2,11 @@ import Runner
 import Kafka
 import TrackingDomain
 
-/// Turns a raw input message into a verdict the stages act on: the normalizer's, plus the
-/// rules that need the Kafka record (too many headers, a hit without any time, and a hit
-/// stamped far after its arrival). Shared by the normalize stage and the single-stage aggregate path, so both judge
-/// a message the same way.
+/// Judges a raw input message: the normalizer's verdict, plus the rules that need the Kafka
+/// record (too many headers, a hit without any time, and a hit stamped far after its arrival).
+/// Shared by the normalize stage and the single-stage aggregate path, so both judge a message
+/// the same way. A hit it accepts always has its event time: its own, or the Kafka timestamp.
 struct HitIntake: Sendable {
-    enum Outcome {
-        /// `eventTime` is the hit's own time or, without one, the Kafka timestamp.
-        case accepted(TrackingEvent, eventTime: Int64)
-        case filtered(FilterReason)
-        case rejected(reason: RejectReason, detail: String)
-    }
-
     let normalizer: Normalizer
     /// Event time more than this after the Kafka timestamp is `future_timestamp` (ms).
     let maxFutureSkew: Int64
@@ -23,38 +16,22 @@ struct HitIntake: Sendable {
         self.maxFutureSkew = maxFutureSkew
     }
 
-    func take(_ record: PolledRecord) -> Outcome {
+    func take(_ record: PolledRecord) -> Verdict {
         // First, like too_large: a limit on what the record costs, checked before parsing.
         let maxHeaders = normalizer.limits.maxHeaders
         if record.headerCount > maxHeaders {
-            return .rejected(
-                reason: .tooManyHeaders,
-                detail:
-                    "too_many_headers: the record has \(record.headerCount) Kafka headers, more than the limit of \(maxHeaders); trackpipe reads only a hit's key and value, so have the producer send fewer headers (or raise --max-headers if so many are legitimate)"
-            )
+            return .rejected(.tooManyHeaders, detail: "the record has \(record.headerCount) Kafka headers, more than the limit of \(maxHeaders); trackpipe reads only a hit's key and value, so have the producer send fewer headers (or raise --max-headers if so many are legitimate)")
         }
         let verdict =
             record.value.map { normalizer.normalize($0, kafkaTimestamp: record.timestamp) }
             ?? normalizer.normalize(EmptyCollection<UInt8>(), kafkaTimestamp: record.timestamp)
-        switch verdict {
-        case .accepted(let event):
-            guard let eventTime = event.eventTime else {
-                return .rejected(
-                    reason: .invalidTimestamp,
-                    detail: "invalid_timestamp: the hit has no timestamp and its Kafka record has none; add a \"timestamp\" field")
-            }
-            if let received = record.timestamp, eventTime > received + maxFutureSkew {
-                return .rejected(
-                    reason: .futureTimestamp,
-                    detail:
-                        "future_timestamp: event time \(RFC3339.format(epochMillis: eventTime)) is \((eventTime - received) / 1000) s after the Kafka record's timestamp \(RFC3339.format(epochMillis: received)), more than the allowed \(maxFutureSkew / 1000) s; the sending device's clock is probably wrong (or raise --max-future-skew)"
-                )
-            }
-            return .accepted(event, eventTime: eventTime)
-        case .filtered(let reason):
-            return .filtered(reason)
-        case .rejected(let reason, let detail):
-            return .rejected(reason: reason, detail: detail)
+        guard case .accepted(let event) = verdict else { return verdict }
+        guard let eventTime = event.eventTime else {
+            return .rejected(.invalidTimestamp, detail: "the hit has no timestamp and its Kafka record has none; add a \"timestamp\" field")
         }
+        if let received = record.timestamp, eventTime > received + maxFutureSkew {
+            return .rejected(.futureTimestamp, detail: "event time \(RFC3339.format(epochMillis: eventTime)) is \((eventTime - received) / 1000) s after the Kafka record's timestamp \(RFC3339.format(epochMillis: received)), more than the allowed \(maxFutureSkew / 1000) s; the sending device's clock is probably wrong (or raise --max-future-skew)")
+        }
+        return verdict
     }
 }

@@ -20,7 +20,7 @@ public struct PipelineSummary: Sendable {
         total.consumed = first.accounting.consumed
         total.filtered = first.accounting.filtered
         total.accepted = last.accounting.accepted
-        total.replayedFinal = last.accounting.replayedFinal
+        total.rereadFinal = last.accounting.rereadFinal
         total.emitted = last.accounting.emitted
         total.duplicates = stages.count > 1 ? last.accounting.duplicates : 0
         total.acceptedOutsideRange = last.accounting.acceptedOutsideRange
@@ -43,8 +43,8 @@ public struct PipelineSummary: Sendable {
             let unit = behindShuffle ? "events" : "messages"
             let rate = Int(Double(a.consumed) / seconds)
             if let range { lines.append("  range         " + Self.describe(range)) }
-            lines.append("  consumed      \(a.consumed) \(unit) in \(String(format: "%.1f", seconds)) s (\(rate)/s)" + (a.replayed > 0 ? ", \(a.replayed) of them replayed" : ""))
-            let acceptedNote = stage.stage == "normalize" ? " (sent on to the repartition topic)" : (a.replayedFinal > 0 ? " (\(a.replayedFinal) replayed, already final)" : "")
+            lines.append("  consumed      \(a.consumed) \(unit) in \(String(format: "%.1f", seconds)) s (\(rate)/s)" + (a.reread > 0 ? ", \(a.reread) of them reread" : ""))
+            let acceptedNote = stage.stage == "normalize" ? " (sent on to the repartition topic)" : (a.rereadFinal > 0 ? " (\(a.rereadFinal) reread, already final)" : "")
             lines.append("  accepted      \(a.accepted)" + (range != nil ? " (in windows of the range)" : acceptedNote))
             if !behindShuffle { lines.append("  filtered      \(a.filteredTotal)" + reasons(a.filtered)) }
             if behindShuffle { lines.append("  duplicates    \(a.duplicates) (sent twice upstream, dropped)") }

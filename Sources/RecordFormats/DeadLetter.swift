@@ -3,9 +3,10 @@ import TrackingDomain
 
 /// Why a message did not become a counted hit, and where it came from. The dead-letter record
 /// itself carries the original key and value bytes unchanged (so a fixed message can be
-/// replayed as is); this context travels in headers, as Kafka Connect's dead-letter queues do.
+/// sent again as is); this context travels in headers, as Kafka Connect's dead-letter queues do.
 public struct DeadLetter: Sendable, Equatable {
     public var reason: RejectReason
+    /// What is wrong and what to do; its header gives it after the reason's code.
     public var detail: String
     public var sourceTopic: String
     public var sourcePartition: Int32
@@ -34,7 +35,7 @@ public struct DeadLetter: Sendable, Equatable {
     public var headers: [KafkaHeader] {
         [
             KafkaHeader(key: Header.reason, string: reason.rawValue),
-            KafkaHeader(key: Header.detail, string: detail),
+            KafkaHeader(key: Header.detail, string: reason.written(detail: detail)),
             KafkaHeader(key: Header.sourceTopic, string: sourceTopic),
             KafkaHeader(key: Header.sourcePartition, string: String(sourcePartition)),
             KafkaHeader(key: Header.sourceOffset, string: String(sourceOffset)),
@@ -49,12 +50,13 @@ public struct DeadLetter: Sendable, Equatable {
             let partition = value(Header.sourcePartition).flatMap({ Int32($0) }),
             let offset = value(Header.sourceOffset).flatMap({ Int64($0) })
         else { return nil }
-        self.init(reason: reason, detail: detail, sourceTopic: topic, sourcePartition: partition, sourceOffset: offset)
+        let code = reason.written(detail: "")
+        self.init(reason: reason, detail: detail.hasPrefix(code) ? String(detail.dropFirst(code.count)) : detail, sourceTopic: topic, sourcePartition: partition, sourceOffset: offset)
     }
 }
 
 /// The dead letter of an input record the normalize stage rejected: the record's key, value
-/// and timestamp lent as they were read, so that a fixed message replays as it arrived, and
+/// and timestamp lent as they were read, so that a fixed message is sent again as it arrived, and
 /// the context in headers.
 package struct InputDeadLetter: DeadLetterRecord {
     let letter: DeadLetter

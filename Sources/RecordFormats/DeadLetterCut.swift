@@ -3,7 +3,7 @@ import Kafka
 /// A dead letter cut to what the dead-letter topic takes.
 ///
 /// A dead letter carries the original key and value unchanged, so that a fixed message can be
-/// replayed as it was. A message can be larger than the dead-letter topic accepts, though (a
+/// sent again as it was. A message can be larger than the dead-letter topic accepts, though (a
 /// 1.5 MB hit is exactly what `too_large` catches, and a broker takes about 1 MB by default),
 /// and a dead letter that cannot be written would stop the worker on that one message for good.
 /// So such a letter keeps as much of the key and value as fits, from their start, and says in

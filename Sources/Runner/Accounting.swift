@@ -5,11 +5,11 @@ import TrackingDomain
 /// stage (`outsideRange` only in a backfill of a time range).
 public struct Accounting: Sendable, Equatable {
     public var consumed = 0
-    /// Counted in a window (aggregate stage, including `replayedFinal`; in a backfill of a time
+    /// Counted in a window (aggregate stage, including `rereadFinal`; in a backfill of a time
     /// range, a window of the range) or sent on to the repartition topic (normalize stage).
     public var accepted = 0
     /// Part of `accepted`: hits re-read after a restart whose window the previous run had finished.
-    public var replayedFinal = 0
+    public var rereadFinal = 0
     public var filtered = ReasonCounts<FilterReason>()
     public var deadLettered = ReasonCounts<RejectReason>()
     /// Events a crashed upstream had already sent once, recognised by their source position
@@ -17,7 +17,7 @@ public struct Accounting: Sendable, Equatable {
     public var duplicates = 0
     /// Part of `consumed`: messages below the previous owner's processed mark, read again to
     /// rebuild window state after a restart or a rebalance.
-    public var replayed = 0
+    public var reread = 0
     /// Watermark marks read from the repartition topic; not messages of the input, so outside
     /// the balance.
     public var marks = 0
@@ -59,7 +59,7 @@ public struct Accounting: Sendable, Equatable {
     /// counter cannot be summed in one and forgotten in the other (a test checks that the
     /// list names every stored `Int`).
     static let counters: [WritableKeyPath<Accounting, Int> & Sendable] = [
-        \.consumed, \.accepted, \.replayedFinal, \.duplicates, \.replayed, \.marks, \.emitted, \.staleDropped, \.offsetGaps, \.restored,
+        \.consumed, \.accepted, \.rereadFinal, \.duplicates, \.reread, \.marks, \.emitted, \.staleDropped, \.offsetGaps, \.restored,
         \.lateWithoutOriginal,
         \.acceptedOutsideRange,
     ]

@@ -10,7 +10,7 @@ import RecordFormats
 /// | `processedMark` | the processed mark: every offset below it has been handled (counted, dropped or dead-lettered) | task |
 /// | `committed` | the offset stored in the group, where the next owner starts: the previous owner's at assignment, then this owner's last commit | runner and task |
 /// | `metadata` | what was committed with it: what the committing owner had settled (a `Checkpoint` or `SourceCheckpoint`) | runner and task |
-/// | `previousMark` | the previous owner's processed mark, from the task record of its changelog: below it a record is a replay, whose output that owner may not have sent | task |
+/// | `previousMark` | the previous owner's processed mark, from the task record of its changelog: below it a record is a reread, whose output that owner may not have sent | task |
 package struct PartitionOffsets: Sendable, Equatable {
     var nextToRead: Int64?
     package var processedMark: Int64?
@@ -43,8 +43,8 @@ package struct PartitionOffsets: Sendable, Equatable {
         return .take
     }
 
-    /// Still below the previous owner's mark: the task replays what that owner processed.
-    package var isReplaying: Bool {
+    /// Still below the previous owner's mark: the task rereads what that owner processed.
+    package var isRereading: Bool {
         guard let previousMark else { return false }
         return (processedMark ?? committed ?? 0) < previousMark
     }

@@ -30,7 +30,7 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
         switch self {
         case .configuration(let text): "configuration: \(text)"
         case .deliveryFailed(let text):
-            "a record could not be delivered: \(text). Nothing after the last safe commit was committed; restart to replay from there."
+            "a record could not be delivered: \(text). Nothing after the last safe commit was committed; restart to read on from there."
         case .inputTopicMissing(let topic):
             "the input topic \(topic) does not exist on the cluster: create it (or check --brokers and --input-topic)"
         case .repartitionTopicMissing(let topic, let partitions, let brokers, let reason):

@@ -79,8 +79,10 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_hits_filtered": "Hits dropped by the tracking rule.",
         "trackpipe_dead_letters": "Messages sent to the dead-letter topic, by reason.",
         "trackpipe_duplicates_dropped": "Events an upstream stage sent twice (after a crash), recognised by source position and dropped.",
-        "trackpipe_messages_replayed": "Messages re-read below where the window state read back had counted (after a crash), skipped.",
-        "trackpipe_hits_replayed_final": "Replayed hits whose window was already final before the restart or rebalance.",
+        "trackpipe_messages_reread": "Messages re-read below where the window state read back had counted (after a crash), skipped.",
+        "trackpipe_hits_reread_final": "Reread hits whose window was already final before the restart or rebalance.",
+        "trackpipe_messages_replayed": "Deprecated: trackpipe_messages_reread under its former name, removed in the release after the one that renamed it.",
+        "trackpipe_hits_replayed_final": "Deprecated: trackpipe_hits_reread_final under its former name, removed in the release after the one that renamed it.",
         "trackpipe_watermark_marks": "Watermark marks read from the repartition topic.",
         "trackpipe_aggregates_emitted": "Aggregate records produced.",
         "trackpipe_stale_records_dropped": "Records of unassigned partitions or already-processed offsets, dropped (librdkafka 2.0.x guard).",
@@ -108,6 +110,11 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_repartition_purges": "Partitions of the repartition topic the aggregate stage asked the cluster to purge up to its commits (DeleteRecords), by outcome: purged, unsupported (the cluster does not delete records), not_authorized (no Delete grant), transient, failed.",
     ]
 
+    /// Renamed metrics, by their new name: each is exported under its former name too, with the
+    /// same value, by the release that renamed it and no later (docs/operations.md, "Renamed
+    /// metrics").
+    static let formerNames = ["trackpipe_messages_reread": "trackpipe_messages_replayed", "trackpipe_hits_reread_final": "trackpipe_hits_replayed_final"]
+
     /// The metrics of one stage; every reason is visible at zero before it first happens, so
     /// alerts can refer to it.
     public func stage(_ name: String) -> StageMetrics {
@@ -119,10 +126,10 @@ public final class PipelineMetrics: Sendable {
         // alert on.
         for name in [
             "trackpipe_messages_consumed", "trackpipe_hits_accepted", "trackpipe_watermark_marks", "trackpipe_aggregates_emitted",
-            "trackpipe_hits_replayed_final", "trackpipe_duplicates_dropped", "trackpipe_messages_replayed",
+            "trackpipe_hits_reread_final", "trackpipe_duplicates_dropped", "trackpipe_messages_reread",
             "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
             "trackpipe_restore_records", "trackpipe_changelog_records", "trackpipe_dead_letters_cut", "trackpipe_late_hits_without_original",
-        ] {
+        ] + Self.formerNames.values {
             _ = counter(name, stage: metrics.stage)
         }
         for severity in ["transient", "fatal", "other"] { _ = counter("trackpipe_kafka_errors", stage: name, ("severity", severity)) }
@@ -154,9 +161,9 @@ public struct StageMetrics: Sendable {
         let a = report.accounting
         bump("trackpipe_messages_consumed", a.consumed)
         bump("trackpipe_hits_accepted", a.accepted)
-        bump("trackpipe_hits_replayed_final", a.replayedFinal)
+        bump("trackpipe_hits_reread_final", a.rereadFinal)
         bump("trackpipe_duplicates_dropped", a.duplicates)
-        bump("trackpipe_messages_replayed", a.replayed)
+        bump("trackpipe_messages_reread", a.reread)
         bump("trackpipe_watermark_marks", a.marks)
         bump("trackpipe_aggregates_emitted", a.emitted)
         bump("trackpipe_late_hits_without_original", a.lateWithoutOriginal)
@@ -257,6 +264,7 @@ public struct StageMetrics: Sendable {
     private func bump(_ name: String, _ count: Int) {
         guard count > 0 else { return }
         parent.counter(name, stage: stage).increment(by: Int64(count))
+        if let former = PipelineMetrics.formerNames[name] { parent.counter(former, stage: stage).increment(by: Int64(count)) }
     }
 }
 

@@ -33,7 +33,7 @@ struct RebalanceListener {
 
     /// Where each partition starts: what its previous owner committed, and where the
     /// partition's log begins and ends now. Without the checkpoints, windows already final would
-    /// be replayed partially and dead letters sent again, so it never carries on without them:
+    /// be reread partially and dead letters sent again, so it never carries on without them:
     /// a cluster that does not answer is thrown at once (the runner holds the partitions back
     /// and asks again), any other failure is retried and then stops the runner.
     func starts(of partitions: [TopicPartition], readingFrom consumer: any ConsumerClient) throws -> [PartitionStart] {
@@ -52,7 +52,7 @@ struct RebalanceListener {
             } catch {
                 guard attempt < 3 else {
                     throw PipelineError.kafka(
-                        "\(stageName): cannot read the committed offsets of \(topic) after 3 attempts (\(error)); stopping rather than replaying without checkpoints. Check the broker and the group's ACLs, then restart.")
+                        "\(stageName): cannot read the committed offsets of \(topic) after 3 attempts (\(error)); stopping rather than rereading without checkpoints. Check the broker and the group's ACLs, then restart.")
                 }
                 logger.warning("\(stageName): reading committed offsets failed (attempt \(attempt) of 3): \(error)")
             }

@@ -197,7 +197,7 @@ struct RunnerObserver {
         if delta.filteredTotal > 0 { line += ", filtered \(delta.filteredTotal)" }
         if emits { line += ", emitted \(delta.emitted)" }
         if delta.duplicates > 0 { line += ", duplicates dropped \(delta.duplicates)" }
-        if delta.replayed > 0 { line += ", replayed \(delta.replayed)" }
+        if delta.reread > 0 { line += ", reread \(delta.reread)" }
         line += ", dead-lettered \(delta.deadLetteredTotal)" + (letters.isEmpty ? "" : " (\(letters))")
         line += " in the last \(Int(seconds.rounded())) s"
         if let pending { line += "; " + pending }
@@ -206,7 +206,7 @@ struct RunnerObserver {
         let hits = delta.accepted + late
         if late >= 10 && Double(late) > 0.01 * Double(hits) {
             logger.warning(
-                "\(stageName): \(late) of the last \(hits) hits (\(Int((100 * Double(late) / Double(hits)).rounded())) %) were too late for their windows and went to the dead-letter topic. Event time is far ahead of them: a device or producer clock far in the future, or old input replayed into a live worker (backfill old data with trackpipe replay), or --retention too short for how late hits arrive.")
+                "\(stageName): \(late) of the last \(hits) hits (\(Int((100 * Double(late) / Double(hits)).rounded())) %) were too late for their windows and went to the dead-letter topic. Event time is far ahead of them: a device or producer clock far in the future, or old input sent again to a live worker (backfill old data with trackpipe replay), or --retention too short for how late hits arrive.")
         }
     }
 }

@@ -21,7 +21,7 @@ public protocol Stage: Sendable {
     var name: String { get }
 
     /// Takes over partitions of the input topic; `starts` says what their previous owner
-    /// committed, so that the stage can rebuild its state by replay. Throws when it cannot
+    /// committed, so that the stage can rebuild its state by rereading. Throws when it cannot
     /// resume from what it found (a commit another mode or tool made): the runner stops.
     mutating func assign(_ starts: [PartitionStart], now: Int64) throws
 
@@ -92,7 +92,7 @@ public protocol StatefulStage: Stage where StateKeeping == KeepsState {
     mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws
 
     /// The offsets of `partitions` are committed at their commit points: what the stage kept
-    /// for a new owner that would replay from an older commit may go.
+    /// for a new owner that would reread from an older commit may go.
     mutating func committed(_ partitions: [Int32])
 
     /// A window closed and its record waits for a commit (it goes out once the state it carries

@@ -28,10 +28,10 @@ public struct Normalizer: Sendable {
             return tooLarge(byteCount: bytes.count)
         }
         if bytes.count > JSONSpan.maxOffset {
-            return .rejected(.tooLarge, detail: "too_large: the message is \(bytes.count) bytes, more than the \(JSONSpan.maxOffset) bytes trackpipe can read in one message (whatever the configured limit); a tracking hit is a few hundred bytes, so send only the hit")
+            return .rejected(.tooLarge, detail: "the message is \(bytes.count) bytes, more than the \(JSONSpan.maxOffset) bytes trackpipe can read in one message (whatever the configured limit); a tracking hit is a few hundred bytes, so send only the hit")
         }
         guard let base = bytes.baseAddress, bytes.count > 0 else {
-            return .rejected(.malformedJSON, detail: "malformed_json: the message is empty; send one UTF-8 JSON object per message")
+            return .rejected(.malformedJSON, detail: "the message is empty; send one UTF-8 JSON object per message")
         }
         var scanner = JSONScanner(base: base.assumingMemoryBound(to: UInt8.self), count: bytes.count, maxDepth: limits.maxDepth)
         var hit = RawHit()
@@ -41,13 +41,13 @@ public struct Normalizer: Sendable {
         } catch {
             switch error {
             case .malformed(let offset, let problem):
-                return .rejected(.malformedJSON, detail: "malformed_json: \(problem) at byte \(offset)\(Self.describeByte(at: offset, in: bytes)); send one UTF-8 JSON object per message")
+                return .rejected(.malformedJSON, detail: "\(problem) at byte \(offset)\(Self.describeByte(at: offset, in: bytes)); send one UTF-8 JSON object per message")
             case .tooDeep(let offset):
-                return .rejected(.tooDeep, detail: "too_deep: containers nest more than \(limits.maxDepth) levels (at byte \(offset)); tracking hits nest a few levels, so flatten the payload or drop unrelated data")
+                return .rejected(.tooDeep, detail: "containers nest more than \(limits.maxDepth) levels (at byte \(offset)); tracking hits nest a few levels, so flatten the payload or drop unrelated data")
             }
         }
         if let notObjectKind {
-            return .rejected(.notAnObject, detail: "not_an_object: the message is \(notObjectKind.description), not a JSON object; send each hit as one JSON object such as {\"deliveryId\":…,\"broadlogId\":…,\"action\":\"2\"}")
+            return .rejected(.notAnObject, detail: "the message is \(notObjectKind.description), not a JSON object; send each hit as one JSON object such as {\"deliveryId\":…,\"broadlogId\":…,\"action\":\"2\"}")
         }
         return withUnsafePointer(to: &hit) { hit in
             HitReader(captured: hit, scanner: scanner, limits: limits).verdict(kafkaTimestamp: kafkaTimestamp)
@@ -57,7 +57,7 @@ public struct Normalizer: Sendable {
     /// The verdict for a message of `byteCount` bytes over the limit, for callers that learn the
     /// size without holding the bytes (a line reader that stops buffering an endless line).
     public func tooLarge(byteCount: Int) -> Verdict {
-        .rejected(.tooLarge, detail: "too_large: the message is \(byteCount) bytes, more than the limit of \(limits.maxMessageBytes); a tracking hit is a few hundred bytes, so send only the hit, not whole payloads or batches")
+        .rejected(.tooLarge, detail: "the message is \(byteCount) bytes, more than the limit of \(limits.maxMessageBytes); a tracking hit is a few hundred bytes, so send only the hit, not whole payloads or batches")
     }
 
     /// Convenience for callers holding the message in another collection (the CLI, tests).
@@ -134,7 +134,7 @@ struct HitReader {
     // MARK: Repeated names
 
     private func duplicateField(_ repeated: RepeatedName) -> Verdict {
-        .rejected(.duplicateField, detail: "duplicate_field: \"\(repeated.key.name)\" is repeated \(repeated.object.place) with different values (\(excerpt(repeated.first)) and \(excerpt(repeated.second))); JSON readers disagree on which one counts, so send each field once")
+        .rejected(.duplicateField, detail: "\"\(repeated.key.name)\" is repeated \(repeated.object.place) with different values (\(excerpt(repeated.first)) and \(excerpt(repeated.second))); JSON readers disagree on which one counts, so send each field once")
     }
 
     // MARK: Shapes
@@ -149,7 +149,7 @@ struct HitReader {
             case .string: found = "\"actionName\" is \(quoted(name)), not \"tracking\""
             default: found = "\"actionName\" is \(name.kind.description), not the string \"tracking\""
             }
-            return .rejected(.notATrackingAction, detail: "not_a_tracking_action: \(found); only trackAction(\"tracking\", …) carries notification hits, so route other analytics actions elsewhere")
+            return .rejected(.notATrackingAction, detail: "\(found); only trackAction(\"tracking\", …) carries notification hits, so route other analytics actions elsewhere")
         }
         return containerVerdict(idPlace: .contextData, action: hit.contextData.action, kafkaTimestamp: kafkaTimestamp)
     }
@@ -157,13 +157,13 @@ struct HitReader {
     private func postbackVerdict(kafkaTimestamp: Int64?) -> Verdict {
         let advice = "; a postback url looks like https://t.example.com/r/?id=<broadlogId>,<deliveryId>,<action>"
         guard hit.url.kind == .string else {
-            return .rejected(.malformedTrackingURL, detail: "malformed_tracking_url: \"url\" is \(hit.url.kind.description), not a string\(advice)")
+            return .rejected(.malformedTrackingURL, detail: "\"url\" is \(hit.url.kind.description), not a string\(advice)")
         }
         let parsed = scanner.withStringBytes(hit.url) { PostbackURL.parse($0) }
         let url: PostbackURL
         switch parsed {
         case .failure(let failure):
-            return .rejected(.malformedTrackingURL, detail: "malformed_tracking_url: \(failure.explanation)\(advice)")
+            return .rejected(.malformedTrackingURL, detail: "\(failure.explanation)\(advice)")
         case .success(let value):
             url = value
         }
@@ -174,7 +174,7 @@ struct HitReader {
         }
         var code = url.action
         guard let action = code.withUTF8({ Self.action(fromCode: UnsafeRawBufferPointer($0)) }) else {
-            return .rejected(.unknownAction, detail: "unknown_action: the url's action part is \(JSONWriter.quote(code)); expected 1 (open), 2 (click) or 7 (impression)")
+            return .rejected(.unknownAction, detail: "the url's action part is \(JSONWriter.quote(code)); expected 1 (open), 2 (click) or 7 (impression)")
         }
         let eventTime: Int64?
         switch readTimestamp(kafkaTimestamp: kafkaTimestamp) {
@@ -200,16 +200,16 @@ struct HitReader {
         let pushBroadlog = nonEmptyString(ids.pushBroadlogId)
         let plainBroadlog = nonEmptyString(ids.broadlogId)
         if let a = pushDelivery, let b = plainDelivery, !sameString(a, b) {
-            return .rejected(.conflictingIds, detail: "conflicting_ids: \"_dId\" is \(quoted(a)) but \"deliveryId\" is \(quoted(b)) \(place); send one delivery id per hit")
+            return .rejected(.conflictingIds, detail: "\"_dId\" is \(quoted(a)) but \"deliveryId\" is \(quoted(b)) \(place); send one delivery id per hit")
         }
         if let a = pushBroadlog, let b = plainBroadlog, !sameString(a, b) {
-            return .rejected(.conflictingIds, detail: "conflicting_ids: \"_mId\" is \(quoted(a)) but \"broadlogId\" is \(quoted(b)) \(place); send one broadlog id per hit")
+            return .rejected(.conflictingIds, detail: "\"_mId\" is \(quoted(a)) but \"broadlogId\" is \(quoted(b)) \(place); send one broadlog id per hit")
         }
         guard let deliverySpan = pushDelivery ?? plainDelivery else {
-            return .rejected(.missingDeliveryId, detail: "missing_delivery_id: no non-empty string \"_dId\" or \"deliveryId\" \(place)\(found(ids.pushDeliveryId, "_dId", ids.deliveryId, "deliveryId")); the hit must name its delivery")
+            return .rejected(.missingDeliveryId, detail: "no non-empty string \"_dId\" or \"deliveryId\" \(place)\(found(ids.pushDeliveryId, "_dId", ids.deliveryId, "deliveryId")); the hit must name its delivery")
         }
         guard let broadlogSpan = pushBroadlog ?? plainBroadlog else {
-            return .rejected(.missingBroadlogId, detail: "missing_broadlog_id: no non-empty string \"_mId\" or \"broadlogId\" \(place)\(found(ids.pushBroadlogId, "_mId", ids.broadlogId, "broadlogId")); the hit must name its message (broadlog)")
+            return .rejected(.missingBroadlogId, detail: "no non-empty string \"_mId\" or \"broadlogId\" \(place)\(found(ids.pushBroadlogId, "_mId", ids.broadlogId, "broadlogId")); the hit must name its message (broadlog)")
         }
         let deliveryBytes = scanner.withStringBytes(deliverySpan) { $0.count }
         let broadlogBytes = scanner.withStringBytes(broadlogSpan) { $0.count }
@@ -226,7 +226,7 @@ struct HitReader {
             case .number: what = "\"action\" \(where_) is the number \(String(decoding: scanner.rawBytes(actionSpan), as: UTF8.self))"
             default: what = "\"action\" \(where_) is \(actionSpan.kind.description)"
             }
-            return .rejected(.unknownAction, detail: "unknown_action: \(what); expected \"1\" (open), \"2\" (click) or \"7\" (impression), as a string or an integer")
+            return .rejected(.unknownAction, detail: "\(what); expected \"1\" (open), \"2\" (click) or \"7\" (impression), as a string or an integer")
         }
 
         let eventTime: Int64?
@@ -280,10 +280,10 @@ struct HitReader {
     private func idTooLong(deliveryBytes: Int, broadlogBytes: Int, place: String) -> Verdict? {
         let limit = limits.maxIdBytes
         if deliveryBytes > limit {
-            return .rejected(.idTooLong, detail: "id_too_long: the delivery id \(place) is \(deliveryBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"d57fd6\", check that the right field is sent")
+            return .rejected(.idTooLong, detail: "the delivery id \(place) is \(deliveryBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"d57fd6\", check that the right field is sent")
         }
         if broadlogBytes > limit {
-            return .rejected(.idTooLong, detail: "id_too_long: the broadlog id \(place) is \(broadlogBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"h1685a5\", check that the right field is sent")
+            return .rejected(.idTooLong, detail: "the broadlog id \(place) is \(broadlogBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"h1685a5\", check that the right field is sent")
         }
         return nil
     }
@@ -321,12 +321,12 @@ struct HitReader {
         case .number:
             if let millis = Self.integerMillis(scanner.rawBytes(span)) { return .success(millis) }
             let literal = String(decoding: scanner.rawBytes(span), as: UTF8.self)
-            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "invalid_timestamp: \"timestamp\" is the number \(literal), not whole epoch milliseconds within years 0000–9999\(advice)")))
+            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "\"timestamp\" is the number \(literal), not whole epoch milliseconds within years 0000–9999\(advice)")))
         case .string:
             if let millis = scanner.withStringBytes(span, { RFC3339.parse($0) }) { return .success(millis) }
-            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "invalid_timestamp: \"timestamp\" is \(quoted(span)), not an RFC 3339 date-time with a zone\(advice)")))
+            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "\"timestamp\" is \(quoted(span)), not an RFC 3339 date-time with a zone\(advice)")))
         default:
-            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "invalid_timestamp: \"timestamp\" is \(span.kind.description)\(advice)")))
+            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "\"timestamp\" is \(span.kind.description)\(advice)")))
         }
     }
 

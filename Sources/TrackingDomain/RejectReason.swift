@@ -25,4 +25,9 @@ public enum RejectReason: String, Sendable, Hashable, CaseIterable {
     case tooLate = "too_late"
     /// A repartition record this version cannot read (another version's format, or damaged).
     case unreadableRepartitionRecord = "unreadable_repartition_record"
+
+    /// A detail as a dead letter's `trackpipe.error.detail` header and a `trackpipe normalize`
+    /// line give it: this code, then the detail, which never starts with the code itself. The
+    /// one place that writes the code before a detail.
+    public func written(detail: String) -> String { "\(rawValue): \(detail)" }
 }

@@ -1,10 +1,13 @@
-/// The outcome for one message: exactly one per message, so every input is accounted for
-/// (accepted into the windows, counted as filtered, or dead-lettered with a reason).
+/// What becomes of one message: exactly one verdict per message, so every input is accounted
+/// for (accepted into the windows, counted as filtered, or dead-lettered with a reason). The one
+/// type of it: the normalizer gives it, `HitIntake` adds the Kafka record's rules to it, the
+/// normalize stage's lanes and the one-stage aggregate act on it, `trackpipe normalize` writes it.
 public enum Verdict: Sendable, Equatable {
     case accepted(TrackingEvent)
     case filtered(FilterReason)
-    /// `detail` starts with the reason code and says what is wrong and what the sender should do;
-    /// it goes to the `trackpipe.error.detail` header of the dead letter.
+    /// `detail` says what is wrong and what the sender should do; it goes, after the reason's
+    /// code (`RejectReason.written(detail:)`), to the `trackpipe.error.detail` header of the
+    /// dead letter.
     case rejected(RejectReason, detail: String)
 }
 
@@ -24,7 +27,7 @@ extension Verdict {
         case .rejected(let reason, let detail):
             writer.key("status"); writer.string("rejected")
             writer.key("reason"); writer.string(reason.rawValue)
-            writer.key("detail"); writer.string(detail)
+            writer.key("detail"); writer.string(reason.written(detail: detail))
         }
         writer.endObject()
     }

@@ -5,7 +5,7 @@ import Foundation
 import TrackingDomain
 
 /// `trackpipe normalize [FILE]`: what the worker would do with each hit, without Kafka — for
-/// checking an app's hits, replaying a dead-letter dump, or diffing two releases.
+/// checking an app's hits, checking a dead-letter dump again, or diffing two releases.
 struct NormalizeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "normalize",

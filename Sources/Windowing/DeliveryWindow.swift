@@ -17,7 +17,7 @@ struct DeliveryWindow: Sendable {
     /// The revision of the last record emitted; 0 when none was.
     var emittedRevision: UInt32 = 0
     /// The input position (`WindowInput.position`) of the last hit counted, kept only by stores
-    /// that export their changes for a changelog: a restored window skips replayed hits it already holds.
+    /// that export their changes for a changelog: a restored window skips reread hits it already holds.
     var countedThrough: Int64 = .min
     var counters = WindowCounters()
     /// Changed since the last emission (only tracked once the window has been emitted).

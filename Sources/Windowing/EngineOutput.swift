@@ -8,18 +8,18 @@ public struct EngineOutput: Sendable {
     public var windowsClosed = 0
     /// Hits to dead-letter as `too_late`, sorted by (partition, offset).
     public var tooLate: [LateHit]
-    /// Replayed hits that the previous run had already accounted for; dropped, only counted.
-    public var replayedFinal: Int
+    /// Reread hits that the previous run had already accounted for; dropped, only counted.
+    public var rereadFinal: Int
     /// Early evictions caused by the memory cap (empty in normal operation).
     public var capacityEvictions: [CapacityEviction]
 
     public init(
-        emitted: [WindowAggregate] = [], tooLate: [LateHit] = [], replayedFinal: Int = 0,
+        emitted: [WindowAggregate] = [], tooLate: [LateHit] = [], rereadFinal: Int = 0,
         capacityEvictions: [CapacityEviction] = []
     ) {
         self.emitted = emitted
         self.tooLate = tooLate
-        self.replayedFinal = replayedFinal
+        self.rereadFinal = rereadFinal
         self.capacityEvictions = capacityEvictions
     }
 }

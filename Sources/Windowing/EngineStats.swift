@@ -16,7 +16,7 @@ public struct EngineStats: Sendable, Hashable {
     public var hitsCounted: Int = 0
     public var recordsEmitted: Int = 0
     public var tooLateHits: Int = 0
-    public var replayedFinalHits: Int = 0
+    public var rereadFinalHits: Int = 0
     public var windowsEvicted: Int = 0
     public var capacityEvictions: Int = 0
     public var capacityEvictedWindows: Int = 0

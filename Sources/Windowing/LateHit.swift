@@ -21,16 +21,15 @@ public struct LateHit: Sendable, Hashable {
         self.detail = detail
     }
 
-    /// Starts with the reason code like every other dead-letter detail, gives times in RFC 3339,
-    /// and does not claim the window ever existed: a hit can be late for a window this worker
-    /// never saw (a device offline for a day, or input replayed far from now).
+    /// Gives times in RFC 3339, and does not claim the window ever existed: a hit can be late
+    /// for a window this worker never saw (a device offline for a day, or old input sent again).
     static func detail(eventTime: Int64, windowStart: Int64, windowEnd: Int64, retention: Int64, horizon: Int64) -> String {
         let closed = EventTimeMath.add(windowEnd, retention)
-        return "too_late: event time \(RFC3339.format(epochMillis: eventTime)) belongs to the window "
+        return "event time \(RFC3339.format(epochMillis: eventTime)) belongs to the window "
             + "\(RFC3339.format(epochMillis: windowStart)) to \(RFC3339.format(epochMillis: windowEnd)), which stopped taking "
             + "corrections at \(RFC3339.format(epochMillis: closed)) (its end plus the retention of \(retention / 1000) s); "
             + "event time had already reached \(RFC3339.format(epochMillis: horizon)). The hit arrived too long after it "
-            + "happened (a device that was offline, a wrong clock, or old input replayed into a live worker); "
+            + "happened (a device that was offline, a wrong clock, or old input sent again to a live worker); "
             + "raise --retention to accept such hits, or backfill old input with trackpipe replay"
     }
 }

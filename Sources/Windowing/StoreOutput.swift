@@ -4,7 +4,7 @@ struct StoreOutput: Sendable {
     /// Of `emitted`, the records of windows emitted for the first time (closed, not corrected).
     var windowsClosed = 0
     var tooLate: [LateHit] = []
-    var replayedFinal = 0
+    var rereadFinal = 0
     var hitsProcessed = 0
     var hitsCounted = 0
     /// (delivery, window) records dropped from memory in this call.

@@ -36,7 +36,7 @@ struct WatermarkTracker: Sendable {
     }
 
     /// Assigned partitions that have sent nothing hold the watermark until they go idle, which
-    /// is what keeps a replay from declaring windows final before their partition caught up.
+    /// is what keeps a reread from declaring windows final before their partition caught up.
     mutating func assign(_ assigned: [Int32], now: Int64) {
         for partition in assigned where partitions[partition] == nil {
             partitions[partition] = PartitionClock(maxEventTime: nil, lastActivity: now)

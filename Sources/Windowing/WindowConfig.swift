@@ -5,7 +5,7 @@
 /// and the defaults live in exactly one place (the contract's section 5).
 public struct WindowConfig: Sendable, Hashable {
     /// Tumbling window length; windows are aligned to the Unix epoch so every worker and every
-    /// replay cuts the same windows.
+    /// `replay` cuts the same windows.
     public var size: Int64
     /// How long after a window's end the engine waits for stragglers before the first emission.
     public var grace: Int64

@@ -22,7 +22,7 @@ public struct WindowEngine: Sendable {
     private var retainedEntries = 0
 
     /// - Parameter exportsChanges: keep what a changelog of this engine needs (`exportChanges`,
-    ///   and how far each window counted, so that windows read back skip replayed hits they
+    ///   and how far each window counted, so that windows read back skip reread hits they
     ///   hold): for an engine over one partition's input only, since offsets of different
     ///   partitions cannot be compared. An engine that nothing reads back (a replay's) keeps none
     ///   of it, and would otherwise keep every evicted window's final state to the end.
@@ -56,8 +56,8 @@ public struct WindowEngine: Sendable {
     /// closed for new hits too, so a partial re-emission can never overwrite a final record.
     ///
     /// With `counted` (a task whose changelog was written ahead of its commit, whose output for
-    /// the replayed interval may be lost), the replay takes the previous owner's verdicts from
-    /// the state instead: a replayed hit is dropped if its window's state (`countedThrough` per
+    /// the reread interval may be lost), the reread takes the previous owner's verdicts from
+    /// the state instead: a reread hit is dropped if its window's state (`countedThrough` per
     /// window) holds it, and reported too late otherwise.
     ///
     /// Windows read back can hold hits past `processedMark` (a state write cut short by a crash
@@ -78,9 +78,9 @@ public struct WindowEngine: Sendable {
         clock.observe(partition: partition, maxEventTime: watermark, now: now)
     }
 
-    /// The replay of `partition` is over, and its input has passed every hit the windows read
-    /// back held (`countedMark`): what it needed to judge replayed hits goes.
-    public mutating func replayFinished(partition: Int32) {
+    /// The reread of `partition` is over, and its input has passed every hit the windows read
+    /// back held (`countedMark`): what it needed to judge reread hits goes.
+    public mutating func rereadFinished(partition: Int32) {
         restorePoints[partition]?.counted = [:]
         restorePoints[partition]?.countedMark = .min
     }
@@ -275,13 +275,13 @@ public struct WindowEngine: Sendable {
             output.emitted.append(contentsOf: out.emitted)
             output.windowsClosed += out.windowsClosed
             output.tooLate.append(contentsOf: out.tooLate)
-            output.replayedFinal += out.replayedFinal
+            output.rereadFinal += out.rereadFinal
             entries += out.entries
             totals.hitsProcessed += out.hitsProcessed
             totals.hitsCounted += out.hitsCounted
             totals.recordsEmitted += out.emitted.count
             totals.tooLateHits += out.tooLate.count
-            totals.replayedFinalHits += out.replayedFinal
+            totals.rereadFinalHits += out.rereadFinal
             totals.windowsEvicted += out.windowsEvicted
         }
         retainedEntries = entries

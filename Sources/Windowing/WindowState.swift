@@ -24,7 +24,7 @@ public struct WindowState: Sendable, Equatable {
     public var broadlogs: [BroadlogActions]
     /// How many distinct broadlogs `broadlogs` holds: what a window put back is sized for.
     public var broadlogCount: Int
-    /// The input position (`WindowInput.position`) of the last hit counted: a replayed hit at or
+    /// The input position (`WindowInput.position`) of the last hit counted: a reread hit at or
     /// below it is already in.
     public var countedThrough: Int64
     /// The revision (hit count) of the last record emitted for the window; 0 when none was.

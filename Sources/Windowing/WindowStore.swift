@@ -8,7 +8,7 @@ import TrackingDomain
 struct WindowStore: Sendable {
     let config: WindowConfig
     /// Whether the store keeps what a changelog needs: how far each window has counted (so that
-    /// a restored window skips replayed hits it already holds), what was emitted, and what
+    /// a restored window skips reread hits it already holds), what was emitted, and what
     /// changed since the state was last handed out (see `WindowEngine.init`).
     let exportsChanges: Bool
     /// Windows evicted since the state was last handed out.
@@ -32,7 +32,7 @@ struct WindowStore: Sendable {
 
     // MARK: Ingest
 
-    /// Counts one hit, or classifies it as replayed-final or too late. The watermark and
+    /// Counts one hit, or classifies it as reread-final or too late. The watermark and
     /// horizon are those settled before the batch: the engine moves them at batch boundaries.
     @inline(__always)
     mutating func ingest(_ input: WindowInput, restore: [Int32: RestorePoint], into out: inout StoreOutput) {
@@ -49,12 +49,12 @@ struct WindowStore: Sendable {
         if !restore.isEmpty, let point = restore[input.partition] {
             if input.offset < point.processedMark {
                 if let counted = point.counted {
-                    // The state read back settles every verdict of the replayed interval: a hit its
+                    // The state read back settles every verdict of the reread interval: a hit its
                     // window holds was counted, any other was judged too late (a window takes every
                     // hit until it is evicted, and the horizon never moves back), whatever the
                     // horizon in force now. Its dead letter may have been lost with the previous owner.
                     if let held = counted[WindowKey(windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held {
-                        out.replayedFinal += 1
+                        out.rereadFinal += 1
                     } else {
                         out.tooLate.append(LateHit(
                             event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
@@ -65,7 +65,7 @@ struct WindowStore: Sendable {
                     return
                 }
                 if expiry <= point.evictedBefore {
-                    out.replayedFinal += 1
+                    out.rereadFinal += 1
                     return
                 }
             } else if input.offset < point.countedMark,
@@ -73,7 +73,7 @@ struct WindowStore: Sendable {
             {
                 // Past the task record a crash cut off, a window whose head was written holds this
                 // hit: counted, even if its window has expired since.
-                out.replayedFinal += 1
+                out.rereadFinal += 1
                 return
             }
         }
@@ -89,8 +89,8 @@ struct WindowStore: Sendable {
             channel: input.event.channel, platform: input.event.platform,
             trackDirty: slots[index].emitted, position: input.position, exportsChanges: exportsChanges)
         if change.alreadyCounted {
-            // A restored window that holds this replayed hit already.
-            out.replayedFinal += 1
+            // A restored window that holds this reread hit already.
+            out.rereadFinal += 1
             return
         }
         if change.becameStateChanged { slots[index].stateChangedIds.append(input.event.deliveryId) }
@@ -236,7 +236,7 @@ struct WindowStore: Sendable {
     /// on since the last export (the last hits, the final emission): until the commit that
     /// sends their last records is done, a new owner needs it to send them again.
     private mutating func noteEvicted(_ slot: WindowSlot) {
-        // In delivery order, so that a replay of the same input writes the same changelog.
+        // In delivery order, so that another run over the same input writes the same changelog.
         for (id, window) in slot.deliveries.sorted(by: { $0.key < $1.key }) {
             evictedSinceExport.append(WindowKey(windowStart: slot.start, deliveryId: id))
             let emittedNow = !slot.emitted || window.dirty
@@ -258,7 +258,7 @@ struct WindowStore: Sendable {
         for index in slots.indices where !slots[index].stateChangedIds.isEmpty {
             let start = slots[index].start
             // In delivery order: an emission notes its windows in the order of the slot's
-            // dictionary, which differs between runs; a replay of the same input must write the
+            // dictionary, which differs between runs; another run over the same input must write the
             // same changelog.
             for id in slots[index].stateChangedIds.sorted() {
                 guard let position = slots[index].deliveries.index(forKey: id) else { continue }

@@ -71,7 +71,7 @@ struct PipelineEndToEndTests {
     }
 
     @Test("a second run over a grown topic reads the windows back from the state topic and goes on from the commit: never doubled, nothing re-read, stale hits are too_late, no dead letter is sent twice")
-    func restartReplaysExactly() throws {
+    func restartRereadsExactly() throws {
         let broker = try makeBroker()
         // Two hours of event time: the first hour's windows are evicted during the first run.
         let corpus = Corpus(
@@ -88,7 +88,7 @@ struct PipelineEndToEndTests {
         let second = try Pipeline(config: config(broker, group: "replay", shards: 3)).run()
         // Each stage balances; the aggregate stage read its windows back and re-read no event.
         #expect(second.stages.allSatisfy { $0.accounting.balanced })
-        #expect(second.stages.last!.accounting.replayed == 0)
+        #expect(second.stages.last!.accounting.reread == 0)
         #expect(second.stages.last!.accounting.restored > 0, "the state was read back")
         let out = try contents(broker)
         let problems = out.mismatches(against: corpus.expected(windowSize: Self.minute))

@@ -295,11 +295,11 @@ struct StageTests {
         var second = aggregate()
         try second.assignEmpty([PartitionStart(partition: 0, committedOffset: point.offset, metadata: point.metadata)], now: 200_000)
         var out = RecordingSink()
-        let replay = (Int(point.offset)..<5).map { offset -> PolledRecord in
+        let reread = (Int(point.offset)..<5).map { offset -> PolledRecord in
             let sent = [old[0], old[1], old[2], late[0], idle.sent[0]][offset]
             return arena.record(sent, offset: Int64(offset))
         }
-        try second.process(replay, now: 200_000, into: &out)
+        try second.process(reread, now: 200_000, into: &out)
         try second.process(old.enumerated().map { arena.record($0.element, offset: 5 + Int64($0.offset)) }, now: 200_001, into: &out)
         try second.commitAll(now: 200_001, into: &out)
         #expect(out.to(.deadLetter).isEmpty, "re-sent events must not become too_late")
@@ -522,7 +522,7 @@ struct StageTests {
         #expect(fresh.admit(offset: 501) == .take)
     }
 
-    @Test("aggregate: partitions kept through an incremental rebalance keep their windows; only a newly assigned partition replays")
+    @Test("aggregate: partitions kept through an incremental rebalance keep their windows; only a newly assigned partition rereads")
     func keptPartitionsKeepTheirState() throws {
         let arena = RecordArena()
         let events = try shuffled((0..<4).map { (partition: 0, offset: Int64($0), value: rawHit("d1", "b\($0)", at: 1_000)) }, arena: arena)
@@ -550,7 +550,7 @@ struct StageTests {
                 + [arena.record(partition: 2, offset: 3, key: Array("d9".utf8), value: events[0].value)],
             now: 2, into: &sink)
         let a = stage.drainReport().accounting
-        #expect(a.replayed == 1, "only the record of the newly assigned partition below its previous owner's mark")
+        #expect(a.reread == 1, "only the record of the newly assigned partition below its previous owner's mark")
         try stage.finish(now: 3, into: &sink)
         try stage.commitAll(now: 3, into: &sink)
         let counts = sink.to(.output).map { String(decoding: $0.value!, as: UTF8.self) }

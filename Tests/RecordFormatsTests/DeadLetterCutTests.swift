@@ -14,7 +14,7 @@ struct DeadLetterCutTests {
         #expect(sha256Hex(Array(repeating: UInt8(ascii: "a"), count: 1_000_000)) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
-    let headers = DeadLetter(reason: .tooLarge, detail: "too_large: …", sourceTopic: "hits", sourcePartition: 3, sourceOffset: 42).headers
+    let headers = DeadLetter(reason: .tooLarge, detail: "…", sourceTopic: "hits", sourcePartition: 3, sourceOffset: 42).headers
 
     func cut(key: [UInt8]?, value: [UInt8]?, limit: Int) -> DeadLetterCut? {
         key.withOptionalBytes { k in value.withOptionalBytes { v in DeadLetterCut.fitting(key: k, value: v, headers: headers, limit: limit) } }
@@ -40,6 +40,7 @@ struct DeadLetterCutTests {
         #expect(header(result, DeadLetterCut.Header.keySize) == nil, "the key was not cut")
         let context = try #require(DeadLetter(headers: result.headers))
         #expect(context.sourceTopic == "hits" && context.sourcePartition == 3 && context.sourceOffset == 42)
+        #expect(header(result, DeadLetter.Header.detail) == "too_large: …" && context.detail == "…", "the header writes the code before the detail")
     }
 
     @Test("a huge key and value share the room: the key up to an eighth, the value the rest")

@@ -68,7 +68,7 @@ struct FuzzTests {
             case .filtered: reasons["filtered", default: 0] += 1
             case .rejected(let reason, let detail):
                 reasons[reason.rawValue, default: 0] += 1
-                #expect(detail.hasPrefix(reason.rawValue + ": "))
+                #expect(object["detail"] as? String == reason.written(detail: detail) && !detail.hasPrefix(reason.rawValue))
             }
         }
         // The mutations must actually reach the interesting verdicts, or the test proves little.

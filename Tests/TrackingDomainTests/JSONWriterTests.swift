@@ -52,6 +52,6 @@ struct JSONWriterTests {
                                   platform: .android, eventTime: nil, shape: .androidPush)
         #expect(Verdict.accepted(event).jsonLine == #"{"status":"ok","event":{"deliveryId":"d57fd6","broadlogId":"h1685a5","action":"click","channel":"push","platform":"android","eventTime":null,"shape":"android_push"}}"#)
         #expect(Verdict.filtered(.trackingOff).jsonLine == #"{"status":"filtered","reason":"tracking_off"}"#)
-        #expect(Verdict.rejected(.unknownAction, detail: "unknown_action: \"x\"").jsonLine == #"{"status":"rejected","reason":"unknown_action","detail":"unknown_action: \"x\""}"#)
+        #expect(Verdict.rejected(.unknownAction, detail: "\"x\"").jsonLine == #"{"status":"rejected","reason":"unknown_action","detail":"unknown_action: \"x\""}"#)
     }
 }

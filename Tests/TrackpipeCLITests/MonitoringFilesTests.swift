@@ -84,6 +84,24 @@ struct MonitoringFilesTests {
                 == ["trackpipe_emit_delay_seconds_bucket"])
     }
 
+    @Test("a renamed metric goes on under its former name, with the same value, for one release: documented with its removal, used by no rule or panel")
+    func renamedMetricsKeepTheirFormerNamesForOneRelease() throws {
+        let metrics = PipelineMetrics()
+        var report = StageReport()
+        (report.accounting.reread, report.accounting.rereadFinal) = (7, 3)
+        metrics.stage("aggregate").record(report)
+        let text = String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self)
+        let used = try MonitoringFiles.metricNamesUsed()
+        let operations = try DeployFiles.text("docs/operations.md")
+        #expect(PipelineMetrics.formerNames.count == 2)
+        for (name, former) in PipelineMetrics.formerNames {
+            let value = name == "trackpipe_messages_reread" ? 7 : 3
+            #expect(text.contains("\(name)_total{stage=\"aggregate\"} \(value)\n") && text.contains("\(former)_total{stage=\"aggregate\"} \(value)\n"), "\(text)")
+            #expect(!used.contains("\(former)_total"), "the rules and the dashboard use \(name)_total, not its former name")
+            #expect(operations.contains("`\(former)_total`") && operations.contains("`\(name)_total`"), "docs/operations.md lists both names")
+        }
+    }
+
     @Test("the dashboard: every panel has a title, a description, queries on the provisioned data source, a place on the grid, and a description in docs/operations.md")
     func dashboardIsWellFormedAndDocumented() throws {
         let dashboard = try MonitoringFiles.dashboard()
@@ -120,7 +138,7 @@ struct MonitoringFilesTests {
         let queries = MonitoringFiles.queries(dashboard).joined(separator: "\n")
         for needed in [
             "trackpipe_consumer_lag", "trackpipe_messages_consumed_total", "trackpipe_event_time_lag_seconds", "trackpipe_dead_letters_total",
-            "trackpipe_emit_delay_seconds_bucket", "trackpipe_duplicates_dropped_total", "trackpipe_messages_replayed_total",
+            "trackpipe_emit_delay_seconds_bucket", "trackpipe_duplicates_dropped_total", "trackpipe_messages_reread_total",
             "trackpipe_input_paused", "trackpipe_broker_reachable", "process_resident_memory_bytes",
         ] {
             #expect(queries.contains(needed), "no panel shows \(needed)")

@@ -445,11 +445,11 @@ struct ScheduleChecker {
         // nothing: every hit is judged once.
         if !generation.switchedInPlace {
             let late = aggregate.deadLettered[.tooLate]
-            if late != verdicts.tooLate.count || aggregate.accepted + late != verdicts.counted || aggregate.replayed != 0 {
+            if late != verdicts.tooLate.count || aggregate.accepted + late != verdicts.counted || aggregate.reread != 0 {
                 found.append(
                     Discrepancy(
                         .accounting,
-                        "\(tag)the aggregate stage accepted \(aggregate.accepted), found \(late) too late, re-read \(aggregate.replayed) and dropped \(aggregate.duplicates) duplicates; \(verdicts.counted) hits to count, \(verdicts.tooLate.count) dead-lettered too_late"
+                        "\(tag)the aggregate stage accepted \(aggregate.accepted), found \(late) too late, re-read \(aggregate.reread) and dropped \(aggregate.duplicates) duplicates; \(verdicts.counted) hits to count, \(verdicts.tooLate.count) dead-lettered too_late"
                     ))
             }
         }

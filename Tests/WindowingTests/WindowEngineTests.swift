@@ -166,7 +166,7 @@ import TrackingDomain
     // MARK: Crash recovery
 
     @Test(arguments: [5, 40, 117, 230])
-    func crashAndReplayFromTheStartGivesTheSameLastRecords(crashAfter: Int) {
+    func crashAndRereadFromTheStartGivesTheSameLastRecords(crashAfter: Int) {
         let partitions: [Int32] = [0, 1, 2]
         let stream = RandomStream.make(seed: 99, hits: 6_000, partitions: 3)
         #expect(stream.batches.count > crashAfter)
@@ -191,7 +191,7 @@ import TrackingDomain
         }
         let horizon = first.evictionHorizon
 
-        // Second run, with no state read back: restores the points and replays every partition
+        // Second run, with no state read back: restores the points and rereads every partition
         // from its start (below the processed mark, hits of evicted windows are dropped,
         // the others counted again).
         var second = WindowEngine(config: Self.small, shards: 3)
@@ -201,18 +201,18 @@ import TrackingDomain
                 second.restore(partition: partition, processedMark: processedMark, evictedBefore: horizon)
             }
         }
-        var replayed = 0
+        var reread = 0
         for (index, batch) in stream.batches.enumerated() {
             let out = second.process(batch, now: stream.clock[index])
             delivered.add(out)
             late += out.tooLate.map { [Int64($0.partition), $0.offset] }
-            replayed += out.replayedFinal
+            reread += out.rereadFinal
         }
         delivered.add(second.flushAll())
 
         #expect(delivered.countsOnly == expected.countsOnly)
         #expect(late.sorted { $0.lexicographicallyPrecedes($1) } == expectedLate.sorted { $0.lexicographicallyPrecedes($1) })
-        if crashAfter >= 117 { #expect(replayed > 0) }
+        if crashAfter >= 117 { #expect(reread > 0) }
     }
 
     // MARK: Capacity

@@ -81,7 +81,7 @@ import TrackingDomain
         #expect(out.windowsEvicted == 1 && driver.store.entries == 0)
         out = driver.feed([Hits.input("d1", "b3", .impression, at: 1_900, offset: 2)], watermark: 180_000)
         #expect(out.tooLate.map(\.offset) == [2] && out.emitted.isEmpty)
-        #expect(out.tooLate[0].detail.hasPrefix("too_late: event time 1970-01-01T00:00:01.900Z"))
+        #expect(out.tooLate[0].detail.hasPrefix("event time 1970-01-01T00:00:01.900Z"))
         #expect(out.tooLate[0].detail.contains("window 1970-01-01T00:00:00Z to 1970-01-01T00:01:00Z"))
         #expect(!out.tooLate[0].detail.contains("final"))
         // Never seen, but already past retention on arrival: too late as well.
@@ -89,24 +89,24 @@ import TrackingDomain
         #expect(out.tooLate.map(\.offset) == [3])
     }
 
-    @Test func restoredReplayOfFinalWindowsIsDroppedAndCounted() {
+    @Test func restoredRereadOfFinalWindowsIsDroppedAndCounted() {
         var driver = Driver()
         driver.restore = [0: RestorePoint(processedMark: 10, evictedBefore: 180_000)]
         driver.horizon = 180_000
         let out = driver.feed([
-            Hits.input("d1", "b1", .impression, at: 1_000, offset: 8),   // final window, replayed
+            Hits.input("d1", "b1", .impression, at: 1_000, offset: 8),   // final window, reread
             Hits.input("d1", "b1", .impression, at: 1_000, offset: 10),  // new hit, final window
-            Hits.input("d1", "b1", .impression, at: 70_000, offset: 9),  // replayed, window still open
+            Hits.input("d1", "b1", .impression, at: 70_000, offset: 9),  // reread, window still open
         ], watermark: nil)
-        #expect(out.replayedFinal == 1)
+        #expect(out.rereadFinal == 1)
         #expect(out.tooLate.map(\.offset) == [10])
         #expect(out.hitsCounted == 1)
     }
 
-    /// A replay over state read back from a changelog takes the previous owner's verdicts from
+    /// A reread over state read back from a changelog takes the previous owner's verdicts from
     /// that state, whatever the horizon now: a hit its window holds was counted, any other was
     /// judged too late (and its dead letter may have been lost with the previous owner).
-    @Test func replayOverStateReadBackTakesItsVerdictsFromTheState() {
+    @Test func rereadOverStateReadBackTakesItsVerdictsFromTheState() {
         var driver = Driver()
         driver.restore = [
             0: RestorePoint(
@@ -119,9 +119,9 @@ import TrackingDomain
             Hits.input("d1", "b3", .impression, at: 70_000, offset: 7),  // window still open, held
             Hits.input("d1", "b4", .impression, at: 71_000, offset: 8),  // window still open, not held: too late then
             Hits.input("d2", "b1", .impression, at: 72_000, offset: 9),  // no state at all: too late then
-            Hits.input("d1", "b5", .impression, at: 73_000, offset: 10), // past the replay: counted
+            Hits.input("d1", "b5", .impression, at: 73_000, offset: 10), // past the reread: counted
         ], watermark: nil)
-        #expect(out.replayedFinal == 2)
+        #expect(out.rereadFinal == 2)
         #expect(out.tooLate.map(\.offset) == [6, 8, 9])
         #expect(out.hitsCounted == 1)
     }
@@ -143,7 +143,7 @@ import TrackingDomain
             Hits.input("d3", "b1", .impression, at: 2_000, offset: 13),  // no head, expired window: too late
             Hits.input("d1", "b2", .impression, at: 1_000, offset: 16),  // past what its head holds: too late
         ], watermark: nil)
-        #expect(out.replayedFinal == 1)
+        #expect(out.rereadFinal == 1)
         #expect(out.tooLate.map(\.offset) == [13, 16])
         #expect(out.hitsCounted == 1)
     }

@@ -8,7 +8,7 @@ import Windowing
 /// partition: its own engine (watermark, eviction horizon, restore point), its own duplicate
 /// filter, its own offsets and its own changelog. Partitions hold disjoint deliveries (the input
 /// is keyed by delivery), so its state moves alone on a rebalance, and one partition's
-/// checkpoint can never make another's replayed hits late.
+/// checkpoint can never make another's reread hits late.
 ///
 /// It reads its windows back from its changelog when it is assigned, commits at its processed
 /// mark, and holds its aggregate records back until the state they carry is written (see
@@ -25,8 +25,8 @@ struct AggregateTask: WindowTask {
     private(set) var writersClock: Int64?
     /// `writersClock` before the batch being counted: what a late hit's letter compares with.
     private(set) var clockAtBatchStart: Int64?
-    /// Restoring, replaying, settling or running: decides what a record, an emission and a
-    /// commit do, and when the engine lets go of what judged the replay.
+    /// Restoring, rereading, settling or running: decides what a record, an emission and a
+    /// commit do, and when the engine lets go of what judged the reread.
     private(set) var phase: TaskPhase
     var offsets = PartitionOffsets()
     /// The sources of event time and the duplicate filter, as the input has them.
@@ -60,7 +60,7 @@ struct AggregateTask: WindowTask {
         let own = sources.initial(partition: partition)
         if !own.isEmpty { engine.assign(partitions: own, now: now) }
         if let horizon = begin.horizonBeyondTheLog {
-            // Nothing of the recreated topic is below the checkpoint's offsets: no record is a replay.
+            // Nothing of the recreated topic is below the checkpoint's offsets: no record is a reread.
             engine.restore(partition: partition, processedMark: 0, evictedBefore: horizon)
         }
         if let floors = begin.floors { self.sources.restore(floors) }
@@ -121,7 +121,7 @@ struct AggregateTask: WindowTask {
         for record in records { changelog.apply(offset: record.offset, key: record.key, value: record.value) }
     }
 
-    /// The changelog is read: the windows go back into the engine, the replay runs to where the
+    /// The changelog is read: the windows go back into the engine, the reread runs to where the
     /// state was written, and windows whose last emission may be lost are sent again with the
     /// first commit. Returns what was read, for the log.
     mutating func stateRestored(now: Int64) throws -> TaskChangelog.Restored {
@@ -130,7 +130,7 @@ struct AggregateTask: WindowTask {
         try Self.check(
             restored, partition: partition, committed: offsets.committed, committedChangelog: committedChangelog, end: changelog.end)
         // Windows past the horizon the state records were evicted in the interval its last
-        // write covered: they are read back only for their last records and for the replay.
+        // write covered: they are read back only for their last records and for the reread.
         let evictedBefore = restored.task?.evictedBefore ?? .min
         let config = engine.config
         let isFinal = { (window: WindowKey) in
@@ -147,8 +147,8 @@ struct AggregateTask: WindowTask {
         for final in finals where unconfirmed.contains(final.key) { Self.keepLatest(final.record(windowSize: config.size), in: &held) }
         for record in engine.currentRecords(restored.unconfirmed.filter { !isFinal($0) }) { Self.keepLatest(record, in: &held) }
         let processed = offsets.processedMark ?? offsets.committed ?? 0
-        if phase.handle(.stateRead(belowMark: offsets.isReplaying, countedPast: countedPast, processed: processed)) {
-            engine.replayFinished(partition: partition)
+        if phase.handle(.stateRead(belowMark: offsets.isRereading, countedPast: countedPast, processed: processed)) {
+            engine.rereadFinished(partition: partition)
         }
         return restored
     }
@@ -178,7 +178,7 @@ struct AggregateTask: WindowTask {
         }
     }
 
-    /// Goes on from the task record read back: the replay up to its mark is judged by the
+    /// Goes on from the task record read back: the reread up to its mark is judged by the
     /// windows read back (what they counted, what was evicted), not counted again. Returns the
     /// input offset past the task record's mark below which windows read back may hold hits (a
     /// state write cut short by a crash kept their heads), if there is one.
@@ -203,7 +203,7 @@ struct AggregateTask: WindowTask {
 
     // MARK: What goes out
 
-    /// Emissions are held until the next commit. A replay over windows read back from the
+    /// Emissions are held until the next commit. A reread over windows read back from the
     /// changelog counts nothing they hold, so what it emits is never behind what the previous
     /// owner sent; it is held like any emission, and goes out with the commit whose state write
     /// records it as emitted.
@@ -274,7 +274,7 @@ struct AggregateTask: WindowTask {
         if let misrouted = batch.misrouted { return TaskResult(misrouted: misrouted) }
         if let other = batch.writtenBy { return TaskResult(writtenBy: other) }
         offsets.processedMark = lastOffset + 1
-        let caughtUp = phase.handle(.processed(belowMark: offsets.isReplaying, processed: lastOffset + 1))
+        let caughtUp = phase.handle(.processed(belowMark: offsets.isRereading, processed: lastOffset + 1))
         clockAtBatchStart = writersClock
         if sources.clock == .writers, let clock = batch.writerClock {
             // The clock of the task begins with the first record it reads.
@@ -287,7 +287,7 @@ struct AggregateTask: WindowTask {
             batch, range: nil, previousMark: offsets.previousMark, now: engineClock(now: now) ?? createdAt, on: ShardsInTurn())
         result.report.unread += firstRead?.check(batch, first: firstOffset) ?? []
         hold(output)
-        if caughtUp { engine.replayFinished(partition: partition) }
+        if caughtUp { engine.rereadFinished(partition: partition) }
         return result
     }
 

@@ -22,8 +22,8 @@ package struct RawHitInput: AggregateInput {
     package func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         let reference = DeadLetterReference(record: index)
         switch intake.take(record) {
-        case .accepted(var event, let eventTime):
-            event.eventTime = eventTime
+        case .accepted(let event):
+            let eventTime = event.eventTime!  // the intake accepts no hit without one
             let source = SourceKey(incarnation: 0, partition: record.partition)
             batch.events.append(
                 DecodedBatch.Event(

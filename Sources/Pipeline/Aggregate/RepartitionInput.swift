@@ -123,7 +123,7 @@ public struct RepartitionInput: AggregateInput {
     ) {
         batch.rejections.append(
             DecodedBatch.Rejection(
-                reason: .unreadableRepartitionRecord, detail: "\(RejectReason.unreadableRepartitionRecord.rawValue): \(detail)", reference: reference, offset: record.offset,
+                reason: .unreadableRepartitionRecord, detail: detail, reference: reference, offset: record.offset,
                 time: nil))
     }
 

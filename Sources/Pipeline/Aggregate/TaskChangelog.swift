@@ -27,7 +27,7 @@ import Windowing
 /// evicts it carries its final change, and its tombstones (the head and every segment that may
 /// hold a record) go with the first write after that commit's records were released and the
 /// offsets committed past every hit the window may have counted (past the state's mark, for a
-/// window evicted while a new owner replayed). Until then a new owner replays from a commit
+/// window evicted while a new owner reread). Until then a new owner rereads from a commit
 /// older than the eviction: it needs the final state to send the window's last record again and
 /// to tell the hits the window counted from those it judged too late.
 struct TaskChangelog: Sendable {
@@ -78,7 +78,7 @@ struct TaskChangelog: Sendable {
     /// An evicted window's way out of the changelog. Its last records wait for the next release
     /// (the write of the commit that evicted it carries its final change); then for the offsets
     /// to be committed past `mark`, every hit it may have counted; then its tombstones go with
-    /// the next write. Until then a new owner replays from a commit older than the eviction and
+    /// the next write. Until then a new owner rereads from a commit older than the eviction and
     /// needs the final state.
     enum Deletion: Sendable, Equatable {
         case awaitingRelease(mark: Int64)
@@ -399,7 +399,7 @@ struct TaskChangelog: Sendable {
             // Every held segment no head names is left over from a write cut short (a window's
             // first write, a merge, an eviction's deletions): deleted with the next write. A window
             // without a head then has no record left, and numbers its segments afresh if it comes
-            // back (a replayed window whose first write was cut short), after those deletions.
+            // back (a reread window whose first write was cut short), after those deletions.
             for number in held.keys.sorted() where !(footprint?.named.contains(number) ?? false) {
                 orphans.append(.segment(window, number: number))
             }

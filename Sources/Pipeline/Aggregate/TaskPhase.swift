@@ -4,9 +4,9 @@
 /// could disagree.
 ///
 /// ```
-/// restoring ──stateRead──▶ replaying ──processed past the mark──▶ settling ──past the heads──▶ running
+/// restoring ──stateRead──▶ rereading ──processed past the mark──▶ settling ──past the heads──▶ running
 ///     │                        └──────processed past the mark and the heads────────────────────▲
-///     └──stateRead, nothing to replay (to settling, or straight to running)────────────────────┘
+///     └──stateRead, nothing to reread (to settling, or straight to running)────────────────────┘
 /// ```
 ///
 /// A changelog that contradicts the commit is refused before any event: the stage throws, the
@@ -21,14 +21,14 @@ enum TaskPhase: Sendable, Equatable {
     case restoring(committedChangelog: Int64?)
     /// Re-reading input the previous owner had processed, below its processed mark (in the
     /// changelog's task record, written ahead of a commit that was never made): the output that
-    /// owner held for it may be lost, so the replay sends its dead letters again, and the state
-    /// read back its records. Carries `countedPast`, as `settling` does, for after the replay.
-    case replaying(countedPast: Int64?)
+    /// owner held for it may be lost, so the reread sends its dead letters again, and the state
+    /// read back its records. Carries `countedPast`, as `settling` does, for after the reread.
+    case rereading(countedPast: Int64?)
     /// Counting as when running, but windows read back hold hits up to this input offset past
     /// the processed mark (heads of a state write a crash cut short, ahead of its task record):
     /// the engine keeps what recognises them until the input passes it.
     case settling(countedPast: Int64)
-    /// Counting; the engine has let go of what judged the replay and the windows read back.
+    /// Counting; the engine has let go of what judged the reread and the windows read back.
     case running
 
     enum Event: Sendable, Equatable {
@@ -49,12 +49,12 @@ enum TaskPhase: Sendable, Equatable {
     static func transition(_ phase: TaskPhase, on event: Event) -> TaskPhase {
         switch (phase, event) {
         case (.restoring, .stateRead(let belowMark, let countedPast, let processed)):
-            return belowMark ? .replaying(countedPast: countedPast) : settled(countedPast: countedPast, processed: processed)
-        case (.replaying(let countedPast), .processed(let belowMark, let processed)):
+            return belowMark ? .rereading(countedPast: countedPast) : settled(countedPast: countedPast, processed: processed)
+        case (.rereading(let countedPast), .processed(let belowMark, let processed)):
             return belowMark ? phase : settled(countedPast: countedPast, processed: processed)
         case (.settling(let countedPast), .processed(_, let processed)):
             return settled(countedPast: countedPast, processed: processed)
-        case (.restoring, .processed), (.replaying, .stateRead), (.settling, .stateRead), (.running, _):
+        case (.restoring, .processed), (.rereading, .stateRead), (.settling, .stateRead), (.running, _):
             return phase
         }
     }
@@ -66,7 +66,7 @@ enum TaskPhase: Sendable, Equatable {
     }
 
     /// Applies `event`; returns whether the task has just begun running: the engine may let go
-    /// of what judged the replay and the windows read back.
+    /// of what judged the reread and the windows read back.
     mutating func handle(_ event: Event) -> Bool {
         let next = Self.transition(self, on: event)
         defer { self = next }

@@ -32,7 +32,7 @@ struct TaskStart: Sendable, Equatable {
         guard start.committedOffset != nil else { return }
         if start.commitIsBeyondTheLog {
             // The topic was recreated: its offsets start over, so nothing below any mark is a
-            // replay. What the checkpoint says in event time still holds: windows it had closed
+            // reread. What the checkpoint says in event time still holds: windows it had closed
             // stay closed, and source positions it had counted stay counted.
             guard let checkpoint else { return }
             horizonBeyondTheLog = checkpoint.evictedBefore

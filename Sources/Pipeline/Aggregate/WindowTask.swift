@@ -46,7 +46,7 @@ extension WindowTask {
     /// backfill of a time range, what is about a window outside `range` is accounted as read
     /// and left aside, and its dead letters do not go out. A record below `previousMark` (the
     /// previous owner's processed mark) re-reads what that owner processed, and is accounted as
-    /// replayed. Runs on a worker thread, touching only this task; `runner` runs the engine's
+    /// reread. Runs on a worker thread, touching only this task; `runner` runs the engine's
     /// shards, if it has several.
     mutating func countBatch(
         _ batch: DecodedBatch, range: Range<Int64>?, previousMark: Int64?, now: Int64, on runner: some ShardRunner
@@ -78,7 +78,7 @@ extension WindowTask {
         let inputs = admit(batch.events, letters, into: &accounting, notices: &result.report.notices)
         let clockBefore = clockAtBatchStart
         let output = engine.process(inputs, marks: engineMarks(batch.marks), now: now, on: runner)
-        accounting.replayedFinal += output.replayedFinal
+        accounting.rereadFinal += output.rereadFinal
         var lateOutside = 0
         for late in output.tooLate {
             let event = batch.events[late.tag]
@@ -171,7 +171,7 @@ extension WindowTask {
 /// Which messages of a batch belong to a backfill's time range, by the time they are about: the
 /// window of a hit (late or not), the Kafka timestamp of a message that could not be read or was
 /// filtered. Outside a backfill, and for a message without any time, every message does. Only
-/// the dead letters of those that belong go out (a replay's too, since the previous owner may
+/// the dead letters of those that belong go out (a reread's too, since the previous owner may
 /// never have sent them).
 private struct LetterFilter {
     /// nil when every message belongs (no range, or a range of all time).
@@ -186,7 +186,7 @@ private struct LetterFilter {
         self.previousMark = previousMark
     }
 
-    func isReplay(_ offset: Int64) -> Bool { offset < (previousMark ?? .min) }
+    func isReread(_ offset: Int64) -> Bool { offset < (previousMark ?? .min) }
 
     func inRange(_ time: Int64?) -> Bool {
         guard let range, let time else { return true }
@@ -198,6 +198,6 @@ extension Accounting {
     /// A message of the input read, and whether it re-reads what the previous owner processed.
     fileprivate mutating func consume(at offset: Int64, _ letters: LetterFilter) {
         consumed += 1
-        if letters.isReplay(offset) { replayed += 1 }
+        if letters.isReread(offset) { reread += 1 }
     }
 }

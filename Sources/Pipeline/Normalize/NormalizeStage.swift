@@ -217,7 +217,8 @@ public struct NormalizeStage: StatelessStage {
         var partition = records[0].partition
         var source = sources[partition] ?? SourceState(watermark: nil, lastEventAt: now)
         for lane in 0..<laneCount {
-            for item in lanes[lane].items {
+            var placed = 0
+            for verdict in lanes[lane].verdicts {
                 defer { index += 1 }
                 let record = records[index]
                 if record.partition != partition {
@@ -227,16 +228,19 @@ public struct NormalizeStage: StatelessStage {
                 }
                 pending.accounting.consumed += 1
                 source.processed = record.offset + 1
-                switch item {
-                case .event(let eventTime, let writer, let sourceIndex):
+                switch verdict {
+                case .accepted:
+                    let placement = lanes[lane].placements[placed]
+                    placed += 1
+                    let (eventTime, writer) = (placement.eventTime, Int(placement.writer))
                     let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime, now))
                     source.watermark = watermark
                     source.lastEventAt = now
-                    lanes[lane].writers[Int(writer)].setWatermark(watermark, source: Int(sourceIndex))
+                    lanes[lane].writers[writer].setWatermark(watermark, source: Int(placement.source))
                     // The first record of this owner to a partition naming the source begins
                     // the group's records of it there: records go out in input order.
-                    if !source.toBegin.isEmpty, source.toBegin.remove(lanes[lane].writers[Int(writer)].partition) != nil {
-                        lanes[lane].writers[Int(writer)].markBegins(source: Int(sourceIndex))
+                    if !source.toBegin.isEmpty, source.toBegin.remove(lanes[lane].writers[writer].partition) != nil {
+                        lanes[lane].writers[writer].markBegins(source: Int(placement.source))
                     }
                     pending.accounting.accepted += 1
                 case .filtered(let reason):
@@ -271,9 +275,9 @@ public struct NormalizeStage: StatelessStage {
         var partition: Int32?
         var markedIdle = false
         for lane in 0..<laneCount {
-            for item in lanes[lane].items {
+            for verdict in lanes[lane].verdicts {
                 defer { index += 1 }
-                guard case .event = item else { continue }
+                guard case .accepted = verdict else { continue }
                 let source = records[index].partition
                 if source != partition {
                     partition = source
@@ -299,21 +303,23 @@ public struct NormalizeStage: StatelessStage {
         let epochs: [Int32: UInt32]
     }
 
-    /// One record, judged and (if accepted) written as an event into its lane's `writer`, its
-    /// source `source` in that record's table.
-    enum Prepared {
-        case event(eventTime: Int64, writer: Int32, source: Int32)
-        case filtered(FilterReason)
-        case rejected(reason: RejectReason, detail: String)
+    /// An accepted hit as its lane wrote it: at its event time, into the events record of
+    /// `writer`, as source `source` of that record's table.
+    struct Placement {
+        let eventTime: Int64
+        let writer: Int32
+        let source: Int32
     }
 
-    /// A contiguous chunk of a batch, prepared: `items` in record order, and the events records
-    /// its accepted hits were written into (`writers[0..<used]`, in the order they were begun).
+    /// A contiguous chunk of a batch, prepared: its records' `verdicts` in record order, the
+    /// `placements` of the accepted ones in the same order, and the events records they were
+    /// written into (`writers[0..<used]`, in the order they were begun).
     /// A stage keeps its lanes from batch to batch and only empties them, so that their buffers
     /// are allocated once rather than for every batch; a writer whose buffer an unusual batch of
     /// large messages grew beyond `retainedRecordBytes` is let go rather than held.
     struct PreparedLane {
-        var items: [Prepared] = []
+        var verdicts: [Verdict] = []
+        var placements: [Placement] = []
         var writers: [RepartitionRecord.EventsWriter] = []
         var used = 0
         /// Per repartition partition, the writer taking its events (-1: none yet).
@@ -343,8 +349,9 @@ public struct NormalizeStage: StatelessStage {
     }
 
     private static func prepareChunk(_ records: [PolledRecord], _ range: Range<Int>, context: LaneContext, into lane: inout PreparedLane) {
-        lane.items.removeAll(keepingCapacity: true)
-        lane.items.reserveCapacity(range.count)
+        lane.verdicts.removeAll(keepingCapacity: true)
+        lane.verdicts.reserveCapacity(range.count)
+        lane.placements.removeAll(keepingCapacity: true)
         for index in 0..<lane.used where lane.writers[index].bytes.capacity > retainedRecordBytes {
             lane.writers[index] = RepartitionRecord.EventsWriter()
         }
@@ -358,8 +365,10 @@ public struct NormalizeStage: StatelessStage {
         var epoch: UInt32 = 0
         for index in range {
             let record = records[index]
-            switch context.intake.take(record) {
-            case .accepted(let event, let eventTime):
+            let verdict = context.intake.take(record)
+            lane.verdicts.append(verdict)
+            if case .accepted(let event) = verdict {
+                let eventTime = event.eventTime!  // the intake accepts no hit without one
                 if record.partition != partition {
                     partition = record.partition
                     epoch = context.epochs[record.partition] ?? 0
@@ -380,13 +389,9 @@ public struct NormalizeStage: StatelessStage {
                 let source = lane.writers[writer].append(
                     event, eventTime: eventTime, sourcePartition: record.partition, epoch: epoch, sourceOffset: record.offset,
                     timestamp: record.timestamp, original: original)
-                lane.items.append(.event(eventTime: eventTime, writer: Int32(writer), source: Int32(source)))
+                lane.placements.append(Placement(eventTime: eventTime, writer: Int32(writer), source: Int32(source)))
                 // A full record is closed: the partition's next event begins another.
                 if lane.writers[writer].size >= context.batchBytes { lane.open[Int(target)] = -1 }
-            case .filtered(let reason):
-                lane.items.append(.filtered(reason))
-            case .rejected(let reason, let detail):
-                lane.items.append(.rejected(reason: reason, detail: detail))
             }
         }
     }

@@ -15,7 +15,7 @@ import Windowing
 /// happens beyond them are in docs/scale-out.md.
 ///
 /// The rule depends on nothing but the hit and the writer's clock, so each lane decides it for
-/// its own events, and a replay of the same records gives the same verdicts with the same
+/// its own events, and another run over the same records gives the same verdicts with the same
 /// originals.
 package struct OriginalRule: Sendable, Hashable {
     package let windowSize: Int64

@@ -78,7 +78,7 @@ func checkNormalizer(_ input: UnsafeRawBufferPointer) {
     case .rejected(let reason, let detail):
         fuzzRequire(reason != .tooLate, "\(describeInput(input)): too_late comes from the window engine only")
         fuzzRequire(reason != .tooLarge || input.count > limits.maxMessageBytes, "\(describeInput(input)): too_large under the limit")
-        fuzzRequire(detail.hasPrefix(reason.rawValue + ": "), "\(describeInput(input)): detail \(detail.debugDescription) does not start with \(reason.rawValue)")
+        fuzzRequire(!detail.hasPrefix(reason.rawValue), "\(describeInput(input)): detail \(detail.debugDescription) starts with \(reason.rawValue), which RejectReason.written(detail:) writes before it")
     }
 
     var writer = JSONWriter()

@@ -148,7 +148,7 @@ struct ChangelogTests {
         return topics.lastValues
     }
 
-    @Test("a new owner reads the state back and replays only what came after the commit: exact, nothing re-read before it")
+    @Test("a new owner reads the state back and reads only what came after the commit: exact, nothing re-read before it")
     func restartAtTheCommit() throws {
         let arena = RecordArena()
         let records = input(arena, count: 120)
@@ -166,12 +166,12 @@ struct ChangelogTests {
         var next = try takeOver(from: point, changelog: topics.compacted, now: Self.base + 1)
         try runToEnd(&next, records[60...], batch: 60, into: &topics, now: Self.base + 2)
         let a = next.drainReport().accounting
-        #expect(a.consumed == 60 && a.replayed == 0, "only what came after the commit is read")
+        #expect(a.consumed == 60 && a.reread == 0, "only what came after the commit is read")
         #expect(topics.lastValues == expected)
         #expect(topics.revisions().steppedBack.isEmpty)
     }
 
-    @Test("a crash after the state was written and before the commit: the replayed hits the state holds are not counted twice, and no revision steps back", arguments: [1, 3, 7])
+    @Test("a crash after the state was written and before the commit: the reread hits the state holds are not counted twice, and no revision steps back", arguments: [1, 3, 7])
     func crashBetweenChangelogAndCommit(batch: Int) throws {
         let arena = RecordArena()
         let records = input(arena, count: 90)
@@ -195,7 +195,7 @@ struct ChangelogTests {
         #expect(topics.lastValues == expected)
         #expect(topics.revisions().steppedBack.isEmpty, "\(topics.revisions().steppedBack)")
         let a = next.drainReport().accounting
-        #expect(a.replayed == 20, "the records between the commit and the state were read again, silently")
+        #expect(a.reread == 20, "the records between the commit and the state were read again, silently")
     }
 
     @Test("older versions compacted away and evicted windows deleted: the state read back is the same")
@@ -403,7 +403,7 @@ struct ChangelogTests {
         output.take(&sink)
         let point = try commit(&recount, into: &output, now: Self.base + 10_000)
         #expect(output.lastValues == expected)
-        #expect(recount.drainReport().accounting.replayed == 0)
+        #expect(recount.drainReport().accounting.reread == 0)
         #expect((Checkpoint(decoding: point?.metadata)?.changelogSince ?? 0) > 0)
 
         // The new line's own restart reads its state back and skips the earlier run's.
@@ -443,7 +443,7 @@ struct ChangelogTests {
 
         var next = try takeOver(from: nil, changelog: topics.changelog, now: Self.base + 1)
         try runToEnd(&next, records[...], batch: 10, into: &topics, now: Self.base + 2)
-        #expect(next.drainReport().accounting.replayed == 30, "the first 30 records were the dead owner's, replayed silently")
+        #expect(next.drainReport().accounting.reread == 30, "the first 30 records were the dead owner's, reread silently")
         #expect(topics.lastValues == expected)
         #expect(topics.revisions().steppedBack.isEmpty, "\(topics.revisions().steppedBack)")
     }

@@ -14,7 +14,7 @@ struct TaskStateTests {
 
     // MARK: The start
 
-    @Test("no commit: nothing to restore or replay; a changelog continues the line that wrote last")
+    @Test("no commit: nothing to restore or reread; a changelog continues the line that wrote last")
     func noCommit() {
         let start = TaskStart(PartitionStart(partition: 3, logStart: 10, logEnd: 20), checkpoint: nil)
         #expect(start == TaskStart(PartitionStart(partition: 3), checkpoint: nil))
@@ -32,7 +32,7 @@ struct TaskStateTests {
         #expect(start.lineage == .new)
     }
 
-    @Test("a checkpoint with a changelog: the windows are read back, its line of owners goes on, nothing replays by the commit alone")
+    @Test("a checkpoint with a changelog: the windows are read back, its line of owners goes on, nothing is reread by the commit alone")
     func checkpointWithChangelog() {
         let checkpoint = Checkpoint(evictedBefore: 1_000, processedMark: 12, seen: Self.seen, changelog: 30, changelogSince: 4, windowSize: 60_000)
         let start = TaskStart(PartitionStart(partition: 0, committedOffset: 12, metadata: checkpoint.encoded), checkpoint: checkpoint)
@@ -59,10 +59,10 @@ struct TaskStateTests {
 
     // MARK: The phases
 
-    @Test("restoring: the state read decides between a replay, settling and running; records change nothing")
+    @Test("restoring: the state read decides between a reread, settling and running; records change nothing")
     func fromRestoring() {
         let restoring = TaskPhase.restoring(committedChangelog: 30)
-        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: true, countedPast: 60, processed: 20)) == .replaying(countedPast: 60))
+        #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: true, countedPast: 60, processed: 20)) == .rereading(countedPast: 60))
         #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: false, countedPast: nil, processed: 40)) == .running)
         // Heads of a cut state write counted past the mark, up to 60: settling until the input passes it.
         #expect(TaskPhase.transition(restoring, on: .stateRead(belowMark: false, countedPast: 60, processed: 40)) == .settling(countedPast: 60))
@@ -70,14 +70,14 @@ struct TaskStateTests {
         #expect(TaskPhase.transition(restoring, on: .processed(belowMark: false, processed: 50)) == restoring)
     }
 
-    @Test("replaying: leaves once a batch reaches the mark, and only then; to running, or settling while the heads read back reach further")
-    func fromReplaying() {
-        let replaying = TaskPhase.replaying(countedPast: 60)
-        #expect(TaskPhase.transition(replaying, on: .processed(belowMark: true, processed: 30)) == replaying)
-        #expect(TaskPhase.transition(replaying, on: .processed(belowMark: false, processed: 45)) == .settling(countedPast: 60))
-        #expect(TaskPhase.transition(replaying, on: .processed(belowMark: false, processed: 61)) == .running)
-        #expect(TaskPhase.transition(.replaying(countedPast: nil), on: .processed(belowMark: false, processed: 45)) == .running)
-        #expect(TaskPhase.transition(replaying, on: .stateRead(belowMark: false, countedPast: nil, processed: 45)) == replaying)
+    @Test("rereading: leaves once a batch reaches the mark, and only then; to running, or settling while the heads read back reach further")
+    func fromRereading() {
+        let rereading = TaskPhase.rereading(countedPast: 60)
+        #expect(TaskPhase.transition(rereading, on: .processed(belowMark: true, processed: 30)) == rereading)
+        #expect(TaskPhase.transition(rereading, on: .processed(belowMark: false, processed: 45)) == .settling(countedPast: 60))
+        #expect(TaskPhase.transition(rereading, on: .processed(belowMark: false, processed: 61)) == .running)
+        #expect(TaskPhase.transition(.rereading(countedPast: nil), on: .processed(belowMark: false, processed: 45)) == .running)
+        #expect(TaskPhase.transition(rereading, on: .stateRead(belowMark: false, countedPast: nil, processed: 45)) == rereading)
     }
 
     @Test("settling: runs once the input passes what the windows read back counted")
@@ -98,11 +98,11 @@ struct TaskStateTests {
         }
     }
 
-    @Test("handle says when the task has just begun running, once: after the replay and the settling, when the engine may let go of what judged them")
+    @Test("handle says when the task has just begun running, once: after the reread and the settling, when the engine may let go of what judged them")
     func caughtUpOnce() {
-        var phase = TaskPhase.replaying(countedPast: 60)
-        let stillReplaying = phase.handle(.processed(belowMark: true, processed: 30))
-        #expect(!stillReplaying)
+        var phase = TaskPhase.rereading(countedPast: 60)
+        let stillRereading = phase.handle(.processed(belowMark: true, processed: 30))
+        #expect(!stillRereading)
         let settling = phase.handle(.processed(belowMark: false, processed: 45))
         #expect(!settling && phase == .settling(countedPast: 60))
         let caughtUp = phase.handle(.processed(belowMark: false, processed: 60))

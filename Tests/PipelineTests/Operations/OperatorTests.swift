@@ -89,7 +89,7 @@ struct OperatorTests {
             eventually { captured.all.contains { $0.0 == .warning && $0.1.contains("were too late for their windows") } },
             "\(captured.all.map(\.1).filter { $0.contains("consumed") }.suffix(6))")
         let warning = try #require(captured.all.first { $0.1.contains("were too late") }?.1)
-        #expect(warning.contains("old input replayed into a live worker") && warning.contains("trackpipe replay"))
+        #expect(warning.contains("old input sent again to a live worker") && warning.contains("trackpipe replay"))
         // Lines before the group has assigned partitions say so instead of a lag of 0.
         let lines = captured.all.map(\.1).filter { $0.hasPrefix("normalize: consumed ") }
         #expect(lines.allSatisfy { $0.contains("/s), lag ") || $0.contains("/s), owns no partitions, ") }, "\(lines)")
