@@ -342,6 +342,12 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
             }
         }
         try commit()
+        if let failure = committer.lastFailure {
+            let what = "\(stage.name): the last commit was refused (\(failure)): \(settings.topic) keeps the group's previous commit, and the next run reads on from there (what it reads again is recognised as counted: nothing is counted twice)"
+            // A bounded run's exit 0 says its input is done: this one is not.
+            if settings.isBounded { throw PipelineError.kafka("\(what). Run it again") }
+            logger.error("\(what)")
+        }
         if settings.isBounded { purge?.purgeAtEnd(tracker.committed, patience: 5_000) }
     }
 
@@ -376,12 +382,14 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
     /// `patience` bounds the waits for acknowledgements: a commit whose records are not
     /// acknowledged in time is not made (the previous one holds), which is safe at any step.
     func commit(only partitions: Set<Int32>? = nil, patience: OutputChannel.Patience = .untilStopped) throws {
+        committer.lastFailure = nil
         guard case .running(let clients) = lifecycle, settings.joinsGroup, !tracker.isEmpty else { return }
         let written = clients.output.sink.changelogRecords
         try stage.prepareCommit(into: &clients.output.sink)
         if clients.output.sink.changelogRecords > written {
             metrics?.changelogRecords(clients.output.sink.changelogRecords - written)
             guard try clients.output.awaitAcknowledgements(timeline: &observer.timeline, patience: patience) else {
+                committer.lastFailure = "the state written for it was not acknowledged in time"
                 logger.warning(
                     "\(stage.name): the state written for a commit was not acknowledged in time (the brokers that lead the state topic do not answer): not committing; the previous commit holds")
                 return
