@@ -111,7 +111,7 @@ public final class Pipeline: Sendable {
                     throw PipelineError.clusterUnreachable("no broker answered a metadata request within \(Self.clusterRetryMillis / 1000) s")
                 }
                 return try prepare()
-            } catch let error where Self.isUnreachable(error) {
+            } catch let error where PipelineError.isUnanswered(error) {
                 let now = wallClockMillis()
                 let wait = startup.withLock { wait in
                     var current = wait ?? StartupWait(since: since, brokers: config.brokers, cause: "")
@@ -136,14 +136,6 @@ public final class Pipeline: Sendable {
         }
     }
 
-    /// Whether an error of the start-up means "no broker answered" (waited out), rather than
-    /// an answer that says something is wrong (thrown).
-    static func isUnreachable(_ error: any Error) -> Bool {
-        if case PipelineError.clusterUnreachable = error { return true }
-        if let kafka = error as? KafkaError { return kafka.severity == .transient }
-        return false
-    }
-
     // MARK: Compositions
 
     /// What the start-up asks of the cluster, then the run itself (as the closure returned).
@@ -158,7 +150,7 @@ public final class Pipeline: Sendable {
                 throw refusal
             }
         }
-        try checkOutputWindows(admin: admin)
+        let checkFirstOutput = try checkOutputWindows(admin: admin)
         let created = try ensureStateTopic(partitions: partitions, admin: admin) ? [config.effectiveStateTopic] : []
         try topicSettings.check(created: created, logger: logger)
         let stage = AggregateStage(
@@ -168,6 +160,7 @@ public final class Pipeline: Sendable {
             topic: config.inputTopic, partitions: partitions, group: config.group, member: stage.name, destinations: [.output, .deadLetter])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
         settings.recordLimit = learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic], admin: admin)
+        settings.checkFirstOutput = checkFirstOutput
         let runner = StageRunner(
             stage: stage, stateTopic: config.effectiveStateTopic, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
         runners.register(runner)
@@ -201,7 +194,7 @@ public final class Pipeline: Sendable {
                 throw refusal
             }
         }
-        try checkOutputWindows(admin: admin)
+        let checkFirstOutput = try checkOutputWindows(admin: admin)
         let (repartitions, repartitionCreated) = try ensureRepartitionTopic(repartitionTopic, partitions: sources, admin: admin)
         let stateCreated = try ensureStateTopic(partitions: repartitions, admin: admin)
         try topicSettings.check(
@@ -219,6 +212,7 @@ public final class Pipeline: Sendable {
             destinations: [.output, .deadLetter])
         second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
         second.recordLimit = recordLimit
+        second.checkFirstOutput = checkFirstOutput
         // The repartition topic is this worker's own: what the aggregate group has committed is
         // read by no one again, and goes (the user's input, read by the one stage, never does).
         if config.purgeInterval > 0 { second.purge = PurgeSettings(interval: config.purgeInterval, admin: config.adminConfig) }
@@ -332,12 +326,13 @@ public final class Pipeline: Sendable {
         return count
     }
 
-    /// An output topic that holds windows of another size is refused before anything is written.
-    private func checkOutputWindows(admin: TopicAdmin) throws {
+    /// An output topic that holds windows of another size is refused before anything is written;
+    /// returned, the check of the window stage's first records (`WindowSizeCheck`).
+    private func checkOutputWindows(admin: TopicAdmin) throws -> @Sendable (AcknowledgedRecords) throws -> Void {
         try WindowSizeCheck.checkOutput(
             topic: config.outputTopic, partitions: try Self.existingPartitionCount(of: config.outputTopic, admin: admin),
             window: config.window.size, given: config.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
-            consumerConfig: config.consumerConfig(group: config.group), logger: logger.with(label: "trackpipe.kafka.consumer"))
+            group: config.group, admin: admin, consumerConfig: config.consumerConfig(group: config.group), logger: logger.with(label: "trackpipe.kafka.consumer"))
     }
 
     /// A topic's partition count, nil if it does not exist; no broker answering is

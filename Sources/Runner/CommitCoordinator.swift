@@ -34,6 +34,9 @@ struct CommitCoordinator {
     /// kept each other in a rebalance for minutes (no commit, so a state-keeping stage released
     /// no output). Interval commits wait for the group's next assignment instead.
     private(set) var awaitsNewGeneration = false
+    /// Why the last commit did not commit every partition it had to (refused, or its records not
+    /// acknowledged in time); nil when it did. The end of a run reads it.
+    var lastFailure: String?
 
     init(stageName: String, settings: RunnerSettings, logger: Logger) {
         self.stageName = stageName
@@ -82,8 +85,10 @@ struct CommitCoordinator {
         consumer: any ConsumerClient, output: inout OutputChannel, patience: OutputChannel.Patience, timeline: inout RunnerTimeline
     ) throws -> [Int32] {
         lastCommitAt = now
+        lastFailure = nil
         guard enabled, !tracker.isEmpty else { return [] }
         guard try output.awaitAcknowledgements(timeline: &timeline, patience: patience) else {
+            lastFailure = "\(output.producer.outstanding) records sent were not acknowledged in time"
             logger.warning(
                 "\(stageName): \(output.producer.outstanding) records sent were not acknowledged in time (the brokers that lead the output topics do not answer): not committing; the previous commit holds, and the next interval tries again")
             return []
@@ -98,6 +103,7 @@ struct CommitCoordinator {
                 continue
             }
             if let metadata = point.metadata, metadata.utf8.count > Checkpoint.maxEncodedBytes {
+                lastFailure = "the checkpoint of \(tp) is too large for the broker"
                 logger.error(
                     "\(stageName): the checkpoint of \(tp) needs \(metadata.utf8.count) bytes of commit metadata, more than brokers accept (offset.metadata.max.bytes, 4096 by default); not committing it. Use fewer input partitions.")
                 continue
@@ -114,6 +120,7 @@ struct CommitCoordinator {
             timeline.commits += 1
             done += committing.map(\.0.partition)
         } catch {
+            lastFailure = "\(error)"
             if let kafka = error as? KafkaError, kafka.isStaleGeneration {
                 awaitsNewGeneration = true
                 logger.warning(

@@ -13,8 +13,8 @@ struct OutputChannel {
     /// Unacknowledged bytes above which the input is paused (it resumes below half); 0: never.
     let limit: Int
     private let backlog: OutputBacklog
-    /// Where each partition of the state topic ends, as far as acknowledged.
-    private let changelogEnds: AcknowledgedEnds
+    /// Where the records sent to the state topic and to the output topic lie, as far as acknowledged.
+    private let changelogEnds: AcknowledgedOffsets, outputs: AcknowledgedOffsets
     /// Dead letters the broker refused for their size, to be sent again cut smaller.
     private let refused: RefusedDeadLetters
     let control: RunnerControl
@@ -29,9 +29,9 @@ struct OutputChannel {
         onClientError: @escaping @Sendable (KafkaError) -> Void
     ) throws {
         let backlog = OutputBacklog()
-        let changelogEnds = AcknowledgedEnds()
+        let (changelogEnds, outputs) = (AcknowledgedOffsets(), AcknowledgedOffsets())
         let refused = RefusedDeadLetters()
-        let stateTopic = settings.destinations[.changelog]
+        let stateTopic = settings.destinations[.changelog], outputTopic = settings.destinations[.output]
         let deadLetterTopic = settings.destinations[.deadLetter]
         let recordLimit = settings.recordLimit
         producer = try settings.clients.producer(
@@ -40,6 +40,7 @@ struct OutputChannel {
                 backlog.acknowledged(Int(report.token))
                 guard let error = report.error else {
                     if report.topic == stateTopic { changelogEnds.acknowledged(partition: report.partition, offset: report.offset) }
+                    if report.topic == outputTopic { outputs.acknowledged(partition: report.partition, offset: report.offset) }
                     return
                 }
                 // A dead letter the topic refused for its size is that one record's failure: it
@@ -57,7 +58,7 @@ struct OutputChannel {
             producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded,
             backlog: backlog, recordLimit: recordLimit, timesSends: settings.timings)
         self.backlog = backlog
-        self.changelogEnds = changelogEnds
+        (self.changelogEnds, self.outputs) = (changelogEnds, outputs)
         self.refused = refused
         self.control = control
         self.limit = settings.outputBacklogLimit
@@ -84,7 +85,10 @@ struct OutputChannel {
     var largestBacklog: Int { backlog.largest }
 
     /// Per partition of the state topic, the offset after the last record acknowledged.
-    var acknowledgedChangelogEnds: [Int32: Int64] { changelogEnds.ends }
+    var acknowledgedChangelogEnds: [Int32: Int64] { changelogEnds.records.spans.mapValues(\.upperBound) }
+
+    /// Where the records sent to the output topic lie, as far as acknowledged.
+    var acknowledgedOutput: AcknowledgedRecords { outputs.records }
 
     /// Serves the producer's delivery reports that arrived since the last call, and sends again,
     /// cut smaller, the dead letters the broker refused for their size.
@@ -190,8 +194,8 @@ struct ProducerSink: RecordSink {
     /// Whether to time each produce call (two clock reads a record) into `sendSeconds`.
     var timesSends = false
     private(set) var sendSeconds = 0.0
-    /// Records sent to the state topic, for its metric.
-    private(set) var changelogRecords = 0
+    /// Records sent to the state topic, for its metric, and to the output topic.
+    private(set) var changelogRecords = 0, outputRecords = 0
     /// Records cut to fit since the metric last took them: dead letters, the one kind that cuts.
     var cutDeadLetters = 0
 
@@ -222,6 +226,7 @@ struct ProducerSink: RecordSink {
         if let topic = topics[destination] {
             try produce(record, to: topic, limit: limit)
             if destination == .changelog { changelogRecords += 1 }
+            if destination == .output { outputRecords += 1 }
         } else if let writer = lines[destination] {
             try record.withBytes { _, value in try writer.write(value ?? UnsafeRawBufferPointer(start: nil, count: 0)) }
         } else if !discarded.contains(destination) {
@@ -290,17 +295,33 @@ final class RefusedDeadLetters: Sendable {
     }
 }
 
-/// The end of each partition of one topic as far as its records are acknowledged. Delivery
-/// reports write it on whichever thread serves them; the runner reads it after a flush.
-final class AcknowledgedEnds: Sendable {
-    private let state = Mutex<[Int32: Int64]>([:])
+/// Where the records a run sent to one topic lie, as far as acknowledged: per partition from the
+/// first offset to past the last (other writers' records may lie between), and how many.
+package struct AcknowledgedRecords: Sendable, Equatable {
+    package var spans: [Int32: Range<Int64>] = [:]
+    package var count = 0
+
+    package init(spans: [Int32: Range<Int64>] = [:], count: Int = 0) {
+        self.spans = spans
+        self.count = count
+    }
+}
+
+/// `AcknowledgedRecords` of one topic. Delivery reports write it on whichever thread serves
+/// them; the runner reads it after a flush.
+final class AcknowledgedOffsets: Sendable {
+    private let state = Mutex(AcknowledgedRecords())
 
     func acknowledged(partition: Int32, offset: Int64) {
         guard offset >= 0 else { return }
-        state.withLock { $0[partition] = max($0[partition] ?? 0, offset + 1) }
+        state.withLock {
+            let span = $0.spans[partition]
+            $0.spans[partition] = min(span?.lowerBound ?? offset, offset)..<max(span?.upperBound ?? 0, offset + 1)
+            $0.count += 1
+        }
     }
 
-    var ends: [Int32: Int64] { state.withLock { $0 } }
+    var records: AcknowledgedRecords { state.withLock { $0 } }
 }
 
 /// Bytes sent and not yet acknowledged. Sends add on the runner's thread; delivery reports

@@ -1,3 +1,5 @@
+import Kafka
+
 /// Every failure a run can stop with, each with the exit code it stops with: one place where
 /// a refusal is told from a failure a restart may cure.
 public enum PipelineError: Error, CustomStringConvertible, Equatable {
@@ -60,6 +62,13 @@ public enum PipelineError: Error, CustomStringConvertible, Equatable {
             .clusterUnreachable:
             1
         }
+    }
+
+    /// Whether `error` means that no broker answered (waited out), rather than an answer that
+    /// says something is wrong (thrown).
+    public static func isUnanswered(_ error: any Error) -> Bool {
+        if case PipelineError.clusterUnreachable = error { return true }
+        return (error as? KafkaError)?.severity == .transient
     }
 
     /// The exit code of `run` or `replay` stopped by `error`, a `PipelineError` or not.

@@ -59,6 +59,10 @@ package struct RunnerSettings: Sendable {
     /// for an input no one else reads, the repartition topic; nil (the user's topics, a replay,
     /// `--purge-interval 0`): never.
     package var purge: PurgeSettings?
+    /// Judges what the run wrote to the `.output` topic: called once, when its first records there
+    /// are acknowledged and before it sends any more; throwing stops the run. It is the
+    /// pipeline's rule of what an output topic may hold (`WindowSizeCheck`); nil: none.
+    package var checkFirstOutput: (@Sendable (AcknowledgedRecords) throws -> Void)?
 
     package init(
         topic: String, assignment: Assignment, bound: Bound, consumer: KafkaConfig, producer: KafkaConfig,

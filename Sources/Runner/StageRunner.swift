@@ -160,6 +160,7 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
             try commit()
             if observer.timeline.commits > commits { observer.timeline.earlyCommits += 1 }
         }
+        try checkFirstOutput(clients)
         // Here, after a commit of the loop's own, and never after the revoke's (see `PurgeCoordinator`).
         if observer.timeline.commits > commits { purge?.afterCommit(tracker.committed, now: now) }
         purge?.collect()
@@ -342,7 +343,37 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
             }
         }
         try commit()
+        try checkFirstOutput(clients)
+        if let failure = committer.lastFailure {
+            let what = "\(stage.name): the last commit was refused (\(failure)): \(settings.topic) keeps the group's previous commit, and the next run reads on from there (what it reads again is recognised as counted: nothing is counted twice)"
+            // A bounded run's exit 0 says its input is done: this one is not.
+            if settings.isBounded { throw PipelineError.kafka("\(what). Run it again") }
+            logger.error("\(what)")
+        }
         if settings.isBounded { purge?.purgeAtEnd(tracker.committed, patience: 5_000) }
+    }
+
+    /// Whether the first records sent to the output were judged (`RunnerSettings.checkFirstOutput`).
+    private var firstOutputChecked = false
+
+    /// Once the stage has sent records to the output topic: waits for them to be acknowledged,
+    /// then has the settings' check judge where they lie, before the run sends anything more (the
+    /// loop calls it at the end of each turn, and the end of the run after its last commit). A
+    /// cluster that does not answer is asked again until it does, or until a stop.
+    private func checkFirstOutput(_ clients: RunnerClients) throws {
+        guard let check = settings.checkFirstOutput, !firstOutputChecked, clients.output.sink.outputRecords > 0,
+            try clients.output.awaitAcknowledgements(timeline: &observer.timeline)
+        else { return }
+        firstOutputChecked = true
+        let written = clients.output.acknowledgedOutput, since = clock()
+        while !control.isStopRequested {
+            do {
+                return try control.waitingOnKafka("the output topic to be read back", since: since) { try check(written) }
+            } catch let error where PipelineError.isUnanswered(error) {
+                logger.warning("\(stage.name): reading the output topic back after its first records, asking again: \(error)")
+                _ = clients.output.producer.poll(timeoutMilliseconds: 1_000)  // a pause before the next question
+            }
+        }
     }
 
     /// Leaves the group and sums the run up.
@@ -376,12 +407,14 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
     /// `patience` bounds the waits for acknowledgements: a commit whose records are not
     /// acknowledged in time is not made (the previous one holds), which is safe at any step.
     func commit(only partitions: Set<Int32>? = nil, patience: OutputChannel.Patience = .untilStopped) throws {
+        committer.lastFailure = nil
         guard case .running(let clients) = lifecycle, settings.joinsGroup, !tracker.isEmpty else { return }
         let written = clients.output.sink.changelogRecords
         try stage.prepareCommit(into: &clients.output.sink)
         if clients.output.sink.changelogRecords > written {
             metrics?.changelogRecords(clients.output.sink.changelogRecords - written)
             guard try clients.output.awaitAcknowledgements(timeline: &observer.timeline, patience: patience) else {
+                committer.lastFailure = "the state written for it was not acknowledged in time"
                 logger.warning(
                     "\(stage.name): the state written for a commit was not acknowledged in time (the brokers that lead the state topic do not answer): not committing; the previous commit holds")
                 return

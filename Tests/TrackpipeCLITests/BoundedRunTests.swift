@@ -281,4 +281,34 @@ struct BoundedRunTests {
         let hot = bytesByPartition.values.max() ?? 0
         #expect(hot < input / 5, "the delivery's partition holds \(hot) bytes for \(input) of input")
     }
+
+    @Test("a bounded run whose last commit the broker refuses exits 1 saying so, not 0 with nothing committed; run again, it reads on from the previous commit and counts exactly")
+    func refusedLastCommit() throws {
+        let broker = try EmbeddedBroker()
+        for topic in ["hits", "out", "refused-repartition", "refused-state"] { try broker.createTopic(topic, partitions: 4) }
+        try broker.createTopic("dlq", partitions: 2)
+        let corpus = Corpus(HitStream(HitStreamConfig(count: 1_000, seed: 61, deliveries: 4)).generate())
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let arguments = [
+            "run", "--until-end", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--group", "refused", "--output-topic", "out",
+            "--dlq-topic", "dlq", "--log-level", "warning", "-X", "session.timeout.ms=6000",
+        ]
+        // Every commit is refused: the loop's, and the last one.
+        broker.failNextRequests(.offsetCommit, with: Array(repeating: KafkaErrorCode.offsetMetadataTooLarge, count: 100_000))
+        let refused = try TrackpipeBinary.locate().run(arguments)
+        #expect(refused.exitCode == 1, "\(refused.stderr.suffix(2_000))")
+        let last = refused.stderr.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(last.hasPrefix("trackpipe run: normalize: the last commit was refused ("), "\(last)")
+        #expect(
+            last.contains("hits keeps the group's previous commit, and the next run reads on from there (what it reads again is recognised as counted: nothing is counted twice). Run it again"),
+            "\(last)")
+        broker.clearRequestErrors(.offsetCommit)
+
+        let again = try TrackpipeBinary.locate().run(arguments)
+        #expect(again.exitCode == 0, "\(again.stderr.suffix(2_000))")
+        #expect(again.stdout.contains("  committed     0@"), "\(again.stdout)")
+        let out = try TopicContents(broker: broker, output: "out", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
+        let problems = out.mismatches(against: corpus.expected(windowSize: 60_000))
+        #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+    }
 }

@@ -18,7 +18,7 @@ enum NewestRecords {
     /// at most per partition, one in the usual case.
     static let bound: Int64 = 100
 
-    /// How long one round waits for its records before the cluster is taken for unreachable.
+    /// How long a read waits for a record before the cluster is taken for unreachable.
     static let roundTimeoutSeconds: Double = 10
 
     /// What was stepped over in one partition.
@@ -41,33 +41,25 @@ enum NewestRecords {
     /// Per partition of `topic` (of `partitions` partitions), what stepping back found.
     /// `recognise` is given every record read, newest ones included, and returns what the check
     /// needs of one it recognises.
+    /// `logs`: each partition's log start and end, as `logs(of:)` gives them; nil: asked here.
     static func find<Value>(
-        in topic: String, partitions: Int, consumerConfig: KafkaConfig, logger: Logger, bound: Int64 = bound,
-        recognise: (ConsumerRecord) -> Value?
+        in topic: String, partitions: Int, logs: [Int32: Range<Int64>]? = nil, consumerConfig: KafkaConfig, logger: Logger,
+        bound: Int64 = bound, recognise: (ConsumerRecord) -> Value?
     ) throws -> [Int32: Found<Value>] {
-        let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
-        var lows: [Int32: Int64] = [:]
-        var highs: [Int32: Int64] = [:]
-        do {
-            let reader = try KafkaConsumer(config: consumerConfig, logger: logger)
-            defer { reader.close() }
-            // Two requests for all partitions, not one per partition.
-            for offset in try reader.beginningOffsets(all) { lows[offset.partition] = max(0, offset.offset) }
-            for offset in try reader.endOffsets(all) { highs[offset.partition] = max(0, offset.offset) }
-        }
+        let logs = try logs ?? Self.logs(of: topic, partitions: partitions, consumerConfig: consumerConfig, logger: logger)
         var found: [Int32: Found<Value>] = [:]
         // Per partition still open: its log start, the end of what is not read yet, and what was stepped over.
         var open: [Int32: (low: Int64, next: Int64, skipped: Skipped)] = [:]
         for partition in 0..<Int32(partitions) {
-            let low = lows[partition] ?? 0, high = highs[partition] ?? 0
-            if high <= low { found[partition] = Found<Value>.absent } else { open[partition] = (low, high, Skipped()) }
+            let log = logs[partition] ?? 0..<0
+            if log.isEmpty { found[partition] = Found<Value>.absent } else { open[partition] = (log.lowerBound, log.upperBound, Skipped()) }
         }
         var reached: Int64 = 0
         for step in [Int64(1), 9, 90] where !open.isEmpty && reached < bound {
             let length = min(step, bound - reached)
             reached += length
             let ranges = open.mapValues { max($0.low, $0.next - length)..<$0.next }
-            let round = try readRound(topic: topic, ranges: ranges, consumerConfig: consumerConfig, logger: logger, recognise: recognise)
+            let round = try read(topic: topic, ranges: ranges, consumerConfig: consumerConfig, logger: logger, recognise: recognise)
             for (partition, range) in ranges {
                 if let newest = round.newest[partition] {
                     found[partition] = .recognised(newest.value, offset: newest.offset)
@@ -90,8 +82,26 @@ enum NewestRecords {
         return found
     }
 
-    /// Reads each partition's range once, with a consumer of its own.
-    private static func readRound<Value>(
+    /// Each partition's log start and end (the offset the next record gets): two requests for
+    /// all partitions, not one per partition.
+    static func logs(of topic: String, partitions: Int, consumerConfig: KafkaConfig, logger: Logger) throws -> [Int32: Range<Int64>] {
+        let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
+        let reader = try KafkaConsumer(config: consumerConfig, logger: logger)
+        defer { reader.close() }
+        var lows: [Int32: Int64] = [:]
+        for offset in try reader.beginningOffsets(all) { lows[offset.partition] = max(0, offset.offset) }
+        var logs: [Int32: Range<Int64>] = [:]
+        for offset in try reader.endOffsets(all) {
+            let low = lows[offset.partition] ?? 0
+            logs[offset.partition] = low..<max(low, offset.offset)
+        }
+        return logs
+    }
+
+    /// Reads each partition's range once, with a consumer of its own; `recognise` is given every
+    /// record read, and the newest it recognises in each range is returned. The cluster is taken
+    /// for unreachable when `roundTimeoutSeconds` pass without a record.
+    static func read<Value>(
         topic: String, ranges: [Int32: Range<Int64>], consumerConfig: KafkaConfig, logger: Logger, recognise: (ConsumerRecord) -> Value?
     ) throws -> (newest: [Int32: (value: Value, offset: Int64)], skipped: [Int32: Skipped]) {
         let reader = try KafkaConsumer(config: consumerConfig, logger: logger)
@@ -101,16 +111,17 @@ enum NewestRecords {
         var newest: [Int32: (value: Value, offset: Int64)] = [:]
         var skipped: [Int32: Skipped] = [:]
         var failure: KafkaError?
-        let deadline = Date().addingTimeInterval(roundTimeoutSeconds)
+        var deadline = Date().addingTimeInterval(roundTimeoutSeconds)
         while !reading.isEmpty {
-            if let failure, failure.severity == .fatal { throw PipelineError.kafka("reading the newest records of \(topic): \(failure)") }
+            if let failure, failure.severity == .fatal { throw PipelineError.kafka("reading \(topic) back: \(failure)") }
             guard Date() < deadline else {
                 throw PipelineError.clusterUnreachable(
-                    "reading the newest records of \(topic): partitions \(reading.sorted()) did not answer within \(Int(roundTimeoutSeconds)) s\(failure.map { " (\($0))" } ?? "")")
+                    "reading \(topic) back: partitions \(reading.sorted()) did not answer within \(Int(roundTimeoutSeconds)) s\(failure.map { " (\($0))" } ?? "")")
             }
             reader.poll(timeoutMilliseconds: 200) { event in
                 switch event {
                 case .record(let record):
+                    deadline = Date().addingTimeInterval(roundTimeoutSeconds)
                     let partition = record.partition
                     guard reading.contains(partition), let range = ranges[partition] else { return }
                     // Past the range: what an earlier round read, or what arrived since.

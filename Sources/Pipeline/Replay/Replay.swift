@@ -86,6 +86,7 @@ public final class Replay: Sendable {
         consumerConfig["enable.auto.commit"] = "false"
         let starts = try startOffsets(partitions, consumer: KafkaConsumer(config: consumerConfig, logger: logger))
 
+        var checkFirstOutput: (@Sendable (AcknowledgedRecords) throws -> Void)?
         if case .topic(let topic) = config.output {
             let partitions: Int?
             do {
@@ -93,10 +94,10 @@ public final class Replay: Sendable {
             } catch PipelineError.inputTopicMissing {
                 partitions = nil
             }
-            try WindowSizeCheck.checkOutput(
+            checkFirstOutput = try WindowSizeCheck.checkOutput(
                 topic: topic, partitions: partitions, window: config.window.size,
                 given: config.windowGiven ?? GivenSetting(flag: "window", text: WindowSizeCheck.text(config.window.size), source: .commandLine),
-                allowUnchecked: config.allowUncheckedOutput, consumerConfig: consumerConfig, logger: logger)
+                allowUnchecked: config.allowUncheckedOutput, admin: admin, consumerConfig: consumerConfig, logger: logger)
         }
         let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
         let stage = ReplayStage(
@@ -109,6 +110,7 @@ public final class Replay: Sendable {
         case .topic(let topic): settings.destinations[.output] = topic
         case .lines(let writer): settings.lineOutputs[.output] = writer
         }
+        settings.checkFirstOutput = checkFirstOutput
         if let dlq = config.deadLetterTopic { settings.destinations[.deadLetter] = dlq } else { settings.discarded.insert(.deadLetter) }
         let stageRunner = StageRunner(stage: stage, settings: settings, logger: logger, onProgress: onProgress)
         runners.register(stageRunner)

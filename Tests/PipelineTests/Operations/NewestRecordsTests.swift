@@ -78,10 +78,11 @@ struct NewestRecordsTests {
         let broker = try EmbeddedBroker()
         try tail(broker)
         let given = GivenSetting(flag: "window", text: "5m", source: .environment)
+        let admin = try TopicAdmin(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3"]))
         func check(_ window: Int64, allow: Bool = false, partitions: Int = 6) throws {
-            try WindowSizeCheck.checkOutput(
-                topic: "tail", partitions: partitions, window: window, given: given, allowUnchecked: allow, consumerConfig: consumer(broker),
-                logger: Logger(label: "test"))
+            _ = try WindowSizeCheck.checkOutput(
+                topic: "tail", partitions: partitions, window: window, given: given, allowUnchecked: allow, admin: admin,
+                consumerConfig: consumer(broker), logger: Logger(label: "test"))
         }
         // 5m: partitions 1 and 2 end in 1-minute aggregates (behind tombstones and junk in 2).
         #expect {
@@ -108,5 +109,55 @@ struct NewestRecordsTests {
         try check(Self.minute, allow: true, partitions: 5)
         try check(Self.minute, partitions: 3)
         try check(5 * Self.minute, partitions: 1)
+    }
+
+    @Test("after a run's first records: another size written since its start-up check, below its first record on a partition or in a partition it has not written to, stops it (64); another size after its first on the same partition is left to that writer; older records, tombstones, others' records and its own size do not count")
+    func checkWritten() throws {
+        let broker = try EmbeddedBroker()
+        let admin = try TopicAdmin(config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "log_level": "3"]))
+        let (one, five) = (Self.aggregate("d", size: Self.minute), Self.aggregate("d", size: 5 * Self.minute))
+        func check(_ topic: String, _ window: Int64, since: [Int32: Int64] = [:], wrote: [Int32: Range<Int64>]) throws {
+            try WindowSizeCheck.checkWritten(
+                topic: topic, since: since, written: AcknowledgedRecords(spans: wrote, count: wrote.values.map(\.count).reduce(0, +)), window: window,
+                given: GivenSetting(flag: "window", text: WindowSizeCheck.text(window), source: .commandLine), group: "g", admin: admin,
+                consumerConfig: consumer(broker), logger: Logger(label: "test"))
+        }
+        func refusal(_ error: any Error, _ parts: String...) -> Bool {
+            PipelineError.exitCode(for: error) == 64 && parts.allSatisfy { "\(error)".contains($0) }
+        }
+
+        // One after the other: the 1m run wrote after[0]@0 and checked, then the 5m run wrote
+        // after[0]@1. after[1] ended in a 5m record, tombstones and junk before either started
+        // (where both start-up checks read it to end: offset 4), and then got another run's 1m.
+        try broker.createTopic("after", partitions: 3)
+        try Self.append([one, five], to: "after", partition: 0, on: broker)
+        try Self.append([five, nil, Self.junk, nil, one], to: "after", partition: 1, on: broker)
+        try Self.append([nil, Self.junk], to: "after", partition: 2, on: broker)
+        try check("after", Self.minute, since: [1: 4], wrote: [0: 0..<1])
+        #expect {
+            try check("after", 5 * Self.minute, since: [1: 4], wrote: [0: 1..<2])
+        } throws: {
+            refusal(
+                $0, "another run writes windows of 1m into the output topic after (an aggregate record of that size at after[0] offset 0, written since this run started and before this run's first record there, at 1), and this run writes windows of --window 5m.",
+                "this run stops, and leaves the topic to the other. Its first records stay in after (1 at after[0] offset 1): a reader tells them by their size, windowEnd - windowStart = 5m.",
+                "Run this pipeline again under a new --group (g has counted and written these windows) with a new --output-topic")
+        }
+        // A 5m run that started after both wrote after[0], and wrote after[2]: after[1]'s 1m came
+        // since, in a partition it has not written to.
+        #expect {
+            try check("after", 5 * Self.minute, since: [0: 2, 1: 4], wrote: [2: 0..<2])
+        } throws: { refusal($0, "an aggregate record of that size at after[1] offset 4, written since this run started and in a partition this run has not written to") }
+
+        // Crossed: each run wrote first in one partition, and each read the other's: both stop.
+        try broker.createTopic("crossed", partitions: 3)
+        try Self.append([one, five], to: "crossed", partition: 0, on: broker)
+        try Self.append([five, one], to: "crossed", partition: 1, on: broker)
+        try Self.append([five, five], to: "crossed", partition: 2, on: broker)
+        #expect {
+            try check("crossed", Self.minute, wrote: [0: 0..<1, 1: 1..<2])
+        } throws: { refusal($0, "another run writes windows of 5m", "at crossed[1] offset 0, written since this run started and before this run's first record there, at 1") }
+        #expect {
+            try check("crossed", 5 * Self.minute, wrote: [0: 1..<2, 1: 0..<1, 2: 0..<2])
+        } throws: { refusal($0, "another run writes windows of 1m", "at crossed[0] offset 0", "(4 at crossed[0] offset 1, crossed[1] offset 0, crossed[2] offsets 0 to 1)") }
     }
 }
