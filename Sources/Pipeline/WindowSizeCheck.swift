@@ -40,10 +40,10 @@ enum WindowSizeCheck {
     /// let any size through.
     static func checkOutput(
         topic: String, partitions: Int?, window: Int64, given: GivenSetting, allowUnchecked: Bool, consumerConfig: KafkaConfig,
-        logger: Logger
+        clients: any KafkaClientFactory, logger: Logger
     ) throws {
         guard let partitions else { return }
-        let found = try NewestRecords.find(in: topic, partitions: partitions, consumerConfig: consumerConfig, logger: logger) {
+        let found = try NewestRecords.find(in: topic, partitions: partitions, consumerConfig: consumerConfig, clients: clients, logger: logger) {
             $0.value.flatMap(windowSize(ofRecord:))
         }
         var others: [(partition: Int32, size: Int64)] = []

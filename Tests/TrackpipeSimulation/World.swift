@@ -36,8 +36,10 @@ struct Deployment: Equatable {
     var aggregateGroup: String { "\(group)-aggregate" }
     var repartitionTopic: String { "\(group)-repartition" }
     /// What the deployment's group is fixed to, as `PipelineConfig.identity` derives it.
-    func identity(windowSize: Int64) -> GroupIdentity {
-        GroupIdentity(windowSize: windowSize, repartitionTopic: mode == .twoStage ? repartitionTopic : nil, stateTopic: stateTopic)
+    func identity(windowSize: Int64, inputTopic: String) -> GroupIdentity {
+        GroupIdentity(
+            group: group, inputTopic: inputTopic, windowSize: windowSize, repartitionTopic: mode == .twoStage ? repartitionTopic : nil,
+            stateTopic: stateTopic)
     }
 
     /// The group and topic the window tasks commit on.
@@ -264,8 +266,8 @@ final class World {
 
     private func normalizeStage(for deployment: Deployment) -> NormalizeStage {
         NormalizeStage(
-            inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
-            identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(),
+            sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
+            identity: deployment.identity(windowSize: scenario.window.size, inputTopic: inputTopic), limits: NormalizerLimits(),
             maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout, markInterval: scenario.markInterval,
             shards: scenario.shards, batchBytes: scenario.batchBytes,
             originals: OriginalRule(
@@ -274,17 +276,16 @@ final class World {
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
     private func shuffledAggregateStage(for deployment: Deployment) -> AggregateStage<RepartitionInput> {
-        AggregateStage(
-            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), group: deployment.group),
-            window: scenario.window, shards: scenario.shards, identity: deployment.identity(windowSize: scenario.window.size),
-            group: deployment.group)
+        let identity = deployment.identity(windowSize: scenario.window.size, inputTopic: inputTopic)
+        return AggregateStage(
+            input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), identity: identity), window: scenario.window,
+            shards: scenario.shards, identity: identity)
     }
 
     private func directAggregateStage(for deployment: Deployment) -> AggregateStage<RawHitInput> {
         AggregateStage(
-            sourceTopic: inputTopic, input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew),
-            window: scenario.window, shards: scenario.shards, identity: deployment.identity(windowSize: scenario.window.size),
-            group: deployment.group)
+            input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew), window: scenario.window,
+            shards: scenario.shards, identity: deployment.identity(windowSize: scenario.window.size, inputTopic: inputTopic))
     }
 
     /// Starts one runner per stage and instance for the current deployment and input topic, and

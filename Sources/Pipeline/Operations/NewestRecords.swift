@@ -42,14 +42,14 @@ enum NewestRecords {
     /// `recognise` is given every record read, newest ones included, and returns what the check
     /// needs of one it recognises.
     static func find<Value>(
-        in topic: String, partitions: Int, consumerConfig: KafkaConfig, logger: Logger, bound: Int64 = bound,
-        recognise: (ConsumerRecord) -> Value?
+        in topic: String, partitions: Int, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger, bound: Int64 = bound,
+        recognise: (PolledRecord) -> Value?
     ) throws -> [Int32: Found<Value>] {
         let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
         var lows: [Int32: Int64] = [:]
         var highs: [Int32: Int64] = [:]
         do {
-            let reader = try KafkaConsumer(config: consumerConfig, logger: logger)
+            let reader = try clients.consumer(config: consumerConfig, logger: logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
             defer { reader.close() }
             // Two requests for all partitions, not one per partition.
             for offset in try reader.beginningOffsets(all) { lows[offset.partition] = max(0, offset.offset) }
@@ -67,7 +67,7 @@ enum NewestRecords {
             let length = min(step, bound - reached)
             reached += length
             let ranges = open.mapValues { max($0.low, $0.next - length)..<$0.next }
-            let round = try readRound(topic: topic, ranges: ranges, consumerConfig: consumerConfig, logger: logger, recognise: recognise)
+            let round = try readRound(topic: topic, ranges: ranges, consumerConfig: consumerConfig, clients: clients, logger: logger, recognise: recognise)
             for (partition, range) in ranges {
                 if let newest = round.newest[partition] {
                     found[partition] = .recognised(newest.value, offset: newest.offset)
@@ -92,9 +92,10 @@ enum NewestRecords {
 
     /// Reads each partition's range once, with a consumer of its own.
     private static func readRound<Value>(
-        topic: String, ranges: [Int32: Range<Int64>], consumerConfig: KafkaConfig, logger: Logger, recognise: (ConsumerRecord) -> Value?
+        topic: String, ranges: [Int32: Range<Int64>], consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger,
+        recognise: (PolledRecord) -> Value?
     ) throws -> (newest: [Int32: (value: Value, offset: Int64)], skipped: [Int32: Skipped]) {
-        let reader = try KafkaConsumer(config: consumerConfig, logger: logger)
+        let reader = try clients.consumer(config: consumerConfig, logger: logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
         defer { reader.close() }
         try reader.assign(ranges.map { TopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value.lowerBound) })
         var reading = Set(ranges.keys)
@@ -108,30 +109,32 @@ enum NewestRecords {
                 throw PipelineError.clusterUnreachable(
                     "reading the newest records of \(topic): partitions \(reading.sorted()) did not answer within \(Int(roundTimeoutSeconds)) s\(failure.map { " (\($0))" } ?? "")")
             }
-            reader.poll(timeoutMilliseconds: 200) { event in
-                switch event {
-                case .record(let record):
-                    let partition = record.partition
-                    guard reading.contains(partition), let range = ranges[partition] else { return }
-                    // Past the range: what an earlier round read, or what arrived since.
-                    guard record.offset < range.upperBound else {
-                        reading.remove(partition)
-                        return
+            _ = reader.pollBatch(timeoutMilliseconds: 200) { batch in
+                for index in 0..<batch.count {
+                    switch batch.event(at: index) {
+                    case .record(let record):
+                        let partition = record.partition
+                        guard reading.contains(partition), let range = ranges[partition] else { continue }
+                        // Past the range: what an earlier round read, or what arrived since.
+                        guard record.offset < range.upperBound else {
+                            reading.remove(partition)
+                            continue
+                        }
+                        guard record.offset >= range.lowerBound else { continue }
+                        if let value = recognise(record) {
+                            if (newest[partition]?.offset ?? .min) < record.offset { newest[partition] = (value, record.offset) }
+                        } else if record.value == nil {
+                            skipped[partition, default: Skipped()].tombstones += 1
+                        } else {
+                            skipped[partition, default: Skipped()].others += 1
+                        }
+                        if record.offset == range.upperBound - 1 { reading.remove(partition) }
+                    case .partitionEOF(let partition, _):
+                        // The range's last offsets hold nothing to deliver (transaction markers).
+                        if partition.topic == topic { reading.remove(partition.partition) }
+                    case .error(let error):
+                        failure = error
                     }
-                    guard record.offset >= range.lowerBound else { return }
-                    if let value = recognise(record) {
-                        if (newest[partition]?.offset ?? .min) < record.offset { newest[partition] = (value, record.offset) }
-                    } else if record.value == nil {
-                        skipped[partition, default: Skipped()].tombstones += 1
-                    } else {
-                        skipped[partition, default: Skipped()].others += 1
-                    }
-                    if record.offset == range.upperBound - 1 { reading.remove(partition) }
-                case .partitionEOF(let partition, _):
-                    // The range's last offsets hold nothing to deliver (transaction markers).
-                    if partition.topic == topic { reading.remove(partition.partition) }
-                case .error(let error):
-                    failure = error
                 }
             }
         }

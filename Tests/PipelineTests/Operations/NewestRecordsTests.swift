@@ -53,7 +53,7 @@ struct NewestRecordsTests {
     func stepsBack() throws {
         let broker = try EmbeddedBroker()
         try tail(broker)
-        let found = try NewestRecords.find(in: "tail", partitions: 6, consumerConfig: consumer(broker), logger: Logger(label: "test")) {
+        let found = try NewestRecords.find(in: "tail", partitions: 6, consumerConfig: consumer(broker), clients: LibrdkafkaClients(), logger: Logger(label: "test")) {
             $0.value.flatMap(WindowSizeCheck.windowSize(ofRecord:))
         }
         #expect(found.count == 6)
@@ -81,7 +81,7 @@ struct NewestRecordsTests {
         func check(_ window: Int64, allow: Bool = false, partitions: Int = 6) throws {
             try WindowSizeCheck.checkOutput(
                 topic: "tail", partitions: partitions, window: window, given: given, allowUnchecked: allow, consumerConfig: consumer(broker),
-                logger: Logger(label: "test"))
+                clients: LibrdkafkaClients(), logger: Logger(label: "test"))
         }
         // 5m: partitions 1 and 2 end in 1-minute aggregates (behind tombstones and junk in 2).
         #expect {
