@@ -26,13 +26,12 @@ extension GroupIdentity {
         }
     }
 
-    /// The one judge of whether the pipeline this identity asks for may go on from `evidence`:
-    /// at start-up (`GroupIdentityCheck`), at every assignment (the stages), at every record
-    /// another group wrote (`RepartitionInput`) and at every line of state a task would go on
-    /// with (`TaskChangelog`, which begins a line of its own instead). One place, so that no
-    /// evidence is refused at one and let through at another. A refusal exits 64: a restart
-    /// cannot mend it. `given` is how the run was given each setting, for a refusal to name it
-    /// so; a stage does not know it, and names the setting by its value.
+    /// The one judge of whether the pipeline this identity asks for may go on from `evidence`,
+    /// so that nothing is refused at one place and let through at another: at start-up
+    /// (`GroupIdentityCheck`), at every assignment (the stages), of every repartition record
+    /// (`RepartitionInput`) and of the line of state a task would go on with (`TaskChangelog`,
+    /// which begins its own instead). A refusal exits 64: no restart mends it. `given`: how the
+    /// run was given each setting, for a refusal to name it so (a stage names it by its value).
     package func judge(_ evidence: Evidence, given: [Setting: GivenSetting] = [:]) -> Judgement {
         switch evidence {
         case .commit(let start, let topic):
@@ -56,22 +55,16 @@ extension GroupIdentity {
 
     /// Why the stage that reads `topic` (the window stage: behind the shuffle, or of one stage;
     /// else the normalize stage) cannot resume from the group's commit `start`, if it cannot.
-    ///
     /// Either stage: a commit that records another identity was made by another pipeline under
-    /// the group's name, and going on from it would mix two meanings of one output key or lose
-    /// the other pipeline's hits.
-    ///
-    /// The normalize stage: a window checkpoint (the one-stage mode's, whose open windows are in
-    /// that mode's state) and a checkpoint of another version of trackpipe, which cannot be
-    /// told, are refused, since going on from them would skip hits the other pipeline has not
-    /// counted. Another tool's commit, or an offset reset, is taken: resuming elsewhere skips or
-    /// repeats input, which the operator chose, and repeats are dropped downstream.
-    ///
-    /// The window stage: the normalize stage's commit holds no window state, and a commit
-    /// without a window checkpoint this version reads, other than one at the very beginning of
-    /// the partition (a full recount), was made by another tool or version of trackpipe;
-    /// resuming from either would count only the hits after it, overwriting full records with
-    /// partial ones.
+    /// the group's name; going on from it would mix two meanings of one output key or lose the
+    /// other pipeline's hits. The normalize stage: a window checkpoint (the one-stage mode's,
+    /// whose open windows are in that mode's state) and another version's checkpoint, which
+    /// cannot be told, would skip hits the other pipeline has not counted; another tool's commit,
+    /// or an offset reset, is taken (the operator chose it, and repeats are dropped downstream).
+    /// The window stage: the normalize stage's commit holds no window state, and one without a
+    /// window checkpoint this version reads, but at the very beginning of the partition (a full
+    /// recount), was made by another tool or version; resuming from either would count only the
+    /// hits after it, overwriting full records with partial ones.
     private func commitRefusal(_ start: PartitionStart, topic: String, given: [Setting: GivenSetting]) -> PipelineError? {
         guard let committed = start.committedOffset else { return nil }
         let behindShuffle = topic == repartitionTopic

@@ -5,9 +5,8 @@ import Logging
 
 /// The start-up's proof that a run is the pipeline its group is, before anything is joined or
 /// written (`GroupIdentity`): every commit the group's stages made says what the group is fixed
-/// to, and an internal topic says which group writes it. It reads through the client seam, so
-/// that the simulated cluster drives it as it drives the runners, and leaves every judgement
-/// to the judge the stages ask too.
+/// to, and an internal topic says which group writes it; the stages' judge judges each. It reads
+/// through the client seam, so that the simulated cluster can drive it too.
 ///
 /// What is read:
 /// - the group's commits on the input topic (the normalize stage's, or the one stage's);

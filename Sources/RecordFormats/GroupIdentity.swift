@@ -30,11 +30,8 @@ public struct GroupIdentity: Sendable, Hashable {
     public var stateTopic: String
 
     public init(group: String, inputTopic: String?, windowSize: Int64, repartitionTopic: String?, stateTopic: String) {
-        self.group = group
-        self.inputTopic = inputTopic
-        self.windowSize = windowSize
-        self.repartitionTopic = repartitionTopic
-        self.stateTopic = stateTopic
+        (self.group, self.inputTopic, self.windowSize) = (group, inputTopic, windowSize)
+        (self.repartitionTopic, self.stateTopic) = (repartitionTopic, stateTopic)
     }
 
     /// What a window task of this pipeline counts, as its task records name it

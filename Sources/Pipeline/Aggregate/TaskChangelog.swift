@@ -36,8 +36,7 @@ struct TaskChangelog: Sendable {
     static let recordCost = 64
 
     init(identity: GroupIdentity, partition: Int32) {
-        self.identity = identity
-        self.partition = partition
+        (self.identity, self.partition) = (identity, partition)
     }
 
     /// Where a window's records are, and what they cost.
