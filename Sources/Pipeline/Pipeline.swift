@@ -144,18 +144,15 @@ public final class Pipeline: Sendable {
         let partitions = try inputPartitions(admin: admin)
         // What the group is fixed to, and who writes its state topic, before it is joined; a
         // group last run with two stages (or by another tool) is refused too.
-        let commits = try GroupIdentityCheck.check(config: config, inputPartitions: partitions, admin: admin, logger: logger)
-        for start in commits.input {
-            if let refusal = AggregateTask.refusal(of: start, topic: config.inputTopic, identity: config.identity, group: config.group) {
-                throw refusal
-            }
-        }
+        try GroupIdentityCheck.check(
+            config: config, inputPartitions: partitions, repartitionPartitions: nil,
+            statePartitions: try Self.existingPartitionCount(of: config.effectiveStateTopic, admin: admin), clients: LibrdkafkaClients(), logger: logger)
         let checkFirstOutput = try checkOutputWindows(admin: admin)
         let created = try ensureStateTopic(partitions: partitions, admin: admin) ? [config.effectiveStateTopic] : []
         try topicSettings.check(created: created, logger: logger)
         let stage = AggregateStage(
-            sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
-            window: taskWindow(partitions: partitions), shards: config.shards, identity: config.identity, group: config.group)
+            input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew), window: taskWindow(partitions: partitions),
+            shards: config.shards, identity: config.identity)
         var settings = runnerSettings(
             topic: config.inputTopic, partitions: partitions, group: config.group, member: stage.name, destinations: [.output, .deadLetter])
         settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
@@ -183,17 +180,9 @@ public final class Pipeline: Sendable {
         // What the group is fixed to, and who writes its internal topics, before either group
         // is joined or anything is created or written; a group last run with one stage is
         // refused too, as is an aggregate group whose commits another tool made.
-        let commits = try GroupIdentityCheck.check(config: config, inputPartitions: sources, admin: admin, logger: logger)
-        for start in commits.input {
-            if let refusal = NormalizeStage.refusal(of: start, topic: config.inputTopic, identity: config.identity, group: config.group) {
-                throw refusal
-            }
-        }
-        for start in commits.repartition {
-            if let refusal = AggregateTask.refusal(of: start, topic: repartitionTopic, identity: config.identity, group: config.group) {
-                throw refusal
-            }
-        }
+        try GroupIdentityCheck.check(
+            config: config, inputPartitions: sources, repartitionPartitions: try Self.existingPartitionCount(of: repartitionTopic, admin: admin),
+            statePartitions: try Self.existingPartitionCount(of: config.effectiveStateTopic, admin: admin), clients: LibrdkafkaClients(), logger: logger)
         let checkFirstOutput = try checkOutputWindows(admin: admin)
         let (repartitions, repartitionCreated) = try ensureRepartitionTopic(repartitionTopic, partitions: sources, admin: admin)
         let stateCreated = try ensureStateTopic(partitions: repartitions, admin: admin)
@@ -265,8 +254,7 @@ public final class Pipeline: Sendable {
         // deliveries come a few a second, and through marks; at 500 ms the marks held a closed
         // window back by about half a second (trackpipe-bench freshness).
         let normalize = NormalizeStage(
-            inputTopic: config.inputTopic, sourcePartitions: sources, repartitionPartitions: Int32(repartitions),
-            identity: config.identity, group: config.group, limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
+            sourcePartitions: sources, repartitionPartitions: Int32(repartitions), identity: config.identity, limits: config.limits, maxFutureSkew: config.maxFutureSkew, idleTimeout: config.window.idleTimeout,
             markInterval: min(100, max(50, config.window.idleTimeout / 4)), shards: config.shards,
             // A record larger than the producer's queue could never be queued, nor one larger
             // than the topic takes: a batch is sent once it holds this much, and an event adds
@@ -275,8 +263,8 @@ public final class Pipeline: Sendable {
             batchBytes: min(RepartitionRecord.batchBytes, config.outputBacklogLimit / 4, recordLimit.bytes / 4),
             maxOriginalBytes: recordLimit.bytes / 2, originals: OriginalRule(window: config.window))
         let aggregate = AggregateStage(
-            sourceTopic: config.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitions), group: config.group), window: taskWindow(partitions: repartitions),
-            shards: config.shards, identity: config.identity, group: config.group)
+            input: RepartitionInput(partitionCount: Int32(repartitions), identity: config.identity), window: taskWindow(partitions: repartitions),
+            shards: config.shards, identity: config.identity)
         return (normalize, aggregate)
     }
 
@@ -332,7 +320,8 @@ public final class Pipeline: Sendable {
         try WindowSizeCheck.checkOutput(
             topic: config.outputTopic, partitions: try Self.existingPartitionCount(of: config.outputTopic, admin: admin),
             window: config.window.size, given: config.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
-            group: config.group, admin: admin, consumerConfig: config.consumerConfig(group: config.group), logger: logger.with(label: "trackpipe.kafka.consumer"))
+            group: config.group, admin: admin, consumerConfig: config.consumerConfig(group: config.group), clients: LibrdkafkaClients(),
+            logger: logger.with(label: "trackpipe.kafka.consumer"))
     }
 
     /// A topic's partition count, nil if it does not exist; no broker answering is

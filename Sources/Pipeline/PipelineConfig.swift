@@ -85,7 +85,9 @@ public struct PipelineConfig: Sendable {
 
     /// What the group is fixed to, as this run asks for it.
     public var identity: GroupIdentity {
-        GroupIdentity(windowSize: window.size, repartitionTopic: inputKeyedByDelivery ? nil : effectiveRepartitionTopic, stateTopic: effectiveStateTopic)
+        GroupIdentity(
+            group: group, inputTopic: inputTopic, windowSize: window.size, repartitionTopic: inputKeyedByDelivery ? nil : effectiveRepartitionTopic,
+            stateTopic: effectiveStateTopic)
     }
 
     /// How each setting the group is fixed to was given (`givenSetting`).

@@ -42,16 +42,16 @@ enum WindowSizeCheck {
     /// its runner (`RunnerSettings.checkFirstOutput`); `group`: the run's, nil for a replay.
     static func checkOutput(
         topic: String, partitions: Int?, window: Int64, given: GivenSetting, allowUnchecked: Bool, group: String? = nil, admin: TopicAdmin,
-        consumerConfig: KafkaConfig, logger: Logger
+        consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
     ) throws -> @Sendable (AcknowledgedRecords) throws -> Void {
-        let logs = try partitions.map { try NewestRecords.logs(of: topic, partitions: $0, consumerConfig: consumerConfig, logger: logger) } ?? [:]
+        let logs = try partitions.map { try NewestRecords.logs(of: topic, partitions: $0, consumerConfig: consumerConfig, clients: clients, logger: logger) } ?? [:]
         let afterwards: @Sendable (AcknowledgedRecords) throws -> Void = { written in
             try checkWritten(
                 topic: topic, since: logs.mapValues(\.upperBound), written: written, window: window, given: given, group: group,
-                admin: admin, consumerConfig: consumerConfig, logger: logger)
+                admin: admin, consumerConfig: consumerConfig, clients: clients, logger: logger)
         }
         guard let partitions else { return afterwards }
-        let found = try NewestRecords.find(in: topic, partitions: partitions, logs: logs, consumerConfig: consumerConfig, logger: logger) {
+        let found = try NewestRecords.find(in: topic, partitions: partitions, logs: logs, consumerConfig: consumerConfig, clients: clients, logger: logger) {
             $0.value.flatMap(windowSize(ofRecord:))
         }
         var others: [(partition: Int32, size: Int64)] = []
@@ -93,15 +93,15 @@ enum WindowSizeCheck {
     /// the other wrote first (docs/windowing.md, "Two runs that start together").
     static func checkWritten(
         topic: String, since: [Int32: Int64], written: AcknowledgedRecords, window: Int64, given: GivenSetting, group: String?,
-        admin: TopicAdmin, consumerConfig: KafkaConfig, logger: Logger
+        admin: TopicAdmin, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
     ) throws {
         let partitions = try admin.partitionCount(of: topic) ?? 0
         var ranges: [Int32: Range<Int64>] = [:]
-        for (partition, log) in try NewestRecords.logs(of: topic, partitions: partitions, consumerConfig: consumerConfig, logger: logger) {
+        for (partition, log) in try NewestRecords.logs(of: topic, partitions: partitions, consumerConfig: consumerConfig, clients: clients, logger: logger) {
             let from = max(log.lowerBound, since[partition] ?? 0), to = written.spans[partition]?.lowerBound ?? log.upperBound
             if from < to { ranges[partition] = from..<to }
         }
-        let others = try NewestRecords.read(topic: topic, ranges: ranges, consumerConfig: consumerConfig, logger: logger) { record in
+        let others = try NewestRecords.read(topic: topic, ranges: ranges, consumerConfig: consumerConfig, clients: clients, logger: logger) { record in
             record.value.flatMap(windowSize(ofRecord:)).flatMap { $0 == window ? nil : $0 }
         }.newest
         // Named first: a record below this run's own on its partition, then one where no order is known.

@@ -33,7 +33,8 @@ package struct Checkpoint: Sendable, Hashable {
     package var changelogSince: Int64
     /// What the group is fixed to: the window size the state was counted with (a key
     /// `<deliveryId>@<windowStart>` means a different window under another size), the mode and
-    /// the internal topics. A run that differs must not go on from it.
+    /// the internal topics. A run that differs must not go on from it. Its input topic is not
+    /// recorded: nil once decoded.
     package var identity: GroupIdentity
 
     /// Kafka brokers refuse commit metadata above `offset.metadata.max.bytes` (4096 by default).
@@ -58,7 +59,8 @@ package struct Checkpoint: Sendable, Hashable {
             + identity.encodedFields + (seen.isEmpty ? "" : " seen=" + Self.encode(seen))
     }
 
-    package init?(decoding text: String?) {
+    /// `group`: the group the commit is under, which the identity names.
+    package init?(decoding text: String?, group: String) {
         guard let text, text.hasPrefix(Self.format + " ") else { return nil }
         var fields: [Substring: Substring] = [:]
         for field in text.split(separator: " ").dropFirst() {
@@ -73,7 +75,7 @@ package struct Checkpoint: Sendable, Hashable {
         }
         guard let evicted = fields["evicted"].flatMap({ Int64($0) }), let processed = fields["processed"].flatMap({ Int64($0) }),
             let changelog = fields["changelog"].flatMap({ Int64($0) }), let since = fields["since"].flatMap({ Int64($0) }),
-            let identity = GroupIdentity(fields: fields)
+            let identity = GroupIdentity(fields: fields, group: group)
         else { return nil }
         self.init(
             evictedBefore: evicted, processedMark: processed, seen: seen, changelog: changelog, changelogSince: since, identity: identity)
@@ -242,7 +244,8 @@ package struct SourceCheckpoint: Sendable, Hashable {
     package var epoch: UInt32
     /// The source's watermark over the hits before the committed offset (epoch ms); nil: none yet.
     package var progress: Int64?
-    /// What the group is fixed to (always two stages: only the normalize stage writes this).
+    /// What the group is fixed to (always two stages: only the normalize stage writes this); its
+    /// input topic is not recorded: nil once decoded.
     package var identity: GroupIdentity
 
     package init(epoch: UInt32, progress: Int64? = nil, identity: GroupIdentity) {
@@ -255,7 +258,8 @@ package struct SourceCheckpoint: Sendable, Hashable {
         Self.format + " epoch=\(epoch)" + (progress.map { " progress=\($0)" } ?? "") + " " + identity.encodedFields
     }
 
-    package init?(decoding text: String?) {
+    /// `group`: the group the commit is under, which the identity names.
+    package init?(decoding text: String?, group: String) {
         guard let text, text.hasPrefix(Self.format + " ") else { return nil }
         var fields: [Substring: Substring] = [:]
         for field in text.split(separator: " ").dropFirst() {
@@ -263,7 +267,7 @@ package struct SourceCheckpoint: Sendable, Hashable {
             guard parts.count == 2 else { return nil }
             fields[parts[0]] = parts[1]
         }
-        guard let epoch = fields["epoch"].flatMap({ UInt32($0) }), let identity = GroupIdentity(fields: fields) else { return nil }
+        guard let epoch = fields["epoch"].flatMap({ UInt32($0) }), let identity = GroupIdentity(fields: fields, group: group) else { return nil }
         var progress: Int64?
         if let text = fields["progress"] {
             guard let value = Int64(text) else { return nil }

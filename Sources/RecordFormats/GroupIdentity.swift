@@ -1,17 +1,25 @@
 /// One group is one pipeline: what a group is fixed to once it has committed, recorded in the
 /// commits of both of its stages (the normalize stage's `SourceCheckpoint`, the window stage's
-/// `Checkpoint`) and checked at start-up before anything is joined or written
-/// (`GroupIdentityCheck`). A run that differs in any of it would not go on with the group's
-/// pipeline but start another one under its name: with another window size, records of two
-/// sizes under one output key; with other internal topics, the group's input offsets taken
-/// away from its own pipeline, whose hits in between nobody counts; with the other mode, state
-/// and commits that mean something else. Kafka Streams ties an application id to one topology
-/// the same way (docs/windowing.md, "What a group and an output topic are fixed to").
+/// `Checkpoint`), and judged by one judge (`GroupIdentity.judge`, in the Pipeline module) at
+/// start-up, before anything is joined or written, and at every assignment. A run that differs
+/// in any of it would not go on with the group's pipeline but start another one under its name:
+/// with another window size, records of two sizes under one output key; with other internal
+/// topics, the group's input offsets taken away from its own pipeline, whose hits in between
+/// nobody counts; with the other mode, state and commits that mean something else. Kafka
+/// Streams ties an application id to one topology the same way (docs/windowing.md, "What a
+/// group and an output topic are fixed to").
 ///
 /// The repartition topic's partition count and the input's incarnations are fixed too, and
 /// checked where they are known: in each repartition record (`RepartitionRecord.Origin`) and in
 /// the duplicate floors of each checkpoint.
 public struct GroupIdentity: Sendable, Hashable {
+    /// The group (`--group`): the normalize stage's, or the one stage's; its aggregate stage's is
+    /// `<group>-aggregate`. No commit records it: a commit is under its group.
+    public var group: String
+    /// The topic of raw hits; nil where it is not known (no commit records it). A group is not
+    /// fixed to it: two stages may switch to another input, and one stage's state says which
+    /// input it counted (`changelogSource`).
+    public var inputTopic: String?
     /// The window size (ms): an output key `<deliveryId>@<windowStart>` names another window
     /// under each size.
     public var windowSize: Int64
@@ -21,10 +29,15 @@ public struct GroupIdentity: Sendable, Hashable {
     /// The compacted topic the window tasks keep their state in.
     public var stateTopic: String
 
-    public init(windowSize: Int64, repartitionTopic: String?, stateTopic: String) {
-        self.windowSize = windowSize
-        self.repartitionTopic = repartitionTopic
-        self.stateTopic = stateTopic
+    public init(group: String, inputTopic: String?, windowSize: Int64, repartitionTopic: String?, stateTopic: String) {
+        (self.group, self.inputTopic, self.windowSize) = (group, inputTopic, windowSize)
+        (self.repartitionTopic, self.stateTopic) = (repartitionTopic, stateTopic)
+    }
+
+    /// What a window task of this pipeline counts, as its task records name it
+    /// (`ChangelogRecord.source`): behind the shuffle the repartition topic, whatever the input.
+    package var changelogSource: UInt64 {
+        ChangelogRecord.source(crossesShuffle: repartitionTopic != nil, inputTopic: inputTopic ?? "", windowSize: windowSize)
     }
 
     /// A setting the identity holds, as `trackpipe run` takes it.
@@ -58,25 +71,25 @@ public struct GroupIdentity: Sendable, Hashable {
         "window=\(windowSize)" + (repartitionTopic.map { " stages=2 repartition=\($0)" } ?? " stages=1") + " state=\(stateTopic)"
     }
 
-    /// The identity of a checkpoint's fields (`name` to value); nil if one is missing or does
-    /// not fit the others.
-    init?(fields: [Substring: Substring]) {
+    /// The identity of a checkpoint's fields (`name` to value) under `group`, the group the
+    /// commit is under; nil if one is missing or does not fit the others.
+    init?(fields: [Substring: Substring], group: String) {
         guard let window = fields["window"].flatMap({ Int64($0) }), let state = fields["state"], !state.isEmpty else { return nil }
         switch fields["stages"] {
         case "1":
             guard fields["repartition"] == nil else { return nil }
-            self.init(windowSize: window, repartitionTopic: nil, stateTopic: String(state))
+            self.init(group: group, inputTopic: nil, windowSize: window, repartitionTopic: nil, stateTopic: String(state))
         case "2":
             guard let repartition = fields["repartition"], !repartition.isEmpty else { return nil }
-            self.init(windowSize: window, repartitionTopic: String(repartition), stateTopic: String(state))
+            self.init(group: group, inputTopic: nil, windowSize: window, repartitionTopic: String(repartition), stateTopic: String(state))
         default:
             return nil
         }
     }
 
-    /// The identity a commit's metadata records, a window stage's checkpoint or the normalize
-    /// stage's; nil for anything else.
-    package static func recorded(in metadata: String?) -> GroupIdentity? {
-        Checkpoint(decoding: metadata)?.identity ?? SourceCheckpoint(decoding: metadata)?.identity
+    /// The identity a commit of `group` records in its metadata, a window stage's checkpoint or
+    /// the normalize stage's; nil for anything else.
+    package static func recorded(in metadata: String?, group: String) -> GroupIdentity? {
+        Checkpoint(decoding: metadata, group: group)?.identity ?? SourceCheckpoint(decoding: metadata, group: group)?.identity
     }
 }

@@ -5,8 +5,11 @@ import Logging
 /// `PartitionStart`s its stage would be given: so that a stage can refuse commits it cannot
 /// resume from before the worker joins anything (another mode's commits, another tool's).
 package enum GroupCommits {
-    package static func starts(group: String, topic: String, partitions: Int, consumerConfig: KafkaConfig, logger: Logger) throws -> [PartitionStart] {
-        let reader = try KafkaConsumer(config: consumerConfig, logger: logger.with(label: "trackpipe.kafka.consumer"))
+    package static func starts(
+        group: String, topic: String, partitions: Int, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
+    ) throws -> [PartitionStart] {
+        let reader = try clients.consumer(config: consumerConfig, logger: logger, rebalance: nil, maxBatch: 1, wakesFetcher: false, onError: nil)
+        defer { reader.close() }
         let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
         let committed = try reader.committed(all)
         let resumed = committed.filter { $0.offset >= 0 }.map(\.topicPartition)

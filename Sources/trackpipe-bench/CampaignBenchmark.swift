@@ -85,8 +85,8 @@ struct CampaignBenchmark: ParsableCommand {
     func stage(_ hits: Hits) throws {
         let window = WindowConfig(size: Self.day, grace: 10_000, retention: 3_600_000, idleTimeout: 3_600_000, maxEntries: .max)
         var stage = AggregateStage(
-            sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: window, shards: 1,
-            identity: GroupIdentity(windowSize: window.size, repartitionTopic: nil, stateTopic: "campaign-state"), group: "campaign")
+            input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: window, shards: 1,
+            identity: GroupIdentity(group: "campaign", inputTopic: "hits", windowSize: window.size, repartitionTopic: nil, stateTopic: "campaign-state"))
         let heapBefore = HeapProbe.bytesInUse() ?? 0
         try stage.assign([PartitionStart(partition: 0)], now: 0)
         stage.restoreState([], partition: 0)
@@ -158,8 +158,8 @@ struct CampaignBenchmark: ParsableCommand {
         let heapBefore = HeapProbe.bytesInUse() ?? 0
         let started = BenchSupport.now()
         var stage = AggregateStage(
-            sourceTopic: "hits", input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: window, shards: 1,
-            identity: GroupIdentity(windowSize: window.size, repartitionTopic: nil, stateTopic: "campaign-state"), group: "campaign")
+            input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: window, shards: 1,
+            identity: GroupIdentity(group: "campaign", inputTopic: "hits", windowSize: window.size, repartitionTopic: nil, stateTopic: "campaign-state"))
         try stage.assign([PartitionStart(partition: 0, committedOffset: point?.offset, metadata: point?.metadata, logStart: 0)], now: 0)
         stage.restoreState(records, partition: 0)
         try stage.stateRestored(partition: 0, now: 0)

@@ -6,12 +6,22 @@ import Testing
 import TrackingDomain
 import Windowing
 
-/// One group is one pipeline (`GroupIdentity`): what each stage's commit records of it, how a
-/// difference is found and said, and the stages' own refusals at an assignment. No Kafka.
+/// One group is one pipeline (`GroupIdentity`): what each stage's commit records of it, and the
+/// judge (`GroupIdentity.judge`): how a difference is found and said, at start-up as at an
+/// assignment or a read by the stages. No Kafka.
 @Suite("What a group is fixed to")
 struct GroupIdentityTests {
     static let minute: Int64 = 60_000
-    static let g1 = GroupIdentity(windowSize: minute, repartitionTopic: "g1-repartition", stateTopic: "g1-state")
+    /// As a commit records it: without its input topic.
+    static let g1 = GroupIdentity(group: "g1", inputTopic: nil, windowSize: minute, repartitionTopic: "g1-repartition", stateTopic: "g1-state")
+    /// As a run reading `hits` asks for it.
+    static let g1OnHits = reading(g1)
+
+    static func reading(_ identity: GroupIdentity, input: String = "hits") -> GroupIdentity {
+        var reading = identity
+        reading.inputTopic = input
+        return reading
+    }
 
     // MARK: In the commits
 
@@ -19,19 +29,22 @@ struct GroupIdentityTests {
     func codec() throws {
         let two = Checkpoint(evictedBefore: 5, processedMark: 6, changelog: 7, changelogSince: 1, identity: Self.g1)
         #expect(two.encoded == "trackpipe/5 evicted=5 processed=6 changelog=7 since=1 window=60000 stages=2 repartition=g1-repartition state=g1-state")
-        #expect(Checkpoint(decoding: two.encoded) == two)
+        #expect(Checkpoint(decoding: two.encoded, group: "g1") == two)
         let one = Checkpoint(
-            evictedBefore: 5, processedMark: 6, changelog: 7, identity: GroupIdentity(windowSize: 300_000, repartitionTopic: nil, stateTopic: "s"))
+            evictedBefore: 5, processedMark: 6, changelog: 7,
+            identity: GroupIdentity(group: "g1", inputTopic: nil, windowSize: 300_000, repartitionTopic: nil, stateTopic: "s"))
         #expect(one.encoded == "trackpipe/5 evicted=5 processed=6 changelog=7 since=0 window=300000 stages=1 state=s")
-        #expect(Checkpoint(decoding: one.encoded) == one)
-        let source = SourceCheckpoint(epoch: 2, progress: 1_000, identity: Self.g1)
+        #expect(Checkpoint(decoding: one.encoded, group: "g1") == one)
+        // The group and the input are not written: the group is the one the commit is under.
+        let source = SourceCheckpoint(epoch: 2, progress: 1_000, identity: Self.g1OnHits)
         #expect(source.encoded == "trackpipe/source/2 epoch=2 progress=1000 window=60000 stages=2 repartition=g1-repartition state=g1-state")
-        #expect(SourceCheckpoint(decoding: source.encoded) == source)
+        #expect(SourceCheckpoint(decoding: source.encoded, group: "g1") == SourceCheckpoint(epoch: 2, progress: 1_000, identity: Self.g1))
         let quiet = SourceCheckpoint(epoch: 0, identity: Self.g1)
-        #expect(SourceCheckpoint(decoding: quiet.encoded) == quiet && quiet.progress == nil)
-        #expect(GroupIdentity.recorded(in: two.encoded) == Self.g1 && GroupIdentity.recorded(in: source.encoded) == Self.g1)
-        #expect(GroupIdentity.recorded(in: one.encoded)?.repartitionTopic == nil)
-        #expect(GroupIdentity.recorded(in: nil) == nil && GroupIdentity.recorded(in: "streams-app v3") == nil)
+        #expect(SourceCheckpoint(decoding: quiet.encoded, group: "g1") == quiet && quiet.progress == nil)
+        #expect(GroupIdentity.recorded(in: two.encoded, group: "g1") == Self.g1 && GroupIdentity.recorded(in: source.encoded, group: "g1") == Self.g1)
+        #expect(GroupIdentity.recorded(in: two.encoded, group: "g2")?.group == "g2")
+        #expect(GroupIdentity.recorded(in: one.encoded, group: "g1")?.repartitionTopic == nil)
+        #expect(GroupIdentity.recorded(in: nil, group: "g1") == nil && GroupIdentity.recorded(in: "streams-app v3", group: "g1") == nil)
     }
 
     @Test("an identity missing a field, or whose fields contradict each other, is no checkpoint", arguments: [
@@ -40,8 +53,8 @@ struct GroupIdentityTests {
         "window=60000 stages=1 state=", "window=60000 stages=2 repartition= state=s",
     ])
     func malformedIdentity(_ fields: String) {
-        #expect(Checkpoint(decoding: "trackpipe/5 evicted=1 processed=2 changelog=3 since=0 \(fields)") == nil)
-        #expect(SourceCheckpoint(decoding: "trackpipe/source/2 epoch=0 \(fields)") == nil)
+        #expect(Checkpoint(decoding: "trackpipe/5 evicted=1 processed=2 changelog=3 since=0 \(fields)", group: "g1") == nil)
+        #expect(SourceCheckpoint(decoding: "trackpipe/source/2 epoch=0 \(fields)", group: "g1") == nil)
     }
 
     @Test("a checkpoint of another version is not read, and is told apart from another tool's metadata")
@@ -49,7 +62,7 @@ struct GroupIdentityTests {
         for old in ["trackpipe/source epoch=0", "trackpipe/source epoch=3 progress=17", "trackpipe/source/1 epoch=0", "trackpipe/source/3 epoch=0 window=60000"] {
             #expect(SourceCheckpoint(decoding: old) == nil, "\(old)")
             #expect(SourceCheckpoint.otherVersion(of: old) == String(old.prefix { $0 != " " }), "\(old)")
-            #expect(GroupIdentity.recorded(in: old) == nil)
+            #expect(GroupIdentity.recorded(in: old, group: "g1") == nil)
         }
         let four = "trackpipe/4 evicted=1 processed=2 changelog=3 since=0 window=60000"
         #expect(Checkpoint(decoding: four) == nil && Checkpoint.otherVersion(of: four) == "trackpipe/4")
@@ -61,20 +74,26 @@ struct GroupIdentityTests {
 
     @Test("the topic names take room from the duplicate floors: a checkpoint that would not fit Kafka's commit metadata is caught before the run")
     func checkpointFits() {
-        let usual = GroupIdentity(windowSize: Self.minute, repartitionTopic: "trackpipe-repartition", stateTopic: "trackpipe-state")
+        let usual = GroupIdentity(
+            group: "trackpipe", inputTopic: nil, windowSize: Self.minute, repartitionTopic: "trackpipe-repartition", stateTopic: "trackpipe-state")
         #expect(Checkpoint.fits(sourcePartitions: Checkpoint.maxSourcePartitions, identity: usual), "400 partitions under usual names")
         #expect(!Checkpoint.fits(sourcePartitions: Checkpoint.maxSourcePartitions + 1, identity: usual))
         let long = GroupIdentity(
-            windowSize: 7 * 24 * 3_600_000, repartitionTopic: String(repeating: "r", count: 249), stateTopic: String(repeating: "s", count: 249))
+            group: "g1", inputTopic: nil, windowSize: 7 * 24 * 3_600_000, repartitionTopic: String(repeating: "r", count: 249),
+            stateTopic: String(repeating: "s", count: 249))
         #expect(!Checkpoint.fits(sourcePartitions: Checkpoint.maxSourcePartitions, identity: long))
         let most = (0...Checkpoint.maxSourcePartitions).last { Checkpoint.fits(sourcePartitions: $0, identity: long) }!
         #expect(most == 354, "names of Kafka's longest leave \(most) partitions (docs/scale-out.md says 354)")
         let thirty = String(repeating: "g", count: 30)
-        #expect(Checkpoint.fits(sourcePartitions: 400, identity: GroupIdentity(windowSize: Self.minute, repartitionTopic: "\(thirty)-repartition", stateTopic: "\(thirty)-state")))
+        #expect(
+            Checkpoint.fits(
+                sourcePartitions: 400,
+                identity: GroupIdentity(
+                    group: thirty, inputTopic: nil, windowSize: Self.minute, repartitionTopic: "\(thirty)-repartition", stateTopic: "\(thirty)-state")))
         // What `fits` promises: any checkpoint of that many partitions, offsets below 2^42.
         let seen = Dictionary(uniqueKeysWithValues: (0..<Int32(most)).map { ($0, SourceFloor(incarnation: .max, offset: (1 << 42) - 2)) })
         let widest = Checkpoint(evictedBefore: .min, processedMark: .max, seen: seen, changelog: .max, changelogSince: .max, identity: long)
-        #expect(widest.encoded.utf8.count <= Checkpoint.maxEncodedBytes && Checkpoint(decoding: widest.encoded) == widest)
+        #expect(widest.encoded.utf8.count <= Checkpoint.maxEncodedBytes && Checkpoint(decoding: widest.encoded, group: "g1") == widest)
     }
 
     // MARK: Differences and what a refusal says
@@ -94,7 +113,7 @@ struct GroupIdentityTests {
         other = Self.g1
         other.repartitionTopic = nil
         #expect(Self.g1.differences(from: other) == [.inputKeyedByDelivery] && other.differences(from: Self.g1) == [.inputKeyedByDelivery])
-        other = GroupIdentity(windowSize: 5 * Self.minute, repartitionTopic: "g1-rep2", stateTopic: "g1-state2")
+        other = GroupIdentity(group: "g1", inputTopic: nil, windowSize: 5 * Self.minute, repartitionTopic: "g1-rep2", stateTopic: "g1-state2")
         #expect(Self.g1.differences(from: other) == [.window, .repartitionTopic, .stateTopic])
     }
 
@@ -110,7 +129,6 @@ struct GroupIdentityTests {
     }
 
     static let cases: [Case] = {
-        let g1 = GroupIdentity(windowSize: minute, repartitionTopic: "g1-repartition", stateTopic: "g1-state")
         var five = g1
         five.windowSize = 5 * minute
         var rep2 = g1
@@ -182,29 +200,43 @@ struct GroupIdentityTests {
         ]
     }()
 
-    @Test("a refusal names what differs, each side, how the run was given it (flag, variable and value, default) and the way back; exit 64", arguments: cases)
+    /// The judge's refusal; nil when it lets the run resume.
+    static func refusal(_ judgement: GroupIdentity.Judgement) -> PipelineError? {
+        guard case .refuse(let refusal) = judgement else { return nil }
+        return refusal
+    }
+
+    /// The group's commit on hits[3], recording `recorded`: its normalize stage's, or its one
+    /// stage's.
+    static func commit(recording recorded: GroupIdentity) -> GroupIdentity.Evidence {
+        let metadata =
+            recorded.repartitionTopic == nil
+            ? Checkpoint(evictedBefore: 0, processedMark: 5, changelog: 0, identity: recorded).encoded : SourceCheckpoint(epoch: 0, identity: recorded).encoded
+        return .commit(PartitionStart(partition: 3, committedOffset: 5, metadata: metadata, logStart: 0), topic: "hits")
+    }
+
+    @Test("the judge's refusal of a commit names what differs, each side, how the run was given it (flag, variable and value, default) and the way back; exit 64", arguments: cases)
     func refusalNamesEachSide(_ example: Case) throws {
         let given = example.given.map { [example.setting: $0] } ?? [:]
-        let refusal = try #require(
-            example.recorded.refusal(group: "g1", asked: example.asked, evidence: "its commit on hits[3]", given: given))
+        let refusal = try #require(Self.refusal(Self.reading(example.asked).judge(Self.commit(recording: example.recorded), given: given)))
         let text = "\(refusal)"
         #expect(text.hasPrefix("configuration: the group g1 runs another pipeline than this run asks for (its commit on hits[3] says so): "), "\(text)")
         for phrase in example.says { #expect(text.contains(phrase), "\(phrase) in: \(text)") }
         for phrase in example.never { #expect(!text.contains(phrase), "\(phrase) in: \(text)") }
         #expect(text.contains("or run this pipeline under a new --group and a new --output-topic (a new group counts the input from its beginning)"))
         #expect(refusal.exitCode == 64)
-        #expect(example.recorded.refusal(group: "g1", asked: example.recorded, evidence: "", given: given) == nil, "the same identity goes on")
+        #expect(Self.reading(example.recorded).judge(Self.commit(recording: example.recorded), given: given) == .resume, "the same identity goes on")
     }
 
     @Test("several differences are each named, and the way back lists every setting")
     func severalDifferences() throws {
-        let asked = GroupIdentity(windowSize: 5 * Self.minute, repartitionTopic: "g1-rep2", stateTopic: "g1-state2")
+        let asked = GroupIdentity(group: "g1", inputTopic: "hits", windowSize: 5 * Self.minute, repartitionTopic: "g1-rep2", stateTopic: "g1-state2")
         let given: [GroupIdentity.Setting: GivenSetting] = [
             .window: GivenSetting(flag: "window", text: "5m", source: .environment),
             .repartitionTopic: GivenSetting(flag: "repartition-topic", text: "g1-rep2", source: .commandLine),
             .stateTopic: GivenSetting(flag: "state-topic", text: "g1-state2", source: .commandLine),
         ]
-        let text = "\(try #require(Self.g1.refusal(group: "g1", asked: asked, evidence: "its commit on hits[0]", given: given)))"
+        let text = "\(try #require(Self.refusal(asked.judge(Self.commit(recording: Self.g1), given: given))))"
         #expect(
             text.contains(
                 "it counts windows of 1m and this run asks for TRACKPIPE_WINDOW=5m; its repartition topic is g1-repartition and this run asks for --repartition-topic g1-rep2; its state topic is g1-state and this run asks for --state-topic g1-state2."
@@ -218,8 +250,8 @@ struct GroupIdentityTests {
     @Test("a normalize stage refuses a commit of another identity or of another version, and goes on from its own or another tool's")
     func normalizeStageAtAssignment() throws {
         var stage = NormalizeStage(
-            inputTopic: "hits", sourcePartitions: 2, repartitionPartitions: 2, identity: Self.g1, group: "g1", limits: NormalizerLimits(),
-            maxFutureSkew: 3_600_000, idleTimeout: 30_000, originals: OriginalRule(window: WindowConfig()))
+            sourcePartitions: 2, repartitionPartitions: 2, identity: Self.g1OnHits, limits: NormalizerLimits(), maxFutureSkew: 3_600_000,
+            idleTimeout: 30_000, originals: OriginalRule(window: WindowConfig()))
         var other = Self.g1
         other.stateTopic = "g1-state2"
         for (metadata, phrase) in [
@@ -246,8 +278,7 @@ struct GroupIdentityTests {
     func windowStageAtAssignment() throws {
         let window = WindowConfig(size: Self.minute)
         func stage() -> AggregateStage<RepartitionInput> {
-            AggregateStage(
-                sourceTopic: "hits", input: RepartitionInput(partitionCount: 2), window: window, shards: 1, identity: Self.g1, group: "g1")
+            AggregateStage(input: RepartitionInput(partitionCount: 2, identity: Self.g1OnHits), window: window, shards: 1, identity: Self.g1OnHits)
         }
         var five = Self.g1
         five.windowSize = 5 * Self.minute
@@ -276,6 +307,40 @@ struct GroupIdentityTests {
 
     // MARK: Who writes an internal topic
 
+    @Test("the judge refuses a repartition record of another group, and a task record of another group or of another input, naming the place, the setting as given and the way back (exit 64); the group's own resume")
+    func judgeOfTheInternalTopics() throws {
+        let g2 = GroupIdentity(group: "g2", inputTopic: "hits", windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "g1-state")
+        let given: [GroupIdentity.Setting: GivenSetting] = [
+            .repartitionTopic: GivenSetting(flag: "repartition-topic", text: "g1-repartition", source: .environment),
+            .stateTopic: GivenSetting(flag: "state-topic", text: "g1-state", source: .commandLine),
+        ]
+        var g1Task = ChangelogRecord.TaskState(processedMark: 10, evictedBefore: 0, source: Self.g1OnHits.changelogSource)
+        g1Task.group = "g1"
+        for (evidence, says) in [
+            (GroupIdentity.Evidence.repartitionRecord(writer: "g1", partition: 2, offset: 7), [
+                "the repartition topic g1-repartition holds records that group g1's normalize stage wrote (the record at offset 7 of g1-repartition[2]), and this run is group g2",
+                "(TRACKPIPE_REPARTITION_TOPIC=g1-repartition now; by default it is <group>-repartition), or run it as --group g1",
+            ]),
+            (.stateTask(g1Task, partition: 1, offset: 40), [
+                "the state topic g1-state holds the windows of group g1 (the task record at offset 40 of g1-state[1] says so), and this run is group g2",
+                "(--state-topic g1-state now; by default it is <group>-state), or run it as --group g1",
+            ]),
+        ] {
+            let refusal = try #require(Self.refusal(g2.judge(evidence, given: given)), "\(evidence)")
+            for phrase in says { #expect("\(refusal)".contains(phrase), "\(phrase) in: \(refusal)") }
+            #expect(refusal.exitCode == 64)
+            #expect(Self.g1OnHits.judge(evidence, given: given) == .resume, "g1's own")
+        }
+        // g1 in one stage on another input finds its two stages' task record: another input.
+        var oneStage = Self.reading(Self.g1, input: "hits-b")
+        oneStage.repartitionTopic = nil
+        let other = try #require(Self.refusal(oneStage.judge(.stateTask(g1Task, partition: 0, offset: 3))))
+        #expect(
+            "\(other)".contains(
+                "the state topic g1-state holds windows group g1 counted from another input than this run's (the task record at offset 3 of g1-state[0] counts another input topic, window size or mode; this run reads hits-b in one stage)"
+            ), "\(other)")
+    }
+
     @Test("repartition records and task records name their group; a new owner never continues the line of another group's task")
     func writersNamed() throws {
         var bytes: [UInt8] = []
@@ -292,24 +357,28 @@ struct GroupIdentityTests {
         var task = ChangelogRecord.TaskState(processedMark: 10, evictedBefore: 0, lineage: 0, source: source)
         task.group = "g1"
         #expect(try ChangelogRecord.decodeTask(ChangelogRecord.encodeTask(task)) == task)
-        // A task of g2 (same input, same kind) finds g1's state last in the partition: a new line.
-        var foreign = TaskChangelog()
-        foreign.beginRestore(.lastWritten, source: source, group: "g2")
-        foreign.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
-        let fresh = foreign.finishRestore(committedChangelog: nil)
-        #expect(fresh.task == nil && foreign.lineage == 1, "g2 began its own line at the partition's end")
+        #expect(source == Self.g1OnHits.changelogSource && source == Self.reading(Self.g1, input: "other").changelogSource)
+        /// A task of `identity` that finds g1's task record last in the partition, without a commit.
+        func restore(as identity: GroupIdentity) -> (TaskChangelog.Restored, lineage: Int64) {
+            var changelog = TaskChangelog(identity: identity, partition: 0)
+            changelog.beginRestore(.lastWritten)
+            changelog.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
+            return (changelog.finishRestore(committedChangelog: nil), changelog.lineage)
+        }
         // g1's own next owner continues it.
-        var own = TaskChangelog()
-        own.beginRestore(.lastWritten, source: source, group: "g1")
-        own.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
-        #expect(own.finishRestore(committedChangelog: nil).task == task && own.lineage == 0)
+        let own = restore(as: Self.g1OnHits)
+        #expect(own.0.task == task && own.lineage == 0)
+        // A task of g2 (same input, same kind): a new line at the partition's end.
+        var g2 = Self.g1OnHits
+        g2.group = "g2"
+        let foreign = restore(as: g2)
+        #expect(foreign.0.task == nil && foreign.lineage == 1, "g2 began its own line at the partition's end")
         // A task of g1 counting windows of another size (its first owner died before it
         // committed, and the group was started again with another --window): a new line too.
-        var resized = TaskChangelog()
-        resized.beginRestore(
-            .lastWritten, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: 5 * Self.minute), group: "g1")
-        resized.apply(offset: 0, key: ChangelogRecord.encodeKey(.task), value: ChangelogRecord.encodeTask(task))
-        #expect(resized.finishRestore(committedChangelog: nil).task == nil && resized.lineage == 1)
+        var resized = Self.g1OnHits
+        resized.windowSize = 5 * Self.minute
+        let other = restore(as: resized)
+        #expect(other.0.task == nil && other.lineage == 1)
     }
 
     @Test("an aggregate stage that reads a record another group's normalize stage wrote stops on it (exit 64), counting nothing of it; its own group's records count")
@@ -317,8 +386,9 @@ struct GroupIdentityTests {
         let arena = RecordArena()
         func shuffled(by group: String) throws -> [RecordingSink.Sent] {
             var writer = NormalizeStage(
-                inputTopic: "hits", sourcePartitions: 1, repartitionPartitions: 1,
-                identity: GroupIdentity(windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "\(group)-state"), group: group,
+                sourcePartitions: 1, repartitionPartitions: 1,
+                identity: GroupIdentity(
+                    group: group, inputTopic: "hits", windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "\(group)-state"),
                 limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: 30_000, originals: OriginalRule(window: WindowConfig()))
             try writer.assign([PartitionStart(partition: 0)], now: 0)
             var shuffle = RecordingSink()
@@ -329,8 +399,8 @@ struct GroupIdentityTests {
         }
         func reader() throws -> AggregateStage<RepartitionInput> {
             var stage = AggregateStage(
-                sourceTopic: "hits", input: RepartitionInput(partitionCount: 1, group: "g1"), window: WindowConfig(size: Self.minute),
-                shards: 1, identity: Self.g1, group: "g1")
+                input: RepartitionInput(partitionCount: 1, identity: Self.g1OnHits), window: WindowConfig(size: Self.minute), shards: 1,
+                identity: Self.g1OnHits)
             try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
             return stage
         }
@@ -341,8 +411,9 @@ struct GroupIdentityTests {
         #expect {
             try stage.process([arena.record(foreign[0], offset: 0)], now: 0, into: &sink)
         } throws: { error in
-            "\(error)".contains("the repartition topic g1-repartition holds records that group g2's normalize stage wrote, and this is group g1")
-                && PipelineError.exitCode(for: error) == 64
+            "\(error)".contains(
+                "the repartition topic g1-repartition holds records that group g2's normalize stage wrote (the record at offset 0 of g1-repartition[0]), and this run is group g1"
+            ) && PipelineError.exitCode(for: error) == 64
         }
         #expect(stage.drainReport().accounting.accepted == 0)
         var own = try reader()
@@ -379,10 +450,12 @@ struct GroupIdentityTests {
     func configIdentity() {
         var config = PipelineConfig()
         config.group = "g1"
-        #expect(config.identity == GroupIdentity(windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "g1-state"))
+        #expect(
+            config.identity
+                == GroupIdentity(group: "g1", inputTopic: "tracking-hits", windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "g1-state"))
         config.inputKeyedByDelivery = true
         config.stateTopic = "own"
-        #expect(config.identity == GroupIdentity(windowSize: Self.minute, repartitionTopic: nil, stateTopic: "own"))
+        #expect(config.identity == GroupIdentity(group: "g1", inputTopic: "tracking-hits", windowSize: Self.minute, repartitionTopic: nil, stateTopic: "own"))
         #expect(config.givenSetting(.stateTopic).label == "--state-topic own")
         #expect(config.givenSetting(.inputKeyedByDelivery).label == "--input-keyed-by-delivery")
         config.inputKeyedByDelivery = false

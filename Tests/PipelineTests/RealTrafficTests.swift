@@ -244,12 +244,12 @@ struct RealTrafficTests {
         // Not on the repartition topic, whose beginning is where the last purge left it: there the
         // earliest offset recounts only what is left, wherever the log starts.
         for logStart: Int64 in [0, 700] {
-            let refusal = AggregateTask.refusal(
-                of: PartitionStart(partition: 2, committedOffset: logStart, metadata: nil, logStart: logStart), topic: "g-repartition",
-                identity: TestGroup.twoStages(), group: TestGroup.name)
-            #expect(refusal != nil, "a plain commit at the repartition topic's log start \(logStart) was adopted")
-            #expect("\(refusal.map { "\($0)" } ?? "")".contains("--group"))
-            #expect(!"\(refusal.map { "\($0)" } ?? "")".contains("--to-earliest"))
+            let start = PartitionStart(partition: 2, committedOffset: logStart, metadata: nil, logStart: logStart)
+            guard case .refuse(let refusal) = TestGroup.twoStages().judge(.commit(start, topic: "g-repartition")) else {
+                Issue.record("a plain commit at the repartition topic's log start \(logStart) was adopted")
+                continue
+            }
+            #expect("\(refusal)".contains("--group") && !"\(refusal)".contains("--to-earliest"))
         }
         // And the normalize stage refuses a window checkpoint (the one-stage mode's) the same way.
         var upstream = normalize()

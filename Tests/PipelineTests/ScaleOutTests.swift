@@ -64,8 +64,7 @@ struct ScaleOutTests {
         first.maxBatch = 512
         // As the worker makes them: the group's own identity, recorded in their commits.
         let normalize = NormalizeStage(
-            inputTopic: "hits", sourcePartitions: 8, repartitionPartitions: 4, identity: settings.identity, group: settings.group,
-            limits: settings.limits, maxFutureSkew: settings.maxFutureSkew, idleTimeout: settings.window.idleTimeout,
+            sourcePartitions: 8, repartitionPartitions: 4, identity: settings.identity, limits: settings.limits, maxFutureSkew: settings.maxFutureSkew, idleTimeout: settings.window.idleTimeout,
             originals: OriginalRule(window: settings.window))
         let crashed = try StageRunner(stage: normalize, settings: first, logger: Logger(label: "test")).run()
         let routed = crashed.accounting.accepted
@@ -73,9 +72,8 @@ struct ScaleOutTests {
 
         // 2. The aggregate stage counts those events and commits its checkpoint (the seen map).
         let aggregate = AggregateStage(
-            sourceTopic: "hits", input: RepartitionInput(partitionCount: 4, group: settings.group), window: settings.window, shards: 2,
-            identity: settings.identity,
-            group: settings.group)
+            input: RepartitionInput(partitionCount: 4, identity: settings.identity), window: settings.window, shards: 2,
+            identity: settings.identity)
         var second = first
         second.topic = "resend-repartition"
         second.assignment = .group

@@ -1,6 +1,8 @@
 import Foundation
+import Pipeline
 import Testing
 import TrackpipeSimulation
+import Windowing
 
 /// The deterministic simulator, a short run: a fixed set of seeds per family, each schedule
 /// checked for accounting, dead letters, the last record per key against the reference, and
@@ -84,6 +86,39 @@ struct SimulationTests {
         let refused = outcomes.filter { $0.schedule.scenario.internalTopics?.expected == .refused }
         #expect(refused.allSatisfy { $0.stats.topicRefusals == 1 && $0.passed })
         #expect(outcomes.filter { $0.stats.topicWarnings > 0 }.count == outcomes.filter { $0.schedule.scenario.internalTopics?.expected == .warned }.count)
+    }
+
+    @Test("the start-up's identity check reads the simulated cluster through the client seam: g1's own run starts; another window, another group on g1's internal topics, or g1 in one stage on another input is refused, naming what it read")
+    func startupCheckOnTheSimulatedCluster() {
+        func run(_ group: String, _ settings: (inout PipelineConfig) -> Void = { _ in }) -> PipelineConfig {
+            var config = PipelineConfig()
+            config.group = group
+            config.inputTopic = "hits"
+            settings(&config)
+            return config
+        }
+        #expect(StartupProbe.refusal(of: run("g1")) == nil, "g1's own settings")
+        let cases: [(PipelineConfig, [String])] = [
+            (run("g1") {
+                $0.window = WindowConfig(size: 300_000)
+                $0.given[.window] = GivenSetting(flag: "window", text: "5m", source: .environment)
+            }, ["the group g1 runs another pipeline than this run asks for (its commit on hits[0] says so)", "this run asks for TRACKPIPE_WINDOW=5m"]),
+            (run("g2") { $0.repartitionTopic = "g1-repartition" }, [
+                "the repartition topic g1-repartition holds records that group g1's normalize stage wrote (the record at offset 0 of g1-repartition[0]), and this run is group g2",
+            ]),
+            (run("g2") {
+                $0.inputKeyedByDelivery = true
+                $0.stateTopic = "g1-state"
+            }, ["the state topic g1-state holds the windows of group g1 (the task record at offset 0 of g1-state[0] says so), and this run is group g2"]),
+            (run("g1") {
+                $0.inputTopic = "hits-b"
+                $0.inputKeyedByDelivery = true
+            }, ["the state topic g1-state holds windows group g1 counted from another input than this run's", "this run reads hits-b in one stage"]),
+        ]
+        for (config, says) in cases {
+            let refusal = StartupProbe.refusal(of: config) ?? ""
+            for phrase in says { #expect(refusal.contains(phrase), "\(phrase) in: \(refusal)") }
+        }
     }
 
     @Test("a seed replays exactly: the same operations give the same output, dead letters and verdict")

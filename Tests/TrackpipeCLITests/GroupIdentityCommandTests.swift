@@ -144,7 +144,7 @@ struct GroupIdentityCommandTests {
 
         let ways: [(arguments: [String], environment: [String: String], says: [String])] = [
             (["--group", "g2", "--repartition-topic", "g1-repartition", "--output-topic", "out2"], [:],
-             ["the repartition topic g1-repartition carries the hits of group g1", "this run is group g2",
+             ["the repartition topic g1-repartition holds records that group g1's normalize stage wrote", "this run is group g2",
               "(--repartition-topic g1-repartition now", "or run it as --group g1"]),
             (["--group", "g2", "--state-topic", "g1-state", "--output-topic", "out2"], [:],
              ["the state topic g1-state holds the windows of group g1", "(--state-topic g1-state now"]),

@@ -56,7 +56,7 @@ struct StatusCommandTests {
         let committed = try BackgroundTrackpipe.waitUntil(seconds: 120) {
             let input = try commits(broker, group: "st", topic: "hits", partitions: 4).map { max(0, $0.offset) }.reduce(0, +)
             let checkpoints = try commits(broker, group: "st-aggregate", topic: "st-repartition", partitions: 4)
-                .filter { (Checkpoint(decoding: $0.metadata)?.evictedBefore ?? .min) > 0 }.count
+                .filter { (Checkpoint(decoding: $0.metadata, group: "st")?.evictedBefore ?? .min) > 0 }.count
             return input == 2_000 && checkpoints == 4
         }
         try #require(committed, "the worker never committed both stages; stderr: \(worker.stderr.suffix(2_000))")
@@ -117,7 +117,7 @@ struct StatusCommandTests {
         let shown = afterGroups[1]["partitions"] as? [[String: Any]] ?? []
         #expect(shown.count == 4)
         for (row, commit) in zip(shown, stored) {
-            let checkpoint = try #require(Checkpoint(decoding: commit.metadata))
+            let checkpoint = try #require(Checkpoint(decoding: commit.metadata, group: "st"))
             let decoded = row["checkpoint"] as? [String: Any] ?? [:]
             #expect(row["partition"] as? Int == Int(commit.partition))
             #expect(row["committed"] as? Int == Int(commit.offset))

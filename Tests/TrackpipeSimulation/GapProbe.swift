@@ -14,7 +14,8 @@ import TrackingDomain
 /// compacts.
 public enum GapProbe {
     /// The probe's group, fixed to one-minute windows through probe-repartition.
-    static let identity = GroupIdentity(windowSize: 60_000, repartitionTopic: "probe-repartition", stateTopic: "probe-state")
+    static let identity = GroupIdentity(
+        group: "probe", inputTopic: "hits", windowSize: 60_000, repartitionTopic: "probe-repartition", stateTopic: "probe-state")
 
     /// One offset of a partition.
     public enum Slot: Sendable {
@@ -102,7 +103,7 @@ public enum GapProbe {
         settings.maxBatch = batch
         settings.progressInterval = 0
         let stage = NormalizeStage(
-            inputTopic: "hits", sourcePartitions: partitions.count, repartitionPartitions: 1, identity: Self.identity, group: "probe",
+            sourcePartitions: partitions.count, repartitionPartitions: 1, identity: Self.identity,
             limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: 30_000,
             originals: OriginalRule(windowSize: 60_000, retention: 3_600_000, delayAllowance: 30_000))
         let runner = StageRunner(stage: stage, settings: settings, logger: Logger(label: "trackpipe.probe") { _ in SwiftLogNoOpLogHandler() }, clock: cluster.clock)

@@ -292,15 +292,16 @@ public final class RunnerWorld {
         let clients = ProcessClients(cluster: cluster)
         let window = WindowConfig(size: Self.windowSize, grace: 1_000, retention: 86_400_000, idleTimeout: 2_000)
         let limit = RecordLimit(bytes: cluster.producerLimit)
-        let identity = GroupIdentity(windowSize: window.size, repartitionTopic: "\(Self.group)-repartition", stateTopic: "\(Self.group)-state")
+        let identity = GroupIdentity(
+            group: Self.group, inputTopic: Self.inputTopic, windowSize: window.size, repartitionTopic: "\(Self.group)-repartition",
+            stateTopic: "\(Self.group)-state")
         let normalize = NormalizeStage(
-            inputTopic: Self.inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(repartitionPartitions),
-            identity: identity, group: Self.group, limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout,
+            sourcePartitions: inputPartitions, repartitionPartitions: Int32(repartitionPartitions), identity: identity, limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout,
             markInterval: 100, shards: 1, batchBytes: min(RepartitionRecord.batchBytes, limit.bytes / 4), maxOriginalBytes: limit.bytes / 2,
             originals: OriginalRule(window: window))
         let aggregate = AggregateStage(
-            sourceTopic: Self.inputTopic, input: RepartitionInput(partitionCount: Int32(repartitionPartitions), group: Self.group),
-            window: window, shards: 1, identity: identity, group: Self.group)
+            input: RepartitionInput(partitionCount: Int32(repartitionPartitions), identity: identity), window: window, shards: 1,
+            identity: identity)
         func settings(topic: String, group: String, destinations: [Destination: String]) -> RunnerSettings {
             var settings = RunnerSettings(
                 topic: topic, assignment: .group, bound: .unbounded,

@@ -36,8 +36,10 @@ struct Deployment: Equatable {
     var aggregateGroup: String { "\(group)-aggregate" }
     var repartitionTopic: String { "\(group)-repartition" }
     /// What the deployment's group is fixed to, as `PipelineConfig.identity` derives it.
-    func identity(windowSize: Int64) -> GroupIdentity {
-        GroupIdentity(windowSize: windowSize, repartitionTopic: mode == .twoStage ? repartitionTopic : nil, stateTopic: stateTopic)
+    func identity(windowSize: Int64, inputTopic: String) -> GroupIdentity {
+        GroupIdentity(
+            group: group, inputTopic: inputTopic, windowSize: windowSize, repartitionTopic: mode == .twoStage ? repartitionTopic : nil,
+            stateTopic: stateTopic)
     }
 
     /// The group and topic the window tasks commit on.
@@ -264,8 +266,8 @@ final class World {
 
     private func normalizeStage(for deployment: Deployment) -> NormalizeStage {
         NormalizeStage(
-            inputTopic: inputTopic, sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
-            identity: deployment.identity(windowSize: scenario.window.size), group: deployment.group, limits: NormalizerLimits(),
+            sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
+            identity: deployment.identity(windowSize: scenario.window.size, inputTopic: inputTopic), limits: NormalizerLimits(),
             maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout, markInterval: scenario.markInterval,
             shards: scenario.shards, batchBytes: scenario.batchBytes,
             originals: OriginalRule(
@@ -274,17 +276,16 @@ final class World {
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
     private func shuffledAggregateStage(for deployment: Deployment) -> AggregateStage<RepartitionInput> {
-        AggregateStage(
-            sourceTopic: inputTopic, input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), group: deployment.group),
-            window: scenario.window, shards: scenario.shards, identity: deployment.identity(windowSize: scenario.window.size),
-            group: deployment.group)
+        let identity = deployment.identity(windowSize: scenario.window.size, inputTopic: inputTopic)
+        return AggregateStage(
+            input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), identity: identity), window: scenario.window,
+            shards: scenario.shards, identity: identity)
     }
 
     private func directAggregateStage(for deployment: Deployment) -> AggregateStage<RawHitInput> {
         AggregateStage(
-            sourceTopic: inputTopic, input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew),
-            window: scenario.window, shards: scenario.shards, identity: deployment.identity(windowSize: scenario.window.size),
-            group: deployment.group)
+            input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew), window: scenario.window,
+            shards: scenario.shards, identity: deployment.identity(windowSize: scenario.window.size, inputTopic: inputTopic))
     }
 
     /// Starts one runner per stage and instance for the current deployment and input topic, and
@@ -433,33 +434,23 @@ final class World {
         }
     }
 
-    /// Why `Pipeline.run` would refuse to start `deployment`, if it would: a stage refusing the
-    /// group's commits (another mode's), or a state topic with another partition count.
+    /// Why `Pipeline.run` would refuse to start `deployment`, if it would: its identity check,
+    /// run through this cluster's clients as a worker runs it (another mode's commits, state
+    /// another input counted into), or a state topic with another partition count.
     private func refusal(of deployment: Deployment) -> String? {
-        switch deployment.mode {
-        case .oneStage:
-            let starts = commitStarts(group: deployment.group, topic: inputTopic)
-            if !starts.isEmpty {
-                var probe = directAggregateStage(for: deployment)
-                do { try probe.assign(starts, now: now) } catch { return "\(error)" }
-            }
-            if let state = kafka.topics[deployment.stateTopic], state.partitionCount != inputPartitions {
-                return "\(PipelineError.stateTopicMismatch(topic: state.name, has: state.partitionCount, needs: inputPartitions))"
-            }
-        case .twoStage:
-            let starts = commitStarts(group: deployment.group, topic: inputTopic)
-            if !starts.isEmpty {
-                var probe = normalizeStage(for: deployment)
-                do { try probe.assign(starts, now: now) } catch { return "\(error)" }
-            }
-            let shuffled = commitStarts(group: deployment.aggregateGroup, topic: deployment.repartitionTopic)
-            if !shuffled.isEmpty {
-                var probe = shuffledAggregateStage(for: deployment)
-                do { try probe.assign(shuffled, now: now) } catch { return "\(error)" }
-            }
-            if let state = kafka.topics[deployment.stateTopic], state.partitionCount != scenario.repartitionPartitions {
-                return "\(PipelineError.stateTopicMismatch(topic: state.name, has: state.partitionCount, needs: scenario.repartitionPartitions))"
-            }
+        var config = PipelineConfig()
+        (config.group, config.inputTopic, config.window) = (deployment.group, inputTopic, scenario.window)
+        (config.inputKeyedByDelivery, config.repartitionTopic, config.stateTopic) = (deployment.mode == .oneStage, deployment.repartitionTopic, deployment.stateTopic)
+        do {
+            try GroupIdentityCheck.check(
+                config: config, inputPartitions: inputPartitions, repartitionPartitions: kafka.topics[deployment.repartitionTopic]?.partitionCount,
+                statePartitions: kafka.topics[deployment.stateTopic]?.partitionCount, clients: ProcessClients(cluster: cluster), logger: logger)
+        } catch {
+            return "\(error)"
+        }
+        let needs = deployment.mode == .oneStage ? inputPartitions : scenario.repartitionPartitions
+        if let state = kafka.topics[deployment.stateTopic], state.partitionCount != needs {
+            return "\(PipelineError.stateTopicMismatch(topic: state.name, has: state.partitionCount, needs: needs))"
         }
         return nil
     }
@@ -747,7 +738,8 @@ final class World {
             }
             notes.append("offsets of \(next.group) on \(inputTopic) reset to the earliest")
             if let again = refusal(of: next) {
-                // A state topic of another partition count: as the error says, another one.
+                // The state topic holds the other mode's state (another input counted into it), or
+                // has another partition count: another state topic.
                 next.stateTopic = "\(next.group)-state-\(next.generation)"
                 notes.append("refused again (\(again)); --state-topic \(next.stateTopic)")
                 if let still = refusal(of: next) {

@@ -18,11 +18,6 @@ public protocol AggregateInput: Sendable {
     /// position; before it, each partition read is its own source, and nothing arrives twice.
     var taskSources: TaskSources { get }
 
-    /// The input, counted in windows of `windowSize`, as a changelog's task records name it
-    /// (`ChangelogRecord.source`): a task never reads back windows another input's tasks wrote,
-    /// or windows of another size.
-    func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64
-
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
     func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch)
 
@@ -136,8 +131,8 @@ public struct DecodedBatch: Sendable {
     /// Where the batch's records first name each upstream source, and whether that record
     /// begins the group's records of it in the partition (see `RepartitionRecord`).
     var firstSightings: [SourceKey: SourceSighting] = [:]
-    /// A record another group's normalize stage wrote: that group's name.
-    var writtenBy: String?
+    /// The judge's refusal of the first record another group's normalize stage wrote.
+    var refusal: PipelineError?
 
     init() {}
 
@@ -163,6 +158,6 @@ public struct DecodedBatch: Sendable {
         writerClock = EventTimeMath.latest(writerClock, other.writerClock)
         misrouted = misrouted ?? other.misrouted
         firstSightings.merge(other.firstSightings) { earlier, _ in earlier }
-        writtenBy = writtenBy ?? other.writtenBy
+        refusal = refusal ?? other.refusal
     }
 }

@@ -18,11 +18,9 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     public let window: WindowConfig
     /// How many lanes count tasks at once.
     public let shards: Int
-    /// What the group is fixed to: recorded in every checkpoint, and a commit that records
-    /// another is refused.
+    /// The pipeline the tasks count for: recorded in every checkpoint and named in their
+    /// state; what they are assigned and read is judged by it (`GroupIdentity.judge`).
     public let identity: GroupIdentity
-    /// The group the tasks count for (`--group`), named in their state.
-    public let group: String
 
     private var tasks: [Int32: AggregateTask] = [:]
     /// Dead letters waiting for the next commit.
@@ -30,14 +28,15 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     private var pending = StageReport()
     private var emitter = AggregateEmitter()
 
-    public init(sourceTopic: String, input: Input, window: WindowConfig, shards: Int, identity: GroupIdentity, group: String) {
-        precondition(identity.windowSize == window.size, "the identity records the window size the tasks count")
+    public init(input: Input, window: WindowConfig, shards: Int, identity: GroupIdentity) {
+        guard let sourceTopic = identity.inputTopic, identity.windowSize == window.size else {
+            preconditionFailure("the identity names the input and records the window size the tasks count")
+        }
         self.sourceTopic = sourceTopic
         self.input = input
         self.window = window
         self.shards = max(1, shards)
         self.identity = identity
-        self.group = group
     }
 
     // MARK: Partitions
@@ -45,13 +44,9 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
         // The topic the tasks read: the repartition topic behind the shuffle, else the input.
         let topic = identity.repartitionTopic ?? sourceTopic
-        if let refusal = starts.compactMap({ AggregateTask.refusal(of: $0, topic: topic, identity: identity, group: group) }).first {
-            throw refusal
-        }
+        for start in starts { try identity.judge(.commit(start, topic: topic)).get() }
         for start in starts where tasks[start.partition] == nil {
-            tasks[start.partition] = AggregateTask(
-                start: start, topic: topic, config: window, sources: input.taskSources, changelogSource: input.changelogSource(inputTopic: sourceTopic, windowSize: window.size),
-                identity: identity, group: group, now: now)
+            tasks[start.partition] = AggregateTask(start: start, topic: topic, config: window, sources: input.taskSources, identity: identity, now: now)
         }
     }
 
@@ -92,10 +87,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
             throw PipelineError.routingMismatch(
                 "the repartition topic holds records routed by \(misrouted.routed) partitions, but it has \(misrouted.expected): instances disagree on its partition count (partitions were added while instances ran, or instances started at different times saw different counts), and one delivery's windows would be counted in two places. Stop every instance. The repartition topic's partition count cannot change under a group: to use more partitions, start the deployment under a new --group (its repartition topic and aggregate group follow the name; it counts the input from its beginning)")
         }
-        if let other = results.lazy.compactMap(\.writtenBy).first, let repartition = identity.repartitionTopic {
-            throw PipelineError.settingChanged(
-                "the repartition topic \(repartition) holds records that group \(other)'s normalize stage wrote, and this is group \(group): two groups writing one repartition topic would each count the other's hits, and nothing of them was counted. Stop the instances of both; give each group a repartition topic of its own (--repartition-topic, by default <group>-repartition)")
-        }
+        if let refusal = results.lazy.compactMap(\.refusal).first { throw refusal }
         for result in results {
             pending.add(result.report)
             // Like the records: sent once the state that judged them is written, so that a

@@ -31,7 +31,7 @@ struct AggregateTask: WindowTask {
     var offsets = PartitionOffsets()
     /// The sources of event time and the duplicate filter, as the input has them.
     var sources: TaskSources
-    var changelog = TaskChangelog()
+    var changelog: TaskChangelog
     /// Records waiting for the next commit, latest per key.
     private var held: [WindowKey: WindowAggregate] = [:]
     /// `held` has a window's first record: a window closed and nobody can read it until the
@@ -40,23 +40,20 @@ struct AggregateTask: WindowTask {
     /// What a task without a commit checks where it begins reading; nil with a commit.
     private var firstRead: FirstRead?
 
-    /// What the group is fixed to, recorded in every checkpoint the task commits.
+    /// The pipeline the task counts for, recorded in every checkpoint it commits.
     let identity: GroupIdentity
 
     /// `topic`: the topic the task reads (the repartition topic, or one stage's input), as what
-    /// its first read finds names it; `changelogSource`: the input the task counts, and `group`
-    /// the group it counts for, as its changelog's task records name them.
-    init(
-        start: PartitionStart, topic: String, config: WindowConfig, sources: TaskSources, changelogSource: UInt64, identity: GroupIdentity,
-        group: String, now: Int64
-    ) {
+    /// its first read finds names it.
+    init(start: PartitionStart, topic: String, config: WindowConfig, sources: TaskSources, identity: GroupIdentity, now: Int64) {
         partition = start.partition
         engine = WindowEngine(config: config, exportsChanges: true, clock: sources.clock)
         createdAt = now
         self.sources = sources
         self.identity = identity
-        let begin = TaskStart(start, checkpoint: Checkpoint(decoding: start.metadata))
-        changelog.beginRestore(begin.lineage, source: changelogSource, group: group)
+        let begin = TaskStart(start, checkpoint: Checkpoint(decoding: start.metadata, group: identity.group))
+        changelog = TaskChangelog(identity: identity, partition: partition)
+        changelog.beginRestore(begin.lineage)
         let own = sources.initial(partition: partition)
         if !own.isEmpty { engine.assign(partitions: own, now: now) }
         if let horizon = begin.horizonBeyondTheLog {
@@ -75,45 +72,6 @@ struct AggregateTask: WindowTask {
 
     /// The state is being read back from the changelog: no record may be processed yet.
     var isRestoring: Bool { phase.isRestoring }
-
-    /// Why a window task of `group`, fixed to `identity`, cannot resume from `start`, if it
-    /// cannot: a commit that records another identity was made by another pipeline under the
-    /// group's name (another window size, mode or internal topic), and going on from it would
-    /// mix two meanings of one output key or lose the other pipeline's hits; the normalize
-    /// stage's commit holds no window state; and a commit without a window checkpoint this
-    /// version reads, other than one at the very beginning of the partition (a full recount),
-    /// was made by another tool or version of trackpipe, and resuming from it would count only
-    /// the hits after it, overwriting full records with partial ones.
-    static func refusal(of start: PartitionStart, topic: String, identity: GroupIdentity, group: String) -> PipelineError? {
-        guard let committed = start.committedOffset else { return nil }
-        if let recorded = GroupIdentity.recorded(in: start.metadata),
-            let refusal = recorded.refusal(group: group, asked: identity, evidence: "its commit on \(topic)[\(start.partition)]", given: [:])
-        {
-            return refusal
-        }
-        if Checkpoint(decoding: start.metadata) != nil { return nil }
-        let who: String
-        if SourceCheckpoint(decoding: start.metadata) != nil {
-            who = "by trackpipe's normalize stage, whose commits hold no window state"
-        } else {
-            // A plain commit at the very beginning of the user's input is a full recount. The
-            // repartition topic's beginning is where the last purge left it, not the group's
-            // first record: there it would recount only what is left.
-            guard !start.commitIsBeyondTheLog, identity.repartitionTopic != nil || committed != (start.logStart ?? 0) else { return nil }
-            who =
-                if let tag = Checkpoint.otherVersion(of: start.metadata) ?? SourceCheckpoint.otherVersion(of: start.metadata) {
-                    "by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(Checkpoint.format) only)"
-                } else {
-                    "without a trackpipe checkpoint (by another tool, or by an offset reset)"
-                }
-        }
-        let recount =
-            identity.repartitionTopic == nil
-            ? ", or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount"
-            : " (the repartition topic is purged as it is counted, so its earliest offset is no full recount)"
-        return .groupMismatch(
-            "the group's commit at offset \(committed) of \(topic)[\(start.partition)] was made \(who). Counting windows from it would miss the hits before it and overwrite full records with partial ones. Run this mode under a --group of its own (a new group counts the input from its beginning)\(recount)")
-    }
 
     // MARK: Reading the state back
 
@@ -272,7 +230,7 @@ struct AggregateTask: WindowTask {
     /// commit. Runs on a worker thread, touching only this task.
     mutating func count(_ batch: DecodedBatch, from firstOffset: Int64, through lastOffset: Int64, now: Int64) -> TaskResult {
         if let misrouted = batch.misrouted { return TaskResult(misrouted: misrouted) }
-        if let other = batch.writtenBy { return TaskResult(writtenBy: other) }
+        if let refusal = batch.refusal { return TaskResult(refusal: refusal) }
         offsets.processedMark = lastOffset + 1
         let caughtUp = phase.handle(.processed(belowMark: offsets.isRereading, processed: lastOffset + 1))
         clockAtBatchStart = writersClock

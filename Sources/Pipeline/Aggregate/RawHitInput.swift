@@ -15,10 +15,6 @@ package struct RawHitInput: AggregateInput {
         intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
     }
 
-    package func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
-        ChangelogRecord.source(crossesShuffle: false, inputTopic: inputTopic, windowSize: windowSize)
-    }
-
     package func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         let reference = DeadLetterReference(record: index)
         switch intake.take(record) {

@@ -9,30 +9,27 @@ import Windowing
 public struct RepartitionInput: AggregateInput {
     /// The repartition topic's partition count, which every instance must route by.
     public let partitionCount: Int32
-    /// The group whose normalize stage writes the topic (`--group`): a record another group
-    /// wrote stops the stage rather than be counted as this group's.
-    public let group: String
+    /// The pipeline whose normalize stage writes the topic: the judge refuses a record another
+    /// group wrote, which stops the stage rather than be counted as this group's.
+    public let identity: GroupIdentity
 
-    public init(partitionCount: Int32, group: String) {
+    public init(partitionCount: Int32, identity: GroupIdentity) {
         self.partitionCount = partitionCount
-        self.group = group
+        self.identity = identity
     }
 
     /// The input partitions upstream, of every incarnation the records name.
     public var taskSources: TaskSources { .upstream }
 
-    public func changelogSource(inputTopic: String, windowSize: Int64) -> UInt64 {
-        ChangelogRecord.source(crossesShuffle: true, inputTopic: inputTopic, windowSize: windowSize)
-    }
-
-    /// Notes how the record's events were routed and who wrote it; a record routed by another
+    /// Notes how `record`'s events were routed and who wrote it; a record routed by another
     /// partition count than the topic has means instances disagree on it, and one of another
     /// group means two groups write the topic.
-    private func checkRouting(_ origin: RepartitionRecord.Origin, into batch: inout DecodedBatch) {
+    private func checkRouting(_ origin: RepartitionRecord.Origin, of record: PolledRecord, into batch: inout DecodedBatch) {
         if origin.routedPartitions != Int(partitionCount), batch.misrouted == nil {
             batch.misrouted = (origin.routedPartitions, Int(partitionCount))
         }
-        if origin.group != group, batch.writtenBy == nil { batch.writtenBy = origin.group }
+        guard batch.refusal == nil, case .refuse(let refusal) = identity.judge(.repartitionRecord(writer: origin.group, partition: record.partition, offset: record.offset)) else { return }
+        batch.refusal = refusal
     }
 
     /// Notes a record's table of source partitions (a marks record's, or an events record's
@@ -81,11 +78,11 @@ public struct RepartitionInput: AggregateInput {
         case .marks(let marks):
             batch.markRecords += 1
             batch.writerClock = max(batch.writerClock ?? marks.writerClock, marks.writerClock)
-            checkRouting(marks.origin, into: &batch)
+            checkRouting(marks.origin, of: record, into: &batch)
             note(marks.marks, epochs: marks.epochs, begins: marks.begins, of: marks.origin, at: record.offset, into: &batch)
         case .events(let events):
             batch.writerClock = max(batch.writerClock ?? events.writerClock, events.writerClock)
-            checkRouting(events.origin, into: &batch)
+            checkRouting(events.origin, of: record, into: &batch)
             // Every source partition the events name is in the record's table (the decoder
             // checks), and each delivery id is made once per record, not once per event.
             let keys = note(events.marks, epochs: events.epochs, begins: events.begins, of: events.origin, at: record.offset, into: &batch)

@@ -35,6 +35,10 @@ struct TaskChangelog: Sendable {
     /// window's records: Kafka's own overhead per record, and the fixed work of reading one back.
     static let recordCost = 64
 
+    init(identity: GroupIdentity, partition: Int32) {
+        (self.identity, self.partition) = (identity, partition)
+    }
+
     /// Where a window's records are, and what they cost.
     struct Footprint: Sendable, Equatable {
         /// The segments the window's latest head names.
@@ -67,10 +71,12 @@ struct TaskChangelog: Sendable {
     /// Where this line of owners began writing the partition: records before it were written
     /// by an earlier run of the group and are never read back.
     private(set) var lineage: Int64 = 0
-    /// The input this task counts, named in its task records.
-    private(set) var source: UInt64 = 0
-    /// The group it counts for, named in its task records.
-    private(set) var group = ""
+    /// The pipeline the task counts for: its task records name its group and its input
+    /// (`source`), and the judge says whether it goes on from a line it did not commit.
+    let identity: GroupIdentity
+    /// Its partition of the state topic, which the judge's refusal names.
+    let partition: Int32
+    private var source: UInt64 { identity.changelogSource }
     /// Evicted windows on their way out, each in its phase (`Deletion`), in the order they were
     /// evicted: their tombstones are written in that order.
     private var deletions: [(window: WindowKey, phase: Deletion)] = []
@@ -195,7 +201,7 @@ struct TaskChangelog: Sendable {
         var task = task
         task.lineage = lineage
         task.source = source
-        task.group = group
+        task.group = identity.group
         // Written whenever it changed, a watermark that moved alone included (a quiet input: at
         // most one small record per commit), so that a new owner goes on from the latest.
         if !entries.isEmpty || task != lastTask {
@@ -288,9 +294,9 @@ struct TaskChangelog: Sendable {
     enum Lineage: Sendable, Equatable {
         /// As the last commit's checkpoint names it.
         case committed(since: Int64)
-        /// No commit: the line whose task record was written last, if it was a task of the same
-        /// input and group (`ChangelogRecord.TaskState.source` and `group`; an owner that died
-        /// before its first commit), or else a new one at the partition's end.
+        /// No commit: the line whose task record was written last, if the judge lets the task go
+        /// on from it (a task of the same input and group; an owner that died before its first
+        /// commit), or else a new one at the partition's end.
         case lastWritten
         /// A commit that names none (an offset reset, a recreated topic): a new line at the
         /// partition's end.
@@ -312,11 +318,7 @@ struct TaskChangelog: Sendable {
         var end: Int64?
     }
 
-    /// `source`: the input this task counts (`ChangelogRecord.source`); `group`: the group it
-    /// counts for.
-    mutating func beginRestore(_ lineage: Lineage, source: UInt64, group: String) {
-        self.source = source
-        self.group = group
+    mutating func beginRestore(_ lineage: Lineage) {
         restoring = RestoreBuffer(lineage: lineage)
         footprints = [:]
         orphans = []
@@ -367,7 +369,7 @@ struct TaskChangelog: Sendable {
         switch buffer.lineage {
         case .committed(let named): since = named
         case .lastWritten:
-            if let last = buffer.runs.last, last.source == source, last.task.group == group { since = last.lineage } else { since = buffer.end ?? 0 }
+            if let last = buffer.runs.last, identity.judge(.stateTask(last.task, partition: partition, offset: last.last)) == .resume { since = last.lineage } else { since = buffer.end ?? 0 }
         case .new: since = buffer.end ?? 0
         }
         lineage = since

@@ -27,8 +27,8 @@ struct TaskResult {
     var deadLetters: [PendingDeadLetter] = []
     /// The batch was routed by another partition count: nothing was counted.
     var misrouted: (routed: Int, expected: Int)?
-    /// The batch holds a record another group wrote (its name): nothing was counted.
-    var writtenBy: String?
+    /// The judge refused a record of the batch (another group wrote it): nothing was counted.
+    var refusal: PipelineError?
 }
 
 /// A dead letter a task decided on, made into a record by the stage while its batch is alive

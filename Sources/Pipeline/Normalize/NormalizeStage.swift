@@ -45,11 +45,9 @@ public struct NormalizeStage: StatelessStage {
     public let maxOriginalBytes: Int
     /// Which hits carry their original message.
     package let originals: OriginalRule
-    /// What the group is fixed to: recorded in every commit, and a commit that records another
-    /// is refused (`GroupIdentity`).
+    /// The pipeline: recorded in every commit, its group named in every repartition record;
+    /// every commit the stage is assigned is judged by it (`GroupIdentity.judge`).
     public let identity: GroupIdentity
-    /// The group (`--group`), named in every repartition record.
-    public let group: String
 
     /// The most records one poll should hand this stage: 128 per repartition partition and
     /// lane, from 4,096 (what a stage is given otherwise) to 16,384.
@@ -101,13 +99,14 @@ public struct NormalizeStage: StatelessStage {
     }
 
     package init(
-        inputTopic: String, sourcePartitions: Int, repartitionPartitions: Int32, identity: GroupIdentity, group: String,
-        limits: NormalizerLimits, maxFutureSkew: Int64, idleTimeout: Int64, markInterval: Int64 = 500, shards: Int = 1,
-        batchBytes: Int = RepartitionRecord.batchBytes, maxOriginalBytes: Int = .max, originals: OriginalRule
+        sourcePartitions: Int, repartitionPartitions: Int32, identity: GroupIdentity, limits: NormalizerLimits, maxFutureSkew: Int64,
+        idleTimeout: Int64, markInterval: Int64 = 500, shards: Int = 1, batchBytes: Int = RepartitionRecord.batchBytes,
+        maxOriginalBytes: Int = .max, originals: OriginalRule
     ) {
-        precondition(identity.repartitionTopic != nil, "the normalize stage runs only with two stages")
+        guard let inputTopic = identity.inputTopic, identity.repartitionTopic != nil else {
+            preconditionFailure("the normalize stage reads a named input, only with two stages")
+        }
         self.identity = identity
-        self.group = group
         self.maxOriginalBytes = max(0, maxOriginalBytes)
         self.shards = max(1, shards)
         self.batchBytes = max(1, batchBytes)
@@ -117,7 +116,7 @@ public struct NormalizeStage: StatelessStage {
         self.repartitionPartitions = repartitionPartitions
         self.intake = HitIntake(limits: limits, maxFutureSkew: maxFutureSkew)
         self.origin = RepartitionRecord.Origin(
-            sourceTopic: inputTopic, sourcePartitions: sourcePartitions, routedPartitions: Int(repartitionPartitions), group: group)
+            sourceTopic: inputTopic, sourcePartitions: sourcePartitions, routedPartitions: Int(repartitionPartitions), group: identity.group)
         self.idleTimeout = idleTimeout
         self.markInterval = markInterval
         self.originals = originals
@@ -126,8 +125,8 @@ public struct NormalizeStage: StatelessStage {
     public mutating func assign(_ starts: [PartitionStart], now: Int64) throws {
         lastNow = max(lastNow, now)
         for start in starts where sources[start.partition] == nil {
-            var state = try Self.resume(from: start, topic: inputTopic, identity: identity, group: group, now: now)
-            if Self.beginsTheGroupsLine(start) { state.toBegin = Set(0..<repartitionPartitions) }
+            var state = try resume(from: start, now: now)
+            if beginsTheGroupsLine(start) { state.toBegin = Set(0..<repartitionPartitions) }
             sources[start.partition] = state
         }
         // Tell the aggregate tasks at once that these sources are alive again.
@@ -143,45 +142,18 @@ public struct NormalizeStage: StatelessStage {
     /// offset reset, or one beyond the log of a topic recreated since). Any other owner resumes
     /// a commit that was made only once an owner that began the line had sent every
     /// repartition partition its beginning.
-    static func beginsTheGroupsLine(_ start: PartitionStart) -> Bool {
-        start.committedOffset == nil || start.commitIsBeyondTheLog || SourceCheckpoint(decoding: start.metadata) == nil
+    func beginsTheGroupsLine(_ start: PartitionStart) -> Bool {
+        start.committedOffset == nil || start.commitIsBeyondTheLog || SourceCheckpoint(decoding: start.metadata, group: identity.group) == nil
     }
 
-    /// Why the normalize stage of `group`, fixed to `identity`, cannot resume from `start`, if it
-    /// cannot: a commit that records another identity than the group's was made by another
-    /// pipeline under the group's name (a window checkpoint included: the one-stage mode, whose
-    /// open windows are in that mode's state), and one of another version of trackpipe cannot be
-    /// told: both refused, since going on from them would skip hits the other pipeline has not
-    /// counted. Another tool's commit, or an offset reset, is taken: resuming elsewhere skips or
-    /// repeats input, which the operator chose, and repeats are dropped downstream. The start-up
-    /// asks it of every commit before the group is joined, and the stage of every partition it
-    /// takes.
-    static func refusal(of start: PartitionStart, topic: String, identity: GroupIdentity, group: String) -> PipelineError? {
-        guard start.committedOffset != nil else { return nil }
-        if let recorded = GroupIdentity.recorded(in: start.metadata),
-            let refusal = recorded.refusal(group: group, asked: identity, evidence: "its commit on \(topic)[\(start.partition)]", given: [:])
-        {
-            return refusal
-        }
-        if Checkpoint(decoding: start.metadata) != nil {
-            return .groupMismatch(
-                "the group's commit on \(topic)[\(start.partition)] carries a window checkpoint, whose open windows are in a window stage's state, where the normalize stage does not look. Resuming from it would skip hits whose windows were still open. Run two stages under a --group of their own (a new group counts the input from its beginning)")
-        }
-        if let tag = Checkpoint.otherVersion(of: start.metadata) ?? SourceCheckpoint.otherVersion(of: start.metadata) {
-            return .groupMismatch(
-                "the group's commit on \(topic)[\(start.partition)] was made by another version of trackpipe, whose checkpoint (\(tag)) this one does not read (it reads \(SourceCheckpoint.format) and \(Checkpoint.format) only), so what the group is fixed to cannot be told. Run every instance of a deployment on one version; to go on with this one, run it under a new --group (a new group counts the input from its beginning), or reset this group's offsets of \(topic) to the earliest (kafka-consumer-groups.sh --reset-offsets --to-earliest) for a full recount")
-        }
-        return nil
-    }
-
-    /// A partition's state from what its previous owner committed (which `refusal` let
-    /// through). A commit beyond the log means the topic was recreated: a new epoch, and the
-    /// watermark starts over.
-    static func resume(from start: PartitionStart, topic: String, identity: GroupIdentity, group: String, now: Int64) throws -> SourceState {
+    /// A partition's state from what its previous owner committed, if the judge lets the stage
+    /// go on from it. A commit beyond the log means the topic was recreated: a new epoch, and
+    /// the watermark starts over.
+    func resume(from start: PartitionStart, now: Int64) throws -> SourceState {
         var state = SourceState(watermark: nil, lastEventAt: now, processed: nil)
         guard start.committedOffset != nil else { return state }
-        if let refusal = refusal(of: start, topic: topic, identity: identity, group: group) { throw refusal }
-        let previous = SourceCheckpoint(decoding: start.metadata)
+        try identity.judge(.commit(start, topic: inputTopic)).get()
+        let previous = SourceCheckpoint(decoding: start.metadata, group: identity.group)
         if start.commitIsBeyondTheLog {
             state.epoch = (previous?.epoch ?? 0) &+ 1
         } else {

@@ -224,9 +224,9 @@ extension WorkerStatus {
                     let offset = commit.flatMap { $0.offset >= 0 ? $0.offset : nil }
                     let metadata = commit?.metadata.flatMap { $0.isEmpty ? nil : $0 }
                     let checkpoint = metadata.flatMap { text in
-                        Checkpoint(decoding: text).map { CheckpointStatus($0, format: String(text.prefix { $0 != " " }), end: end) }
+                        Checkpoint(decoding: text, group: config.group).map { CheckpointStatus($0, format: String(text.prefix { $0 != " " }), end: end) }
                     }
-                    let source = SourceCheckpoint(decoding: metadata).map(SourceCheckpointStatus.init)
+                    let source = SourceCheckpoint(decoding: metadata, group: config.group).map(SourceCheckpointStatus.init)
                     return PartitionStatus(
                         partition: tp.partition, committed: offset, end: end,
                         lag: max(0, end - (offset ?? max(0, starts[tp.partition] ?? 0))), checkpoint: checkpoint, source: source,

@@ -43,10 +43,10 @@ enum NewestRecords {
     /// needs of one it recognises.
     /// `logs`: each partition's log start and end, as `logs(of:)` gives them; nil: asked here.
     static func find<Value>(
-        in topic: String, partitions: Int, logs: [Int32: Range<Int64>]? = nil, consumerConfig: KafkaConfig, logger: Logger,
-        bound: Int64 = bound, recognise: (ConsumerRecord) -> Value?
+        in topic: String, partitions: Int, logs: [Int32: Range<Int64>]? = nil, consumerConfig: KafkaConfig, clients: any KafkaClientFactory,
+        logger: Logger, bound: Int64 = bound, recognise: (PolledRecord) -> Value?
     ) throws -> [Int32: Found<Value>] {
-        let logs = try logs ?? Self.logs(of: topic, partitions: partitions, consumerConfig: consumerConfig, logger: logger)
+        let logs = try logs ?? Self.logs(of: topic, partitions: partitions, consumerConfig: consumerConfig, clients: clients, logger: logger)
         var found: [Int32: Found<Value>] = [:]
         // Per partition still open: its log start, the end of what is not read yet, and what was stepped over.
         var open: [Int32: (low: Int64, next: Int64, skipped: Skipped)] = [:]
@@ -59,7 +59,7 @@ enum NewestRecords {
             let length = min(step, bound - reached)
             reached += length
             let ranges = open.mapValues { max($0.low, $0.next - length)..<$0.next }
-            let round = try read(topic: topic, ranges: ranges, consumerConfig: consumerConfig, logger: logger, recognise: recognise)
+            let round = try read(topic: topic, ranges: ranges, consumerConfig: consumerConfig, clients: clients, logger: logger, recognise: recognise)
             for (partition, range) in ranges {
                 if let newest = round.newest[partition] {
                     found[partition] = .recognised(newest.value, offset: newest.offset)
@@ -84,9 +84,11 @@ enum NewestRecords {
 
     /// Each partition's log start and end (the offset the next record gets): two requests for
     /// all partitions, not one per partition.
-    static func logs(of topic: String, partitions: Int, consumerConfig: KafkaConfig, logger: Logger) throws -> [Int32: Range<Int64>] {
+    static func logs(
+        of topic: String, partitions: Int, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
+    ) throws -> [Int32: Range<Int64>] {
         let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
-        let reader = try KafkaConsumer(config: consumerConfig, logger: logger)
+        let reader = try clients.consumer(config: consumerConfig, logger: logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
         defer { reader.close() }
         var lows: [Int32: Int64] = [:]
         for offset in try reader.beginningOffsets(all) { lows[offset.partition] = max(0, offset.offset) }
@@ -102,9 +104,10 @@ enum NewestRecords {
     /// record read, and the newest it recognises in each range is returned. The cluster is taken
     /// for unreachable when `roundTimeoutSeconds` pass without a record.
     static func read<Value>(
-        topic: String, ranges: [Int32: Range<Int64>], consumerConfig: KafkaConfig, logger: Logger, recognise: (ConsumerRecord) -> Value?
+        topic: String, ranges: [Int32: Range<Int64>], consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger,
+        recognise: (PolledRecord) -> Value?
     ) throws -> (newest: [Int32: (value: Value, offset: Int64)], skipped: [Int32: Skipped]) {
-        let reader = try KafkaConsumer(config: consumerConfig, logger: logger)
+        let reader = try clients.consumer(config: consumerConfig, logger: logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
         defer { reader.close() }
         try reader.assign(ranges.map { TopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value.lowerBound) })
         var reading = Set(ranges.keys)
@@ -118,31 +121,33 @@ enum NewestRecords {
                 throw PipelineError.clusterUnreachable(
                     "reading \(topic) back: partitions \(reading.sorted()) did not answer within \(Int(roundTimeoutSeconds)) s\(failure.map { " (\($0))" } ?? "")")
             }
-            reader.poll(timeoutMilliseconds: 200) { event in
-                switch event {
-                case .record(let record):
-                    deadline = Date().addingTimeInterval(roundTimeoutSeconds)
-                    let partition = record.partition
-                    guard reading.contains(partition), let range = ranges[partition] else { return }
-                    // Past the range: what an earlier round read, or what arrived since.
-                    guard record.offset < range.upperBound else {
-                        reading.remove(partition)
-                        return
+            _ = reader.pollBatch(timeoutMilliseconds: 200) { batch in
+                for index in 0..<batch.count {
+                    switch batch.event(at: index) {
+                    case .record(let record):
+                        deadline = Date().addingTimeInterval(roundTimeoutSeconds)
+                        let partition = record.partition
+                        guard reading.contains(partition), let range = ranges[partition] else { continue }
+                        // Past the range: what an earlier round read, or what arrived since.
+                        guard record.offset < range.upperBound else {
+                            reading.remove(partition)
+                            continue
+                        }
+                        guard record.offset >= range.lowerBound else { continue }
+                        if let value = recognise(record) {
+                            if (newest[partition]?.offset ?? .min) < record.offset { newest[partition] = (value, record.offset) }
+                        } else if record.value == nil {
+                            skipped[partition, default: Skipped()].tombstones += 1
+                        } else {
+                            skipped[partition, default: Skipped()].others += 1
+                        }
+                        if record.offset == range.upperBound - 1 { reading.remove(partition) }
+                    case .partitionEOF(let partition, _):
+                        // The range's last offsets hold nothing to deliver (transaction markers).
+                        if partition.topic == topic { reading.remove(partition.partition) }
+                    case .error(let error):
+                        failure = error
                     }
-                    guard record.offset >= range.lowerBound else { return }
-                    if let value = recognise(record) {
-                        if (newest[partition]?.offset ?? .min) < record.offset { newest[partition] = (value, record.offset) }
-                    } else if record.value == nil {
-                        skipped[partition, default: Skipped()].tombstones += 1
-                    } else {
-                        skipped[partition, default: Skipped()].others += 1
-                    }
-                    if record.offset == range.upperBound - 1 { reading.remove(partition) }
-                case .partitionEOF(let partition, _):
-                    // The range's last offsets hold nothing to deliver (transaction markers).
-                    if partition.topic == topic { reading.remove(partition.partition) }
-                case .error(let error):
-                    failure = error
                 }
             }
         }

@@ -97,7 +97,8 @@ public final class Replay: Sendable {
             checkFirstOutput = try WindowSizeCheck.checkOutput(
                 topic: topic, partitions: partitions, window: config.window.size,
                 given: config.windowGiven ?? GivenSetting(flag: "window", text: WindowSizeCheck.text(config.window.size), source: .commandLine),
-                allowUnchecked: config.allowUncheckedOutput, admin: admin, consumerConfig: consumerConfig, logger: logger)
+                allowUnchecked: config.allowUncheckedOutput, admin: admin, consumerConfig: consumerConfig, clients: LibrdkafkaClients(),
+                logger: logger)
         }
         let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
         let stage = ReplayStage(

@@ -283,7 +283,7 @@ struct ChangelogTests {
             }
         }
         var changelog = TaskChangelog()
-        changelog.beginRestore(.lastWritten, source: 0)
+        changelog.beginRestore(.lastWritten)
         for record in other { changelog.apply(offset: record.offset, key: record.key, value: record.value) }
         let restored = changelog.finishRestore(committedChangelog: nil)
         #expect(restored.windows.isEmpty && restored.task == nil)

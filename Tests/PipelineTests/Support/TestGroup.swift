@@ -12,27 +12,30 @@ enum TestGroup {
     static let repartitionTopic = "g-repartition"
     static let stateTopic = "g-state"
 
-    static func twoStages(window: Int64 = 60_000) -> GroupIdentity {
-        GroupIdentity(windowSize: window, repartitionTopic: repartitionTopic, stateTopic: stateTopic)
+    /// `input`: the input topic, as a stage knows it (nil: as a checkpoint records it, without).
+    static func twoStages(window: Int64 = 60_000, input: String? = nil) -> GroupIdentity {
+        GroupIdentity(group: name, inputTopic: input, windowSize: window, repartitionTopic: repartitionTopic, stateTopic: stateTopic)
     }
 
-    static func oneStage(window: Int64 = 60_000) -> GroupIdentity {
-        GroupIdentity(windowSize: window, repartitionTopic: nil, stateTopic: stateTopic)
+    static func oneStage(window: Int64 = 60_000, input: String? = nil) -> GroupIdentity {
+        GroupIdentity(group: name, inputTopic: input, windowSize: window, repartitionTopic: nil, stateTopic: stateTopic)
     }
 }
 
 extension AggregateStage {
     /// A stage of the test group, in the mode its input implies.
     init(sourceTopic: String, input: Input, window: WindowConfig, shards: Int) {
-        let identity = Input.self == RawHitInput.self ? TestGroup.oneStage(window: window.size) : TestGroup.twoStages(window: window.size)
-        self.init(sourceTopic: sourceTopic, input: input, window: window, shards: shards, identity: identity, group: TestGroup.name)
+        let identity =
+            Input.self == RawHitInput.self
+            ? TestGroup.oneStage(window: window.size, input: sourceTopic) : TestGroup.twoStages(window: window.size, input: sourceTopic)
+        self.init(input: input, window: window, shards: shards, identity: identity)
     }
 }
 
 extension RepartitionInput {
     /// The repartition topic of the test group.
     init(partitionCount: Int32) {
-        self.init(partitionCount: partitionCount, group: TestGroup.name)
+        self.init(partitionCount: partitionCount, identity: TestGroup.twoStages())
     }
 }
 
@@ -45,8 +48,7 @@ extension NormalizeStage {
         maxOriginalBytes: Int = .max, originals: OriginalRule = OriginalRule(window: WindowConfig())
     ) {
         self.init(
-            inputTopic: inputTopic, sourcePartitions: sourcePartitions, repartitionPartitions: repartitionPartitions,
-            identity: TestGroup.twoStages(), group: TestGroup.name, limits: limits, maxFutureSkew: maxFutureSkew, idleTimeout: idleTimeout,
+            sourcePartitions: sourcePartitions, repartitionPartitions: repartitionPartitions, identity: TestGroup.twoStages(input: inputTopic), limits: limits, maxFutureSkew: maxFutureSkew, idleTimeout: idleTimeout,
             markInterval: markInterval, shards: shards, batchBytes: batchBytes, maxOriginalBytes: maxOriginalBytes,
             originals: originals)
     }
@@ -62,12 +64,22 @@ extension Checkpoint {
             evictedBefore: evictedBefore, processedMark: processedMark, seen: seen, changelog: changelog, changelogSince: changelogSince,
             identity: TestGroup.twoStages(window: windowSize))
     }
+
+    /// A checkpoint the test group committed.
+    init?(decoding text: String?) {
+        self.init(decoding: text, group: TestGroup.name)
+    }
 }
 
 extension SourceCheckpoint {
     /// A normalize stage's checkpoint of the test group.
     init(epoch: UInt32, progress: Int64? = nil) {
         self.init(epoch: epoch, progress: progress, identity: TestGroup.twoStages())
+    }
+
+    /// A normalize stage's checkpoint the test group committed.
+    init?(decoding text: String?) {
+        self.init(decoding: text, group: TestGroup.name)
     }
 }
 
@@ -79,8 +91,8 @@ extension RepartitionRecord.Origin {
 }
 
 extension TaskChangelog {
-    /// A restore of a task of the test group.
-    mutating func beginRestore(_ lineage: Lineage, source: UInt64) {
-        beginRestore(lineage, source: source, group: TestGroup.name)
+    /// The changelog of a task of the test group's two stages.
+    init() {
+        self.init(identity: TestGroup.twoStages(), partition: 0)
     }
 }
