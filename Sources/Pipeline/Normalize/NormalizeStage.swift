@@ -202,18 +202,8 @@ public struct NormalizeStage: StatelessStage {
                 source.processed = record.offset + 1
                 switch verdict {
                 case .accepted:
-                    let placement = lanes[lane].placements[placed]
+                    place(lanes[lane].placements[placed], of: record, lane: lane, source: &source, now: now)
                     placed += 1
-                    let (eventTime, writer) = (placement.eventTime, Int(placement.writer))
-                    let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime, now))
-                    source.watermark = watermark
-                    source.lastEventAt = now
-                    lanes[lane].writers[writer].setWatermark(watermark, source: Int(placement.source))
-                    // The first record of this owner to a partition naming the source begins
-                    // the group's records of it there: records go out in input order.
-                    if !source.toBegin.isEmpty, source.toBegin.remove(lanes[lane].writers[writer].partition) != nil {
-                        lanes[lane].writers[writer].markBegins(source: Int(placement.source))
-                    }
                     pending.accounting.accepted += 1
                 case .filtered(let reason):
                     pending.accounting.filtered[reason] += 1
@@ -226,6 +216,20 @@ public struct NormalizeStage: StatelessStage {
         }
         sources[partition] = source
         try sendRecords(of: laneCount, into: &sink)
+    }
+
+    /// An accepted hit, in input order: its source's watermark moves on, and the events record
+    /// its lane wrote it into carries that watermark (and, for the first record of this owner
+    /// to a partition naming the source, the beginning of the group's records of it there).
+    private mutating func place(_ placement: Placement, of record: PolledRecord, lane: Int, source: inout SourceState, now: Int64) {
+        let (eventTime, writer) = (placement.eventTime, Int(placement.writer))
+        let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime, now))
+        source.watermark = watermark
+        source.lastEventAt = now
+        lanes[lane].writers[writer].setWatermark(watermark, source: Int(placement.source))
+        if !source.toBegin.isEmpty, source.toBegin.remove(lanes[lane].writers[writer].partition) != nil {
+            lanes[lane].writers[writer].markBegins(source: Int(placement.source))
+        }
     }
 
     /// Closes the events records the first `laneCount` lanes wrote, and sends them, lane after
