@@ -59,13 +59,7 @@ package struct Checkpoint: Sendable, Hashable {
     }
 
     package init?(decoding text: String?) {
-        guard let text, text.hasPrefix(Self.format + " ") else { return nil }
-        var fields: [Substring: Substring] = [:]
-        for field in text.split(separator: " ").dropFirst() {
-            let parts = field.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else { return nil }
-            fields[parts[0]] = parts[1]
-        }
+        guard let fields = checkpointFields(text, format: Self.format) else { return nil }
         var seen: [Int32: SourceFloor] = [:]
         if let map = fields["seen"] {
             guard let decoded = Self.decode(map) else { return nil }
@@ -95,12 +89,9 @@ package struct Checkpoint: Sendable, Hashable {
     /// The tag of a window checkpoint that another version of trackpipe wrote (`trackpipe/<n>`
     /// other than `format`), which this one does not read; nil for anything else.
     package static func otherVersion(of metadata: String?) -> String? {
-        guard let metadata else { return nil }
-        let tag = metadata.prefix { $0 != " " }
-        guard tag.hasPrefix("trackpipe/"), tag != format, tag.dropFirst("trackpipe/".count).allSatisfy(\.isNumber), tag.count > 10 else {
-            return nil
+        otherTag(metadata, family: "trackpipe/", format: format).flatMap { tag in
+            tag.count > 10 && tag.dropFirst("trackpipe/".count).allSatisfy(\.isNumber) ? tag : nil
         }
-        return String(tag)
     }
 
     // MARK: The seen map
@@ -256,13 +247,7 @@ package struct SourceCheckpoint: Sendable, Hashable {
     }
 
     package init?(decoding text: String?) {
-        guard let text, text.hasPrefix(Self.format + " ") else { return nil }
-        var fields: [Substring: Substring] = [:]
-        for field in text.split(separator: " ").dropFirst() {
-            let parts = field.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else { return nil }
-            fields[parts[0]] = parts[1]
-        }
+        guard let fields = checkpointFields(text, format: Self.format) else { return nil }
         guard let epoch = fields["epoch"].flatMap({ UInt32($0) }), let identity = GroupIdentity(fields: fields) else { return nil }
         var progress: Int64?
         if let text = fields["progress"] {
@@ -276,11 +261,28 @@ package struct SourceCheckpoint: Sendable, Hashable {
     /// (`trackpipe/source` followed by anything but this version's `/2`), which this one does
     /// not read; nil for anything else.
     package static func otherVersion(of metadata: String?) -> String? {
-        guard let metadata else { return nil }
-        let tag = String(metadata.prefix { $0 != " " })
-        guard tag.hasPrefix("trackpipe/source"), tag != format else { return nil }
-        return tag
+        otherTag(metadata, family: "trackpipe/source", format: format)
     }
+}
+
+/// The `name=value` fields of a commit's metadata that begins with `format` and a space; nil
+/// for any other text, or a field without `=`.
+private func checkpointFields(_ text: String?, format: String) -> [Substring: Substring]? {
+    guard let text, text.hasPrefix(format + " ") else { return nil }
+    var fields: [Substring: Substring] = [:]
+    for field in text.split(separator: " ").dropFirst() {
+        let parts = field.split(separator: "=", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        fields[parts[0]] = parts[1]
+    }
+    return fields
+}
+
+/// The tag (first word) of a commit's metadata that begins with `family` but is not `format`:
+/// another version's; nil for anything else.
+private func otherTag(_ metadata: String?, family: String, format: String) -> String? {
+    guard let tag = metadata?.prefix(while: { $0 != " " }), tag.hasPrefix(family), tag != format else { return nil }
+    return String(tag)
 }
 
 /// The highest source offset counted from one source partition, and the incarnation it
