@@ -13,10 +13,8 @@ struct OutputChannel {
     /// Unacknowledged bytes above which the input is paused (it resumes below half); 0: never.
     let limit: Int
     private let backlog: OutputBacklog
-    /// Where each partition of the state topic ends, as far as acknowledged.
-    private let changelogEnds: AcknowledgedEnds
-    /// Dead letters the broker refused for their size, to be sent again cut smaller.
-    private let refused: RefusedDeadLetters
+    /// Where each partition of the state topic ends, and the dead letters to send again.
+    private let reports: DeliveryOutcomes
     let control: RunnerControl
     private let stageName: String
     private let logger: Logger
@@ -29,8 +27,7 @@ struct OutputChannel {
         onClientError: @escaping @Sendable (KafkaError) -> Void
     ) throws {
         let backlog = OutputBacklog()
-        let changelogEnds = AcknowledgedEnds()
-        let refused = RefusedDeadLetters()
+        let reports = DeliveryOutcomes()
         let stateTopic = settings.destinations[.changelog]
         let deadLetterTopic = settings.destinations[.deadLetter]
         let recordLimit = settings.recordLimit
@@ -39,14 +36,14 @@ struct OutputChannel {
             onDelivery: { report in
                 backlog.acknowledged(Int(report.token))
                 guard let error = report.error else {
-                    if report.topic == stateTopic { changelogEnds.acknowledged(partition: report.partition, offset: report.offset) }
+                    if report.topic == stateTopic { reports.acknowledged(partition: report.partition, offset: report.offset) }
                     return
                 }
                 // A dead letter the topic refused for its size is that one record's failure: it
                 // goes again, cut smaller (`resendRefused`). Anything else belongs to the topic or
                 // the cluster, and the run stops on it.
                 if report.topic == deadLetterTopic, error.isRecordTooLarge, let record = report.refused {
-                    refused.add(record)
+                    reports.refused(record)
                     return
                 }
                 control.deliveryFailed(Self.refusal(of: report, error: error, recordLimit: recordLimit.bytes))
@@ -57,8 +54,7 @@ struct OutputChannel {
             producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded,
             backlog: backlog, recordLimit: recordLimit, timesSends: settings.timings)
         self.backlog = backlog
-        self.changelogEnds = changelogEnds
-        self.refused = refused
+        self.reports = reports
         self.control = control
         self.limit = settings.outputBacklogLimit
         self.stageName = stageName
@@ -84,7 +80,7 @@ struct OutputChannel {
     var largestBacklog: Int { backlog.largest }
 
     /// Per partition of the state topic, the offset after the last record acknowledged.
-    var acknowledgedChangelogEnds: [Int32: Int64] { changelogEnds.ends }
+    var acknowledgedChangelogEnds: [Int32: Int64] { reports.ends }
 
     /// Serves the producer's delivery reports that arrived since the last call, and sends again,
     /// cut smaller, the dead letters the broker refused for their size.
@@ -97,7 +93,7 @@ struct OutputChannel {
     /// not say what it takes, and halving finds it in a few rounds. One refused at the floor
     /// (`ProducerSink.smallestCut`) would be refused whatever it held: the topic is misconfigured.
     private mutating func resendRefused() throws {
-        for record in refused.take() {
+        for record in reports.takeRefused() {
             let size = DeadLetterCut.size(keyBytes: record.key?.count ?? 0, valueBytes: record.value?.count ?? 0, headers: record.headers)
             guard size > ProducerSink.smallestCut else {
                 throw PipelineError.deliveryFailed(
@@ -275,32 +271,28 @@ struct ProducerSink: RecordSink {
     }
 }
 
-/// Dead letters the broker refused for their size. Delivery reports add on whichever thread
-/// serves them; the runner takes them after serving.
-final class RefusedDeadLetters: Sendable {
-    private let records = Mutex<[RefusedRecord]>([])
-
-    func add(_ record: RefusedRecord) { records.withLock { $0.append(record) } }
-
-    func take() -> [RefusedRecord] {
-        records.withLock { records in
-            defer { records = [] }
-            return records
-        }
-    }
-}
-
-/// The end of each partition of one topic as far as its records are acknowledged. Delivery
-/// reports write it on whichever thread serves them; the runner reads it after a flush.
-final class AcknowledgedEnds: Sendable {
-    private let state = Mutex<[Int32: Int64]>([:])
+/// What delivery reports leave for the runner: the end of each partition of one topic as far
+/// as its records are acknowledged, and the dead letters the broker refused for their size.
+/// Reports write it on whichever thread serves them; the runner reads the ends after a flush,
+/// and takes the refused letters after serving.
+final class DeliveryOutcomes: Sendable {
+    private let state = Mutex<(ends: [Int32: Int64], refused: [RefusedRecord])>(([:], []))
 
     func acknowledged(partition: Int32, offset: Int64) {
         guard offset >= 0 else { return }
-        state.withLock { $0[partition] = max($0[partition] ?? 0, offset + 1) }
+        state.withLock { $0.ends[partition] = max($0.ends[partition] ?? 0, offset + 1) }
     }
 
-    var ends: [Int32: Int64] { state.withLock { $0 } }
+    var ends: [Int32: Int64] { state.withLock { $0.ends } }
+
+    func refused(_ record: RefusedRecord) { state.withLock { $0.refused.append(record) } }
+
+    func takeRefused() -> [RefusedRecord] {
+        state.withLock { state in
+            defer { state.refused = [] }
+            return state.refused
+        }
+    }
 }
 
 /// Bytes sent and not yet acknowledged. Sends add on the runner's thread; delivery reports
