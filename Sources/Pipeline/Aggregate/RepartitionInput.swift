@@ -107,12 +107,9 @@ public struct RepartitionInput: AggregateInput {
                     deliveryId = DeliveryID(event.deliveryId)
                     deliveryIds[event.delivery] = deliveryId
                 }
-                let tracking = TrackingEvent(
-                    deliveryId: deliveryId, broadlogId: BroadlogID(event.broadlogId), action: event.action,
-                    channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
                 batch.events.append(
                     DecodedBatch.Event(
-                        event: tracking, source: source, sourceOffset: event.sourceOffset, partition: record.partition,
+                        event: event.tracking(deliveryId), source: source, sourceOffset: event.sourceOffset, partition: record.partition,
                         offset: record.offset, reference: reference, carriesOriginal: event.original != nil))
             }
         }
@@ -163,11 +160,7 @@ public struct RepartitionInput: AggregateInput {
         _ event: RepartitionRecord.Event?, of record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
         guard let event else {
-            return OutgoingDeadLetter(
-                letter: DeadLetter(
-                    reason: reason, detail: detail, sourceTopic: "\(sourceTopic) (via the repartition topic)",
-                    sourcePartition: record.partition, sourceOffset: record.offset),
-                key: record.key, value: record.value, timestamp: record.timestamp)
+            return OutgoingDeadLetter(record, reason: reason, detail: detail, sourceTopic: "\(sourceTopic) (via the repartition topic)")
         }
         let letter = DeadLetter(
             reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: event.sourcePartition, sourceOffset: event.sourceOffset)
@@ -181,16 +174,22 @@ public struct RepartitionInput: AggregateInput {
 
     /// The hit as normalized, in the form `trackpipe normalize` writes events.
     private static func normalized(_ event: RepartitionRecord.Event) -> [UInt8] {
-        let tracking = TrackingEvent(
-            deliveryId: DeliveryID(event.deliveryId), broadlogId: BroadlogID(event.broadlogId),
-            action: event.action, channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
         var writer = JSONWriter()
-        tracking.writeJSON(into: &writer)
+        event.tracking(DeliveryID(event.deliveryId)).writeJSON(into: &writer)
         return writer.bytes
     }
 
     /// Event `number` of a record.
     private static func event(_ number: Int, in value: UnsafeRawBufferPointer) -> RepartitionRecord.Event? {
         (try? RepartitionRecord.event(number, in: value)) ?? nil
+    }
+}
+
+extension RepartitionRecord.Event {
+    /// The hit it carries, with its delivery id made by the caller (a decoder makes each once per record).
+    func tracking(_ deliveryId: DeliveryID) -> TrackingEvent {
+        TrackingEvent(
+            deliveryId: deliveryId, broadlogId: BroadlogID(broadlogId), action: action, channel: channel, platform: platform,
+            eventTime: eventTime, shape: shape)
     }
 }
