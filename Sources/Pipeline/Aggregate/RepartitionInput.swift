@@ -132,7 +132,7 @@ public struct RepartitionInput: AggregateInput {
     public func deadLetter(
         _ reference: DeadLetterReference, of record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
-        let event = record.value.flatMap { value in reference.event.flatMap { Self.event($0, in: value) } }
+        let event = record.value.flatMap { value in reference.event.flatMap { (try? RepartitionRecord.event($0, in: value)) ?? nil } }
         return Self.deadLetter(event, of: record, reason: reason, detail: detail, sourceTopic: sourceTopic)
     }
 
@@ -143,16 +143,16 @@ public struct RepartitionInput: AggregateInput {
         var decoded: (record: Int, events: [RepartitionRecord.Event])?
         return pending.map { letter in
             let index = letter.reference.record
+            var event: RepartitionRecord.Event?
             if let number = letter.reference.event, let value = records[index].value {
                 if decoded?.record != index {
                     let events: [RepartitionRecord.Event]
                     if case .events(let record)? = try? RepartitionRecord.decode(value) { events = record.events } else { events = [] }
                     decoded = (index, events)
                 }
-                let event = decoded!.events.indices.contains(number) ? decoded!.events[number] : nil
-                return Self.deadLetter(event, of: records[index], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
+                event = decoded!.events.indices.contains(number) ? decoded!.events[number] : nil
             }
-            return Self.deadLetter(nil, of: records[index], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
+            return Self.deadLetter(event, of: records[index], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
         }
     }
 
@@ -177,11 +177,6 @@ public struct RepartitionInput: AggregateInput {
         var writer = JSONWriter()
         event.tracking(DeliveryID(event.deliveryId)).writeJSON(into: &writer)
         return writer.bytes
-    }
-
-    /// Event `number` of a record.
-    private static func event(_ number: Int, in value: UnsafeRawBufferPointer) -> RepartitionRecord.Event? {
-        (try? RepartitionRecord.event(number, in: value)) ?? nil
     }
 }
 
