@@ -32,6 +32,30 @@ enum LogSetup {
     }
 }
 
+extension LogSetup {
+    /// How a command that talks to Kafka starts: logging set up so that no line shows a secret
+    /// value of its `properties`, and a warning for the secrets given with `-X` on the command
+    /// line (`commandLine`). Returns the redactor, for the command's own error messages, and the
+    /// logger.
+    static func start(
+        level: Logger.Level, format: LogFormat, properties: [String: String], commandLine: [String] = []
+    ) -> (redactor: SecretRedactor, logger: Logger) {
+        let redactor = SecretRedactor(properties: properties)
+        bootstrap(level: level, format: format, redactor: redactor)
+        let logger = Logger(label: "trackpipe")
+        // A secret in `-X` is readable by every user of the machine for as long as the process
+        // runs (`ps`, `/proc/<pid>/cmdline`), and lands in shell history: said once at start-up,
+        // naming the keys (never their values) and the safer way.
+        let keys = KafkaPropertyArguments.secretKeysOnCommandLine(commandLine)
+        if !keys.isEmpty {
+            let variables = keys.map { "TRACKPIPE_X_" + $0.uppercased().replacingOccurrences(of: ".", with: "_") + "=\"\($0)=…\"" }
+            logger.warning(
+                "\(keys.joined(separator: ", ")) given with -X on the command line, where other users of this machine can read it (ps, /proc) and shells keep it in their history; pass it through the environment instead, for example \(variables.joined(separator: ", ")) from a secret store")
+        }
+        return (redactor, logger)
+    }
+}
+
 /// A value behind a lock, for the few places where a callback thread hands a result back.
 final class LockedValue<Value: Sendable>: Sendable {
     private let storage: Mutex<Value>
