@@ -279,7 +279,15 @@ struct Environment: Sendable {
             size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: maxEntries.cap)
         {
             let given = ["window": window, "grace": grace, "retention": retention, "idle-timeout": idleTimeout, "max-entries": maxEntries.given.map(String.init)]
-            let involved = RunCommand.windowSettings(involvedIn: problem)
+            // The settings the problem is about, with their defaults.
+            let involved: [(flag: String, fallback: String)] =
+                switch problem {
+                case _ where problem.contains("window size"): [("window", "1m")]
+                case _ where problem.contains("grace period must not"): [("grace", "10s")]
+                case _ where problem.contains("retention"): [("retention", "1h"), ("grace", "10s")]
+                case _ where problem.contains("idle timeout"): [("idle-timeout", "30s")]
+                default: [("max-entries", "20000000")]
+                }
             throw ValidationError("\(involved.map { setting($0.flag, given[$0.flag] ?? nil, default: $0.fallback).label }.joined(separator: ", ")): \(problem)")
         }
         return WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: maxEntries.cap)

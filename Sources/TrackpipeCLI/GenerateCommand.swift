@@ -85,7 +85,7 @@ struct GenerateCommand: ParsableCommand {
 
     func run() throws {
         // To stderr: stdout may be carrying the JSON Lines.
-        _ = LogSetup.start(
+        LogSetup.bootstrap(
             level: .warning, format: .text, properties: (try? KafkaPropertyArguments.parse(kafkaProperties)) ?? [:], commandLine: kafkaProperties)
         let stopped = LockedValue<String?>(nil)
         let signals = ShutdownSignal.install { name in stopped.set(name) }

@@ -116,7 +116,7 @@ struct ReplayCommand: ParsableCommand {
 
     func run() throws {
         var resolved = try resolve()
-        let (redactor, logger) = LogSetup.start(
+        let (redactor, logger) = LogSetup.bootstrap(
             level: resolved.logLevel, format: resolved.logFormat, properties: resolved.config.kafkaProperties, commandLine: kafkaProperties)
         do {
             if let path = resolved.outputFile { resolved.config.output = .lines(try LineWriter(path: path)) }

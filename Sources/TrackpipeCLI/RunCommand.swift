@@ -122,18 +122,6 @@ struct RunCommand: ParsableCommand {
     /// What `--emit` means, in run and replay alike.
     static let emitHelp = "When window records go out: changes (at the window's end plus grace, then with every correction until its end plus retention) or final (one record per window, once nothing can change it: event time past its end plus retention, or the end of a bounded run; a backfill then writes the same records for the same input)."
 
-    /// The window settings a `WindowConfig.problem` is about, with their defaults, so that a
-    /// refusal names each as it was given (run and replay alike).
-    static func windowSettings(involvedIn problem: String) -> [(flag: String, fallback: String)] {
-        switch problem {
-        case _ where problem.contains("window size"): [("window", "1m")]
-        case _ where problem.contains("grace period must not"): [("grace", "10s")]
-        case _ where problem.contains("retention"): [("retention", "1h"), ("grace", "10s")]
-        case _ where problem.contains("idle timeout"): [("idle-timeout", "30s")]
-        default: [("max-entries", "20000000")]
-        }
-    }
-
     /// `--connect-timeout`'s default: long enough for a broker restart or a rolling upgrade, short
     /// enough that a backfill Job pointed at the wrong address fails within minutes.
     static let defaultConnectTimeout = "5m"
@@ -226,7 +214,7 @@ struct RunCommand: ParsableCommand {
 
     func run() throws {
         let resolved = try resolve()
-        let (redactor, logger) = LogSetup.start(
+        let (redactor, logger) = LogSetup.bootstrap(
             level: resolved.logLevel, format: resolved.logFormat, properties: resolved.config.kafkaProperties, commandLine: kafkaProperties)
         let summary = WorkerRun.execute(resolved, logger: logger) { error in
             FileHandle.standardError.write(Data("trackpipe run: \(redactor.redact("\(error)"))\n".utf8))

@@ -61,7 +61,7 @@ struct StatusCommand: ParsableCommand {
 
     func run() throws {
         let (config, level, format) = try resolve()
-        let (redactor, logger) = LogSetup.start(level: level, format: format, properties: config.kafkaProperties)
+        let (redactor, logger) = LogSetup.bootstrap(level: level, format: format, properties: config.kafkaProperties)
         let status: WorkerStatus
         do {
             status = try WorkerStatus.read(config: config, logger: logger)
