@@ -75,7 +75,7 @@ struct ReplayCommand: ParsableCommand {
         config.deadLetterTopic = try environment.optionalTopic("dlq-topic", dlqTopic)
         config.window = try environment.windowConfig(window: window, grace: grace, retention: retention, idleTimeout: idleTimeout)
         let size = config.window.size
-        config.windowGiven = RunCommand.given(environment.setting("window", window, default: "1m"))
+        config.given[.window] = RunCommand.given(environment.setting("window", window, default: "1m"))
         config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
         config.window.emission = try environment.emission(emit)
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
