@@ -17,7 +17,7 @@ import Logging
 /// A cluster that refuses (no DeleteRecords, or no Delete grant) is said once per kind, with
 /// what to do; the worker goes on, and asks again every interval (a grant, or an upgraded
 /// cluster, takes effect without a restart). Every partition's answer is counted by outcome.
-struct PurgeCoordinator {
+struct PurgeCoordinator: RunnerPart {
     /// What became of one partition's purge, as the metric labels it: `purged`, or the kind of
     /// refusal.
     static func outcome(_ outcome: Result<Int64, RecordDeletionError>) -> String {
@@ -31,25 +31,19 @@ struct PurgeCoordinator {
     /// after this long at worst.
     static let requestTimeout: Int32 = 30_000
 
-    let stageName: String
-    let topic: String
+    let context: RunnerContext
     private var schedule: PurgeSchedule
     private let client: any RecordDeletionClient
-    private let logger: Logger
-    private let metrics: StageMetrics?
     /// The refusals said so far (each once).
     private var told: Set<RecordDeletionError.Kind> = []
     /// A run of failures since the last purge, said at its start.
     private var failing: RecordDeletionError.Kind?
     private var purgedOnce = false
 
-    init(stageName: String, settings: RunnerSettings, purge: PurgeSettings, logger: Logger, metrics: StageMetrics?) throws {
-        self.stageName = stageName
-        topic = settings.topic
+    init(_ context: RunnerContext, purge: PurgeSettings) throws {
+        self.context = context
         schedule = PurgeSchedule(interval: purge.interval)
-        client = try settings.clients.recordDeleter(config: purge.admin, logger: logger.with(label: "trackpipe.kafka.admin"))
-        self.logger = logger
-        self.metrics = metrics
+        client = try context.settings.clients.recordDeleter(config: purge.admin, logger: context.logger.with(label: "trackpipe.kafka.admin"))
         metrics?.purgeOutcomesRegistered(["purged"] + RecordDeletionError.Kind.allCases.map(\.rawValue))
     }
 
