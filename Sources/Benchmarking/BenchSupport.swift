@@ -37,19 +37,39 @@ package enum BenchSupport {
         try producer.flush(timeoutMilliseconds: 120_000)
     }
 
+    /// Wall seconds `body` takes.
+    package static func seconds(_ body: () throws -> Void) rethrows -> Double {
+        let start = now()
+        try body()
+        return now() - start
+    }
+
+    /// Where kcat is installed; nil if it is not.
+    package static var kcat: String? {
+        ["/usr/bin/kcat", "/usr/local/bin/kcat"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+    }
+
+    /// A process of `binary` with `arguments`, not started yet; its output and errors go where
+    /// given (nil: this process's own), by default nowhere.
+    package static func process(
+        _ binary: String, _ arguments: [String], output: Any? = FileHandle.nullDevice, errors: Any? = FileHandle.nullDevice
+    ) -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardError = errors
+        return process
+    }
+
     /// Runs kcat with these arguments, output discarded; returns wall seconds, or nil if kcat is missing.
     package static func timeKcat(_ arguments: [String]) throws -> Double? {
-        guard let kcat = ["/usr/bin/kcat", "/usr/local/bin/kcat"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
-        else { return nil }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: kcat)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let start = now()
-        try process.run()
-        process.waitUntilExit()
-        let elapsed = now() - start
+        guard let kcat else { return nil }
+        let process = process(kcat, arguments)
+        let elapsed = try seconds {
+            try process.run()
+            process.waitUntilExit()
+        }
         guard process.terminationStatus == 0 else {
             throw BenchError("kcat \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
         }
@@ -73,6 +93,17 @@ package enum BenchSupport {
 
     package static func rate(_ count: Int, _ seconds: Double) -> String {
         String(format: "%.0f msg/s", Double(count) / seconds)
+    }
+
+    /// `value` rounded, its thousands grouped with commas: 12,345,678.
+    package static func grouped(_ value: Double) -> String {
+        var digits = String(Int(value.rounded()))
+        var grouped = ""
+        while digits.count > 3 {
+            grouped = "," + digits.suffix(3) + grouped
+            digits.removeLast(3)
+        }
+        return digits + grouped
     }
 }
 

@@ -9,11 +9,10 @@ package final class BrokerProcess {
     /// Starts the broker with these topics (every one with `partitions` partitions) and waits
     /// for it to print its address.
     package init(binary: String, topics: [String], partitions: Int) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["embedded-broker", "--partitions", "\(partitions)", "--log-level", "error"] + topics.flatMap { ["--topic", $0] }
         let output = Pipe()
-        process.standardOutput = output
+        process = BenchSupport.process(
+            binary, ["embedded-broker", "--partitions", "\(partitions)", "--log-level", "error"] + topics.flatMap { ["--topic", $0] },
+            output: output, errors: nil)
         try process.run()
         var text = ""
         while !text.contains("\n") {

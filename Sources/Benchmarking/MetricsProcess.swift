@@ -2,15 +2,12 @@ import Foundation
 
 /// A `trackpipe run` with a metrics port, read while it runs.
 package final class MetricsProcess {
-    package let process = Process()
+    package let process: Process
     package let port: Int
 
     package init(binary: String, arguments: [String]) throws {
         port = try LoopbackPort.free()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments + ["--metrics-port", "\(port)"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process = BenchSupport.process(binary, arguments + ["--metrics-port", "\(port)"])
         try process.run()
     }
 

@@ -72,21 +72,24 @@ public struct ConsumerRecord: @unchecked Sendable {
     }
 
     /// Headers, copied out (this allocates: use only where needed).
-    var headers: [KafkaHeader] {
-        var native: OpaquePointer?
-        guard rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native else { return [] }
-        var result: [KafkaHeader] = []
-        var index = 0
-        var name: UnsafePointer<CChar>?
-        var value: UnsafeRawPointer?
-        var size = 0
-        while rd_kafka_header_get_all(native, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
-            let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }
-            result.append(KafkaHeader(key: name.map { String(cString: $0) } ?? "", value: bytes))
-            index += 1
-        }
-        return result
+    var headers: [KafkaHeader] { copiedHeaders(of: message) }
+}
+
+/// The headers of a message, copied out (this allocates: use only where needed).
+func copiedHeaders(of message: UnsafePointer<rd_kafka_message_t>) -> [KafkaHeader] {
+    var native: OpaquePointer?
+    guard rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native else { return [] }
+    var result: [KafkaHeader] = []
+    var index = 0
+    var name: UnsafePointer<CChar>?
+    var value: UnsafeRawPointer?
+    var size = 0
+    while rd_kafka_header_get_all(native, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
+        let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }
+        result.append(KafkaHeader(key: name.map { String(cString: $0) } ?? "", value: bytes))
+        index += 1
     }
+    return result
 }
 
 /// What one poll can hand back: a record, the end of a partition (when `enable.partition.eof`

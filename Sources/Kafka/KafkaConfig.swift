@@ -49,25 +49,32 @@ public struct KafkaConfig: Sendable, Equatable {
     /// Builds a native configuration; a wrong property or value fails here, naming it, before any
     /// connection is attempted. The caller owns the result until it hands it to `rd_kafka_new`.
     func makeNative() throws -> OpaquePointer {
-        guard let conf = rd_kafka_conf_new() else {
-            throw KafkaError(.clientCreation, "librdkafka could not allocate a configuration")
+        try native(unallocated: KafkaError(.clientCreation, "librdkafka could not allocate a configuration")) { name, value, unknown, reason in
+            // The value of an unknown property does not help fix its name and may be a secret
+            // under a misspelt key; a known secret's value is never shown either.
+            let shown = unknown || Self.isSecret(name) ? "(value hidden)" : value
+            return KafkaError(
+                .invalidProperty(name: name, value: shown),
+                "Kafka property \(name)=\(shown): \(unknown ? "unknown property" : "invalid value"): \(reason). "
+                    + "Check the name and value against librdkafka's CONFIGURATION.md (librdkafka \(Librdkafka.version))."
+            )
         }
+    }
+
+    /// A native configuration with every property set on it, or `refused`'s error for the first
+    /// one librdkafka refuses: given its name, its value, whether librdkafka knows no property of
+    /// that name, and librdkafka's reason, redacted (it may quote the value: "Invalid value
+    /// \"…\" for …").
+    func native<Failure: Error>(
+        unallocated: Failure, refused: (_ name: String, _ value: String, _ unknown: Bool, _ reason: String) -> Failure
+    ) throws(Failure) -> OpaquePointer {
+        guard let conf = rd_kafka_conf_new() else { throw unallocated }
         var errstr = [CChar](repeating: 0, count: 512)
         for (name, value) in properties {
             let result = rd_kafka_conf_set(conf, name, value, &errstr, errstr.count)
-            if result != RD_KAFKA_CONF_OK {
+            guard result == RD_KAFKA_CONF_OK else {
                 rd_kafka_conf_destroy(conf)
-                // librdkafka's reason may quote the value ("Invalid value \"…\" for …").
-                let reason = redactor.redact(string(fromErrorBuffer: errstr))
-                let what = result == RD_KAFKA_CONF_UNKNOWN ? "unknown property" : "invalid value"
-                // The value of an unknown property does not help fix its name and may be a
-                // secret under a misspelt key; a known secret's value is never shown either.
-                let shown = result == RD_KAFKA_CONF_UNKNOWN || Self.isSecret(name) ? "(value hidden)" : value
-                throw KafkaError(
-                    .invalidProperty(name: name, value: shown),
-                    "Kafka property \(name)=\(shown): \(what): \(reason). "
-                        + "Check the name and value against librdkafka's CONFIGURATION.md (librdkafka \(Librdkafka.version))."
-                )
+                throw refused(name, value, result == RD_KAFKA_CONF_UNKNOWN, redactor.redact(string(fromErrorBuffer: errstr)))
             }
         }
         return conf

@@ -56,29 +56,23 @@ extension KafkaConfig {
         var offline = self
         offline["bootstrap.servers"] = nil
         offline["metadata.broker.list"] = nil
-        guard let conf = rd_kafka_conf_new() else {
-            throw KafkaConfigProblem(properties: [], reason: "librdkafka could not allocate a configuration")
+        let unallocated = KafkaConfigProblem(properties: [], reason: "librdkafka could not allocate a configuration")
+        let conf = try offline.native(unallocated: unallocated) { name, _, unknown, said in
+            guard !unknown else {
+                return KafkaConfigProblem(
+                    properties: [name],
+                    reason:
+                        "librdkafka \(Librdkafka.version) has no property named \(name): check the name against librdkafka's CONFIGURATION.md (a typo, or a property of a newer librdkafka)",
+                    isUnknownProperty: true)
+            }
+            // librdkafka's reason names the property by its canonical name, which for an alias
+            // (linger.ms) is another one.
+            return KafkaConfigProblem(
+                properties: [name],
+                reason:
+                    "librdkafka refuses the value (\(said.trimmingCharacters(in: .whitespacesAndNewlines))); see the property's type and range in librdkafka's CONFIGURATION.md")
         }
         var errstr = [CChar](repeating: 0, count: 512)
-        for (name, value) in offline.properties {
-            let result = rd_kafka_conf_set(conf, name, value, &errstr, errstr.count)
-            guard result == RD_KAFKA_CONF_OK else {
-                rd_kafka_conf_destroy(conf)
-                if result == RD_KAFKA_CONF_UNKNOWN {
-                    throw KafkaConfigProblem(
-                        properties: [name],
-                        reason:
-                            "librdkafka \(Librdkafka.version) has no property named \(name): check the name against librdkafka's CONFIGURATION.md (a typo, or a property of a newer librdkafka)",
-                        isUnknownProperty: true)
-                }
-                // librdkafka's reason may quote the value; it names the property by its
-                // canonical name, which for an alias (linger.ms) is another one.
-                let said = redactor.redact(string(fromErrorBuffer: errstr)).trimmingCharacters(in: .whitespacesAndNewlines)
-                throw KafkaConfigProblem(
-                    properties: [name],
-                    reason: "librdkafka refuses the value (\(said)); see the property's type and range in librdkafka's CONFIGURATION.md")
-            }
-        }
         // The check's own client logs nothing: a configuration warning belongs to the real one.
         rd_kafka_conf_set_log_cb(conf) { _, _, _, _ in }
         guard let client = rd_kafka_new(role == .consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, conf, &errstr, errstr.count) else {

@@ -146,11 +146,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// as the live client holds it, which is what librdkafka sends in its JoinGroup request;
     /// nil for a dynamic member.
     public var groupInstanceId: String? {
-        var buffer = [CChar](repeating: 0, count: 512)
-        var size = buffer.count
-        guard rd_kafka_conf_get(rd_kafka_conf(client), "group.instance.id", &buffer, &size) == RD_KAFKA_CONF_OK else { return nil }
-        let id = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return id.isEmpty ? nil : id
+        Self.stringProperty(client, "group.instance.id").flatMap { $0.isEmpty ? nil : $0 }
     }
 
     private static func rebalance(

@@ -193,25 +193,10 @@ extension RefusedRecord {
             guard let pointer else { return nil }
             return Array(UnsafeRawBufferPointer(start: pointer, count: count))
         }
-        var headers: [KafkaHeader] = []
-        var native: OpaquePointer?
-        if rd_kafka_message_headers(message, &native) == RD_KAFKA_RESP_ERR_NO_ERROR, let native {
-            var index = 0
-            var name: UnsafePointer<CChar>?
-            var value: UnsafeRawPointer?
-            var size = 0
-            while rd_kafka_header_get_all(native, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
-                if let name {
-                    headers.append(
-                        KafkaHeader(key: String(cString: name), value: value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }))
-                }
-                index += 1
-            }
-        }
         var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
         let timestamp = rd_kafka_message_timestamp(message, &timestampType)
         self.init(
-            key: bytes(msg.key, msg.key_len), value: bytes(msg.payload, msg.len), headers: headers,
+            key: bytes(msg.key, msg.key_len), value: bytes(msg.payload, msg.len), headers: copiedHeaders(of: message),
             timestamp: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp)
     }
 }

@@ -42,6 +42,7 @@ public struct RecordDeletion: Sendable, Equatable, CustomStringConvertible {
 
 /// Why a deletion was refused, sorted by what the caller can do about it.
 public struct RecordDeletionError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The raw value is how the purge metric and log label the kind.
     public enum Kind: String, Sendable, CaseIterable {
         /// The cluster does not do DeleteRecords: a broker before Kafka 0.11 (`UNSUPPORTED_VERSION`,
         /// or librdkafka's own `_UNSUPPORTED_FEATURE` when the broker does not list the request, as
@@ -50,11 +51,11 @@ public struct RecordDeletionError: Error, Sendable, Equatable, CustomStringConve
         case unsupported
         /// This client may not delete records of the topic (`TOPIC_AUTHORIZATION_FAILED`: the
         /// Delete operation is not granted), until someone grants it.
-        case notAuthorized
+        case notAuthorized = "not_authorized"
         /// Leaders moving, a broker down, no answer in time: asking again later may work.
         case transient
         /// Anything else (an offset beyond the partition's end, a policy of the broker's).
-        case other
+        case other = "failed"
     }
 
     public var kind: Kind

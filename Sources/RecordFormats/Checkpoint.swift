@@ -1,3 +1,5 @@
+import Foundation
+
 /// What the worker stores in Kafka's commit metadata next to each committed offset, so that the
 /// next owner of the partition (a restart, or another instance after a rebalance) can go on from
 /// it exactly: read its windows back from the changelog, recognise hits whose window was already
@@ -61,13 +63,7 @@ package struct Checkpoint: Sendable, Hashable {
 
     /// `group`: the group the commit is under, which the identity names.
     package init?(decoding text: String?, group: String) {
-        guard let text, text.hasPrefix(Self.format + " ") else { return nil }
-        var fields: [Substring: Substring] = [:]
-        for field in text.split(separator: " ").dropFirst() {
-            let parts = field.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else { return nil }
-            fields[parts[0]] = parts[1]
-        }
+        guard let fields = checkpointFields(text, format: Self.format) else { return nil }
         var seen: [Int32: SourceFloor] = [:]
         if let map = fields["seen"] {
             guard let decoded = Self.decode(map) else { return nil }
@@ -97,12 +93,9 @@ package struct Checkpoint: Sendable, Hashable {
     /// The tag of a window checkpoint that another version of trackpipe wrote (`trackpipe/<n>`
     /// other than `format`), which this one does not read; nil for anything else.
     package static func otherVersion(of metadata: String?) -> String? {
-        guard let metadata else { return nil }
-        let tag = metadata.prefix { $0 != " " }
-        guard tag.hasPrefix("trackpipe/"), tag != format, tag.dropFirst("trackpipe/".count).allSatisfy(\.isNumber), tag.count > 10 else {
-            return nil
+        otherTag(metadata, family: "trackpipe/", format: format).flatMap { tag in
+            tag.count > 10 && tag.dropFirst("trackpipe/".count).allSatisfy(\.isNumber) ? tag : nil
         }
-        return String(tag)
     }
 
     // MARK: The seen map
@@ -114,115 +107,47 @@ package struct Checkpoint: Sendable, Hashable {
         var groups: [UInt64: [(Int32, Int64)]] = [:]
         for (source, floor) in seen { groups[floor.incarnation, default: []].append((source, floor.offset)) }
         var bytes: [UInt8] = []
-        appendVarint(UInt64(groups.count), to: &bytes)
+        Varint.append(UInt64(groups.count), to: &bytes)
         for (incarnation, group) in groups.sorted(by: { $0.key < $1.key }) {
             withUnsafeBytes(of: incarnation.littleEndian) { bytes.append(contentsOf: $0) }
-            let entries = group.sorted { $0.0 < $1.0 }
-            appendVarint(UInt64(entries.count), to: &bytes)
-            appendEntries(entries, to: &bytes)
+            Varint.append(UInt64(group.count), to: &bytes)
+            var previous: Int64 = -1
+            for (source, offset) in group.sorted(by: { $0.0 < $1.0 }) {
+                Varint.append(UInt64(Int64(source) - previous - 1), to: &bytes)
+                Varint.append(UInt64(max(offset + 1, 0)), to: &bytes)
+                previous = Int64(source)
+            }
         }
-        return base64url(bytes)
+        return String(Data(bytes).base64EncodedString().compactMap { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 == "=" ? nil : $0 })
     }
 
     static func decode<Text: StringProtocol>(_ text: Text) -> [Int32: SourceFloor]? {
-        guard let bytes = unbase64url(text) else { return nil }
-        var position = 0
-        guard let groups = readVarint(bytes, &position) else { return nil }
-        var map: [Int32: SourceFloor] = [:]
-        for _ in 0..<groups {
-            guard position + 8 <= bytes.count else { return nil }
-            var incarnation: UInt64 = 0
-            for index in 0..<8 { incarnation |= UInt64(bytes[position + index]) << UInt64(8 * index) }
-            position += 8
-            guard let count = readVarint(bytes, &position),
-                let entries = readEntries(bytes, &position, count: Int(clamping: count))
-            else { return nil }
-            for (source, offset) in entries { map[source] = SourceFloor(incarnation: incarnation, offset: offset) }
+        // Base64url: Foundation reads the standard alphabet, with its padding.
+        guard !text.contains(where: { "+/=".contains($0) }) else { return nil }
+        let standard = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        let padding = String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4)
+        guard let bytes = Data(base64Encoded: standard + padding) else { return nil }
+        return bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw, cutShort: SeenMapMalformed())
+            var map: [Int32: SourceFloor] = [:]
+            do {
+                for _ in 0..<(try reader.varint()) {
+                    let incarnation = try reader.integer(UInt64.self)
+                    var source: Int64 = -1
+                    for _ in 0..<(try reader.varint()) {
+                        source = source &+ 1 &+ Int64(truncatingIfNeeded: try reader.varint())
+                        guard (0...Int64(Int32.max)).contains(source) else { return nil }
+                        map[Int32(source)] = SourceFloor(incarnation: incarnation, offset: Int64(truncatingIfNeeded: try reader.varint()) &- 1)
+                    }
+                }
+            } catch {
+                return nil
+            }
+            return reader.isAtEnd ? map : nil
         }
-        return position == bytes.count ? map : nil
     }
 
-    private static func appendEntries(_ entries: [(Int32, Int64)], to bytes: inout [UInt8]) {
-        var previous: Int64 = -1
-        for (source, offset) in entries {
-            appendVarint(UInt64(Int64(source) - previous - 1), to: &bytes)
-            appendVarint(UInt64(max(offset + 1, 0)), to: &bytes)
-            previous = Int64(source)
-        }
-    }
-
-    /// `count` entries.
-    private static func readEntries(_ bytes: [UInt8], _ position: inout Int, count: Int) -> [(Int32, Int64)]? {
-        var entries: [(Int32, Int64)] = []
-        var previous: Int64 = -1
-        while entries.count < count, position < bytes.count {
-            guard let gap = readVarint(bytes, &position), let offset = readVarint(bytes, &position) else { return nil }
-            let source = previous + 1 + Int64(truncatingIfNeeded: gap)
-            guard source <= Int64(Int32.max) else { return nil }
-            entries.append((Int32(source), Int64(truncatingIfNeeded: offset) - 1))
-            previous = source
-        }
-        guard entries.count == count else { return nil }
-        return entries
-    }
-
-    private static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
-        var rest = value
-        while rest >= 0x80 {
-            bytes.append(UInt8(rest & 0x7F) | 0x80)
-            rest >>= 7
-        }
-        bytes.append(UInt8(rest))
-    }
-
-    private static func readVarint(_ bytes: [UInt8], _ position: inout Int) -> UInt64? {
-        var value: UInt64 = 0
-        var shift: UInt64 = 0
-        while position < bytes.count, shift < 64 {
-            let byte = bytes[position]
-            position += 1
-            value |= UInt64(byte & 0x7F) << shift
-            if byte & 0x80 == 0 { return value }
-            shift += 7
-        }
-        return nil
-    }
-
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
-    private static func base64url(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var word: UInt32 = 0
-            for (shift, byte) in zip([16, 8, 0], chunk) { word |= UInt32(byte) << UInt32(shift) }
-            let characters = chunk.count + 1
-            for position in 0..<characters { out.append(alphabet[Int((word >> UInt32(18 - 6 * position)) & 0x3F)]) }
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    private static func unbase64url<Text: StringProtocol>(_ text: Text) -> [UInt8]? {
-        var values: [UInt8] = []
-        for character in text.utf8 {
-            guard let value = alphabet.firstIndex(of: character) else { return nil }
-            values.append(UInt8(value))
-        }
-        var out: [UInt8] = []
-        var index = 0
-        while index < values.count {
-            let chunk = values[index..<min(index + 4, values.count)]
-            guard chunk.count >= 2 else { return nil }
-            var word: UInt32 = 0
-            for (position, value) in chunk.enumerated() { word |= UInt32(value) << UInt32(18 - 6 * position) }
-            for position in 0..<(chunk.count - 1) { out.append(UInt8((word >> UInt32(16 - 8 * position)) & 0xFF)) }
-            index += 4
-        }
-        return out
-    }
+    private struct SeenMapMalformed: Error {}
 }
 
 /// What the normalize stage stores in its commit metadata: which incarnation of the input
@@ -260,13 +185,7 @@ package struct SourceCheckpoint: Sendable, Hashable {
 
     /// `group`: the group the commit is under, which the identity names.
     package init?(decoding text: String?, group: String) {
-        guard let text, text.hasPrefix(Self.format + " ") else { return nil }
-        var fields: [Substring: Substring] = [:]
-        for field in text.split(separator: " ").dropFirst() {
-            let parts = field.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2 else { return nil }
-            fields[parts[0]] = parts[1]
-        }
+        guard let fields = checkpointFields(text, format: Self.format) else { return nil }
         guard let epoch = fields["epoch"].flatMap({ UInt32($0) }), let identity = GroupIdentity(fields: fields, group: group) else { return nil }
         var progress: Int64?
         if let text = fields["progress"] {
@@ -280,11 +199,28 @@ package struct SourceCheckpoint: Sendable, Hashable {
     /// (`trackpipe/source` followed by anything but this version's `/2`), which this one does
     /// not read; nil for anything else.
     package static func otherVersion(of metadata: String?) -> String? {
-        guard let metadata else { return nil }
-        let tag = String(metadata.prefix { $0 != " " })
-        guard tag.hasPrefix("trackpipe/source"), tag != format else { return nil }
-        return tag
+        otherTag(metadata, family: "trackpipe/source", format: format)
     }
+}
+
+/// The `name=value` fields of a commit's metadata that begins with `format` and a space; nil
+/// for any other text, or a field without `=`.
+private func checkpointFields(_ text: String?, format: String) -> [Substring: Substring]? {
+    guard let text, text.hasPrefix(format + " ") else { return nil }
+    var fields: [Substring: Substring] = [:]
+    for field in text.split(separator: " ").dropFirst() {
+        let parts = field.split(separator: "=", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        fields[parts[0]] = parts[1]
+    }
+    return fields
+}
+
+/// The tag (first word) of a commit's metadata that begins with `family` but is not `format`:
+/// another version's; nil for anything else.
+private func otherTag(_ metadata: String?, family: String, format: String) -> String? {
+    guard let tag = metadata?.prefix(while: { $0 != " " }), tag.hasPrefix(family), tag != format else { return nil }
+    return String(tag)
 }
 
 /// The highest source offset counted from one source partition, and the incarnation it

@@ -50,13 +50,10 @@ public struct DeadLetterCut: Sendable, Equatable {
         let keyCount = key?.count ?? 0, valueCount = value?.count ?? 0
         guard size(keyBytes: keyCount, valueBytes: valueCount, headers: headers) > limit else { return nil }
         // The headers the cut adds, at their largest (64 hex digits, up to 20 size digits).
+        let noHash = String(repeating: "0", count: 64)
         var added: [KafkaHeader] = [KafkaHeader(key: Header.truncated, string: "key,value")]
-        if key != nil {
-            added += [KafkaHeader(key: Header.keySize, string: String(keyCount)), KafkaHeader(key: Header.keySHA256, string: String(repeating: "0", count: 64))]
-        }
-        if value != nil {
-            added += [KafkaHeader(key: Header.valueSize, string: String(valueCount)), KafkaHeader(key: Header.valueSHA256, string: String(repeating: "0", count: 64))]
-        }
+        if key != nil { added += original(Header.keySize, Header.keySHA256, size: keyCount, sha256: noHash) }
+        if value != nil { added += original(Header.valueSize, Header.valueSHA256, size: valueCount, sha256: noHash) }
         let room = max(0, limit - size(keyBytes: 0, valueBytes: 0, headers: headers + added))
         var keyKept = min(keyCount, room / 8)
         let valueKept = min(valueCount, room - keyKept)
@@ -66,16 +63,19 @@ public struct DeadLetterCut: Sendable, Equatable {
         var described: [KafkaHeader] = []
         if let key, keyKept < keyCount {
             cut.append("key")
-            described += [KafkaHeader(key: Header.keySize, string: String(keyCount)), KafkaHeader(key: Header.keySHA256, string: SHA256.hex(key))]
+            described += original(Header.keySize, Header.keySHA256, size: keyCount, sha256: SHA256.hex(key))
         }
         if let value, valueKept < valueCount {
             cut.append("value")
-            described += [
-                KafkaHeader(key: Header.valueSize, string: String(valueCount)), KafkaHeader(key: Header.valueSHA256, string: SHA256.hex(value)),
-            ]
+            described += original(Header.valueSize, Header.valueSHA256, size: valueCount, sha256: SHA256.hex(value))
         }
         return DeadLetterCut(
             keyBytes: keyKept, valueBytes: valueKept,
             headers: headers + [KafkaHeader(key: Header.truncated, string: cut.joined(separator: ","))] + described)
+    }
+
+    /// The two headers that describe a part that was cut: its original size and SHA-256.
+    private static func original(_ sizeHeader: String, _ hashHeader: String, size: Int, sha256: String) -> [KafkaHeader] {
+        [KafkaHeader(key: sizeHeader, string: String(size)), KafkaHeader(key: hashHeader, string: sha256)]
     }
 }

@@ -7,12 +7,11 @@ import Logging
 /// input whose output could still be lost. Commits happen every `interval`, when a window
 /// closes (rationed: a few at once, then one per `earlySpacing`), before partitions are given
 /// away, and at the end of a run.
-struct CommitCoordinator {
-    let stageName: String
+struct CommitCoordinator: RunnerPart {
+    let context: RunnerContext
     /// Only a runner in a group commits: a fixed assignment has no group to commit to.
-    let enabled: Bool
-    let interval: Int64
-    let logger: Logger
+    var enabled: Bool { settings.joinsGroup }
+    var interval: Int64 { settings.commitInterval }
     private var lastCommitAt: Int64 = 0
     /// Commits for closed windows are rationed like tokens in a bucket: `earlyBurst` at once,
     /// one more every `earlySpacing`. Windows are aligned to the epoch, so a live stream closes
@@ -38,12 +37,7 @@ struct CommitCoordinator {
     /// acknowledged in time); nil when it did. The end of a run reads it.
     var lastFailure: String?
 
-    init(stageName: String, settings: RunnerSettings, logger: Logger) {
-        self.stageName = stageName
-        self.enabled = settings.joinsGroup
-        self.interval = settings.commitInterval
-        self.logger = logger
-    }
+    init(_ context: RunnerContext) { self.context = context }
 
     mutating func begin(at now: Int64) {
         lastCommitAt = now

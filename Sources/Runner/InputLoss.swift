@@ -96,11 +96,8 @@ enum InputLoss {
 /// current by every fetch, and the fetch that brought the records after a jump brought it
 /// too), or asked of the cluster when none is known yet; a span whose log start cannot be read
 /// waits for the next turn, and at the end of a run counts as lost.
-struct LossWatch {
-    let stageName: String
-    let topic: String
-    let logger: Logger
-    let metrics: StageMetrics?
+struct LossWatch: RunnerPart {
+    let context: RunnerContext
     /// What was found lost, in the order found.
     private(set) var lost: [InputSpan] = []
     private var pending: [InputSpan] = []
@@ -108,11 +105,8 @@ struct LossWatch {
     private var notLost = (spans: 0, offsets: Int64(0))
     private var lastNotice: Int64 = .min / 2
 
-    init(stageName: String, topic: String, logger: Logger, metrics: StageMetrics?) {
-        self.stageName = stageName
-        self.topic = topic
-        self.logger = logger
-        self.metrics = metrics
+    init(_ context: RunnerContext) {
+        self.context = context
         metrics?.lost(0, topic: topic)
     }
 

@@ -5,11 +5,8 @@ import Logging
 /// authentication, unsupported versions, a fatal producer, a topic deleted under the runner)
 /// stop it with the cause and what to do; the rest are librdkafka retrying by itself, worth a
 /// warning and a counter.
-struct KafkaErrorTriage: Sendable {
-    let stageName: String
-    let topic: String
-    let logger: Logger
-    let metrics: StageMetrics?
+struct KafkaErrorTriage: RunnerPart, Sendable {
+    let context: RunnerContext
     let control: RunnerControl
 
     /// librdkafka's error callback, on the runner's thread (inside a poll). A fatal error stops

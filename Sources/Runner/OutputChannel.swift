@@ -7,7 +7,8 @@ import Synchronization
 /// stage writes through, the bytes that wait for acknowledgement, and the pause of the input
 /// while too many do. A slow output therefore costs neither unbounded memory nor the group
 /// membership: the loop keeps polling (rebalances, liveness, ticks) while the input is paused.
-struct OutputChannel {
+struct OutputChannel: RunnerPart {
+    let context: RunnerContext
     let producer: any ProducerClient
     var sink: ProducerSink
     /// Unacknowledged bytes above which the input is paused (it resumes below half); 0: never.
@@ -18,16 +19,11 @@ struct OutputChannel {
     /// Dead letters the broker refused for their size, to be sent again cut smaller.
     private let refused: RefusedDeadLetters
     let control: RunnerControl
-    private let stageName: String
-    private let logger: Logger
-    private let metrics: StageMetrics?
     /// How often the input was paused because the output was behind.
     private(set) var pauses = 0
 
-    init(
-        stageName: String, settings: RunnerSettings, control: RunnerControl, logger: Logger, metrics: StageMetrics?,
-        onClientError: @escaping @Sendable (KafkaError) -> Void
-    ) throws {
+    init(_ context: RunnerContext, control: RunnerControl, onClientError: @escaping @Sendable (KafkaError) -> Void) throws {
+        let settings = context.settings
         let backlog = OutputBacklog()
         let (changelogEnds, outputs) = (AcknowledgedOffsets(), AcknowledgedOffsets())
         let refused = RefusedDeadLetters()
@@ -35,7 +31,7 @@ struct OutputChannel {
         let deadLetterTopic = settings.destinations[.deadLetter]
         let recordLimit = settings.recordLimit
         producer = try settings.clients.producer(
-            config: settings.producer, logger: logger.with(label: "trackpipe.kafka.producer"),
+            config: settings.producer, logger: context.logger.with(label: "trackpipe.kafka.producer"),
             onDelivery: { report in
                 backlog.acknowledged(Int(report.token))
                 guard let error = report.error else {
@@ -62,9 +58,7 @@ struct OutputChannel {
         self.refused = refused
         self.control = control
         self.limit = settings.outputBacklogLimit
-        self.stageName = stageName
-        self.logger = logger
-        self.metrics = metrics
+        self.context = context
     }
 
     /// What the run stops with when the broker refuses one of trackpipe's own records: the

@@ -44,11 +44,12 @@ struct PartitionTracker {
 
     /// What the guard made of one batch (the records themselves go to the caller's buffer).
     struct Admitted {
-        /// Records dropped: of partitions not owned, or at offsets already read.
+        /// Records dropped: of partitions not owned, at offsets already read, or gathered before
+        /// their partition was revoked.
         var stale = 0
         /// Jumps forward, and the ends of bounded runs reached past offsets never delivered.
         var gaps: [InputSpan] = []
-        /// Errors the consumer delivered among the records.
+        /// Errors the consumer delivered among the records (`admit`'s; `sift` sees none).
         var errors: [KafkaError] = []
     }
 
@@ -191,20 +192,10 @@ struct PartitionTracker {
         case other
     }
 
-    /// What the guard decided about a batch, beside the records it took (which `sift` appends
-    /// to a buffer of the caller's).
-    struct Sifted {
-        /// Records dropped: of partitions not owned, at offsets already read, or gathered before
-        /// their partition was revoked.
-        var stale = 0
-        /// Jumps forward; at the end of a bounded run, offsets before the end never delivered.
-        var gaps: [InputSpan] = []
-    }
-
     /// Sorts a batch into the records the stage may see, in order, in `records` (emptied
     /// first, its capacity kept), and says what was dropped.
     mutating func admit(_ batch: some PolledBatch, into records: inout [PolledRecord]) -> Admitted {
-        var admitted = Admitted()
+        var errors: [KafkaError] = []
         var sightings = self.sightings
         self.sightings = []
         sightings.removeAll(keepingCapacity: true)
@@ -219,16 +210,15 @@ struct PartitionTracker {
                 continue
             case .partitionEOF(let tp, let offset):
                 sightings.append((index, tp.topic == topic ? .partitionEnd(partition: tp.partition, offset: offset) : .other))
-            case .error(let error): admitted.errors.append(error)
+            case .error(let error): errors.append(error)
             }
             polled.append(nil)
         }
         var taken = self.taken
         self.taken = []
         taken.removeAll(keepingCapacity: true)
-        let sifted = sift(sightings, revocations: batch.revocations, taken: &taken)
-        admitted.stale = sifted.stale
-        admitted.gaps = sifted.gaps
+        var admitted = sift(sightings, revocations: batch.revocations, taken: &taken)
+        admitted.errors = errors
         records.removeAll(keepingCapacity: true)
         for index in taken {
             if let record = polled[index] { records.append(record) }
@@ -242,11 +232,11 @@ struct PartitionTracker {
     /// The guard itself, on what it needs of each event: the partition and offset of records,
     /// the ends of partitions, and which partitions were revoked after how many events (those
     /// gathered before belong to an assignment that no longer holds, even if the partition was
-    /// assigned again since).
+    /// assigned again since). The records it takes are appended to `taken`, by index.
     mutating func sift(
         _ sightings: [(index: Int, sighting: Sighting)], revocations: [ConsumerBatch.Revocation], taken: inout [Int]
-    ) -> Sifted {
-        var sifted = Sifted()
+    ) -> Admitted {
+        var sifted = Admitted()
         let (allRevokedBefore, revokedBefore) = revokedBefore(revocations)
         // Records come in runs of one partition: its state is taken out once per run.
         var current: TopicPartition?

@@ -30,18 +30,13 @@ public final class PipelineMetrics: Sendable {
                 metricName: "trackpipe_emit_delay", unitName: "seconds",
                 helpText: "Wall-clock time from a window's end to its emission."),
             buckets: [0.5, 1, 5, 10, 30, 60, 120, 300, 900, 3600, 86400])
-        brokerReachable = registry.makeGauge(
-            descriptor: MetricNameDescriptor(
-                metricName: "trackpipe_broker_reachable", unitName: "",
-                helpText: "1 while a Kafka broker answers, 0 while none has answered the last check."))
-        healthy = registry.makeGauge(
-            descriptor: MetricNameDescriptor(
-                metricName: "trackpipe_healthy", unitName: "",
-                helpText: "1 while /health/ready answers 200, 0 while it answers 503 (read at each scrape)."))
-        runFailed = registry.makeGauge(
-            descriptor: MetricNameDescriptor(
-                metricName: "trackpipe_run_failed", unitName: "",
-                helpText: "1 once the worker has stopped on an error that retrying cannot fix; it exits 1 after the next scrape."))
+        brokerReachable = registry.gauge(
+            "trackpipe_broker_reachable", help: "1 while a Kafka broker answers, 0 while none has answered the last check.")
+        healthy = registry.gauge(
+            "trackpipe_healthy", help: "1 while /health/ready answers 200, 0 while it answers 503 (read at each scrape).")
+        runFailed = registry.gauge(
+            "trackpipe_run_failed",
+            help: "1 once the worker has stopped on an error that retrying cannot fix; it exits 1 after the next scrape.")
         healthy.set(Double(1))
         runFailed.set(Double(0))
         process = ProcessMetrics(registry: registry)
@@ -52,10 +47,8 @@ public final class PipelineMetrics: Sendable {
                     labels: labels)
             }, drop: { registry.unregisterCounter($0) })
         gauges = MetricFamily(
-            make: { name, labels in
-                registry.makeGauge(
-                    descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: Self.help[name] ?? name), labels: labels)
-            }, drop: { registry.unregisterGauge($0) })
+            make: { name, labels in registry.gauge(name, help: Self.help[name] ?? name, labels: labels) },
+            drop: { registry.unregisterGauge($0) })
     }
 
     /// The Prometheus text for one scrape, with the gauges that are read rather than pushed
@@ -124,11 +117,9 @@ public final class PipelineMetrics: Sendable {
         // The counters alerts divide or compare over time (consumed, marks) must exist before
         // the first message: a stage stuck from its start would otherwise have no series to
         // alert on.
-        for name in [
-            "trackpipe_messages_consumed", "trackpipe_hits_accepted", "trackpipe_watermark_marks", "trackpipe_aggregates_emitted",
-            "trackpipe_hits_reread_final", "trackpipe_duplicates_dropped", "trackpipe_messages_reread",
+        for name in Self.accountingCounters.map(\.name) + [
             "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
-            "trackpipe_restore_records", "trackpipe_changelog_records", "trackpipe_dead_letters_cut", "trackpipe_late_hits_without_original",
+            "trackpipe_restore_records", "trackpipe_changelog_records", "trackpipe_dead_letters_cut",
         ] + Self.formerNames.values {
             _ = counter(name, stage: metrics.stage)
         }
@@ -138,6 +129,13 @@ public final class PipelineMetrics: Sendable {
         metrics.restoring(0)
         return metrics
     }
+
+    /// The counters a report's `Accounting` bumps, each by its count.
+    static let accountingCounters: [(name: String, count: KeyPath<Accounting, Int> & Sendable)] = [
+        ("trackpipe_messages_consumed", \.consumed), ("trackpipe_hits_accepted", \.accepted), ("trackpipe_hits_reread_final", \.rereadFinal),
+        ("trackpipe_duplicates_dropped", \.duplicates), ("trackpipe_messages_reread", \.reread), ("trackpipe_watermark_marks", \.marks),
+        ("trackpipe_aggregates_emitted", \.emitted), ("trackpipe_late_hits_without_original", \.lateWithoutOriginal),
+    ]
 
     func counter(_ name: String, stage: String, _ extra: (String, String)...) -> Counter {
         counters[name, [("stage", stage)] + extra]
@@ -159,14 +157,7 @@ public struct StageMetrics: Sendable {
 
     func record(_ report: StageReport) {
         let a = report.accounting
-        bump("trackpipe_messages_consumed", a.consumed)
-        bump("trackpipe_hits_accepted", a.accepted)
-        bump("trackpipe_hits_reread_final", a.rereadFinal)
-        bump("trackpipe_duplicates_dropped", a.duplicates)
-        bump("trackpipe_messages_reread", a.reread)
-        bump("trackpipe_watermark_marks", a.marks)
-        bump("trackpipe_aggregates_emitted", a.emitted)
-        bump("trackpipe_late_hits_without_original", a.lateWithoutOriginal)
+        for (name, count) in PipelineMetrics.accountingCounters { bump(name, a[keyPath: count]) }
         for (reason, count) in a.filtered.counted {
             parent.counter("trackpipe_hits_filtered", stage: stage, ("reason", reason.rawValue)).increment(by: Int64(count))
         }
@@ -265,6 +256,13 @@ public struct StageMetrics: Sendable {
         guard count > 0 else { return }
         parent.counter(name, stage: stage).increment(by: Int64(count))
         if let former = PipelineMetrics.formerNames[name] { parent.counter(former, stage: stage).increment(by: Int64(count)) }
+    }
+}
+
+extension PrometheusCollectorRegistry {
+    /// A gauge without a unit.
+    func gauge(_ name: String, help: String, labels: [(String, String)] = []) -> Gauge {
+        makeGauge(descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help), labels: labels)
     }
 }
 

@@ -16,17 +16,9 @@ struct ProcessMetrics: Sendable {
             virtualMemory = nil
             return
         }
-        registry.makeGauge(
-            descriptor: MetricNameDescriptor(
-                metricName: "process_start_time_seconds", unitName: "",
-                helpText: "Start time of the process since the Unix epoch, in seconds.")
-        ).set(start)
-        residentMemory = registry.makeGauge(
-            descriptor: MetricNameDescriptor(
-                metricName: "process_resident_memory_bytes", unitName: "", helpText: "Resident memory size in bytes."))
-        virtualMemory = registry.makeGauge(
-            descriptor: MetricNameDescriptor(
-                metricName: "process_virtual_memory_bytes", unitName: "", helpText: "Virtual memory size in bytes."))
+        registry.gauge("process_start_time_seconds", help: "Start time of the process since the Unix epoch, in seconds.").set(start)
+        residentMemory = registry.gauge("process_resident_memory_bytes", help: "Resident memory size in bytes.")
+        virtualMemory = registry.gauge("process_virtual_memory_bytes", help: "Virtual memory size in bytes.")
         refresh()
     }
 

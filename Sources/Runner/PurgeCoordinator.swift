@@ -17,26 +17,13 @@ import Logging
 /// A cluster that refuses (no DeleteRecords, or no Delete grant) is said once per kind, with
 /// what to do; the worker goes on, and asks again every interval (a grant, or an upgraded
 /// cluster, takes effect without a restart). Every partition's answer is counted by outcome.
-struct PurgeCoordinator {
-    /// What became of one partition's purge, as the metric labels it.
-    enum Outcome: String, CaseIterable {
-        case purged
-        case unsupported
-        case notAuthorized = "not_authorized"
-        case transient
-        case failed
-
-        init(_ outcome: Result<Int64, RecordDeletionError>) {
-            switch outcome {
-            case .success: self = .purged
-            case .failure(let error):
-                switch error.kind {
-                case .unsupported: self = .unsupported
-                case .notAuthorized: self = .notAuthorized
-                case .transient: self = .transient
-                case .other: self = .failed
-                }
-            }
+struct PurgeCoordinator: RunnerPart {
+    /// What became of one partition's purge, as the metric labels it: `purged`, or the kind of
+    /// refusal.
+    static func outcome(_ outcome: Result<Int64, RecordDeletionError>) -> String {
+        switch outcome {
+        case .success: "purged"
+        case .failure(let error): error.kind.rawValue
         }
     }
 
@@ -44,26 +31,20 @@ struct PurgeCoordinator {
     /// after this long at worst.
     static let requestTimeout: Int32 = 30_000
 
-    let stageName: String
-    let topic: String
+    let context: RunnerContext
     private var schedule: PurgeSchedule
     private let client: any RecordDeletionClient
-    private let logger: Logger
-    private let metrics: StageMetrics?
     /// The refusals said so far (each once).
-    private var told: Set<Outcome> = []
+    private var told: Set<RecordDeletionError.Kind> = []
     /// A run of failures since the last purge, said at its start.
-    private var failing: Outcome?
+    private var failing: RecordDeletionError.Kind?
     private var purgedOnce = false
 
-    init(stageName: String, settings: RunnerSettings, purge: PurgeSettings, logger: Logger, metrics: StageMetrics?) throws {
-        self.stageName = stageName
-        topic = settings.topic
+    init(_ context: RunnerContext, purge: PurgeSettings) throws {
+        self.context = context
         schedule = PurgeSchedule(interval: purge.interval)
-        client = try settings.clients.recordDeleter(config: purge.admin, logger: logger.with(label: "trackpipe.kafka.admin"))
-        self.logger = logger
-        self.metrics = metrics
-        metrics?.purgeOutcomesRegistered(Outcome.allCases.map(\.rawValue))
+        client = try context.settings.clients.recordDeleter(config: purge.admin, logger: context.logger.with(label: "trackpipe.kafka.admin"))
+        metrics?.purgeOutcomesRegistered(["purged"] + RecordDeletionError.Kind.allCases.map(\.rawValue))
     }
 
     /// A commit went through, outside any rebalance callback: purges what the owned partitions
@@ -105,15 +86,15 @@ struct PurgeCoordinator {
 
     private mutating func take(_ answer: [RecordDeletion]) {
         schedule.answered(answer)
-        var counts: [Outcome: Int] = [:]
-        for deletion in answer { counts[Outcome(deletion.outcome), default: 0] += 1 }
-        for (outcome, count) in counts { metrics?.purges(outcome.rawValue, count) }
-        let failures = answer.compactMap { deletion -> (Outcome, RecordDeletionError)? in
+        var counts: [String: Int] = [:]
+        for deletion in answer { counts[Self.outcome(deletion.outcome), default: 0] += 1 }
+        for (outcome, count) in counts { metrics?.purges(outcome, count) }
+        let failures = answer.compactMap { deletion -> RecordDeletionError? in
             guard case .failure(let error) = deletion.outcome else { return nil }
-            return (Outcome(deletion.outcome), error)
+            return error
         }
-        if let (outcome, error) = failures.first {
-            say(outcome, error)
+        if let error = failures.first {
+            say(error)
         } else if !answer.isEmpty {
             let where_ = answer.map { "\($0.partition.partition) below \($0.below)" }.joined(separator: ", ")
             if let was = failing {
@@ -128,24 +109,22 @@ struct PurgeCoordinator {
     }
 
     /// Says a failure: a refusal once per kind for the run, a run of other failures at its start.
-    private mutating func say(_ outcome: Outcome, _ error: RecordDeletionError) {
+    private mutating func say(_ error: RecordDeletionError) {
         let again = "trackpipe asks again every \(Self.text(schedule.interval)) (--purge-interval 0 turns purging off)"
-        switch outcome {
+        switch error.kind {
         case .unsupported:
-            guard told.insert(outcome).inserted else { return }
+            guard told.insert(error.kind).inserted else { return }
             logger.warning(
                 "\(stageName): the cluster does not delete records (\(error)): \(topic) cannot be purged after commits, and keeps what the aggregate group has committed until its retention.ms deletes it (trackpipe creates the topic with 7 days; size it for that, see docs/deploy.md). Nothing is lost and counting goes on; \(again). Said once")
         case .notAuthorized:
-            guard told.insert(outcome).inserted else { return }
+            guard told.insert(error.kind).inserted else { return }
             logger.warning(
                 "\(stageName): this client may not delete records of \(topic) (\(error)): grant its principal Delete on the topic (kafka-acls.sh --add --allow-principal <principal> --operation Delete --topic \(topic)), or leave it to the topic's retention.ms (trackpipe creates it with 7 days; docs/deploy.md). Nothing is lost and counting goes on; \(again). Said once")
-        case .transient, .failed:
+        case .transient, .other:
             guard failing == nil else { return }
             logger.warning("\(stageName): purging \(topic) failed (\(error)); nothing is lost, \(again)")
-        case .purged:
-            return
         }
-        failing = outcome
+        failing = error.kind
     }
 
     static func text(_ millis: Int64) -> String { millis % 1_000 == 0 ? "\(millis / 1_000) s" : "\(millis) ms" }

@@ -5,23 +5,15 @@ import Logging
 /// partitions are this runner's, where each starts (the previous owner's commit and checkpoint,
 /// read with retries, never guessed), and what the log says. The runner calls it from inside
 /// `poll`, on its own thread, and hands the results to its tracker and its stage.
-struct RebalanceListener {
-    let topic: String
-    let stageName: String
-    let group: String
-    let client: String
-    let logger: Logger
+struct RebalanceListener: RunnerPart {
+    let context: RunnerContext
     /// Whether the group ever gave this runner partitions: an unknown topic after that means the
     /// topic was deleted.
     private(set) var everAssigned = false
 
-    init(stageName: String, settings: RunnerSettings, logger: Logger) {
-        self.topic = settings.topic
-        self.stageName = stageName
-        self.group = settings.group
-        self.client = settings.consumer["client.id"] ?? ""
-        self.logger = logger
-    }
+    init(_ context: RunnerContext) { self.context = context }
+
+    var client: String { settings.consumer["client.id"] ?? "" }
 
     /// The partitions of this runner's topic among those assigned; nil if there are none.
     mutating func claim(_ partitions: [TopicPartition]) -> [TopicPartition]? {

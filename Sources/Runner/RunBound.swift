@@ -4,26 +4,25 @@ import Logging
 /// Where a bounded run stops, and whether it has: the one judge of a run's end
 /// (`RunnerSettings.Bound`). The runner asks it each turn which partitions' ends to read now,
 /// and whether the run is done; it reads the ends itself (`StageRunner.takeEnds`).
-struct RunBound {
+struct RunBound: RunnerPart {
+    let context: RunnerContext
     let bound: RunnerSettings.Bound
     /// In a group, with its topic's partition count known: a bounded run must read every one.
     let partitionCount: Int?
     /// How long partitions held by other members are waited for: twice the session timeout, as
     /// a member that died keeps its partitions that long.
     let patience: Int64
-    let stageName: String
-    let topic: String
     private(set) var upstreamEndsTaken = false
     /// Since when this run has read what it owns to its end while other members of its group
     /// held the rest; nil when that is not so.
     private var othersHoldSince: Int64?
 
-    init(settings: RunnerSettings, stageName: String) {
+    init(_ context: RunnerContext) {
+        self.context = context
+        let settings = context.settings
         bound = settings.bound
         partitionCount = settings.joinsGroup ? settings.partitionCount : nil
         patience = 2 * (settings.consumer["session.timeout.ms"].flatMap { Int64($0) } ?? 45_000)
-        self.stageName = stageName
-        topic = settings.topic
     }
 
     /// Whether the owned partitions' ends are to be known now: from the assignment on, or once

@@ -5,14 +5,10 @@ import Synchronization
 /// producer's and librdkafka's callbacks report, and what the health checks need to know. Everything
 /// else a runner holds stays on the thread inside `StageRunner.run`, so this is the one place
 /// where the runner's state is shared, and it is all atomics and one mutex.
-package final class RunnerControl: Sendable {
+package final class RunnerControl: RunnerPart, Sendable {
     /// The stage's name and what health messages quote, fixed at creation: nothing here reads
     /// the stage itself, which the run thread mutates.
-    let stageName: String
-    let topic: String
-    let group: String
-    let joinsGroup: Bool
-    let unhealthyAfter: Int64
+    let context: RunnerContext
     let clock: @Sendable () -> Int64
 
     private let stopRequested = Atomic<Bool>(false)
@@ -40,12 +36,8 @@ package final class RunnerControl: Sendable {
         var client: KafkaError?
     }
 
-    init(stageName: String, settings: RunnerSettings, clock: @escaping @Sendable () -> Int64) {
-        self.stageName = stageName
-        self.topic = settings.topic
-        self.group = settings.group
-        self.joinsGroup = settings.joinsGroup
-        self.unhealthyAfter = settings.unhealthyAfter
+    init(_ context: RunnerContext, clock: @escaping @Sendable () -> Int64) {
+        self.context = context
         self.clock = clock
     }
 
@@ -110,7 +102,7 @@ package final class RunnerControl: Sendable {
     }
 
     /// A group member that has not been given partitions yet.
-    var awaitsAssignment: Bool { joinsGroup && assignedMillis.load(ordering: .relaxed) == 0 }
+    var awaitsAssignment: Bool { settings.joinsGroup && assignedMillis.load(ordering: .relaxed) == 0 }
 
     /// nil while the run's loop is turning (or waiting on the cluster); else why not: a stuck
     /// call or stage, which is what a restart fixes.
@@ -119,7 +111,7 @@ package final class RunnerControl: Sendable {
         guard kafkaWait.withLock({ $0 }) == nil else { return nil }
         let now = clock()
         let last = lastLoopMillis.load(ordering: .relaxed)
-        if last > 0 && now - last > unhealthyAfter {
+        if last > 0 && now - last > settings.unhealthyAfter {
             return "\(stageName): the consume loop has not turned for \((now - last) / 1000) s (stuck in a stage or in a call to Kafka that should not wait)"
         }
         return nil
@@ -130,7 +122,7 @@ package final class RunnerControl: Sendable {
     package var readinessProblem: String? {
         if let problem = livenessProblem { return problem }
         let now = clock()
-        if let wait = kafkaWait.withLock({ $0 }), now - wait.since > unhealthyAfter {
+        if let wait = kafkaWait.withLock({ $0 }), now - wait.since > settings.unhealthyAfter {
             return "\(stageName): waiting \((now - wait.since) / 1000) s for \(wait.what) (check the brokers that lead the output topics and the group coordinator)"
         }
         let held = heldBackPartitions.load(ordering: .relaxed)
@@ -138,7 +130,7 @@ package final class RunnerControl: Sendable {
             return "\(stageName): \(held) assigned partitions of \(topic) wait for the cluster to say where they start (their commits, or their state)"
         }
         let stalled = restoreStalledMillis.load(ordering: .relaxed)
-        if stalled > unhealthyAfter {
+        if stalled > settings.unhealthyAfter {
             return "\(stageName): reading window state back from the state topic has got nothing for \(stalled / 1000) s (check the brokers that lead the state topic's partitions)"
         }
         if awaitsAssignment {

@@ -6,15 +6,11 @@ import TrackingDomain
 /// a progress line every `--progress-interval`, a notice while a group member waits for its
 /// assignment, the consumer guard's warnings, lost input (`loss`), a progress callback for
 /// displays, and where the wall time went (`timeline`).
-struct RunnerObserver {
-    let stageName: String
-    let topic: String
-    let group: String
-    let logger: Logger
-    let metrics: StageMetrics?
-    let progressInterval: Int64
+struct RunnerObserver: RunnerPart {
+    let context: RunnerContext
+    var progressInterval: Int64 { settings.progressInterval }
     /// Whether the stage emits aggregate records (the progress line then says how many).
-    let emits: Bool
+    var emits: Bool { settings.destinations[.output] != nil || settings.lineOutputs[.output] != nil }
     let onProgress: (@Sendable (RunnerProgress) -> Void)?
     /// Wall-clock ms when the run started.
     private(set) var started: Int64 = 0
@@ -43,19 +39,10 @@ struct RunnerObserver {
     /// The watermark as of the last progress line, and when: how fast event time moves.
     private var paceBase: (watermark: Int64, at: Int64)?
 
-    init(
-        stageName: String, settings: RunnerSettings, logger: Logger, metrics: StageMetrics?,
-        onProgress: (@Sendable (RunnerProgress) -> Void)?
-    ) {
-        self.stageName = stageName
-        self.topic = settings.topic
-        self.group = settings.group
-        self.logger = logger
-        self.metrics = metrics
-        self.progressInterval = settings.progressInterval
-        self.emits = settings.destinations[.output] != nil || settings.lineOutputs[.output] != nil
+    init(_ context: RunnerContext, onProgress: (@Sendable (RunnerProgress) -> Void)?) {
+        self.context = context
         self.onProgress = onProgress
-        loss = LossWatch(stageName: stageName, topic: settings.topic, logger: logger, metrics: metrics)
+        loss = LossWatch(context)
     }
 
     mutating func begin(at now: Int64) {

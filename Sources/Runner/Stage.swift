@@ -225,5 +225,11 @@ public struct StageReport: Sendable {
         notices += other.notices
         unread += other.unread
     }
+
+    /// The report so far, leaving an empty one in its place: a stage's `drainReport`.
+    package mutating func drain() -> StageReport {
+        defer { self = StageReport() }
+        return self
+    }
 }
 

@@ -16,15 +16,13 @@ import Logging
 ///
 /// Commit safety: an offset is committed only after every record sent so far is acknowledged,
 /// and only as far as the stage's commit point, which is below anything it still holds.
-package final class StageRunner<S: Stage>: @unchecked Sendable {
+package final class StageRunner<S: Stage>: RunnerPart, @unchecked Sendable {
     // @unchecked: every stored `var` is used only on the thread inside `run` (the rebalance
     // callbacks run inside its polls); other threads use only `control`, which is Sendable.
 
-    package let settings: RunnerSettings
+    let context: RunnerContext
     /// How other threads stop this run and ask about its health.
     package let control: RunnerControl
-    let logger: Logger
-    private let metrics: StageMetrics?
     let clock: @Sendable () -> Int64
     private let triage: KafkaErrorTriage
 
@@ -79,21 +77,18 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
     ) {
         self.stage = stage
         self.state = state
-        self.settings = settings
-        self.logger = logger
-        self.metrics = metrics
+        let context = RunnerContext(stageName: stage.name, settings: settings, logger: logger, metrics: metrics)
+        self.context = context
         self.clock = clock
-        let control = RunnerControl(stageName: stage.name, settings: settings, clock: clock)
+        let control = RunnerControl(context, clock: clock)
         self.control = control
-        triage = KafkaErrorTriage(stageName: stage.name, topic: settings.topic, logger: logger, metrics: metrics, control: control)
+        triage = KafkaErrorTriage(context: context, control: control)
         tracker = PartitionTracker(topic: settings.topic)
-        bound = RunBound(settings: settings, stageName: stage.name)
-        rebalance = RebalanceListener(stageName: stage.name, settings: settings, logger: logger)
-        committer = CommitCoordinator(stageName: stage.name, settings: settings, logger: logger)
-        observer = RunnerObserver(stageName: stage.name, settings: settings, logger: logger, metrics: metrics, onProgress: onProgress)
-        if let state {
-            restorer = StateRestorer(topic: state.stateTopic, stageName: stage.name, settings: settings, logger: logger, metrics: metrics)
-        }
+        bound = RunBound(context)
+        rebalance = RebalanceListener(context)
+        committer = CommitCoordinator(context)
+        observer = RunnerObserver(context, onProgress: onProgress)
+        if let state { restorer = StateRestorer(context, stateTopic: state.stateTopic) }
     }
 
     /// Asks `run` to stop after the batch in flight; it then commits and returns. Any thread.
@@ -208,12 +203,8 @@ package final class StageRunner<S: Stage>: @unchecked Sendable {
 
     /// Creates the clients and takes the input: a subscription, or the fixed assignment.
     private func start() throws {
-        let output = try OutputChannel(
-            stageName: stage.name, settings: settings, control: control, logger: logger, metrics: metrics,
-            onClientError: { [triage] in triage.clientError($0, client: "producer") })
-        if let purging = settings.purge, settings.joinsGroup {
-            purge = try PurgeCoordinator(stageName: stage.name, settings: settings, purge: purging, logger: logger, metrics: metrics)
-        }
+        let output = try OutputChannel(context, control: control, onClientError: { [triage] in triage.clientError($0, client: "producer") })
+        if let purging = settings.purge, settings.joinsGroup { purge = try PurgeCoordinator(context, purge: purging) }
         let consumer = try settings.clients.consumer(
             config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
             rebalance: RebalanceHandler(

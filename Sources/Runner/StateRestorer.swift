@@ -10,11 +10,9 @@ import Logging
 /// group (it carries the stage's group id, so it needs no permission of its own, but never
 /// subscribes or commits), reading each from its beginning to the end it had when the restore
 /// began.
-struct StateRestorer {
-    let topic: String
-    let stageName: String
-    let logger: Logger
-    let metrics: StageMetrics?
+struct StateRestorer: RunnerPart {
+    let context: RunnerContext
+    let stateTopic: String
     private let config: KafkaConfig
     private let clients: any KafkaClientFactory
     private var consumer: (any ConsumerClient)?
@@ -32,17 +30,15 @@ struct StateRestorer {
         var lastProgress: Int64
     }
 
-    init(topic: String, stageName: String, settings: RunnerSettings, logger: Logger, metrics: StageMetrics?) {
-        self.topic = topic
-        self.stageName = stageName
-        self.logger = logger
-        self.metrics = metrics
-        var config = settings.consumer
+    init(_ context: RunnerContext, stateTopic: String) {
+        self.context = context
+        self.stateTopic = stateTopic
+        var config = context.settings.consumer
         config["enable.partition.eof"] = "true"
         // Never a member: the stage's static id belongs to the stage's own consumer.
         config["group.instance.id"] = nil
         self.config = config
-        self.clients = settings.clients
+        self.clients = context.settings.clients
     }
 
     var isRestoring: Bool { !active.isEmpty }
@@ -57,7 +53,7 @@ struct StateRestorer {
                 onError: nil)
         }
         guard let consumer else { return [] }
-        let state = partitions.map { TopicPartition(topic: topic, partition: $0) }
+        let state = partitions.map { TopicPartition(topic: stateTopic, partition: $0) }
         let beginnings = try consumer.beginningOffsets(state)
         let ends = try consumer.endOffsets(state)
         var empty: [Int32] = []
@@ -69,7 +65,7 @@ struct StateRestorer {
                 continue
             }
             active[tp.partition] = Restoration(start: start, end: end, position: start, began: now, lastLog: now, lastProgress: now)
-            logger.notice("\(stageName): restoring partition \(tp.partition) from \(topic): \(end - start) records to read")
+            logger.notice("\(stageName): restoring partition \(tp.partition) from \(stateTopic): \(end - start) records to read")
         }
         try reassign()
         metrics?.restoring(active.count)
@@ -87,7 +83,7 @@ struct StateRestorer {
 
     private func reassign() throws {
         guard let consumer else { return }
-        try consumer.assign(active.map { TopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value.position) })
+        try consumer.assign(active.map { TopicPartitionOffset(topic: stateTopic, partition: $0.key, offset: $0.value.position) })
     }
 
     /// Reads one batch and hands each partition's records to `restore` (the stage's
@@ -116,7 +112,7 @@ struct StateRestorer {
                     if let restoration = active[tp.partition], offset >= restoration.end { ended.insert(tp.partition) }
                 case .error(let error):
                     if error.severity == .fatal { throw error }
-                    logger.warning("\(stageName): reading \(topic) back: \(error)")
+                    logger.warning("\(stageName): reading \(stateTopic) back: \(error)")
                 }
             }
         }
@@ -132,7 +128,7 @@ struct StateRestorer {
             guard let restoration = active.removeValue(forKey: partition) else { continue }
             let seconds = Double(max(1, now - restoration.began)) / 1000
             logger.notice(
-                "\(stageName): restored partition \(partition) from \(topic): \(restoration.read) records in \(String(format: "%.1f", seconds)) s (\(Int(Double(restoration.read) / seconds))/s)")
+                "\(stageName): restored partition \(partition) from \(stateTopic): \(restoration.read) records in \(String(format: "%.1f", seconds)) s (\(Int(Double(restoration.read) / seconds))/s)")
             done.append(partition)
         }
         if !done.isEmpty {

@@ -265,6 +265,45 @@ struct Environment: Sendable {
         return value
     }
 
+    /// The window settings of run and replay (`--window`, `--grace`, `--retention`,
+    /// `--idle-timeout`), with run's `--max-entries` (as read, and as given on the command line);
+    /// a combination `WindowConfig` refuses names every setting involved as it was given.
+    func windowConfig(
+        window: String?, grace: String?, retention: String?, idleTimeout: String?, maxEntries: (cap: Int, given: Int?) = (20_000_000, nil)
+    ) throws -> WindowConfig {
+        let size = try duration("window", window, default: "1m")
+        let graceMillis = try duration("grace", grace, default: "10s")
+        let retentionMillis = try duration("retention", retention, default: "1h")
+        let idle = try duration("idle-timeout", idleTimeout, default: "30s")
+        if let problem = WindowConfig.problem(
+            size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: maxEntries.cap)
+        {
+            let given = ["window": window, "grace": grace, "retention": retention, "idle-timeout": idleTimeout, "max-entries": maxEntries.given.map(String.init)]
+            // The settings the problem is about, with their defaults.
+            let involved: [(flag: String, fallback: String)] =
+                switch problem {
+                case _ where problem.contains("window size"): [("window", "1m")]
+                case _ where problem.contains("grace period must not"): [("grace", "10s")]
+                case _ where problem.contains("retention"): [("retention", "1h"), ("grace", "10s")]
+                case _ where problem.contains("idle timeout"): [("idle-timeout", "30s")]
+                default: [("max-entries", "20000000")]
+                }
+            throw ValidationError("\(involved.map { setting($0.flag, given[$0.flag] ?? nil, default: $0.fallback).label }.joined(separator: ", ")): \(problem)")
+        }
+        return WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: maxEntries.cap)
+    }
+
+    /// `--shards`: 1 to `RunCommand.maxShards`, by default the number of cores.
+    func shards(_ commandLine: Int?) throws -> Int {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let shards = try integer("shards", commandLine, default: cores)
+        guard (1...RunCommand.maxShards).contains(shards) else {
+            throw ValidationError(
+                "\(setting("shards", commandLine.map(String.init), default: "").label): use 1 to \(RunCommand.maxShards); the number of cores (\(cores)) is usually best")
+        }
+        return shards
+    }
+
     /// A topic setting, which must be a name Kafka accepts: a typo there would otherwise show
     /// only as a topic the cluster cannot find or create.
     func topic(_ flag: String, _ commandLine: String?, default fallback: String) throws -> String {

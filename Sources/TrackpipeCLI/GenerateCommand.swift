@@ -85,10 +85,8 @@ struct GenerateCommand: ParsableCommand {
 
     func run() throws {
         // To stderr: stdout may be carrying the JSON Lines.
-        let properties = (try? KafkaPropertyArguments.parse(kafkaProperties)) ?? [:]
-        let redactor = SecretRedactor(properties: properties.map { (key: $0.key, value: $0.value) })
-        LogSetup.bootstrap(level: .warning, format: .text, redactor: redactor)
-        warnAboutSecretsOnCommandLine(KafkaPropertyArguments.secretKeysOnCommandLine(kafkaProperties), logger: Logger(label: "trackpipe"))
+        LogSetup.bootstrap(
+            level: .warning, format: .text, properties: (try? KafkaPropertyArguments.parse(kafkaProperties)) ?? [:], commandLine: kafkaProperties)
         let stopped = LockedValue<String?>(nil)
         let signals = ShutdownSignal.install { name in stopped.set(name) }
         defer { withExtendedLifetime(signals) {} }

@@ -12,23 +12,41 @@ public enum LogFormat: String, CaseIterable, Sendable {
 enum LogSetup {
     private static let done = Mutex(false)
 
-    /// `redactor` holds the secret values of the command's Kafka properties: no log line shows
-    /// them, whoever writes it.
-    static func bootstrap(level: Logger.Level, format: LogFormat, redactor: SecretRedactor = SecretRedactor()) {
+    /// Sets the process's logging up (once): no log line shows a secret value of `properties`,
+    /// the command's Kafka properties, whoever writes it. Returns the redactor, for the command's
+    /// own error messages, and the logger.
+    ///
+    /// A secret given with `-X` (`commandLine`) is readable by every user of the machine for as
+    /// long as the process runs (`ps`, `/proc/<pid>/cmdline`), and lands in shell history: said
+    /// once at start-up, naming the keys (never their values) and the safer way.
+    @discardableResult
+    static func bootstrap(
+        level: Logger.Level, format: LogFormat, properties: [String: String] = [:], commandLine: [String] = []
+    ) -> (redactor: SecretRedactor, logger: Logger) {
+        let redactor = SecretRedactor(properties: properties)
         let first = done.withLock { done in
             defer { done = true }
             return !done
         }
-        guard first else { return }
-        LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                switch format {
-                case .text: StreamLogHandler.standardError(label: label)
-                case .json: JSONLogHandler(label: label)
-                }
-            handler.logLevel = level
-            return RedactingLogHandler(handler, redactor: redactor)
+        if first {
+            LoggingSystem.bootstrap { label in
+                var handler: any LogHandler =
+                    switch format {
+                    case .text: StreamLogHandler.standardError(label: label)
+                    case .json: JSONLogHandler(label: label)
+                    }
+                handler.logLevel = level
+                return RedactingLogHandler(handler, redactor: redactor)
+            }
         }
+        let logger = Logger(label: "trackpipe")
+        let keys = KafkaPropertyArguments.secretKeysOnCommandLine(commandLine)
+        if !keys.isEmpty {
+            let variables = keys.map { "TRACKPIPE_X_" + $0.uppercased().replacingOccurrences(of: ".", with: "_") + "=\"\($0)=…\"" }
+            logger.warning(
+                "\(keys.joined(separator: ", ")) given with -X on the command line, where other users of this machine can read it (ps, /proc) and shells keep it in their history; pass it through the environment instead, for example \(variables.joined(separator: ", ")) from a secret store")
+        }
+        return (redactor, logger)
     }
 }
 

@@ -8,18 +8,13 @@ struct NormalizeSummary: Sendable, Equatable {
     var lines = 0
     var accepted = 0
     var filtered = 0
-    var rejected: [RejectReason: Int] = [:]
+    var rejected = ReasonCounts<RejectReason>()
 
-    init() {}
-
-    var rejectedTotal: Int { rejected.values.reduce(0, +) }
-
-    /// `normalize: 12 lines: 9 accepted, 1 filtered, 2 rejected (malformed_json 1, unknown_action 1)`
+    /// `normalize: 12 lines: 9 accepted, 1 filtered, 2 rejected (malformed_json 1, unknown_action 1)`, the reasons
+    /// by code as every summary lists them.
     var line: String {
-        var text = "normalize: \(lines) line\(lines == 1 ? "" : "s"): \(accepted) accepted, \(filtered) filtered, \(rejectedTotal) rejected"
-        let parts = RejectReason.allCases.compactMap { reason in rejected[reason].map { "\(reason.rawValue) \($0)" } }
-        if !parts.isEmpty { text += " (" + parts.joined(separator: ", ") + ")" }
-        return text
+        "normalize: \(lines) line\(lines == 1 ? "" : "s"): \(accepted) accepted, \(filtered) filtered, \(rejected.total) rejected"
+            + (rejected.total > 0 ? " (\(rejected))" : "")
     }
 
     mutating func count(_ verdict: Verdict) {
@@ -27,7 +22,7 @@ struct NormalizeSummary: Sendable, Equatable {
         switch verdict {
         case .accepted: accepted += 1
         case .filtered: filtered += 1
-        case .rejected(let reason, _): rejected[reason, default: 0] += 1
+        case .rejected(let reason, _): rejected[reason] += 1
         }
     }
 }

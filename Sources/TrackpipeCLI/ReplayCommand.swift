@@ -73,27 +73,14 @@ struct ReplayCommand: ParsableCommand {
         }
         config.output = .topic(try environment.topic("output-topic", outputTopic, default: "tracking-aggregates"))
         config.deadLetterTopic = try environment.optionalTopic("dlq-topic", dlqTopic)
-        let size = try environment.duration("window", window, default: "1m")
-        let graceMillis = try environment.duration("grace", grace, default: "10s")
-        let retentionMillis = try environment.duration("retention", retention, default: "1h")
-        let idle = try environment.duration("idle-timeout", idleTimeout, default: "30s")
-        if let problem = WindowConfig.problem(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: 20_000_000) {
-            let given = ["window": window, "grace": grace, "retention": retention, "idle-timeout": idleTimeout]
-            let involved = RunCommand.windowSettings(involvedIn: problem)
-            throw ValidationError(
-                "\(involved.map { environment.setting($0.flag, given[$0.flag] ?? nil, default: $0.fallback).label }.joined(separator: ", ")): \(problem)")
-        }
-        config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle)
-        config.windowGiven = RunCommand.given(environment.setting("window", window, default: "1m"))
+        config.window = try environment.windowConfig(window: window, grace: grace, retention: retention, idleTimeout: idleTimeout)
+        let size = config.window.size
+        config.given[.window] = RunCommand.given(environment.setting("window", window, default: "1m"))
         config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
         config.window.emission = try environment.emission(emit)
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
         config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
-        config.shards = try environment.integer("shards", shards, default: ProcessInfo.processInfo.activeProcessorCount)
-        guard (1...RunCommand.maxShards).contains(config.shards) else {
-            throw ValidationError(
-                "\(environment.setting("shards", shards.map(String.init), default: "").label): use 1 to \(RunCommand.maxShards); the number of cores (\(ProcessInfo.processInfo.activeProcessorCount)) is usually best")
-        }
+        config.shards = try environment.shards(shards)
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
         try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
@@ -129,10 +116,8 @@ struct ReplayCommand: ParsableCommand {
 
     func run() throws {
         var resolved = try resolve()
-        let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
-        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat, redactor: redactor)
-        let logger = Logger(label: "trackpipe")
-        warnAboutSecretsOnCommandLine(KafkaPropertyArguments.secretKeysOnCommandLine(kafkaProperties), logger: logger)
+        let (redactor, logger) = LogSetup.bootstrap(
+            level: resolved.logLevel, format: resolved.logFormat, properties: resolved.config.kafkaProperties, commandLine: kafkaProperties)
         do {
             if let path = resolved.outputFile { resolved.config.output = .lines(try LineWriter(path: path)) }
             let display = ProgressDisplay()

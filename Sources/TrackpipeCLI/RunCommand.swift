@@ -122,18 +122,6 @@ struct RunCommand: ParsableCommand {
     /// What `--emit` means, in run and replay alike.
     static let emitHelp = "When window records go out: changes (at the window's end plus grace, then with every correction until its end plus retention) or final (one record per window, once nothing can change it: event time past its end plus retention, or the end of a bounded run; a backfill then writes the same records for the same input)."
 
-    /// The window settings a `WindowConfig.problem` is about, with their defaults, so that a
-    /// refusal names each as it was given (run and replay alike).
-    static func windowSettings(involvedIn problem: String) -> [(flag: String, fallback: String)] {
-        switch problem {
-        case _ where problem.contains("window size"): [("window", "1m")]
-        case _ where problem.contains("grace period must not"): [("grace", "10s")]
-        case _ where problem.contains("retention"): [("retention", "1h"), ("grace", "10s")]
-        case _ where problem.contains("idle timeout"): [("idle-timeout", "30s")]
-        default: [("max-entries", "20000000")]
-        }
-    }
-
     /// `--connect-timeout`'s default: long enough for a broker restart or a rolling upgrade, short
     /// enough that a backfill Job pointed at the wrong address fails within minutes.
     static let defaultConnectTimeout = "5m"
@@ -169,25 +157,11 @@ struct RunCommand: ParsableCommand {
             .inputKeyedByDelivery: Self.given(text("input-keyed-by-delivery", inputKeyedByDelivery ? "" : nil, "false")),
         ]
         config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
-        let size = try environment.duration("window", window, default: "1m")
-        let graceMillis = try environment.duration("grace", grace, default: "10s")
-        let retentionMillis = try environment.duration("retention", retention, default: "1h")
-        let idle = try environment.duration("idle-timeout", idleTimeout, default: "30s")
-        let cap = try environment.integer("max-entries", maxEntries, default: 20_000_000)
-        if let problem = WindowConfig.problem(
-            size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
-        {
-            let given = ["window": window, "grace": grace, "retention": retention, "idle-timeout": idleTimeout, "max-entries": maxEntries.map(String.init)]
-            let involved = Self.windowSettings(involvedIn: problem)
-            throw ValidationError("\(involved.map { text($0.flag, given[$0.flag] ?? nil, $0.fallback).label }.joined(separator: ", ")): \(problem)")
-        }
-        config.window = WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: cap)
+        config.window = try environment.windowConfig(
+            window: window, grace: grace, retention: retention, idleTimeout: idleTimeout,
+            maxEntries: (try environment.integer("max-entries", maxEntries, default: 20_000_000), maxEntries))
         config.window.emission = try environment.emission(emit)
-        config.shards = try environment.integer("shards", shards, default: ProcessInfo.processInfo.activeProcessorCount)
-        guard (1...Self.maxShards).contains(config.shards) else {
-            throw ValidationError(
-                "\(text("shards", shards.map(String.init), "").label): use 1 to \(Self.maxShards); the number of cores (\(ProcessInfo.processInfo.activeProcessorCount)) is usually best")
-        }
+        config.shards = try environment.shards(shards)
         config.untilEnd = try environment.switch("until-end", untilEnd)
         let connectLimit = try environment.duration("connect-timeout", connectTimeout, default: Self.defaultConnectTimeout)
         guard connectLimit > 0 else {
@@ -240,10 +214,8 @@ struct RunCommand: ParsableCommand {
 
     func run() throws {
         let resolved = try resolve()
-        let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
-        LogSetup.bootstrap(level: resolved.logLevel, format: resolved.logFormat, redactor: redactor)
-        let logger = Logger(label: "trackpipe")
-        warnAboutSecretsOnCommandLine(KafkaPropertyArguments.secretKeysOnCommandLine(kafkaProperties), logger: logger)
+        let (redactor, logger) = LogSetup.bootstrap(
+            level: resolved.logLevel, format: resolved.logFormat, properties: resolved.config.kafkaProperties, commandLine: kafkaProperties)
         let summary = WorkerRun.execute(resolved, logger: logger) { error in
             FileHandle.standardError.write(Data("trackpipe run: \(redactor.redact("\(error)"))\n".utf8))
         }
@@ -308,16 +280,6 @@ struct ResolvedRun: Sendable {
     var allowsLostInput = false
 }
 
-/// A secret in `-X` is readable by every user of the machine for as long as the process runs
-/// (`ps`, `/proc/<pid>/cmdline`), and lands in shell history: say so once at start-up, naming
-/// the keys (never their values) and the safer way.
-func warnAboutSecretsOnCommandLine(_ keys: [String], logger: Logger) {
-    guard !keys.isEmpty else { return }
-    let variables = keys.map { "TRACKPIPE_X_" + $0.uppercased().replacingOccurrences(of: ".", with: "_") + "=\"\($0)=…\"" }
-    logger.warning(
-        "\(keys.joined(separator: ", ")) given with -X on the command line, where other users of this machine can read it (ps, /proc) and shells keep it in their history; pass it through the environment instead, for example \(variables.joined(separator: ", ")) from a secret store")
-}
-
 /// Wires a pipeline to signals and the metrics endpoint; shared by `run` and `demo`.
 enum WorkerRun {
     /// Returns the summary of a run that ended well; on failure, `report`s the error and exits
@@ -326,7 +288,7 @@ enum WorkerRun {
         let metrics = PipelineMetrics()
         let pipeline = Pipeline(config: resolved.config, logger: logger, metrics: metrics)
         // The health checks and the failure text quote errors; scrubbed like a log line.
-        let redactor = SecretRedactor(properties: resolved.config.kafkaProperties.map { (key: $0.key, value: $0.value) })
+        let redactor = SecretRedactor(properties: resolved.config.kafkaProperties)
         var endpoint: MetricsEndpoint?
         // SIGTERM or SIGINT also ends the wait for a last scrape after a failure.
         let signalled = LockedValue(false)

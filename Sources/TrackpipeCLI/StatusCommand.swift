@@ -61,11 +61,10 @@ struct StatusCommand: ParsableCommand {
 
     func run() throws {
         let (config, level, format) = try resolve()
-        let redactor = SecretRedactor(properties: config.kafkaProperties.map { (key: $0.key, value: $0.value) })
-        LogSetup.bootstrap(level: level, format: format, redactor: redactor)
+        let (redactor, logger) = LogSetup.bootstrap(level: level, format: format, properties: config.kafkaProperties)
         let status: WorkerStatus
         do {
-            status = try WorkerStatus.read(config: config, logger: Logger(label: "trackpipe"))
+            status = try WorkerStatus.read(config: config, logger: logger)
         } catch {
             FileHandle.standardError.write(Data("trackpipe status: \(redactor.redact("\(error)"))\n".utf8))
             throw ExitCode(1)

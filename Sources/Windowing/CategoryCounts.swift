@@ -16,15 +16,13 @@ extension Platform: CountedCategory {}
 
 /// Hits of one window split by a category. One generic type instead of a hand-written struct
 /// per dimension, so that the two cannot drift apart; `ChannelCounts` and `PlatformCounts`
-/// keep their names, initializers and named properties.
+/// keep their names and initializers.
 public struct CategoryCounts<Category: CountedCategory>: Sendable, Hashable {
     private var slot0 = 0
     private var slot1 = 0
     private var slot2 = 0
 
-    init() {}
-
-    subscript(category: Category) -> Int {
+    public subscript(category: Category) -> Int {
         get {
             switch category.rawValue {
             case 0: slot0
@@ -52,49 +50,9 @@ public typealias ChannelCounts = CategoryCounts<Channel>
 public typealias PlatformCounts = CategoryCounts<Platform>
 
 extension CategoryCounts where Category == Channel {
-    public init(push: Int = 0, local: Int = 0, unknown: Int = 0) {
-        self.init()
-        self.push = push
-        self.local = local
-        self.unknown = unknown
-    }
-
-    public var push: Int {
-        get { self[.push] }
-        set { self[.push] = newValue }
-    }
-
-    public var local: Int {
-        get { self[.local] }
-        set { self[.local] = newValue }
-    }
-
-    public var unknown: Int {
-        get { self[.unknown] }
-        set { self[.unknown] = newValue }
-    }
+    public init(push: Int = 0, local: Int = 0, unknown: Int = 0) { self.init(slot0: push, slot1: local, slot2: unknown) }
 }
 
 extension CategoryCounts where Category == Platform {
-    public init(ios: Int = 0, android: Int = 0, unknown: Int = 0) {
-        self.init()
-        self.ios = ios
-        self.android = android
-        self.unknown = unknown
-    }
-
-    public var ios: Int {
-        get { self[.ios] }
-        set { self[.ios] = newValue }
-    }
-
-    public var android: Int {
-        get { self[.android] }
-        set { self[.android] = newValue }
-    }
-
-    public var unknown: Int {
-        get { self[.unknown] }
-        set { self[.unknown] = newValue }
-    }
+    public init(ios: Int = 0, android: Int = 0, unknown: Int = 0) { self.init(slot0: ios, slot1: android, slot2: unknown) }
 }

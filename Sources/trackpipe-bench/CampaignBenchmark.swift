@@ -144,7 +144,7 @@ struct CampaignBenchmark: ParsableCommand {
         print(
             String(
                 format: "%@ recipients, window task: %d hits, %d commits; state written %@ in %d records (%.2f bytes per retained broadlog); per commit: median %.0f bytes (first %d, last %d) for %.0f entries added, %.1f to %.1f bytes per entry added (median %.1f); %.3f µs per hit (%.3f counting, %.3f in commits); heap +%.1f MB = %.1f bytes per broadlog",
-                WindowingBenchmark.format(Double(hits.recipients)), hits.total, commits.count, WindowingBenchmark.format(Double(sink.bytes)),
+                BenchSupport.grouped(Double(hits.recipients)), hits.total, commits.count, BenchSupport.grouped(Double(sink.bytes)),
                 sink.records, Double(sink.bytes) / Double(max(1, entries)), BenchSupport.median(bytes), commits.first?.bytes ?? 0,
                 commits.last?.bytes ?? 0, BenchSupport.median(commits.map { Double($0.added) }), perEntry.min() ?? 0, perEntry.max() ?? 0,
                 BenchSupport.median(perEntry), (processing + committing) * 1e6 / Double(hits.total), processing * 1e6 / Double(hits.total),
@@ -208,7 +208,7 @@ struct CampaignBenchmark: ParsableCommand {
         print(
             String(
                 format: "%@ recipients, engine %@: %.1f bytes per broadlog in the heap (%.1f MB), RSS +%.1f MB; %.3f µs per hit%@",
-                WindowingBenchmark.format(Double(hits.recipients)), tracked ? "keeping changes (exportsChanges)" : "without changes", Double(heap) / Double(max(1, entries)),
+                BenchSupport.grouped(Double(hits.recipients)), tracked ? "keeping changes (exportsChanges)" : "without changes", Double(heap) / Double(max(1, entries)),
                 Double(heap) / 1e6, Double(rss) / 1e6, elapsed * 1e6 / Double(hits.total),
                 tracked ? String(format: ", %d broadlogs handed out in changes", exported) : ""))
         withExtendedLifetime(engine) {}

@@ -96,13 +96,9 @@ struct FreshnessBenchmark: ParsableCommand {
     }
 
     private static func start(_ binary: String, _ arguments: [String], log: String) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
         FileManager.default.createFile(atPath: log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        process.standardOutput = handle
-        process.standardError = handle
+        let process = BenchSupport.process(binary, arguments, output: handle, errors: handle)
         try process.run()
         return process
     }

@@ -48,14 +48,9 @@ struct GenerateBenchmark: ParsableCommand {
         func produced() throws -> Int64 {
             try (0..<partitions).map { try watcher.watermarks(TopicPartition(topic: "paced", partition: $0)).high }.reduce(0, +)
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [
-            "generate", "--rate", "\(rate)", "--count", "\(count)", "--brokers", broker.bootstrapServers, "--topic", "paced",
-            "-X", "log_level=3",
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        let process = BenchSupport.process(
+            binary,
+            ["generate", "--rate", "\(rate)", "--count", "\(count)", "--brokers", broker.bootstrapServers, "--topic", "paced", "-X", "log_level=3"])
         let start = BenchSupport.now()
         try process.run()
         var samples: [(at: Double, records: Int64)] = []

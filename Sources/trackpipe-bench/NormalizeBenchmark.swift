@@ -1,4 +1,5 @@
 import ArgumentParser
+import Benchmarking
 import Foundation
 import TrackingDomain
 import HitGenerator
@@ -39,7 +40,7 @@ struct NormalizeBenchmark: ParsableCommand {
             }
             accepted = count
         }
-        print("trackpipe normalizer:      \(format(ours)) hits/s (\(accepted) accepted)")
+        print("trackpipe normalizer:      \(BenchSupport.grouped(ours)) hits/s (\(accepted) accepted)")
         if skipBaseline { return }
         var foundationAccepted = 0
         let foundation = measure(rounds: rounds, hits: mix.count) {
@@ -47,7 +48,7 @@ struct NormalizeBenchmark: ParsableCommand {
             for hit in mix where FoundationBaseline.extract(hit) { count += 1 }
             foundationAccepted = count
         }
-        print("JSONSerialization+extract: \(format(foundation)) hits/s (\(foundationAccepted) with ids and action)")
+        print("JSONSerialization+extract: \(BenchSupport.grouped(foundation)) hits/s (\(foundationAccepted) with ids and action)")
         print("ratio: \(String(format: "%.1f", ours / foundation))x")
     }
 
@@ -55,19 +56,9 @@ struct NormalizeBenchmark: ParsableCommand {
         body()  // warm up
         var best = 0.0
         for _ in 0..<max(1, rounds) {
-            let start = DispatchTime.now().uptimeNanoseconds
-            body()
-            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            best = max(best, Double(hits) / seconds)
+            best = max(best, Double(hits) / BenchSupport.seconds(body))
         }
         return best
-    }
-
-    private func format(_ rate: Double) -> String {
-        let formatter = NumberFormatter()
-        formatter.numberStyle = .decimal
-        formatter.maximumFractionDigits = 0
-        return formatter.string(from: NSNumber(value: rate)) ?? String(Int(rate))
     }
 }
 

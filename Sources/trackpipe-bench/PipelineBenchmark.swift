@@ -205,8 +205,7 @@ struct PipelineBenchmark: ParsableCommand {
     }
 
     func kcat(_ broker: BrokerProcess) throws -> TimedRun {
-        guard let kcat = ["/usr/bin/kcat", "/usr/local/bin/kcat"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
-        else { throw BenchError("kcat is not installed: apt-get install -y kcat") }
+        guard let kcat = BenchSupport.kcat else { throw BenchError("kcat is not installed: apt-get install -y kcat") }
         // Not -q: kcat reports its assignment on stderr ("... rebalanced ...: assigned: ..."),
         // which marks the end of its join. Records go to /dev/null, as a raw consume's would.
         return try TimedRun.measure(

@@ -55,19 +55,17 @@ struct ReplayBenchmark: ParsableCommand {
     }
 
     func time(_ binary: String, _ arguments: [String], _ broker: EmbeddedBroker) throws -> Double {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments + [
-            "--brokers", broker.bootstrapServers, "--shards", "\(shards)", "--log-level", "warning", "-X", "session.timeout.ms=6000",
-        ]
         let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        let start = BenchSupport.now()
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        let seconds = BenchSupport.now() - start
+        let process = BenchSupport.process(
+            binary,
+            arguments + ["--brokers", broker.bootstrapServers, "--shards", "\(shards)", "--log-level", "warning", "-X", "session.timeout.ms=6000"],
+            output: output, errors: output)
+        var text = ""
+        let seconds = try BenchSupport.seconds {
+            try process.run()
+            text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+        }
         guard process.terminationStatus == 0, text.contains("consumed      \(count) messages") else {
             throw BenchError("trackpipe \(arguments[0]) failed: \(text.suffix(2000))")
         }

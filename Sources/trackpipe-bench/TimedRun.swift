@@ -22,13 +22,9 @@ struct TimedRun {
     static func measure(
         _ binary: String, _ arguments: [String], broker: BrokerProcess, assignmentMarker: String, discardingOutput: Bool = false
     ) throws -> TimedRun {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
         let out = Pipe()
         let err = Pipe()
-        process.standardOutput = discardingOutput ? FileHandle.nullDevice : out
-        process.standardError = err
+        let process = BenchSupport.process(binary, arguments, output: discardingOutput ? FileHandle.nullDevice : out, errors: err)
         let reader = StderrWatcher(marker: assignmentMarker)
         let cpuBefore = ProcessCPU.reapedChildren()
         let brokerBefore = broker.cpuSeconds

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Benchmarking
 import Foundation
 import TrackingDomain
 import Windowing
@@ -52,7 +53,7 @@ struct WindowingBenchmark: ParsableCommand {
                 emitted = count
             }
             results[shards] = (best, emitted)
-            print("shards=\(shards): \(Self.format(best)) events/s (records emitted: \(emitted))")
+            print("shards=\(shards): \(BenchSupport.grouped(best)) events/s (records emitted: \(emitted))")
         }
         guard let first = self.shards.first, let baseline = results[first] else { return }
         for shards in self.shards.dropFirst() {
@@ -138,8 +139,7 @@ struct WindowingBenchmark: ParsableCommand {
         let lanes = Lanes(count: shards)
         var emitted = 0
         var hits = 0
-        let clock = ContinuousClock()
-        let elapsed = clock.measure {
+        let seconds = BenchSupport.seconds {
             for (batch, now) in zip(stream.batches, stream.clock) {
                 let out = engine.process(batch, now: now, on: lanes)
                 emitted += out.emitted.count
@@ -147,7 +147,6 @@ struct WindowingBenchmark: ParsableCommand {
             }
             emitted += engine.flushAll(on: lanes).emitted.count
         }
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         return (Double(hits) / seconds, emitted)
     }
 
@@ -172,12 +171,12 @@ struct WindowingBenchmark: ParsableCommand {
         let flushed = engine.flushAll().emitted
         var actionEntries = 0
         for record in flushed { actionEntries += record.uniqueImpressions + record.uniqueClicks + record.uniqueOpens }
-        print("memory: \(Self.format(Double(stats.entries))) retained (window, delivery, broadlog) entries, "
-            + "\(Self.format(Double(actionEntries))) (window, delivery, broadlog, action) entries, "
-            + "\(Self.format(Double(stats.openWindows))) (delivery, window) records")
+        print("memory: \(BenchSupport.grouped(Double(stats.entries))) retained (window, delivery, broadlog) entries, "
+            + "\(BenchSupport.grouped(Double(actionEntries))) (window, delivery, broadlog, action) entries, "
+            + "\(BenchSupport.grouped(Double(stats.openWindows))) (delivery, window) records")
         if let heapBefore, let heapAfter {
             let bytes = Double(heapAfter - heapBefore)
-            print("heap (mallinfo2) +\(Self.format(bytes)) bytes: "
+            print("heap (mallinfo2) +\(BenchSupport.grouped(bytes)) bytes: "
                 + "\(Self.fixed(bytes / Double(stats.entries), 1)) bytes per (window, delivery, broadlog) entry, "
                 + "\(Self.fixed(bytes / Double(actionEntries), 1)) per (window, delivery, broadlog, action) entry")
         } else {
@@ -185,7 +184,7 @@ struct WindowingBenchmark: ParsableCommand {
         }
         if let rssBefore, let rssAfter {
             let bytes = Double(rssAfter - rssBefore)
-            print("RSS +\(Self.format(bytes)) bytes: \(Self.fixed(bytes / Double(stats.entries), 1)) bytes per entry")
+            print("RSS +\(BenchSupport.grouped(bytes)) bytes: \(Self.fixed(bytes / Double(stats.entries), 1)) bytes per entry")
         }
     }
 
@@ -198,8 +197,7 @@ struct WindowingBenchmark: ParsableCommand {
         for tracked in [false, true] {
             let heapBefore = HeapProbe.bytesInUse()
             var engine = WindowEngine(config: config, shards: 1, exportsChanges: tracked)
-            let clock = ContinuousClock()
-            let elapsed = clock.measure {
+            let seconds = BenchSupport.seconds {
                 for (index, (batch, now)) in zip(stream.batches, stream.clock).enumerated() {
                     _ = engine.process(batch, now: now)
                     if tracked && index % 100 == 99 { _ = engine.exportChanges() }
@@ -207,23 +205,12 @@ struct WindowingBenchmark: ParsableCommand {
             }
             let heapAfter = HeapProbe.bytesInUse()
             let entries = engine.stats.entries
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
             let heap = heapBefore.flatMap { before in heapAfter.map { Self.fixed(Double($0 - before) / Double(entries), 1) } } ?? "?"
             print(
-                "memory, one partition, \(tracked ? "keeping changes for a changelog" : "without changes"): \(heap) bytes per (window, delivery, broadlog) entry, \(Self.format(Double(stream.batches.count * batch) / seconds)) events/s")
+                "memory, one partition, \(tracked ? "keeping changes for a changelog" : "without changes"): \(heap) bytes per (window, delivery, broadlog) entry, \(BenchSupport.grouped(Double(stream.batches.count * batch) / seconds)) events/s")
             withExtendedLifetime(engine) {}
         }
     }
 
     static func fixed(_ value: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", value) }
-
-    static func format(_ value: Double) -> String {
-        var digits = String(Int(value.rounded()))
-        var grouped = ""
-        while digits.count > 3 {
-            grouped = "," + digits.suffix(3) + grouped
-            digits.removeLast(3)
-        }
-        return digits + grouped
-    }
 }

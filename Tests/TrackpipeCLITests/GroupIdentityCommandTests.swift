@@ -281,8 +281,8 @@ struct GivenSettingTests {
 
     @Test("replay tells the output check how --window was given; --allow-unchecked-output by flag or variable, in run and replay")
     func replayGiven() throws {
-        #expect(try ReplayCommand.parse([]).resolve(Environment(["TRACKPIPE_WINDOW": "5m"])).config.windowGiven?.label == "TRACKPIPE_WINDOW=5m")
-        #expect(try ReplayCommand.parse(["--window", "5m"]).resolve(Environment([:])).config.windowGiven?.label == "--window 5m")
+        #expect(try ReplayCommand.parse([]).resolve(Environment(["TRACKPIPE_WINDOW": "5m"])).config.given[.window]?.label == "TRACKPIPE_WINDOW=5m")
+        #expect(try ReplayCommand.parse(["--window", "5m"]).resolve(Environment([:])).config.given[.window]?.label == "--window 5m")
         #expect(try ReplayCommand.parse([]).resolve(Environment([:])).config.allowUncheckedOutput == false)
         #expect(try ReplayCommand.parse(["--allow-unchecked-output"]).resolve(Environment([:])).config.allowUncheckedOutput)
         #expect(try ReplayCommand.parse([]).resolve(Environment(["TRACKPIPE_ALLOW_UNCHECKED_OUTPUT": "true"])).config.allowUncheckedOutput)

@@ -76,6 +76,14 @@ public struct DeadLetterReference: Sendable, Hashable, Comparable {
 }
 
 extension OutgoingDeadLetter: DeadLetterRecord {
+    /// The dead letter of `record` as it was read, at its position in `sourceTopic`.
+    init(_ record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String) {
+        self.init(
+            letter: DeadLetter(
+                reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: record.partition, sourceOffset: record.offset),
+            key: record.key, value: record.value, timestamp: record.timestamp)
+    }
+
     public func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         guard let normalized else { return try body(key, value) }
         return try normalized.withUnsafeBytes { try body(nil, $0) }

@@ -17,26 +17,30 @@ public enum AggregateRecord {
         writer.key("deliveryId"); writer.string(aggregate.deliveryId)
         writer.key("windowStart"); writer.string(RFC3339.format(epochMillis: aggregate.windowStart))
         writer.key("windowEnd"); writer.string(RFC3339.format(epochMillis: aggregate.windowEnd))
-        writer.key("impressions"); writer.int(aggregate.impressions)
-        writer.key("clicks"); writer.int(aggregate.clicks)
-        writer.key("opens"); writer.int(aggregate.opens)
-        writer.key("uniqueImpressions"); writer.int(aggregate.uniqueImpressions)
-        writer.key("uniqueClicks"); writer.int(aggregate.uniqueClicks)
-        writer.key("uniqueOpens"); writer.int(aggregate.uniqueOpens)
-        writer.key("dismissals"); writer.int(aggregate.dismissals)
-        writer.key("channels")
-        writer.beginObject()
-        writer.key("push"); writer.int(aggregate.channels.push)
-        writer.key("local"); writer.int(aggregate.channels.local)
-        writer.key("unknown"); writer.int(aggregate.channels.unknown)
-        writer.endObject()
-        writer.key("platforms")
-        writer.beginObject()
-        writer.key("ios"); writer.int(aggregate.platforms.ios)
-        writer.key("android"); writer.int(aggregate.platforms.android)
-        writer.key("unknown"); writer.int(aggregate.platforms.unknown)
-        writer.endObject()
+        for (name, count) in counts {
+            writer.key(name); writer.int(aggregate[keyPath: count])
+        }
+        writer.key("channels"); write(aggregate.channels, channels, into: &writer)
+        writer.key("platforms"); write(aggregate.platforms, platforms, into: &writer)
         writer.key("revision"); writer.int(aggregate.revision)
+        writer.endObject()
+    }
+
+    /// The counts of the value, in its order.
+    private static let counts: [(name: String, count: KeyPath<WindowAggregate, Int> & Sendable)] = [
+        ("impressions", \.impressions), ("clicks", \.clicks), ("opens", \.opens), ("uniqueImpressions", \.uniqueImpressions),
+        ("uniqueClicks", \.uniqueClicks), ("uniqueOpens", \.uniqueOpens), ("dismissals", \.dismissals),
+    ]
+    /// Stored once: `allCases` would make its array for every record.
+    private static let channels = Channel.allCases
+    private static let platforms = Platform.allCases
+
+    /// An object of the counts by category, named as `CountedCategory.name` says.
+    private static func write<Category>(_ counts: CategoryCounts<Category>, _ categories: [Category], into writer: inout JSONWriter) {
+        writer.beginObject()
+        for category in categories {
+            writer.key(category.name); writer.int(counts[category])
+        }
         writer.endObject()
     }
 }

@@ -175,10 +175,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
         tasks.compactMapValues { $0.commitPoint() }
     }
 
-    public mutating func drainReport() -> StageReport {
-        defer { pending = StageReport() }
-        return pending
-    }
+    public mutating func drainReport() -> StageReport { pending.drain() }
 
     public func gauges() -> StageGauges {
         var gauges = StageGauges()

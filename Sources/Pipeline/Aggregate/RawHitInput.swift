@@ -39,9 +39,6 @@ package struct RawHitInput: AggregateInput {
     package func deadLetter(
         _ reference: DeadLetterReference, of record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
-        OutgoingDeadLetter(
-            letter: DeadLetter(
-                reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: record.partition, sourceOffset: record.offset),
-            key: record.key, value: record.value, timestamp: record.timestamp)
+        OutgoingDeadLetter(record, reason: reason, detail: detail, sourceTopic: sourceTopic)
     }
 }

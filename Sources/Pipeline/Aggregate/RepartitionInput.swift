@@ -104,12 +104,9 @@ public struct RepartitionInput: AggregateInput {
                     deliveryId = DeliveryID(event.deliveryId)
                     deliveryIds[event.delivery] = deliveryId
                 }
-                let tracking = TrackingEvent(
-                    deliveryId: deliveryId, broadlogId: BroadlogID(event.broadlogId), action: event.action,
-                    channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
                 batch.events.append(
                     DecodedBatch.Event(
-                        event: tracking, source: source, sourceOffset: event.sourceOffset, partition: record.partition,
+                        event: event.tracking(deliveryId), source: source, sourceOffset: event.sourceOffset, partition: record.partition,
                         offset: record.offset, reference: reference, carriesOriginal: event.original != nil))
             }
         }
@@ -132,7 +129,7 @@ public struct RepartitionInput: AggregateInput {
     public func deadLetter(
         _ reference: DeadLetterReference, of record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
-        let event = record.value.flatMap { value in reference.event.flatMap { Self.event($0, in: value) } }
+        let event = record.value.flatMap { value in reference.event.flatMap { (try? RepartitionRecord.event($0, in: value)) ?? nil } }
         return Self.deadLetter(event, of: record, reason: reason, detail: detail, sourceTopic: sourceTopic)
     }
 
@@ -143,16 +140,16 @@ public struct RepartitionInput: AggregateInput {
         var decoded: (record: Int, events: [RepartitionRecord.Event])?
         return pending.map { letter in
             let index = letter.reference.record
+            var event: RepartitionRecord.Event?
             if let number = letter.reference.event, let value = records[index].value {
                 if decoded?.record != index {
                     let events: [RepartitionRecord.Event]
                     if case .events(let record)? = try? RepartitionRecord.decode(value) { events = record.events } else { events = [] }
                     decoded = (index, events)
                 }
-                let event = decoded!.events.indices.contains(number) ? decoded!.events[number] : nil
-                return Self.deadLetter(event, of: records[index], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
+                event = decoded!.events.indices.contains(number) ? decoded!.events[number] : nil
             }
-            return Self.deadLetter(nil, of: records[index], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
+            return Self.deadLetter(event, of: records[index], reason: letter.reason, detail: letter.detail, sourceTopic: sourceTopic)
         }
     }
 
@@ -160,11 +157,7 @@ public struct RepartitionInput: AggregateInput {
         _ event: RepartitionRecord.Event?, of record: PolledRecord, reason: RejectReason, detail: String, sourceTopic: String
     ) -> OutgoingDeadLetter {
         guard let event else {
-            return OutgoingDeadLetter(
-                letter: DeadLetter(
-                    reason: reason, detail: detail, sourceTopic: "\(sourceTopic) (via the repartition topic)",
-                    sourcePartition: record.partition, sourceOffset: record.offset),
-                key: record.key, value: record.value, timestamp: record.timestamp)
+            return OutgoingDeadLetter(record, reason: reason, detail: detail, sourceTopic: "\(sourceTopic) (via the repartition topic)")
         }
         let letter = DeadLetter(
             reason: reason, detail: detail, sourceTopic: sourceTopic, sourcePartition: event.sourcePartition, sourceOffset: event.sourceOffset)
@@ -178,16 +171,17 @@ public struct RepartitionInput: AggregateInput {
 
     /// The hit as normalized, in the form `trackpipe normalize` writes events.
     private static func normalized(_ event: RepartitionRecord.Event) -> [UInt8] {
-        let tracking = TrackingEvent(
-            deliveryId: DeliveryID(event.deliveryId), broadlogId: BroadlogID(event.broadlogId),
-            action: event.action, channel: event.channel, platform: event.platform, eventTime: event.eventTime, shape: event.shape)
         var writer = JSONWriter()
-        tracking.writeJSON(into: &writer)
+        event.tracking(DeliveryID(event.deliveryId)).writeJSON(into: &writer)
         return writer.bytes
     }
+}
 
-    /// Event `number` of a record.
-    private static func event(_ number: Int, in value: UnsafeRawBufferPointer) -> RepartitionRecord.Event? {
-        (try? RepartitionRecord.event(number, in: value)) ?? nil
+extension RepartitionRecord.Event {
+    /// The hit it carries, with its delivery id made by the caller (a decoder makes each once per record).
+    func tracking(_ deliveryId: DeliveryID) -> TrackingEvent {
+        TrackingEvent(
+            deliveryId: deliveryId, broadlogId: BroadlogID(broadlogId), action: action, channel: channel, platform: platform,
+            eventTime: eventTime, shape: shape)
     }
 }

@@ -1,6 +1,5 @@
 import RecordFormats
 import Runner
-import Dispatch
 import Kafka
 import TrackingDomain
 import Windowing
@@ -312,14 +311,9 @@ public struct NormalizeStage: StatelessStage {
         let lanes = max(1, min(lanes, records.count))
         if prepared.count < lanes { prepared += Array(repeating: PreparedLane(), count: lanes - prepared.count) }
         let chunk = (records.count + lanes - 1) / lanes
-        prepared.withUnsafeMutableBufferPointer { slots in
-            let box = UnsafeSendable(slots)
-            let work: @Sendable (Int) -> Void = { lane in
-                prepareChunk(
-                    records, min(records.count, lane * chunk)..<min(records.count, (lane + 1) * chunk), context: context,
-                    into: &box.value[lane])
-            }
-            if lanes == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) }
+        // Lanes beyond `lanes`, kept from a larger batch, get an empty chunk.
+        _ = inParallel(&prepared, lanes: lanes) { lane, index in
+            prepareChunk(records, min(records.count, index * chunk)..<min(records.count, (index + 1) * chunk), context: context, into: &lane)
         }
         return lanes
     }
@@ -441,10 +435,7 @@ public struct NormalizeStage: StatelessStage {
         return points
     }
 
-    public mutating func drainReport() -> StageReport {
-        defer { pending = StageReport() }
-        return pending
-    }
+    public mutating func drainReport() -> StageReport { pending.drain() }
 
     public func gauges() -> StageGauges {
         var gauges = StageGauges()

@@ -14,37 +14,31 @@ import Windowing
 /// behave as they did live (`from` minus the retention, found with a time search where the
 /// broker answers one) and stops at the end offsets seen at the start.
 public final class Replay: Sendable {
+    @dynamicMemberLookup
     public struct Config: Sendable {
-        public var brokers = "localhost:9092"
-        public var inputTopic = "tracking-hits"
+        /// What a replay is told as `run` is (the brokers, the input topic, the window, the
+        /// shards, the `-X` properties, the input's limits, how `--window` was given, whether
+        /// the output may go unchecked), read and set through the config itself: `config.window`.
+        public var pipeline = PipelineConfig()
         /// Where aggregates go: a topic, or JSON Lines.
         public var output: Output = .topic("tracking-aggregates")
         /// Dead letters are sent only when a topic is given; they are counted either way.
         public var deadLetterTopic: String?
-        public var window = WindowConfig()
-        public var shards = 1
-        public var kafkaProperties: [String: String] = [:]
-        public var limits = NormalizerLimits()
-        public var maxFutureSkew: Int64 = 3_600_000
         /// First window start to emit (epoch ms); nil: from the beginning of the topic.
         public var from: Int64?
         /// End of the range, exclusive (epoch ms); nil: to the end of the topic.
         public var to: Int64?
-        /// How `--window` was given, for a refusal that names it; nil: as the flag.
-        public var windowGiven: GivenSetting?
-        /// Write into an output topic whose window size cannot be told (`--allow-unchecked-output`).
-        public var allowUncheckedOutput = false
 
         public init() {}
 
+        public subscript<Value>(dynamicMember setting: WritableKeyPath<PipelineConfig, Value>) -> Value {
+            get { pipeline[keyPath: setting] }
+            set { pipeline[keyPath: setting] = newValue }
+        }
+
         /// The librdkafka configurations the replay builds, checked before any client exists
         /// (see `PipelineConfig.checkKafkaProperties`).
-        public func checkKafkaProperties() throws(KafkaConfigProblem) {
-            var pipeline = PipelineConfig()
-            pipeline.brokers = brokers
-            pipeline.kafkaProperties = kafkaProperties
-            try pipeline.checkKafkaProperties(readingAhead: true)
-        }
+        public func checkKafkaProperties() throws(KafkaConfigProblem) { try pipeline.checkKafkaProperties(readingAhead: true) }
     }
 
     public enum Output: Sendable {
@@ -67,9 +61,7 @@ public final class Replay: Sendable {
 
     public func run() throws -> PipelineSummary {
         let started = wallClockMillis()
-        var pipeline = PipelineConfig()
-        pipeline.brokers = config.brokers
-        pipeline.kafkaProperties = config.kafkaProperties
+        let pipeline = config.pipeline
         // One client for the questions before the replay: the input's and the output's partitions.
         let admin = try TopicAdmin(config: pipeline.adminConfig, logger: logger.with(label: "trackpipe.kafka.admin"))
         let count: Int
@@ -96,7 +88,7 @@ public final class Replay: Sendable {
             }
             checkFirstOutput = try WindowSizeCheck.checkOutput(
                 topic: topic, partitions: partitions, window: config.window.size,
-                given: config.windowGiven ?? GivenSetting(flag: "window", text: WindowSizeCheck.text(config.window.size), source: .commandLine),
+                given: pipeline.givenSetting(.window),
                 allowUnchecked: config.allowUncheckedOutput, admin: admin, consumerConfig: consumerConfig, clients: LibrdkafkaClients(),
                 logger: logger)
         }

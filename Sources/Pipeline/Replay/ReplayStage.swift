@@ -94,10 +94,7 @@ struct ReplayStage: StatelessStage {
     /// A replay commits nothing: nothing to send first.
     mutating func prepareCommit(into sink: inout some RecordSink) throws {}
 
-    mutating func drainReport() -> StageReport {
-        defer { pending = StageReport() }
-        return pending
-    }
+    mutating func drainReport() -> StageReport { pending.drain() }
 
     func gauges() -> StageGauges {
         var gauges = StageGauges()

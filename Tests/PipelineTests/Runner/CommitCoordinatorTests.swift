@@ -12,7 +12,7 @@ struct CommitCoordinatorTests {
         let settings = RunnerSettings(
             topic: "hits", assignment: assignment, bound: .unbounded, consumer: KafkaConfig([:]), producer: KafkaConfig([:]),
             destinations: [:], commitInterval: 5_000)
-        return CommitCoordinator(stageName: "aggregate", settings: settings, logger: Logger(label: "test"))
+        return CommitCoordinator(RunnerContext(stageName: "aggregate", settings: settings, logger: Logger(label: "test"), metrics: nil))
     }
 
     @Test("none right after an assignment (a backlog), one a second while windows keep closing, and a burst of four after a quiet minute")

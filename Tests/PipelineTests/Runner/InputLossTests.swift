@@ -143,7 +143,11 @@ struct InputLossTests {
 
     @Test("one loss found again (a partition taken again with the same commit behind the log start, before it read anything) is counted once")
     func foundOnce() {
-        var watch = LossWatch(stageName: "normalize", topic: "hits", logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, metrics: nil)
+        let settings = RunnerSettings(
+            topic: "hits", assignment: .group, bound: .unbounded, consumer: KafkaConfig([:]), producer: KafkaConfig([:]), destinations: [:],
+            commitInterval: 5_000)
+        var watch = LossWatch(
+            RunnerContext(stageName: "normalize", settings: settings, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, metrics: nil))
         let tp = TopicPartition(topic: "hits", partition: 0)
         watch.found(InputSpan(partition: tp, from: 2, to: 7, cause: .commitBehindLogStart), logStart: 7)
         watch.found(InputSpan(partition: tp, from: 2, to: 7, cause: .commitBehindLogStart), logStart: 7)

@@ -55,8 +55,8 @@ struct PurgeCoordinatorTests {
                 destinations: [:], commitInterval: 5_000)
             settings.clients = cluster
             coordinator = try PurgeCoordinator(
-                stageName: "aggregate", settings: settings, purge: PurgeSettings(interval: interval, admin: KafkaConfig([:])), logger: log.logger,
-                metrics: metrics.stage("aggregate"))
+                RunnerContext(stageName: "aggregate", settings: settings, logger: log.logger, metrics: metrics.stage("aggregate")),
+                purge: PurgeSettings(interval: interval, admin: KafkaConfig([:])))
         }
 
         /// A commit of partitions 0 and 1 at `offset`, then the turn that collects the answer.

@@ -9,6 +9,10 @@ import Testing
 struct RunBoundTests {
     static let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
+    static func context(_ settings: RunnerSettings) -> RunnerContext {
+        RunnerContext(stageName: "aggregate", settings: settings, logger: logger, metrics: nil)
+    }
+
     static func settings(_ bound: RunnerSettings.Bound, partitions: Int?) -> RunnerSettings {
         var settings = RunnerSettings(
             topic: "g-repartition", assignment: .group, bound: bound, consumer: KafkaConfig(["session.timeout.ms": "6000"]),
@@ -20,7 +24,7 @@ struct RunBoundTests {
     @Test("a window stage that owns no partition when its upstream finishes still takes its bound, waits out a rebalance, then refuses: it never waits forever nor ends empty")
     func owningNothingWhenUpstreamFinishes() {
         let upstream = UpstreamSignal()
-        var bound = RunBound(settings: Self.settings(.endWhenUpstreamFinishes(upstream), partitions: 2), stageName: "aggregate")
+        var bound = RunBound(Self.context(Self.settings(.endWhenUpstreamFinishes(upstream), partitions: 2)))
         let tracker = PartitionTracker(topic: "g-repartition")
         #expect(bound.upstreamBound(tracker) == nil, "the upstream has not finished")
         upstream.finish()
@@ -36,7 +40,7 @@ struct RunBoundTests {
     func fixedAssignment() {
         let upstream = UpstreamSignal()
         upstream.finish()
-        var bound = RunBound(settings: Self.settings(.endWhenUpstreamFinishes(upstream), partitions: nil), stageName: "aggregate")
+        var bound = RunBound(Self.context(Self.settings(.endWhenUpstreamFinishes(upstream), partitions: nil)))
         let tracker = PartitionTracker(topic: "g-repartition")
         #expect(bound.upstreamBound(tracker) == nil)
         #expect(bound.awaitOthers(now: 100_000, tracker: tracker, assigned: true, logger: Self.logger) == nil)
