@@ -66,9 +66,17 @@ struct IdContainer: Sendable {
 enum HitObject: UInt8, Sendable {
     case top, contextData, userInfo, message, messageData, notificationUserInfo
 
-    /// How details name the object.
+    /// How details name the object. A switch over literals, not an array of them: an array
+    /// literal here was built (and freed, with its six strings) for every hit judged.
     var place: String {
-        ["at the top level", "in contextData", "in userInfo", "in message", "in message.data", "in NOTIFICATION_USER_INFO"][Int(rawValue)]
+        switch self {
+        case .top: "at the top level"
+        case .contextData: "in contextData"
+        case .userInfo: "in userInfo"
+        case .message: "in message"
+        case .messageData: "in message.data"
+        case .notificationUserInfo: "in NOTIFICATION_USER_INFO"
+        }
     }
 }
 
