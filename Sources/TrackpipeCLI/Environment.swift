@@ -105,38 +105,19 @@ struct Environment: Sendable {
         variables[Self.variableName(forFlag: flag)].flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    /// A setting's text and where it came from.
-    struct Setting: Sendable, Equatable {
-        enum Origin: Sendable, Equatable {
-            case commandLine, environment, defaultValue
-        }
-
-        var flag: String
-        var text: String
-        var origin: Origin
-
-        /// How an error message names the value: `--grace -5s`, `TRACKPIPE_GRACE=-5s`, or
-        /// `--grace (default 10s)`.
-        var label: String {
-            switch origin {
-            case .commandLine: "--\(flag) \(text)"
-            case .environment: "\(Environment.variableName(forFlag: flag))=\(text)"
-            case .defaultValue: "--\(flag) (default \(text))"
-            }
-        }
-    }
-
     /// The command line wins over `TRACKPIPE_<FLAG>`, which wins over `fallback`.
-    func setting(_ flag: String, _ commandLine: String?, default fallback: String) -> Setting {
-        if let commandLine, !readsOverriddenValue(flag) { return Setting(flag: flag, text: commandLine, origin: .commandLine) }
-        if let text = value(forFlag: flag) { return Setting(flag: flag, text: text, origin: .environment) }
-        return Setting(flag: flag, text: fallback, origin: .defaultValue)
+    /// The setting's text and where it came from, which its `label` names in an error message:
+    /// `--grace -5s`, `TRACKPIPE_GRACE=-5s`, or `--grace (default 10s)`.
+    func setting(_ flag: String, _ commandLine: String?, default fallback: String) -> GivenSetting {
+        if let commandLine, !readsOverriddenValue(flag) { return GivenSetting(flag: flag, text: commandLine, source: .commandLine) }
+        if let text = value(forFlag: flag) { return GivenSetting(flag: flag, text: text, source: .environment) }
+        return GivenSetting(flag: flag, text: fallback, source: .defaultValue)
     }
 
     /// A setting without a default: the command line's, else `TRACKPIPE_<FLAG>`'s, else nil.
     func optional(_ flag: String, _ commandLine: String?) -> String? {
         let setting = setting(flag, commandLine, default: "")
-        return setting.origin == .defaultValue ? nil : setting.text
+        return setting.source == .defaultValue ? nil : setting.text
     }
 
     // MARK: Values the command line overrides

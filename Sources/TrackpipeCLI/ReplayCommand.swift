@@ -68,14 +68,14 @@ struct ReplayCommand: ParsableCommand {
         config.brokers = try environment.brokers(brokers)
         config.inputTopic = try environment.topic("input-topic", inputTopic, default: "tracking-hits")
         let output = environment.setting("output-topic", outputTopic, default: "tracking-aggregates")
-        if outputFile != nil, output.origin == .commandLine {
+        if outputFile != nil, output.source == .commandLine {
             throw ValidationError("--output-topic and --output-file: choose one place for the aggregate records")
         }
         config.output = .topic(try environment.topic("output-topic", outputTopic, default: "tracking-aggregates"))
         config.deadLetterTopic = try environment.optionalTopic("dlq-topic", dlqTopic)
         config.window = try environment.windowConfig(window: window, grace: grace, retention: retention, idleTimeout: idleTimeout)
         let size = config.window.size
-        config.given[.window] = RunCommand.given(environment.setting("window", window, default: "1m"))
+        config.given[.window] = environment.setting("window", window, default: "1m")
         config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
         config.window.emission = try environment.emission(emit)
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")

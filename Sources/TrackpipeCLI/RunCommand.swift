@@ -128,7 +128,7 @@ struct RunCommand: ParsableCommand {
 
     func resolve(_ environment: Environment = Environment()) throws -> ResolvedRun {
         try environment.refuseUnknownVariables()
-        func text(_ flag: String, _ value: String?, _ fallback: String) -> Environment.Setting {
+        func text(_ flag: String, _ value: String?, _ fallback: String) -> GivenSetting {
             environment.setting(flag, value, default: fallback)
         }
         var config = PipelineConfig()
@@ -151,10 +151,10 @@ struct RunCommand: ParsableCommand {
         }
         // How each setting the group is fixed to was given, for the refusals that name it.
         config.given = [
-            .window: Self.given(text("window", window, "1m")),
-            .repartitionTopic: Self.given(text("repartition-topic", repartitionTopic, "\(config.group)-repartition")),
-            .stateTopic: Self.given(text("state-topic", stateTopic, "\(config.group)-state")),
-            .inputKeyedByDelivery: Self.given(text("input-keyed-by-delivery", inputKeyedByDelivery ? "" : nil, "false")),
+            .window: text("window", window, "1m"),
+            .repartitionTopic: text("repartition-topic", repartitionTopic, "\(config.group)-repartition"),
+            .stateTopic: text("state-topic", stateTopic, "\(config.group)-state"),
+            .inputKeyedByDelivery: text("input-keyed-by-delivery", inputKeyedByDelivery ? "" : nil, "false"),
         ]
         config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
         config.window = try environment.windowConfig(
@@ -250,17 +250,6 @@ struct RunCommand: ParsableCommand {
             : ""
         return
             "\(total) offsets were lost: retention (or the broker's size limit) deleted them before this run read them: \(PipelineSummary.describe(lost)). Reading the same topic again cannot bring them back. The windows were written and committed without their hits. Recount those hits from wherever they are still kept (an archive, the collectors or the source system)\(fromInput); or pass --allow-lost-input (TRACKPIPE_ALLOW_LOST_INPUT=true) to accept the loss and exit 0"
-    }
-
-    /// A setting as the pipeline names it in a refusal.
-    static func given(_ setting: Environment.Setting) -> GivenSetting {
-        let source: GivenSetting.Source =
-            switch setting.origin {
-            case .commandLine: .commandLine
-            case .environment: .environment
-            case .defaultValue: .defaultValue
-            }
-        return GivenSetting(flag: setting.flag, text: setting.text, source: source)
     }
 
     /// This machine's name (a pod's name on Kubernetes), for the default `client.id`.
