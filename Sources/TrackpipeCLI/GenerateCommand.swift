@@ -227,12 +227,9 @@ struct GenerateCommand: ParsableCommand {
 /// generate's producer: counts failed deliveries and knows how long a message may wait, so that
 /// an unreachable broker is reported in seconds, with how much was lost, instead of minutes.
 final class KafkaTarget {
-    struct Outcome {
-        /// Messages whose delivery failed, plus those still unacknowledged when waiting stopped.
-        var undelivered: Int
-        var firstError: String?
-        var timeoutMillis: Int
-    }
+    /// `undelivered`: messages whose delivery failed, plus those still unacknowledged when
+    /// waiting stopped.
+    typealias Outcome = (undelivered: Int, firstError: String?, timeoutMillis: Int)
 
     private struct Failures: Sendable {
         var count = 0
@@ -294,6 +291,6 @@ final class KafkaTarget {
             outstanding = left
         }
         let failed = failures.get()
-        return Outcome(undelivered: failed.count + producer.outstanding, firstError: failed.first, timeoutMillis: timeoutMillis)
+        return (failed.count + producer.outstanding, failed.first, timeoutMillis)
     }
 }
