@@ -63,10 +63,7 @@ struct WindowingBenchmark: ParsableCommand {
         }
     }
 
-    struct Stream {
-        var batches: [[WindowInput]]
-        var clock: [Int64]
-    }
+    typealias Stream = (batches: [[WindowInput]], clock: [Int64])
 
     /// Event time advances by `eventsPerMinute`; each partition delivers batches in turn.
     /// Impressions introduce new broadlogs; clicks and opens go to recently seen broadlogs of
@@ -130,7 +127,7 @@ struct WindowingBenchmark: ParsableCommand {
             batches.append(inputs)
             clock.append(Int64(batches.count) * 10)
         }
-        return Stream(batches: batches, clock: clock)
+        return (batches, clock)
     }
 
     static func throughput(_ stream: Stream, shards: Int) -> (Double, Int) {
