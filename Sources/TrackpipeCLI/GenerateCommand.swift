@@ -231,16 +231,12 @@ final class KafkaTarget {
     /// waiting stopped.
     typealias Outcome = (undelivered: Int, firstError: String?, timeoutMillis: Int)
 
-    private struct Failures: Sendable {
-        var count = 0
-        var first: String?
-    }
-
     let producer: KafkaProducer
     let topic: String
     /// librdkafka's message.timeout.ms in force (0 means no limit, as in librdkafka).
     let timeoutMillis: Int
-    private let failures = LockedValue(Failures())
+    /// Failed deliveries, and the first one's error.
+    private let failures = LockedValue<(count: Int, first: String?)>((0, nil))
 
     init(brokers: String, topic: String, properties: [String]) throws {
         let user = try KafkaPropertyArguments.parse(properties)
