@@ -3,15 +3,10 @@ import TrackingDomain
 /// Writes one interaction as the bytes an app or a tracking server would send, in a shape
 /// that fits its channel and platform, and says what the spec makes of it.
 enum HitEncoder {
-    struct Encoded {
-        var bytes: [UInt8]
-        var expected: GeneratedHit.Expected
-    }
-
     static func encode(
         deliveryId: String, broadlogId: String, action: HitAction, channel: Channel, platform: Platform, eventTime: Int64,
         trackingOff: Bool, rng: inout SplitMix64
-    ) -> Encoded {
+    ) -> (bytes: [UInt8], expected: GeneratedHit.Expected) {
         let code = action.code
         let actionJSON = rng.chance(0.8) ? "\"\(code)\"" : "\(code)"
         let flag = flagJSON(trackingOff: trackingOff, rng: &rng)
@@ -66,7 +61,7 @@ enum HitEncoder {
         let expected = GeneratedHit.Expected(
             deliveryId: deliveryId, broadlogId: broadlogId, action: action, channel: expectedChannel,
             platform: expectedPlatform, eventTime: eventTime)
-        return Encoded(bytes: Array(text.utf8), expected: expected)
+        return (Array(text.utf8), expected)
     }
 
     /// A message that must be dead-lettered, with the reason it must carry.

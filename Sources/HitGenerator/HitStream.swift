@@ -113,7 +113,7 @@ public struct HitStream: Sendable {
         }
 
         pending.sort { ($0.arrival, $0.sequence) < ($1.arrival, $1.sequence) }
-        return pending.map { TimedHit(arrival: $0.arrival, hit: $0.hit) }
+        return pending.map { ($0.arrival, $0.hit) }
     }
 }
 
@@ -123,7 +123,4 @@ func hex(_ value: UInt64, width: Int) -> String {
 }
 
 /// A generated message and when it reaches Kafka (epoch ms), never before its event time.
-package struct TimedHit: Sendable {
-    package var arrival: Int64
-    package var hit: GeneratedHit
-}
+package typealias TimedHit = (arrival: Int64, hit: GeneratedHit)

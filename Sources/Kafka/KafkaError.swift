@@ -32,19 +32,21 @@ public struct KafkaError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { message }
 
-    package static func from(_ err: rd_kafka_resp_err_t, _ context: String) -> KafkaError {
-        let name = string(from: rd_kafka_err2name(err), or: "error \(err.rawValue)")
-        let text = string(from: rd_kafka_err2str(err), or: "")
-        return KafkaError(.librdkafka(code: err.rawValue), "\(context): \(name): \(text)")
+    /// `NAME: text`: librdkafka's name of the code, which a user can search for, then what is
+    /// said of it (`detail`, else librdkafka's own words for the code).
+    static func named(_ err: rd_kafka_resp_err_t, _ detail: String? = nil) -> String {
+        "\(string(from: rd_kafka_err2name(err), or: "error \(err.rawValue)")): \(detail ?? string(from: rd_kafka_err2str(err), or: ""))"
+    }
+
+    package static func from(_ err: rd_kafka_resp_err_t, _ context: String, detail: String? = nil) -> KafkaError {
+        KafkaError(.librdkafka(code: err.rawValue), "\(context): \(named(err, detail))")
     }
 
     /// Takes ownership of an `rd_kafka_error_t` (destroys it) and turns it into a Swift error.
     static func consuming(_ error: OpaquePointer, _ context: String) -> KafkaError {
         defer { rd_kafka_error_destroy(error) }
-        let code = rd_kafka_error_code(error)
-        let name = string(from: rd_kafka_error_name(error), or: "error \(code.rawValue)")
-        let text = string(from: rd_kafka_error_string(error), or: "")
-        return KafkaError(.librdkafka(code: code.rawValue), "\(context): \(name): \(text)")
+        // rd_kafka_error_name is the code's name (rd_kafka_err2name) in librdkafka.
+        return from(rd_kafka_error_code(error), context, detail: string(from: rd_kafka_error_string(error), or: ""))
     }
 }
 

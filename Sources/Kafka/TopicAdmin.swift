@@ -83,9 +83,7 @@ public final class TopicAdmin: @unchecked Sendable {
         defer { rd_kafka_event_destroy(event) }
         let eventError = rd_kafka_event_error(event)
         if eventError.isError {
-            throw KafkaError(
-                .librdkafka(code: eventError.rawValue),
-                "creating topic \(topic): \(string(from: rd_kafka_err2name(eventError), or: "error \(eventError.rawValue)")): \(string(from: rd_kafka_event_error_string(event), or: ""))")
+            throw KafkaError.from(eventError, "creating topic \(topic)", detail: string(from: rd_kafka_event_error_string(event), or: ""))
         }
         guard let result = rd_kafka_event_CreateTopics_result(event) else { return }
         var count = 0
@@ -94,9 +92,7 @@ public final class TopicAdmin: @unchecked Sendable {
             guard let topicResult = results[index] else { continue }
             let err = rd_kafka_topic_result_error(topicResult)
             if err.isError && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS {
-                let text = rd_kafka_topic_result_error_string(topicResult).map { String(cString: $0) } ?? ""
-                throw KafkaError(
-                    .librdkafka(code: err.rawValue), "creating topic \(topic): \(string(from: rd_kafka_err2name(err), or: "error \(err.rawValue)")): \(text)")
+                throw KafkaError.from(err, "creating topic \(topic)", detail: string(from: rd_kafka_topic_result_error_string(topicResult), or: ""))
             }
         }
     }

@@ -41,8 +41,7 @@ extension TopicAdmin {
         defer { rd_kafka_event_destroy(event) }
         let eventError = rd_kafka_event_error(event)
         if eventError.isError {
-            let text = rd_kafka_event_error_string(event).map { String(cString: $0) } ?? ""
-            return unanswered("\(string(from: rd_kafka_err2name(eventError), or: "error \(eventError.rawValue)")): \(text)")
+            return unanswered(KafkaError.named(eventError, string(from: rd_kafka_event_error_string(event), or: "")))
         }
         guard let result = rd_kafka_event_DescribeConfigs_result(event) else { return unanswered("no DescribeConfigs result") }
         var count = 0
@@ -52,8 +51,7 @@ extension TopicAdmin {
             let topic = String(cString: name)
             let error = rd_kafka_ConfigResource_error(resource)
             if error.isError {
-                let text = rd_kafka_ConfigResource_error_string(resource).map { String(cString: $0) } ?? ""
-                answer.undescribed[topic] = "\(string(from: rd_kafka_err2name(error), or: "error \(error.rawValue)")): \(text)"
+                answer.undescribed[topic] = KafkaError.named(error, string(from: rd_kafka_ConfigResource_error_string(resource), or: ""))
                 continue
             }
             var entries = 0

@@ -141,7 +141,7 @@ public final class Pipeline: Sendable {
     /// What the start-up asks of the cluster, then the run itself (as the closure returned).
     private func prepareSingleStage(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
         let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: nil)
-        let partitions = try inputPartitions(admin: admin)
+        let partitions = try Self.partitionCount(of: config.inputTopic, config: config, admin: admin)
         // What the group is fixed to, and who writes its state topic, before it is joined; a
         // group last run with two stages (or by another tool) is refused too.
         try GroupIdentityCheck.check(
@@ -154,9 +154,8 @@ public final class Pipeline: Sendable {
             input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew), window: taskWindow(partitions: partitions),
             shards: config.shards, identity: config.identity)
         var settings = runnerSettings(
-            topic: config.inputTopic, partitions: partitions, group: config.group, member: stage.name, destinations: [.output, .deadLetter])
-        settings.bound = config.untilEnd ? .endAtAssignment : .unbounded
-        settings.recordLimit = learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic], admin: admin)
+            topic: config.inputTopic, partitions: partitions, group: config.group, member: stage.name, destinations: [.output, .deadLetter],
+            bound: .endAtAssignment, recordLimit: learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic], admin: admin))
         settings.checkFirstOutput = checkFirstOutput
         let runner = StageRunner(
             stage: stage, stateTopic: config.effectiveStateTopic, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
@@ -171,7 +170,7 @@ public final class Pipeline: Sendable {
 
     private func prepareTwoStages(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
         let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: config.effectiveRepartitionTopic)
-        let sources = try inputPartitions(admin: admin)
+        let sources = try Self.partitionCount(of: config.inputTopic, config: config, admin: admin)
         guard Checkpoint.fits(sourcePartitions: sources, identity: config.identity) else {
             throw PipelineError.configuration(
                 "the input topic \(config.inputTopic) has \(sources) partitions; the aggregate stage's checkpoint (one offset per input partition, and the names of the repartition and state topics, in Kafka's commit metadata of at most \(Checkpoint.maxEncodedBytes) bytes) fits at most \(Checkpoint.maxSourcePartitions), fewer with long topic names. Use fewer input partitions (or shorter --repartition-topic and --state-topic names), or --input-keyed-by-delivery for input keyed by deliveryId")
@@ -192,15 +191,12 @@ public final class Pipeline: Sendable {
         let (normalize, aggregate) = twoStages(sources: sources, repartitions: repartitions, recordLimit: recordLimit)
         let upstream = UpstreamSignal()
         var first = runnerSettings(
-            topic: config.inputTopic, partitions: sources, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter])
-        first.bound = config.untilEnd ? .endAtAssignment : .unbounded
-        first.recordLimit = recordLimit
+            topic: config.inputTopic, partitions: sources, group: config.group, member: normalize.name, destinations: [.repartition, .deadLetter],
+            bound: .endAtAssignment, recordLimit: recordLimit)
         first.maxBatch = normalize.maxBatch
         var second = runnerSettings(
             topic: repartitionTopic, partitions: repartitions, group: config.aggregateGroup, member: aggregate.name,
-            destinations: [.output, .deadLetter])
-        second.bound = config.untilEnd ? .endWhenUpstreamFinishes(upstream) : .unbounded
-        second.recordLimit = recordLimit
+            destinations: [.output, .deadLetter], bound: .endWhenUpstreamFinishes(upstream), recordLimit: recordLimit)
         second.checkFirstOutput = checkFirstOutput
         // The repartition topic is this worker's own: what the aggregate group has committed is
         // read by no one again, and goes (the user's input, read by the one stage, never does).
@@ -268,15 +264,20 @@ public final class Pipeline: Sendable {
         return (normalize, aggregate)
     }
 
-    private func runnerSettings(topic: String, partitions: Int, group: String, member: String, destinations: Set<Destination>) -> RunnerSettings {
+    /// A stage's runner settings; `bound` is the end of a bounded run (`untilEnd`), the live worker's unbounded.
+    private func runnerSettings(
+        topic: String, partitions: Int, group: String, member: String, destinations: Set<Destination>, bound: RunnerSettings.Bound,
+        recordLimit: RecordLimit
+    ) -> RunnerSettings {
         // The state topic is not among them: the runner of the stage that keeps state is made
         // with it (`StageRunner.init(stage:stateTopic:…)`).
         let topics: [Destination: String] = [.output: config.outputTopic, .deadLetter: config.deadLetterTopic, .repartition: config.effectiveRepartitionTopic]
             .filter { destinations.contains($0.key) }
         var settings = RunnerSettings(
-            topic: topic, assignment: .group, bound: .unbounded, consumer: config.consumerConfig(group: group, member: member),
+            topic: topic, assignment: .group, bound: config.untilEnd ? bound : .unbounded, consumer: config.consumerConfig(group: group, member: member),
             producer: config.producerConfig, destinations: topics, commitInterval: config.commitInterval)
         settings.partitionCount = partitions
+        settings.recordLimit = recordLimit
         settings.maxBatch = config.maxBatch
         settings.progressInterval = config.progressInterval
         settings.unhealthyAfter = config.unhealthyAfter
@@ -291,10 +292,6 @@ public final class Pipeline: Sendable {
         var window = config.window
         window.maxEntries = max(1_000, config.window.maxEntries / max(1, partitions))
         return window
-    }
-
-    private func inputPartitions(admin: TopicAdmin) throws -> Int {
-        try Self.partitionCount(of: config.inputTopic, config: config, admin: admin)
     }
 
     /// The partition count of an input topic, with errors that say what to check.

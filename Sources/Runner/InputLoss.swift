@@ -110,12 +110,6 @@ struct LossWatch: RunnerPart {
         metrics?.lost(0, topic: topic)
     }
 
-    /// Offsets the runner knows were deleted before it read them (a commit the log start has
-    /// passed, found at the assignment).
-    mutating func found(_ lost: InputSpan, logStart: Int64) {
-        record(lost, logStart: logStart)
-    }
-
     /// Judges `spans` now if their log starts are known, and what waited.
     mutating func judge(_ spans: [InputSpan], consumer: (any ConsumerClient)?, now: Int64, final: Bool = false) {
         pending += spans
@@ -127,13 +121,13 @@ struct LossWatch: RunnerPart {
                 if final {
                     logger.warning(
                         "\(stageName): cannot read where \(span.partition) begins now, to tell whether offsets \(span.offsets) were deleted or were never records; counting them as lost")
-                    record(span, logStart: nil)
+                    found(span, logStart: nil)
                 } else {
                     waiting.append(span)
                 }
                 continue
             }
-            if let part = InputLoss.lost(span, logStart: logStart) { record(part, logStart: logStart) }
+            if let part = InputLoss.lost(span, logStart: logStart) { found(part, logStart: logStart) }
             // What the log start has not passed was never a record to deliver.
             let kept = max(span.from ?? 0, min(span.to, logStart))
             if span.from != nil, span.to > kept {
@@ -156,7 +150,9 @@ struct LossWatch: RunnerPart {
         lastNotice = now
     }
 
-    private mutating func record(_ span: InputSpan, logStart: Int64?) {
+    /// Offsets known to have been deleted before they were read: judged here, or by the runner
+    /// (a commit the log start has passed, found at the assignment).
+    mutating func found(_ span: InputSpan, logStart: Int64?) {
         for found in Self.unreported(span, in: lost) { report(found, logStart: logStart) }
     }
 

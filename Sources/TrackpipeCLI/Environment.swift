@@ -105,38 +105,18 @@ struct Environment: Sendable {
         variables[Self.variableName(forFlag: flag)].flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    /// A setting's text and where it came from.
-    struct Setting: Sendable, Equatable {
-        enum Origin: Sendable, Equatable {
-            case commandLine, environment, defaultValue
-        }
-
-        var flag: String
-        var text: String
-        var origin: Origin
-
-        /// How an error message names the value: `--grace -5s`, `TRACKPIPE_GRACE=-5s`, or
-        /// `--grace (default 10s)`.
-        var label: String {
-            switch origin {
-            case .commandLine: "--\(flag) \(text)"
-            case .environment: "\(Environment.variableName(forFlag: flag))=\(text)"
-            case .defaultValue: "--\(flag) (default \(text))"
-            }
-        }
-    }
-
     /// The command line wins over `TRACKPIPE_<FLAG>`, which wins over `fallback`.
-    func setting(_ flag: String, _ commandLine: String?, default fallback: String) -> Setting {
-        if let commandLine, !readsOverriddenValue(flag) { return Setting(flag: flag, text: commandLine, origin: .commandLine) }
-        if let text = value(forFlag: flag) { return Setting(flag: flag, text: text, origin: .environment) }
-        return Setting(flag: flag, text: fallback, origin: .defaultValue)
+    /// The setting's text and where it came from, which its `valueLabel` names in an error message.
+    func setting(_ flag: String, _ commandLine: String?, default fallback: String) -> GivenSetting {
+        if let commandLine, !readsOverriddenValue(flag) { return GivenSetting(flag: flag, text: commandLine, source: .commandLine) }
+        if let text = value(forFlag: flag) { return GivenSetting(flag: flag, text: text, source: .environment) }
+        return GivenSetting(flag: flag, text: fallback, source: .defaultValue)
     }
 
     /// A setting without a default: the command line's, else `TRACKPIPE_<FLAG>`'s, else nil.
     func optional(_ flag: String, _ commandLine: String?) -> String? {
         let setting = setting(flag, commandLine, default: "")
-        return setting.origin == .defaultValue ? nil : setting.text
+        return setting.source == .defaultValue ? nil : setting.text
     }
 
     // MARK: Values the command line overrides
@@ -147,7 +127,7 @@ struct Environment: Sendable {
     /// it refuses there is refused. A `TRACKPIPE_WINDOW=banana` in a deployment's environment
     /// would otherwise pass unnoticed as long as every command line says `--window`, and take
     /// effect the day one does not. A refusal names the variable (every message names a
-    /// setting as `label` gives it) and says that the command line overrides it.
+    /// setting as `valueLabel` gives it) and says that the command line overrides it.
     func checkOverriddenValues(_ resolve: (Environment) throws -> Void) throws {
         guard overridden == nil else { return }
         var asSet = self
@@ -181,7 +161,7 @@ struct Environment: Sendable {
     func emission(_ commandLine: String?) throws -> WindowEmission {
         let setting = setting("emit", commandLine, default: "changes")
         guard let emission = WindowEmission(rawValue: setting.text) else {
-            throw ValidationError("\(setting.label): say changes (every change of a window, the default) or final (one record per window, once nothing can change it)")
+            throw ValidationError("\(setting.valueLabel): say changes (every change of a window, the default) or final (one record per window, once nothing can change it)")
         }
         return emission
     }
@@ -193,7 +173,7 @@ struct Environment: Sendable {
         do {
             return try DurationText.milliseconds(setting.text)
         } catch {
-            throw ValidationError("\(setting.label): \(error.reason)")
+            throw ValidationError("\(setting.valueLabel): \(error.reason)")
         }
     }
 
@@ -244,11 +224,11 @@ struct Environment: Sendable {
     func logSettings(level: String?, format: String?, defaultLevel: String) throws -> (Logger.Level, LogFormat) {
         let levelSetting = setting("log-level", level, default: defaultLevel)
         guard let parsedLevel = Logger.Level(rawValue: levelSetting.text.lowercased()) else {
-            throw ValidationError("\(levelSetting.label): use trace, debug, info, notice, warning, error or critical")
+            throw ValidationError("\(levelSetting.valueLabel): use trace, debug, info, notice, warning, error or critical")
         }
         let formatSetting = setting("log-format", format, default: "text")
         guard let parsedFormat = LogFormat(rawValue: formatSetting.text.lowercased()) else {
-            throw ValidationError("\(formatSetting.label): use text or json")
+            throw ValidationError("\(formatSetting.valueLabel): use text or json")
         }
         return (parsedLevel, parsedFormat)
     }
@@ -260,7 +240,7 @@ struct Environment: Sendable {
         let value = try integer("max-headers", commandLine, default: fallback)
         guard value >= 0 else {
             throw ValidationError(
-                "\(setting("max-headers", commandLine.map(String.init), default: "\(fallback)").label): must be 0 or more, the number of Kafka headers an input record may carry (default \(fallback))")
+                "\(setting("max-headers", commandLine.map(String.init), default: "\(fallback)").valueLabel): must be 0 or more, the number of Kafka headers an input record may carry (default \(fallback))")
         }
         return value
     }
@@ -288,7 +268,7 @@ struct Environment: Sendable {
                 case _ where problem.contains("idle timeout"): [("idle-timeout", "30s")]
                 default: [("max-entries", "20000000")]
                 }
-            throw ValidationError("\(involved.map { setting($0.flag, given[$0.flag] ?? nil, default: $0.fallback).label }.joined(separator: ", ")): \(problem)")
+            throw ValidationError("\(involved.map { setting($0.flag, given[$0.flag] ?? nil, default: $0.fallback).valueLabel }.joined(separator: ", ")): \(problem)")
         }
         return WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: maxEntries.cap)
     }
@@ -299,7 +279,7 @@ struct Environment: Sendable {
         let shards = try integer("shards", commandLine, default: cores)
         guard (1...RunCommand.maxShards).contains(shards) else {
             throw ValidationError(
-                "\(setting("shards", commandLine.map(String.init), default: "").label): use 1 to \(RunCommand.maxShards); the number of cores (\(cores)) is usually best")
+                "\(setting("shards", commandLine.map(String.init), default: "").valueLabel): use 1 to \(RunCommand.maxShards); the number of cores (\(cores)) is usually best")
         }
         return shards
     }
@@ -308,7 +288,7 @@ struct Environment: Sendable {
     /// only as a topic the cluster cannot find or create.
     func topic(_ flag: String, _ commandLine: String?, default fallback: String) throws -> String {
         let topic = setting(flag, commandLine, default: fallback)
-        if let problem = Self.topicNameProblem(topic.text) { throw ValidationError("\(topic.label): \(problem)") }
+        if let problem = Self.topicNameProblem(topic.text) { throw ValidationError("\(topic.valueLabel): \(problem)") }
         return topic.text
     }
 
@@ -329,8 +309,15 @@ struct Environment: Sendable {
         let brokers = setting("brokers", commandLine, default: "localhost:9092")
         let addresses = brokers.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         guard !addresses.isEmpty, addresses.allSatisfy({ !$0.isEmpty }) else {
-            throw ValidationError("\(brokers.label): give at least one bootstrap address, like kafka-1:9092,kafka-2:9092")
+            throw ValidationError("\(brokers.valueLabel): give at least one bootstrap address, like kafka-1:9092,kafka-2:9092")
         }
         return brokers.text
     }
+}
+
+extension GivenSetting {
+    /// How an error message about a value names it: `--grace -5s`, `TRACKPIPE_GRACE=-5s`, or
+    /// `--grace (default 10s)`. Unlike `label`, whose empty text on the command line is a switch,
+    /// an empty value typed there shows as one: `--brokers ''` reads `--brokers `.
+    var valueLabel: String { source == .commandLine ? "--\(flag) \(text)" : label }
 }

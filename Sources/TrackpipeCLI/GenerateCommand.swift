@@ -227,23 +227,16 @@ struct GenerateCommand: ParsableCommand {
 /// generate's producer: counts failed deliveries and knows how long a message may wait, so that
 /// an unreachable broker is reported in seconds, with how much was lost, instead of minutes.
 final class KafkaTarget {
-    struct Outcome {
-        /// Messages whose delivery failed, plus those still unacknowledged when waiting stopped.
-        var undelivered: Int
-        var firstError: String?
-        var timeoutMillis: Int
-    }
-
-    private struct Failures: Sendable {
-        var count = 0
-        var first: String?
-    }
+    /// `undelivered`: messages whose delivery failed, plus those still unacknowledged when
+    /// waiting stopped.
+    typealias Outcome = (undelivered: Int, firstError: String?, timeoutMillis: Int)
 
     let producer: KafkaProducer
     let topic: String
     /// librdkafka's message.timeout.ms in force (0 means no limit, as in librdkafka).
     let timeoutMillis: Int
-    private let failures = LockedValue(Failures())
+    /// Failed deliveries, and the first one's error.
+    private let failures = LockedValue<(count: Int, first: String?)>((0, nil))
 
     init(brokers: String, topic: String, properties: [String]) throws {
         let user = try KafkaPropertyArguments.parse(properties)
@@ -294,6 +287,6 @@ final class KafkaTarget {
             outstanding = left
         }
         let failed = failures.get()
-        return Outcome(undelivered: failed.count + producer.outstanding, firstError: failed.first, timeoutMillis: timeoutMillis)
+        return (failed.count + producer.outstanding, failed.first, timeoutMillis)
     }
 }

@@ -138,7 +138,7 @@ struct NormalizeRun: Sendable {
         try run(
             read: { buffer in
                 while true {
-                    let n = systemRead(input, buffer.baseAddress, buffer.count)
+                    let n = read(input, buffer.baseAddress, buffer.count)
                     if n >= 0 { return n }
                     if errno == EINTR { continue }
                     throw NormalizeIOError.read(errno: errno)
@@ -152,9 +152,4 @@ struct NormalizeRun: Sendable {
                 }
             })
     }
-}
-
-@inline(__always)
-private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
-    read(fd, buffer, count)
 }

@@ -32,12 +32,8 @@ final class ProgressDisplay: Sendable {
         }
         if progress.finished { fraction = fraction.map { _ in 1 } }
         let percent = fraction.map { String(format: "%5.1f%%", $0 * 100) } ?? "  ?  %"
-        var eta = "--:--"
-        if let fraction, fraction > 0.001, !progress.finished {
-            eta = Self.clock(seconds * (1 - fraction) / fraction)
-        } else if progress.finished {
-            eta = "done"
-        }
+        // A finished run says how long it took instead of what is left.
+        let eta = fraction.flatMap { $0 > 0.001 ? Self.clock(seconds * (1 - $0) / $0) : nil } ?? "--:--"
         let figures = "\(percent)  \(Self.grouped(progress.consumed)) messages  \(Self.grouped(Int(rate)))/s  "
             + (progress.finished ? "in \(Self.clock(seconds))" : "ETA \(eta)")
         state.withLock { state in

@@ -36,17 +36,15 @@ struct RedactingLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        guard !redactor.isEmpty else {
-            var event = event
-            if !metadata.isEmpty { event.metadata = metadata.merging(event.metadata ?? [:]) { $1 } }
-            inner.log(event: event)
-            return
-        }
         var event = event
-        event.message = "\(redactor.redact(event.message.description))"
         let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-        event.metadata = merged.isEmpty ? nil : merged.mapValues(scrub)
-        if let error = event.error { event.error = RedactedError(description: redactor.redact("\(error)")) }
+        if redactor.isEmpty {
+            if !metadata.isEmpty { event.metadata = merged }
+        } else {
+            event.message = "\(redactor.redact(event.message.description))"
+            event.metadata = merged.isEmpty ? nil : merged.mapValues(scrub)
+            if let error = event.error { event.error = RedactedError(description: redactor.redact("\(error)")) }
+        }
         inner.log(event: event)
     }
 

@@ -48,13 +48,6 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error, critical. (env TRACKPIPE_LOG_LEVEL, default warning)") var logLevel: String?
     @Option(help: "text or json. (env TRACKPIPE_LOG_FORMAT, default text)") var logFormat: String?
 
-    struct Resolved {
-        var config: Replay.Config
-        var outputFile: String?
-        var logLevel: Logger.Level
-        var logFormat: LogFormat
-    }
-
     /// The flags that read `TRACKPIPE_<FLAG>` (`-X`'s `TRACKPIPE_X` too).
     static let environmentFlags = [
         "brokers", "input-topic", "output-topic", "dlq-topic", "window", "grace", "retention", "idle-timeout", "emit", "max-future-skew", "max-headers", "shards",
@@ -62,20 +55,20 @@ struct ReplayCommand: ParsableCommand {
         "log-level", "log-format", "x",
     ]
 
-    func resolve(_ environment: Environment = Environment()) throws -> Resolved {
+    func resolve(_ environment: Environment = Environment()) throws -> (config: Replay.Config, outputFile: String?, logLevel: Logger.Level, logFormat: LogFormat) {
         try environment.refuseUnknownVariables()
         var config = Replay.Config()
         config.brokers = try environment.brokers(brokers)
         config.inputTopic = try environment.topic("input-topic", inputTopic, default: "tracking-hits")
         let output = environment.setting("output-topic", outputTopic, default: "tracking-aggregates")
-        if outputFile != nil, output.origin == .commandLine {
+        if outputFile != nil, output.source == .commandLine {
             throw ValidationError("--output-topic and --output-file: choose one place for the aggregate records")
         }
         config.output = .topic(try environment.topic("output-topic", outputTopic, default: "tracking-aggregates"))
         config.deadLetterTopic = try environment.optionalTopic("dlq-topic", dlqTopic)
         config.window = try environment.windowConfig(window: window, grace: grace, retention: retention, idleTimeout: idleTimeout)
         let size = config.window.size
-        config.given[.window] = RunCommand.given(environment.setting("window", window, default: "1m"))
+        config.given[.window] = environment.setting("window", window, default: "1m")
         config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
         config.window.emission = try environment.emission(emit)
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
@@ -92,7 +85,7 @@ struct ReplayCommand: ParsableCommand {
         }
         let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "warning")
         try environment.checkOverriddenValues { _ = try resolve($0) }
-        return Resolved(config: config, outputFile: outputFile, logLevel: level, logFormat: format)
+        return (config, outputFile, level, format)
     }
 
     /// An RFC 3339 time on a window boundary, or the keyword for an open end (nil).

@@ -128,7 +128,7 @@ struct RunCommand: ParsableCommand {
 
     func resolve(_ environment: Environment = Environment()) throws -> ResolvedRun {
         try environment.refuseUnknownVariables()
-        func text(_ flag: String, _ value: String?, _ fallback: String) -> Environment.Setting {
+        func text(_ flag: String, _ value: String?, _ fallback: String) -> GivenSetting {
             environment.setting(flag, value, default: fallback)
         }
         var config = PipelineConfig()
@@ -146,15 +146,15 @@ struct RunCommand: ParsableCommand {
             ("state-topic", config.stateTopic != nil, config.effectiveStateTopic),
         ] where !given {
             if let problem = Environment.topicNameProblem(name) {
-                throw ValidationError("\(text("group", group, "trackpipe").label): the --\(flag) it names, \(name), is \(problem); change the group or give --\(flag)")
+                throw ValidationError("\(text("group", group, "trackpipe").valueLabel): the --\(flag) it names, \(name), is \(problem); change the group or give --\(flag)")
             }
         }
         // How each setting the group is fixed to was given, for the refusals that name it.
         config.given = [
-            .window: Self.given(text("window", window, "1m")),
-            .repartitionTopic: Self.given(text("repartition-topic", repartitionTopic, "\(config.group)-repartition")),
-            .stateTopic: Self.given(text("state-topic", stateTopic, "\(config.group)-state")),
-            .inputKeyedByDelivery: Self.given(text("input-keyed-by-delivery", inputKeyedByDelivery ? "" : nil, "false")),
+            .window: text("window", window, "1m"),
+            .repartitionTopic: text("repartition-topic", repartitionTopic, "\(config.group)-repartition"),
+            .stateTopic: text("state-topic", stateTopic, "\(config.group)-state"),
+            .inputKeyedByDelivery: text("input-keyed-by-delivery", inputKeyedByDelivery ? "" : nil, "false"),
         ]
         config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
         config.window = try environment.windowConfig(
@@ -165,7 +165,7 @@ struct RunCommand: ParsableCommand {
         config.untilEnd = try environment.switch("until-end", untilEnd)
         let connectLimit = try environment.duration("connect-timeout", connectTimeout, default: Self.defaultConnectTimeout)
         guard connectLimit > 0 else {
-            throw ValidationError("\(text("connect-timeout", connectTimeout, Self.defaultConnectTimeout).label): must be longer than 0, like 30s or 5m")
+            throw ValidationError("\(text("connect-timeout", connectTimeout, Self.defaultConnectTimeout).valueLabel): must be longer than 0, like 30s or 5m")
         }
         // Only a bounded run gives up: the live worker waits out any outage (docs/reliability.md).
         config.connectTimeout = config.untilEnd ? connectLimit : nil
@@ -173,7 +173,7 @@ struct RunCommand: ParsableCommand {
         config.timings = timings
         config.commitInterval = try environment.duration("commit-interval", commitInterval, default: "5s")
         guard config.commitInterval > 0 else {
-            throw ValidationError("\(text("commit-interval", commitInterval, "5s").label): must be longer than 0, like 1s or 5s")
+            throw ValidationError("\(text("commit-interval", commitInterval, "5s").valueLabel): must be longer than 0, like 1s or 5s")
         }
         config.purgeInterval = try environment.duration("purge-interval", purgeInterval, default: "30s")
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
@@ -181,18 +181,18 @@ struct RunCommand: ParsableCommand {
         config.progressInterval = try environment.duration("progress-interval", progressInterval, default: "30s")
         config.unhealthyAfter = try environment.duration("unhealthy-after", unhealthyAfter, default: "60s")
         guard config.unhealthyAfter > 0 else {
-            throw ValidationError("\(text("unhealthy-after", unhealthyAfter, "60s").label): must be longer than 0, like 60s")
+            throw ValidationError("\(text("unhealthy-after", unhealthyAfter, "60s").valueLabel): must be longer than 0, like 60s")
         }
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
         config.instanceId = environment.optional("instance-id", instanceId)
         if let id = config.instanceId, let problem = PipelineConfig.instanceIdProblem(id) {
-            throw ValidationError("\(text("instance-id", instanceId, "").label): \(problem)")
+            throw ValidationError("\(text("instance-id", instanceId, "").valueLabel): \(problem)")
         }
         let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "info")
         let port = try environment.integer("metrics-port", metricsPort, default: 0)
         guard (0...65535).contains(port) else {
-            throw ValidationError("\(text("metrics-port", metricsPort.map(String.init), "0").label): use 0 (off) or a port number")
+            throw ValidationError("\(text("metrics-port", metricsPort.map(String.init), "0").valueLabel): use 0 (off) or a port number")
         }
         // First, so that a refused property is named where it was set (-X or TRACKPIPE_X*).
         try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
@@ -250,17 +250,6 @@ struct RunCommand: ParsableCommand {
             : ""
         return
             "\(total) offsets were lost: retention (or the broker's size limit) deleted them before this run read them: \(PipelineSummary.describe(lost)). Reading the same topic again cannot bring them back. The windows were written and committed without their hits. Recount those hits from wherever they are still kept (an archive, the collectors or the source system)\(fromInput); or pass --allow-lost-input (TRACKPIPE_ALLOW_LOST_INPUT=true) to accept the loss and exit 0"
-    }
-
-    /// A setting as the pipeline names it in a refusal.
-    static func given(_ setting: Environment.Setting) -> GivenSetting {
-        let source: GivenSetting.Source =
-            switch setting.origin {
-            case .commandLine: .commandLine
-            case .environment: .environment
-            case .defaultValue: .defaultValue
-            }
-        return GivenSetting(flag: setting.flag, text: setting.text, source: source)
     }
 
     /// This machine's name (a pod's name on Kubernetes), for the default `client.id`.

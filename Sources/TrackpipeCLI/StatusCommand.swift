@@ -45,7 +45,7 @@ struct StatusCommand: ParsableCommand {
         config.repartitionTopic = try environment.optionalTopic("repartition-topic", repartitionTopic)
         if config.repartitionTopic == nil, let problem = Environment.topicNameProblem(config.effectiveRepartitionTopic) {
             throw ValidationError(
-                "\(groupSetting.label): the --repartition-topic it names, \(config.effectiveRepartitionTopic), is \(problem); change the group or give --repartition-topic")
+                "\(groupSetting.valueLabel): the --repartition-topic it names, \(config.effectiveRepartitionTopic), is \(problem); change the group or give --repartition-topic")
         }
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)

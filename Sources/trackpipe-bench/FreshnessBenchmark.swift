@@ -116,10 +116,7 @@ struct FreshnessBenchmark: ParsableCommand {
 
 /// Reads an output topic from its beginning, keeping the first record of each key.
 private struct OutputReader {
-    struct First {
-        var windowEnd: Int64
-        var producedAt: Int64
-    }
+    typealias First = (windowEnd: Int64, producedAt: Int64)
 
     let consumer: KafkaConsumer
     private(set) var firstRecords: [String: First] = [:]
@@ -136,7 +133,7 @@ private struct OutputReader {
             guard case .record(let record) = event, let key = record.key, let value = record.value, let producedAt = record.timestamp else { return }
             let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
             guard let end = (object?["windowEnd"] as? String).flatMap({ RFC3339.parse(Array($0.utf8)) }), ends.contains(end) else { return }
-            found.append((String(decoding: key, as: UTF8.self), First(windowEnd: end, producedAt: producedAt)))
+            found.append((String(decoding: key, as: UTF8.self), (windowEnd: end, producedAt: producedAt)))
         }
         for (key, first) in found where firstRecords[key] == nil { firstRecords[key] = first }
     }

@@ -63,10 +63,7 @@ struct WindowingBenchmark: ParsableCommand {
         }
     }
 
-    struct Stream {
-        var batches: [[WindowInput]]
-        var clock: [Int64]
-    }
+    typealias Stream = (batches: [[WindowInput]], clock: [Int64])
 
     /// Event time advances by `eventsPerMinute`; each partition delivers batches in turn.
     /// Impressions introduce new broadlogs; clicks and opens go to recently seen broadlogs of
@@ -130,7 +127,7 @@ struct WindowingBenchmark: ParsableCommand {
             batches.append(inputs)
             clock.append(Int64(batches.count) * 10)
         }
-        return Stream(batches: batches, clock: clock)
+        return (batches, clock)
     }
 
     static func throughput(_ stream: Stream, shards: Int) -> (Double, Int) {
@@ -150,6 +147,9 @@ struct WindowingBenchmark: ParsableCommand {
         return (Double(hits) / seconds, emitted)
     }
 
+    /// Windows that nothing evicts, for the memory measurements.
+    static let retainingAll = WindowConfig(grace: 1 << 40, retention: 1 << 41, idleTimeout: 1 << 40, maxEntries: .max)
+
     /// Heap growth while a stream that evicts nothing is retained, divided by the retained
     /// entries the engine reports. Heap bytes in use come from glibc's `mallinfo2().uordblks`
     /// (exact allocator accounting); RSS growth from /proc/self/statm is printed as a cross-check
@@ -157,10 +157,9 @@ struct WindowingBenchmark: ParsableCommand {
     func memory() {
         let stream = Self.generate(
             events: memoryEvents, deliveries: deliveries, batch: batch, partitions: partitions, seed: 7)
-        let config = WindowConfig(grace: 1 << 40, retention: 1 << 41, idleTimeout: 1 << 40, maxEntries: .max)
         let heapBefore = HeapProbe.bytesInUse()
         let rssBefore = HeapProbe.residentBytes()
-        var engine = WindowEngine(config: config, shards: 1)
+        var engine = WindowEngine(config: Self.retainingAll, shards: 1)
         for (batch, now) in zip(stream.batches, stream.clock) {
             _ = engine.process(batch, now: now)
         }
@@ -193,10 +192,9 @@ struct WindowingBenchmark: ParsableCommand {
     /// on one partition's stream (a changelog's engine counts one partition).
     func memoryKeepingChanges() {
         let stream = Self.generate(events: memoryEvents, deliveries: deliveries, batch: batch, partitions: 1, seed: 7)
-        let config = WindowConfig(grace: 1 << 40, retention: 1 << 41, idleTimeout: 1 << 40, maxEntries: .max)
         for tracked in [false, true] {
             let heapBefore = HeapProbe.bytesInUse()
-            var engine = WindowEngine(config: config, shards: 1, exportsChanges: tracked)
+            var engine = WindowEngine(config: Self.retainingAll, shards: 1, exportsChanges: tracked)
             let seconds = BenchSupport.seconds {
                 for (index, (batch, now)) in zip(stream.batches, stream.clock).enumerated() {
                     _ = engine.process(batch, now: now)

@@ -150,21 +150,15 @@ public struct DecodedBatch: Sendable {
     var misrouted: (routed: Int, expected: Int)?
     /// Where the batch's records first name each upstream source, and whether that record
     /// begins the group's records of it in the partition (see `RepartitionRecord`).
-    var firstSightings: [SourceKey: SourceSighting] = [:]
+    var firstSightings: [SourceKey: (offset: Int64, begins: Bool)] = [:]
     /// The judge's refusal of the first record another group's normalize stage wrote.
     var refusal: PipelineError?
 
     init() {}
 
-    /// The first record of the batch that names a source.
-    struct SourceSighting: Sendable, Equatable {
-        var offset: Int64
-        var begins: Bool
-    }
-
     /// A record at `offset` names `source`; only the first is kept.
     mutating func sighted(_ source: SourceKey, at offset: Int64, begins: Bool) {
-        if firstSightings[source] == nil { firstSightings[source] = SourceSighting(offset: offset, begins: begins) }
+        if firstSightings[source] == nil { firstSightings[source] = (offset, begins) }
     }
 
     /// Appends a batch decoded from the records that follow this one's.

@@ -116,16 +116,13 @@ public enum StatusError: Error, CustomStringConvertible, Equatable {
     public var description: String {
         switch self {
         case .topicMissing(let topic, let brokers):
-            return
-                "the topic \(topic) does not exist on \(brokers): check --input-topic (and --brokers); it is the topic the worker reads"
+            "the topic \(topic) does not exist on \(brokers): check --input-topic (and --brokers); it is the topic the worker reads"
         case .unknownGroup(let group, let topics):
-            return
-                "no committed offsets for the group \(group) on \(topics.joined(separator: " or ")): the worker never ran (or has not committed yet: it commits every --commit-interval, 5 s by default), the name is wrong (--group, and --input-topic or --repartition-topic if the worker uses others), or its offsets expired (the brokers' offsets.retention.minutes, 7 days by default, after the group had no member)"
+            "no committed offsets for the group \(group) on \(topics.joined(separator: " or ")): the worker never ran (or has not committed yet: it commits every --commit-interval, 5 s by default), the name is wrong (--group, and --input-topic or --repartition-topic if the worker uses others), or its offsets expired (the brokers' offsets.retention.minutes, 7 days by default, after the group had no member)"
         case .notTrackpipe(let group, let detail):
-            return
-                "the group \(group) is not a trackpipe worker's: \(detail). Another consumer (kcat -G, a Kafka tool) may use this name; or a trackpipe worker has just started and its aggregate stage has not committed yet (it commits every --commit-interval): try again in a few seconds"
+            "the group \(group) is not a trackpipe worker's: \(detail). Another consumer (kcat -G, a Kafka tool) may use this name; or a trackpipe worker has just started and its aggregate stage has not committed yet (it commits every --commit-interval): try again in a few seconds"
         case .kafka(let text):
-            return text
+            text
         }
     }
 }

@@ -66,14 +66,11 @@ public final class MetricsServer: Sendable {
     static func cannotListen(host: String, port: Int, errno code: Int32) -> String {
         switch code {
         case EADDRINUSE:
-            return
-                "metrics server: cannot listen on \(host):\(port): the address is already in use (another process, or another trackpipe, holds port \(port)). Choose another --metrics-port (TRACKPIPE_METRICS_PORT), stop what holds it (ss -ltnp 'sport = :\(port)' names it), or use 0 to turn the endpoint off"
+            "metrics server: cannot listen on \(host):\(port): the address is already in use (another process, or another trackpipe, holds port \(port)). Choose another --metrics-port (TRACKPIPE_METRICS_PORT), stop what holds it (ss -ltnp 'sport = :\(port)' names it), or use 0 to turn the endpoint off"
         case EACCES:
-            return
-                "metrics server: cannot listen on \(host):\(port): permission denied (ports below 1024 need privileges). Choose another --metrics-port (TRACKPIPE_METRICS_PORT) above 1023, or 0 to turn the endpoint off"
+            "metrics server: cannot listen on \(host):\(port): permission denied (ports below 1024 need privileges). Choose another --metrics-port (TRACKPIPE_METRICS_PORT) above 1023, or 0 to turn the endpoint off"
         default:
-            return
-                "metrics server: cannot listen on \(host):\(port): \(String(cString: strerror(code))) (errno \(code)). Choose another --metrics-port (TRACKPIPE_METRICS_PORT), or 0 to turn the endpoint off"
+            "metrics server: cannot listen on \(host):\(port): \(String(cString: strerror(code))) (errno \(code)). Choose another --metrics-port (TRACKPIPE_METRICS_PORT), or 0 to turn the endpoint off"
         }
     }
 

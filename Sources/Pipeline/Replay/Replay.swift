@@ -78,32 +78,29 @@ public final class Replay: Sendable {
         consumerConfig["enable.auto.commit"] = "false"
         let starts = try startOffsets(partitions, consumer: KafkaConsumer(config: consumerConfig, logger: logger))
 
-        var checkFirstOutput: (@Sendable (AcknowledgedRecords) throws -> Void)?
-        if case .topic(let topic) = config.output {
+        // A fixed assignment: no group joined, so nothing committed.
+        var settings = RunnerSettings(
+            topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
+        switch config.output {
+        case .topic(let topic):
+            settings.destinations[.output] = topic
             let partitions: Int?
             do {
                 partitions = try Pipeline.partitionCount(of: topic, config: pipeline, admin: admin)
             } catch PipelineError.inputTopicMissing {
                 partitions = nil
             }
-            checkFirstOutput = try WindowSizeCheck.checkOutput(
+            settings.checkFirstOutput = try WindowSizeCheck.checkOutput(
                 topic: topic, partitions: partitions, window: config.window.size,
                 given: pipeline.givenSetting(.window),
                 allowUnchecked: config.allowUncheckedOutput, admin: admin, consumerConfig: consumerConfig, clients: LibrdkafkaClients(),
                 logger: logger)
+        case .lines(let writer): settings.lineOutputs[.output] = writer
         }
         let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
         let stage = ReplayStage(
             sourceTopic: config.inputTopic, input: RawHitInput(limits: config.limits, maxFutureSkew: config.maxFutureSkew),
             window: config.window, shards: config.shards, range: range)
-        // A fixed assignment: no group joined, so nothing committed.
-        var settings = RunnerSettings(
-            topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
-        switch config.output {
-        case .topic(let topic): settings.destinations[.output] = topic
-        case .lines(let writer): settings.lineOutputs[.output] = writer
-        }
-        settings.checkFirstOutput = checkFirstOutput
         if let dlq = config.deadLetterTopic { settings.destinations[.deadLetter] = dlq } else { settings.discarded.insert(.deadLetter) }
         let stageRunner = StageRunner(stage: stage, settings: settings, logger: logger, onProgress: onProgress)
         runners.register(stageRunner)
