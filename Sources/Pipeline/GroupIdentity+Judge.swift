@@ -69,12 +69,15 @@ extension GroupIdentity {
         guard let committed = start.committedOffset else { return nil }
         let behindShuffle = topic == repartitionTopic
         let evidence = "its \(behindShuffle ? "aggregate stage's " : "")commit on \(topic)[\(start.partition)]"
-        if let recorded = GroupIdentity.recorded(in: start.metadata, group: group),
+        // Each checkpoint decoded once: what it records, and which kind it is, follow from it.
+        let checkpoint = Checkpoint(decoding: start.metadata, group: group)
+        let sourceCheckpoint = checkpoint == nil ? SourceCheckpoint(decoding: start.metadata, group: group) : nil
+        if let recorded = checkpoint?.identity ?? sourceCheckpoint?.identity,
             let refusal = recorded.refusal(asked: self, evidence: evidence, given: given)
         {
             return refusal
         }
-        let windowCheckpoint = Checkpoint(decoding: start.metadata, group: group) != nil
+        let windowCheckpoint = checkpoint != nil
         let otherVersion = Checkpoint.otherVersion(of: start.metadata) ?? SourceCheckpoint.otherVersion(of: start.metadata)
         guard behindShuffle || repartitionTopic == nil else {
             if windowCheckpoint {
@@ -87,7 +90,7 @@ extension GroupIdentity {
         }
         if windowCheckpoint { return nil }
         let who: String
-        if SourceCheckpoint(decoding: start.metadata, group: group) != nil {
+        if sourceCheckpoint != nil {
             who = "by trackpipe's normalize stage, whose commits hold no window state"
         } else {
             // A plain commit at the very beginning of the user's input is a full recount. The

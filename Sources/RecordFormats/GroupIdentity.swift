@@ -86,10 +86,4 @@ public struct GroupIdentity: Sendable, Hashable {
             return nil
         }
     }
-
-    /// The identity a commit of `group` records in its metadata, a window stage's checkpoint or
-    /// the normalize stage's; nil for anything else.
-    package static func recorded(in metadata: String?, group: String) -> GroupIdentity? {
-        Checkpoint(decoding: metadata, group: group)?.identity ?? SourceCheckpoint(decoding: metadata, group: group)?.identity
-    }
 }

@@ -464,3 +464,11 @@ struct GroupIdentityTests {
         #expect(config.givenSettings[.window]?.label == "TRACKPIPE_WINDOW=1m")
     }
 }
+
+extension GroupIdentity {
+    /// The identity a commit of `group` records in its metadata, a window stage's checkpoint or
+    /// the normalize stage's; nil for anything else (as the judge reads it).
+    fileprivate static func recorded(in metadata: String?, group: String) -> GroupIdentity? {
+        Checkpoint(decoding: metadata, group: group)?.identity ?? SourceCheckpoint(decoding: metadata, group: group)?.identity
+    }
+}
