@@ -118,7 +118,7 @@ extension GroupIdentity {
     private func refusal(asked: GroupIdentity, evidence: String, given: [Setting: GivenSetting]) -> PipelineError? {
         let differences = differences(from: asked)
         guard !differences.isEmpty else { return nil }
-        let window = WindowSizeCheck.text
+        let window = { (sizes: [Int64]) in sizes.map(WindowSizeCheck.text).joined(separator: ",") }
         var found: [String] = []
         var why: [String] = []
         var back: [String] = []
@@ -126,9 +126,18 @@ extension GroupIdentity {
             let label = given[setting]?.label
             switch setting {
             case .window:
-                found.append("it counts windows of \(window(windowSize)) and this run asks for \(label ?? "windows of \(window(asked.windowSize))")")
-                why.append("an output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other")
-                back.append(given[.window]?.label(for: window(windowSize)) ?? "--window \(window(windowSize))")
+                found.append("it counts windows of \(window(windowSizes)) and this run asks for \(label ?? "windows of \(window(asked.windowSizes))")")
+                let added = asked.windowSizes.filter { !windowSizes.contains($0) }
+                let removed = windowSizes.filter { !asked.windowSizes.contains($0) }
+                switch (added.isEmpty, removed.isEmpty) {
+                case (false, true):
+                    why.append("a size added to a running group would count from where its offsets stand, without every hit before; to count \(window(added)) from the input, replay it into a topic of its own (trackpipe replay --window \(window(added)) --output-topic <topic>), or run a new --group with every size")
+                case (true, false):
+                    why.append("the group's state holds windows of \(window(removed)) that a run without that size would neither finish nor write")
+                default:
+                    why.append("an output key <deliveryId>@<windowStart> names another window under each size, so records of two sizes would overwrite each other")
+                }
+                back.append(given[.window]?.label(for: window(windowSizes)) ?? "--window \(window(windowSizes))")
             case .inputKeyedByDelivery:
                 let environment = given[.inputKeyedByDelivery]?.source == .environment
                 if let repartition = repartitionTopic {

@@ -155,14 +155,14 @@ public final class Pipeline: Sendable {
             shards: config.shards, identity: config.identity)
         var settings = runnerSettings(
             topic: config.inputTopic, partitions: partitions, group: config.group, member: stage.name, destinations: [.output, .deadLetter],
-            bound: .endAtAssignment, recordLimit: learnRecordLimit(of: [config.outputTopic, config.deadLetterTopic], admin: admin))
+            bound: .endAtAssignment, recordLimit: learnRecordLimit(of: config.outputTopics + [config.deadLetterTopic], admin: admin))
         settings.checkFirstOutput = checkFirstOutput
         let runner = StageRunner(
             stage: stage, stateTopic: config.effectiveStateTopic, settings: settings, logger: logger, metrics: metrics?.stage(stage.name))
         runners.register(runner)
         logger.info(
             "trackpipe running (one stage: the input is keyed by delivery)",
-            metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "output": "\(config.outputTopic)",
+            metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "output": "\(config.outputsText)",
                 "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)", "shards": "\(config.shards)",
                 "kafka": "\(config.kafkaPropertiesText)"])
         return { [try runner.run()] }
@@ -187,7 +187,7 @@ public final class Pipeline: Sendable {
         let stateCreated = try ensureStateTopic(partitions: repartitions, admin: admin)
         try topicSettings.check(
             created: (repartitionCreated ? [repartitionTopic] : []) + (stateCreated ? [config.effectiveStateTopic] : []), logger: logger)
-        let recordLimit = learnRecordLimit(of: [repartitionTopic, config.outputTopic, config.deadLetterTopic], admin: admin)
+        let recordLimit = learnRecordLimit(of: [repartitionTopic, config.deadLetterTopic] + config.outputTopics, admin: admin)
         let (normalize, aggregate) = twoStages(sources: sources, repartitions: repartitions, recordLimit: recordLimit)
         let upstream = UpstreamSignal()
         var first = runnerSettings(
@@ -209,7 +209,7 @@ public final class Pipeline: Sendable {
         logger.info(
             "trackpipe running (two stages: normalize, then aggregate behind the repartition topic)",
             metadata: ["brokers": "\(config.brokers)", "input": "\(config.inputTopic)", "repartition": "\(repartitionTopic)",
-                "output": "\(config.outputTopic)", "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)",
+                "output": "\(config.outputsText)", "dlq": "\(config.deadLetterTopic)", "group": "\(config.group)",
                 "shards": "\(config.shards)", "kafka": "\(config.kafkaPropertiesText)"])
 
         return { try Self.runTogether(normalizer, aggregator, upstream: upstream) }
@@ -271,12 +271,15 @@ public final class Pipeline: Sendable {
     ) -> RunnerSettings {
         // The state topic is not among them: the runner of the stage that keeps state is made
         // with it (`StageRunner.init(stage:stateTopic:…)`).
-        let topics: [Destination: String] = [.output: config.outputTopic, .deadLetter: config.deadLetterTopic, .repartition: config.effectiveRepartitionTopic]
+        let topics: [Destination: String] = [.output: config.outputTopics[0], .deadLetter: config.deadLetterTopic, .repartition: config.effectiveRepartitionTopic]
             .filter { destinations.contains($0.key) }
         var settings = RunnerSettings(
             topic: topic, assignment: .group, bound: config.untilEnd ? bound : .unbounded, consumer: config.consumerConfig(group: group, member: member),
             producer: config.producerConfig, destinations: topics, commitInterval: config.commitInterval)
         settings.partitionCount = partitions
+        if destinations.contains(.output), config.outputTopics.count > 1 {
+            settings.outputsBySize = Dictionary(uniqueKeysWithValues: zip(config.window.lengths, config.outputTopics))
+        }
         settings.recordLimit = recordLimit
         settings.maxBatch = config.maxBatch
         settings.progressInterval = config.progressInterval
@@ -313,11 +316,11 @@ public final class Pipeline: Sendable {
 
     /// An output topic that holds windows of another size is refused before anything is written;
     /// returned, the check of the window stage's first records (`WindowSizeCheck`).
-    private func checkOutputWindows(admin: TopicAdmin) throws -> @Sendable (AcknowledgedRecords) throws -> Void {
-        try WindowSizeCheck.checkOutput(
-            topic: config.outputTopic, partitions: try Self.existingPartitionCount(of: config.outputTopic, admin: admin),
-            window: config.window.size, given: config.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
-            group: config.group, admin: admin, consumerConfig: config.consumerConfig(group: config.group), clients: LibrdkafkaClients(),
+    private func checkOutputWindows(admin: TopicAdmin) throws -> @Sendable ([String: AcknowledgedRecords]) throws -> Void {
+        try WindowSizeCheck.checkOutputs(
+            Array(zip(config.outputTopics, config.window.lengths)), given: config.givenSetting(.window),
+            allowUnchecked: config.allowUncheckedOutput, group: config.group, admin: admin,
+            consumerConfig: config.consumerConfig(group: config.group), clients: LibrdkafkaClients(),
             logger: logger.with(label: "trackpipe.kafka.consumer"))
     }
 

@@ -8,7 +8,9 @@ import Windowing
 public struct PipelineConfig: Sendable {
     public var brokers: String = "localhost:9092"
     public var inputTopic: String = "tracking-hits"
-    public var outputTopic: String = "tracking-aggregates"
+    /// The output topic of each window size, in the order of `window.sizes` (ascending): one
+    /// topic per size, so that a key `<deliveryId>@<windowStart>` means one window in each.
+    public var outputTopics: [String] = ["tracking-aggregates"]
     public var deadLetterTopic: String = "tracking-hits-dlq"
     public var group: String = "trackpipe"
     /// The internal topic between the two stages; nil means `<group>-repartition`.
@@ -77,6 +79,12 @@ public struct PipelineConfig: Sendable {
         return max(64 * 1024, kbytes * 1024 / 2)
     }
 
+    /// The output topics, each with its size where there are several: for logs.
+    var outputsText: String {
+        outputTopics.count == 1
+            ? outputTopics[0] : zip(window.lengths, outputTopics).map { "\($1) (\(WindowSizeCheck.text($0)))" }.joined(separator: ", ")
+    }
+
     /// The repartition topic's name in effect.
     public var effectiveRepartitionTopic: String { repartitionTopic ?? "\(group)-repartition" }
 
@@ -86,7 +94,7 @@ public struct PipelineConfig: Sendable {
     /// What the group is fixed to, as this run asks for it.
     public var identity: GroupIdentity {
         GroupIdentity(
-            group: group, inputTopic: inputTopic, windowSize: window.size, repartitionTopic: inputKeyedByDelivery ? nil : effectiveRepartitionTopic,
+            group: group, inputTopic: inputTopic, windowSizes: window.lengths, repartitionTopic: inputKeyedByDelivery ? nil : effectiveRepartitionTopic,
             stateTopic: effectiveStateTopic)
     }
 
@@ -104,7 +112,7 @@ public struct PipelineConfig: Sendable {
         }
         let text: String =
             switch setting {
-            case .window: WindowSizeCheck.text(window.size)
+            case .window: window.lengths.map(WindowSizeCheck.text).joined(separator: ",")
             case .inputKeyedByDelivery: ""
             case .repartitionTopic: effectiveRepartitionTopic
             case .stateTopic: effectiveStateTopic
@@ -286,16 +294,23 @@ public struct PipelineConfig: Sendable {
             throw PipelineError.configuration("--instance-id \(instanceId): \(problem)")
         }
         guard shards >= 1 else { throw PipelineError.configuration("--shards must be at least 1") }
-        guard !inputTopic.isEmpty, !outputTopic.isEmpty, !deadLetterTopic.isEmpty else {
+        guard !inputTopic.isEmpty, !outputTopics.contains(""), !deadLetterTopic.isEmpty else {
             throw PipelineError.configuration("topic names must not be empty")
         }
-        guard inputTopic != outputTopic, inputTopic != deadLetterTopic else {
+        guard outputTopics.count == window.sizes.count else {
+            throw PipelineError.configuration(
+                "--output-topic names \(outputTopics.count) topic\(outputTopics.count == 1 ? "" : "s") for \(window.sizes.count) window sizes (\(givenSetting(.window).label)): name one per size, in the order of --window (for example --output-topic \(window.lengths.map { "tracking-aggregates-" + WindowSizeCheck.text($0) }.joined(separator: ","))); each size writes to a topic of its own, where a key <deliveryId>@<windowStart> names one window")
+        }
+        guard Set(outputTopics).count == outputTopics.count else {
+            throw PipelineError.configuration("--output-topic \(outputTopics.joined(separator: ",")): each window size needs a topic of its own")
+        }
+        guard !outputTopics.contains(inputTopic), inputTopic != deadLetterTopic else {
             throw PipelineError.configuration(
                 "the input topic \(inputTopic) must differ from the output and dead-letter topics, or trackpipe would read its own output")
         }
         if !inputKeyedByDelivery {
             let repartition = effectiveRepartitionTopic
-            guard !repartition.isEmpty, ![inputTopic, outputTopic, deadLetterTopic].contains(repartition) else {
+            guard !repartition.isEmpty, !([inputTopic, deadLetterTopic] + outputTopics).contains(repartition) else {
                 throw PipelineError.configuration(
                     "--repartition-topic \(repartition) must differ from the input, output and dead-letter topics: it is trackpipe's internal topic")
             }
@@ -308,7 +323,7 @@ public struct PipelineConfig: Sendable {
             }
         }
         let state = effectiveStateTopic
-        let others = [inputTopic, outputTopic, deadLetterTopic] + (inputKeyedByDelivery ? [] : [effectiveRepartitionTopic])
+        let others = [inputTopic, deadLetterTopic] + outputTopics + (inputKeyedByDelivery ? [] : [effectiveRepartitionTopic])
         guard !state.isEmpty, !others.contains(state) else {
             throw PipelineError.configuration(
                 "--state-topic \(state) must differ from the input, output, dead-letter and repartition topics: it holds the window tasks' state")

@@ -14,9 +14,9 @@ import TrackingDomain
 /// (grace, retention, idle timeout, commit interval, shards) only change when records appear,
 /// and may change between runs (docs/windowing.md, "What a group and an output topic are fixed
 /// to").
-enum WindowSizeCheck {
+package enum WindowSizeCheck {
     /// `1m`, `5m`, `30s`, `1h`, `1500ms`: as `--window` takes it.
-    static func text(_ millis: Int64) -> String {
+    package static func text(_ millis: Int64) -> String {
         if millis % 3_600_000 == 0 { return "\(millis / 3_600_000)h" }
         if millis % 60_000 == 0 { return "\(millis / 60_000)m" }
         if millis % 1_000 == 0 { return "\(millis / 1_000)s" }
@@ -30,6 +30,23 @@ enum WindowSizeCheck {
             let end = (object["windowEnd"] as? String).flatMap({ RFC3339.parse(Array($0.utf8)) }), end > start
         else { return nil }
         return end - start
+    }
+
+    /// `checkOutput` for each output topic and the size it takes; returned, the check of the
+    /// run's first records in all of them.
+    static func checkOutputs(
+        _ outputs: [(topic: String, size: Int64)], given: GivenSetting, allowUnchecked: Bool, group: String? = nil, admin: TopicAdmin,
+        consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
+    ) throws -> @Sendable ([String: AcknowledgedRecords]) throws -> Void {
+        let checks = try outputs.map { output in
+            (output.topic, try checkOutput(
+                topic: output.topic, partitions: try Pipeline.existingPartitionCount(of: output.topic, admin: admin), window: output.size,
+                given: given, allowUnchecked: allowUnchecked, group: group, admin: admin, consumerConfig: consumerConfig, clients: clients,
+                logger: logger))
+        }
+        return { written in
+            for (topic, check) in checks { try check(written[topic] ?? AcknowledgedRecords()) }
+        }
     }
 
     /// Refuses a run whose output topic (of `partitions` partitions; nil: not there yet) holds

@@ -18,6 +18,9 @@ import Windowing
 /// tombstone (a null value):
 /// - `W` window start (Int64, big-endian) delivery id (UInt16 length, bytes): a window's head;
 /// - `S` window start, delivery id, segment number (UInt32, big-endian): broadlogs of a window;
+/// - `w` and `s`: the same, with the window's size (Int64 milliseconds, big-endian) before its
+///   start, written by a pipeline of several sizes (a one-size pipeline writes `W` and `S`, so
+///   its state topics read back as they were written before sizes could be several);
 /// - `T`: the task's own state as of the write: how far it had processed its input, the
 ///   eviction horizon, its watermark, where its line of owners began writing the partition, and
 ///   the group it counts for (so that a run of another group is refused before it writes here).
@@ -35,7 +38,13 @@ public enum ChangelogRecord {
         case head = 0x57  // W
         case segment = 0x53  // S
         case task = 0x54  // T
+        case sizedHead = 0x77  // w
+        case sizedSegment = 0x73  // s
     }
+
+    /// The size a key of a one-size pipeline names (`W`, `S`): none; its task knows its one
+    /// size. Every other size is written in the key (`w`, `s`).
+    public static let unsized: Int64 = 0
 
     /// What the task record says.
     public struct TaskState: Sendable, Equatable {
@@ -66,11 +75,12 @@ public enum ChangelogRecord {
 
     /// A stable name of the input a task counts: the repartition topic's partitions (two
     /// stages, whatever the input topic) or the partitions of an input topic (one stage), and the
-    /// size of the windows it counts them in (the windows of another size are other windows,
-    /// even before a commit has recorded the size). FNV-1a, so that every process and build
-    /// agrees.
-    public static func source(crossesShuffle: Bool, inputTopic: String, windowSize: Int64) -> UInt64 {
-        DeliveryHash.fnv1a(((crossesShuffle ? "repartition" : "input " + inputTopic) + " window \(windowSize)").utf8)
+    /// sizes of the windows it counts them in (the windows of another size are other windows,
+    /// even before a commit has recorded the sizes). FNV-1a, so that every process and build
+    /// agrees; one size names it as it did before sizes could be several.
+    public static func source(crossesShuffle: Bool, inputTopic: String, windowSizes: [Int64]) -> UInt64 {
+        let sizes = windowSizes.map(String.init).joined(separator: ",")
+        return DeliveryHash.fnv1a(((crossesShuffle ? "repartition" : "input " + inputTopic) + " window \(sizes)").utf8)
     }
 
     /// A window's head: its counters and marks, and which segments hold its broadlogs.
@@ -128,11 +138,11 @@ public enum ChangelogRecord {
         case .task:
             return [Tag.task.rawValue]
         case .head(let window):
-            var bytes: [UInt8] = [Tag.head.rawValue]
+            var bytes: [UInt8] = [(window.size == unsized ? Tag.head : Tag.sizedHead).rawValue]
             appendWindow(window, to: &bytes)
             return bytes
         case .segment(let window, let number):
-            var bytes: [UInt8] = [Tag.segment.rawValue]
+            var bytes: [UInt8] = [(window.size == unsized ? Tag.segment : Tag.sizedSegment).rawValue]
             appendWindow(window, to: &bytes)
             withUnsafeBytes(of: number.bigEndian) { bytes.append(contentsOf: $0) }
             return bytes
@@ -140,9 +150,12 @@ public enum ChangelogRecord {
     }
 
     /// The bytes of a window's key (without its tag).
-    package static func windowKeyBytes(_ window: WindowKey) -> Int { 8 + 2 + min(window.deliveryId.utf8Count, Int(UInt16.max)) }
+    package static func windowKeyBytes(_ window: WindowKey) -> Int {
+        (window.size == unsized ? 0 : 8) + 8 + 2 + min(window.deliveryId.utf8Count, Int(UInt16.max))
+    }
 
     private static func appendWindow(_ window: WindowKey, to key: inout [UInt8]) {
+        if window.size != unsized { withUnsafeBytes(of: window.size.bigEndian) { key.append(contentsOf: $0) } }
         withUnsafeBytes(of: window.windowStart.bigEndian) { key.append(contentsOf: $0) }
         window.deliveryId.withUTF8 { utf8 in
             let id = utf8.prefix(Int(UInt16.max))
@@ -156,17 +169,20 @@ public enum ChangelogRecord {
         let key = Array(bytes)
         guard let first = key.first, let tag = Tag(rawValue: first) else { return nil }
         if tag == .task { return key.count == 1 ? .task : nil }
-        guard key.count >= 11 else { return nil }
-        var start: Int64 = 0
-        for index in 1...8 { start = start << 8 | Int64(key[index]) }
-        let length = Int(key[9]) << 8 | Int(key[10])
-        guard key.count >= 11 + length else { return nil }
-        let window = key[11..<(11 + length)].withUnsafeBytes { WindowKey(windowStart: start, deliveryId: DeliveryID($0)) }
-        let rest = 11 + length
+        let sized = tag == .sizedHead || tag == .sizedSegment
+        let at = sized ? 9 : 1
+        guard key.count >= at + 10 else { return nil }
+        func int64(at offset: Int) -> Int64 { key[offset..<(offset + 8)].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
+        let size = sized ? int64(at: 1) : unsized
+        let start = int64(at: at)
+        let length = Int(key[at + 8]) << 8 | Int(key[at + 9])
+        let rest = at + 10 + length
+        guard key.count >= rest, !sized || size > 0 else { return nil }
+        let window = key[(at + 10)..<rest].withUnsafeBytes { WindowKey(size: size, windowStart: start, deliveryId: DeliveryID($0)) }
         switch tag {
-        case .head:
+        case .head, .sizedHead:
             return key.count == rest ? .head(window) : nil
-        case .segment:
+        case .segment, .sizedSegment:
             guard key.count == rest + 4 else { return nil }
             let number = key[rest..<(rest + 4)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
             return .segment(window, number: number)

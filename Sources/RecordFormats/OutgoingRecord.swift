@@ -10,6 +10,9 @@ import Kafka
 /// record was written into), and a sink that keeps them copies them itself.
 public protocol OutgoingRecord {
     var destination: Destination { get }
+    /// Of an `.output` record, the size (ms) of the window it is about: a pipeline of several
+    /// sizes writes each size to a topic of its own. nil: the one output topic.
+    var windowSize: Int64? { get }
     /// nil: the producer chooses by key.
     var partition: Int32? { get }
     var headers: [KafkaHeader] { get }
@@ -28,6 +31,8 @@ public protocol OutgoingRecord {
 }
 
 extension OutgoingRecord {
+    public var windowSize: Int64? { nil }
+
     /// Never cut: the records trackpipe reads back (state, repartitioned events) or publishes
     /// (aggregates) are worth nothing with bytes missing, so one the producer refuses for its
     /// size stops the run with what to change instead.

@@ -14,8 +14,8 @@ struct OutputChannel: RunnerPart {
     /// Unacknowledged bytes above which the input is paused (it resumes below half); 0: never.
     let limit: Int
     private let backlog: OutputBacklog
-    /// Where the records sent to the state topic and to the output topic lie, as far as acknowledged.
-    private let changelogEnds: AcknowledgedOffsets, outputs: AcknowledgedOffsets
+    /// Where the records sent to the state topic and to each output topic lie, as far as acknowledged.
+    private let changelogEnds: AcknowledgedOffsets, outputs: [String: AcknowledgedOffsets]
     /// Dead letters the broker refused for their size, to be sent again cut smaller.
     private let refused: RefusedDeadLetters
     let control: RunnerControl
@@ -25,9 +25,10 @@ struct OutputChannel: RunnerPart {
     init(_ context: RunnerContext, control: RunnerControl, onClientError: @escaping @Sendable (KafkaError) -> Void) throws {
         let settings = context.settings
         let backlog = OutputBacklog()
-        let (changelogEnds, outputs) = (AcknowledgedOffsets(), AcknowledgedOffsets())
+        let changelogEnds = AcknowledgedOffsets()
+        let outputs = Dictionary(uniqueKeysWithValues: settings.outputTopics.map { ($0, AcknowledgedOffsets()) })
         let refused = RefusedDeadLetters()
-        let stateTopic = settings.destinations[.changelog], outputTopic = settings.destinations[.output]
+        let stateTopic = settings.destinations[.changelog]
         let deadLetterTopic = settings.destinations[.deadLetter]
         let recordLimit = settings.recordLimit
         producer = try settings.clients.producer(
@@ -36,7 +37,7 @@ struct OutputChannel: RunnerPart {
                 backlog.acknowledged(Int(report.token))
                 guard let error = report.error else {
                     if report.topic == stateTopic { changelogEnds.acknowledged(partition: report.partition, offset: report.offset) }
-                    if report.topic == outputTopic { outputs.acknowledged(partition: report.partition, offset: report.offset) }
+                    outputs[report.topic]?.acknowledged(partition: report.partition, offset: report.offset)
                     return
                 }
                 // A dead letter the topic refused for its size is that one record's failure: it
@@ -51,7 +52,7 @@ struct OutputChannel: RunnerPart {
             onError: onClientError,
             isStopping: { control.isStopRequested })
         sink = try ProducerSink(
-            producer: producer, topics: settings.destinations, lines: settings.lineOutputs, discarded: settings.discarded,
+            producer: producer, topics: settings.destinations, outputsBySize: settings.outputsBySize, lines: settings.lineOutputs, discarded: settings.discarded,
             backlog: backlog, recordLimit: recordLimit, timesSends: settings.timings)
         self.backlog = backlog
         (self.changelogEnds, self.outputs) = (changelogEnds, outputs)
@@ -82,7 +83,7 @@ struct OutputChannel: RunnerPart {
     var acknowledgedChangelogEnds: [Int32: Int64] { changelogEnds.records.spans.mapValues(\.upperBound) }
 
     /// Where the records sent to the output topic lie, as far as acknowledged.
-    var acknowledgedOutput: AcknowledgedRecords { outputs.records }
+    var acknowledgedOutput: [String: AcknowledgedRecords] { outputs.mapValues(\.records) }
 
     /// Serves the producer's delivery reports that arrived since the last call, and sends again,
     /// cut smaller, the dead letters the broker refused for their size.
@@ -180,6 +181,8 @@ struct OutputChannel: RunnerPart {
 struct ProducerSink: RecordSink {
     let producer: any ProducerClient
     let topics: [Destination: ProducerTopic]
+    /// Each window size's output topic, where there are several (`RunnerSettings.outputsBySize`).
+    let outputsBySize: [Int64: ProducerTopic]
     let lines: [Destination: LineWriter]
     let discarded: Set<Destination>
     let backlog: OutputBacklog
@@ -197,12 +200,13 @@ struct ProducerSink: RecordSink {
     static let smallestCut = 4_096
 
     init(
-        producer: any ProducerClient, topics: [Destination: String], lines: [Destination: LineWriter], discarded: Set<Destination>,
+        producer: any ProducerClient, topics: [Destination: String], outputsBySize: [Int64: String] = [:], lines: [Destination: LineWriter], discarded: Set<Destination>,
         backlog: OutputBacklog, recordLimit: RecordLimit = RecordLimit(bytes: RecordLimit.librdkafkaDefault), timesSends: Bool = false
     ) throws {
         self.producer = producer
         self.backlog = backlog
         self.topics = try topics.mapValues { try producer.topic($0) }
+        self.outputsBySize = try outputsBySize.mapValues { try producer.topic($0) }
         self.lines = lines
         self.discarded = discarded
         self.recordLimit = recordLimit
@@ -217,7 +221,10 @@ struct ProducerSink: RecordSink {
     /// (`OutgoingRecord.fit`); below the producer's own for a dead letter the topic refused.
     mutating func send(_ record: some OutgoingRecord, limit: Int) throws {
         let destination = record.destination
-        if let topic = topics[destination] {
+        if destination == .output, let size = record.windowSize, let topic = outputsBySize[size] {
+            try produce(record, to: topic, limit: limit)
+            outputRecords += 1
+        } else if let topic = topics[destination] {
             try produce(record, to: topic, limit: limit)
             if destination == .changelog { changelogRecords += 1 }
             if destination == .output { outputRecords += 1 }

@@ -32,6 +32,9 @@ package struct RunnerSettings: Sendable {
     package var consumer: KafkaConfig
     package var producer: KafkaConfig
     package var destinations: [Destination: String]
+    /// With several window sizes, the output topic of each size (ms): an `.output` record goes
+    /// to its size's (`OutgoingRecord.windowSize`). Empty: every one to `destinations[.output]`.
+    package var outputsBySize: [Int64: String] = [:]
     /// Destinations written as JSON Lines (one record value per line) instead of a topic.
     package var lineOutputs: [Destination: LineWriter] = [:]
     /// Destinations whose records are counted but not sent anywhere (a replay without a
@@ -59,10 +62,15 @@ package struct RunnerSettings: Sendable {
     /// for an input no one else reads, the repartition topic; nil (the user's topics, a replay,
     /// `--purge-interval 0`): never.
     package var purge: PurgeSettings?
-    /// Judges what the run wrote to the `.output` topic: called once, when its first records there
-    /// are acknowledged and before it sends any more; throwing stops the run. It is the
-    /// pipeline's rule of what an output topic may hold (`WindowSizeCheck`); nil: none.
-    package var checkFirstOutput: (@Sendable (AcknowledgedRecords) throws -> Void)?
+    /// Judges what the run wrote to its output topics (by topic): called once, when its first
+    /// records there are acknowledged and before it sends any more; throwing stops the run. It is
+    /// the pipeline's rule of what an output topic may hold (`WindowSizeCheck`); nil: none.
+    package var checkFirstOutput: (@Sendable ([String: AcknowledgedRecords]) throws -> Void)?
+
+    /// Every output topic: each size's, or the one.
+    var outputTopics: Set<String> {
+        Set(outputsBySize.values).union(destinations[.output].map { [$0] } ?? [])
+    }
 
     package init(
         topic: String, assignment: Assignment, bound: Bound, consumer: KafkaConfig, producer: KafkaConfig,

@@ -182,7 +182,7 @@ public struct StageGauges: Sendable, Equatable {
         if let mark = engine.watermark { watermark = min(watermark ?? mark, mark) }
         pendingWindows += stats.openWindows
         if let due = stats.firstOpenDue { firstPendingDue = min(firstPendingDue ?? due, due) }
-        emission = engine.config.emission
+        emission = engine.config.sizes.contains { $0.emission == .final } ? .final : .changes
     }
 
     /// With `--emit final`, what the pending windows wait for, in words for the progress line

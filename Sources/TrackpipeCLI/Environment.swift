@@ -158,12 +158,27 @@ struct Environment: Sendable {
     }
 
     /// `--emit` (`TRACKPIPE_EMIT`): when window records go out.
-    func emission(_ commandLine: String?) throws -> WindowEmission {
+    /// `--emit`: one value for every size, or one per size in the order of `--window`.
+    func emissions(_ commandLine: String?, sizes: Int) throws -> [WindowEmission] {
         let setting = setting("emit", commandLine, default: "changes")
-        guard let emission = WindowEmission(rawValue: setting.text) else {
-            throw ValidationError("\(setting.valueLabel): say changes (every change of a window, the default) or final (one record per window, once nothing can change it)")
+        let values = try Self.list(setting, count: sizes).map { text in
+            guard let emission = WindowEmission(rawValue: text) else {
+                throw ValidationError("\(setting.valueLabel): say changes (every change of a window, the default) or final (one record per window, once nothing can change it), once for every size or once per size")
+            }
+            return emission
         }
-        return emission
+        return values
+    }
+
+    /// A setting that takes one value for every window size or one per size (`--grace 10s,1m`):
+    /// its values, one per size.
+    static func list(_ setting: GivenSetting, count: Int) throws -> [String] {
+        let values = setting.text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        if values.count == 1 { return Array(repeating: values[0], count: count) }
+        guard values.count == count else {
+            throw ValidationError("\(setting.valueLabel): give one value for every window size, or one per size of --window (\(count))")
+        }
+        return values
     }
 
     /// A duration setting in milliseconds. Errors read `TRACKPIPE_GRACE=-5s: durations cannot
@@ -245,24 +260,37 @@ struct Environment: Sendable {
         return value
     }
 
-    /// The window settings of run and replay (`--window`, `--grace`, `--retention`,
+    /// The window settings of run and replay (`--window`, `--grace`, `--emit`, `--retention`,
     /// `--idle-timeout`), with run's `--max-entries` (as read, and as given on the command line);
     /// a combination `WindowConfig` refuses names every setting involved as it was given.
+    /// `--window` may name several sizes (`1m,1h,1d`), and `--grace` and `--emit` take one value
+    /// for all or one per size; returned with the sizes in the order `--window` gives them.
     func windowConfig(
-        window: String?, grace: String?, retention: String?, idleTimeout: String?, maxEntries: (cap: Int, given: Int?) = (20_000_000, nil)
-    ) throws -> WindowConfig {
-        let size = try duration("window", window, default: "1m")
-        let graceMillis = try duration("grace", grace, default: "10s")
+        window: String?, grace: String?, emit: String?, retention: String?, idleTimeout: String?,
+        maxEntries: (cap: Int, given: Int?) = (20_000_000, nil)
+    ) throws -> (config: WindowConfig, givenOrder: [Int64]) {
+        let windowSetting = setting("window", window, default: "1m")
+        func millis(_ texts: [String], _ setting: GivenSetting) throws -> [Int64] {
+            var values: [Int64] = []
+            for text in texts {
+                do { values.append(try DurationText.milliseconds(text)) } catch { throw ValidationError("\(setting.valueLabel): \(error.reason)") }
+            }
+            return values
+        }
+        let sizes = try millis(windowSetting.text.split(separator: ",", omittingEmptySubsequences: false).map { String($0).trimmingCharacters(in: .whitespaces) }, windowSetting)
+        let graceSetting = setting("grace", grace, default: "10s")
+        let graces = try millis(try Self.list(graceSetting, count: sizes.count), graceSetting)
+        let emissions = try emissions(emit, sizes: sizes.count)
+        let windows = sizes.indices.map { WindowSize(size: sizes[$0], grace: graces[$0], emission: emissions[$0]) }
         let retentionMillis = try duration("retention", retention, default: "1h")
         let idle = try duration("idle-timeout", idleTimeout, default: "30s")
-        if let problem = WindowConfig.problem(
-            size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: maxEntries.cap)
-        {
+        if let problem = WindowConfig.problem(sizes: windows, retention: retentionMillis, idleTimeout: idle, maxEntries: maxEntries.cap) {
             let given = ["window": window, "grace": grace, "retention": retention, "idle-timeout": idleTimeout, "max-entries": maxEntries.given.map(String.init)]
             // The settings the problem is about, with their defaults.
             let involved: [(flag: String, fallback: String)] =
                 switch problem {
                 case _ where problem.contains("window size"): [("window", "1m")]
+                case _ where problem.contains("named once"): [("window", "1m")]
                 case _ where problem.contains("grace period must not"): [("grace", "10s")]
                 case _ where problem.contains("retention"): [("retention", "1h"), ("grace", "10s")]
                 case _ where problem.contains("idle timeout"): [("idle-timeout", "30s")]
@@ -270,7 +298,7 @@ struct Environment: Sendable {
                 }
             throw ValidationError("\(involved.map { setting($0.flag, given[$0.flag] ?? nil, default: $0.fallback).valueLabel }.joined(separator: ", ")): \(problem)")
         }
-        return WindowConfig(size: size, grace: graceMillis, retention: retentionMillis, idleTimeout: idle, maxEntries: maxEntries.cap)
+        return (WindowConfig(sizes: windows, retention: retentionMillis, idleTimeout: idle, maxEntries: maxEntries.cap), sizes)
     }
 
     /// `--shards`: 1 to `RunCommand.maxShards`, by default the number of cores.
@@ -290,6 +318,22 @@ struct Environment: Sendable {
         let topic = setting(flag, commandLine, default: fallback)
         if let problem = Self.topicNameProblem(topic.text) { throw ValidationError("\(topic.valueLabel): \(problem)") }
         return topic.text
+    }
+
+    /// `--output-topic`: a topic per window size, in the order `--window` gives the sizes
+    /// (`givenOrder`); returned in the order of the sizes, ascending, as `PipelineConfig` keeps them.
+    func outputTopics(_ commandLine: String?, givenOrder: [Int64]) throws -> [String] {
+        let topics = setting("output-topic", commandLine, default: "tracking-aggregates")
+        let names = topics.text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        for name in names {
+            if let problem = Self.topicNameProblem(name) { throw ValidationError("\(topics.valueLabel): \(names.count == 1 ? "" : "\(name) is ")\(problem)") }
+        }
+        guard names.count == givenOrder.count, Set(names).count == names.count else {
+            let example = givenOrder.map { "tracking-aggregates-" + WindowSizeCheck.text($0) }.joined(separator: ",")
+            throw ValidationError(
+                "\(topics.valueLabel): name a topic of its own for each window size, in the order of --window (\(givenOrder.count) sizes), like --output-topic \(example): in one topic a key <deliveryId>@<windowStart> would name windows of two sizes")
+        }
+        return zip(givenOrder, names).sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     /// A topic setting without a default (nil when neither the command line nor the

@@ -29,14 +29,14 @@ struct ReplayCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "End of the range (exclusive): RFC 3339 on a window boundary, or 'end'.") var to = "end"
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
     @Option(help: "Topic of raw tracking hits. (env TRACKPIPE_INPUT_TOPIC, default tracking-hits)") var inputTopic: String?
-    @Option(help: "Topic for aggregate records. (env TRACKPIPE_OUTPUT_TOPIC, default tracking-aggregates)") var outputTopic: String?
+    @Option(help: "Topic for aggregate records; with several window sizes, one per size in the order of --window. (env TRACKPIPE_OUTPUT_TOPIC, default tracking-aggregates)") var outputTopic: String?
     @Option(help: "Write aggregate records as JSON Lines to this file ('-' for standard output) instead of a topic.") var outputFile: String?
     @Option(help: "Topic for dead letters; without it they are only counted. (env TRACKPIPE_DLQ_TOPIC)") var dlqTopic: String?
-    @Option(parsing: .unconditional, help: "Tumbling window size; an output topic holding windows of another size is refused. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
-    @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
+    @Option(parsing: .unconditional, help: "Tumbling window size, or several (1m,1h,1d); an output topic holding windows of another size is refused. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
+    @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it; one value, or one per size of --window. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "A partition quiet this long stops holding event time back. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)") var idleTimeout: String?
-    @Option(help: "\(RunCommand.emitHelp) (env TRACKPIPE_EMIT, default changes)") var emit: String?
+    @Option(help: "\(RunCommand.emitHelp) One value, or one per size of --window. (env TRACKPIPE_EMIT, default changes)") var emit: String?
     @Option(parsing: .unconditional, help: "Dead-letter hits stamped more than this after their Kafka timestamp. (env TRACKPIPE_MAX_FUTURE_SKEW, default 1h)") var maxFutureSkew: String?
     @Option(parsing: .unconditional, help: "Dead-letter input records with more Kafka headers than this, as too_many_headers. (env TRACKPIPE_MAX_HEADERS, default 64)")
     var maxHeaders: Int?
@@ -64,13 +64,14 @@ struct ReplayCommand: ParsableCommand {
         if outputFile != nil, output.source == .commandLine {
             throw ValidationError("--output-topic and --output-file: choose one place for the aggregate records")
         }
-        config.output = .topic(try environment.topic("output-topic", outputTopic, default: "tracking-aggregates"))
         config.deadLetterTopic = try environment.optionalTopic("dlq-topic", dlqTopic)
-        config.window = try environment.windowConfig(window: window, grace: grace, retention: retention, idleTimeout: idleTimeout)
-        let size = config.window.size
+        let windows = try environment.windowConfig(window: window, grace: grace, emit: emit, retention: retention, idleTimeout: idleTimeout)
+        config.window = windows.config
+        config.output = .topics(try environment.outputTopics(outputTopic, givenOrder: windows.givenOrder))
+        // Windows of every size that start in the range go out: its ends lie on the smallest's boundaries.
+        let size = config.window.lengths[0]
         config.given[.window] = environment.setting("window", window, default: "1m")
         config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
-        config.window.emission = try environment.emission(emit)
         config.maxFutureSkew = try environment.duration("max-future-skew", maxFutureSkew, default: "1h")
         config.limits.maxHeaders = try environment.maxHeaders(maxHeaders)
         config.shards = try environment.shards(shards)

@@ -29,7 +29,7 @@ struct RunCommand: ParsableCommand {
 
     @Option(help: "Kafka bootstrap servers. (env TRACKPIPE_BROKERS, default localhost:9092)") var brokers: String?
     @Option(help: "Topic of raw tracking hits. (env TRACKPIPE_INPUT_TOPIC, default tracking-hits)") var inputTopic: String?
-    @Option(help: "Topic for aggregate records. (env TRACKPIPE_OUTPUT_TOPIC, default tracking-aggregates)") var outputTopic: String?
+    @Option(help: "Topic for aggregate records; with several window sizes, one per size in the order of --window (1m,1h: aggregates-1m,aggregates-1h). (env TRACKPIPE_OUTPUT_TOPIC, default tracking-aggregates)") var outputTopic: String?
     @Option(help: "Topic for dead letters. (env TRACKPIPE_DLQ_TOPIC, default tracking-hits-dlq)") var dlqTopic: String?
     @Option(help: "Consumer group of the input topic; the aggregate stage uses <group>-aggregate. (env TRACKPIPE_GROUP, default trackpipe)")
     var group: String?
@@ -39,12 +39,12 @@ struct RunCommand: ParsableCommand {
     var stateTopic: String?
     @Flag(help: "The input is already keyed by deliveryId: skip the repartition stage and window the input directly; fixed for the group once it has committed. (env TRACKPIPE_INPUT_KEYED_BY_DELIVERY)")
     var inputKeyedByDelivery = false
-    @Option(parsing: .unconditional, help: "Tumbling window size; fixed for the group once it has committed, and for the output topic. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
-    @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
+    @Option(parsing: .unconditional, help: "Tumbling window size, or several (1m,1h,1d), counted from one read of the input; fixed for the group once it has committed, and for the output topic. (env TRACKPIPE_WINDOW, default 1m)") var window: String?
+    @Option(parsing: .unconditional, help: "Wait this long after a window's end before emitting it; one value, or one per size of --window. (env TRACKPIPE_GRACE, default 10s)") var grace: String?
     @Option(parsing: .unconditional, help: "Keep emitted windows this long for late corrections. (env TRACKPIPE_RETENTION, default 1h)") var retention: String?
     @Option(parsing: .unconditional, help: "Advance time by the wall clock when a partition is quiet this long. (env TRACKPIPE_IDLE_TIMEOUT, default 30s)")
     var idleTimeout: String?
-    @Option(help: "\(emitHelp) (env TRACKPIPE_EMIT, default changes)") var emit: String?
+    @Option(help: "\(emitHelp) One value, or one per size of --window. (env TRACKPIPE_EMIT, default changes)") var emit: String?
     @Option(help: "\(shardsHelp) (env TRACKPIPE_SHARDS, default: number of cores)") var shards: Int?
     @Flag(help: "Read to the end offsets noted at assignment, emit every window, commit, exit. (env TRACKPIPE_UNTIL_END)")
     var untilEnd = false
@@ -134,7 +134,6 @@ struct RunCommand: ParsableCommand {
         var config = PipelineConfig()
         config.brokers = try environment.brokers(brokers)
         config.inputTopic = try environment.topic("input-topic", inputTopic, default: "tracking-hits")
-        config.outputTopic = try environment.topic("output-topic", outputTopic, default: "tracking-aggregates")
         config.deadLetterTopic = try environment.topic("dlq-topic", dlqTopic, default: "tracking-hits-dlq")
         config.group = text("group", group, "trackpipe").text
         config.repartitionTopic = try environment.optionalTopic("repartition-topic", repartitionTopic)
@@ -157,10 +156,11 @@ struct RunCommand: ParsableCommand {
             .inputKeyedByDelivery: text("input-keyed-by-delivery", inputKeyedByDelivery ? "" : nil, "false"),
         ]
         config.allowUncheckedOutput = try environment.switch("allow-unchecked-output", allowUncheckedOutput)
-        config.window = try environment.windowConfig(
-            window: window, grace: grace, retention: retention, idleTimeout: idleTimeout,
+        let windows = try environment.windowConfig(
+            window: window, grace: grace, emit: emit, retention: retention, idleTimeout: idleTimeout,
             maxEntries: (try environment.integer("max-entries", maxEntries, default: 20_000_000), maxEntries))
-        config.window.emission = try environment.emission(emit)
+        config.window = windows.config
+        config.outputTopics = try environment.outputTopics(outputTopic, givenOrder: windows.givenOrder)
         config.shards = try environment.shards(shards)
         config.untilEnd = try environment.switch("until-end", untilEnd)
         let connectLimit = try environment.duration("connect-timeout", connectTimeout, default: Self.defaultConnectTimeout)

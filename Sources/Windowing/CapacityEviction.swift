@@ -13,6 +13,8 @@ public struct CapacityEviction: Sendable, Hashable {
     /// normal emission time and were therefore emitted early.
     public var windowsEvicted: Int
     public var windowsEmittedEarly: Int
+    /// `windowsEvicted` by window size (ms): the sizes whose windows the cap finalized.
+    public var windowsEvictedBySize: [Int64: Int] = [:]
     /// Range of window starts dropped (epoch ms).
     public var oldestWindowStart: Int64
     public var newestWindowStart: Int64

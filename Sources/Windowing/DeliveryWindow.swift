@@ -98,22 +98,22 @@ struct DeliveryWindow: Sendable {
     // MARK: State
 
     /// The whole state, every broadlog included.
-    func state(deliveryId: DeliveryID, windowStart: Int64) -> WindowState {
+    func state(of key: WindowKey) -> WindowState {
         var list: [BroadlogActions] = []
         list.reserveCapacity(broadlogs.count)
         broadlogs.forEach { list.append(BroadlogActions(id: $0, actions: $1)) }
         return WindowState(
-            deliveryId: deliveryId, windowStart: windowStart, counters: counters, broadlogs: list, countedThrough: countedThrough,
+            size: key.size, deliveryId: key.deliveryId, windowStart: key.windowStart, counters: counters, broadlogs: list, countedThrough: countedThrough,
             emittedRevision: emittedRevision)
     }
 
     /// What changed since the changes were last cleared: the broadlogs flagged, with the
     /// counters and marks as they are now. Reads only; `clearChanges` forgets them.
-    func change(deliveryId: DeliveryID, windowStart: Int64) -> WindowChange {
+    func change(of key: WindowKey) -> WindowChange {
         var list: [BroadlogActions] = []
         broadlogs.forEachChanged { list.append(BroadlogActions(id: $0, actions: $1)) }
         return WindowChange(
-            window: WindowKey(windowStart: windowStart, deliveryId: deliveryId), counters: counters, countedThrough: countedThrough,
+            window: key, counters: counters, countedThrough: countedThrough,
             emittedRevision: emittedRevision, broadlogs: list, broadlogCount: broadlogs.count)
     }
 

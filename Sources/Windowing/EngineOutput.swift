@@ -6,8 +6,11 @@ public struct EngineOutput: Sendable {
     /// Of `emitted`, the records of windows emitted for the first time: windows that closed,
     /// as opposed to corrections of windows already out.
     public var windowsClosed = 0
-    /// Hits to dead-letter as `too_late`, sorted by (partition, offset).
+    /// Hits to dead-letter as `too_late`, sorted by (partition, offset): too late for every size.
     public var tooLate: [LateHit]
+    /// Hits too late for some sizes and counted in another, by the size (ms) they were too late
+    /// for: accepted, and reported per size.
+    public var lateInSomeSizes: [Int64: Int] = [:]
     /// Reread hits that the previous run had already accounted for; dropped, only counted.
     public var rereadFinal: Int
     /// Early evictions caused by the memory cap (empty in normal operation).

@@ -18,6 +18,17 @@ public enum EventTimeMath {
         return sum
     }
 
+    /// When the last of the windows of a hit at `time` stops taking corrections: the latest end
+    /// over `sizes`, plus the retention. Past it, for the horizon, the hit is too late for every
+    /// size (the one rule of what the pipeline dead-letters as too late, and so of which hits
+    /// carry their originals across the shuffle).
+    @inline(__always)
+    public static func lastExpiry(ofHitAt time: Int64, sizes: [Int64], retention: Int64) -> Int64 {
+        var end = Int64.min
+        for size in sizes { end = Swift.max(end, add(windowStart(of: time, size: size), size)) }
+        return add(end, retention)
+    }
+
     /// The later of a watermark and a newly seen time: a watermark never goes backwards, and nil
     /// (nothing seen yet) gives way to any time.
     @inlinable

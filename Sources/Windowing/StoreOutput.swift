@@ -4,7 +4,8 @@ struct StoreOutput: Sendable {
     /// Of `emitted`, the records of windows emitted for the first time (closed, not corrected).
     var windowsClosed = 0
     var tooLate: [LateHit] = []
-    var rereadFinal = 0
+    /// The `tag`s of reread hits this store had already counted (or finalized).
+    var rereadFinalTags: [Int] = []
     var hitsProcessed = 0
     var hitsCounted = 0
     /// (delivery, window) records dropped from memory in this call.

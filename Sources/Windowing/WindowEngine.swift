@@ -10,10 +10,15 @@ import TrackingDomain
 /// lets a caller with threads (the pipeline's lanes) run the shards of a call at the same
 /// time through a `ShardRunner`. The clock, horizon and memory cap stay whole-engine decisions
 /// taken between those runs, so output never depends on the shard count or on the runner.
+///
+/// Each size of the config has stores of its own (one per shard), and all sizes share the
+/// clock and the horizon: a hit is judged once per size, and is too late, for the pipeline, only
+/// when every size finds it too late (a hit late for its minute may still count in its hour).
 public struct WindowEngine: Sendable {
     public let config: WindowConfig
     public let shardCount: Int
 
+    /// Size-major: the stores of size `i` are `i * shardCount ..< (i + 1) * shardCount`.
     private var stores: [WindowStore]
     private var clock: WatermarkTracker
     private var horizon: Int64 = .min
@@ -32,7 +37,9 @@ public struct WindowEngine: Sendable {
         precondition(shards >= 1, "at least one shard")
         self.config = config
         self.shardCount = shards
-        self.stores = (0..<shards).map { _ in WindowStore(config: config, exportsChanges: exportsChanges) }
+        self.stores = config.sizes.flatMap { size in
+            (0..<shards).map { _ in WindowStore(window: size, retention: config.retention, exportsChanges: exportsChanges) }
+        }
         self.clock = WatermarkTracker(idleTimeout: config.idleTimeout, boundedByClock: clock == .writers)
     }
 
@@ -137,20 +144,22 @@ public struct WindowEngine: Sendable {
     /// what a changelog writes to fold a window's changes into one write.
     public func states(of keys: [WindowKey]) -> [WindowState] {
         var states: [WindowState] = []
-        for key in keys { stores[shard(of: key.deliveryId)].states(of: [key], into: &states) }
+        for key in keys { if let store = store(of: key) { stores[store].states(of: [key], into: &states) } }
         return states
     }
 
-    /// Puts windows back as a changelog held them (call `finishRestore` after the last).
+    /// Puts windows back as a changelog held them (call `finishRestore` after the last); a window
+    /// of a size this engine does not count is not its own (the group's identity refuses such a
+    /// changelog before it is read) and stays out.
     public mutating func restore(_ states: [WindowState]) {
-        for state in states { stores[shard(of: state.deliveryId)].restore(state) }
+        for state in states { if let store = store(of: state.key) { stores[store].restore(state) } }
     }
 
     /// The current record of each of these windows that is still held, sorted for emission.
     public func currentRecords(_ keys: [WindowKey]) -> [WindowAggregate] {
         guard !keys.isEmpty else { return [] }
         var out = StoreOutput()
-        for key in keys { stores[shard(of: key.deliveryId)].currentRecords([key], into: &out) }
+        for key in keys { if let store = store(of: key) { stores[store].currentRecords([key], into: &out) } }
         return Self.sortedForEmission(out.emitted)
     }
 
@@ -171,9 +180,10 @@ public struct WindowEngine: Sendable {
 
     public var stats: EngineStats {
         var stats = totals
-        var starts = Set<Int64>()
-        let wait = config.emission == .final ? config.retention : config.grace
-        for snapshot in snapshots() {
+        var starts = Set<WindowKey>()
+        for (index, snapshot) in snapshots().enumerated() {
+            let sized = stores[index].sized
+            let wait = sized.emission == .final ? config.retention : sized.grace
             stats.openWindows += snapshot.openWindows
             if let end = snapshot.oldestOpenEnd {
                 let due = EventTimeMath.add(end, wait)
@@ -181,7 +191,7 @@ public struct WindowEngine: Sendable {
             }
             stats.retainedWindows += snapshot.retainedWindows
             stats.entries += snapshot.entries
-            starts.formUnion(snapshot.entriesByWindowStart.keys)
+            for start in snapshot.entriesByWindowStart.keys { starts.insert(WindowKey(size: sized.size, windowStart: start, deliveryId: "")) }
         }
         stats.windowStarts = starts.count
         return stats
@@ -189,8 +199,11 @@ public struct WindowEngine: Sendable {
 
     // MARK: Internals
 
-    private func shard(of deliveryId: DeliveryID) -> Int {
-        shardCount == 1 ? 0 : DeliveryHash.shard(of: deliveryId, count: shardCount)
+    /// The store that holds `key`: its size's, and in it its delivery's shard; nil for a size
+    /// this engine does not count.
+    private func store(of key: WindowKey) -> Int? {
+        guard let size = config.sizes.firstIndex(where: { $0.size == key.size }) else { return nil }
+        return size * shardCount + (shardCount == 1 ? 0 : DeliveryHash.shard(of: key.deliveryId, count: shardCount))
     }
 
     /// The clock and the horizon move here, once for the whole engine; the shards then count
@@ -219,7 +232,7 @@ public struct WindowEngine: Sendable {
             if shardCount > 1 {
                 // Each shard picks its own deliveries from the shared batch: hashing in
                 // parallel beats a serial routing pass before the shards run.
-                for input in batch where DeliveryHash.shard(of: input.event.deliveryId, count: shardCount) == shard {
+                for input in batch where DeliveryHash.shard(of: input.event.deliveryId, count: shardCount) == shard % shardCount {
                     store.ingest(input, restore: restore, into: &out)
                 }
             } else {
@@ -271,27 +284,58 @@ public struct WindowEngine: Sendable {
     private mutating func merge(_ outputs: [StoreOutput]) -> EngineOutput {
         var output = EngineOutput()
         var entries = 0
-        for out in outputs {
+        for (index, out) in outputs.enumerated() {
             output.emitted.append(contentsOf: out.emitted)
             output.windowsClosed += out.windowsClosed
-            output.tooLate.append(contentsOf: out.tooLate)
-            output.rereadFinal += out.rereadFinal
             entries += out.entries
-            totals.hitsProcessed += out.hitsProcessed
+            // Every size sees every hit: the hits are those of one size's stores.
+            if index < shardCount { totals.hitsProcessed += out.hitsProcessed }
             totals.hitsCounted += out.hitsCounted
             totals.recordsEmitted += out.emitted.count
-            totals.tooLateHits += out.tooLate.count
-            totals.rereadFinalHits += out.rereadFinal
             totals.windowsEvicted += out.windowsEvicted
         }
         retainedEntries = entries
         if output.emitted.count > 1 {
             output.emitted = Self.sortedForEmission(output.emitted)
         }
+        judgeAcrossSizes(outputs, into: &output)
+        totals.tooLateHits += output.tooLate.count
+        totals.rereadFinalHits += output.rereadFinal
+        return output
+    }
+
+    /// A hit is too late, or final in a reread, for the pipeline only when it is for every size:
+    /// one that a size still counts is accepted, and its late sizes are reported by size
+    /// (`EngineOutput.lateInSomeSizes`). The one judge of what a hit's sizes decide together.
+    private func judgeAcrossSizes(_ outputs: [StoreOutput], into output: inout EngineOutput) {
+        let sizes = config.sizes.count
+        if sizes == 1 {
+            for out in outputs {
+                output.tooLate.append(contentsOf: out.tooLate)
+                output.rereadFinal += out.rereadFinalTags.count
+            }
+        } else {
+            var late: [Int: (sizes: Int, hit: LateHit)] = [:]
+            var final: [Int: Int] = [:]
+            for (index, out) in outputs.enumerated() {
+                let size = config.sizes[index / shardCount].size
+                for hit in out.tooLate {
+                    // Sizes ascend: the detail kept is the largest size's, the last to let go.
+                    late[hit.tag] = ((late[hit.tag]?.sizes ?? 0) + 1, hit)
+                    output.lateInSomeSizes[size, default: 0] += 1
+                }
+                for tag in out.rereadFinalTags { final[tag, default: 0] += 1 }
+            }
+            for (_, entry) in late where entry.sizes == sizes {
+                output.tooLate.append(entry.hit)
+                for size in config.sizes { output.lateInSomeSizes[size.size]! -= 1 }
+            }
+            output.lateInSomeSizes = output.lateInSomeSizes.filter { $0.value > 0 }
+            output.rereadFinal = final.values.count { $0 == sizes }
+        }
         if outputs.count > 1 {
             output.tooLate.sort { ($0.partition, $0.offset, $0.tag) < ($1.partition, $1.offset, $1.tag) }
         }
-        return output
     }
 
     /// Records in the order they are sent: by window start, delivery, then revision. Sorts
@@ -304,30 +348,35 @@ public struct WindowEngine: Sendable {
     private static func emissionOrder(_ a: WindowAggregate, _ b: WindowAggregate) -> Bool {
         if a.windowStart != b.windowStart { return a.windowStart < b.windowStart }
         if a.deliveryId != b.deliveryId { return a.deliveryId < b.deliveryId }
+        if a.windowEnd != b.windowEnd { return a.windowEnd < b.windowEnd }
         return a.revision < b.revision
     }
 
-    /// Drops whole window starts, oldest first, until retained entries are at most 90% of the
-    /// cap (the margin avoids evicting again on the very next batch). Oldest first means
-    /// already-emitted windows go before open ones; open ones are emitted as they go. The
-    /// horizon moves past them, so their later hits are reported too late.
+    /// Drops whole window starts, those that would expire first first, until retained entries
+    /// are at most 90% of the cap (the margin avoids evicting again on the very next batch).
+    /// Expiring first means already-emitted windows go before open ones, and of several sizes
+    /// the smaller first; open ones are emitted as they go. The horizon moves past them, so
+    /// their later hits are reported too late.
     private mutating func evictForCapacity(on runner: some ShardRunner) -> (emitted: [WindowAggregate], report: CapacityEviction)? {
-        var byStart: [Int64: Int] = [:]
+        var byExpiry: [Int64: Int] = [:]
         var total = 0
-        for snapshot in snapshots() {
-            for (start, count) in snapshot.entriesByWindowStart { byStart[start, default: 0] += count }
+        for (index, snapshot) in snapshots().enumerated() {
+            let size = stores[index].sized.size
+            for (start, count) in snapshot.entriesByWindowStart {
+                byExpiry[EventTimeMath.add(EventTimeMath.add(start, size), config.retention), default: 0] += count
+            }
             total += snapshot.entries
         }
         let target = config.maxEntries - config.maxEntries / 10
         var remaining = total
         var cutoff: Int64?
-        for start in byStart.keys.sorted() {
+        for expiry in byExpiry.keys.sorted() {
             if remaining <= target { break }
-            remaining -= byStart[start]!
-            cutoff = start
+            remaining -= byExpiry[expiry]!
+            cutoff = expiry
         }
         guard let cutoff else { return nil }
-        horizon = Swift.max(horizon, EventTimeMath.add(EventTimeMath.add(cutoff, config.size), config.retention))
+        horizon = Swift.max(horizon, cutoff)
         let settledHorizon = horizon
         let outputs = runOnShards(runner) { store, _ in
             var out = StoreOutput()
@@ -337,7 +386,8 @@ public struct WindowEngine: Sendable {
         var report = CapacityEviction(
             entriesBefore: total, maxEntries: config.maxEntries, entriesFreed: 0, windowsEvicted: 0,
             windowsEmittedEarly: 0, oldestWindowStart: .max, newestWindowStart: .min, newHorizon: settledHorizon)
-        for out in outputs {
+        for (index, out) in outputs.enumerated() where out.windowsEvicted > 0 {
+            report.windowsEvictedBySize[stores[index].sized.size, default: 0] += out.windowsEvicted
             report.entriesFreed += out.entriesFreed
             report.windowsEvicted += out.windowsEvicted
             report.windowsEmittedEarly += out.windowsEmittedEarly

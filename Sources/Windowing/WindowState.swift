@@ -16,6 +16,8 @@ public struct BroadlogActions: Sendable, Equatable {
 /// the actions of each broadlog, how far into its input it has counted, and what was last
 /// emitted for it. Restoring these values rebuilds the window exactly.
 public struct WindowState: Sendable, Equatable {
+    /// The window's length (ms).
+    public var size: Int64
     public var deliveryId: DeliveryID
     public var windowStart: Int64
     public var counters: WindowCounters
@@ -31,9 +33,10 @@ public struct WindowState: Sendable, Equatable {
     public var emittedRevision: UInt32
 
     public init(
-        deliveryId: DeliveryID, windowStart: Int64, counters: WindowCounters, broadlogs: [BroadlogActions], broadlogCount: Int? = nil,
-        countedThrough: Int64, emittedRevision: UInt32
+        size: Int64, deliveryId: DeliveryID, windowStart: Int64, counters: WindowCounters, broadlogs: [BroadlogActions],
+        broadlogCount: Int? = nil, countedThrough: Int64, emittedRevision: UInt32
     ) {
+        self.size = size
         self.deliveryId = deliveryId
         self.windowStart = windowStart
         self.counters = counters
@@ -44,12 +47,12 @@ public struct WindowState: Sendable, Equatable {
     }
 
     /// The window this state belongs to.
-    public var key: WindowKey { WindowKey(windowStart: windowStart, deliveryId: deliveryId) }
+    public var key: WindowKey { WindowKey(size: size, windowStart: windowStart, deliveryId: deliveryId) }
 
     /// The record this state stands for: what a new owner sends again for a window whose last
     /// emission may have been lost.
-    public func record(windowSize: Int64) -> WindowAggregate {
-        DeliveryWindow(self).aggregate(deliveryId: deliveryId, start: windowStart, end: EventTimeMath.add(windowStart, windowSize))
+    public var record: WindowAggregate {
+        DeliveryWindow(self).aggregate(deliveryId: deliveryId, start: windowStart, end: key.windowEnd)
     }
 }
 

@@ -6,7 +6,9 @@ import TrackingDomain
 /// It never decides the watermark itself and never reads a clock, so it is deterministic and
 /// the same code serves every shard of the engine, and tests.
 struct WindowStore: Sendable {
-    let config: WindowConfig
+    /// The size this store counts in: an engine has a store per size (and shard).
+    let sized: WindowSize
+    let retention: Int64
     /// Whether the store keeps what a changelog needs: how far each window has counted (so that
     /// a restored window skips reread hits it already holds), what was emitted, and what
     /// changed since the state was last handed out (see `WindowEngine.init`).
@@ -25,8 +27,9 @@ struct WindowStore: Sendable {
     private(set) var watermark: Int64?
     private(set) var entries = 0
 
-    init(config: WindowConfig, exportsChanges: Bool = false) {
-        self.config = config
+    init(window: WindowSize, retention: Int64, exportsChanges: Bool = false) {
+        self.sized = window
+        self.retention = retention
         self.exportsChanges = exportsChanges
     }
 
@@ -43,9 +46,9 @@ struct WindowStore: Sendable {
                 detail: "hit has no event time, so it belongs to no window"))
             return
         }
-        let start = EventTimeMath.windowStart(of: time, size: config.size)
-        let end = EventTimeMath.add(start, config.size)
-        let expiry = EventTimeMath.add(end, config.retention)
+        let start = EventTimeMath.windowStart(of: time, size: sized.size)
+        let end = EventTimeMath.add(start, sized.size)
+        let expiry = EventTimeMath.add(end, retention)
         if !restore.isEmpty, let point = restore[input.partition] {
             if input.offset < point.processedMark {
                 if let counted = point.counted {
@@ -53,34 +56,34 @@ struct WindowStore: Sendable {
                     // window holds was counted, any other was judged too late (a window takes every
                     // hit until it is evicted, and the horizon never moves back), whatever the
                     // horizon in force now. Its dead letter may have been lost with the previous owner.
-                    if let held = counted[WindowKey(windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held {
-                        out.rereadFinal += 1
+                    if let held = counted[WindowKey(size: sized.size, windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held {
+                        out.rereadFinalTags.append(input.tag)
                     } else {
                         out.tooLate.append(LateHit(
                             event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
                             detail: LateHit.detail(
-                                eventTime: time, windowStart: start, windowEnd: end, retention: config.retention,
+                                eventTime: time, windowStart: start, windowEnd: end, retention: retention,
                                 horizon: Swift.max(horizon, point.evictedBefore))))
                     }
                     return
                 }
                 if expiry <= point.evictedBefore {
-                    out.rereadFinal += 1
+                    out.rereadFinalTags.append(input.tag)
                     return
                 }
             } else if input.offset < point.countedMark,
-                let held = point.counted?[WindowKey(windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held
+                let held = point.counted?[WindowKey(size: sized.size, windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held
             {
                 // Past the task record a crash cut off, a window whose head was written holds this
                 // hit: counted, even if its window has expired since.
-                out.rereadFinal += 1
+                out.rereadFinalTags.append(input.tag)
                 return
             }
         }
         if expiry <= horizon {
             out.tooLate.append(LateHit(
                 event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
-                detail: LateHit.detail(eventTime: time, windowStart: start, windowEnd: end, retention: config.retention, horizon: horizon)))
+                detail: LateHit.detail(eventTime: time, windowStart: start, windowEnd: end, retention: retention, horizon: horizon)))
             return
         }
         let index = slotIndex(start: start, end: end)
@@ -90,7 +93,7 @@ struct WindowStore: Sendable {
             trackDirty: slots[index].emitted, position: input.position, exportsChanges: exportsChanges)
         if change.alreadyCounted {
             // A restored window that holds this reread hit already.
-            out.rereadFinal += 1
+            out.rereadFinalTags.append(input.tag)
             return
         }
         if change.becameStateChanged { slots[index].stateChangedIds.append(input.event.deliveryId) }
@@ -129,9 +132,9 @@ struct WindowStore: Sendable {
         horizon = Swift.max(horizon, newHorizon)
 
         var evicted = 0
-        while evicted < slots.count, EventTimeMath.add(slots[evicted].end, config.retention) <= horizon {
+        while evicted < slots.count, EventTimeMath.add(slots[evicted].end, retention) <= horizon {
             let slot = slots[evicted]
-            let ripe = watermark.map { EventTimeMath.add(slot.end, config.grace) <= $0 } ?? false
+            let ripe = watermark.map { EventTimeMath.add(slot.end, sized.grace) <= $0 } ?? false
             if !slot.emitted {
                 emitAll(of: slot, into: &out)
                 out.windowsClosed += slot.deliveries.count
@@ -154,10 +157,10 @@ struct WindowStore: Sendable {
 
         // With final emission, a window goes out only as it is evicted above (or as a bounded
         // run ends, `flushAll`).
-        for index in slots.indices where config.emission == .changes {
+        for index in slots.indices where sized.emission == .changes {
             if slots[index].emitted {
                 if !slots[index].dirtyIds.isEmpty { reemitDirty(at: index, into: &out) }
-            } else if let watermark, EventTimeMath.add(slots[index].end, config.grace) <= watermark {
+            } else if let watermark, EventTimeMath.add(slots[index].end, sized.grace) <= watermark {
                 firstEmission(at: index, into: &out)
             }
         }
@@ -238,12 +241,12 @@ struct WindowStore: Sendable {
     private mutating func noteEvicted(_ slot: WindowSlot) {
         // In delivery order, so that another run over the same input writes the same changelog.
         for (id, window) in slot.deliveries.sorted(by: { $0.key < $1.key }) {
-            evictedSinceExport.append(WindowKey(windowStart: slot.start, deliveryId: id))
+            evictedSinceExport.append(WindowKey(size: sized.size, windowStart: slot.start, deliveryId: id))
             let emittedNow = !slot.emitted || window.dirty
             guard emittedNow || window.stateChanged else { continue }
             // Read in place: the window goes with its slot, and a copy of its table to change
             // would cost its whole size.
-            var final = window.change(deliveryId: id, windowStart: slot.start)
+            var final = window.change(of: WindowKey(size: self.sized.size, windowStart: slot.start, deliveryId: id))
             if emittedNow { final.emittedRevision = UInt32(truncatingIfNeeded: window.hitCount) }
             finalsSinceExport.append(final)
         }
@@ -262,7 +265,7 @@ struct WindowStore: Sendable {
             // same changelog.
             for id in slots[index].stateChangedIds.sorted() {
                 guard let position = slots[index].deliveries.index(forKey: id) else { continue }
-                changes.windows.append(slots[index].deliveries.values[position].change(deliveryId: id, windowStart: start))
+                changes.windows.append(slots[index].deliveries.values[position].change(of: WindowKey(size: sized.size, windowStart: start, deliveryId: id)))
                 slots[index].deliveries.values[position].clearChanges()
             }
             slots[index].stateChangedIds.removeAll()
@@ -276,7 +279,7 @@ struct WindowStore: Sendable {
     func states(of keys: [WindowKey], into states: inout [WindowState]) {
         for key in keys {
             guard let slot = slots.first(where: { $0.start == key.windowStart }), let window = slot.deliveries[key.deliveryId] else { continue }
-            states.append(window.state(deliveryId: key.deliveryId, windowStart: key.windowStart))
+            states.append(window.state(of: key))
         }
     }
 
@@ -293,7 +296,7 @@ struct WindowStore: Sendable {
     mutating func restore(_ state: WindowState) {
         var window = DeliveryWindow(state)
         let start = state.windowStart
-        let index = slotIndex(start: start, end: EventTimeMath.add(start, config.size))
+        let index = slotIndex(start: start, end: EventTimeMath.add(start, sized.size))
         if let previous = slots[index].deliveries[state.deliveryId] {
             slots[index].entries -= previous.broadlogs.count
             entries -= previous.broadlogs.count

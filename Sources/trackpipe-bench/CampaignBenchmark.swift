@@ -86,7 +86,7 @@ struct CampaignBenchmark: ParsableCommand {
         let window = WindowConfig(size: Self.day, grace: 10_000, retention: 3_600_000, idleTimeout: 3_600_000, maxEntries: .max)
         var stage = AggregateStage(
             input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: window, shards: 1,
-            identity: GroupIdentity(group: "campaign", inputTopic: "hits", windowSize: window.size, repartitionTopic: nil, stateTopic: "campaign-state"))
+            identity: GroupIdentity(group: "campaign", inputTopic: "hits", windowSizes: window.lengths, repartitionTopic: nil, stateTopic: "campaign-state"))
         let heapBefore = HeapProbe.bytesInUse() ?? 0
         try stage.assign([PartitionStart(partition: 0)], now: 0)
         stage.restoreState([], partition: 0)
@@ -159,7 +159,7 @@ struct CampaignBenchmark: ParsableCommand {
         let started = BenchSupport.now()
         var stage = AggregateStage(
             input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: 3_600_000), window: window, shards: 1,
-            identity: GroupIdentity(group: "campaign", inputTopic: "hits", windowSize: window.size, repartitionTopic: nil, stateTopic: "campaign-state"))
+            identity: GroupIdentity(group: "campaign", inputTopic: "hits", windowSizes: window.lengths, repartitionTopic: nil, stateTopic: "campaign-state"))
         try stage.assign([PartitionStart(partition: 0, committedOffset: point?.offset, metadata: point?.metadata, logStart: 0)], now: 0)
         stage.restoreState(records, partition: 0)
         try stage.stateRestored(partition: 0, now: 0)

@@ -13,7 +13,7 @@ import Windowing
 struct GroupIdentityTests {
     static let minute: Int64 = 60_000
     /// As a commit records it: without its input topic.
-    static let g1 = GroupIdentity(group: "g1", inputTopic: nil, windowSize: minute, repartitionTopic: "g1-repartition", stateTopic: "g1-state")
+    static let g1 = GroupIdentity(group: "g1", inputTopic: nil, windowSizes: [minute], repartitionTopic: "g1-repartition", stateTopic: "g1-state")
     /// As a run reading `hits` asks for it.
     static let g1OnHits = reading(g1)
 
@@ -32,7 +32,7 @@ struct GroupIdentityTests {
         #expect(Checkpoint(decoding: two.encoded, group: "g1") == two)
         let one = Checkpoint(
             evictedBefore: 5, processedMark: 6, changelog: 7,
-            identity: GroupIdentity(group: "g1", inputTopic: nil, windowSize: 300_000, repartitionTopic: nil, stateTopic: "s"))
+            identity: GroupIdentity(group: "g1", inputTopic: nil, windowSizes: [300_000], repartitionTopic: nil, stateTopic: "s"))
         #expect(one.encoded == "trackpipe/5 evicted=5 processed=6 changelog=7 since=0 window=300000 stages=1 state=s")
         #expect(Checkpoint(decoding: one.encoded, group: "g1") == one)
         // The group and the input are not written: the group is the one the commit is under.
@@ -75,11 +75,11 @@ struct GroupIdentityTests {
     @Test("the topic names take room from the duplicate floors: a checkpoint that would not fit Kafka's commit metadata is caught before the run")
     func checkpointFits() {
         let usual = GroupIdentity(
-            group: "trackpipe", inputTopic: nil, windowSize: Self.minute, repartitionTopic: "trackpipe-repartition", stateTopic: "trackpipe-state")
+            group: "trackpipe", inputTopic: nil, windowSizes: [Self.minute], repartitionTopic: "trackpipe-repartition", stateTopic: "trackpipe-state")
         #expect(Checkpoint.fits(sourcePartitions: Checkpoint.maxSourcePartitions, identity: usual), "400 partitions under usual names")
         #expect(!Checkpoint.fits(sourcePartitions: Checkpoint.maxSourcePartitions + 1, identity: usual))
         let long = GroupIdentity(
-            group: "g1", inputTopic: nil, windowSize: 7 * 24 * 3_600_000, repartitionTopic: String(repeating: "r", count: 249),
+            group: "g1", inputTopic: nil, windowSizes: [7 * 24 * 3_600_000], repartitionTopic: String(repeating: "r", count: 249),
             stateTopic: String(repeating: "s", count: 249))
         #expect(!Checkpoint.fits(sourcePartitions: Checkpoint.maxSourcePartitions, identity: long))
         let most = (0...Checkpoint.maxSourcePartitions).last { Checkpoint.fits(sourcePartitions: $0, identity: long) }!
@@ -89,7 +89,7 @@ struct GroupIdentityTests {
             Checkpoint.fits(
                 sourcePartitions: 400,
                 identity: GroupIdentity(
-                    group: thirty, inputTopic: nil, windowSize: Self.minute, repartitionTopic: "\(thirty)-repartition", stateTopic: "\(thirty)-state")))
+                    group: thirty, inputTopic: nil, windowSizes: [Self.minute], repartitionTopic: "\(thirty)-repartition", stateTopic: "\(thirty)-state")))
         // What `fits` promises: any checkpoint of that many partitions, offsets below 2^42.
         let seen = Dictionary(uniqueKeysWithValues: (0..<Int32(most)).map { ($0, SourceFloor(incarnation: .max, offset: (1 << 42) - 2)) })
         let widest = Checkpoint(evictedBefore: .min, processedMark: .max, seen: seen, changelog: .max, changelogSince: .max, identity: long)
@@ -102,7 +102,7 @@ struct GroupIdentityTests {
     func differences() {
         var other = Self.g1
         #expect(Self.g1.differences(from: other).isEmpty)
-        other.windowSize = 5 * Self.minute
+        other.windowSizes = [5 * Self.minute]
         #expect(Self.g1.differences(from: other) == [.window])
         other = Self.g1
         other.repartitionTopic = "g1-rep2"
@@ -113,7 +113,7 @@ struct GroupIdentityTests {
         other = Self.g1
         other.repartitionTopic = nil
         #expect(Self.g1.differences(from: other) == [.inputKeyedByDelivery] && other.differences(from: Self.g1) == [.inputKeyedByDelivery])
-        other = GroupIdentity(group: "g1", inputTopic: nil, windowSize: 5 * Self.minute, repartitionTopic: "g1-rep2", stateTopic: "g1-state2")
+        other = GroupIdentity(group: "g1", inputTopic: nil, windowSizes: [5 * Self.minute], repartitionTopic: "g1-rep2", stateTopic: "g1-state2")
         #expect(Self.g1.differences(from: other) == [.window, .repartitionTopic, .stateTopic])
     }
 
@@ -130,7 +130,7 @@ struct GroupIdentityTests {
 
     static let cases: [Case] = {
         var five = g1
-        five.windowSize = 5 * minute
+        five.windowSizes = [5 * minute]
         var rep2 = g1
         rep2.repartitionTopic = "g1-rep2"
         var state2 = g1
@@ -230,7 +230,7 @@ struct GroupIdentityTests {
 
     @Test("several differences are each named, and the way back lists every setting")
     func severalDifferences() throws {
-        let asked = GroupIdentity(group: "g1", inputTopic: "hits", windowSize: 5 * Self.minute, repartitionTopic: "g1-rep2", stateTopic: "g1-state2")
+        let asked = GroupIdentity(group: "g1", inputTopic: "hits", windowSizes: [5 * Self.minute], repartitionTopic: "g1-rep2", stateTopic: "g1-state2")
         let given: [GroupIdentity.Setting: GivenSetting] = [
             .window: GivenSetting(flag: "window", text: "5m", source: .environment),
             .repartitionTopic: GivenSetting(flag: "repartition-topic", text: "g1-rep2", source: .commandLine),
@@ -281,7 +281,7 @@ struct GroupIdentityTests {
             AggregateStage(input: RepartitionInput(partitionCount: 2, identity: Self.g1OnHits), window: window, shards: 1, identity: Self.g1OnHits)
         }
         var five = Self.g1
-        five.windowSize = 5 * Self.minute
+        five.windowSizes = [5 * Self.minute]
         var oneStage = Self.g1
         oneStage.repartitionTopic = nil
         for (metadata, offset, phrase) in [
@@ -309,7 +309,7 @@ struct GroupIdentityTests {
 
     @Test("the judge refuses a repartition record of another group, and a task record of another group or of another input, naming the place, the setting as given and the way back (exit 64); the group's own resume")
     func judgeOfTheInternalTopics() throws {
-        let g2 = GroupIdentity(group: "g2", inputTopic: "hits", windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "g1-state")
+        let g2 = GroupIdentity(group: "g2", inputTopic: "hits", windowSizes: [Self.minute], repartitionTopic: "g1-repartition", stateTopic: "g1-state")
         let given: [GroupIdentity.Setting: GivenSetting] = [
             .repartitionTopic: GivenSetting(flag: "repartition-topic", text: "g1-repartition", source: .environment),
             .stateTopic: GivenSetting(flag: "state-topic", text: "g1-state", source: .commandLine),
@@ -353,7 +353,7 @@ struct GroupIdentityTests {
         }
         #expect(marks.origin.group == "g1")
 
-        let source = ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: Self.minute)
+        let source = ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSizes: [Self.minute])
         var task = ChangelogRecord.TaskState(processedMark: 10, evictedBefore: 0, lineage: 0, source: source)
         task.group = "g1"
         #expect(try ChangelogRecord.decodeTask(ChangelogRecord.encodeTask(task)) == task)
@@ -376,7 +376,7 @@ struct GroupIdentityTests {
         // A task of g1 counting windows of another size (its first owner died before it
         // committed, and the group was started again with another --window): a new line too.
         var resized = Self.g1OnHits
-        resized.windowSize = 5 * Self.minute
+        resized.windowSizes = [5 * Self.minute]
         let other = restore(as: resized)
         #expect(other.0.task == nil && other.lineage == 1)
     }
@@ -388,7 +388,7 @@ struct GroupIdentityTests {
             var writer = NormalizeStage(
                 sourcePartitions: 1, repartitionPartitions: 1,
                 identity: GroupIdentity(
-                    group: group, inputTopic: "hits", windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "\(group)-state"),
+                    group: group, inputTopic: "hits", windowSizes: [Self.minute], repartitionTopic: "g1-repartition", stateTopic: "\(group)-state"),
                 limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: 30_000, originals: OriginalRule(window: WindowConfig()))
             try writer.assign([PartitionStart(partition: 0)], now: 0)
             var shuffle = RecordingSink()
@@ -452,10 +452,10 @@ struct GroupIdentityTests {
         config.group = "g1"
         #expect(
             config.identity
-                == GroupIdentity(group: "g1", inputTopic: "tracking-hits", windowSize: Self.minute, repartitionTopic: "g1-repartition", stateTopic: "g1-state"))
+                == GroupIdentity(group: "g1", inputTopic: "tracking-hits", windowSizes: [Self.minute], repartitionTopic: "g1-repartition", stateTopic: "g1-state"))
         config.inputKeyedByDelivery = true
         config.stateTopic = "own"
-        #expect(config.identity == GroupIdentity(group: "g1", inputTopic: "tracking-hits", windowSize: Self.minute, repartitionTopic: nil, stateTopic: "own"))
+        #expect(config.identity == GroupIdentity(group: "g1", inputTopic: "tracking-hits", windowSizes: [Self.minute], repartitionTopic: nil, stateTopic: "own"))
         #expect(config.givenSetting(.stateTopic).label == "--state-topic own")
         #expect(config.givenSetting(.inputKeyedByDelivery).label == "--input-keyed-by-delivery")
         config.inputKeyedByDelivery = false

@@ -118,7 +118,7 @@ struct LostInputStageTests {
         let gone = try read(from: 1)
         #expect(gone.map { [Int64($0.partition.partition), $0.from ?? -1, $0.to] } == [[0, -1, 1]], "\(gone)")
         #expect(gone.first?.reason.contains("input partitions [0]") == true, "\(gone)")
-        let checkpoint = Checkpoint(evictedBefore: 0, processedMark: 1, changelog: 0, windowSize: Self.window.size)
+        let checkpoint = Checkpoint(evictedBefore: 0, processedMark: 1, changelog: 0, windowSize: Self.window.lengths[0])
         #expect(
             try read(from: 1, start: PartitionStart(partition: 0, committedOffset: 1, metadata: checkpoint.encoded, logStart: 1, logEnd: 3)).isEmpty,
             "with a commit, the runner compares it with the log start")

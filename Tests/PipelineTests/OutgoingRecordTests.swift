@@ -93,7 +93,7 @@ struct OutgoingRecordTests {
     func otherRecordsAreNeverCut() throws {
         let entry = ChangelogEntry(.tombstone(.task), partition: 2)
         #expect(entry.withBytes { ChangelogEntry.fit(key: $0, value: $1, headers: [], limit: 0) } == .neverCut)
-        let output = AggregateOutput(key: "delivery-1@2024-01-01T00:00:00Z", value: large)
+        let output = AggregateOutput(key: "delivery-1@2024-01-01T00:00:00Z", windowSize: 60_000, value: large)
         #expect(output.withBytes { AggregateOutput.fit(key: $0, value: $1, headers: [], limit: limit) } == .neverCut)
 
         let producer = KeepingProducer(refusesAbove: limit)

@@ -214,10 +214,10 @@ struct PipelineEndToEndTests {
         settings.kafkaProperties = ["enable.auto.commit": "true"]
         #expect(throws: PipelineError.self) { try settings.validate() }
         settings.kafkaProperties = [:]
-        settings.outputTopic = settings.inputTopic
+        settings.outputTopics = [settings.inputTopic]
         #expect(throws: PipelineError.self) { try settings.validate() }
         settings = PipelineConfig()
-        settings.repartitionTopic = settings.outputTopic
+        settings.repartitionTopic = settings.outputTopics[0]
         #expect(throws: PipelineError.self) { try settings.validate() }
         settings.inputKeyedByDelivery = true
         #expect(throws: Never.self) { try settings.validate() }

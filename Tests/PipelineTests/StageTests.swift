@@ -538,7 +538,7 @@ struct StageTests {
         let previous = Checkpoint(evictedBefore: .min, processedMark: 3, changelog: 0, windowSize: Self.minute)
         try stage.assign([PartitionStart(partition: 2, committedOffset: 3, metadata: previous.encoded)], now: 1)
         let task = ChangelogRecord.TaskState(
-            processedMark: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSize: Self.minute))
+            processedMark: 5, evictedBefore: .min, source: ChangelogRecord.source(crossesShuffle: true, inputTopic: "hits", windowSizes: [Self.minute]))
         let record = ChangelogRecord.Entry.task(task).encoded
         stage.restoreState([StateRecord(offset: 0, key: record.key, value: record.value)], partition: 2)
         try stage.stateRestored(partition: 2, now: 1)

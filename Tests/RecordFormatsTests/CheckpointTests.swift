@@ -5,7 +5,7 @@ import Testing
 /// next release reads back, so its encoding must not drift.
 @Suite("checkpoint: the seen map's encoding")
 struct CheckpointTests {
-    static let identity = GroupIdentity(group: "g", inputTopic: nil, windowSize: 60_000, repartitionTopic: "g-repartition", stateTopic: "g-state")
+    static let identity = GroupIdentity(group: "g", inputTopic: nil, windowSizes: [60_000], repartitionTopic: "g-repartition", stateTopic: "g-state")
 
     /// Maps whose encodings end on each of the three base64 remainders, with gaps between
     /// sources, several incarnations, offsets of every varint width, and a source never counted

@@ -210,7 +210,7 @@ import Yams
         #expect(backfill.group != live.group && backfill.aggregateGroup != live.aggregateGroup)
         #expect(backfill.effectiveRepartitionTopic != live.effectiveRepartitionTopic, "the live aggregate stage would count the backfill's events")
         #expect(backfill.effectiveStateTopic != live.effectiveStateTopic)
-        #expect(backfill.outputTopic != live.outputTopic)
+        #expect(backfill.outputTopics != live.outputTopics)
         // Not one of the Deployment's pods: the Service and the PDB select those by label.
         let labels = spec["template"]["metadata"]["labels"].mapping?.mapValues { "\($0)" } ?? [:]
         let selector = try DeployFiles.manifest(kind: "Service")["spec"]["selector"].mapping?.mapValues { "\($0)" } ?? [:]
@@ -232,13 +232,13 @@ import Yams
         let resolvedDefaults = try RunCommand.parse([]).resolve(Environment([:])).config
         // The run command's own fallbacks must be the pipeline's defaults the files rely on.
         #expect(resolvedDefaults.inputTopic == defaults.inputTopic)
-        #expect(resolvedDefaults.outputTopic == defaults.outputTopic)
+        #expect(resolvedDefaults.outputTopics == defaults.outputTopics)
         #expect(resolvedDefaults.deadLetterTopic == defaults.deadLetterTopic)
 
         #expect(resolvedDefaults.effectiveRepartitionTopic == defaults.effectiveRepartitionTopic)
 
         let expected = [
-            "TRACKPIPE_INPUT_TOPIC": defaults.inputTopic, "TRACKPIPE_OUTPUT_TOPIC": defaults.outputTopic,
+            "TRACKPIPE_INPUT_TOPIC": defaults.inputTopic, "TRACKPIPE_OUTPUT_TOPIC": defaults.outputTopics[0],
             "TRACKPIPE_DLQ_TOPIC": defaults.deadLetterTopic, "TRACKPIPE_REPARTITION_TOPIC": defaults.effectiveRepartitionTopic,
             "TRACKPIPE_STATE_TOPIC": defaults.effectiveStateTopic,
         ]
@@ -255,14 +255,14 @@ import Yams
         let created = try DeployFiles.createdTopics(compose)
         let repartition = defaults.effectiveRepartitionTopic
         let state = defaults.effectiveStateTopic
-        #expect(Set(created.keys) == [defaults.inputTopic, defaults.outputTopic, defaults.deadLetterTopic, repartition, state])
+        #expect(Set(created.keys) == [defaults.inputTopic, defaults.outputTopics[0], defaults.deadLetterTopic, repartition, state])
         // The state topic: one partition per repartition partition (each window task keeps its
         // state in the partition of its own number), compacted, no time-based retention.
         #expect(created[state]?.partitions == created[repartition]?.partitions, "\(state) must have as many partitions as \(repartition)")
         #expect(created[state]?.configs.contains("cleanup.policy=compact") == true, "\(state): cleanup.policy=compact")
         #expect(created[state]?.configs.contains { $0.hasPrefix("retention.ms=") } == false, "\(state): no time-based retention")
         // Compaction keeps the last record per <deliveryId>@<windowStart>: the full counts.
-        #expect(created[defaults.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
+        #expect(created[defaults.outputTopics[0]]?.configs.contains("cleanup.policy=compact") == true)
         #expect(created[defaults.inputTopic]?.configs.contains("cleanup.policy=compact") == false)
         for (topic, settings) in created {
             #expect(settings.partitions ?? 0 >= 1, "\(topic): --partitions")
@@ -561,7 +561,7 @@ import Yams
             let config = try RunCommand.parse([]).resolve(Environment(DeployFiles.workerEnvironment(service))).config
             shapes.insert(
                 [config.brokers, config.group, config.aggregateGroup, config.inputTopic, config.effectiveRepartitionTopic,
-                    config.outputTopic, config.deadLetterTopic, "\(config.window)", "\(config.maxFutureSkew)"].joined(separator: " "))
+                    config.outputTopics[0], config.deadLetterTopic, "\(config.window)", "\(config.maxFutureSkew)"].joined(separator: " "))
         }
         #expect(shapes.count == 1, "every instance must be configured alike (groups, topics, windows): \(shapes)")
 
@@ -694,13 +694,13 @@ import Yams
         let notes = try DeployFiles.text("deploy/k8s/README.md")
         let created = try DeployFiles.createdTopics(script: notes)
         let repartition = config.effectiveRepartitionTopic
-        #expect(Set(created.keys).isSuperset(of: [config.inputTopic, config.outputTopic, config.deadLetterTopic, repartition]))
+        #expect(Set(created.keys).isSuperset(of: [config.inputTopic, config.outputTopics[0], config.deadLetterTopic, repartition]))
         let inputPartitions = try #require(created[config.inputTopic]?.partitions, "the notes create \(config.inputTopic) with --partitions")
         #expect(created[repartition]?.partitions == inputPartitions, "\(repartition): as many partitions as \(config.inputTopic)")
         #expect(created[repartition]?.configs.contains("cleanup.policy=delete") == true, "\(repartition): cleanup.policy=delete")
         let asWorker = Set(Pipeline.repartitionTopicConfig.map { "\($0.key)=\($0.value)" })
         #expect(Set(created[repartition]?.configs ?? []) == asWorker, "\(repartition): created as the worker creates it, \(asWorker.sorted())")
-        #expect(created[config.outputTopic]?.configs.contains("cleanup.policy=compact") == true)
+        #expect(created[config.outputTopics[0]]?.configs.contains("cleanup.policy=compact") == true)
 
         // Each stage's shards is bounded by its topic's partitions: more pods would idle.
         let replicas = try #require(DeployFiles.manifest(kind: "Deployment")["spec"]["replicas"].int)
@@ -712,7 +712,7 @@ import Yams
             "read topic:\(config.inputTopic)", "read topic:\(repartition)", "write topic:\(repartition)",
             // The aggregate stage purges what its group committed.
             "delete topic:\(repartition)",
-            "write topic:\(config.outputTopic)", "write topic:\(config.deadLetterTopic)", "read group:\(config.group)",
+            "write topic:\(config.outputTopics[0])", "write topic:\(config.deadLetterTopic)", "read group:\(config.group)",
             "read group:\(config.aggregateGroup)",
         ]
         for grant in needed {

@@ -15,7 +15,7 @@ import TrackingDomain
 public enum GapProbe {
     /// The probe's group, fixed to one-minute windows through probe-repartition.
     static let identity = GroupIdentity(
-        group: "probe", inputTopic: "hits", windowSize: 60_000, repartitionTopic: "probe-repartition", stateTopic: "probe-state")
+        group: "probe", inputTopic: "hits", windowSizes: [60_000], repartitionTopic: "probe-repartition", stateTopic: "probe-state")
 
     /// One offset of a partition.
     public enum Slot: Sendable {
@@ -105,7 +105,7 @@ public enum GapProbe {
         let stage = NormalizeStage(
             sourcePartitions: partitions.count, repartitionPartitions: 1, identity: Self.identity,
             limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: 30_000,
-            originals: OriginalRule(windowSize: 60_000, retention: 3_600_000, delayAllowance: 30_000))
+            originals: OriginalRule(windowSizes: [60_000], retention: 3_600_000, delayAllowance: 30_000))
         let runner = StageRunner(stage: stage, settings: settings, logger: Logger(label: "trackpipe.probe") { _ in SwiftLogNoOpLogHandler() }, clock: cluster.clock)
         var pending = partitions.enumerated().compactMap { number, partition in partition.deletedWhileReading.map { (Int32(number), $0) } }
         do {

@@ -293,7 +293,7 @@ public final class RunnerWorld {
         let window = WindowConfig(size: Self.windowSize, grace: 1_000, retention: 86_400_000, idleTimeout: 2_000)
         let limit = RecordLimit(bytes: cluster.producerLimit)
         let identity = GroupIdentity(
-            group: Self.group, inputTopic: Self.inputTopic, windowSize: window.size, repartitionTopic: "\(Self.group)-repartition",
+            group: Self.group, inputTopic: Self.inputTopic, windowSizes: window.lengths, repartitionTopic: "\(Self.group)-repartition",
             stateTopic: "\(Self.group)-state")
         let normalize = NormalizeStage(
             sourcePartitions: inputPartitions, repartitionPartitions: Int32(repartitionPartitions), identity: identity, limits: NormalizerLimits(), maxFutureSkew: 3_600_000, idleTimeout: window.idleTimeout,

@@ -110,7 +110,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
         HitSource.Settings(
             seed: hitSeed, start: start, rate: Double(rate), deliveries: deliveries, badRate: badRate, duplicateRate: duplicateRate,
             trackingOffEvery: trackingOffEvery, lateShare: lateShare, beyondShare: beyondShare, fastClockShare: fastClockShare,
-            wrongClockShare: wrongClockShare, window: (window.size, window.grace, window.retention), maxFutureSkew: maxFutureSkew)
+            wrongClockShare: wrongClockShare, window: (window.lengths[0], window.sizes[0].grace, window.retention), maxFutureSkew: maxFutureSkew)
     }
 
     public var description: String {
@@ -118,7 +118,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             mode.rawValue, "\(inputPartitions) input partitions",
             mode == .twoStage ? "\(repartitionPartitions) repartition partitions" : nil,
             "\(instances) instances",
-            "window \(window.size) grace \(window.grace) retention \(window.retention) idle \(window.idleTimeout)",
+            "window \(window.lengths[0]) grace \(window.sizes[0].grace) retention \(window.retention) idle \(window.idleTimeout)",
             window.maxEntries < 1_000_000 ? "cap \(window.maxEntries)" : nil,
             "skew \(maxFutureSkew)", "marks every \(markInterval)",
             delayAllowance > 0 ? "originals allowance \(delayAllowance)" : nil,

@@ -73,8 +73,8 @@ public struct Schedule: Sendable {
             operations.append(.produce(advance: random.int(20...max(40, idle / (scenario.lockstep ? 4 : 3)))))
             let roles: [Role] = mode == .twoStage ? [.normalize, .aggregate] : [.aggregate]
             // Every event's values are drawn whether its feature is on or not (see `Scenario.draw`).
-            let long = window.retention + window.size
-            let pause = (random.chance(0.04), random.chance(0.7), random.int(idle...3 * idle), random.int(long...long + 2 * window.size + idle))
+            let long = window.retention + window.lengths[0]
+            let pause = (random.chance(0.04), random.chance(0.7), random.int(idle...3 * idle), random.int(long...long + 2 * window.lengths[0] + idle))
             // In lockstep the pause ends the step, once everything produced has been read.
             let pauseOperation: Operation? = scenario.has(.pauses) && pause.0 ? .pause(pause.1 ? pause.2 : pause.3) : nil
             if let pauseOperation, !scenario.lockstep { operations.append(pauseOperation) }

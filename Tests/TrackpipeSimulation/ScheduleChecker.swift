@@ -261,7 +261,7 @@ struct ScheduleChecker {
                         }
                     case .counted(let hit):
                         verdicts.counted += 1
-                        let key = Self.key(hit, size: window.size)
+                        let key = Self.key(hit, size: window.lengths[0])
                         if distinct.isEmpty {
                             verdicts.expected.append(hit)
                         } else if distinct == ["too_late"] {
@@ -314,7 +314,7 @@ struct ScheduleChecker {
             }
         }
 
-        let reference = ReferenceAggregates(verdicts.expected, windowSize: window.size).byKey
+        let reference = ReferenceAggregates(verdicts.expected, windowSize: window.lengths[0]).byKey
         func hits(_ counts: ReferenceAggregates.Counts) -> Int { counts.impressions + counts.clicks + counts.opens }
         func context(_ key: String) -> String {
             let entries = verdicts.positionsByKey[key] ?? []
@@ -486,8 +486,8 @@ struct ScheduleChecker {
                 var progress: Int64?
                 for (offset, message) in messages.enumerated() {
                     guard case .counted(let hit) = message.fate else { continue }
-                    let start = Self.windowStart(hit.eventTime, size: window.size)
-                    let expiry = start + window.size + window.retention
+                    let start = Self.windowStart(hit.eventTime, size: window.lengths[0])
+                    let expiry = start + window.lengths[0] + window.retention
                     if throughIdleness || message.producedAt < (perPartition ? limits[topic]![partition] : global) {
                         checked += 1
                         let position = Position(topic: topic, partition: Int32(partition), offset: Int64(offset))
@@ -498,7 +498,7 @@ struct ScheduleChecker {
                                 "\(position) (\(message.kind.rawValue), event time +\(hit.eventTime - world.scenario.start), Kafka timestamp +\(message.kafkaTimestamp - world.scenario.start)): its window's end plus retention is +\(expiry - world.scenario.start), its partition's progress before it +\(progress.map { String($0 - world.scenario.start) } ?? "none")"
                             found.append(
                                 Discrepancy(
-                                    dead ? .tooLateTooSoon : .countedPastRetention, key: Self.key(hit, size: window.size),
+                                    dead ? .tooLateTooSoon : .countedPastRetention, key: Self.key(hit, size: window.lengths[0]),
                                     dead ? "dead-lettered too_late but the rule says count it: \(text)" : "counted but the rule says too_late: \(text)"))
                         }
                     }
@@ -575,13 +575,13 @@ struct ScheduleChecker {
             }
             if burst[source] != at, at < world.servedUntil {
                 checked += 1
-                let expiry = Self.windowStart(entry.hit.eventTime, size: window.size) + window.size + window.retention
+                let expiry = Self.windowStart(entry.hit.eventTime, size: window.lengths[0]) + window.lengths[0] + window.retention
                 let allowed = max(progress[source] ?? .min, quietBound, idleBound)
                 if tooLate.contains(entry.position), expiry > allowed {
                     let start = world.scenario.start
                     found.append(
                         Discrepancy(
-                            .tooLateTooSoon, key: Self.key(entry.hit, size: window.size),
+                            .tooLateTooSoon, key: Self.key(entry.hit, size: window.lengths[0]),
                             "dead-lettered too_late beyond what quiet periods allow: \(entry.position) (\(entry.message.kind.rawValue), event time +\(entry.hit.eventTime - start), Kafka timestamp +\(entry.message.kafkaTimestamp - start), produced at +\(at - start)): its window's end plus retention is +\(expiry - start), its partition's progress before it +\(progress[source].map { String($0 - start) } ?? "none"), the quiet periods' bound +\(quietBound == .min ? "none" : String(quietBound - start)), idle partitions' +\(idleBound == .min ? "none" : String(idleBound - start))"
                         ))
                 }

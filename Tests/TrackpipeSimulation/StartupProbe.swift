@@ -13,7 +13,7 @@ import Windowing
 public enum StartupProbe {
     /// `g1`: two stages reading `hits` (4 partitions) in windows of a minute, through
     /// `g1-repartition` (2 partitions), its state in `g1-state` (2 partitions).
-    static let g1 = GroupIdentity(group: "g1", inputTopic: "hits", windowSize: 60_000, repartitionTopic: "g1-repartition", stateTopic: "g1-state")
+    static let g1 = GroupIdentity(group: "g1", inputTopic: "hits", windowSizes: [60_000], repartitionTopic: "g1-repartition", stateTopic: "g1-state")
 
     /// What `g1` left (and an input it never read, `hits-b`): its normalize stage's commit on every input partition, its aggregate
     /// stage's on every repartition partition, a marks record of its normalize stage in every

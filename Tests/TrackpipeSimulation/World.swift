@@ -36,9 +36,9 @@ struct Deployment: Equatable {
     var aggregateGroup: String { "\(group)-aggregate" }
     var repartitionTopic: String { "\(group)-repartition" }
     /// What the deployment's group is fixed to, as `PipelineConfig.identity` derives it.
-    func identity(windowSize: Int64, inputTopic: String) -> GroupIdentity {
+    func identity(windowSizes: [Int64], inputTopic: String) -> GroupIdentity {
         GroupIdentity(
-            group: group, inputTopic: inputTopic, windowSize: windowSize, repartitionTopic: mode == .twoStage ? repartitionTopic : nil,
+            group: group, inputTopic: inputTopic, windowSizes: windowSizes, repartitionTopic: mode == .twoStage ? repartitionTopic : nil,
             stateTopic: stateTopic)
     }
 
@@ -267,16 +267,16 @@ final class World {
     private func normalizeStage(for deployment: Deployment) -> NormalizeStage {
         NormalizeStage(
             sourcePartitions: inputPartitions, repartitionPartitions: Int32(scenario.repartitionPartitions),
-            identity: deployment.identity(windowSize: scenario.window.size, inputTopic: inputTopic), limits: NormalizerLimits(),
+            identity: deployment.identity(windowSizes: scenario.window.lengths, inputTopic: inputTopic), limits: NormalizerLimits(),
             maxFutureSkew: scenario.maxFutureSkew, idleTimeout: scenario.window.idleTimeout, markInterval: scenario.markInterval,
             shards: scenario.shards, batchBytes: scenario.batchBytes,
             originals: OriginalRule(
-                windowSize: scenario.window.size, retention: scenario.window.retention, delayAllowance: scenario.delayAllowance))
+                windowSizes: scenario.window.lengths, retention: scenario.window.retention, delayAllowance: scenario.delayAllowance))
     }
 
     /// The window stage as `Pipeline` makes it: with a changelog, in both modes.
     private func shuffledAggregateStage(for deployment: Deployment) -> AggregateStage<RepartitionInput> {
-        let identity = deployment.identity(windowSize: scenario.window.size, inputTopic: inputTopic)
+        let identity = deployment.identity(windowSizes: scenario.window.lengths, inputTopic: inputTopic)
         return AggregateStage(
             input: RepartitionInput(partitionCount: Int32(scenario.repartitionPartitions), identity: identity), window: scenario.window,
             shards: scenario.shards, identity: identity)
@@ -285,7 +285,7 @@ final class World {
     private func directAggregateStage(for deployment: Deployment) -> AggregateStage<RawHitInput> {
         AggregateStage(
             input: RawHitInput(limits: NormalizerLimits(), maxFutureSkew: scenario.maxFutureSkew), window: scenario.window,
-            shards: scenario.shards, identity: deployment.identity(windowSize: scenario.window.size, inputTopic: inputTopic))
+            shards: scenario.shards, identity: deployment.identity(windowSizes: scenario.window.lengths, inputTopic: inputTopic))
     }
 
     /// Starts one runner per stage and instance for the current deployment and input topic, and
@@ -869,7 +869,7 @@ final class World {
         before = trace == nil ? nil : snapshot()
         // When every source is idle, event time goes on from the slowest source that was still
         // delivering (a stale hit as its last input makes it slow): far enough covers that lag.
-        let far = scenario.window.size + scenario.window.grace + scenario.window.retention + 2 * scenario.window.idleTimeout + 1_000 + spread
+        let far = scenario.window.lengths.last! + scenario.window.sizes.last!.grace + scenario.window.retention + 2 * scenario.window.idleTimeout + 1_000 + spread
         if !scenario.drainByFinish { now += far }
         // Every hit is produced: a bounded run's input ends here.
         inputEnded.finish()

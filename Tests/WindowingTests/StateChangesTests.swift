@@ -84,7 +84,7 @@ struct StateChangesTests {
         let output = engine.process([Hits.input("d2", "x", .impression, at: base + 3_600_000, offset: 3)], now: 3)
         #expect(output.emitted.contains { $0.deliveryId == "d1" && $0.revision == 3 })
         let changes = engine.exportChanges()
-        let key = WindowKey(windowStart: base, deliveryId: "d1")
+        let key = WindowKey(size: 60_000, windowStart: base, deliveryId: "d1")
         #expect(changes.evicted.contains(key))
         let final = changes.windows.first { $0.window == key }
         #expect(final?.broadlogs.map(\.id).sorted() == ["a", "b"] && final?.emittedRevision == 3 && final?.counters.hitCount == 3)
@@ -95,7 +95,7 @@ struct StateChangesTests {
     func restoredWindowsCarryNoChanges() {
         var engine = WindowEngine(config: Self.config, exportsChanges: true)
         let state = WindowState(
-            deliveryId: "d1", windowStart: 1_795_300_020_000 - 1_795_300_020_000 % 60_000, counters: WindowCounters(),
+            size: 60_000, deliveryId: "d1", windowStart: 1_795_300_020_000 - 1_795_300_020_000 % 60_000, counters: WindowCounters(),
             broadlogs: (0..<100).map { BroadlogActions(id: BroadlogID("b\($0)"), actions: 1) }, countedThrough: 7, emittedRevision: 0)
         engine.restore([state])
         engine.finishRestore()

@@ -7,7 +7,7 @@ import TrackingDomain
     static let config = WindowConfig(size: 60_000, grace: 10_000, retention: 120_000)
 
     struct Driver {
-        var store = WindowStore(config: WindowStoreTests.config)
+        var store = WindowStore(window: WindowStoreTests.config.sizes[0], retention: WindowStoreTests.config.retention)
         var horizon = Int64.min
         var restore: [Int32: RestorePoint] = [:]
 
@@ -98,7 +98,7 @@ import TrackingDomain
             Hits.input("d1", "b1", .impression, at: 1_000, offset: 10),  // new hit, final window
             Hits.input("d1", "b1", .impression, at: 70_000, offset: 9),  // reread, window still open
         ], watermark: nil)
-        #expect(out.rereadFinal == 1)
+        #expect(out.rereadFinalTags.count == 1)
         #expect(out.tooLate.map(\.offset) == [10])
         #expect(out.hitsCounted == 1)
     }
@@ -111,7 +111,7 @@ import TrackingDomain
         driver.restore = [
             0: RestorePoint(
                 processedMark: 10, evictedBefore: 180_000,
-                counted: [WindowKey(windowStart: 0, deliveryId: "d1"): 5, WindowKey(windowStart: 60_000, deliveryId: "d1"): 7])
+                counted: [WindowKey(size: 60_000, windowStart: 0, deliveryId: "d1"): 5, WindowKey(size: 60_000, windowStart: 60_000, deliveryId: "d1"): 7])
         ]
         let out = driver.feed([
             Hits.input("d1", "b1", .impression, at: 1_000, offset: 4),   // evicted window, held by its final state
@@ -121,7 +121,7 @@ import TrackingDomain
             Hits.input("d2", "b1", .impression, at: 72_000, offset: 9),  // no state at all: too late then
             Hits.input("d1", "b5", .impression, at: 73_000, offset: 10), // past the reread: counted
         ], watermark: nil)
-        #expect(out.rereadFinal == 2)
+        #expect(out.rereadFinalTags.count == 2)
         #expect(out.tooLate.map(\.offset) == [6, 8, 9])
         #expect(out.hitsCounted == 1)
     }
@@ -135,7 +135,7 @@ import TrackingDomain
         driver.horizon = 180_000
         driver.restore = [
             0: RestorePoint(
-                processedMark: 10, evictedBefore: 0, counted: [WindowKey(windowStart: 0, deliveryId: "d1"): 14], countedMark: 15)
+                processedMark: 10, evictedBefore: 0, counted: [WindowKey(size: 60_000, windowStart: 0, deliveryId: "d1"): 14], countedMark: 15)
         ]
         let out = driver.feed([
             Hits.input("d1", "b1", .impression, at: 1_000, offset: 11),  // expired window, held by its head: counted before
@@ -143,7 +143,7 @@ import TrackingDomain
             Hits.input("d3", "b1", .impression, at: 2_000, offset: 13),  // no head, expired window: too late
             Hits.input("d1", "b2", .impression, at: 1_000, offset: 16),  // past what its head holds: too late
         ], watermark: nil)
-        #expect(out.rereadFinal == 1)
+        #expect(out.rereadFinalTags.count == 1)
         #expect(out.tooLate.map(\.offset) == [13, 16])
         #expect(out.hitsCounted == 1)
     }
@@ -169,8 +169,8 @@ import TrackingDomain
     @Test func finalEmissionWritesEachWindowOnceAsItLeavesRetention() {
         func run(_ emission: WindowEmission) -> [[WindowAggregate]] {
             var config = Self.config
-            config.emission = emission
-            var driver = Driver(store: WindowStore(config: config))
+            config = config.emitting(emission)
+            var driver = Driver(store: WindowStore(window: config.sizes[0], retention: config.retention))
             return [
                 driver.feed([
                     Hits.input("d1", "b1", .impression, at: 1_000, offset: 0),
@@ -191,8 +191,8 @@ import TrackingDomain
 
         // A bounded run's end writes the windows still retained, once.
         var config = Self.config
-        config.emission = .final
-        var driver = Driver(store: WindowStore(config: config))
+        config = config.emitting(.final)
+        var driver = Driver(store: WindowStore(window: config.sizes[0], retention: config.retention))
         _ = driver.feed([Hits.input("d1", "b1", .impression, at: 1_000, offset: 0)], watermark: 75_000)
         var out = StoreOutput()
         driver.store.flushAll(into: &out)

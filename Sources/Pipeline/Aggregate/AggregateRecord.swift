@@ -49,6 +49,7 @@ public enum AggregateRecord {
 /// places it by key, so that every revision of a window lands in one partition, in order.
 struct AggregateOutput: OutgoingRecord {
     let key: String
+    let windowSize: Int64?
     /// The JSON counts, lent from the emitter's writer (reused for the next window).
     let value: [UInt8]
 
@@ -75,7 +76,8 @@ struct AggregateEmitter: Sendable {
         for aggregate in aggregates {
             writer.removeAll()
             AggregateRecord.writeValue(aggregate, into: &writer)
-            try sink.send(AggregateOutput(key: AggregateRecord.key(aggregate), value: writer.bytes))
+            try sink.send(
+                AggregateOutput(key: AggregateRecord.key(aggregate), windowSize: aggregate.windowEnd - aggregate.windowStart, value: writer.bytes))
             report.emitDelays.append(max(0, Double(now - aggregate.windowEnd) / 1000))
         }
         report.accounting.emitted += aggregates.count

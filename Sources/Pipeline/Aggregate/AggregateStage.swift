@@ -29,8 +29,8 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     private var emitter = AggregateEmitter()
 
     public init(input: Input, window: WindowConfig, shards: Int, identity: GroupIdentity) {
-        guard let sourceTopic = identity.inputTopic, identity.windowSize == window.size else {
-            preconditionFailure("the identity names the input and records the window size the tasks count")
+        guard let sourceTopic = identity.inputTopic, identity.windowSizes == window.lengths else {
+            preconditionFailure("the identity names the input and records the window sizes the tasks count")
         }
         self.sourceTopic = sourceTopic
         self.input = input

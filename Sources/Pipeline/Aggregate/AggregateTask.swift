@@ -90,10 +90,8 @@ struct AggregateTask: WindowTask {
         // Windows past the horizon the state records were evicted in the interval its last
         // write covered: they are read back only for their last records and for the reread.
         let evictedBefore = restored.task?.evictedBefore ?? .min
-        let config = engine.config
-        let isFinal = { (window: WindowKey) in
-            EventTimeMath.add(EventTimeMath.add(window.windowStart, config.size), config.retention) <= evictedBefore
-        }
+        let retention = engine.config.retention
+        let isFinal = { (window: WindowKey) in EventTimeMath.add(window.windowEnd, retention) <= evictedBefore }
         let finals = restored.windows.filter { isFinal($0.key) }
         engine.restore(restored.windows.filter { !isFinal($0.key) })
         engine.finishRestore()
@@ -102,7 +100,7 @@ struct AggregateTask: WindowTask {
         // first commit, as the state read back has them (later emissions of the same window
         // carry higher revisions and win).
         let unconfirmed = Set(restored.unconfirmed)
-        for final in finals where unconfirmed.contains(final.key) { Self.keepLatest(final.record(windowSize: config.size), in: &held) }
+        for final in finals where unconfirmed.contains(final.key) { Self.keepLatest(final.record, in: &held) }
         for record in engine.currentRecords(restored.unconfirmed.filter { !isFinal($0) }) { Self.keepLatest(record, in: &held) }
         let processed = offsets.processedMark ?? offsets.committed ?? 0
         if phase.handle(.stateRead(belowMark: offsets.isRereading, countedPast: countedPast, processed: processed)) {
@@ -171,7 +169,7 @@ struct AggregateTask: WindowTask {
     }
 
     private static func keepLatest(_ record: WindowAggregate, in records: inout [WindowKey: WindowAggregate]) {
-        let key = WindowKey(windowStart: record.windowStart, deliveryId: record.deliveryId)
+        let key = WindowKey(size: record.windowEnd - record.windowStart, windowStart: record.windowStart, deliveryId: record.deliveryId)
         if let kept = records[key], kept.revision > record.revision { return }
         records[key] = record
     }

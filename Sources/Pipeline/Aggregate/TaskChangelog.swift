@@ -124,30 +124,62 @@ struct TaskChangelog: Sendable {
         let evicted = Set(changes.evicted)
         return changes.windows.compactMap { change in
             guard let footprint = footprints[change.window], !footprint.named.isEmpty, !evicted.contains(change.window) else { return nil }
-            return Self.shouldMerge(footprint, change) ? change.window : nil
+            return shouldMerge(footprint, change) ? change.window : nil
         }
     }
 
     /// The rule: a window's records, after this change, against one complete write of it.
-    static func shouldMerge(_ footprint: Footprint, _ change: WindowChange) -> Bool {
+    func shouldMerge(_ footprint: Footprint, _ change: WindowChange) -> Bool {
         let perRecord = segmentOverhead(change.window)
         let added = change.broadlogs.reduce(0) { $0 + ChangelogRecord.encodedSize(of: $1) }
-        let addedSegments = segmentCount(bytes: added, entries: change.broadlogs.count)
+        let addedSegments = Self.segmentCount(bytes: added, entries: change.broadlogs.count)
         let live = footprint.bytes + added + addedSegments * perRecord
         let entries = footprint.entries + change.broadlogs.count
         let average = Double(footprint.entryBytes + added) / Double(max(1, entries))
         let completeBytes = Int((average * Double(change.broadlogCount)).rounded(.up))
-        let completeSegments = max(1, segmentCount(bytes: completeBytes, entries: change.broadlogCount))
+        let completeSegments = max(1, Self.segmentCount(bytes: completeBytes, entries: change.broadlogCount))
         let complete = completeBytes + completeSegments * perRecord
         return footprint.named.count + addedSegments > completeSegments && live > 2 * complete
     }
 
-    private static func segmentKeyBytes(_ window: WindowKey) -> Int { 1 + ChangelogRecord.windowKeyBytes(window) + 4 }
+    /// What one segment of `window` costs beyond its broadlogs' bytes: its key (as written), its
+    /// value's version and tag, and `recordCost`. The one formula the merge rule, the writes and
+    /// the restore weigh records by.
+    private func segmentOverhead(_ window: WindowKey) -> Int { 1 + ChangelogRecord.windowKeyBytes(recordForm(window)) + 4 + 2 + Self.recordCost }
 
-    /// What one segment of `window` costs beyond its broadlogs' bytes: its key, its value's
-    /// version and tag, and `recordCost`. The one formula the merge rule, the writes and the
-    /// restore weigh records by.
-    private static func segmentOverhead(_ window: WindowKey) -> Int { segmentKeyBytes(window) + 2 + recordCost }
+    /// A window as its records name it: a one-size pipeline's keys name no size
+    /// (`ChangelogRecord.unsized`), as they did before a pipeline could count several.
+    private func recordForm(_ window: WindowKey) -> WindowKey {
+        guard identity.windowSizes.count == 1 else { return window }
+        return WindowKey(size: ChangelogRecord.unsized, windowStart: window.windowStart, deliveryId: window.deliveryId)
+    }
+
+    /// A window as the engine knows it, from the key of its records; nil: the key of a pipeline of
+    /// other sizes.
+    private func engineForm(_ window: WindowKey) -> WindowKey? {
+        let sizes = identity.windowSizes
+        if window.size == ChangelogRecord.unsized {
+            return sizes.count == 1 ? WindowKey(size: sizes[0], windowStart: window.windowStart, deliveryId: window.deliveryId) : nil
+        }
+        return sizes.count > 1 && sizes.contains(window.size) ? window : nil
+    }
+
+    private func inRecordForm(_ key: ChangelogRecord.Key) -> ChangelogRecord.Key {
+        switch key {
+        case .head(let window): .head(recordForm(window))
+        case .segment(let window, let number): .segment(recordForm(window), number: number)
+        case .task: .task
+        }
+    }
+
+    private func inRecordForm(_ entry: ChangelogRecord.Entry) -> ChangelogRecord.Entry {
+        switch entry {
+        case .head(let window, let head): .head(recordForm(window), head)
+        case .segment(let window, let number, let broadlogs): .segment(recordForm(window), number: number, broadlogs: broadlogs)
+        case .task: entry
+        case .tombstone(let key): .tombstone(inRecordForm(key))
+        }
+    }
 
     private static func segmentCount(bytes: Int, entries: Int) -> Int {
         entries == 0 ? 0 : (bytes + ChangelogRecord.segmentBytes - 1) / ChangelogRecord.segmentBytes
@@ -208,7 +240,7 @@ struct TaskChangelog: Sendable {
             entries.append(.task(task))
             lastTask = task
         }
-        return entries
+        return entries.map(inRecordForm)
     }
 
     private func head(_ change: WindowChange, naming segments: Range<UInt32>) -> ChangelogRecord.Head {
@@ -223,7 +255,7 @@ struct TaskChangelog: Sendable {
         -> (entries: [ChangelogRecord.Entry], bytes: Int, entryBytes: Int)
     {
         guard !broadlogs.isEmpty else { return ([], 0, 0) }
-        let perRecord = Self.segmentOverhead(window)
+        let perRecord = segmentOverhead(window)
         var entries: [ChangelogRecord.Entry] = []
         var start = 0
         var size = 0
@@ -331,9 +363,16 @@ struct TaskChangelog: Sendable {
         defer { restoring = buffer }
         buffer.records += 1
         buffer.end = offset + 1
-        guard let decoded = ChangelogRecord.decodeKey(key) else {
-            buffer.unreadable += 1
-            return
+        let decoded: ChangelogRecord.Key
+        switch ChangelogRecord.decodeKey(key) {
+        case .task?: decoded = .task
+        case .head(let window)?:
+            guard let window = engineForm(window) else { return buffer.unreadable += 1 }
+            decoded = .head(window)
+        case .segment(let window, let number)?:
+            guard let window = engineForm(window) else { return buffer.unreadable += 1 }
+            decoded = .segment(window, number: number)
+        case nil: return buffer.unreadable += 1
         }
         do {
             switch decoded {
@@ -381,13 +420,13 @@ struct TaskChangelog: Sendable {
         // Every window this line wrote a record of, in a stable order.
         var windows = Set(buffer.heads.filter { $0.value.offset >= since }.keys)
         for (window, segments) in buffer.segments where segments.values.contains(where: { $0.offset >= since }) { windows.insert(window) }
-        for window in windows.sorted(by: { ($0.windowStart, $0.deliveryId) < ($1.windowStart, $1.deliveryId) }) {
+        for window in windows.sorted(by: { ($0.windowStart, $0.size, $0.deliveryId) < ($1.windowStart, $1.size, $1.deliveryId) }) {
             // Segments of this line that hold a value: written, and not deleted since.
             let held = (buffer.segments[window] ?? [:]).filter { $0.value.offset >= since && $0.value.value != nil }
             var footprint: Footprint?
             if let entry = buffer.heads[window], entry.offset >= since, let head = entry.head {
                 var named = Footprint()
-                if let state = Self.window(window, head: head, held: held, into: &named) {
+                if let state = Self.window(window, head: head, held: held, overhead: segmentOverhead(window), into: &named) {
                     restored.windows.append(state)
                     if head.emittedRevision > 0, entry.offset >= (committedChangelog ?? 0) { restored.unconfirmed.append(window) }
                     footprint = named
@@ -415,7 +454,8 @@ struct TaskChangelog: Sendable {
     /// A window as its head and the segments it names hold it; nil if one of them is missing or
     /// unreadable. `footprint` learns what the named segments take.
     private static func window(
-        _ window: WindowKey, head: ChangelogRecord.Head, held: [UInt32: (offset: Int64, value: [UInt8]?)], into footprint: inout Footprint
+        _ window: WindowKey, head: ChangelogRecord.Head, held: [UInt32: (offset: Int64, value: [UInt8]?)], overhead: Int,
+        into footprint: inout Footprint
     ) -> WindowState? {
         var broadlogs: [BroadlogActions] = []
         var bytes = 0
@@ -423,14 +463,14 @@ struct TaskChangelog: Sendable {
         for number in head.segments {
             guard let value = held[number]?.value, let segment = try? ChangelogRecord.decodeSegment(value) else { return nil }
             broadlogs += segment
-            bytes += value.count - 2 + segmentOverhead(window)
+            bytes += value.count - 2 + overhead
             entryBytes += value.count - 2
         }
         footprint = Footprint(
             named: head.segments, lowest: head.segments.lowerBound, end: head.segments.upperBound, bytes: bytes, entries: broadlogs.count,
             entryBytes: entryBytes, countedThrough: head.countedThrough)
         return WindowState(
-            deliveryId: window.deliveryId, windowStart: window.windowStart, counters: head.counters, broadlogs: broadlogs,
+            size: window.size, deliveryId: window.deliveryId, windowStart: window.windowStart, counters: head.counters, broadlogs: broadlogs,
             broadlogCount: head.broadlogCount, countedThrough: head.countedThrough, emittedRevision: head.emittedRevision)
     }
 }

@@ -51,7 +51,7 @@ extension WindowTask {
     mutating func countBatch(
         _ batch: DecodedBatch, range: Range<Int64>?, previousMark: Int64?, now: Int64, on runner: some ShardRunner
     ) -> (TaskResult, EngineOutput) {
-        let letters = LetterFilter(range: range, windowSize: engine.config.size, previousMark: previousMark)
+        let letters = LetterFilter(range: range, windowSizes: engine.config.lengths, previousMark: previousMark)
         var result = TaskResult()
         var accounting = Accounting()
         accounting.marks = batch.markRecords
@@ -115,9 +115,7 @@ extension WindowTask {
     /// allowance (the record was overtaken, clocks disagree, or instances run with different
     /// `--retention`).
     private static func withoutOriginal(_ late: LateHit, clock: Int64?, config: WindowConfig) -> String {
-        let expiry = late.event.eventTime.map {
-            EventTimeMath.add(EventTimeMath.add(EventTimeMath.windowStart(of: $0, size: config.size), config.size), config.retention)
-        }
+        let expiry = late.event.eventTime.map(config.lastExpiry(ofHitAt:))
         let cause =
             if let expiry, let clock, expiry <= clock {
                 "its record was read when the writers' clocks had gone past its window's end plus the retention, further past the clock of its own writer than the normalize stage allows for (a record delayed on its way, instance clocks that disagree, or instances run with different --retention)"
@@ -169,20 +167,20 @@ extension WindowTask {
 }
 
 /// Which messages of a batch belong to a backfill's time range, by the time they are about: the
-/// window of a hit (late or not), the Kafka timestamp of a message that could not be read or was
+/// window of a hit (late or not; of any size), the Kafka timestamp of a message that could not be read or was
 /// filtered. Outside a backfill, and for a message without any time, every message does. Only
 /// the dead letters of those that belong go out (a reread's too, since the previous owner may
 /// never have sent them).
 private struct LetterFilter {
     /// nil when every message belongs (no range, or a range of all time).
     let range: Range<Int64>?
-    let windowSize: Int64
+    let windowSizes: [Int64]
     /// The previous owner's processed mark: below it, a record re-reads what that owner processed.
     let previousMark: Int64?
 
-    init(range: Range<Int64>?, windowSize: Int64, previousMark: Int64?) {
+    init(range: Range<Int64>?, windowSizes: [Int64], previousMark: Int64?) {
         self.range = range == Int64.min..<Int64.max ? nil : range
-        self.windowSize = windowSize
+        self.windowSizes = windowSizes
         self.previousMark = previousMark
     }
 
@@ -190,7 +188,7 @@ private struct LetterFilter {
 
     func inRange(_ time: Int64?) -> Bool {
         guard let range, let time else { return true }
-        return range.contains(EventTimeMath.windowStart(of: time, size: windowSize))
+        return windowSizes.contains { range.contains(EventTimeMath.windowStart(of: time, size: $0)) }
     }
 }
 

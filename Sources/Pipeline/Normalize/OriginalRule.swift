@@ -18,14 +18,15 @@ import Windowing
 /// its own events, and another run over the same records gives the same verdicts with the same
 /// originals.
 package struct OriginalRule: Sendable, Hashable {
-    package let windowSize: Int64
+    /// The window sizes: a hit is dead-lettered only when it is too late for every size.
+    package let windowSizes: [Int64]
     package let retention: Int64
     /// How late a record may reach a repartition partition compared with another writer's
     /// record written at the same time, clock differences included.
     package let delayAllowance: Int64
 
-    package init(windowSize: Int64, retention: Int64, delayAllowance: Int64) {
-        self.windowSize = max(1, windowSize)
+    package init(windowSizes: [Int64], retention: Int64, delayAllowance: Int64) {
+        self.windowSizes = windowSizes.map { max(1, $0) }
         self.retention = retention
         self.delayAllowance = max(0, delayAllowance)
     }
@@ -34,7 +35,7 @@ package struct OriginalRule: Sendable, Hashable {
     /// long is taken for dead anyway) or half the retention, whichever is longer, so that an
     /// outage of a writer shorter than that never costs an original.
     package init(window: WindowConfig) {
-        self.init(windowSize: window.size, retention: window.retention, delayAllowance: Self.defaultAllowance(window))
+        self.init(windowSizes: window.lengths, retention: window.retention, delayAllowance: Self.defaultAllowance(window))
     }
 
     package static func defaultAllowance(_ window: WindowConfig) -> Int64 {
@@ -45,7 +46,6 @@ package struct OriginalRule: Sendable, Hashable {
     /// downstream.
     @inline(__always)
     package func carries(eventTime: Int64, writerClock: Int64) -> Bool {
-        let end = EventTimeMath.add(EventTimeMath.windowStart(of: eventTime, size: windowSize), windowSize)
-        return EventTimeMath.add(end, retention) <= EventTimeMath.add(writerClock, delayAllowance)
+        EventTimeMath.lastExpiry(ofHitAt: eventTime, sizes: windowSizes, retention: retention) <= EventTimeMath.add(writerClock, delayAllowance)
     }
 }

@@ -20,8 +20,9 @@ public final class Replay: Sendable {
         /// shards, the `-X` properties, the input's limits, how `--window` was given, whether
         /// the output may go unchecked), read and set through the config itself: `config.window`.
         public var pipeline = PipelineConfig()
-        /// Where aggregates go: a topic, or JSON Lines.
-        public var output: Output = .topic("tracking-aggregates")
+        /// Where aggregates go: a topic per window size (in the order of `window.sizes`), or JSON
+        /// Lines (every size, told apart by windowEnd - windowStart).
+        public var output: Output = .topics(["tracking-aggregates"])
         /// Dead letters are sent only when a topic is given; they are counted either way.
         public var deadLetterTopic: String?
         /// First window start to emit (epoch ms); nil: from the beginning of the topic.
@@ -42,7 +43,7 @@ public final class Replay: Sendable {
     }
 
     public enum Output: Sendable {
-        case topic(String)
+        case topics([String])
         case lines(LineWriter)
     }
 
@@ -82,19 +83,16 @@ public final class Replay: Sendable {
         var settings = RunnerSettings(
             topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
         switch config.output {
-        case .topic(let topic):
-            settings.destinations[.output] = topic
-            let partitions: Int?
-            do {
-                partitions = try Pipeline.partitionCount(of: topic, config: pipeline, admin: admin)
-            } catch PipelineError.inputTopicMissing {
-                partitions = nil
+        case .topics(let topics):
+            guard topics.count == config.window.sizes.count, Set(topics).count == topics.count else {
+                throw PipelineError.configuration(
+                    "--output-topic names \(topics.count) topic\(topics.count == 1 ? "" : "s") for \(config.window.sizes.count) window sizes: name one topic of its own per size, in the order of --window")
             }
-            settings.checkFirstOutput = try WindowSizeCheck.checkOutput(
-                topic: topic, partitions: partitions, window: config.window.size,
-                given: pipeline.givenSetting(.window),
-                allowUnchecked: config.allowUncheckedOutput, admin: admin, consumerConfig: consumerConfig, clients: LibrdkafkaClients(),
-                logger: logger)
+            settings.destinations[.output] = topics[0]
+            if topics.count > 1 { settings.outputsBySize = Dictionary(uniqueKeysWithValues: zip(config.window.lengths, topics)) }
+            settings.checkFirstOutput = try WindowSizeCheck.checkOutputs(
+                Array(zip(topics, config.window.lengths)), given: pipeline.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
+                admin: admin, consumerConfig: consumerConfig, clients: LibrdkafkaClients(), logger: logger)
         case .lines(let writer): settings.lineOutputs[.output] = writer
         }
         let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
@@ -118,7 +116,7 @@ public final class Replay: Sendable {
     private func startOffsets(_ partitions: [TopicPartition], consumer: KafkaConsumer) throws -> [TopicPartitionOffset] {
         let beginnings = try consumer.beginningOffsets(partitions)
         guard let from = config.from else { return beginnings }
-        let lead = max(config.window.retention, config.maxFutureSkew) + config.window.size
+        let lead = max(config.window.retention, config.maxFutureSkew) + config.window.lengths.last!
         // A broker that really searches answers "timestamp 0" with the first offset of every
         // partition; one that does not (librdkafka's mock cluster) answers something else.
         let probe = try consumer.offsets(forTimestamp: 0, partitions: partitions)

@@ -63,7 +63,7 @@ struct ChangelogRestoreTests {
             committer.close()
 
             var config = TestTopics.config(broker, group: group, window: ChangelogTests.window)
-            config.outputTopic = "\(group)-out"
+            config.outputTopics = ["\(group)-out"]
             config.inputKeyedByDelivery = true
             config.untilEnd = true
             let log = CapturedLog()

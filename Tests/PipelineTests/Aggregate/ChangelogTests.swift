@@ -659,7 +659,7 @@ struct ChangelogTests {
 
     @Test("the merge rule: large changes of new broadlogs are never rewritten; small ones are merged once their records cost more than twice one complete write, as are broadlogs repeated by later actions")
     func mergeRule() {
-        let window = WindowKey(windowStart: 0, deliveryId: "delivery-1")
+        let window = WindowKey(size: 60_000, windowStart: 0, deliveryId: "delivery-1")
         func change(_ broadlogs: [BroadlogActions], count: Int) -> WindowChange {
             WindowChange(window: window, counters: WindowCounters(), countedThrough: 0, emittedRevision: 0, broadlogs: broadlogs, broadlogCount: count)
         }
@@ -673,7 +673,7 @@ struct ChangelogTests {
                 let merging = changelog.merges(for: state)
                 merges += merging.count
                 // A merge rewrites the window's whole state: every broadlog seen so far.
-                let whole = merging.isEmpty ? [] : [WindowState(deliveryId: window.deliveryId, windowStart: 0, counters: WindowCounters(), broadlogs: ids(0..<change.broadlogCount), countedThrough: 0, emittedRevision: 0)]
+                let whole = merging.isEmpty ? [] : [WindowState(size: 60_000, deliveryId: window.deliveryId, windowStart: 0, counters: WindowCounters(), broadlogs: ids(0..<change.broadlogCount), countedThrough: 0, emittedRevision: 0)]
                 _ = changelog.entries(for: state, complete: whole, task: ChangelogRecord.TaskState(processedMark: 0, evictedBefore: 0))
             }
             return (changelog.footprint(of: window)!, merges)
@@ -693,10 +693,18 @@ struct ChangelogTests {
 
     @Test("the state records' bytes, one of each kind (the format is version 2)")
     func recordBytes() throws {
-        let window = WindowKey(windowStart: 60_000, deliveryId: "d1")
+        let window = WindowKey(size: ChangelogRecord.unsized, windowStart: 60_000, deliveryId: "d1")
         let windowBytes: [UInt8] = [0, 0, 0, 0, 0, 0, 0xEA, 0x60, 0, 2, 0x64, 0x31]
         #expect(ChangelogRecord.encodeKey(.head(window)) == [0x57] + windowBytes)
         #expect(ChangelogRecord.encodeKey(.segment(window, number: 5)) == [0x53] + windowBytes + [0, 0, 0, 5])
+        // A pipeline of several sizes names the size (here an hour, 3,600,000 ms) before the start.
+        let hour = WindowKey(size: 3_600_000, windowStart: 60_000, deliveryId: "d1")
+        let hourBytes: [UInt8] = [0, 0, 0, 0, 0, 0x36, 0xEE, 0x80] + windowBytes
+        #expect(ChangelogRecord.encodeKey(.head(hour)) == [0x77] + hourBytes)
+        #expect(ChangelogRecord.encodeKey(.segment(hour, number: 5)) == [0x73] + hourBytes + [0, 0, 0, 5])
+        #expect(ChangelogRecord.decodeKey([0x73] + hourBytes + [0, 0, 0, 5]) == .segment(hour, number: 5))
+        #expect(ChangelogRecord.decodeKey([0x57] + windowBytes) == .head(window))
+        #expect(ChangelogRecord.decodeKey([0x77, 0, 0, 0, 0, 0, 0, 0, 0] + windowBytes) == nil, "a sized key of size 0 is no key")
         #expect(ChangelogRecord.encodeKey(.task) == [0x54])
         var counters = WindowCounters()
         (counters.impressions, counters.clicks, counters.uniqueImpressions, counters.uniqueClicks) = (3, 1, 2, 1)

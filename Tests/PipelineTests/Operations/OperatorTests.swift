@@ -105,7 +105,7 @@ struct OperatorTests {
         let captured = CapturedLog()
         var settings = config(broker, group: "holding")
         settings.window = WindowConfig(size: 60_000, grace: 1_000, retention: 3_600_000, idleTimeout: 1_000)
-        settings.window.emission = .final
+        settings.window = settings.window.emitting(.final)
         let worker = LiveWorker(settings, logger: captured.logger)
         var stopped = false
         defer { if !stopped { _ = try? worker.stop() } }

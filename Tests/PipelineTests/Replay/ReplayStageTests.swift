@@ -84,9 +84,9 @@ struct ReplayStageTests {
         #expect(everything.contains { $0.destination == .deadLetter && $0.header[DeadLetter.Header.reason] == "too_late" })
         #expect(!everything.contains { $0.destination == .changelog })
 
-        let first = EventTimeMath.windowStart(of: start, size: window.size) + 3 * window.size
-        let range = first..<(first + 3 * window.size)
-        let starts = Set(stride(from: range.lowerBound, to: range.upperBound, by: Int(window.size)).map { RFC3339.format(epochMillis: $0) })
+        let first = EventTimeMath.windowStart(of: start, size: window.lengths[0]) + 3 * window.lengths[0]
+        let range = first..<(first + 3 * window.lengths[0])
+        let starts = Set(stride(from: range.lowerBound, to: range.upperBound, by: Int(window.lengths[0])).map { RFC3339.format(epochMillis: $0) })
         let ranged = try replay(range: range)
         let inRange = everything.filter { $0.destination == .output && starts.contains(String($0.keyText!.split(separator: "@").last!)) }
         #expect(!inRange.isEmpty)
@@ -149,8 +149,8 @@ struct ReplayStageTests {
         #expect(all.deadLettered == lettersByReason(everything.sent))
         #expect(try hitsWritten(everything.sent) == all.accepted)
 
-        let first = EventTimeMath.windowStart(of: start, size: window.size) + 3 * window.size
-        let ranged = try replay(range: first..<(first + 3 * window.size))
+        let first = EventTimeMath.windowStart(of: start, size: window.lengths[0]) + 3 * window.lengths[0]
+        let ranged = try replay(range: first..<(first + 3 * window.lengths[0]))
         let a = ranged.accounting
         #expect(a.balanced, "\(a)")
         #expect(a.consumed == records.count)

@@ -14,11 +14,11 @@ enum TestGroup {
 
     /// `input`: the input topic, as a stage knows it (nil: as a checkpoint records it, without).
     static func twoStages(window: Int64 = 60_000, input: String? = nil) -> GroupIdentity {
-        GroupIdentity(group: name, inputTopic: input, windowSize: window, repartitionTopic: repartitionTopic, stateTopic: stateTopic)
+        GroupIdentity(group: name, inputTopic: input, windowSizes: [window], repartitionTopic: repartitionTopic, stateTopic: stateTopic)
     }
 
     static func oneStage(window: Int64 = 60_000, input: String? = nil) -> GroupIdentity {
-        GroupIdentity(group: name, inputTopic: input, windowSize: window, repartitionTopic: nil, stateTopic: stateTopic)
+        GroupIdentity(group: name, inputTopic: input, windowSizes: [window], repartitionTopic: nil, stateTopic: stateTopic)
     }
 }
 
@@ -27,7 +27,7 @@ extension AggregateStage {
     init(sourceTopic: String, input: Input, window: WindowConfig, shards: Int) {
         let identity =
             Input.self == RawHitInput.self
-            ? TestGroup.oneStage(window: window.size, input: sourceTopic) : TestGroup.twoStages(window: window.size, input: sourceTopic)
+            ? TestGroup.oneStage(window: window.lengths[0], input: sourceTopic) : TestGroup.twoStages(window: window.lengths[0], input: sourceTopic)
         self.init(input: input, window: window, shards: shards, identity: identity)
     }
 }

@@ -37,7 +37,7 @@ enum TestTopics {
         var config = PipelineConfig()
         config.brokers = broker.bootstrapServers
         config.inputTopic = "hits"
-        config.outputTopic = "aggregates"
+        config.outputTopics = ["aggregates"]
         config.deadLetterTopic = "dlq"
         config.group = group
         config.shards = shards

@@ -26,8 +26,8 @@ struct ReferenceModel {
     }
 
     func start(of time: Int64) -> Int64 {
-        var start = (time / config.size) * config.size
-        if start > time { start -= config.size }
+        var start = (time / config.lengths[0]) * config.lengths[0]
+        if start > time { start -= config.lengths[0] }
         return start
     }
 
@@ -35,7 +35,7 @@ struct ReferenceModel {
         for input in batch {
             let time = input.event.eventTime!
             let start = start(of: time)
-            if start + config.size + config.retention <= horizon {
+            if start + config.lengths[0] + config.retention <= horizon {
                 tooLate.insert([Int64(input.partition), input.offset])
                 continue
             }
@@ -59,7 +59,7 @@ struct ReferenceModel {
             let clicked = cell.broadlogs[.click] ?? []
             let opened = cell.broadlogs[.open] ?? []
             result[key] = WindowAggregate(
-                deliveryId: key.delivery, windowStart: key.start, windowEnd: key.start + config.size,
+                deliveryId: key.delivery, windowStart: key.start, windowEnd: key.start + config.lengths[0],
                 impressions: cell.hits[.impression] ?? 0, clicks: cell.hits[.click] ?? 0,
                 opens: cell.hits[.open] ?? 0,
                 uniqueImpressions: cell.broadlogs[.impression]?.count ?? 0,
