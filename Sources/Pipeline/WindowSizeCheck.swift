@@ -15,8 +15,9 @@ import TrackingDomain
 /// and may change between runs (docs/windowing.md, "What a group and an output topic are fixed
 /// to").
 package enum WindowSizeCheck {
-    /// `1m`, `5m`, `30s`, `1h`, `1500ms`: as `--window` takes it.
+    /// `1m`, `5m`, `30s`, `1h`, `1d`, `1500ms`: as `--window` takes it.
     package static func text(_ millis: Int64) -> String {
+        if millis % 86_400_000 == 0 { return "\(millis / 86_400_000)d" }
         if millis % 3_600_000 == 0 { return "\(millis / 3_600_000)h" }
         if millis % 60_000 == 0 { return "\(millis / 60_000)m" }
         if millis % 1_000 == 0 { return "\(millis / 1_000)s" }

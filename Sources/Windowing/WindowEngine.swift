@@ -312,19 +312,20 @@ public struct WindowEngine: Sendable {
         if sizes == 1 {
             for out in outputs {
                 output.tooLate.append(contentsOf: out.tooLate)
-                output.rereadFinal += out.rereadFinalTags.count
+                output.rereadFinal += out.rereadFinal.count
             }
         } else {
-            var late: [Int: (sizes: Int, hit: LateHit)] = [:]
-            var final: [Int: Int] = [:]
+            var late: [HitPlace: (sizes: Int, hit: LateHit)] = [:]
+            var final: [HitPlace: Int] = [:]
             for (index, out) in outputs.enumerated() {
                 let size = config.sizes[index / shardCount].size
                 for hit in out.tooLate {
                     // Sizes ascend: the detail kept is the largest size's, the last to let go.
-                    late[hit.tag] = ((late[hit.tag]?.sizes ?? 0) + 1, hit)
+                    let place = HitPlace(hit)
+                    late[place] = ((late[place]?.sizes ?? 0) + 1, hit)
                     output.lateInSomeSizes[size, default: 0] += 1
                 }
-                for tag in out.rereadFinalTags { final[tag, default: 0] += 1 }
+                for place in out.rereadFinal { final[place, default: 0] += 1 }
             }
             for (_, entry) in late where entry.sizes == sizes {
                 output.tooLate.append(entry.hit)

@@ -57,7 +57,7 @@ struct WindowStore: Sendable {
                     // hit until it is evicted, and the horizon never moves back), whatever the
                     // horizon in force now. Its dead letter may have been lost with the previous owner.
                     if let held = counted[WindowKey(size: sized.size, windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held {
-                        out.rereadFinalTags.append(input.tag)
+                        out.rereadFinal.append(HitPlace(input))
                     } else {
                         out.tooLate.append(LateHit(
                             event: input.event, partition: input.partition, offset: input.offset, tag: input.tag,
@@ -68,7 +68,7 @@ struct WindowStore: Sendable {
                     return
                 }
                 if expiry <= point.evictedBefore {
-                    out.rereadFinalTags.append(input.tag)
+                    out.rereadFinal.append(HitPlace(input))
                     return
                 }
             } else if input.offset < point.countedMark,
@@ -76,7 +76,7 @@ struct WindowStore: Sendable {
             {
                 // Past the task record a crash cut off, a window whose head was written holds this
                 // hit: counted, even if its window has expired since.
-                out.rereadFinalTags.append(input.tag)
+                out.rereadFinal.append(HitPlace(input))
                 return
             }
         }
@@ -93,7 +93,7 @@ struct WindowStore: Sendable {
             trackDirty: slots[index].emitted, position: input.position, exportsChanges: exportsChanges)
         if change.alreadyCounted {
             // A restored window that holds this reread hit already.
-            out.rereadFinalTags.append(input.tag)
+            out.rereadFinal.append(HitPlace(input))
             return
         }
         if change.becameStateChanged { slots[index].stateChangedIds.append(input.event.deliveryId) }

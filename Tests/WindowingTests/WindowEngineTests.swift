@@ -163,6 +163,53 @@ import TrackingDomain
         #expect(stats.hitsCounted + stats.tooLateHits == 6_000)
     }
 
+    @Test("several sizes: each size's last records are its own reference's; a hit is too late for the engine only when it is for every size, and one late for some sizes is counted in the others and reported by size", arguments: [UInt64(1), 2, 3])
+    func severalSizesMatchTheirReferences(seed: UInt64) {
+        let partitions: [Int32] = [0, 1, 2]
+        let sizes: [Int64] = [1_000, 3_000]
+        let config = WindowConfig(sizes: sizes.map { WindowSize(size: $0, grace: 300) }, retention: 4_000, idleTimeout: 1 << 40)
+        let stream = RandomStream.make(seed: seed, hits: 6_000, partitions: 3)
+        var engine = WindowEngine(config: config, shards: Int(seed % 3) + 1)
+        engine.assign(partitions: partitions, now: 0)
+        var references = sizes.map { ReferenceModel(config: config, partitions: Set(partitions), size: $0) }
+        var last: [Int64: LastRecords] = [:]
+        var late: [[Int64]] = []
+        var lateInSome: [Int64: Int] = [:]
+        for (batch, now) in zip(stream.batches, stream.clock) {
+            let out = engine.process(batch, now: now)
+            for index in references.indices { references[index].apply(batch: batch) }
+            for record in out.emitted { last[record.windowEnd - record.windowStart, default: LastRecords()].add(EngineOutput(emitted: [record])) }
+            late += out.tooLate.map { [Int64($0.partition), $0.offset] }
+            lateInSome.merge(out.lateInSomeSizes, uniquingKeysWith: +)
+        }
+        for record in engine.flushAll().emitted { last[record.windowEnd - record.windowStart, default: LastRecords()].add(EngineOutput(emitted: [record])) }
+        for (index, size) in sizes.enumerated() {
+            #expect(last[size]?.countsOnly == references[index].expected, "windows of \(size) ms")
+        }
+        let lateForAll = references[0].tooLate.intersection(references[1].tooLate)
+        #expect(Set(late) == lateForAll && late.count == lateForAll.count)
+        #expect(lateInSome[1_000] == references[0].tooLate.count - lateForAll.count && lateInSome[1_000]! > 0, "late for the second and counted in its 3 s window")
+        #expect(lateInSome[3_000, default: 0] == references[1].tooLate.count - lateForAll.count)
+        #expect(engine.stats.hitsProcessed == 6_000)
+    }
+
+    @Test("the memory cap of an engine of several sizes evicts the windows that expire first, the smaller size's before the larger's, and names the sizes it evicted")
+    func capacityOfSeveralSizesEvictsWhatExpiresFirst() {
+        let config = WindowConfig(
+            sizes: [WindowSize(size: 1_000, grace: 0), WindowSize(size: 10_000, grace: 0)], retention: 100_000, idleTimeout: 1 << 40, maxEntries: 150)
+        var engine = WindowEngine(config: config, shards: 1)
+        var offset: Int64 = 0
+        var out = engine.process(Self.window("d1", start: 0, broadlogs: 30, offset: &offset), now: 0)
+        out = engine.process(Self.window("d2", start: 1_000, broadlogs: 30, offset: &offset), now: 0)
+        // 60 entries in two 1 s windows, 60 in the 10 s windows of d1 and d2: 120 < 150.
+        #expect(out.capacityEvictions.isEmpty)
+        out = engine.process(Self.window("d3", start: 2_000, broadlogs: 30, offset: &offset), now: 0)
+        // 180 >= 150: the 1 s windows expire first (at 101 s and 102 s), the 10 s one at 110 s.
+        let eviction = try! #require(out.capacityEvictions.first)
+        #expect(eviction.windowsEvictedBySize == [1_000: 2] && eviction.newHorizon == 102_000, "\(eviction)")
+        #expect(engine.stats.entries == 120)
+    }
+
     // MARK: Crash recovery
 
     @Test(arguments: [5, 40, 117, 230])

@@ -98,7 +98,7 @@ import TrackingDomain
             Hits.input("d1", "b1", .impression, at: 1_000, offset: 10),  // new hit, final window
             Hits.input("d1", "b1", .impression, at: 70_000, offset: 9),  // reread, window still open
         ], watermark: nil)
-        #expect(out.rereadFinalTags.count == 1)
+        #expect(out.rereadFinal.count == 1)
         #expect(out.tooLate.map(\.offset) == [10])
         #expect(out.hitsCounted == 1)
     }
@@ -121,7 +121,7 @@ import TrackingDomain
             Hits.input("d2", "b1", .impression, at: 72_000, offset: 9),  // no state at all: too late then
             Hits.input("d1", "b5", .impression, at: 73_000, offset: 10), // past the reread: counted
         ], watermark: nil)
-        #expect(out.rereadFinalTags.count == 2)
+        #expect(out.rereadFinal.count == 2)
         #expect(out.tooLate.map(\.offset) == [6, 8, 9])
         #expect(out.hitsCounted == 1)
     }
@@ -143,7 +143,7 @@ import TrackingDomain
             Hits.input("d3", "b1", .impression, at: 2_000, offset: 13),  // no head, expired window: too late
             Hits.input("d1", "b2", .impression, at: 1_000, offset: 16),  // past what its head holds: too late
         ], watermark: nil)
-        #expect(out.rereadFinalTags.count == 1)
+        #expect(out.rereadFinal.count == 1)
         #expect(out.tooLate.map(\.offset) == [13, 16])
         #expect(out.hitsCounted == 1)
     }

@@ -13,6 +13,8 @@ struct ReferenceModel {
     }
 
     let config: WindowConfig
+    /// The size of the windows it counts: the config's first, unless given.
+    let size: Int64
     var cells: [LastRecords.Key: Cell] = [:]
     var highest: [Int32: Int64] = [:]
     var partitions: Set<Int32>
@@ -20,14 +22,15 @@ struct ReferenceModel {
     /// (partition, offset) of every hit the reference calls too late.
     var tooLate: Set<[Int64]> = []
 
-    init(config: WindowConfig, partitions: Set<Int32>) {
+    init(config: WindowConfig, partitions: Set<Int32>, size: Int64? = nil) {
         self.config = config
+        self.size = size ?? config.lengths[0]
         self.partitions = partitions
     }
 
     func start(of time: Int64) -> Int64 {
-        var start = (time / config.lengths[0]) * config.lengths[0]
-        if start > time { start -= config.lengths[0] }
+        var start = (time / size) * size
+        if start > time { start -= size }
         return start
     }
 
@@ -35,7 +38,7 @@ struct ReferenceModel {
         for input in batch {
             let time = input.event.eventTime!
             let start = start(of: time)
-            if start + config.lengths[0] + config.retention <= horizon {
+            if start + size + config.retention <= horizon {
                 tooLate.insert([Int64(input.partition), input.offset])
                 continue
             }
@@ -59,7 +62,7 @@ struct ReferenceModel {
             let clicked = cell.broadlogs[.click] ?? []
             let opened = cell.broadlogs[.open] ?? []
             result[key] = WindowAggregate(
-                deliveryId: key.delivery, windowStart: key.start, windowEnd: key.start + config.lengths[0],
+                deliveryId: key.delivery, windowStart: key.start, windowEnd: key.start + size,
                 impressions: cell.hits[.impression] ?? 0, clicks: cell.hits[.click] ?? 0,
                 opens: cell.hits[.open] ?? 0,
                 uniqueImpressions: cell.broadlogs[.impression]?.count ?? 0,

@@ -1,0 +1,121 @@
+import Foundation
+import HitGenerator
+import Kafka
+import RecordFormats
+import Testing
+import TrackingDomain
+import TrackpipeTestSupport
+
+/// `--window 1m,1h,1d`: one pipeline reads, scans and shuffles each hit once, and counts it in a
+/// window of each size, each size written to a topic of its own.
+@Suite("trackpipe run: several window sizes in one pipeline", .serialized)
+struct SeveralSizesCommandTests {
+    static let sizes: [(text: String, millis: Int64, topic: String)] = [
+        ("1m", 60_000, "agg-1m"), ("1h", 3_600_000, "agg-1h"), ("1d", 86_400_000, "agg-1d"),
+    ]
+
+    /// Two and a half hours of hits with late ones (within the retention), bad messages and
+    /// tracking-off deliveries: several hours, one day.
+    static func corpus() -> Corpus {
+        Corpus(HitStream(HitStreamConfig(count: 8_000, seed: 91, deliveries: 6, span: 150 * 60_000, lateRate: 0.03, badRate: 0.03)).generate())
+    }
+
+    static func counted(_ hits: [GeneratedHit]) -> [GeneratedHit.Expected] {
+        hits.compactMap { hit in if case .counted(let expected) = hit.truth { expected } else { nil } }
+    }
+
+    func run(_ broker: EmbeddedBroker, group: String, window: String = "1m,1h,1d", outputs: String = "agg-1m,agg-1h,agg-1d") throws
+        -> TrackpipeBinary.Result
+    {
+        try TrackpipeBinary.locate().run([
+            "run", "--until-end", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", outputs, "--dlq-topic", "dlq",
+            "--window", window, "--group", group, "--log-level", "warning", "-X", "session.timeout.ms=6000",
+        ])
+    }
+
+    func expectExact(_ broker: EmbeddedBroker, against hits: [GeneratedHit.Expected], sourceLocation: SourceLocation = #_sourceLocation) throws
+        -> [TopicContents]
+    {
+        try Self.sizes.map { size in
+            let topic = try TopicContents(broker: broker, output: size.topic, outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
+            let wrong = topic.mismatches(against: ReferenceAggregates(hits, windowSize: size.millis))
+            #expect(wrong.isEmpty, "\(size.text): \(wrong.prefix(5))", sourceLocation: sourceLocation)
+            for object in topic.lastByKey.values {
+                let start = (object["windowStart"] as? String).flatMap { RFC3339.parse(Array($0.utf8)) } ?? 0
+                let end = (object["windowEnd"] as? String).flatMap { RFC3339.parse(Array($0.utf8)) } ?? 0
+                #expect(end - start == size.millis, "\(size.topic) holds windows of its size only", sourceLocation: sourceLocation)
+            }
+            return topic
+        }
+    }
+
+    @Test("--window 1m,1h,1d: one read of the input; each size's topic exact against its own reference count, the hour's uniques not the sum of its minutes'; the summary's emitted records are what the three topics received")
+    func threeSizesExact() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 6)
+        for topic in Self.sizes.map(\.topic) + ["sizes-repartition", "sizes-state"] { try broker.createTopic(topic, partitions: 4) }
+        try broker.createTopic("dlq", partitions: 2)
+        let corpus = Self.corpus()
+        try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
+        let run = try run(broker, group: "sizes")
+        #expect(run.exitCode == 0, "\(run.stderr.suffix(2_000))")
+        let summary = try SummaryReading(run.stdout)
+        #expect(summary.stages.count == 2 && summary.stages.allSatisfy { $0.balanced == true }, "\(run.stdout)")
+        #expect(summary.stages.first?.consumed == corpus.hits.count, "the input is read once, whatever the sizes")
+        #expect(summary.stages[0].accepted == summary.stages[1].consumed, "each hit crosses the shuffle once")
+        let counted = Self.counted(corpus.hits)
+        let topics = try expectExact(broker, against: counted)
+        #expect(summary.emitted == topics.map(\.outputRecords).reduce(0, +), "\(run.stdout)")
+        // Distinct counts of an hour are not the sum of its minutes': a broadlog clicked in one
+        // minute and opened in the next is a dismissal of its minute, not of its hour.
+        let minutes = ReferenceAggregates(counted, windowSize: 60_000).byKey.values.map(\.dismissals).reduce(0, +)
+        let hours = ReferenceAggregates(counted, windowSize: 3_600_000).byKey.values.map(\.dismissals).reduce(0, +)
+        #expect(hours < minutes, "the corpus has broadlogs clicked and opened in different minutes of an hour")
+    }
+
+    @Test("a restart goes on with every size: the second run reads the three sizes' windows back from the one state topic and ends exact for each")
+    func restartRestoresEverySize() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 6)
+        for topic in Self.sizes.map(\.topic) + ["restart-repartition", "restart-state"] { try broker.createTopic(topic, partitions: 4) }
+        try broker.createTopic("dlq", partitions: 2)
+        let corpus = Self.corpus()
+        let half = corpus.hits.count / 2
+        try corpus.produce(0..<half, to: "hits", on: broker)
+        let first = try run(broker, group: "restart")
+        #expect(first.exitCode == 0, "\(first.stderr.suffix(2_000))")
+        try corpus.produce(half..<corpus.hits.count, to: "hits", on: broker)
+        let second = try run(broker, group: "restart")
+        #expect(second.exitCode == 0, "\(second.stderr.suffix(2_000))")
+        let summary = try SummaryReading(second.stdout)
+        #expect(summary.stages.first?.consumed == corpus.hits.count - half, "the second run reads only what the first did not")
+        _ = try expectExact(broker, against: Self.counted(corpus.hits))
+    }
+
+    @Test("the sizes are fixed for the group: a size added or removed is refused before anything is written (64), the added one with the replay that backfills it; one --output-topic for three sizes is refused with the form that works")
+    func sizesAreFixedForTheGroup() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 6)
+        for topic in Self.sizes.map(\.topic) + ["agg-1w", "fixed-repartition", "fixed-state"] { try broker.createTopic(topic, partitions: 4) }
+        try broker.createTopic("dlq", partitions: 2)
+        let corpus = Self.corpus()
+        try corpus.produce(0..<2_000, to: "hits", on: broker)
+        let first = try run(broker, group: "fixed")
+        #expect(first.exitCode == 0, "\(first.stderr.suffix(2_000))")
+        let before = try Self.sizes.map { try TopicContents(broker: broker, output: $0.topic, outputPartitions: 4, dlq: "dlq", dlqPartitions: 2).outputRecords }
+
+        let added = try run(broker, group: "fixed", window: "1m,1h,1d,7d", outputs: "agg-1m,agg-1h,agg-1d,agg-1w")
+        #expect(added.exitCode == 64, "\(added.stderr.suffix(1_500))")
+        #expect(added.stderr.contains("it counts windows of 1m,1h,1d") && added.stderr.contains("trackpipe replay --window 7d"), "\(added.stderr.suffix(1_500))")
+        let removed = try run(broker, group: "fixed", window: "1m,1h", outputs: "agg-1m,agg-1h")
+        #expect(removed.exitCode == 64, "\(removed.stderr.suffix(1_500))")
+        #expect(removed.stderr.contains("holds windows of 1d"), "\(removed.stderr.suffix(1_500))")
+        let after = try Self.sizes.map { try TopicContents(broker: broker, output: $0.topic, outputPartitions: 4, dlq: "dlq", dlqPartitions: 2).outputRecords }
+        #expect(after == before, "nothing written by the refused runs")
+
+        let oneTopic = try run(broker, group: "other", outputs: "aggregates")
+        #expect(oneTopic.exitCode == 64)
+        #expect(oneTopic.stderr.contains("--output-topic aggregates: name a topic of its own for each window size") && oneTopic.stderr.contains("tracking-aggregates-1m,tracking-aggregates-1h,tracking-aggregates-1d"), "\(oneTopic.stderr)")
+    }
+}
+
