@@ -27,7 +27,7 @@ struct PipelineBenchmark: ParsableCommand {
     @Option(help: "Windowing shards for trackpipe.") var shards = 2
     @Option(help: "Share of bad messages in the generated stream.") var badRate = 0.03
     @Option(help: "One delivery in this many has tracking off.") var trackingOffEvery = 4
-    @Option(help: "Contenders, comma-separated: kcat, two (stages), one (stage); with --baseline also two-base, one-base.")
+    @Option(help: "Contenders, comma-separated: kcat, two (stages), one (stage), three (two stages counting 1m, 1h and 1d), three-apart (three two-stage runs of one size each, one after the other); with --baseline also two-base, one-base.")
     var contenders = "kcat,two,one"
     @OptionGroup var builds: TrackpipeBuilds
     @Option(parsing: .singleValue, help: "Extra -X property for trackpipe (repeatable), to try settings.")
@@ -103,10 +103,30 @@ struct PipelineBenchmark: ParsableCommand {
                 case "kcat": run = try kcat(broker)
                 case "two": run = try trackpipeRun(binary, broker, group: group, keyedByDelivery: false)
                 case "one": run = try trackpipeRun(binary, broker, group: group + "-one", keyedByDelivery: true)
+                case "three":
+                    run = try trackpipeRun(
+                        binary, broker, group: group + "-three", keyedByDelivery: false,
+                        window: ["--window", "1m,1h,1d", "--output-topic", "agg-1m,agg-1h,agg-1d"])
+                case "three-apart":
+                    // Three pipelines of one size each, one after the other: what several sizes cost without them.
+                    let runs = try ["1m", "1h", "1d"].map { size in
+                        try trackpipeRun(
+                            binary, broker, group: group + "-apart-" + size, keyedByDelivery: false,
+                            window: ["--window", size, "--output-topic", "apart-" + size])
+                    }
+                    run = runs.dropFirst().reduce(runs[0]) { total, next in
+                        var total = total
+                        total.wall += next.wall
+                        total.joined = (total.joined ?? 0) + (next.joined ?? 0)
+                        total.cpu += next.cpu
+                        total.pageFaults += next.pageFaults
+                        total.brokerCPU += next.brokerCPU
+                        return total
+                    }
                 case "two-base", "one-base":
                     guard let base else { throw BenchError("\(contender) needs --baseline PATH") }
                     run = try trackpipeRun(base, broker, group: group + "-base" + (contender == "one-base" ? "-one" : ""), keyedByDelivery: contender == "one-base")
-                default: throw BenchError("unknown contender \(contender): use kcat, two, one, two-base, one-base")
+                default: throw BenchError("unknown contender \(contender): use kcat, two, one, three, three-apart, two-base, one-base")
                 }
                 results[contender, default: []].append(run)
                 print(
@@ -198,6 +218,8 @@ struct PipelineBenchmark: ParsableCommand {
         case "kcat": "kcat -G"
         case "two": "trackpipe two stages"
         case "one": "trackpipe one stage"
+        case "three": "trackpipe two stages, --window 1m,1h,1d"
+        case "three-apart": "trackpipe two stages, 1m then 1h then 1d"
         case "two-base": "baseline two stages"
         case "one-base": "baseline one stage"
         default: contender
@@ -215,17 +237,17 @@ struct PipelineBenchmark: ParsableCommand {
             broker: broker, assignmentMarker: "assigned", discardingOutput: !kcatToPipe)
     }
 
-    func trackpipeArguments(_ broker: BrokerProcess, group: String, keyedByDelivery: Bool) -> [String] {
+    func trackpipeArguments(_ broker: BrokerProcess, group: String, keyedByDelivery: Bool, window: [String] = []) -> [String] {
             [
                 "run", "--brokers", broker.bootstrapServers, "--input-topic", keyedByDelivery ? "tracking-hits-by-delivery" : "tracking-hits",
                 "--group", group, "--until-end", "--shards", "\(shards)", "--log-level", "info", "--progress-interval", "0s",
                 "-X", "session.timeout.ms=6000",
             ] + property.flatMap { ["-X", $0] } + (keyedByDelivery ? ["--input-keyed-by-delivery"] : [])
-            + (timings ? ["--timings"] : [])
+            + (timings ? ["--timings"] : []) + window
     }
 
-    func trackpipeRun(_ binary: String, _ broker: BrokerProcess, group: String, keyedByDelivery: Bool) throws -> TimedRun {
-        let arguments = trackpipeArguments(broker, group: group, keyedByDelivery: keyedByDelivery)
+    func trackpipeRun(_ binary: String, _ broker: BrokerProcess, group: String, keyedByDelivery: Bool, window: [String] = []) throws -> TimedRun {
+        let arguments = trackpipeArguments(broker, group: group, keyedByDelivery: keyedByDelivery, window: window)
         let run = try TimedRun.measure(binary, arguments, broker: broker, assignmentMarker: ": assigned ")
         guard run.stdout.contains("consumed      \(count) messages") else {
             throw BenchError("trackpipe run did not consume all \(count) messages: \(run.stdout)")
