@@ -56,10 +56,7 @@ struct PipelineBenchmark: ParsableCommand {
         let broker = try BrokerProcess(
             binary: binary,
             topics: ["tracking-hits", "tracking-hits-by-delivery", "tracking-aggregates", "tracking-hits-dlq"]
-                + groups.flatMap { group in
-                    // A baseline may be a build with or without the state topic.
-                    [group, group + "-base"].flatMap { ["\($0)-repartition", "\($0)-state", "\($0)-one-state"] }
-                },
+                + ["agg-1m", "agg-1h", "agg-1d", "apart-1m", "apart-1h", "apart-1d"] + groups.flatMap(Self.internalTopics),
             partitions: partitions)
         defer { broker.stop() }
         // Recent hits span ten minutes ending at the present, as `trackpipe generate` makes them
@@ -235,6 +232,12 @@ struct PipelineBenchmark: ParsableCommand {
             ["-b", broker.bootstrapServers, "-G", "kcat-\(UUID().uuidString.prefix(8))", "-o", "beginning", "-e", "-X", "session.timeout.ms=6000"]
                 + (kcatFormat.map { ["-f", $0] } ?? []) + ["tracking-hits"],
             broker: broker, assignmentMarker: "assigned", discardingOutput: !kcatToPipe)
+    }
+
+    /// A round's groups' internal topics. A baseline may be a build with or without the state topic.
+    static func internalTopics(of group: String) -> [String] {
+        let groups: [String] = [group, group + "-base", group + "-three", group + "-apart-1m", group + "-apart-1h", group + "-apart-1d"]
+        return groups.flatMap { (name: String) -> [String] in [name + "-repartition", name + "-state", name + "-one-state"] }
     }
 
     func trackpipeArguments(_ broker: BrokerProcess, group: String, keyedByDelivery: Bool, window: [String] = []) -> [String] {
