@@ -118,7 +118,7 @@ extension GroupIdentity {
     private func refusal(asked: GroupIdentity, evidence: String, given: [Setting: GivenSetting]) -> PipelineError? {
         let differences = differences(from: asked)
         guard !differences.isEmpty else { return nil }
-        let window = { (sizes: [Int64]) in sizes.map(WindowSizeCheck.text).joined(separator: ",") }
+        let window = { (sizes: [Int64]) in WindowSizeCheck.text(sizes) }
         var found: [String] = []
         var why: [String] = []
         var back: [String] = []

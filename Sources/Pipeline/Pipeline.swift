@@ -271,15 +271,13 @@ public final class Pipeline: Sendable {
     ) -> RunnerSettings {
         // The state topic is not among them: the runner of the stage that keeps state is made
         // with it (`StageRunner.init(stage:stateTopic:…)`).
-        let topics: [Destination: String] = [.output: config.outputTopics[0], .deadLetter: config.deadLetterTopic, .repartition: config.effectiveRepartitionTopic]
+        let topics: [Destination: String] = [.deadLetter: config.deadLetterTopic, .repartition: config.effectiveRepartitionTopic]
             .filter { destinations.contains($0.key) }
         var settings = RunnerSettings(
             topic: topic, assignment: .group, bound: config.untilEnd ? bound : .unbounded, consumer: config.consumerConfig(group: group, member: member),
             producer: config.producerConfig, destinations: topics, commitInterval: config.commitInterval)
         settings.partitionCount = partitions
-        if destinations.contains(.output), config.outputTopics.count > 1 {
-            settings.outputsBySize = Dictionary(uniqueKeysWithValues: zip(config.window.lengths, config.outputTopics))
-        }
+        if destinations.contains(.output) { settings.output(to: config.outputTopics, sizes: config.window.lengths) }
         settings.recordLimit = recordLimit
         settings.maxBatch = config.maxBatch
         settings.progressInterval = config.progressInterval

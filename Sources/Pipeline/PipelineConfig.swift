@@ -112,7 +112,7 @@ public struct PipelineConfig: Sendable {
         }
         let text: String =
             switch setting {
-            case .window: window.lengths.map(WindowSizeCheck.text).joined(separator: ",")
+            case .window: WindowSizeCheck.text(window.lengths)
             case .inputKeyedByDelivery: ""
             case .repartitionTopic: effectiveRepartitionTopic
             case .stateTopic: effectiveStateTopic
@@ -297,12 +297,8 @@ public struct PipelineConfig: Sendable {
         guard !inputTopic.isEmpty, !outputTopics.contains(""), !deadLetterTopic.isEmpty else {
             throw PipelineError.configuration("topic names must not be empty")
         }
-        guard outputTopics.count == window.sizes.count else {
-            throw PipelineError.configuration(
-                "--output-topic names \(outputTopics.count) topic\(outputTopics.count == 1 ? "" : "s") for \(window.sizes.count) window sizes (\(givenSetting(.window).label)): name one per size, in the order of --window (for example --output-topic \(window.lengths.map { "tracking-aggregates-" + WindowSizeCheck.text($0) }.joined(separator: ","))); each size writes to a topic of its own, where a key <deliveryId>@<windowStart> names one window")
-        }
-        guard Set(outputTopics).count == outputTopics.count else {
-            throw PipelineError.configuration("--output-topic \(outputTopics.joined(separator: ",")): each window size needs a topic of its own")
+        if let problem = WindowSizeCheck.outputTopicsProblem(outputTopics, sizes: window.lengths) {
+            throw PipelineError.configuration("--output-topic \(outputTopics.joined(separator: ",")) with \(givenSetting(.window).label): \(problem)")
         }
         guard !outputTopics.contains(inputTopic), inputTopic != deadLetterTopic else {
             throw PipelineError.configuration(

@@ -24,6 +24,18 @@ package enum WindowSizeCheck {
         return "\(millis)ms"
     }
 
+    /// Several sizes as `--window` takes them: `1m,1h,1d`.
+    package static func text(_ sizes: [Int64]) -> String { sizes.map { text($0) }.joined(separator: ",") }
+
+    /// What is wrong with `topics` as the output topics of windows of `sizes` (in the same order):
+    /// each size needs a topic of its own. Nil when they fit. The one rule `run` and `replay`
+    /// judge their output topics by, on the command line and in a config alike.
+    package static func outputTopicsProblem(_ topics: [String], sizes: [Int64]) -> String? {
+        guard topics.count != sizes.count || Set(topics).count != topics.count else { return nil }
+        let example = sizes.map { "tracking-aggregates-" + text($0) }.joined(separator: ",")
+        return "name a topic of its own for each window size, in the order of --window (\(sizes.count) size\(sizes.count == 1 ? "" : "s")), like --output-topic \(example): in one topic a key <deliveryId>@<windowStart> would name windows of two sizes"
+    }
+
     /// windowEnd − windowStart of an aggregate record's value, nil for anything else.
     static func windowSize(ofRecord value: UnsafeRawBufferPointer) -> Int64? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any],

@@ -221,10 +221,9 @@ struct ProducerSink: RecordSink {
     /// (`OutgoingRecord.fit`); below the producer's own for a dead letter the topic refused.
     mutating func send(_ record: some OutgoingRecord, limit: Int) throws {
         let destination = record.destination
-        if destination == .output, let size = record.windowSize, let topic = outputsBySize[size] {
-            try produce(record, to: topic, limit: limit)
-            outputRecords += 1
-        } else if let topic = topics[destination] {
+        // An output record goes to its size's topic where each size has one.
+        let topic = destination == .output ? record.windowSize.flatMap { outputsBySize[$0] } ?? topics[.output] : topics[destination]
+        if let topic {
             try produce(record, to: topic, limit: limit)
             if destination == .changelog { changelogRecords += 1 }
             if destination == .output { outputRecords += 1 }

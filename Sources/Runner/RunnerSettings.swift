@@ -67,6 +67,13 @@ package struct RunnerSettings: Sendable {
     /// the pipeline's rule of what an output topic may hold (`WindowSizeCheck`); nil: none.
     package var checkFirstOutput: (@Sendable ([String: AcknowledgedRecords]) throws -> Void)?
 
+    /// Aggregate records go to `topics`, one per size of `sizes` (in the same order), or all to
+    /// the one.
+    package mutating func output(to topics: [String], sizes: [Int64]) {
+        destinations[.output] = topics.first
+        outputsBySize = topics.count > 1 ? Dictionary(uniqueKeysWithValues: zip(sizes, topics)) : [:]
+    }
+
     /// Every output topic: each size's, or the one.
     var outputTopics: Set<String> {
         Set(outputsBySize.values).union(destinations[.output].map { [$0] } ?? [])

@@ -173,12 +173,18 @@ struct Environment: Sendable {
     /// A setting that takes one value for every window size or one per size (`--grace 10s,1m`):
     /// its values, one per size.
     static func list(_ setting: GivenSetting, count: Int) throws -> [String] {
-        let values = setting.text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        let values = items(setting)
         if values.count == 1 { return Array(repeating: values[0], count: count) }
         guard values.count == count else {
             throw ValidationError("\(setting.valueLabel): give one value for every window size, or one per size of --window (\(count))")
         }
         return values
+    }
+
+    /// A setting's comma-separated values (`--window 1m,1h`), each trimmed; an empty one stays,
+    /// for its own check to refuse.
+    static func items(_ setting: GivenSetting) -> [String] {
+        setting.text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
     /// A duration setting in milliseconds. Errors read `TRACKPIPE_GRACE=-5s: durations cannot
@@ -277,7 +283,7 @@ struct Environment: Sendable {
             }
             return values
         }
-        let sizes = try millis(windowSetting.text.split(separator: ",", omittingEmptySubsequences: false).map { String($0).trimmingCharacters(in: .whitespaces) }, windowSetting)
+        let sizes = try millis(Self.items(windowSetting), windowSetting)
         let graceSetting = setting("grace", grace, default: "10s")
         let graces = try millis(try Self.list(graceSetting, count: sizes.count), graceSetting)
         let emissions = try emissions(emit, sizes: sizes.count)
@@ -324,15 +330,11 @@ struct Environment: Sendable {
     /// (`givenOrder`); returned in the order of the sizes, ascending, as `PipelineConfig` keeps them.
     func outputTopics(_ commandLine: String?, givenOrder: [Int64]) throws -> [String] {
         let topics = setting("output-topic", commandLine, default: "tracking-aggregates")
-        let names = topics.text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        let names = Self.items(topics)
         for name in names {
             if let problem = Self.topicNameProblem(name) { throw ValidationError("\(topics.valueLabel): \(names.count == 1 ? "" : "\(name) is ")\(problem)") }
         }
-        guard names.count == givenOrder.count, Set(names).count == names.count else {
-            let example = givenOrder.map { "tracking-aggregates-" + WindowSizeCheck.text($0) }.joined(separator: ",")
-            throw ValidationError(
-                "\(topics.valueLabel): name a topic of its own for each window size, in the order of --window (\(givenOrder.count) sizes), like --output-topic \(example): in one topic a key <deliveryId>@<windowStart> would name windows of two sizes")
-        }
+        if let problem = WindowSizeCheck.outputTopicsProblem(names, sizes: givenOrder) { throw ValidationError("\(topics.valueLabel): \(problem)") }
         return zip(givenOrder, names).sorted { $0.0 < $1.0 }.map(\.1)
     }
 

@@ -24,9 +24,16 @@ public enum EventTimeMath {
     /// carry their originals across the shuffle).
     @inline(__always)
     public static func lastExpiry(ofHitAt time: Int64, sizes: [Int64], retention: Int64) -> Int64 {
-        var end = Int64.min
-        for size in sizes { end = Swift.max(end, add(windowStart(of: time, size: size), size)) }
-        return add(end, retention)
+        var last = Int64.min
+        for size in sizes { last = Swift.max(last, expiry(ofWindowAt: windowStart(of: time, size: size), size: size, retention: retention)) }
+        return last
+    }
+
+    /// When the window of `size` starting at `start` stops taking corrections: its end plus the
+    /// retention. A horizon at or past it has evicted the window.
+    @inline(__always)
+    public static func expiry(ofWindowAt start: Int64, size: Int64, retention: Int64) -> Int64 {
+        add(add(start, size), retention)
     }
 
     /// The later of a watermark and a newly seen time: a watermark never goes backwards, and nil

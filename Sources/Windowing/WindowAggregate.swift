@@ -25,4 +25,7 @@ public struct WindowAggregate: Sendable, Hashable {
     public var channels = ChannelCounts()
     public var platforms = PlatformCounts()
     public var revision = 1
+
+    /// The window this record is of.
+    public var key: WindowKey { WindowKey(size: windowEnd - windowStart, windowStart: windowStart, deliveryId: deliveryId) }
 }

@@ -180,7 +180,8 @@ public struct WindowEngine: Sendable {
 
     public var stats: EngineStats {
         var stats = totals
-        var starts = Set<WindowKey>()
+        // Window starts by size: a size's shards hold the same starts.
+        var starts = Array(repeating: Set<Int64>(), count: config.sizes.count)
         for (index, snapshot) in snapshots().enumerated() {
             let sized = stores[index].sized
             let wait = sized.emission == .final ? config.retention : sized.grace
@@ -191,9 +192,9 @@ public struct WindowEngine: Sendable {
             }
             stats.retainedWindows += snapshot.retainedWindows
             stats.entries += snapshot.entries
-            for start in snapshot.entriesByWindowStart.keys { starts.insert(WindowKey(size: sized.size, windowStart: start, deliveryId: "")) }
+            starts[index / shardCount].formUnion(snapshot.entriesByWindowStart.keys)
         }
-        stats.windowStarts = starts.count
+        stats.windowStarts = starts.reduce(0) { $0 + $1.count }
         return stats
     }
 
@@ -315,23 +316,27 @@ public struct WindowEngine: Sendable {
                 output.rereadFinal += out.rereadFinal.count
             }
         } else {
-            var late: [HitPlace: (sizes: Int, hit: LateHit)] = [:]
+            // Each hit late in some size: the sizes it is late for, and (sizes ascend) the largest
+            // size's verdict, the last to let go, for its letter.
+            var late: [HitPlace: (sizes: [Int64], hit: LateHit)] = [:]
             var final: [HitPlace: Int] = [:]
             for (index, out) in outputs.enumerated() {
                 let size = config.sizes[index / shardCount].size
                 for hit in out.tooLate {
-                    // Sizes ascend: the detail kept is the largest size's, the last to let go.
-                    let place = HitPlace(hit)
-                    late[place] = ((late[place]?.sizes ?? 0) + 1, hit)
-                    output.lateInSomeSizes[size, default: 0] += 1
+                    var entry = late[HitPlace(hit)] ?? ([], hit)
+                    entry.sizes.append(size)
+                    entry.hit = hit
+                    late[HitPlace(hit)] = entry
                 }
                 for place in out.rereadFinal { final[place, default: 0] += 1 }
             }
-            for (_, entry) in late where entry.sizes == sizes {
-                output.tooLate.append(entry.hit)
-                for size in config.sizes { output.lateInSomeSizes[size.size]! -= 1 }
+            for entry in late.values {
+                if entry.sizes.count == sizes {
+                    output.tooLate.append(entry.hit)
+                } else {
+                    for size in entry.sizes { output.lateInSomeSizes[size, default: 0] += 1 }
+                }
             }
-            output.lateInSomeSizes = output.lateInSomeSizes.filter { $0.value > 0 }
             output.rereadFinal = final.values.count { $0 == sizes }
         }
         if outputs.count > 1 {
@@ -364,7 +369,7 @@ public struct WindowEngine: Sendable {
         for (index, snapshot) in snapshots().enumerated() {
             let size = stores[index].sized.size
             for (start, count) in snapshot.entriesByWindowStart {
-                byExpiry[EventTimeMath.add(EventTimeMath.add(start, size), config.retention), default: 0] += count
+                byExpiry[EventTimeMath.expiry(ofWindowAt: start, size: size, retention: config.retention), default: 0] += count
             }
             total += snapshot.entries
         }

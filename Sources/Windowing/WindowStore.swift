@@ -56,7 +56,7 @@ struct WindowStore: Sendable {
                     // window holds was counted, any other was judged too late (a window takes every
                     // hit until it is evicted, and the horizon never moves back), whatever the
                     // horizon in force now. Its dead letter may have been lost with the previous owner.
-                    if let held = counted[WindowKey(size: sized.size, windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held {
+                    if let held = counted[key(start, input.event.deliveryId)], input.position <= held {
                         out.rereadFinal.append(HitPlace(input))
                     } else {
                         out.tooLate.append(LateHit(
@@ -72,7 +72,7 @@ struct WindowStore: Sendable {
                     return
                 }
             } else if input.offset < point.countedMark,
-                let held = point.counted?[WindowKey(size: sized.size, windowStart: start, deliveryId: input.event.deliveryId)], input.position <= held
+                let held = point.counted?[key(start, input.event.deliveryId)], input.position <= held
             {
                 // Past the task record a crash cut off, a window whose head was written holds this
                 // hit: counted, even if its window has expired since.
@@ -105,6 +105,11 @@ struct WindowStore: Sendable {
             slots[index].dirtyIds.append(input.event.deliveryId)
         }
         out.hitsCounted += 1
+    }
+
+    /// The key of this store's window of `start` for `deliveryId`.
+    private func key(_ start: Int64, _ deliveryId: DeliveryID) -> WindowKey {
+        WindowKey(size: sized.size, windowStart: start, deliveryId: deliveryId)
     }
 
     @inline(__always)
@@ -241,12 +246,12 @@ struct WindowStore: Sendable {
     private mutating func noteEvicted(_ slot: WindowSlot) {
         // In delivery order, so that another run over the same input writes the same changelog.
         for (id, window) in slot.deliveries.sorted(by: { $0.key < $1.key }) {
-            evictedSinceExport.append(WindowKey(size: sized.size, windowStart: slot.start, deliveryId: id))
+            evictedSinceExport.append(key(slot.start, id))
             let emittedNow = !slot.emitted || window.dirty
             guard emittedNow || window.stateChanged else { continue }
             // Read in place: the window goes with its slot, and a copy of its table to change
             // would cost its whole size.
-            var final = window.change(of: WindowKey(size: self.sized.size, windowStart: slot.start, deliveryId: id))
+            var final = window.change(of: key(slot.start, id))
             if emittedNow { final.emittedRevision = UInt32(truncatingIfNeeded: window.hitCount) }
             finalsSinceExport.append(final)
         }
@@ -265,7 +270,7 @@ struct WindowStore: Sendable {
             // same changelog.
             for id in slots[index].stateChangedIds.sorted() {
                 guard let position = slots[index].deliveries.index(forKey: id) else { continue }
-                changes.windows.append(slots[index].deliveries.values[position].change(of: WindowKey(size: sized.size, windowStart: start, deliveryId: id)))
+                changes.windows.append(slots[index].deliveries.values[position].change(of: key(start, id)))
                 slots[index].deliveries.values[position].clearChanges()
             }
             slots[index].stateChangedIds.removeAll()

@@ -77,7 +77,7 @@ struct AggregateEmitter: Sendable {
             writer.removeAll()
             AggregateRecord.writeValue(aggregate, into: &writer)
             try sink.send(
-                AggregateOutput(key: AggregateRecord.key(aggregate), windowSize: aggregate.windowEnd - aggregate.windowStart, value: writer.bytes))
+                AggregateOutput(key: AggregateRecord.key(aggregate), windowSize: aggregate.key.size, value: writer.bytes))
             report.emitDelays.append(max(0, Double(now - aggregate.windowEnd) / 1000))
         }
         report.accounting.emitted += aggregates.count

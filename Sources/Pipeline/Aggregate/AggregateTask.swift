@@ -169,7 +169,7 @@ struct AggregateTask: WindowTask {
     }
 
     private static func keepLatest(_ record: WindowAggregate, in records: inout [WindowKey: WindowAggregate]) {
-        let key = WindowKey(size: record.windowEnd - record.windowStart, windowStart: record.windowStart, deliveryId: record.deliveryId)
+        let key = record.key
         if let kept = records[key], kept.revision > record.revision { return }
         records[key] = record
     }

@@ -84,12 +84,10 @@ public final class Replay: Sendable {
             topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
         switch config.output {
         case .topics(let topics):
-            guard topics.count == config.window.sizes.count, Set(topics).count == topics.count else {
-                throw PipelineError.configuration(
-                    "--output-topic names \(topics.count) topic\(topics.count == 1 ? "" : "s") for \(config.window.sizes.count) window sizes: name one topic of its own per size, in the order of --window")
+            if let problem = WindowSizeCheck.outputTopicsProblem(topics, sizes: config.window.lengths) {
+                throw PipelineError.configuration("--output-topic \(topics.joined(separator: ",")) with \(pipeline.givenSetting(.window).label): \(problem)")
             }
-            settings.destinations[.output] = topics[0]
-            if topics.count > 1 { settings.outputsBySize = Dictionary(uniqueKeysWithValues: zip(config.window.lengths, topics)) }
+            settings.output(to: topics, sizes: config.window.lengths)
             settings.checkFirstOutput = try WindowSizeCheck.checkOutputs(
                 Array(zip(topics, config.window.lengths)), given: pipeline.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
                 admin: admin, consumerConfig: consumerConfig, clients: LibrdkafkaClients(), logger: logger)
