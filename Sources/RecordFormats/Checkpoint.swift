@@ -10,7 +10,7 @@ import Foundation
 /// The commit is at `processed`; `changelog` says how far the task's changelog partition had been
 /// written and acknowledged (its end offset then), `since` where this line of owners began
 /// writing it (what lies before belongs to an earlier run of the group and is never read back),
-/// the identity (`window=<ms> stages=<1|2> [repartition=<topic>] state=<topic>`) what the group
+/// the identity (`window=<ms>[,<ms>…] stages=<1|2> [repartition=<topic>] state=<topic>`) what the group
 /// is fixed to, which no later run of the group may change (`GroupIdentity`), and `seen`, behind
 /// the repartition topic, per source partition the highest source offset counted before
 /// `processed`, with the incarnation of the input (topic and epoch) it belongs to.
@@ -159,7 +159,7 @@ package struct Checkpoint: Sendable, Hashable {
 /// pipeline the offsets belong to (`GroupIdentity`): they say which hits reached its
 /// repartition topic.
 ///
-/// `trackpipe/source/2 epoch=<n> [progress=<ms>] window=<ms> stages=2 repartition=<topic> state=<topic>`.
+/// `trackpipe/source/2 epoch=<n> [progress=<ms>] window=<ms>[,<ms>…] stages=2 repartition=<topic> state=<topic>`.
 /// Anything else decodes to nil; `otherVersion(of:)` tells another version's apart, for the
 /// refusal.
 package struct SourceCheckpoint: Sendable, Hashable {

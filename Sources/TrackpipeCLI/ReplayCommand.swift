@@ -84,6 +84,11 @@ struct ReplayCommand: ParsableCommand {
             throw ValidationError(
                 "--to \(to) is not after --from \(from): the range [from, to) would be empty; for one window write --to \(RFC3339.format(epochMillis: start + size))")
         }
+        do {
+            try config.validate()
+        } catch {
+            throw ValidationError("\(error)")
+        }
         let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "warning")
         try environment.checkOverriddenValues { _ = try resolve($0) }
         return (config, outputFile, level, format)

@@ -269,6 +269,21 @@ struct ReplayCommandTests {
         #expect(result.stderr.contains(message), "\(result.stderr)")
     }
 
+    @Test("the topics a replay writes: a topic per size, none of them its input or its dead-letter topic, each refused with exit 64 before any broker", arguments: [
+        (["--window", "1m,1h", "--output-topic", "agg"], "--output-topic agg: name a topic of its own for each window size"),
+        (["--window", "1m,1h", "--output-topic", "agg,agg"], "--output-topic agg,agg: name a topic of its own for each window size"),
+        (["--output-topic", "tracking-hits"], "the input topic tracking-hits must differ from the output and dead-letter topics"),
+        (["--window", "1m,1h", "--output-topic", "a,tracking-hits"], "the input topic tracking-hits must differ"),
+        (["--dlq-topic", "tracking-hits"], "the input topic tracking-hits must differ"),
+        (["--output-topic", "dead", "--dlq-topic", "dead"], "the dead-letter topic dead must differ from the output topics"),
+        (["--window", "1m,1h", "--output-topic", "a,dead", "--dlq-topic", "dead"], "the dead-letter topic dead must differ"),
+    ])
+    func writtenTopics(_ arguments: [String], _ message: String) throws {
+        let result = try TrackpipeBinary.locate().run(["replay", "--brokers", "127.0.0.1:9"] + arguments)
+        #expect(result.exitCode == 64, "\(result.stderr)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+    }
+
     @Test("configuration errors of run exit 64 and name what to change")
     func runConfigurationErrorsExit64() throws {
         let result = try TrackpipeBinary.locate().run(["run", "--shards", "0"])

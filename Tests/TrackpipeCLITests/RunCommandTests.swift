@@ -136,6 +136,43 @@ struct RunCommandResolutionTests {
         #expect(throws: (any Error).self) { try resolve(["--retention", "1s", "--grace", "10s"]) }
     }
 
+    @Test("several sizes: --grace, --emit and --output-topic follow --window's order whatever it is, and every way to give two sizes one topic, one size twice, or a list of the wrong length is refused naming where it came from")
+    func severalSizes() throws {
+        let run = try resolve(["--window", "1h,1m", "--grace", "1s,2s", "--emit", "final,changes", "--output-topic", "hours,minutes"])
+        #expect(run.config.window.lengths == [60_000, 3_600_000], "kept ascending")
+        #expect(run.config.window.sizes.map(\.grace) == [2_000, 1_000] && run.config.window.sizes.map(\.emission) == [.changes, .final])
+        #expect(run.config.outputTopics == ["minutes", "hours"], "each topic stays with its size")
+        #expect(run.config.identity.windowSizes == [60_000, 3_600_000])
+        let one = try resolve(["--window", "1m,1h", "--grace", "5s", "--output-topic", " a , b "])
+        #expect(one.config.window.sizes.map(\.grace) == [5_000, 5_000] && one.config.outputTopics == ["a", "b"])
+
+        func message(_ arguments: [String], _ environment: [String: String] = [:]) -> String {
+            do {
+                _ = try resolve(arguments, environment)
+                return "accepted"
+            } catch {
+                return RunCommand.message(for: error)
+            }
+        }
+        let twoTopics = ["--output-topic", "a,b"]
+        #expect(message(["--window", "1m,1m"] + twoTopics).contains("each window size may be named once"))
+        #expect(message(["--window", "60s,1m"] + twoTopics).contains("each window size may be named once"), "one size written two ways")
+        #expect(message(["--window", "1m,1h", "--output-topic", "a,a"]).contains("--output-topic a,a: name a topic of its own for each window size"))
+        #expect(message(["--window", "1m,1h", "--output-topic", "a"]).contains("--output-topic a: name a topic of its own for each window size"))
+        #expect(message(["--window", "1m,1h"]).contains("--output-topic (default tracking-aggregates): name a topic of its own"), "the default topic for two sizes")
+        #expect(message([], ["TRACKPIPE_OUTPUT_TOPIC": "a,b"]).contains("TRACKPIPE_OUTPUT_TOPIC=a,b: name a topic of its own"), "two topics for the one size, from the environment")
+        #expect(message(["--window", "1m,1h", "--output-topic", "a,"]).contains("--output-topic a,: "), "an empty name")
+        #expect(message(["--window", "1m,1h", "--output-topic", "a,b,c"]).contains("name a topic of its own"))
+        #expect(message(["--window", "1m,1h", "--output-topic", "tracking-hits,b"]).contains("must differ from the output and dead-letter topics"), "the input among the outputs")
+        #expect(message(["--window", "1m,1h", "--output-topic", "a,tracking-hits-dlq"]).contains("the dead-letter topic tracking-hits-dlq must differ from the output topics"), "the dead-letter topic among the outputs")
+        #expect(message(["--output-topic", "dead", "--dlq-topic", "dead"]).contains("the dead-letter topic dead must differ from the output topics"), "one size too")
+        #expect(message(["--window", "1m,"] + twoTopics).hasPrefix("--window 1m,: "))
+        #expect(message(["--window", "1m,1h", "--grace", "1s,2s,3s"] + twoTopics).contains("--grace 1s,2s,3s: give one value for every window size, or one per size of --window (2)"))
+        #expect(message(["--emit", "final,changes"]).contains("--emit final,changes: give one value for every window size"))
+        #expect(message(["--window", "1m,1h", "--emit", "final,sometimes"] + twoTopics).contains("--emit final,sometimes: say changes"))
+        #expect(message(["--window", "1m,1h", "--grace", "1s,2h"] + twoTopics).contains("the retention must be at least the grace period"), "one size's grace past the retention")
+    }
+
     @Test("durations read like people write them")
     func durations() throws {
         #expect(try DurationText.milliseconds("500ms") == 500)

@@ -37,6 +37,23 @@ public final class Replay: Sendable {
             set { pipeline[keyPath: setting] = newValue }
         }
 
+        /// Topics the replay may not write, refused before anything starts: a topic per size, none
+        /// of them the input or the dead-letter topic.
+        public func validate() throws {
+            let outputs: [String]
+            switch output {
+            case .topics(let topics):
+                if let problem = WindowSizeCheck.outputTopicsProblem(topics, sizes: pipeline.window.lengths) {
+                    throw PipelineError.configuration("--output-topic \(topics.joined(separator: ",")) with \(pipeline.givenSetting(.window).label): \(problem)")
+                }
+                outputs = topics
+            case .lines: outputs = []
+            }
+            if let problem = PipelineConfig.writtenTopicsProblem(input: pipeline.inputTopic, outputs: outputs, deadLetter: deadLetterTopic) {
+                throw PipelineError.configuration(problem)
+            }
+        }
+
         /// The librdkafka configurations the replay builds, checked before any client exists
         /// (see `PipelineConfig.checkKafkaProperties`).
         public func checkKafkaProperties() throws(KafkaConfigProblem) { try pipeline.checkKafkaProperties(readingAhead: true) }
@@ -61,6 +78,7 @@ public final class Replay: Sendable {
     public func requestStop() { runners.requestStop() }
 
     public func run() throws -> PipelineSummary {
+        try config.validate()
         let started = wallClockMillis()
         let pipeline = config.pipeline
         // One client for the questions before the replay: the input's and the output's partitions.
@@ -84,9 +102,6 @@ public final class Replay: Sendable {
             topic: config.inputTopic, assignment: .fixed(starts), bound: .endAtAssignment, consumer: consumerConfig, producer: pipeline.producerConfig, destinations: [:], commitInterval: .max)
         switch config.output {
         case .topics(let topics):
-            if let problem = WindowSizeCheck.outputTopicsProblem(topics, sizes: config.window.lengths) {
-                throw PipelineError.configuration("--output-topic \(topics.joined(separator: ",")) with \(pipeline.givenSetting(.window).label): \(problem)")
-            }
             settings.output(to: topics, sizes: config.window.lengths)
             settings.checkFirstOutput = try WindowSizeCheck.checkOutputs(
                 Array(zip(topics, config.window.lengths)), given: pipeline.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
