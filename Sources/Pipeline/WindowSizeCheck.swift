@@ -36,6 +36,12 @@ package enum WindowSizeCheck {
         return "name a topic of its own for each window size, in the order of --window (\(sizes.count) size\(sizes.count == 1 ? "" : "s")), like --output-topic \(example): in one topic a key <deliveryId>@<windowStart> would name windows of two sizes"
     }
 
+    /// What a run writes into one output topic, as a refusal names it: the flag as given, and of
+    /// several sizes the one that topic takes.
+    private static func writes(_ window: Int64, _ given: GivenSetting, _ sizes: Int) -> String {
+        sizes == 1 ? given.label : "\(text(window)) there (\(given.label))"
+    }
+
     /// windowEnd − windowStart of an aggregate record's value, nil for anything else.
     static func windowSize(ofRecord value: UnsafeRawBufferPointer) -> Int64? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any],
@@ -54,8 +60,8 @@ package enum WindowSizeCheck {
         let checks = try outputs.map { output in
             (output.topic, try checkOutput(
                 topic: output.topic, partitions: try Pipeline.existingPartitionCount(of: output.topic, admin: admin), window: output.size,
-                given: given, allowUnchecked: allowUnchecked, group: group, admin: admin, consumerConfig: consumerConfig, clients: clients,
-                logger: logger))
+                given: given, sizes: outputs.count, allowUnchecked: allowUnchecked, group: group, admin: admin, consumerConfig: consumerConfig,
+                clients: clients, logger: logger))
         }
         return { written in
             for (topic, check) in checks { try check(written[topic] ?? AcknowledgedRecords()) }
@@ -69,15 +75,16 @@ package enum WindowSizeCheck {
     /// cannot be told: refused too, unless `allowUnchecked` (`--allow-unchecked-output`), since
     /// a tombstone or another program's record at the end of every partition would otherwise
     /// let any size through. Returns the check of the run's first records (`checkWritten`), for
-    /// its runner (`RunnerSettings.checkFirstOutput`); `group`: the run's, nil for a replay.
+    /// its runner (`RunnerSettings.checkFirstOutput`); `group`: the run's, nil for a replay;
+    /// `sizes`: how many the run counts, each into a topic of its own.
     static func checkOutput(
-        topic: String, partitions: Int?, window: Int64, given: GivenSetting, allowUnchecked: Bool, group: String? = nil, admin: TopicAdmin,
-        consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
+        topic: String, partitions: Int?, window: Int64, given: GivenSetting, sizes: Int = 1, allowUnchecked: Bool, group: String? = nil,
+        admin: TopicAdmin, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
     ) throws -> @Sendable (AcknowledgedRecords) throws -> Void {
         let logs = try partitions.map { try NewestRecords.logs(of: topic, partitions: $0, consumerConfig: consumerConfig, clients: clients, logger: logger) } ?? [:]
         let afterwards: @Sendable (AcknowledgedRecords) throws -> Void = { written in
             try checkWritten(
-                topic: topic, since: logs.mapValues(\.upperBound), written: written, window: window, given: given, group: group,
+                topic: topic, since: logs.mapValues(\.upperBound), written: written, window: window, given: given, sizes: sizes, group: group,
                 admin: admin, consumerConfig: consumerConfig, clients: clients, logger: logger)
         }
         guard let partitions else { return afterwards }
@@ -95,7 +102,7 @@ package enum WindowSizeCheck {
         }
         if let other = others.min(by: { $0.partition < $1.partition }) {
             throw PipelineError.settingChanged(
-                "the output topic \(topic) holds windows of \(text(other.size)) (the newest aggregate record of \(topic)[\(other.partition)] says so), and this run writes windows of \(given.label). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other. Write to a new --output-topic, or go back to \(given.label(for: text(other.size)))")
+                "the output topic \(topic) holds windows of \(text(other.size)) (the newest aggregate record of \(topic)[\(other.partition)] says so), and this run writes windows of \(writes(window, given, sizes)). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other. Write to a new --output-topic, or \(sizes == 1 ? "go back to \(given.label(for: text(other.size)))" : "give --output-topic each size's own topic, in the order of --window")")
         }
         guard !undecided.isEmpty else { return afterwards }
         undecided.sort { $0.partition < $1.partition }
@@ -103,7 +110,7 @@ package enum WindowSizeCheck {
         let otherRecords = undecided.reduce(0) { $0 + $1.skipped.others }
         let places = undecided.map { "\(topic)[\($0.partition)]" }.joined(separator: ", ")
         let what =
-            "the newest \(NewestRecords.bound) offsets of \(places) hold no aggregate record (\(tombstones) tombstones, \(otherRecords) other records), and older records there may be windows of another size than this run's \(given.label)"
+            "the newest \(NewestRecords.bound) offsets of \(places) hold no aggregate record (\(tombstones) tombstones, \(otherRecords) other records), and older records there may be windows of another size than this run's \(writes(window, given, sizes))"
         if allowUnchecked {
             logger.warning("writing into the output topic \(topic) unchecked (--allow-unchecked-output): \(what)")
             return afterwards
@@ -122,7 +129,7 @@ package enum WindowSizeCheck {
     /// two such runs one at least stops, since the check of the one acknowledged last reads what
     /// the other wrote first (docs/windowing.md, "Two runs that start together").
     static func checkWritten(
-        topic: String, since: [Int32: Int64], written: AcknowledgedRecords, window: Int64, given: GivenSetting, group: String?,
+        topic: String, since: [Int32: Int64], written: AcknowledgedRecords, window: Int64, given: GivenSetting, sizes: Int = 1, group: String?,
         admin: TopicAdmin, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
     ) throws {
         let partitions = try admin.partitionCount(of: topic) ?? 0
@@ -149,6 +156,6 @@ package enum WindowSizeCheck {
         let before = written.spans[partition].map { "before this run's first record there, at \($0.lowerBound)" }
             ?? "in a partition this run has not written to, where which came first cannot be told"
         throw PipelineError.settingChanged(
-            "another run writes windows of \(text(other.value)) into the output topic \(topic) (an aggregate record of that size at \(topic)[\(partition)] offset \(other.offset), written since this run started and \(before)), and this run writes windows of \(given.label). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other: this run stops, and leaves the topic to the other. Its first records stay in \(topic) (\(written.count) at \(places.joined(separator: ", "))): a reader tells them by their size, windowEnd - windowStart = \(text(window)). \(remedy) (docs/windowing.md, \"Two runs that start together\")")
+            "another run writes windows of \(text(other.value)) into the output topic \(topic) (an aggregate record of that size at \(topic)[\(partition)] offset \(other.offset), written since this run started and \(before)), and this run writes windows of \(writes(window, given, sizes)). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other: this run stops, and leaves the topic to the other. Its first records stay in \(topic) (\(written.count) at \(places.joined(separator: ", "))): a reader tells them by their size, windowEnd - windowStart = \(text(window)). \(remedy) (docs/windowing.md, \"Two runs that start together\")")
     }
 }

@@ -14,6 +14,16 @@ struct RunCommandResolutionTests {
         try RunCommand.parse(arguments).resolve(Environment(environment))
     }
 
+    /// What `run` says of these arguments: its refusal, as the command prints it, or "accepted".
+    func message(_ arguments: [String], _ environment: [String: String] = [:]) -> String {
+        do {
+            _ = try resolve(arguments, environment)
+            return "accepted"
+        } catch {
+            return RunCommand.message(for: error)
+        }
+    }
+
     @Test("defaults match the documented ones")
     func defaults() throws {
         let run = try resolve([])
@@ -116,14 +126,6 @@ struct RunCommandResolutionTests {
             }
         }
         #expect(throws: (any Error).self) { try resolve(["--repartition-topic", "tracking-aggregates"]) }
-        func message(_ arguments: [String], _ environment: [String: String] = [:]) -> String {
-            do {
-                _ = try resolve(arguments, environment)
-                return "accepted"
-            } catch {
-                return RunCommand.message(for: error)
-            }
-        }
         #expect(message(["--brokers", ""]).contains("--brokers : give at least one bootstrap address"))
         #expect(message(["--brokers", " , "]).contains("give at least one bootstrap address"))
         #expect(message(["--shards", "100000"]).contains("--shards 100000: use 1 to 1024"))
@@ -145,15 +147,6 @@ struct RunCommandResolutionTests {
         #expect(run.config.identity.windowSizes == [60_000, 3_600_000])
         let one = try resolve(["--window", "1m,1h", "--grace", "5s", "--output-topic", " a , b "])
         #expect(one.config.window.sizes.map(\.grace) == [5_000, 5_000] && one.config.outputTopics == ["a", "b"])
-
-        func message(_ arguments: [String], _ environment: [String: String] = [:]) -> String {
-            do {
-                _ = try resolve(arguments, environment)
-                return "accepted"
-            } catch {
-                return RunCommand.message(for: error)
-            }
-        }
         let twoTopics = ["--output-topic", "a,b"]
         #expect(message(["--window", "1m,1m"] + twoTopics).contains("each window size may be named once"))
         #expect(message(["--window", "60s,1m"] + twoTopics).contains("each window size may be named once"), "one size written two ways")

@@ -20,6 +20,15 @@ struct SeveralSizesCommandTests {
         Corpus(HitStream(HitStreamConfig(count: 8_000, seed: 91, deliveries: 6, span: 150 * 60_000, lateRate: 0.03, badRate: 0.03)).generate())
     }
 
+    /// A broker with the input, each size's output topic, the group's internal topics and `also`.
+    static func broker(group: String, also: [String] = []) throws -> EmbeddedBroker {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("hits", partitions: 6)
+        for topic in sizes.map(\.topic) + also + ["\(group)-repartition", "\(group)-state"] { try broker.createTopic(topic, partitions: 4) }
+        try broker.createTopic("dlq", partitions: 2)
+        return broker
+    }
+
     static func counted(_ hits: [GeneratedHit]) -> [GeneratedHit.Expected] {
         hits.compactMap { hit in if case .counted(let expected) = hit.truth { expected } else { nil } }
     }
@@ -51,10 +60,7 @@ struct SeveralSizesCommandTests {
 
     @Test("--window 1m,1h,1d: one read of the input; each size's topic exact against its own reference count, the hour's uniques not the sum of its minutes'; the summary's emitted records are what the three topics received")
     func threeSizesExact() throws {
-        let broker = try EmbeddedBroker()
-        try broker.createTopic("hits", partitions: 6)
-        for topic in Self.sizes.map(\.topic) + ["sizes-repartition", "sizes-state"] { try broker.createTopic(topic, partitions: 4) }
-        try broker.createTopic("dlq", partitions: 2)
+        let broker = try Self.broker(group: "sizes")
         let corpus = Self.corpus()
         try corpus.produce(0..<corpus.hits.count, to: "hits", on: broker)
         let run = try run(broker, group: "sizes")
@@ -75,10 +81,7 @@ struct SeveralSizesCommandTests {
 
     @Test("a restart goes on with every size: the second run reads the three sizes' windows back from the one state topic and ends exact for each")
     func restartRestoresEverySize() throws {
-        let broker = try EmbeddedBroker()
-        try broker.createTopic("hits", partitions: 6)
-        for topic in Self.sizes.map(\.topic) + ["restart-repartition", "restart-state"] { try broker.createTopic(topic, partitions: 4) }
-        try broker.createTopic("dlq", partitions: 2)
+        let broker = try Self.broker(group: "restart")
         let corpus = Self.corpus()
         let half = corpus.hits.count / 2
         try corpus.produce(0..<half, to: "hits", on: broker)
@@ -94,10 +97,7 @@ struct SeveralSizesCommandTests {
 
     @Test("the sizes are fixed for the group: a size added or removed is refused before anything is written (64), the added one with the replay that backfills it; one --output-topic for three sizes is refused with the form that works")
     func sizesAreFixedForTheGroup() throws {
-        let broker = try EmbeddedBroker()
-        try broker.createTopic("hits", partitions: 6)
-        for topic in Self.sizes.map(\.topic) + ["agg-1w", "fixed-repartition", "fixed-state"] { try broker.createTopic(topic, partitions: 4) }
-        try broker.createTopic("dlq", partitions: 2)
+        let broker = try Self.broker(group: "fixed", also: ["agg-1w"])
         let corpus = Self.corpus()
         try corpus.produce(0..<2_000, to: "hits", on: broker)
         let first = try run(broker, group: "fixed")
@@ -112,6 +112,11 @@ struct SeveralSizesCommandTests {
         #expect(removed.stderr.contains("holds windows of 1d"), "\(removed.stderr.suffix(1_500))")
         let after = try Self.sizes.map { try TopicContents(broker: broker, output: $0.topic, outputPartitions: 4, dlq: "dlq", dlqPartitions: 2).outputRecords }
         #expect(after == before, "nothing written by the refused runs")
+
+        // Each size's topic is checked as one size's: the minutes sent into the hours' topic.
+        let swapped = try run(broker, group: "swapped", outputs: "agg-1h,agg-1m,agg-1d")
+        #expect(swapped.exitCode == 64, "\(swapped.stderr.suffix(1_500))")
+        #expect(swapped.stderr.contains("the output topic agg-1h holds windows of 1h") && swapped.stderr.contains("this run writes windows of 1m there (--window 1m,1h,1d)") && swapped.stderr.contains("give --output-topic each size's own topic, in the order of --window"), "\(swapped.stderr.suffix(1_500))")
 
         let oneTopic = try run(broker, group: "other", outputs: "aggregates")
         #expect(oneTopic.exitCode == 64)
