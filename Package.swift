@@ -9,9 +9,9 @@ import PackageDescription
 // the loop that drives one stage against Kafka) -> Pipeline (the stages and their composition;
 // its lanes, on Dispatch, are the one place window work runs in parallel) -> TrackpipeCLI
 // (commands) -> trackpipe (executable).
-// Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench),
-// trackpipe-bench (the benchmarks, docs/performance.md) and Benchmarking (the processes and
-// measures the benchmarks share). Under Tests/, and linked by no product: TrackpipeTestSupport
+// Beside them: HitGenerator (pure: synthetic hits for tests, `demo` and the bench). Under
+// Benchmarks/, and linked by no product: trackpipe-bench (the benchmarks, docs/performance.md)
+// and Benchmarking (the processes and measures the benchmarks share). Under Tests/, and linked by no product: TrackpipeTestSupport
 // (the reference model), TrackpipeSimulation (the deterministic simulator, which runs Pipeline's
 // real runners and stages against a simulated cluster standing in for Kafka's protocols,
 // docs/simulation.md) and trackpipe-check (their long runs, the soak and the state benchmark,
@@ -98,7 +98,8 @@ let package = Package(
         // in processes of their own, their CPU and memory, the builds compared, medians.
         .target(
             name: "Benchmarking",
-            dependencies: ["Kafka", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Kafka", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Benchmarks/Benchmarking"
         ),
         .executableTarget(
             name: "trackpipe-bench",
@@ -106,7 +107,8 @@ let package = Package(
                 "Kafka", "TrackingDomain", "Windowing", "Pipeline", "RecordFormats", "Runner", "HitGenerator", "Benchmarking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            path: "Benchmarks/trackpipe-bench"
         ),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TrackpipeTestSupport"]),
         .testTarget(
