@@ -131,7 +131,7 @@ struct CampaignBenchmark: ParsableCommand {
                 point = stage.commitPoints()[0]
                 stage.committed([0])
                 committing += BenchSupport.now() - began
-                let now = stage.gauges().entries
+                let now = stage.gauges().windows.total.entries
                 commits.append((sink.bytes - before.0, sink.records - before.1, now - entries))
                 entries = now
             }
@@ -168,7 +168,7 @@ struct CampaignBenchmark: ParsableCommand {
         print(
             String(
                 format: "  read back by a new owner: %d records in %.2f s, %d broadlogs, heap +%.1f MB = %.1f bytes per broadlog", records.count, seconds,
-                stage.gauges().entries, Double(heap) / 1e6, Double(heap) / Double(max(1, entries))))
+                stage.gauges().windows.total.entries, Double(heap) / 1e6, Double(heap) / Double(max(1, entries))))
         withExtendedLifetime(stage) {}
     }
 
@@ -202,7 +202,7 @@ struct CampaignBenchmark: ParsableCommand {
             elapsed += BenchSupport.now() - started
             index = end
         }
-        let entries = engine.stats.entries
+        let entries = engine.stats.windows.total.entries
         let heap = (HeapProbe.bytesInUse() ?? 0) - heapBefore
         let rss = (HeapProbe.residentBytes() ?? 0) - rssBefore
         print(

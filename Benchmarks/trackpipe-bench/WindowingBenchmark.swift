@@ -166,7 +166,7 @@ struct WindowingBenchmark: ParsableCommand {
         let heapAfter = HeapProbe.bytesInUse()
         let rssAfter = HeapProbe.residentBytes()
         withExtendedLifetime(stream) {}  // the input must not be freed between the two probes
-        let stats = engine.stats
+        let stats = engine.stats.windows.total
         let flushed = engine.flushAll().emitted
         var actionEntries = 0
         for record in flushed { actionEntries += record.uniqueImpressions + record.uniqueClicks + record.uniqueOpens }
@@ -202,7 +202,7 @@ struct WindowingBenchmark: ParsableCommand {
                 }
             }
             let heapAfter = HeapProbe.bytesInUse()
-            let entries = engine.stats.entries
+            let entries = engine.stats.windows.total.entries
             let heap = heapBefore.flatMap { before in heapAfter.map { Self.fixed(Double($0 - before) / Double(entries), 1) } } ?? "?"
             print(
                 "memory, one partition, \(tracked ? "keeping changes for a changelog" : "without changes"): \(heap) bytes per (window, delivery, broadlog) entry, \(BenchSupport.grouped(Double(stream.batches.count * batch) / seconds)) events/s")

@@ -1,5 +1,6 @@
 import RecordFormats
 import Runner
+import Windowing
 
 extension GroupIdentity {
     /// What a run finds that says which pipeline wrote something it would go on from: at
@@ -118,7 +119,7 @@ extension GroupIdentity {
     private func refusal(asked: GroupIdentity, evidence: String, given: [Setting: GivenSetting]) -> PipelineError? {
         let differences = differences(from: asked)
         guard !differences.isEmpty else { return nil }
-        let window = { (sizes: [Int64]) in WindowSizeCheck.text(sizes) }
+        let window = { (sizes: [Int64]) in WindowSize.text(sizes) }
         var found: [String] = []
         var why: [String] = []
         var back: [String] = []

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Logging
 import Synchronization
+import Windowing
 
 /// What the settings of trackpipe's own topics must not be, where the cluster says what they are
 /// (DescribeConfigs): checked at start-up, before anything is read or written.
@@ -94,7 +95,7 @@ package enum InternalTopicCheck {
         var warnings: [String] = []
         if let time = settings["retention.ms"].flatMap({ Int64($0) }), time >= 0, time < repartitionRetentionFloor {
             warnings.append(
-                "the repartition topic \(topic) keeps records for retention.ms=\(time) (\(WindowSizeCheck.text(time))), less than a day: if the aggregate stage is down or behind for longer (a crash loop, a cluster problem), the events it has not counted yet are deleted, and the restart reports them as an offset gap. Give it a day or more: kafka-configs.sh --alter --entity-type topics --entity-name \(topic) --add-config retention.ms=86400000")
+                "the repartition topic \(topic) keeps records for retention.ms=\(time) (\(WindowSize.text(time))), less than a day: if the aggregate stage is down or behind for longer (a crash loop, a cluster problem), the events it has not counted yet are deleted, and the restart reports them as an offset gap. Give it a day or more: kafka-configs.sh --alter --entity-type topics --entity-name \(topic) --add-config retention.ms=86400000")
         }
         if let bytes = settings["retention.bytes"].flatMap({ Int64($0) }), bytes >= 0 {
             warnings.append(

@@ -82,7 +82,7 @@ public struct PipelineConfig: Sendable {
     /// The output topics, each with its size where there are several: for logs.
     var outputsText: String {
         outputTopics.count == 1
-            ? outputTopics[0] : zip(window.lengths, outputTopics).map { "\($1) (\(WindowSizeCheck.text($0)))" }.joined(separator: ", ")
+            ? outputTopics[0] : zip(window.lengths, outputTopics).map { "\($1) (\(WindowSize.text($0)))" }.joined(separator: ", ")
     }
 
     /// The repartition topic's name in effect.
@@ -112,7 +112,7 @@ public struct PipelineConfig: Sendable {
         }
         let text: String =
             switch setting {
-            case .window: WindowSizeCheck.text(window.lengths)
+            case .window: WindowSize.text(window.lengths)
             case .inputKeyedByDelivery: ""
             case .repartitionTopic: effectiveRepartitionTopic
             case .stateTopic: effectiveStateTopic

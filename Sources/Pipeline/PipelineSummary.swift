@@ -21,6 +21,7 @@ public struct PipelineSummary: Sendable {
         total.filtered = first.accounting.filtered
         total.accepted = last.accounting.accepted
         total.rereadFinal = last.accounting.rereadFinal
+        total.tooLateForSize = last.accounting.tooLateForSize
         total.emitted = last.accounting.emitted
         total.duplicates = stages.count > 1 ? last.accounting.duplicates : 0
         total.acceptedOutsideRange = last.accounting.acceptedOutsideRange
@@ -49,6 +50,9 @@ public struct PipelineSummary: Sendable {
             if !behindShuffle { lines.append("  filtered      \(a.filteredTotal)" + reasons(a.filtered)) }
             if behindShuffle { lines.append("  duplicates    \(a.duplicates) (sent twice upstream, dropped)") }
             lines.append("  dead-lettered \(a.deadLetteredTotal)" + reasons(a.deadLettered))
+            if !a.tooLateForSize.isEmpty {
+                lines.append("  late for size \(a.tooLateForSizeText) (hits too late for that size's windows, counted in a larger size's)")
+            }
             if stage.stage != "normalize" { lines.append("  emitted       \(a.emitted) aggregate records") }
             if range != nil || a.outsideRangeTotal > 0 {
                 var parts = ["\(a.acceptedOutsideRange) hits of other windows"]

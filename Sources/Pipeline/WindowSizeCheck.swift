@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import Logging
 import TrackingDomain
+import Windowing
 
 /// The window size is the one setting that changes what an output key means: under 1-minute
 /// windows `d1@10:00:00Z` counts a minute, under 5-minute windows five. Records of two sizes in
@@ -15,31 +16,19 @@ import TrackingDomain
 /// and may change between runs (docs/windowing.md, "What a group and an output topic are fixed
 /// to").
 package enum WindowSizeCheck {
-    /// `1m`, `5m`, `30s`, `1h`, `1d`, `1500ms`: as `--window` takes it.
-    package static func text(_ millis: Int64) -> String {
-        if millis % 86_400_000 == 0 { return "\(millis / 86_400_000)d" }
-        if millis % 3_600_000 == 0 { return "\(millis / 3_600_000)h" }
-        if millis % 60_000 == 0 { return "\(millis / 60_000)m" }
-        if millis % 1_000 == 0 { return "\(millis / 1_000)s" }
-        return "\(millis)ms"
-    }
-
-    /// Several sizes as `--window` takes them: `1m,1h,1d`.
-    package static func text(_ sizes: [Int64]) -> String { sizes.map { text($0) }.joined(separator: ",") }
-
     /// What is wrong with `topics` as the output topics of windows of `sizes` (in the same order):
     /// each size needs a topic of its own. Nil when they fit. The one rule `run` and `replay`
     /// judge their output topics by, on the command line and in a config alike.
     package static func outputTopicsProblem(_ topics: [String], sizes: [Int64]) -> String? {
         guard topics.count != sizes.count || Set(topics).count != topics.count else { return nil }
-        let example = sizes.map { "tracking-aggregates-" + text($0) }.joined(separator: ",")
+        let example = sizes.map { "tracking-aggregates-" + WindowSize.text($0) }.joined(separator: ",")
         return "name a topic of its own for each window size, in the order of --window (\(sizes.count) size\(sizes.count == 1 ? "" : "s")), like --output-topic \(example): in one topic a key <deliveryId>@<windowStart> would name windows of two sizes"
     }
 
     /// What a run writes into one output topic, as a refusal names it: the flag as given, and of
     /// several sizes the one that topic takes.
     private static func writes(_ window: Int64, _ given: GivenSetting, _ sizes: Int) -> String {
-        sizes == 1 ? given.label : "\(text(window)) there (\(given.label))"
+        sizes == 1 ? given.label : "\(WindowSize.text(window)) there (\(given.label))"
     }
 
     /// windowEnd − windowStart of an aggregate record's value, nil for anything else.
@@ -102,7 +91,7 @@ package enum WindowSizeCheck {
         }
         if let other = others.min(by: { $0.partition < $1.partition }) {
             throw PipelineError.settingChanged(
-                "the output topic \(topic) holds windows of \(text(other.size)) (the newest aggregate record of \(topic)[\(other.partition)] says so), and this run writes windows of \(writes(window, given, sizes)). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other. Write to a new --output-topic, or \(sizes == 1 ? "go back to \(given.label(for: text(other.size)))" : "give --output-topic each size's own topic, in the order of --window")")
+                "the output topic \(topic) holds windows of \(WindowSize.text(other.size)) (the newest aggregate record of \(topic)[\(other.partition)] says so), and this run writes windows of \(writes(window, given, sizes)). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other. Write to a new --output-topic, or \(sizes == 1 ? "go back to \(given.label(for: WindowSize.text(other.size)))" : "give --output-topic each size's own topic, in the order of --window")")
         }
         guard !undecided.isEmpty else { return afterwards }
         undecided.sort { $0.partition < $1.partition }
@@ -156,6 +145,6 @@ package enum WindowSizeCheck {
         let before = written.spans[partition].map { "before this run's first record there, at \($0.lowerBound)" }
             ?? "in a partition this run has not written to, where which came first cannot be told"
         throw PipelineError.settingChanged(
-            "another run writes windows of \(text(other.value)) into the output topic \(topic) (an aggregate record of that size at \(topic)[\(partition)] offset \(other.offset), written since this run started and \(before)), and this run writes windows of \(writes(window, given, sizes)). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other: this run stops, and leaves the topic to the other. Its first records stay in \(topic) (\(written.count) at \(places.joined(separator: ", "))): a reader tells them by their size, windowEnd - windowStart = \(text(window)). \(remedy) (docs/windowing.md, \"Two runs that start together\")")
+            "another run writes windows of \(WindowSize.text(other.value)) into the output topic \(topic) (an aggregate record of that size at \(topic)[\(partition)] offset \(other.offset), written since this run started and \(before)), and this run writes windows of \(writes(window, given, sizes)). An output key <deliveryId>@<windowStart> names another window under each size, so records of both sizes would overwrite each other: this run stops, and leaves the topic to the other. Its first records stay in \(topic) (\(written.count) at \(places.joined(separator: ", "))): a reader tells them by their size, windowEnd - windowStart = \(WindowSize.text(window)). \(remedy) (docs/windowing.md, \"Two runs that start together\")")
     }
 }

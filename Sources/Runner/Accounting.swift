@@ -1,4 +1,5 @@
 import TrackingDomain
+import Windowing
 
 /// Where every consumed message went. The invariant the worker keeps and the tests check:
 /// `consumed == accepted + filtered + deadLettered + duplicates + outsideRange`, always, per
@@ -35,6 +36,11 @@ public struct Accounting: Sendable, Equatable {
     /// original message, dead-lettered as trackpipe normalized them (`OriginalRule`'s
     /// exceptions: the memory cap, or a record overtaken beyond the allowance).
     public var lateWithoutOriginal = 0
+    /// Of several window sizes, hits too late for the windows of some and counted in another's
+    /// (accepted: a hit too late for every size is a `too_late` dead letter), by the size (ms)
+    /// they missed; a hit that missed two sizes counts in both. Not a fate of its own: what the
+    /// smaller sizes' records lack.
+    public var tooLateForSize: [Int64: Int] = [:]
     /// A backfill of a time range (`replay --from/--to`) reads more than its range (from a
     /// retention before it, to the end of the topic) and writes only what belongs to it: the
     /// messages about a window outside the range are read and left aside, counted here and in
@@ -53,6 +59,11 @@ public struct Accounting: Sendable, Equatable {
     public var outsideRangeTotal: Int {
         acceptedOutsideRange + filteredOutsideRange.total + deadLetteredOutsideRange.total
     }
+    /// `tooLateForSize` as the summary and the progress line write it: `1m 12, 1h 3`.
+    public var tooLateForSizeText: String {
+        tooLateForSize.sorted { $0.key < $1.key }.map { "\(WindowSize.text($0.key)) \($0.value)" }.joined(separator: ", ")
+    }
+
     public var balanced: Bool { consumed == accepted + filteredTotal + deadLetteredTotal + duplicates + outsideRangeTotal }
 
     /// Every integer counter, once: `add` and `subtracting` go through this list, so a new
@@ -69,11 +80,14 @@ public struct Accounting: Sendable, Equatable {
     static let deadLetteredByReason: [WritableKeyPath<Accounting, ReasonCounts<RejectReason>> & Sendable] = [
         \.deadLettered, \.deadLetteredOutsideRange,
     ]
+    /// Every count by window size, once.
+    static let bySize: [WritableKeyPath<Accounting, [Int64: Int]> & Sendable] = [\.tooLateForSize]
 
     public mutating func add(_ other: Accounting) {
         for counter in Self.counters { self[keyPath: counter] += other[keyPath: counter] }
         for tally in Self.filteredByReason { self[keyPath: tally].add(other[keyPath: tally]) }
         for tally in Self.deadLetteredByReason { self[keyPath: tally].add(other[keyPath: tally]) }
+        for tally in Self.bySize { self[keyPath: tally].merge(other[keyPath: tally], uniquingKeysWith: +) }
     }
 
     /// What happened since `earlier`, a snapshot of the same running totals. A reason whose
@@ -83,6 +97,9 @@ public struct Accounting: Sendable, Equatable {
         for counter in Self.counters { delta[keyPath: counter] -= earlier[keyPath: counter] }
         for tally in Self.filteredByReason { delta[keyPath: tally] = self[keyPath: tally].growth(since: earlier[keyPath: tally]) }
         for tally in Self.deadLetteredByReason { delta[keyPath: tally] = self[keyPath: tally].growth(since: earlier[keyPath: tally]) }
+        for tally in Self.bySize {
+            delta[keyPath: tally] = self[keyPath: tally].merging(earlier[keyPath: tally].mapValues { -$0 }, uniquingKeysWith: +).filter { $0.value > 0 }
+        }
         return delta
     }
 }

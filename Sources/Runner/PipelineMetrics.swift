@@ -6,7 +6,9 @@ import Windowing
 
 /// The worker's Prometheus metrics, one registry per process. Per-stage series carry a
 /// `stage` label (`normalize`, `aggregate`), so one dashboard shows both halves of the
-/// scaled-out worker. Counters are bumped once a second from a stage's report, not per
+/// scaled-out worker; series about windows carry a `window` label too (`1m`, as `--window`
+/// names the size), one series per size even of one size, so that a dashboard or an alert
+/// written for one size holds for several. Counters are bumped once a second from a stage's report, not per
 /// message, so the hot path pays nothing for them.
 public final class PipelineMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
@@ -82,11 +84,12 @@ public final class PipelineMetrics: Sendable {
         "trackpipe_offset_gaps": "Times a partition's offsets jumped forward (transaction markers and compaction make such jumps without losing anything).",
         "trackpipe_lost_offsets": "Offsets of the stage's input deleted (retention, a size limit) before the group read them: their hits are not counted.",
         "trackpipe_capacity_evictions": "Times a partition's window state reached its share of --max-entries and its oldest windows were finalized early.",
-        "trackpipe_windows_finalized_early": "Delivery windows finalized early because window state reached --max-entries; later hits for them are too_late.",
-        "trackpipe_windows_open": "Delivery windows held in memory (open or retained).",
-        "trackpipe_window_entries": "Broadlog entries held in window state.",
-        "trackpipe_windows_pending": "Delivery windows counted and not written yet (with --emit final, every window until event time passes its end plus the retention).",
-        "trackpipe_first_window_due_seconds": "Event time, in seconds, the stage's watermark has still to cover before its first pending window is written; absent while none is pending or there is no watermark.",
+        "trackpipe_windows_finalized_early": "Delivery windows finalized early because window state reached --max-entries, by window size; later hits for them are too_late.",
+        "trackpipe_hits_too_late_for_size": "Hits too late for the windows of one size and counted in a larger size's, by the size they missed (a hit too late for every size is a too_late dead letter instead).",
+        "trackpipe_windows_open": "Delivery windows held in memory (open or retained), by window size.",
+        "trackpipe_window_entries": "Broadlog entries held in window state, by window size.",
+        "trackpipe_windows_pending": "Delivery windows counted and not written yet, by window size (with --emit final, every window until event time passes its end plus the retention).",
+        "trackpipe_first_window_due_seconds": "Event time, in seconds, the stage's watermark has still to cover before the first pending window of a size is written; absent while none is pending or there is no watermark.",
         "trackpipe_watermark_ms": "Lowest event-time watermark over the stage's partitions (epoch ms).",
         "trackpipe_event_time_lag_seconds": "Seconds from the stage's lowest event-time watermark to the wall clock; absent while the stage has no watermark.",
         "trackpipe_consumer_lag": "Messages behind the end of the stage's input topic, all owned partitions; absent while the stage owns none.",
@@ -118,7 +121,7 @@ public final class PipelineMetrics: Sendable {
         // the first message: a stage stuck from its start would otherwise have no series to
         // alert on.
         for name in Self.accountingCounters.map(\.name) + [
-            "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions", "trackpipe_windows_finalized_early",
+            "trackpipe_stale_records_dropped", "trackpipe_offset_gaps", "trackpipe_capacity_evictions",
             "trackpipe_restore_records", "trackpipe_changelog_records", "trackpipe_dead_letters_cut",
         ] + Self.formerNames.values {
             _ = counter(name, stage: metrics.stage)
@@ -167,7 +170,15 @@ public struct StageMetrics: Sendable {
         for delay in report.emitDelays { parent.emitDelay.record(delay) }
         // The memory cap's effect: logged as a warning by the runner, counted here for alerts.
         bump("trackpipe_capacity_evictions", report.capacityEvictions.count)
-        bump("trackpipe_windows_finalized_early", report.capacityEvictions.reduce(0) { $0 + $1.windowsEvicted })
+        for eviction in report.capacityEvictions {
+            for (size, windows) in eviction.windowsEvictedBySize { window("trackpipe_windows_finalized_early", size).increment(by: Int64(windows)) }
+        }
+        for (size, hits) in a.tooLateForSize { window("trackpipe_hits_too_late_for_size", size).increment(by: Int64(hits)) }
+    }
+
+    /// A counter of one window size's.
+    private func window(_ name: String, _ size: Int64) -> Counter {
+        parent.counter(name, stage: stage, ("window", WindowSize.text(size)))
     }
 
     func paused(_ paused: Bool) {
@@ -212,14 +223,22 @@ public struct StageMetrics: Sendable {
     }
 
     /// - Parameter now: the runner's wall clock (epoch ms), for the event-time lag.
+    /// Every size's window series, counters at 0 included: the stage's sizes are known from
+    /// the gauges, which the runner reports before any record (alerts on an increase then see
+    /// the first).
     func gauges(_ gauges: StageGauges, now: Int64) {
-        parent.gauge("trackpipe_windows_open", stage: stage).set(Double(gauges.openWindows))
-        parent.gauge("trackpipe_window_entries", stage: stage).set(Double(gauges.entries))
-        parent.gauge("trackpipe_windows_pending", stage: stage).set(Double(gauges.pendingWindows))
-        if let due = gauges.firstPendingDue, let watermark = gauges.watermark {
-            parent.gauge("trackpipe_first_window_due_seconds", stage: stage).set(Double(due - watermark) / 1000)
-        } else {
-            parent.removeGauge("trackpipe_first_window_due_seconds", stage: stage)
+        for (size, figures) in gauges.windows {
+            let label = ("window", WindowSize.text(size))
+            parent.gauge("trackpipe_windows_open", stage: stage, label).set(Double(figures.openWindows + figures.retainedWindows))
+            parent.gauge("trackpipe_window_entries", stage: stage, label).set(Double(figures.entries))
+            parent.gauge("trackpipe_windows_pending", stage: stage, label).set(Double(figures.openWindows))
+            if let due = figures.firstOpenDue, let watermark = gauges.watermark {
+                parent.gauge("trackpipe_first_window_due_seconds", stage: stage, label).set(Double(due - watermark) / 1000)
+            } else {
+                parent.removeGauge("trackpipe_first_window_due_seconds", stage: stage, label)
+            }
+            _ = window("trackpipe_windows_finalized_early", size)
+            _ = window("trackpipe_hits_too_late_for_size", size)
         }
         if let watermark = gauges.watermark {
             parent.gauge("trackpipe_watermark_ms", stage: stage).set(Double(watermark))

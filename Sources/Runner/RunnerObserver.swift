@@ -1,6 +1,7 @@
 import Kafka
 import Logging
 import TrackingDomain
+import Windowing
 
 /// What a runner tells the people watching it: the running totals, the metrics (once a second),
 /// a progress line every `--progress-interval`, a notice while a group member waits for its
@@ -126,7 +127,7 @@ struct RunnerObserver: RunnerPart {
         loss.judge(drained.unread, consumer: consumer, now: now, final: final)
         for eviction in drained.capacityEvictions {
             logger.warning(
-                "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."
+                "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows (\(eviction.windowsEvictedBySize.sorted { $0.key < $1.key }.map { "\($0.value) of \(WindowSize.text($0.key))" }.joined(separator: ", "))) were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."
             )
         }
         let lags = consumer.map { tracker.lags(from: $0) } ?? [:]
@@ -152,7 +153,7 @@ struct RunnerObserver: RunnerPart {
     /// is due if event time keeps the pace it had since the previous line.
     private func pendingText(_ gauges: StageGauges, now: Int64) -> String? {
         guard var text = gauges.pendingText() else { return nil }
-        guard let due = gauges.firstPendingDue, let watermark = gauges.watermark, let base = paceBase, now > base.at else { return text }
+        guard let due = gauges.windows.total.firstOpenDue, let watermark = gauges.watermark, let base = paceBase, now > base.at else { return text }
         let interval = "\((now - base.at + 500) / 1000) s"
         if due <= watermark {
             text += ": due now"
@@ -186,6 +187,7 @@ struct RunnerObserver: RunnerPart {
         if delta.duplicates > 0 { line += ", duplicates dropped \(delta.duplicates)" }
         if delta.reread > 0 { line += ", reread \(delta.reread)" }
         line += ", dead-lettered \(delta.deadLetteredTotal)" + (letters.isEmpty ? "" : " (\(letters))")
+        if !delta.tooLateForSize.isEmpty { line += ", late for size \(delta.tooLateForSizeText)" }
         line += " in the last \(Int(seconds.rounded())) s"
         if let pending { line += "; " + pending }
         logger.info("\(line)")

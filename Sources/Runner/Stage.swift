@@ -158,42 +158,46 @@ public struct CommitPoint: Sendable, Hashable {
 
 /// Gauges a stage reports; zero or nil where they do not apply.
 public struct StageGauges: Sendable, Equatable {
-    /// Delivery windows in memory, written or not (`trackpipe_windows_open`).
-    public var openWindows = 0
-    public var entries = 0
+    /// The stage's windows in memory by size (ms): every size it counts, at zero before its
+    /// first window or partition; none for a stage without windows (normalize). Open and
+    /// retained together are `trackpipe_windows_open`; open ones, not written yet, are pending.
+    /// A live `--emit final` worker holds every window for its retention, and says so, or its
+    /// output would look stalled.
+    public var windows: [Int64: WindowFigures] = [:]
     /// Lowest event-time watermark over the stage's window tasks (epoch ms).
     public var watermark: Int64?
-    /// Pending windows: counted and not written yet. A live `--emit final` worker holds every
-    /// window for its retention, and says so, or its output would look stalled.
-    public var pendingWindows = 0
-    /// The event time the first of them waits for (epoch ms): its end plus the grace, or with
-    /// `--emit final` plus the retention.
-    public var firstPendingDue: Int64?
     /// When the stage's windows go out, for saying what they wait for.
     public var emission: WindowEmission?
 
     public init() {}
 
-    /// Adds a window task's engine: its windows, its entries, and its watermark to the lowest.
+    /// A window stage's, before its tasks are added: each size it counts, at zero, so that its
+    /// series exist before its first window.
+    package init(counting config: WindowConfig) {
+        for size in config.sizes { windows[size.size] = WindowFigures() }
+        emission = config.sizes.contains { $0.emission == .final } ? .final : .changes
+    }
+
+    /// Adds a window task's engine: its windows, and its watermark to the lowest.
     package mutating func add(_ engine: WindowEngine) {
-        let stats = engine.stats
-        openWindows += stats.openWindows + stats.retainedWindows
-        entries += stats.entries
+        windows.add(engine.stats.windows)
         if let mark = engine.watermark { watermark = min(watermark ?? mark, mark) }
-        pendingWindows += stats.openWindows
-        if let due = stats.firstOpenDue { firstPendingDue = min(firstPendingDue ?? due, due) }
-        emission = engine.config.sizes.contains { $0.emission == .final } ? .final : .changes
     }
 
     /// With `--emit final`, what the pending windows wait for, in words for the progress line
-    /// and the summary: `482 windows pending (--emit final: written once event time passes their
-    /// end plus the retention); the first is due when event time reaches …, now at …`. Nil
-    /// without any, and with `changes`, whose windows wait only for the grace.
+    /// and the summary: `482 windows pending (2 of 1m, 480 of 1h; --emit final: written once
+    /// event time passes their end plus the retention); the first (1m) is due when event time
+    /// reaches …, now at …`. Nil without any, and with `changes`, whose windows wait only for
+    /// the grace.
     public func pendingText() -> String? {
-        guard pendingWindows > 0, emission == .final else { return nil }
-        var text = "\(pendingWindows) window\(pendingWindows == 1 ? "" : "s") pending (--emit final: written once event time passes their end plus the retention)"
-        if let due = firstPendingDue {
-            text += "; the first is due when event time reaches \(RFC3339.format(epochMillis: due))"
+        let pending = windows.total.openWindows
+        guard pending > 0, emission == .final else { return nil }
+        let sizes = windows.keys.sorted()
+        let bySize = sizes.count == 1 ? "" : sizes.map { "\(windows[$0]!.openWindows) of \(WindowSize.text($0))" }.joined(separator: ", ") + "; "
+        var text = "\(pending) window\(pending == 1 ? "" : "s") pending (\(bySize)--emit final: written once event time passes their end plus the retention)"
+        if let due = windows.total.firstOpenDue {
+            let first = sizes.count == 1 ? "" : sizes.first { windows[$0]!.firstOpenDue == due }.map { " (\(WindowSize.text($0)))" } ?? ""
+            text += "; the first\(first) is due when event time reaches \(RFC3339.format(epochMillis: due))"
             text += watermark.map { ", now at \(RFC3339.format(epochMillis: $0))" } ?? ", which has not started (a partition without any hit yet)"
         }
         return text

@@ -126,6 +126,7 @@ package final class StageRunner<S: Stage>: RunnerPart, @unchecked Sendable {
         control.started(at: startedAt)
         observer.begin(at: startedAt)
         committer.begin(at: startedAt)
+        metrics?.gauges(stage.gauges(), now: startedAt)
         try start()
     }
 

@@ -16,6 +16,19 @@ public struct WindowSize: Sendable, Hashable, Comparable {
     }
 
     public static func < (a: WindowSize, b: WindowSize) -> Bool { a.size < b.size }
+
+    /// A size as `--window` takes it, and as messages, summaries and the metrics' `window` label
+    /// name it: `1m`, `5m`, `30s`, `1h`, `1d`, `1500ms`.
+    public static func text(_ millis: Int64) -> String {
+        if millis % 86_400_000 == 0 { return "\(millis / 86_400_000)d" }
+        if millis % 3_600_000 == 0 { return "\(millis / 3_600_000)h" }
+        if millis % 60_000 == 0 { return "\(millis / 60_000)m" }
+        if millis % 1_000 == 0 { return "\(millis / 1_000)s" }
+        return "\(millis)ms"
+    }
+
+    /// Several sizes as `--window` takes them: `1m,1h,1d`.
+    public static func text(_ sizes: [Int64]) -> String { sizes.map { text($0) }.joined(separator: ",") }
 }
 
 /// Tunables of the windowing engine, all in milliseconds of event time except `idleTimeout`

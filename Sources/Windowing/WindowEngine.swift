@@ -180,21 +180,21 @@ public struct WindowEngine: Sendable {
 
     public var stats: EngineStats {
         var stats = totals
+        for size in config.sizes { stats.windows[size.size] = WindowFigures() }
         // Window starts by size: a size's shards hold the same starts.
         var starts = Array(repeating: Set<Int64>(), count: config.sizes.count)
         for (index, snapshot) in snapshots().enumerated() {
             let sized = stores[index].sized
             let wait = sized.emission == .final ? config.retention : sized.grace
-            stats.openWindows += snapshot.openWindows
-            if let end = snapshot.oldestOpenEnd {
-                let due = EventTimeMath.add(end, wait)
-                stats.firstOpenDue = Swift.min(stats.firstOpenDue ?? due, due)
-            }
-            stats.retainedWindows += snapshot.retainedWindows
-            stats.entries += snapshot.entries
+            var figures = WindowFigures()
+            figures.openWindows = snapshot.openWindows
+            figures.firstOpenDue = snapshot.oldestOpenEnd.map { EventTimeMath.add($0, wait) }
+            figures.retainedWindows = snapshot.retainedWindows
+            figures.entries = snapshot.entries
+            stats.windows[sized.size]?.add(figures)
             starts[index / shardCount].formUnion(snapshot.entriesByWindowStart.keys)
         }
-        stats.windowStarts = starts.reduce(0) { $0 + $1.count }
+        for (index, size) in config.sizes.enumerated() { stats.windows[size.size]?.windowStarts = starts[index].count }
         return stats
     }
 

@@ -36,11 +36,13 @@ struct AccountingTests {
         #expect(filtered.count == Set(filtered).count && dead.count == Set(dead).count, "a count by reason listed twice: \(filtered) \(dead)")
         #expect(Set(filtered) == Self.storedFields(of: ReasonCounts<FilterReason>.self), "listed \(filtered.sorted())")
         #expect(Set(dead) == Self.storedFields(of: ReasonCounts<RejectReason>.self), "listed \(dead.sorted())")
+        let bySize = Self.names(of: Accounting.bySize, marker: [60_000: 7])
+        #expect(Set(bySize) == Self.storedFields(of: [Int64: Int].self) && bySize.count == Set(bySize).count, "listed \(bySize.sorted())")
         // Nothing stored is of another kind, which no list could cover.
         let all = Set(Mirror(reflecting: Accounting()).children.compactMap(\.label))
         #expect(
             all == Self.storedFields(of: Int.self).union(Self.storedFields(of: ReasonCounts<FilterReason>.self))
-                .union(Self.storedFields(of: ReasonCounts<RejectReason>.self)))
+                .union(Self.storedFields(of: ReasonCounts<RejectReason>.self)).union(Self.storedFields(of: [Int64: Int].self)))
     }
 
     /// An accounting whose counter number `i` (in list order) is `(i + 1) * scale`, and whose
@@ -53,6 +55,9 @@ struct AccountingTests {
         }
         for (index, tally) in Accounting.filteredByReason.enumerated() where !reasons.isEmpty {
             accounting[keyPath: tally][.trackingOff] = (index + 1) * scale
+        }
+        for (index, tally) in Accounting.bySize.enumerated() where !reasons.isEmpty {
+            accounting[keyPath: tally] = [60_000: (index + 1) * scale, 3_600_000: scale]
         }
         return accounting
     }
@@ -73,6 +78,9 @@ struct AccountingTests {
         for (index, tally) in Accounting.filteredByReason.enumerated() {
             #expect(total[keyPath: tally] == [.trackingOff: (index + 1) * 101], "filtered \(index)")
         }
+        for (index, tally) in Accounting.bySize.enumerated() {
+            #expect(total[keyPath: tally] == [60_000: (index + 1) * 101, 3_600_000: 101], "by size \(index)")
+        }
     }
 
     @Test("subtracting leaves what happened since the earlier snapshot, field by field; reasons that did not grow count 0")
@@ -89,6 +97,10 @@ struct AccountingTests {
             #expect(delta[keyPath: tally] == [.malformedJSON: base * 999, .tooLarge: base * 1_000 + 2], "by reason \(index): \(delta[keyPath: tally])")
             #expect(delta[keyPath: tally].description == "malformed_json \(base * 999), too_large \(base * 1_000 + 2)", "listed by code")
         }
+        for (index, tally) in Accounting.bySize.enumerated() {
+            #expect(delta[keyPath: tally] == [60_000: (index + 1) * 999, 3_600_000: 999], "by size \(index): \(delta[keyPath: tally])")
+        }
+        #expect(delta.tooLateForSizeText == "1m 999, 1h 999", "by size, smaller first")
         // Adding the difference back gives the later totals again.
         var rebuilt = earlier
         rebuilt.add(delta)

@@ -5,6 +5,7 @@
 #endif
 import Foundation
 import Testing
+@testable import Windowing
 import Yams
 
 @testable import Pipeline
@@ -157,7 +158,8 @@ struct MonitoringFilesTests {
             report.accounting.consumed = 10
             report.emitDelays = [12]
             stage.record(report)
-            var gauges = StageGauges()
+            // The aggregate stage's windows, of two sizes.
+            var gauges = name == "aggregate" ? StageGauges(counting: WindowConfig(sizes: [WindowSize(size: 60_000), WindowSize(size: 3_600_000)])) : StageGauges()
             gauges.watermark = 1_000_000
             stage.gauges(gauges, now: 1_060_000)
             stage.lag([0: 3], owned: 1)
@@ -205,26 +207,63 @@ struct MonitoringFilesTests {
         #expect(text.contains("trackpipe_run_failed 0.0\n"))
     }
 
-    @Test("pending windows: their count at all times, and the event time the first still waits for while there is one and a watermark")
+    @Test("pending windows: their count at all times, and the event time the first still waits for while there is one and a watermark, per window size")
     func pendingWindowsAndTheFirstDue() {
         let metrics = PipelineMetrics()
         let stage = metrics.stage("aggregate")
-        var gauges = StageGauges()
+        var gauges = StageGauges(counting: WindowConfig(size: 60_000))
         stage.gauges(gauges, now: 0)
         var text = String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self)
-        #expect(text.contains("trackpipe_windows_pending{stage=\"aggregate\"} 0.0\n"), "\(text)")
+        #expect(text.contains("trackpipe_windows_pending{stage=\"aggregate\",window=\"1m\"} 0.0\n"), "\(text)")
         #expect(!text.contains("trackpipe_first_window_due_seconds{"), "nothing pending, nothing due")
-        gauges.pendingWindows = 482
-        gauges.firstPendingDue = 4_600_000
+        gauges.windows[60_000]?.openWindows = 482
+        gauges.windows[60_000]?.firstOpenDue = 4_600_000
         gauges.watermark = 1_000_000
         stage.gauges(gauges, now: 2_000_000)
         text = String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self)
-        #expect(text.contains("trackpipe_windows_pending{stage=\"aggregate\"} 482.0\n"), "\(text)")
-        #expect(text.contains("trackpipe_first_window_due_seconds{stage=\"aggregate\"} 3600.0\n"), "event time, not the wall clock: \(text)")
+        #expect(text.contains("trackpipe_windows_pending{stage=\"aggregate\",window=\"1m\"} 482.0\n"), "\(text)")
+        #expect(text.contains("trackpipe_first_window_due_seconds{stage=\"aggregate\",window=\"1m\"} 3600.0\n"), "event time, not the wall clock: \(text)")
         gauges.watermark = nil
         stage.gauges(gauges, now: 2_000_000)
         text = String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self)
         #expect(!text.contains("trackpipe_first_window_due_seconds{"), "no watermark, no distance: \(text)")
+    }
+
+    @Test("several sizes: each window series once per size under the same name, labelled window; the cap's early finalizations and the hits too late for a size by the size, at 0 from the start; a stage without windows has none")
+    func windowSeriesBySize() {
+        let metrics = PipelineMetrics()
+        let stage = metrics.stage("aggregate")
+        metrics.stage("normalize").gauges(StageGauges(), now: 0)
+        var gauges = StageGauges(counting: WindowConfig(sizes: [WindowSize(size: 60_000), WindowSize(size: 3_600_000)]))
+        stage.gauges(gauges, now: 0)
+        func text() -> String { String(decoding: metrics.exposition(healthProblem: nil), as: UTF8.self) }
+        for name in ["trackpipe_windows_open", "trackpipe_window_entries", "trackpipe_windows_pending"] {
+            for window in ["1m", "1h"] { #expect(text().contains("\(name){stage=\"aggregate\",window=\"\(window)\"} 0.0\n"), "\(text())") }
+            #expect(!text().contains("\(name){stage=\"aggregate\"}") && !text().contains("\(name){stage=\"normalize\""), "\(text())")
+        }
+        for name in ["trackpipe_windows_finalized_early_total", "trackpipe_hits_too_late_for_size_total"] {
+            for window in ["1m", "1h"] { #expect(text().contains("\(name){stage=\"aggregate\",window=\"\(window)\"} 0\n"), "\(text())") }
+        }
+        gauges.windows[60_000]?.openWindows = 5
+        gauges.windows[60_000]?.retainedWindows = 2
+        gauges.windows[3_600_000]?.entries = 40
+        stage.gauges(gauges, now: 0)
+        var report = StageReport()
+        report.accounting.tooLateForSize = [60_000: 12]
+        var eviction = CapacityEviction(
+            entriesBefore: 100, maxEntries: 100, entriesFreed: 20, windowsEvicted: 4, windowsEmittedEarly: 0, oldestWindowStart: 0,
+            newestWindowStart: 0, newHorizon: 0)
+        eviction.windowsEvictedBySize = [60_000: 3, 3_600_000: 1]
+        report.capacityEvictions = [eviction]
+        stage.record(report)
+        #expect(text().contains("trackpipe_windows_open{stage=\"aggregate\",window=\"1m\"} 7.0\n"), "\(text())")
+        #expect(text().contains("trackpipe_windows_pending{stage=\"aggregate\",window=\"1m\"} 5.0\n"), "\(text())")
+        #expect(text().contains("trackpipe_window_entries{stage=\"aggregate\",window=\"1h\"} 40.0\n"), "\(text())")
+        #expect(text().contains("trackpipe_hits_too_late_for_size_total{stage=\"aggregate\",window=\"1m\"} 12\n"), "\(text())")
+        #expect(text().contains("trackpipe_hits_too_late_for_size_total{stage=\"aggregate\",window=\"1h\"} 0\n"), "\(text())")
+        #expect(text().contains("trackpipe_windows_finalized_early_total{stage=\"aggregate\",window=\"1m\"} 3\n"), "\(text())")
+        #expect(text().contains("trackpipe_windows_finalized_early_total{stage=\"aggregate\",window=\"1h\"} 1\n"), "\(text())")
+        #expect(text().contains("trackpipe_capacity_evictions_total{stage=\"aggregate\"} 1\n"), "one time the cap was reached, whatever the sizes it evicted")
     }
 }
 

@@ -65,27 +65,27 @@ import TrackingDomain
         config = config.emitting(emission)
         var engine = WindowEngine(config: config, shards: 2)
         engine.assign(partitions: [0], now: 0)
-        #expect(engine.stats.openWindows == 0 && engine.stats.firstOpenDue == nil)
+        #expect(engine.stats.windows.total.openWindows == 0 && engine.stats.windows.total.firstOpenDue == nil)
         _ = engine.process([
             Hits.input("d1", "b1", .impression, at: 61_000, offset: 0), Hits.input("d2", "b2", .impression, at: 62_000, offset: 1),
             Hits.input("d1", "b3", .impression, at: 120_500, offset: 2),
         ], now: 0)
         let wait: Int64 = emission == .final ? 600_000 : 1_000
         // The window 60 s to 120 s (two deliveries) is the oldest; 120 s to 180 s is open too.
-        #expect(engine.stats.openWindows == 3)
-        #expect(engine.stats.firstOpenDue == 120_000 + wait)
+        #expect(engine.stats.windows.total.openWindows == 3)
+        #expect(engine.stats.windows.total.firstOpenDue == 120_000 + wait)
         // Event time one millisecond short of it: nothing goes out.
         var emitted = engine.process([Hits.input("d3", "b4", .impression, at: 120_000 + wait - 1, offset: 3)], now: 0).emitted
         emitted += engine.process([], now: 0).emitted
         #expect(emitted.allSatisfy { $0.windowStart != 60_000 })
-        #expect(engine.stats.firstOpenDue == 120_000 + wait)
+        #expect(engine.stats.windows.total.firstOpenDue == 120_000 + wait)
         // At it, the window goes out, and the next one is the first due.
         emitted = engine.process([Hits.input("d3", "b5", .impression, at: 120_000 + wait, offset: 4)], now: 0).emitted
         emitted += engine.process([], now: 0).emitted
         #expect(Set(emitted.filter { $0.windowStart == 60_000 }.map(\.deliveryId)) == ["d1", "d2"])
-        #expect(engine.stats.firstOpenDue.map { $0 > 120_000 + wait } == true, "\(String(describing: engine.stats.firstOpenDue))")
+        #expect(engine.stats.windows.total.firstOpenDue.map { $0 > 120_000 + wait } == true, "\(String(describing: engine.stats.windows.total.firstOpenDue))")
         let flushed = engine.flushAll()
-        #expect(engine.stats.openWindows == 0 && engine.stats.firstOpenDue == nil && !flushed.emitted.isEmpty)
+        #expect(engine.stats.windows.total.openWindows == 0 && engine.stats.windows.total.firstOpenDue == nil && !flushed.emitted.isEmpty)
     }
 
     @Test func assignedButSilentPartitionsHoldTheWatermarkUntilIdle() {
@@ -207,7 +207,7 @@ import TrackingDomain
         // 180 >= 150: the 1 s windows expire first (at 101 s and 102 s), the 10 s one at 110 s.
         let eviction = try! #require(out.capacityEvictions.first)
         #expect(eviction.windowsEvictedBySize == [1_000: 2] && eviction.newHorizon == 102_000, "\(eviction)")
-        #expect(engine.stats.entries == 120)
+        #expect(engine.stats.windows.total.entries == 120)
     }
 
     // MARK: Crash recovery
@@ -287,7 +287,7 @@ import TrackingDomain
         expected.windowsEvictedBySize = [1_000: 1]
         #expect(out.capacityEvictions == [expected])
         #expect(engine.evictionHorizon == 101_000)
-        #expect(engine.stats.entries == 90 && engine.stats.capacityEvictions == 1)
+        #expect(engine.stats.windows.total.entries == 90 && engine.stats.capacityEvictions == 1)
         // The evicted window is closed for good: later hits for it are too late.
         let late = engine.process([Hits.input("d1", "zz", .click, at: 500, offset: offset)], now: 0)
         #expect(late.tooLate.count == 1)
@@ -308,7 +308,7 @@ import TrackingDomain
         #expect(out.emitted.allSatisfy { $0.revision == $0.uniqueImpressions && $0.windowStart == 0 })
         #expect(out.capacityEvictions.map(\.windowsEmittedEarly) == [2])
         #expect(out.capacityEvictions.map(\.entriesFreed) == [50])
-        #expect(engine.stats.openWindows == 2 && engine.stats.entries == 55)
+        #expect(engine.stats.windows.total.openWindows == 2 && engine.stats.windows.total.entries == 55)
     }
 
     @Test("behind a shuffle: the watermark is the minimum of the sources' marks, not of the partitions the offsets belong to")

@@ -178,7 +178,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     public mutating func drainReport() -> StageReport { pending.drain() }
 
     public func gauges() -> StageGauges {
-        var gauges = StageGauges()
+        var gauges = StageGauges(counting: window)
         for task in tasks.values { gauges.add(task.engine) }
         return gauges
     }

@@ -79,6 +79,7 @@ extension WindowTask {
         let clockBefore = clockAtBatchStart
         let output = engine.process(inputs, marks: engineMarks(batch.marks), now: now, on: runner)
         accounting.rereadFinal += output.rereadFinal
+        accounting.tooLateForSize = output.lateInSomeSizes
         var lateOutside = 0
         for late in output.tooLate {
             let event = batch.events[late.tag]

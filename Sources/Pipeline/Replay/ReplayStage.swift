@@ -97,7 +97,7 @@ struct ReplayStage: StatelessStage {
     mutating func drainReport() -> StageReport { pending.drain() }
 
     func gauges() -> StageGauges {
-        var gauges = StageGauges()
+        var gauges = StageGauges(counting: window)
         if let task { gauges.add(task.engine) }
         return gauges
     }

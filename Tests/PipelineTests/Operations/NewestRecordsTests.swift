@@ -6,6 +6,7 @@ import Logging
 import Testing
 import TrackingDomain
 import TrackpipeTestSupport
+import Windowing
 
 /// Stepping back from each partition's end to its newest record of a kind, on the embedded
 /// broker: what the output topic's check and the internal topics' writer checks read.
@@ -119,7 +120,7 @@ struct NewestRecordsTests {
         func check(_ topic: String, _ window: Int64, since: [Int32: Int64] = [:], wrote: [Int32: Range<Int64>]) throws {
             try WindowSizeCheck.checkWritten(
                 topic: topic, since: since, written: AcknowledgedRecords(spans: wrote, count: wrote.values.map(\.count).reduce(0, +)), window: window,
-                given: GivenSetting(flag: "window", text: WindowSizeCheck.text(window), source: .commandLine), group: "g", admin: admin,
+                given: GivenSetting(flag: "window", text: WindowSize.text(window), source: .commandLine), group: "g", admin: admin,
                 consumerConfig: consumer(broker), clients: LibrdkafkaClients(), logger: Logger(label: "test"))
         }
         func refusal(_ error: any Error, _ parts: String...) -> Bool {
