@@ -13,7 +13,7 @@ struct StatusCommand: ParsableCommand {
         commandName: "status",
         abstract: "Show a worker's consumer groups per partition: committed and end offsets, lag, and the decoded checkpoints.",
         discussion: """
-            For the normalize group (<group>, on the input topic) and the aggregate group (<group>-aggregate, on the repartition topic): per partition the committed offset, the end offset and the lag between them; for the aggregate group also the checkpoint stored with each commit: its format, the evicted horizon (RFC 3339), the processed mark (an offset), the messages after it, and the number of duplicate floors (source partitions whose re-sent events are dropped).
+            For the normalize group (<group>, on the input topic) and the aggregate group (<group>-aggregate, on the repartition topic): per partition the committed offset, the end offset and the lag between them, and the window sizes the group counts as its commits record them; for the aggregate group also the checkpoint stored with each commit: its format, the evicted horizon (RFC 3339), the processed mark (an offset), the messages after it, and the number of duplicate floors (source partitions whose re-sent events are dropped).
 
             Both groups commit what they processed, every --commit-interval: their lag is the real backlog, plus up to one interval. The aggregate stage keeps its windows in the state topic (<group>-state), from which a restarted worker reads them back, so it commits at its processed mark ("processed" equals "committed"); "unprocessed" is its backlog as of the last commit.
 
@@ -120,6 +120,7 @@ struct StatusCommand: ParsableCommand {
                 let unprocessed = group.partitions.reduce(Int64(0)) { $0 + ($1.checkpoint?.unprocessed ?? $1.lag) }
                 title += ", \(unprocessed) unprocessed"
             }
+            if let windows = group.windows { title += ", windows \(windows.joined(separator: ","))" }
             out += title + "\n"
             let withSources = group.partitions.contains { $0.source != nil }
             out += table(

@@ -189,8 +189,8 @@ struct DocumentationTests {
         for line in text.split(separator: "\n").map(String.init) {
             if line.wholeMatch(of: /trackpipe status of \S+ at \d{4}-\d\d-\d\dT[0-9:.]+Z/) != nil {
                 shape.append("title")
-            } else if let group = line.wholeMatch(of: /group \S+ \((\w+) stage\) on \S+: lag \d+ over \d+ partitions(, \d+ unprocessed)?/) {
-                shape.append("group \(group.output.1)\(group.output.2 == nil ? "" : " unprocessed")")
+            } else if let group = line.wholeMatch(of: /group \S+ \((\w+) stage\) on \S+: lag \d+ over \d+ partitions(, \d+ unprocessed)?(, windows [0-9a-z,]+)?/) {
+                shape.append("group \(group.output.1)\(group.output.2 == nil ? "" : " unprocessed")\(group.output.3 == nil ? "" : " windows")")
             } else if line.hasPrefix("partition ") {
                 shape.append("columns " + line.split(separator: #/ {2,}/#).joined(separator: "|"))
             } else if line.first == " " {
@@ -208,8 +208,8 @@ struct DocumentationTests {
         let shape = Self.statusShape(try Self.statusExample())
         #expect(
             shape == [
-                "title", "group normalize", "columns partition|committed|end|lag|epoch|event time", "row cells 6",
-                "group aggregate unprocessed",
+                "title", "group normalize windows", "columns partition|committed|end|lag|epoch|event time", "row cells 6",
+                "group aggregate unprocessed windows",
                 "columns partition|committed|end|lag|checkpoint|evicted before|processed|unprocessed|duplicate floors|inputs|changelog",
                 "row cells 11",
             ], "\(shape)")

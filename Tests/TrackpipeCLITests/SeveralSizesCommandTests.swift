@@ -1,3 +1,4 @@
+import Benchmarking
 import Foundation
 import HitGenerator
 import Kafka
@@ -122,5 +123,80 @@ struct SeveralSizesCommandTests {
         #expect(oneTopic.exitCode == 64)
         #expect(oneTopic.stderr.contains("--output-topic aggregates: name a topic of its own for each window size") && oneTopic.stderr.contains("tracking-aggregates-1m,tracking-aggregates-1h,tracking-aggregates-1d"), "\(oneTopic.stderr)")
     }
-}
+    /// A series' value in a `/metrics` text, nil where it is absent.
+    static func value(_ metrics: String, _ series: String) -> Double? {
+        metrics.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+    }
 
+    @Test("a live run of 1m,1h: /metrics shows each size under the same names (window label); hits too late for the minute and counted in the hour are counted under window=\"1m\", not as dead letters; status names the sizes; the summary on exit says the same count and balances")
+    func operationsShowEachSize() throws {
+        let group = "ops"
+        let broker = try Self.broker(group: group)
+        // 90 minutes of hits from an hour's start, on time; a day-old few held back.
+        let corpus = Corpus(
+            HitStream(HitStreamConfig(count: 3_000, seed: 93, deliveries: 6, span: 90 * 60_000, lateRate: 0, badRate: 0.02, staleCount: 20)).generate())
+        let start = HitStreamConfig(count: 1).start
+        #expect(start % 3_600_000 == 0)
+        try corpus.produce(0..<(corpus.hits.count - 20), to: "hits", on: broker)
+        let port = try LoopbackPort.free()
+        let worker = try BackgroundTrackpipe(
+            TrackpipeBinary.locate(),
+            [
+                "run", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", "agg-1m,agg-1h", "--dlq-topic", "dlq",
+                "--window", "1m,1h", "--retention", "1m", "--group", group, "--commit-interval", "200ms", "--metrics-port", "\(port)",
+                "--log-level", "warning", "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
+            ])
+        defer { worker.signal(SIGKILL) }
+        var metrics = ""
+        func caughtUp(with messages: Int) -> Bool {
+            metrics = (try? HTTPGet.fetch(port: port, path: "/metrics").body) ?? ""
+            let sent = Self.value(metrics, "trackpipe_hits_accepted_total{stage=\"normalize\"}")
+            return Self.value(metrics, "trackpipe_messages_consumed_total{stage=\"normalize\"}") == Double(messages)
+                && sent != nil && Self.value(metrics, "trackpipe_messages_consumed_total{stage=\"aggregate\"}") == sent
+        }
+        // The aggregate stage's event time near the end: minutes 60 to 80 are expired for the
+        // 1m windows (their end plus the retention of 1m passed) and not for the hour 60-120.
+        let watermarkNearEnd = BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) {
+            caughtUp(with: corpus.hits.count - 20)
+                && (Self.value(metrics, "trackpipe_watermark_ms{stage=\"aggregate\"}") ?? 0) >= Double(start + 86 * 60_000)
+        }
+        try #require(watermarkNearEnd, "the worker never read its input; stderr: \(worker.stderr.suffix(2_000))")
+        // Sent again now: hits of minutes 60 to 80, too late for their minute and counted in their
+        // hour; and the day-old ones, too late for both.
+        let late = corpus.hits.prefix(corpus.hits.count - 20).filter { hit in
+            guard case .counted(let expected) = hit.truth else { return false }
+            return (start + 60 * 60_000..<start + 80 * 60_000).contains(expected.eventTime)
+        }.prefix(200)
+        #expect(late.count == 200)
+        try Corpus(Array(late) + corpus.hits.suffix(20)).produce(0..<(late.count + 20), to: "hits", on: broker)
+        try #require(BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) { caughtUp(with: corpus.hits.count + late.count) }, "\(worker.stderr.suffix(2_000))")
+        for name in ["trackpipe_windows_open", "trackpipe_window_entries", "trackpipe_windows_pending"] {
+            for window in ["1m", "1h"] { #expect(Self.value(metrics, "\(name){stage=\"aggregate\",window=\"\(window)\"}") != nil, "\(name) \(window): \(metrics)") }
+            #expect(!metrics.contains("\(name){stage=\"aggregate\"}"), "labelled by size, not summed: \(metrics)")
+        }
+        #expect(Self.value(metrics, "trackpipe_window_entries{stage=\"aggregate\",window=\"1h\"}").map { $0 > 0 } == true, "\(metrics)")
+        let lateForMinute = try #require(Self.value(metrics, "trackpipe_hits_too_late_for_size_total{stage=\"aggregate\",window=\"1m\"}"))
+        #expect(lateForMinute == Double(late.count), "each hit late for its minute, counted in its hour: \(late.count) sent")
+        #expect(Self.value(metrics, "trackpipe_hits_too_late_for_size_total{stage=\"aggregate\",window=\"1h\"}") == 0, "too late for the hour is too late for every size")
+        #expect(Self.value(metrics, "trackpipe_windows_finalized_early_total{stage=\"aggregate\",window=\"1h\"}") == 0)
+
+        // status: both groups' commits name the sizes.
+        var status = ""
+        let named = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds, every: 0.2) {
+            status = try TrackpipeBinary.locate().run(["status", "--brokers", broker.bootstrapServers, "--group", group, "--input-topic", "hits"]).stdout
+            return status.components(separatedBy: ", windows 1m,1h\n").count == 3
+        }
+        #expect(named, "\(status)")
+        #expect(status.contains("group ops-aggregate (aggregate stage) on ops-repartition: lag "), "\(status)")
+
+        // The summary on exit: the same count, by size, accepted and not dead-lettered.
+        worker.signal(SIGTERM)
+        #expect(worker.waitForExit(seconds: SafetyDeadline.seconds) == 0, "stderr: \(worker.stderr.suffix(2_000))")
+        let summary = try SummaryReading(worker.stdout)
+        #expect(summary.stages.count == 2 && summary.stages.allSatisfy { $0.balanced == true }, "\(worker.stdout)")
+        #expect(summary.stages.last?.lateForSize == ["1m": Int(lateForMinute)], "\(worker.stdout)")
+        let letters = SummaryReading.byReason(try TopicContents(broker: broker, output: "agg-1m", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2).deadLetters)
+        let tooLate = summary.deadLettered["too_late"] ?? 0
+        #expect(tooLate == 20 && letters["too_late"] == tooLate, "the day-old hits, too late for both sizes, are the only too_late letters: \(letters) \(worker.stdout)")
+    }
+}

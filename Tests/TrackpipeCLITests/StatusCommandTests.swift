@@ -65,7 +65,7 @@ struct StatusCommandTests {
         let live = try status(broker, group: "st")
         #expect(live.exitCode == 0, "\(live.stderr)")
         let text = live.stdout
-        #expect(text.contains("group st (normalize stage) on hits: lag 0 over 4 partitions"), "\(text)")
+        #expect(text.contains("group st (normalize stage) on hits: lag 0 over 4 partitions, windows 1m\n"), "the sizes its commits record: \(text)")
         #expect(text.contains("group st-aggregate (aggregate stage) on st-repartition: lag "), "\(text)")
         #expect(text.contains("partition  committed  "), "\(text)")
         #expect(text.contains("checkpoint   evicted before"), "\(text)")
@@ -103,6 +103,7 @@ struct StatusCommandTests {
         let groups = document["groups"] as? [[String: Any]] ?? []
         #expect(groups.map { $0["group"] as? String } == ["st", "st-aggregate"])
         #expect(groups.map { $0["stage"] as? String } == ["normalize", "aggregate"])
+        #expect(groups.map { $0["windows"] as? [String] } == [["1m"], ["1m"]], "as the metrics' window label names them")
         #expect(document["brokers"] as? String == broker.bootstrapServers)
 
         // After a SIGKILL the commits stand still: the JSON equals what the broker holds, decoded.

@@ -20,6 +20,8 @@ struct SummaryReading {
         /// The `outside range` line's total, for a backfill of a range.
         var outsideRange: Int?
         var balanced: Bool?
+        /// The `late for size` line: hits too late for a size's windows, counted in a larger one's.
+        var lateForSize: [String: Int] = [:]
     }
 
     var stages: [Stage] = []
@@ -52,6 +54,12 @@ struct SummaryReading {
                         let pair = part.split(separator: " ")
                         if pair.count == 2, let count = Int(pair[1]) { stages[stages.count - 1].deadLettered[String(pair[0])] = count }
                     }
+                }
+            }
+            if fields.hasPrefix("late for size "), let list = fields.dropFirst(14).split(separator: " (").first {
+                for part in list.split(separator: ", ") {
+                    let pair = part.split(separator: " ")
+                    if pair.count == 2, let count = Int(pair[1]) { stages[stages.count - 1].lateForSize[String(pair[0])] = count }
                 }
             }
             if fields.hasPrefix("balanced") { stages[stages.count - 1].balanced = fields.contains(" yes:") }

@@ -3,6 +3,7 @@ import Runner
 import Kafka
 import Logging
 import TrackingDomain
+import Windowing
 
 /// Where a trackpipe worker's consumer groups stand, read from Kafka without joining them:
 /// per partition the committed offset, the end offset, the lag between them, and the
@@ -26,6 +27,10 @@ public struct GroupStatus: Sendable, Encodable {
     /// `normalize` or `aggregate`, as in the metrics' `stage` label.
     public var stage: String
     public var topic: String
+    /// The window sizes the group counts (`1m`, as the metrics' `window` label names them), as
+    /// its commits record them (`window=60000,3600000`); nil where no commit says (Kafka holds
+    /// no figure of the windows themselves: those are the metrics').
+    public var windows: [String]?
     public var partitions: [PartitionStatus]
 
     /// Messages behind, over the partitions: what Kafka's own lag tools show for the group.
@@ -213,22 +218,22 @@ extension WorkerStatus {
             let committed = Dictionary(uniqueKeysWithValues: try reader.committed(partitions).map { ($0.partition, $0) })
             let ends = Dictionary(uniqueKeysWithValues: try reader.endOffsets(partitions).map { ($0.partition, $0.offset) })
             let starts = Dictionary(uniqueKeysWithValues: try reader.beginningOffsets(partitions).map { ($0.partition, $0.offset) })
-            return GroupStatus(
-                group: group, stage: stage, topic: topic,
-                partitions: partitions.map { tp in
+            var sizes: [Int64]?
+            let rows = partitions.map { tp in
                     let end = max(0, ends[tp.partition] ?? 0)
                     let commit = committed[tp.partition]
                     let offset = commit.flatMap { $0.offset >= 0 ? $0.offset : nil }
                     let metadata = commit?.metadata.flatMap { $0.isEmpty ? nil : $0 }
-                    let checkpoint = metadata.flatMap { text in
-                        Checkpoint(decoding: text, group: config.group).map { CheckpointStatus($0, format: String(text.prefix { $0 != " " }), end: end) }
-                    }
-                    let source = SourceCheckpoint(decoding: metadata, group: config.group).map(SourceCheckpointStatus.init)
+                    let decoded = Checkpoint(decoding: metadata, group: config.group)
+                    let checkpoint = decoded.map { CheckpointStatus($0, format: String(metadata?.prefix { $0 != " " } ?? ""), end: end) }
+                    let sourceCheckpoint = SourceCheckpoint(decoding: metadata, group: config.group)
+                    sizes = sizes ?? (decoded?.identity ?? sourceCheckpoint?.identity)?.windowSizes
                     return PartitionStatus(
                         partition: tp.partition, committed: offset, end: end,
-                        lag: max(0, end - (offset ?? max(0, starts[tp.partition] ?? 0))), checkpoint: checkpoint, source: source,
-                        foreignMetadata: checkpoint == nil && source == nil ? metadata : nil)
-                })
+                        lag: max(0, end - (offset ?? max(0, starts[tp.partition] ?? 0))), checkpoint: checkpoint,
+                        source: sourceCheckpoint.map(SourceCheckpointStatus.init), foreignMetadata: checkpoint == nil && sourceCheckpoint == nil ? metadata : nil)
+                }
+            return GroupStatus(group: group, stage: stage, topic: topic, windows: sizes?.map(WindowSize.text), partitions: rows)
         } catch let error as StatusError {
             throw error
         } catch {
