@@ -99,6 +99,8 @@ struct LimitMetricsTests {
         let metrics = PipelineMetrics()
         let normalize = metrics.stage("normalize")
         let aggregate = metrics.stage("aggregate")
+        // What the runner reports as it begins: the stage's window sizes.
+        aggregate.gauges(StageGauges(counting: WindowConfig(size: 60_000)), now: 0)
         var text = String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self)
         #expect(Self.value("trackpipe_dead_letters_total", stage: "normalize", reason: "too_many_headers", in: text) == "0")
         #expect(Self.value("trackpipe_capacity_evictions_total", stage: "aggregate", in: text) == "0")
@@ -108,9 +110,10 @@ struct LimitMetricsTests {
         report.accounting.deadLettered[.tooManyHeaders] = 3
         normalize.record(report)
         var evicting = StageReport()
-        let eviction = CapacityEviction(
+        var eviction = CapacityEviction(
             entriesBefore: 120, maxEntries: 100, entriesFreed: 50, windowsEvicted: 4, windowsEmittedEarly: 1,
             oldestWindowStart: 0, newestWindowStart: 60_000, newHorizon: 120_000)
+        eviction.windowsEvictedBySize = [60_000: 4]
         evicting.capacityEvictions = [eviction, eviction]
         aggregate.record(evicting)
         text = String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self)

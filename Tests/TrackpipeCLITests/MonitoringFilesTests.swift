@@ -229,6 +229,19 @@ struct MonitoringFilesTests {
         #expect(!text.contains("trackpipe_first_window_due_seconds{"), "no watermark, no distance: \(text)")
     }
 
+    @Test("--emit final of several sizes: the pending windows' line says how many of each size, and of which size the first due is")
+    func pendingTextBySize() {
+        var gauges = StageGauges(counting: WindowConfig(sizes: [WindowSize(size: 60_000), WindowSize(size: 3_600_000)]).emitting(.final))
+        gauges.windows[60_000]?.openWindows = 2
+        gauges.windows[60_000]?.firstOpenDue = 7_200_000
+        gauges.windows[3_600_000]?.openWindows = 480
+        gauges.windows[3_600_000]?.firstOpenDue = 10_800_000
+        gauges.watermark = 3_600_000
+        #expect(
+            gauges.pendingText()
+                == "482 windows pending (2 of 1m, 480 of 1h; --emit final: written once event time passes their end plus the retention); the first (1m) is due when event time reaches 1970-01-01T02:00:00Z, now at 1970-01-01T01:00:00Z")
+    }
+
     @Test("several sizes: each window series once per size under the same name, labelled window; the cap's early finalizations and the hits too late for a size by the size, at 0 from the start; a stage without windows has none")
     func windowSeriesBySize() {
         let metrics = PipelineMetrics()

@@ -293,6 +293,23 @@ import TrackingDomain
         #expect(late.tooLate.count == 1)
     }
 
+    /// What the gauges show per size: each size's windows, entries, starts and first due, every
+    /// size present before its first window; the total adds them up.
+    @Test func statsAreBySize() {
+        let config = WindowConfig(sizes: [WindowSize(size: 60_000, grace: 1_000), WindowSize(size: 3_600_000, grace: 5_000)], retention: 600_000)
+        var engine = WindowEngine(config: config, shards: 2)
+        engine.assign(partitions: [0], now: 0)
+        #expect(engine.stats.windows == [60_000: WindowFigures(), 3_600_000: WindowFigures()])
+        _ = engine.process([
+            Hits.input("d1", "b1", .impression, at: 61_000, offset: 0), Hits.input("d2", "b2", .impression, at: 62_000, offset: 1),
+            Hits.input("d1", "b3", .impression, at: 120_500, offset: 2),
+        ], now: 0)
+        let minutes = engine.stats.windows[60_000], hours = engine.stats.windows[3_600_000]
+        #expect(minutes?.openWindows == 3 && minutes?.entries == 3 && minutes?.windowStarts == 2 && minutes?.firstOpenDue == 121_000)
+        #expect(hours?.openWindows == 2 && hours?.entries == 3 && hours?.windowStarts == 1 && hours?.firstOpenDue == 3_605_000)
+        #expect(engine.stats.windows.total.openWindows == 5 && engine.stats.windows.total.entries == 6 && engine.stats.windows.total.firstOpenDue == 121_000)
+    }
+
     @Test func capacityEmitsOpenWindowsBeforeEvictingThem() {
         let config = WindowConfig(size: 1_000, grace: 50_000, retention: 100_000, idleTimeout: 1 << 40, maxEntries: 100)
         var engine = WindowEngine(config: config, shards: 4)
