@@ -2,6 +2,7 @@ import Runner
 import Foundation
 import Kafka
 import TrackingDomain
+import Windowing
 
 /// What a run did, for the exit summary and for tests: one part per stage.
 public struct PipelineSummary: Sendable {
@@ -51,7 +52,7 @@ public struct PipelineSummary: Sendable {
             if behindShuffle { lines.append("  duplicates    \(a.duplicates) (sent twice upstream, dropped)") }
             lines.append("  dead-lettered \(a.deadLetteredTotal)" + reasons(a.deadLettered))
             if !a.tooLateForSize.isEmpty {
-                lines.append("  late for size \(a.tooLateForSizeText) (hits too late for that size's windows, counted in a larger size's)")
+                lines.append("  late for size \(WindowSize.text(counts: a.tooLateForSize)) (hits too late for that size's windows, counted in a larger size's)")
             }
             if stage.stage != "normalize" { lines.append("  emitted       \(a.emitted) aggregate records") }
             if range != nil || a.outsideRangeTotal > 0 {

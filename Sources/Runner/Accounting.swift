@@ -1,5 +1,4 @@
 import TrackingDomain
-import Windowing
 
 /// Where every consumed message went. The invariant the worker keeps and the tests check:
 /// `consumed == accepted + filtered + deadLettered + duplicates + outsideRange`, always, per
@@ -59,11 +58,6 @@ public struct Accounting: Sendable, Equatable {
     public var outsideRangeTotal: Int {
         acceptedOutsideRange + filteredOutsideRange.total + deadLetteredOutsideRange.total
     }
-    /// `tooLateForSize` as the summary and the progress line write it: `1m 12, 1h 3`.
-    public var tooLateForSizeText: String {
-        tooLateForSize.sorted { $0.key < $1.key }.map { "\(WindowSize.text($0.key)) \($0.value)" }.joined(separator: ", ")
-    }
-
     public var balanced: Bool { consumed == accepted + filteredTotal + deadLetteredTotal + duplicates + outsideRangeTotal }
 
     /// Every integer counter, once: `add` and `subtracting` go through this list, so a new

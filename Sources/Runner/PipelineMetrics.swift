@@ -8,8 +8,8 @@ import Windowing
 /// `stage` label (`normalize`, `aggregate`), so one dashboard shows both halves of the
 /// scaled-out worker; series about windows carry a `window` label too (`1m`, as `--window`
 /// names the size), one series per size even of one size, so that a dashboard or an alert
-/// written for one size holds for several. Counters are bumped once a second from a stage's report, not per
-/// message, so the hot path pays nothing for them.
+/// written for one size holds for several. Counters are bumped once a second from a stage's
+/// report, not per message, so the hot path pays nothing for them.
 public final class PipelineMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     let emitDelay: ValueHistogram
@@ -222,10 +222,10 @@ public struct StageMetrics: Sendable {
         if offsets > 0 { counter.increment(by: offsets) }
     }
 
-    /// - Parameter now: the runner's wall clock (epoch ms), for the event-time lag.
     /// Every size's window series, counters at 0 included: the stage's sizes are known from
     /// the gauges, which the runner reports before any record (alerts on an increase then see
     /// the first).
+    /// - Parameter now: the runner's wall clock (epoch ms), for the event-time lag.
     func gauges(_ gauges: StageGauges, now: Int64) {
         for (size, figures) in gauges.windows {
             let label = ("window", WindowSize.text(size))

@@ -127,7 +127,7 @@ struct RunnerObserver: RunnerPart {
         loss.judge(drained.unread, consumer: consumer, now: now, final: final)
         for eviction in drained.capacityEvictions {
             logger.warning(
-                "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows (\(eviction.windowsEvictedBySize.sorted { $0.key < $1.key }.map { "\($0.value) of \(WindowSize.text($0.key))" }.joined(separator: ", "))) were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."
+                "window state reached its cap of \(eviction.maxEntries) entries in one partition: \(eviction.windowsEvicted) windows (\(WindowSize.text(counts: eviction.windowsEvictedBySize))) were finalized early (\(eviction.windowsEmittedEarly) emitted before their time); later hits for them go to the dead-letter topic as too_late. Raise --max-entries or lower --retention."
             )
         }
         let lags = consumer.map { tracker.lags(from: $0) } ?? [:]
@@ -187,7 +187,7 @@ struct RunnerObserver: RunnerPart {
         if delta.duplicates > 0 { line += ", duplicates dropped \(delta.duplicates)" }
         if delta.reread > 0 { line += ", reread \(delta.reread)" }
         line += ", dead-lettered \(delta.deadLetteredTotal)" + (letters.isEmpty ? "" : " (\(letters))")
-        if !delta.tooLateForSize.isEmpty { line += ", late for size \(delta.tooLateForSizeText)" }
+        if !delta.tooLateForSize.isEmpty { line += ", late for size \(WindowSize.text(counts: delta.tooLateForSize))" }
         line += " in the last \(Int(seconds.rounded())) s"
         if let pending { line += "; " + pending }
         logger.info("\(line)")

@@ -180,20 +180,19 @@ public struct StageGauges: Sendable, Equatable {
 
     /// Adds a window task's engine: its windows, and its watermark to the lowest.
     package mutating func add(_ engine: WindowEngine) {
-        windows.add(engine.stats.windows)
+        for (size, figures) in engine.stats.windows { windows[size, default: WindowFigures()].add(figures) }
         if let mark = engine.watermark { watermark = min(watermark ?? mark, mark) }
     }
 
     /// With `--emit final`, what the pending windows wait for, in words for the progress line
-    /// and the summary: `482 windows pending (2 of 1m, 480 of 1h; --emit final: written once
-    /// event time passes their end plus the retention); the first (1m) is due when event time
-    /// reaches …, now at …`. Nil without any, and with `changes`, whose windows wait only for
-    /// the grace.
+    /// and the summary: `482 windows pending (1m 2, 1h 480; --emit final: written once event
+    /// time passes their end plus the retention); the first (1m) is due when event time reaches
+    /// …, now at …`. Nil without any, and with `changes`, whose windows wait only for the grace.
     public func pendingText() -> String? {
         let pending = windows.total.openWindows
         guard pending > 0, emission == .final else { return nil }
         let sizes = windows.keys.sorted()
-        let bySize = sizes.count == 1 ? "" : sizes.map { "\(windows[$0]!.openWindows) of \(WindowSize.text($0))" }.joined(separator: ", ") + "; "
+        let bySize = sizes.count == 1 ? "" : WindowSize.text(counts: windows.mapValues(\.openWindows)) + "; "
         var text = "\(pending) window\(pending == 1 ? "" : "s") pending (\(bySize)--emit final: written once event time passes their end plus the retention)"
         if let due = windows.total.firstOpenDue {
             let first = sizes.count == 1 ? "" : sizes.first { windows[$0]!.firstOpenDue == due }.map { " (\(WindowSize.text($0)))" } ?? ""

@@ -45,9 +45,4 @@ public struct WindowFigures: Sendable, Hashable {
 extension Dictionary where Key == Int64, Value == WindowFigures {
     /// Every size together.
     public var total: WindowFigures { values.reduce(into: WindowFigures()) { $0.add($1) } }
-
-    /// Adds `other`'s figures to each size's.
-    public mutating func add(_ other: [Int64: WindowFigures]) {
-        for (size, figures) in other { self[size, default: WindowFigures()].add(figures) }
-    }
 }

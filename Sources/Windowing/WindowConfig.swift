@@ -29,6 +29,11 @@ public struct WindowSize: Sendable, Hashable, Comparable {
 
     /// Several sizes as `--window` takes them: `1m,1h,1d`.
     public static func text(_ sizes: [Int64]) -> String { sizes.map { text($0) }.joined(separator: ",") }
+
+    /// Counts by size (ms), smaller first, as summaries, progress lines and logs write them: `1m 12, 1h 3`.
+    public static func text(counts: [Int64: Int]) -> String {
+        counts.sorted { $0.key < $1.key }.map { "\(text($0.key)) \($0.value)" }.joined(separator: ", ")
+    }
 }
 
 /// Tunables of the windowing engine, all in milliseconds of event time except `idleTimeout`

@@ -1,5 +1,6 @@
 import Testing
 import TrackingDomain
+import Windowing
 @testable import Pipeline
 @testable import Runner
 
@@ -100,7 +101,7 @@ struct AccountingTests {
         for (index, tally) in Accounting.bySize.enumerated() {
             #expect(delta[keyPath: tally] == [60_000: (index + 1) * 999, 3_600_000: 999], "by size \(index): \(delta[keyPath: tally])")
         }
-        #expect(delta.tooLateForSizeText == "1m 999, 1h 999", "by size, smaller first")
+        #expect(WindowSize.text(counts: delta.tooLateForSize) == "1m 999, 1h 999", "by size, smaller first")
         // Adding the difference back gives the later totals again.
         var rebuilt = earlier
         rebuilt.add(delta)

@@ -239,7 +239,7 @@ struct MonitoringFilesTests {
         gauges.watermark = 3_600_000
         #expect(
             gauges.pendingText()
-                == "482 windows pending (2 of 1m, 480 of 1h; --emit final: written once event time passes their end plus the retention); the first (1m) is due when event time reaches 1970-01-01T02:00:00Z, now at 1970-01-01T01:00:00Z")
+                == "482 windows pending (1m 2, 1h 480; --emit final: written once event time passes their end plus the retention); the first (1m) is due when event time reaches 1970-01-01T02:00:00Z, now at 1970-01-01T01:00:00Z")
     }
 
     @Test("several sizes: each window series once per size under the same name, labelled window; the cap's early finalizations and the hits too late for a size by the size, at 0 from the start; a stage without windows has none")

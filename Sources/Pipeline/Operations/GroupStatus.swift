@@ -220,19 +220,19 @@ extension WorkerStatus {
             let starts = Dictionary(uniqueKeysWithValues: try reader.beginningOffsets(partitions).map { ($0.partition, $0.offset) })
             var sizes: [Int64]?
             let rows = partitions.map { tp in
-                    let end = max(0, ends[tp.partition] ?? 0)
-                    let commit = committed[tp.partition]
-                    let offset = commit.flatMap { $0.offset >= 0 ? $0.offset : nil }
-                    let metadata = commit?.metadata.flatMap { $0.isEmpty ? nil : $0 }
-                    let decoded = Checkpoint(decoding: metadata, group: config.group)
-                    let checkpoint = decoded.map { CheckpointStatus($0, format: String(metadata?.prefix { $0 != " " } ?? ""), end: end) }
-                    let sourceCheckpoint = SourceCheckpoint(decoding: metadata, group: config.group)
-                    sizes = sizes ?? (decoded?.identity ?? sourceCheckpoint?.identity)?.windowSizes
-                    return PartitionStatus(
-                        partition: tp.partition, committed: offset, end: end,
-                        lag: max(0, end - (offset ?? max(0, starts[tp.partition] ?? 0))), checkpoint: checkpoint,
-                        source: sourceCheckpoint.map(SourceCheckpointStatus.init), foreignMetadata: checkpoint == nil && sourceCheckpoint == nil ? metadata : nil)
-                }
+                let end = max(0, ends[tp.partition] ?? 0)
+                let commit = committed[tp.partition]
+                let offset = commit.flatMap { $0.offset >= 0 ? $0.offset : nil }
+                let metadata = commit?.metadata.flatMap { $0.isEmpty ? nil : $0 }
+                let decoded = Checkpoint(decoding: metadata, group: config.group)
+                let checkpoint = decoded.map { CheckpointStatus($0, format: String(metadata?.prefix { $0 != " " } ?? ""), end: end) }
+                let sourceCheckpoint = SourceCheckpoint(decoding: metadata, group: config.group)
+                sizes = sizes ?? (decoded?.identity ?? sourceCheckpoint?.identity)?.windowSizes
+                return PartitionStatus(
+                    partition: tp.partition, committed: offset, end: end,
+                    lag: max(0, end - (offset ?? max(0, starts[tp.partition] ?? 0))), checkpoint: checkpoint,
+                    source: sourceCheckpoint.map(SourceCheckpointStatus.init), foreignMetadata: checkpoint == nil && sourceCheckpoint == nil ? metadata : nil)
+            }
             return GroupStatus(group: group, stage: stage, topic: topic, windows: sizes?.map(WindowSize.text), partitions: rows)
         } catch let error as StatusError {
             throw error
