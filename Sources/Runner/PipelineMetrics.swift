@@ -192,8 +192,8 @@ public struct StageMetrics: Sendable {
         for outcome in outcomes { _ = parent.counter("trackpipe_repartition_purges", stage: stage, ("outcome", outcome)) }
     }
 
-    func purges(_ outcome: String, _ count: Int) {
-        parent.counter("trackpipe_repartition_purges", stage: stage, ("outcome", outcome)).increment(by: Int64(count))
+    func purged(_ outcome: String) {
+        parent.counter("trackpipe_repartition_purges", stage: stage, ("outcome", outcome)).increment()
     }
 
     func kafkaError(_ severity: KafkaError.Severity) {

@@ -86,9 +86,7 @@ struct PurgeCoordinator: RunnerPart {
 
     private mutating func take(_ answer: [RecordDeletion]) {
         schedule.answered(answer)
-        var counts: [String: Int] = [:]
-        for deletion in answer { counts[Self.outcome(deletion.outcome), default: 0] += 1 }
-        for (outcome, count) in counts { metrics?.purges(outcome, count) }
+        for deletion in answer { metrics?.purged(Self.outcome(deletion.outcome)) }
         let failures = answer.compactMap { deletion -> RecordDeletionError? in
             guard case .failure(let error) = deletion.outcome else { return nil }
             return error
