@@ -188,6 +188,23 @@ struct SimulationTests {
         #expect(uncapped.allSatisfy { $0.stats.lateWithoutOriginal == 0 }, "without a cap, every too_late letter carries its original")
     }
 
+    @Test("schedules of several sizes (a third of every family's but lockstep ones') hold each size's output exact against its own reference: the largest against the hits not dead-lettered, a smaller one also lacking only hits a window stage was handed after the window's expiry, too late for that size alone")
+    func severalSizes() {
+        let outcomes = [ScheduleFamily.crash, .stateCrashOneStage, .eventTimeOneStage, .recovery].flatMap { family in
+            (0..<Self.schedulesPerFamily).map { Simulator.run(seed: Self.firstSeed &+ UInt64($0), family: family, options: Self.quick) }
+        }
+        for outcome in outcomes where !outcome.passed { Issue.record("\(outcome.report())") }
+        let several = outcomes.filter { $0.stats.sizes > 1 }
+        let exact = several.reduce(0) { $0 + $1.stats.smallerSizeKeys }
+        let late = several.reduce(0) { $0 + $1.stats.lateInSmallerSizes }
+        print("several sizes: \(several.count) of \(outcomes.count) schedules, \(exact) windows of a smaller size exact, \(late) hits too late for a smaller size alone")
+        #expect(several.count >= 12, "\(several.count) of \(outcomes.count) schedules of several sizes")
+        #expect(several.contains { $0.stats.crashes > 0 } && several.contains { $0.stats.stateWriteCuts > 0 }, "crashes and cut state writes among them")
+        #expect(exact > 200, "\(exact) windows of a smaller size checked")
+        #expect(late > 0, "hits too late for a smaller size alone, explained")
+        #expect(several.allSatisfy { $0.stats.unexploredKeys == 0 })
+    }
+
     @Test("purges: the purge family's schedules purge through crashes, takeovers and refusals with every count exact; the same schedules without purges keep every byte; one stage never purges")
     func purges() {
         var purgeless = Self.quick
@@ -264,6 +281,9 @@ struct SimulationTests {
             #expect(!kinds.isDisjoint(with: [.lastRecord, .missingKey, .missingDeadLetter, .accounting, .revisionWentBack]), "\(kinds)")
         case .reemitStaleRecord:
             #expect(kinds.isSuperset(of: [.lastRecord, .revisionWentBack]), "\(kinds)")
+            // Of several sizes, the smallest size's output is held to its own reference too.
+            let several = caught.filter { $0.schedule.scenario.window.sizes.count > 1 }
+            #expect(several.contains { $0.discrepancies.contains { $0.kind == .lastRecord } }, "\(several.count) of several sizes caught")
         case .hiddenRetention:
             #expect(kinds.contains(.silentLoss), "\(kinds)")
         case .phantomRetention:

@@ -16,6 +16,12 @@ public struct Campaign: Sendable {
         /// Bytes written to the repartition topics, and what they keep at the end.
         public var repartitionBytesWritten = 0
         public var repartitionBytesKept = 0
+        /// Schedules of several sizes, their smaller sizes' windows checked exact, hits too late
+        /// for a smaller size alone, and windows with too many choices to try.
+        public var severalSizes = 0
+        public var smallerSizeKeys = 0
+        public var lateInSmallerSizes = 0
+        public var unexploredKeys = 0
         /// Wall-clock seconds spent on the family's schedules.
         public var seconds = 0.0
         /// Failing seeds per signature, in the order found.
@@ -73,6 +79,10 @@ public struct Campaign: Sendable {
         tally.purgesRefused += outcome.stats.purgesRefused
         tally.repartitionBytesWritten += outcome.stats.repartitionBytesWritten
         tally.repartitionBytesKept += outcome.stats.repartitionBytesKept
+        if outcome.stats.sizes > 1 { tally.severalSizes += 1 }
+        tally.smallerSizeKeys += outcome.stats.smallerSizeKeys
+        tally.lateInSmallerSizes += outcome.stats.lateInSmallerSizes
+        tally.unexploredKeys += outcome.stats.unexploredKeys
         if let signature = outcome.signature {
             tally.failed += 1
             if tally.failures[signature] == nil { firstFailures.append(outcome) }
@@ -97,6 +107,10 @@ public struct Campaign: Sendable {
             if tally.steppedBackAfterCrash > 0 { line += ", \(tally.steppedBackAfterCrash) revisions stepped back after a crash" }
             if tally.strictLatenessChecked > 0 { line += ", strict lateness checked on \(tally.strictLatenessChecked) hits" }
             if tally.quietBoundChecked > 0 { line += ", the quiet bound checked on \(tally.quietBoundChecked) hits" }
+            if tally.severalSizes > 0 {
+                line +=
+                    ", \(tally.severalSizes) of several sizes (\(tally.smallerSizeKeys) windows of a smaller size exact, \(tally.lateInSmallerSizes) hits too late for a smaller size alone, \(tally.unexploredKeys) windows unexplored)"
+            }
             if tally.purged + tally.purgesRefused > 0 { line += ", \(tally.purged) partitions purged (\(tally.purgesRefused) refused)" }
             if tally.repartitionBytesWritten > 0 {
                 line += String(

@@ -108,6 +108,14 @@ public struct ScheduleStats: Sendable {
     /// Bytes of records written to the repartition topics, and the bytes they hold at the end.
     public var repartitionBytesWritten = 0
     public var repartitionBytesKept = 0
+    /// Of several sizes: the schedule's sizes, windows of a smaller size checked exact against
+    /// their own reference, and hits such a window lacked, too late for its size alone (counted
+    /// in a larger one), each shown to explain the record; windows whose choices were too many
+    /// to try (`ScheduleChecker.lateInThisSize`).
+    public var sizes = 1
+    public var smallerSizeKeys = 0
+    public var lateInSmallerSizes = 0
+    public var unexploredKeys = 0
 
     public var description: String {
         var text =
@@ -124,6 +132,10 @@ public struct ScheduleStats: Sendable {
         }
         if lateWithoutOriginal > 0 { text += ", \(lateWithoutOriginal) too_late without their original (evicted by the cap)" }
         if purgesAsked > 0 { text += ", \(purgesAsked) partition purges asked, \(purged) done, \(purgesRefused) refused" }
+        if sizes > 1 {
+            text += ", \(sizes) sizes: \(smallerSizeKeys) windows of the smaller sizes exact, \(lateInSmallerSizes) hits too late for a smaller size alone"
+            if unexploredKeys > 0 { text += " (\(unexploredKeys) windows with too many choices to try)" }
+        }
         if repartitionBytesWritten > 0 { text += ", the repartition topic keeps \(repartitionBytesKept) of \(repartitionBytesWritten) bytes written" }
         return text
     }

@@ -103,6 +103,18 @@ public struct Scenario: Sendable, CustomStringConvertible {
             scenario.purgeInterval = interval
             scenario.purgeDelay = delay
         }
+        // Several sizes in a third of the schedules (`--window 1m,1h,1d` in seconds), each a
+        // multiple of the smaller ones: a window of a larger size ends no sooner, so a hit too late
+        // for the largest is too late for every size (and dead-lettered). Drawn apart, so that the
+        // schedules of one size stay as they were; not in lockstep, whose lateness checks judge
+        // one size.
+        var sizing = SplitMix(scenario.hitSeed ^ 0x0051_2E5E_5012_E5E5)
+        let several = sizing.chance(0.35), factors = sizing.pick([[2], [3], [2, 6], [3, 12]] as [[Int64]])
+        if several, !spec.lockstep {
+            scenario.window = WindowConfig(
+                sizes: ([1] + factors).map { WindowSize(size: size * $0, grace: grace) }, retention: retention, idleTimeout: idle,
+                maxEntries: maxEntries)
+        }
         return scenario
     }
 
@@ -118,7 +130,7 @@ public struct Scenario: Sendable, CustomStringConvertible {
             mode.rawValue, "\(inputPartitions) input partitions",
             mode == .twoStage ? "\(repartitionPartitions) repartition partitions" : nil,
             "\(instances) instances",
-            "window \(window.lengths[0]) grace \(window.sizes[0].grace) retention \(window.retention) idle \(window.idleTimeout)",
+            "window \(window.lengths.map(String.init).joined(separator: ",")) grace \(window.sizes[0].grace) retention \(window.retention) idle \(window.idleTimeout)",
             window.maxEntries < 1_000_000 ? "cap \(window.maxEntries)" : nil,
             "skew \(maxFutureSkew)", "marks every \(markInterval)",
             delayAllowance > 0 ? "originals allowance \(delayAllowance)" : nil,

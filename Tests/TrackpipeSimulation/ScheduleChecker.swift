@@ -66,7 +66,8 @@ struct ScheduleChecker {
     struct Verdicts {
         var expected: [GeneratedHit.Expected] = []
         var tooLate = Set<Position>()
-        var positionsByKey: [String: [(Position, ProducedMessage, dead: Bool)]] = [:]
+        /// Every hit to count it read, dead-lettered or not, in input order.
+        var hits: [(position: Position, message: ProducedMessage, hit: GeneratedHit.Expected, dead: Bool)] = []
         var messages = 0
         var counted = 0
         var filtered = 0
@@ -128,20 +129,28 @@ struct ScheduleChecker {
             reasons[entry.stamp.generation, default: [:]][position, default: []].append(letter.reason.rawValue)
         }
 
-        // The output, read back.
-        let outputLog = world.kafka.topic(World.outputTopic)
-        var records: [OutputRecord] = []
-        for (index, entry) in outputLog.partitions[0].enumerated() {
-            let key = outputLog.bytes(entry.key).map { String(decoding: $0, as: UTF8.self) } ?? ""
-            let value = outputLog.bytes(entry.value) ?? []
-            guard let revision = OutputRecord.revision(in: value) else {
-                found.append(Discrepancy(.runner, key: key, "output record \(index) has no revision"))
-                continue
+        // The output of each size, read back.
+        let sizes = world.scenario.window.lengths
+        var recordsBySize: [[OutputRecord]] = []
+        for topic in World.outputTopics(world.scenario.window) {
+            let outputLog = world.kafka.topic(topic)
+            var records: [OutputRecord] = []
+            for (index, entry) in outputLog.partitions[0].enumerated() {
+                let key = outputLog.bytes(entry.key).map { String(decoding: $0, as: UTF8.self) } ?? ""
+                let value = outputLog.bytes(entry.value) ?? []
+                guard let revision = OutputRecord.revision(in: value) else {
+                    found.append(Discrepancy(.runner, key: key, "\(topic) record \(index) has no revision"))
+                    continue
+                }
+                records.append(OutputRecord(key: key, revision: revision, index: index, stamp: entry.stamp, value: value))
             }
-            records.append(OutputRecord(key: key, revision: revision, index: index, stamp: entry.stamp, value: value))
+            stats.outputRecords += records.count
+            stats.keys += Set(records.map(\.key)).count
+            recordsBySize.append(records)
         }
-        stats.outputRecords = records.count
-        stats.keys = Set(records.map(\.key)).count
+        // Of several sizes, when each hit was last handed to a window stage (below).
+        let handedOut = sizes.count > 1 ? lastHandedOut() : [:]
+        stats.sizes = sizes.count
         if let stray = reasons.keys.first(where: { number in !world.generations.contains { $0.number == number } }) {
             found.append(Discrepancy(.deadLetterOrigin, "dead letters of generation \(stray), which never ran"))
         }
@@ -156,21 +165,26 @@ struct ScheduleChecker {
                 stats.countedHits = verdicts.counted
                 stats.tooLate = verdicts.tooLate.count
             }
-            judgeRecords(
-                records.filter { $0.stamp.generation == generation.number }, of: generation, last: last, verdicts: verdicts,
-                loss: lost, stats: &stats, into: &found)
+            for (index, size) in sizes.enumerated() {
+                judgeRecords(
+                    recordsBySize[index].filter { $0.stamp.generation == generation.number }, of: generation, size: size,
+                    largest: index == sizes.count - 1, handedOut: handedOut, last: last, verdicts: verdicts, loss: lost, stats: &stats,
+                    into: &found)
+            }
             if lost.ranges == 0 { judgeTotals(of: generation, verdicts: verdicts, into: &found) }
             if last, strictLateness { stats.strictLatenessChecked = checkStrictLateness(tooLate: verdicts.tooLate, into: &found) }
             if last, quietBound { stats.quietBoundChecked = checkQuietBound(tooLate: verdicts.tooLate, into: &found) }
         }
         // Across generations a key starts again from the recount's first revision: what a new
         // group does by design, counted apart.
-        var lastRevision: [String: (revision: Int, generation: Int)] = [:]
-        for record in records {
-            if let previous = lastRevision[record.key], previous.generation != record.stamp.generation, record.revision < previous.revision {
-                stats.steppedBackAcrossGenerations += 1
+        for records in recordsBySize {
+            var lastRevision: [String: (revision: Int, generation: Int)] = [:]
+            for record in records {
+                if let previous = lastRevision[record.key], previous.generation != record.stamp.generation, record.revision < previous.revision {
+                    stats.steppedBackAcrossGenerations += 1
+                }
+                lastRevision[record.key] = (record.revision, record.stamp.generation)
             }
-            lastRevision[record.key] = (record.revision, record.stamp.generation)
         }
         return (found, stats)
     }
@@ -261,7 +275,6 @@ struct ScheduleChecker {
                         }
                     case .counted(let hit):
                         verdicts.counted += 1
-                        let key = Self.key(hit, size: window.lengths[0])
                         if distinct.isEmpty {
                             verdicts.expected.append(hit)
                         } else if distinct == ["too_late"] {
@@ -269,7 +282,7 @@ struct ScheduleChecker {
                         } else {
                             found.append(Discrepancy(.deadLetterReason, "\(tag)\(position) is a hit to count, dead-lettered \(distinct.sorted())"))
                         }
-                        verdicts.positionsByKey[key, default: []].append((position, message, !distinct.isEmpty))
+                        verdicts.hits.append((position, message, hit, !distinct.isEmpty))
                     case .neverDelivered:
                         break
                     }
@@ -279,16 +292,31 @@ struct ScheduleChecker {
         return verdicts
     }
 
-    /// The generation's records: revisions per key, and against its reference. One that reported
-    /// lost input may hold fewer hits than the reference (never more); one that did not, while
-    /// retention deleted records, must hold them all.
+    /// The generation's records of one size: revisions per key, and against the size's own
+    /// reference. One that reported lost input may hold fewer hits than the reference (never
+    /// more); one that did not, while retention deleted records, must hold them all. Of several
+    /// sizes, a smaller size's window may lack hits too late for it and counted in a larger size
+    /// (`lateInThisSize`).
     private func judgeRecords(
-        _ records: [OutputRecord], of generation: Generation, last isLast: Bool, verdicts: Verdicts, loss: Loss,
-        stats: inout ScheduleStats, into found: inout [Discrepancy]
+        _ records: [OutputRecord], of generation: Generation, size: Int64, largest: Bool, handedOut: [Position: Int64], last isLast: Bool,
+        verdicts: Verdicts, loss: Loss, stats: inout ScheduleStats, into found: inout [Discrepancy]
     ) {
         let lossReported = loss.ranges > 0
         let window = world.scenario.window
-        let tag = world.generations.count > 1 ? "generation \(generation.number): " : ""
+        let tag =
+            (world.generations.count > 1 ? "generation \(generation.number): " : "") + (window.sizes.count > 1 ? "windows of \(size) ms: " : "")
+        var positionsByKey: [String: [(Position, ProducedMessage, dead: Bool)]] = [:]
+        var countedByKey: [String: [(position: Position, hit: GeneratedHit.Expected)]] = [:]
+        for entry in verdicts.hits {
+            let key = Self.key(entry.hit, size: size)
+            positionsByKey[key, default: []].append((entry.position, entry.message, entry.dead))
+            if !entry.dead { countedByKey[key, default: []].append((entry.position, entry.hit)) }
+        }
+        /// Hits of `key` too late for this size alone, if they explain `got` (of `revision`).
+        func lateHere(_ key: String, got: ReferenceAggregates.Counts?, revision: Int) -> Int? {
+            guard !largest, isLast, let hits = countedByKey[key] else { return nil }
+            return lateInThisSize(hits, size: size, got: got, revision: revision, handedOut: handedOut, stats: &stats)
+        }
         var last: [String: Int] = [:]
         var highest: [String: (revision: Int, records: [Int], crashes: Int)] = [:]
         for (position, record) in records.enumerated() {
@@ -314,10 +342,10 @@ struct ScheduleChecker {
             }
         }
 
-        let reference = ReferenceAggregates(verdicts.expected, windowSize: window.lengths[0]).byKey
+        let reference = ReferenceAggregates(verdicts.expected, windowSize: size).byKey
         func hits(_ counts: ReferenceAggregates.Counts) -> Int { counts.impressions + counts.clicks + counts.opens }
         func context(_ key: String) -> String {
-            let entries = verdicts.positionsByKey[key] ?? []
+            let entries = positionsByKey[key] ?? []
             let dead = entries.filter(\.dead).map { "\($0.0)" }
             let shown = entries.prefix(12).map { "\($0.0)\($0.dead ? " too_late" : "") \($0.1.kind.rawValue) at t=\($0.1.producedAt - world.scenario.start)" }
             return "; input: \(shown.joined(separator: ", "))\(entries.count > 12 ? ", …" : "")\(dead.isEmpty ? "" : "; dead-lettered: \(dead.count)")"
@@ -354,11 +382,11 @@ struct ScheduleChecker {
             }
         }
         for key in Set(reference.keys).union(last.keys).sorted() {
-            guard let want = reference[key] else {
+            guard var want = reference[key] else {
                 // Behind the shuffle after lost input, a copy sent again may be judged too late
                 // by a task that cannot tell it from its original, which a previous owner
                 // counted: a real key whose hits were all dead-lettered.
-                if loss.behindShuffle, verdicts.positionsByKey[key] != nil { continue }
+                if loss.behindShuffle, positionsByKey[key] != nil { continue }
                 let record = records[last[key]!]
                 found.append(
                     Discrepancy(
@@ -368,6 +396,10 @@ struct ScheduleChecker {
                 continue
             }
             guard let lastPosition = last[key] else {
+                if lateHere(key, got: nil, revision: 0) != nil {
+                    stats.smallerSizeKeys += 1
+                    continue
+                }
                 short.append(key)
                 if lossReported { continue }
                 found.append(Discrepancy(.missingKey, key: key, "\(tag)no record; expected \(Self.describe(want)) (\(hits(want)) hits)\(context(key))"))
@@ -375,12 +407,13 @@ struct ScheduleChecker {
             }
             let record = records[lastPosition]
             let got = record.counts
+            if got != want || record.revision != hits(want), let got, lateHere(key, got: got, revision: record.revision) != nil { want = got }
             if got != want || record.revision != hits(want) {
                 let difference = got.map { hits($0) - hits(want) } ?? 0
                 if difference < 0 { short.append(key) }
                 // Input lost before it was read leaves windows short; over only behind the shuffle.
                 if lossReported, difference < 0 || loss.behindShuffle { continue }
-                let deadLettered = verdicts.positionsByKey[key]?.filter(\.dead).count ?? 0
+                let deadLettered = positionsByKey[key]?.filter(\.dead).count ?? 0
                 let hint =
                     difference > 0 && deadLettered >= difference
                     ? "; the record holds \(difference) hits more than the reference, and \(deadLettered) of this key's hits were dead-lettered too_late: counted and dead-lettered"
@@ -390,6 +423,8 @@ struct ScheduleChecker {
                         .lastRecord, key: key,
                         "\(tag)last record (rev \(record.revision) by \(world.writerName(record.stamp.writer)) at t=\(record.stamp.time - world.scenario.start)) has \(got.map(Self.describe) ?? "unreadable counts"); expected \(Self.describe(want)) (\(hits(want)) hits)\(context(key))\(hint)",
                         refinement: difference < 0 ? "fewer-hits" : difference > 0 ? "more-hits" : "other-counts"))
+            } else if !largest {
+                stats.smallerSizeKeys += 1
             }
             for position in highest[key]?.records ?? [] where records[position].counts != want {
                 let top = records[position]
@@ -402,6 +437,74 @@ struct ScheduleChecker {
                 break
             }
         }
+    }
+
+    /// Of several sizes, a hit too late for a smaller size and not for the largest is counted in
+    /// the larger sizes' windows and left out of the smaller one's, and nothing names it (only a
+    /// hit too late for every size is dead-lettered; `EngineOutput.lateInSomeSizes` counts the
+    /// others). A smaller size's record that lacks hits of its reference (`revision` of them;
+    /// nil `got`: no record at all) is explained when leaving out hits that could have been
+    /// found too late for the size gives its counts: a hit could only if a window stage was
+    /// handed it at or after its window's expiry (the window's end plus the retention), the
+    /// horizon never passing the clock, but where a memory cap, which moves the horizon past
+    /// what it evicts, makes any hit a candidate. Tries the hits handed out last first (later
+    /// hits of a window are found too late first); after `limit` tries the window is counted
+    /// as unexplored. Returns the hits left out, nil when nothing explains the record.
+    private func lateInThisSize(
+        _ hits: [(position: Position, hit: GeneratedHit.Expected)], size: Int64, got: ReferenceAggregates.Counts?, revision: Int,
+        handedOut: [Position: Int64], stats: inout ScheduleStats, limit: Int = 2_000
+    ) -> Int? {
+        let window = world.scenario.window
+        let missing = hits.count - revision
+        guard missing > 0, let first = hits.first else { return nil }
+        let expiry = Self.windowStart(first.hit.eventTime, size: size) + size + window.retention
+        let capped = window.maxEntries < 1_000_000
+        let candidates = hits.indices.filter { capped || (handedOut[hits[$0].position] ?? .max) >= expiry }
+            .sorted { (handedOut[hits[$0].position] ?? .max) > (handedOut[hits[$1].position] ?? .max) }
+        guard candidates.count >= missing else { return nil }
+        guard let got else {
+            stats.lateInSmallerSizes += missing
+            return missing
+        }
+        let key = Self.key(first.hit, size: size)
+        var choice = Array(0..<missing)
+        for _ in 0..<limit {
+            let left = Set(choice.map { candidates[$0] })
+            let kept = hits.indices.filter { !left.contains($0) }.map { hits[$0].hit }
+            if ReferenceAggregates(kept, windowSize: size).byKey[key] == got {
+                stats.lateInSmallerSizes += missing
+                return missing
+            }
+            // The next choice of `missing` candidates, in lexicographic order.
+            guard var index = choice.indices.last(where: { choice[$0] < candidates.count - missing + $0 }) else { return nil }
+            choice[index] += 1
+            while index + 1 < missing {
+                choice[index + 1] = choice[index] + 1
+                index += 1
+            }
+        }
+        stats.unexploredKeys += 1
+        return missing
+    }
+
+    /// When each input position was last handed to a reader, as itself or as an event of a
+    /// repartition record (`SimulatedCluster.handedOut`): no window stage judged the hit later.
+    private func lastHandedOut() -> [Position: Int64] {
+        var latest: [Position: Int64] = [:]
+        for (tp, times) in world.cluster.handedOut {
+            let log = world.kafka.topic(tp.topic)
+            for (offset, time) in times.enumerated() where time > .min && Int64(offset) < log.end(of: tp.partition) {
+                var positions = [Position(topic: tp.topic, partition: tp.partition, offset: Int64(offset))]
+                if tp.topic.hasSuffix("-repartition"), let value = log.bytes(log.entry(partition: tp.partition, offset: Int64(offset)).value) {
+                    positions = value.withUnsafeBytes { bytes in
+                        guard case .events(let record)? = try? RepartitionRecord.decode(bytes) else { return [] }
+                        return record.events.map { Position(topic: record.origin.sourceTopic, partition: $0.sourcePartition, offset: $0.sourceOffset) }
+                    }
+                }
+                for position in positions { latest[position] = max(latest[position] ?? .min, time) }
+            }
+        }
+        return latest
     }
 
     /// The stages' totals, where no stage died: nothing was read twice.

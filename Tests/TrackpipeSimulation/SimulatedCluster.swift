@@ -66,6 +66,20 @@ final class SimulatedCluster: @unchecked Sendable {
     /// What a client saw a runner do that no runner may (a commit past what it was handed, of a
     /// partition it does not own): the checks report each.
     private(set) var violations: [String] = []
+    /// Per partition and offset, when a poll last handed the record out (clock ms; `.min`: never).
+    /// A stage judges what a poll brings within the poll's turn, so no later: a window size can
+    /// have found a hit too late only if this is at or past the window's expiry (the horizon
+    /// never passes the clock).
+    private(set) var handedOut: [TopicPartition: [Int64]] = [:]
+
+    fileprivate func noteHandedOut(_ events: [HeldRecord]) {
+        for event in events {
+            let tp = TopicPartition(topic: event.topic, partition: event.partition)
+            let missing = Int(event.offset) + 1 - (handedOut[tp]?.count ?? 0)
+            if missing > 0 { handedOut[tp, default: []].append(contentsOf: repeatElement(.min, count: missing)) }
+            handedOut[tp]![Int(event.offset)] = now
+        }
+    }
     /// What happened, for the checks and the trace.
     private(set) var rebalances = 0
     private(set) var refusals = 0
@@ -380,6 +394,7 @@ final class SimulatedConsumer: ConsumerClient {
         if let plan = life.plan, isMember || positions.keys.allSatisfy({ $0.topic == life.stateTopic }) {
             let events = gather(plan)
             guard !events.isEmpty || !revocations.isEmpty else { return nil }
+            cluster.noteHandedOut(events)
             return try body(HeldBatch(events: events, revocations: revocations))
         }
         var events: [HeldRecord] = []
@@ -420,6 +435,7 @@ final class SimulatedConsumer: ConsumerClient {
             }
         }
         guard !events.isEmpty else { return nil }
+        cluster.noteHandedOut(events)
         return try body(HeldBatch(events: events, revocations: revocations))
     }
 

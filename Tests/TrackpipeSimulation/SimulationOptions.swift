@@ -36,8 +36,8 @@ public enum Fault: String, Sendable, CaseIterable {
     case lossyCompaction = "lossy-compaction"
     /// The consumer skips one record of the input: a hit is never seen.
     case skipOneRecord = "skip-one-record"
-    /// After the run, an older record of some key is delivered again at the end of the output:
-    /// a stale aggregate overwrites the full one.
+    /// After the run, an older record of some key is delivered again at the end of the output
+    /// (of the smallest size): a stale aggregate overwrites the full one.
     case reemitStaleRecord = "reemit-stale-record"
     /// The first instance's records reach the repartition topic two idle timeouts after it sent
     /// them (its connection to the brokers stalls), overtaken by the other instances' written

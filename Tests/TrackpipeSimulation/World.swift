@@ -83,6 +83,12 @@ final class World {
     static let outputTopic = "aggregates"
     static let deadLetterTopic = "dlq"
 
+    /// The output topic of each size, in the window's order: `aggregates` for one size, as
+    /// `--output-topic` takes one topic per size for several.
+    static func outputTopics(_ window: WindowConfig) -> [String] {
+        window.sizes.count == 1 ? [outputTopic] : window.lengths.map { "\(outputTopic)-\($0)" }
+    }
+
     let scenario: Scenario
     let options: SimulationOptions
     let kafka = InMemoryKafka()
@@ -198,7 +204,7 @@ final class World {
             }
             kafka.create(deployment.stateTopic, partitions: taskPartitions, configs: settings.state)
         }
-        kafka.create(Self.outputTopic, partitions: 1)
+        for topic in Self.outputTopics(scenario.window) { kafka.create(topic, partitions: 1) }
         kafka.create(Self.deadLetterTopic, partitions: 1)
         produced[inputTopic] = Array(repeating: [], count: inputPartitions)
         topicStarts[inputTopic] = now
@@ -352,7 +358,7 @@ final class World {
         let skipsInput = options.fault == .skipOneRecord && topic == inputTopic
         let delaysRecords = options.fault == .overtakenRecords && role == .normalize && instance == 0
         let delay = 2 * scenario.window.idleTimeout
-        let inputTopic = self.inputTopic
+        let (inputTopic, window) = (self.inputTopic, scenario.window)
         // As `Pipeline` sets it up: the aggregate stage of two stages purges its input, the
         // repartition topic (the one stage reads the user's topic, never purged).
         let purge =
@@ -378,6 +384,7 @@ final class World {
                     consumer: KafkaConfig(["group.id": group, "enable.partition.eof": "true"]), producer: KafkaConfig([:]),
                     destinations: destinations, commitInterval: .max / 4)
                 settings.clients = clients
+                if destinations[.output] != nil { settings.output(to: Self.outputTopics(window), sizes: window.lengths) }
                 settings.progressInterval = 0
                 settings.maxBatch = .max
                 settings.purge = purge
@@ -952,9 +959,9 @@ final class World {
     }
 
     /// The planted `reemitStaleRecord` fault: the first record of a key that has several comes
-    /// again at the end of the output.
+    /// again at the end of the output (of the smallest size, when there are several).
     private func reemitStaleRecord() {
-        let output = kafka.topic(Self.outputTopic)
+        let output = kafka.topic(Self.outputTopics(scenario.window)[0])
         let records = output.partitions[0]
         var seen: [[UInt8]: Int] = [:]
         for (index, entry) in records.enumerated() {
@@ -999,12 +1006,12 @@ final class World {
                 let to = log.end(of: partition)
                 guard to > from else { continue }
                 switch name {
-                case Self.outputTopic:
+                case _ where Self.outputTopics(scenario.window).contains(name):
                     for offset in from..<to {
                         let entry = log.entry(partition: partition, offset: offset)
                         let key = log.bytes(entry.key).map { String(decoding: $0, as: UTF8.self) } ?? "?"
                         let revision = log.bytes(entry.value).flatMap(OutputRecord.revision(in:)) ?? -1
-                        line += "\n    out \(key) rev \(revision) by \(writerName(entry.stamp.writer))"
+                        line += "\n    out\(name == Self.outputTopic ? "" : name.dropFirst(Self.outputTopic.count)) \(key) rev \(revision) by \(writerName(entry.stamp.writer))"
                     }
                 case Self.deadLetterTopic:
                     for offset in from..<to {
