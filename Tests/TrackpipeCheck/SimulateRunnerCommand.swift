@@ -29,7 +29,7 @@ struct SimulateRunnerCommand: ParsableCommand {
             var rebalances = 0
             var refusals = 0
             var exits = 0
-            var purged = 0, purgesRefused = 0, written = 0, kept = 0
+            var purged = 0, purgesRefused = 0, written = 0, kept = 0, severalSizes = 0
             for seed in seed..<(seed + UInt64(seeds)) {
                 let outcome = RunnerWorld(seed: seed, family: family, tracing: trace).run()
                 rebalances += outcome.rebalances
@@ -39,6 +39,7 @@ struct SimulateRunnerCommand: ParsableCommand {
                 purgesRefused += outcome.purgesRefused
                 written += outcome.repartitionBytesWritten
                 kept += outcome.repartitionBytesKept
+                if outcome.sizes > 1 { severalSizes += 1 }
                 guard !outcome.passed else { continue }
                 failing.append(seed)
                 print("FAILED \(family.rawValue) seed \(seed): \(outcome.problems.prefix(3).joined(separator: "; "))")
@@ -48,7 +49,7 @@ struct SimulateRunnerCommand: ParsableCommand {
             failed += failing.count
             let seconds = Date().timeIntervalSince(familyStarted)
             print(
-                "\(family.rawValue): \(seeds) seeds, \(failing.count) failed\(failing.isEmpty ? "" : " (\(failing.map(String.init).joined(separator: ", ")))"), \(rebalances) rebalances, \(refusals) refused commits, \(exits) exits on a refused topic, \(purged) partitions purged (\(purgesRefused) refused), the repartition topic keeps \(kept) of \(written) bytes written, \(String(format: "%.1f", seconds)) s"
+                "\(family.rawValue): \(seeds) seeds (\(severalSizes) of windows of 1m and 2m), \(failing.count) failed\(failing.isEmpty ? "" : " (\(failing.map(String.init).joined(separator: ", ")))"), \(rebalances) rebalances, \(refusals) refused commits, \(exits) exits on a refused topic, \(purged) partitions purged (\(purgesRefused) refused), the repartition topic keeps \(kept) of \(written) bytes written, \(String(format: "%.1f", seconds)) s"
             )
         }
         print("\(seeds * chosen.count) schedules in \(String(format: "%.1f", Date().timeIntervalSince(started))) s; \(failed) failed")

@@ -53,6 +53,8 @@ public struct RunnerOutcome: Sendable {
     /// What the checks found wrong; empty for a pass.
     public var problems: [String]
     public var trace: [String]
+    /// Window sizes counted by one pipeline, each checked against its own reference.
+    public var sizes: Int
 
     public var passed: Bool { problems.isEmpty }
 }
@@ -91,6 +93,11 @@ public final class RunnerWorld {
     private let inputPartitions = 4
     private let repartitionPartitions = 4
     let tracing: Bool
+    /// 1m, or in half the seeds (drawn apart, so that the rest of a seed's schedule stays as it
+    /// was) 1m and 2m from one pipeline, each size to a topic of its own and each held to its own
+    /// reference count.
+    let windowSizes: [Int64]
+    var outputTopics: [String] { windowSizes.count == 1 ? [Self.outputTopic] : windowSizes.map { "\(Self.outputTopic)-\($0)" } }
 
     /// One worker process: its two runners, and the clients they were given.
     final class Instance {
@@ -127,6 +134,8 @@ public final class RunnerWorld {
         self.tracing = tracing
         random = SplitMix(seed)
         purging = SplitMix(seed ^ 0x9_06E_DE1E)
+        var sizing = SplitMix(seed ^ 0x0051_2E5E_5012_E5E5)
+        windowSizes = sizing.chance(0.5) ? [Self.windowSize, 2 * Self.windowSize] : [Self.windowSize]
         // The worker's default is 30 s; shorter intervals purge through more of the faults.
         let interval = purging.pick([1, 500, 2_000, 30_000] as [Int64])
         purgeInterval = family == .purges ? min(interval, 500) : interval
@@ -152,7 +161,7 @@ public final class RunnerWorld {
         kafka.create(Self.inputTopic, partitions: inputPartitions)
         kafka.create("\(Self.group)-repartition", partitions: repartitionPartitions)
         kafka.create("\(Self.group)-state", partitions: repartitionPartitions)
-        kafka.create(Self.outputTopic, partitions: 2)
+        for topic in outputTopics { kafka.create(topic, partitions: 2) }
         kafka.create(Self.deadLetterTopic, partitions: 2)
     }
 
@@ -172,7 +181,7 @@ public final class RunnerWorld {
             settled: settled, purged: cluster.recordDeletions.purged, purgesRefused: cluster.recordDeletions.refused,
             repartitionBytesWritten: kafka.topic("\(Self.group)-repartition").writtenBytes,
             repartitionBytesKept: kafka.topic("\(Self.group)-repartition").retainedBytes,
-            problems: problems, trace: cluster.trace ?? [])
+            problems: problems, trace: cluster.trace ?? [], sizes: windowSizes.count)
     }
 
     private func step() {
@@ -250,7 +259,7 @@ public final class RunnerWorld {
         case .outages:
             cluster.unreachableUntil = cluster.now + random.int(Int64(500)...Int64(20_000))
         case .refusedTopics:
-            let topic = random.pick(["\(Self.group)-repartition", Self.outputTopic, "\(Self.group)-state", Self.deadLetterTopic])
+            let topic = random.pick(["\(Self.group)-repartition", outputTopics[0], "\(Self.group)-state", Self.deadLetterTopic])
             cluster.refusedTopics[topic] = cluster.now + random.int(Int64(500)...Int64(8_000))
         case .oversizedDeadLetters:
             if random.chance(0.5) {
@@ -290,7 +299,8 @@ public final class RunnerWorld {
         let number = nextInstance
         nextInstance += 1
         let clients = ProcessClients(cluster: cluster)
-        let window = WindowConfig(size: Self.windowSize, grace: 1_000, retention: 86_400_000, idleTimeout: 2_000)
+        let window = WindowConfig(
+            sizes: windowSizes.map { WindowSize(size: $0, grace: 1_000) }, retention: 86_400_000, idleTimeout: 2_000)
         let limit = RecordLimit(bytes: cluster.producerLimit)
         let identity = GroupIdentity(
             group: Self.group, inputTopic: Self.inputTopic, windowSizes: window.lengths, repartitionTopic: "\(Self.group)-repartition",
@@ -318,6 +328,7 @@ public final class RunnerWorld {
         var aggregateSettings = settings(
             topic: "\(Self.group)-repartition", group: "\(Self.group)-aggregate",
             destinations: [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic])
+        aggregateSettings.output(to: outputTopics, sizes: window.lengths)
         aggregateSettings.purge = PurgeSettings(interval: purgeInterval, admin: KafkaConfig([:]))
         let normalizer = StageRunner(
             stage: normalize,
@@ -414,20 +425,24 @@ public final class RunnerWorld {
         return committed(Self.group, Self.inputTopic) && outputMismatches().isEmpty
     }
 
+    /// Each size's output against its own reference count.
     private func outputMismatches() -> [String] {
-        let expected = ReferenceAggregates(
-            corpus.compactMap { if case .counted(let expected) = $0.truth { expected } else { nil } }, windowSize: Self.windowSize)
-        let log = kafka.topic(Self.outputTopic)
-        let records = (0..<Int32(log.partitionCount)).flatMap { partition in
-            (0..<log.end(of: partition)).map { offset in
-                let entry = log.entry(partition: partition, offset: offset)
-                return (key: log.bytes(entry.key), value: log.bytes(entry.value))
+        let counted = corpus.compactMap { if case .counted(let expected) = $0.truth { expected } else { nil } }
+        return zip(windowSizes, outputTopics).flatMap { size, topic in
+            let log = kafka.topic(topic)
+            let records = (0..<Int32(log.partitionCount)).flatMap { partition in
+                (0..<log.end(of: partition)).map { offset in
+                    let entry = log.entry(partition: partition, offset: offset)
+                    return (key: log.bytes(entry.key), value: log.bytes(entry.value))
+                }
             }
-        }
-        do {
-            return try TopicContents(output: records).mismatches(against: expected, highestRevision: true)
-        } catch {
-            return ["the output topic holds a record that is not a keyed JSON object: \(error)"]
+            let tag = windowSizes.count > 1 ? "windows of \(size) ms: " : ""
+            do {
+                return try TopicContents(output: records).mismatches(against: ReferenceAggregates(counted, windowSize: size), highestRevision: true)
+                    .map { tag + $0 }
+            } catch {
+                return ["\(tag)the output topic holds a record that is not a keyed JSON object: \(error)"]
+            }
         }
     }
 

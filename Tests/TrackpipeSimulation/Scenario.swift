@@ -111,9 +111,12 @@ public struct Scenario: Sendable, CustomStringConvertible {
         var sizing = SplitMix(scenario.hitSeed ^ 0x0051_2E5E_5012_E5E5)
         let several = sizing.chance(0.35), factors = sizing.pick([[2], [3], [2, 6], [3, 12]] as [[Int64]])
         if several, !spec.lockstep {
+            // A window k times as long holds about k times the entries: the cap grows with the
+            // sizes' lengths, so that it still evicts some windows early rather than every one.
+            let lengths = [1] + factors
             scenario.window = WindowConfig(
-                sizes: ([1] + factors).map { WindowSize(size: size * $0, grace: grace) }, retention: retention, idleTimeout: idle,
-                maxEntries: maxEntries)
+                sizes: lengths.map { WindowSize(size: size * $0, grace: grace) }, retention: retention, idleTimeout: idle,
+                maxEntries: maxEntries < 1_000_000 ? maxEntries * Int(lengths.reduce(0, +)) : maxEntries)
         }
         return scenario
     }
