@@ -184,19 +184,19 @@ struct RunCommandResolutionTests {
 struct RunCommandEndToEndTests {
     static let minute: Int64 = 60_000
 
-    func workerArguments(_ broker: EmbeddedBroker, group: String) -> [String] {
+    func workerArguments(_ broker: EmbeddedBroker, group: String, sizes: WindowSizes = .one("1m", minute)) -> [String] {
         [
-            "run", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", "aggregates",
+            "run", "--brokers", broker.bootstrapServers, "--input-topic", "hits",
             "--dlq-topic", "dlq", "--group", group, "--shards", "2", "--commit-interval", "200ms", "--log-level", "warning",
             // The embedded broker holds a rejoin for about the session timeout; real brokers do not.
             "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
-        ]
+        ] + sizes.flags
     }
 
-    func makeBroker() throws -> EmbeddedBroker {
+    func makeBroker(sizes: WindowSizes = .one("1m", minute)) throws -> EmbeddedBroker {
         let broker = try EmbeddedBroker()
         try broker.createTopic("hits", partitions: 8)
-        try broker.createTopic("aggregates", partitions: 4)
+        try sizes.createTopics(on: broker)
         try broker.createTopic("dlq", partitions: 2)
         return broker
     }
@@ -244,14 +244,16 @@ struct RunCommandEndToEndTests {
         #expect(try processedTotal(broker, group: "gone") == 500, "nothing committed beyond what was processed")
     }
 
-    @Test("SIGKILL in the middle of a stream, then a restart with --until-end: the last record per key is exact and no dead letter is missing")
-    func killedMidStream() throws {
-        let broker = try makeBroker()
+    @Test(
+        "SIGKILL in the middle of a stream, then a restart with --until-end: the last record per key is exact (of 1m,1h,1d from one pipeline, each size against its own reference) and no dead letter is missing",
+        arguments: [WindowSizes.one("1m", minute), .three])
+    func killedMidStream(_ sizes: WindowSizes) throws {
+        let broker = try makeBroker(sizes: sizes)
         // Two hours of event time, so windows are finalized and evicted while the worker runs.
         let corpus = Corpus(HitStream(HitStreamConfig(count: 16_000, seed: 21, deliveries: 6, span: 120 * Self.minute)).generate())
         try corpus.produce(0..<8_000, to: "hits", on: broker)
         let binary = try TrackpipeBinary.locate()
-        let worker = try BackgroundTrackpipe(binary, workerArguments(broker, group: "kill"))
+        let worker = try BackgroundTrackpipe(binary, workerArguments(broker, group: "kill", sizes: sizes))
         let committed = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) { try processedTotal(broker, group: "kill") > 0 }
         #expect(committed, "the worker never committed; stderr: \(worker.stderr)")
         // More input arrives while it runs; kill it without warning part-way through. Where the
@@ -264,12 +266,13 @@ struct RunCommandEndToEndTests {
         try #require(killed != nil, "still running after SIGKILL")
         #expect(killed == SIGKILL || worker.process.terminationReason == .uncaughtSignal)
 
-        let restart = try binary.run(workerArguments(broker, group: "kill") + ["--until-end"])
+        let restart = try binary.run(workerArguments(broker, group: "kill", sizes: sizes) + ["--until-end"])
         #expect(restart.exitCode == 0, "\(restart.stderr)")
         #expect(restart.stdout.contains("balanced      yes"))
 
-        let out = try TopicContents(broker: broker, output: "aggregates", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
-        let problems = out.mismatches(against: corpus.expected(windowSize: Self.minute))
+        let outs = try sizes.contents(broker)
+        let out = outs[0]
+        let problems = sizes.mismatches(outs, against: corpus)
         #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
 
         // Every bad message is in the dead-letter topic (a message processed after the last

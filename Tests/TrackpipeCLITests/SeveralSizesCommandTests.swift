@@ -200,3 +200,32 @@ struct SeveralSizesCommandTests {
         #expect(tooLate == 20 && letters["too_late"] == tooLate, "the day-old hits, too late for both sizes, are the only too_late letters: \(letters) \(worker.stdout)")
     }
 }
+/// The sizes a test of crashes, faults or several instances runs with: the one size it was
+/// written for, or 1m,1h,1d from one pipeline, each size to a topic of its own (4 partitions)
+/// and each held exact against its own reference count.
+struct WindowSizes: Sendable, CustomTestStringConvertible {
+    var sizes: [(text: String, millis: Int64, topic: String)]
+
+    static func one(_ text: String, _ millis: Int64) -> WindowSizes { WindowSizes(sizes: [(text, millis, "aggregates")]) }
+    static let three = WindowSizes(sizes: SeveralSizesCommandTests.sizes)
+
+    var testDescription: String { "--window " + sizes.map(\.text).joined(separator: ",") }
+    /// `--window` and `--output-topic`, a topic per size in `--window`'s order.
+    var flags: [String] { ["--window", sizes.map(\.text).joined(separator: ","), "--output-topic", sizes.map(\.topic).joined(separator: ",")] }
+
+    func createTopics(on broker: EmbeddedBroker) throws {
+        for topic in sizes.map(\.topic) { try broker.createTopic(topic, partitions: 4) }
+    }
+
+    /// Each size's topic as read back now.
+    func contents(_ broker: EmbeddedBroker) throws -> [TopicContents] {
+        try sizes.map { try TopicContents(broker: broker, output: $0.topic, outputPartitions: 4, dlq: "dlq", dlqPartitions: 2) }
+    }
+
+    /// Keys of any size whose record differs from that size's reference count, each naming its size.
+    func mismatches(_ contents: [TopicContents], against corpus: Corpus, highestRevision: Bool = false) -> [String] {
+        zip(sizes, contents).flatMap { size, topic in
+            topic.mismatches(against: corpus.expected(windowSize: size.millis), highestRevision: highestRevision).map { "\(size.text): \($0)" }
+        }
+    }
+}

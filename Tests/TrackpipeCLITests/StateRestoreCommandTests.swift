@@ -13,18 +13,22 @@ import TrackpipeTestSupport
 struct StateRestoreCommandTests {
     static let minute: Int64 = 60_000
 
-    func arguments(_ broker: EmbeddedBroker, group: String) -> [String] {
+    /// The sizes the kill between state and commit runs with: the one size it was written for,
+    /// and 1m,1h,1d from one pipeline, whose state topic holds every size's windows.
+    static let sizes: [WindowSizes] = [.one("1m", minute), .three]
+
+    func arguments(_ broker: EmbeddedBroker, group: String, sizes: WindowSizes = .one("1m", minute)) -> [String] {
         [
-            "run", "--brokers", broker.bootstrapServers, "--input-topic", "hits", "--output-topic", "aggregates",
+            "run", "--brokers", broker.bootstrapServers, "--input-topic", "hits",
             "--dlq-topic", "dlq", "--group", group, "--shards", "2", "--commit-interval", "300ms", "--idle-timeout", "2s",
             "--log-level", "notice", "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
-        ]
+        ] + sizes.flags
     }
 
-    func makeBroker(group: String) throws -> EmbeddedBroker {
+    func makeBroker(group: String, sizes: WindowSizes = .one("1m", minute)) throws -> EmbeddedBroker {
         let broker = try EmbeddedBroker()
         try broker.createTopic("hits", partitions: 4)
-        try broker.createTopic("aggregates", partitions: 4)
+        try sizes.createTopics(on: broker)
         try broker.createTopic("dlq", partitions: 2)
         try broker.createTopic("\(group)-repartition", partitions: 4)
         try broker.createTopic("\(group)-state", partitions: 4)
@@ -49,13 +53,15 @@ struct StateRestoreCommandTests {
             .map { "\($0.key): \($0.value)" }.sorted()
     }
 
-    @Test("killed after writing its state and before committing it: the restart reads the state back, re-reads only what came after the last commit, counts exactly and never steps a key back")
-    func killedBetweenStateAndCommit() throws {
-        let broker = try makeBroker(group: "ahead")
+    @Test(
+        "killed after writing its state and before committing it: the restart reads the state back, re-reads only what came after the last commit, counts exactly (each size against its own reference) and never steps a key back",
+        arguments: sizes)
+    func killedBetweenStateAndCommit(_ sizes: WindowSizes) throws {
+        let broker = try makeBroker(group: "ahead", sizes: sizes)
         let corpus = Corpus(HitStream(HitStreamConfig(count: 6_000, seed: 81, deliveries: 8, span: 40 * Self.minute)).generate())
         try corpus.produce(0..<3_000, to: "hits", on: broker)
         let binary = try TrackpipeBinary.locate()
-        let worker = try BackgroundTrackpipe(binary, arguments(broker, group: "ahead"))
+        let worker = try BackgroundTrackpipe(binary, arguments(broker, group: "ahead", sizes: sizes))
         defer { worker.signal(SIGKILL) }
         // Everything read so far is processed and committed by both stages.
         let settled = try BackgroundTrackpipe.waitUntil(seconds: SafetyDeadline.seconds) {
@@ -80,14 +86,15 @@ struct StateRestoreCommandTests {
         #expect(try committed(broker, group: "ahead-aggregate", topic: "ahead-repartition") == committedBefore, "no commit got through")
         broker.clearRequestErrors(.offsetCommit)
 
-        let restart = try binary.run(arguments(broker, group: "ahead") + ["--until-end"])
+        let restart = try binary.run(arguments(broker, group: "ahead", sizes: sizes) + ["--until-end"])
         #expect(restart.exitCode == 0, "\(restart.stderr.suffix(2_000))")
         #expect(restart.stdout.contains("balanced      yes"))
         #expect(restart.stderr.contains("restored partition"), "the state was read back: \(restart.stderr.suffix(1_000))")
-        let out = try TopicContents(broker: broker, output: "aggregates", outputPartitions: 4, dlq: "dlq", dlqPartitions: 2)
-        let problems = out.mismatches(against: corpus.expected(windowSize: Self.minute))
+        let outs = try sizes.contents(broker)
+        let problems = sizes.mismatches(outs, against: corpus)
         #expect(problems.isEmpty, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
-        #expect(steppedBack(out).isEmpty, "revisions stepped back: \(steppedBack(out).prefix(3))")
+        let back = outs.flatMap(steppedBack)
+        #expect(back.isEmpty, "revisions stepped back: \(back.prefix(3))")
         // The restart re-read what came after the last commit (every event of the second half,
         // once as sent and once as re-sent by the normalize stage, whose commits were refused
         // too), not the windows' whole history.
@@ -130,13 +137,13 @@ struct StateRestoreCommandTests {
 
     @Test("an hour-long window whose state is in segments written commit after commit: killed in the middle of the hour, restarted to the end, exact")
     func killedInTheMiddleOfAnHourLongWindow() throws {
-        let broker = try makeBroker(group: "hour")
+        let broker = try makeBroker(group: "hour", sizes: .one("1h", 60 * Self.minute))
         // Three deliveries, 40 minutes of one hour (late hits may reach the hour before).
         let hour: Int64 = 1_795_341_600_000
         let corpus = Corpus(
             HitStream(HitStreamConfig(count: 6_000, seed: 83, deliveries: 3, start: hour + 2 * Self.minute, span: 40 * Self.minute)).generate())
         let binary = try TrackpipeBinary.locate()
-        let arguments = arguments(broker, group: "hour") + ["--window", "1h"]
+        let arguments = arguments(broker, group: "hour", sizes: .one("1h", 60 * Self.minute))
         let worker = try BackgroundTrackpipe(binary, arguments)
         defer { worker.signal(SIGKILL) }
         // Four rounds, each counted and committed by both stages: every commit adds segments.
