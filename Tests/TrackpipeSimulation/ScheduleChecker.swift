@@ -448,11 +448,12 @@ struct ScheduleChecker {
     /// handed it at or after its window's expiry (the window's end plus the retention), the
     /// horizon never passing the clock, but where a memory cap, which moves the horizon past
     /// what it evicts, makes any hit a candidate. Tries the hits handed out last first (later
-    /// hits of a window are found too late first); after `limit` tries the window is counted
-    /// as unexplored. Returns the hits left out, nil when nothing explains the record.
+    /// hits of a window are found too late first), and only choices whose actions, channels and
+    /// platforms add up to what the record lacks; after `limit` steps the window is counted as
+    /// unexplored. Returns the hits left out, nil when nothing explains the record.
     private func lateInThisSize(
         _ hits: [(position: Position, hit: GeneratedHit.Expected)], size: Int64, got: ReferenceAggregates.Counts?, revision: Int,
-        handedOut: [Position: Int64], stats: inout ScheduleStats, limit: Int = 2_000
+        handedOut: [Position: Int64], stats: inout ScheduleStats, limit: Int = 200_000
     ) -> Int? {
         let window = world.scenario.window
         let missing = hits.count - revision
@@ -467,24 +468,59 @@ struct ScheduleChecker {
             return missing
         }
         let key = Self.key(first.hit, size: size)
-        var choice = Array(0..<missing)
-        for _ in 0..<limit {
-            let left = Set(choice.map { candidates[$0] })
-            let kept = hits.indices.filter { !left.contains($0) }.map { hits[$0].hit }
-            if ReferenceAggregates(kept, windowSize: size).byKey[key] == got {
-                stats.lateInSmallerSizes += missing
-                return missing
-            }
-            // The next choice of `missing` candidates, in lexicographic order.
-            guard var index = choice.indices.last(where: { choice[$0] < candidates.count - missing + $0 }) else { return nil }
-            choice[index] += 1
-            while index + 1 < missing {
-                choice[index + 1] = choice[index] + 1
-                index += 1
-            }
+        guard let want = ReferenceAggregates(hits.map(\.hit), windowSize: size).byKey[key] else { return nil }
+        // What the hits left out must add up to, by action, channel and platform: a choice that
+        // strays from it is cut short.
+        func tally(_ counts: ReferenceAggregates.Counts) -> [String: Int] {
+            var parts = ["impression": counts.impressions, "click": counts.clicks, "open": counts.opens]
+            for (name, count) in counts.channels { parts["channel " + name] = count }
+            for (name, count) in counts.platforms { parts["platform " + name] = count }
+            return parts
         }
-        stats.unexploredKeys += 1
-        return missing
+        let (whole, kept) = (tally(want), tally(got))
+        var owed = whole.merging(kept.mapValues { -$0 }, uniquingKeysWith: +)
+        guard owed.values.allSatisfy({ $0 >= 0 }) else { return nil }
+        func parts(_ hit: GeneratedHit.Expected) -> [String] {
+            let action = switch hit.action {
+            case .impression: "impression"
+            case .click: "click"
+            case .open: "open"
+            }
+            return [action, "channel " + hit.channel.name, "platform " + hit.platform.name]
+        }
+        var left = Set<Int>()
+        var visited = 0
+        func search(from index: Int) -> Bool? {
+            visited += 1
+            if visited > limit { return nil }
+            if left.count == missing {
+                guard owed.values.allSatisfy({ $0 == 0 }) else { return false }
+                let rest = hits.indices.filter { !left.contains($0) }.map { hits[$0].hit }
+                return ReferenceAggregates(rest, windowSize: size).byKey[key] == got
+            }
+            guard candidates.count - index >= missing - left.count else { return false }
+            let hit = candidates[index]
+            let named = parts(hits[hit].hit)
+            if named.allSatisfy({ owed[$0, default: 0] > 0 }) {
+                for part in named { owed[part]! -= 1 }
+                left.insert(hit)
+                let found = search(from: index + 1)
+                left.remove(hit)
+                for part in named { owed[part]! += 1 }
+                if found != false { return found }
+            }
+            return search(from: index + 1)
+        }
+        switch search(from: 0) {
+        case true?:
+            stats.lateInSmallerSizes += missing
+            return missing
+        case false?:
+            return nil
+        case nil:
+            stats.unexploredKeys += 1
+            return missing
+        }
     }
 
     /// When each input position was last handed to a reader, as itself or as an event of a
