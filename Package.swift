@@ -138,7 +138,7 @@ let package = Package(
         .executableTarget(
             name: "trackpipe-check",
             dependencies: [
-                "Kafka", "HitGenerator", "TrackpipeTestSupport", "TrackpipeSimulation", "Benchmarking",
+                "Kafka", "HitGenerator", "RecordFormats", "Windowing", "TrackpipeTestSupport", "TrackpipeSimulation", "Benchmarking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tests/TrackpipeCheck"),

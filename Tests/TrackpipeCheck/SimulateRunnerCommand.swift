@@ -49,7 +49,7 @@ struct SimulateRunnerCommand: ParsableCommand {
             failed += failing.count
             let seconds = Date().timeIntervalSince(familyStarted)
             print(
-                "\(family.rawValue): \(seeds) seeds (\(severalSizes) of windows of 1m and 2m), \(failing.count) failed\(failing.isEmpty ? "" : " (\(failing.map(String.init).joined(separator: ", ")))"), \(rebalances) rebalances, \(refusals) refused commits, \(exits) exits on a refused topic, \(purged) partitions purged (\(purgesRefused) refused), the repartition topic keeps \(kept) of \(written) bytes written, \(String(format: "%.1f", seconds)) s"
+                "\(family.rawValue): \(seeds) seeds, \(failing.count) failed\(failing.isEmpty ? "" : " (\(failing.map(String.init).joined(separator: ", ")))"), \(severalSizes) of windows of 1m and 2m, \(rebalances) rebalances, \(refusals) refused commits, \(exits) exits on a refused topic, \(purged) partitions purged (\(purgesRefused) refused), the repartition topic keeps \(kept) of \(written) bytes written, \(String(format: "%.1f", seconds)) s"
             )
         }
         print("\(seeds * chosen.count) schedules in \(String(format: "%.1f", Date().timeIntervalSince(started))) s; \(failed) failed")
