@@ -312,9 +312,10 @@ struct ScheduleChecker {
             positionsByKey[key, default: []].append((entry.position, entry.message, entry.dead))
             if !entry.dead { countedByKey[key, default: []].append((entry.position, entry.hit)) }
         }
-        /// Hits of `key` too late for this size alone, if they explain `got` (of `revision`).
+        /// Hits of `key` too late for this size alone, if they explain `got` (of `revision`). Not
+        /// tried where input was reported lost: a window may then lack any hits.
         func lateHere(_ key: String, got: ReferenceAggregates.Counts?, revision: Int) -> Int? {
-            guard !largest, isLast, let hits = countedByKey[key] else { return nil }
+            guard !largest, isLast, !lossReported, let hits = countedByKey[key] else { return nil }
             return lateInThisSize(hits, size: size, got: got, revision: revision, handedOut: handedOut, stats: &stats)
         }
         var last: [String: Int] = [:]
@@ -453,7 +454,7 @@ struct ScheduleChecker {
     /// unexplored. Returns the hits left out, nil when nothing explains the record.
     private func lateInThisSize(
         _ hits: [(position: Position, hit: GeneratedHit.Expected)], size: Int64, got: ReferenceAggregates.Counts?, revision: Int,
-        handedOut: [Position: Int64], stats: inout ScheduleStats, limit: Int = 200_000
+        handedOut: [Position: Int64], stats: inout ScheduleStats, limit: Int = 5_000_000
     ) -> Int? {
         let window = world.scenario.window
         let missing = hits.count - revision
