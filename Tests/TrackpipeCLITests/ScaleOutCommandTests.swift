@@ -66,7 +66,8 @@ struct ScaleOutCommandTests {
             problems = sizes.mismatches(try sizes.contents(broker), against: corpus)
             return problems.isEmpty
         }
-        #expect(converged, "\(problems.count) keys differ, e.g. \(problems.prefix(3))")
+        let committed = try committedInput(broker)
+        #expect(converged, "\(problems.count) keys differ, e.g. \(problems.prefix(3)); committed \(committed) of \(corpus.hits.count)")
 
         for worker in workers { worker.signal(SIGTERM) }
         for worker in workers {
