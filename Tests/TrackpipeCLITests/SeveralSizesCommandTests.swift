@@ -200,6 +200,7 @@ struct SeveralSizesCommandTests {
         #expect(tooLate == 20 && letters["too_late"] == tooLate, "the day-old hits, too late for both sizes, are the only too_late letters: \(letters) \(worker.stdout)")
     }
 }
+
 /// The sizes a test of crashes, faults or several instances runs with: the one size it was
 /// written for, or 1m,1h,1d from one pipeline, each size to a topic of its own (4 partitions)
 /// and each held exact against its own reference count.
