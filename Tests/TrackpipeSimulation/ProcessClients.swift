@@ -57,8 +57,17 @@ final class ProcessLife {
     var repartitionDelay: Int64?
     /// What its group consumers owned when it died: the group hands it on.
     private(set) var ownedAtDeath: [Int32] = []
-    fileprivate var consumers: [SimulatedConsumer] = []
-    fileprivate var producers: [SimulatedProducer] = []
+    /// The clients the process made, to be killed with it. Held weakly: each client holds its
+    /// life, and a producer holds its runner's delivery callback, whose `RunnerControl` holds the
+    /// runner's settings and so the `ProcessClients` holding this life. Held strongly, every
+    /// life, its clients, its runner's control and the cluster outlived their schedule (0.8 MB a
+    /// schedule, for ever in a campaign). A client its runner let go has nothing left to kill.
+    private var consumerRefs: [WeakRef<SimulatedConsumer>] = []
+    private var producerRefs: [WeakRef<SimulatedProducer>] = []
+    fileprivate var consumers: [SimulatedConsumer] { consumerRefs.compactMap(\.object) }
+    fileprivate var producers: [SimulatedProducer] { producerRefs.compactMap(\.object) }
+    fileprivate func adopt(_ consumer: SimulatedConsumer) { consumerRefs.append(WeakRef(object: consumer)) }
+    fileprivate func adopt(_ producer: SimulatedProducer) { producerRefs.append(WeakRef(object: producer)) }
 
     var diesAtCommit: Bool { dieAt != nil }
     var diesOnceStateIsWritten: Bool { dieAt == .prepared }
@@ -84,6 +93,10 @@ final class ProcessLife {
     }
 }
 
+private struct WeakRef<Object: AnyObject> {
+    weak var object: Object?
+}
+
 /// The cluster's clients for one worker process (or one stage of it), sharing its life.
 final class ProcessClients: KafkaClientFactory, @unchecked Sendable {
     // @unchecked: the simulation runs on one thread.
@@ -103,7 +116,7 @@ final class ProcessClients: KafkaClientFactory, @unchecked Sendable {
     ) throws -> any ConsumerClient {
         try life.check()
         let consumer = cluster.consumer(config: config, rebalance: rebalance, maxBatch: maxBatch, life: life)
-        life.consumers.append(consumer)
+        life.adopt(consumer)
         return consumer
     }
 
@@ -113,7 +126,7 @@ final class ProcessClients: KafkaClientFactory, @unchecked Sendable {
     ) throws -> any ProducerClient {
         try life.check()
         let producer = SimulatedProducer(cluster: cluster, onDelivery: onDelivery, life: life)
-        life.producers.append(producer)
+        life.adopt(producer)
         return producer
     }
 

@@ -1,5 +1,11 @@
+import Kafka
+import Logging
+import Pipeline
+import RecordFormats
+import Runner
 import Testing
-import TrackpipeSimulation
+import TrackingDomain
+@testable import TrackpipeSimulation
 
 /// The real runners, under the simulated cluster's faults (docs/simulation.md, "The runner
 /// simulation").
@@ -25,5 +31,43 @@ struct RunnerSimulationTests {
         let outcome = RunnerWorld(seed: seed, family: .rebalances).run()
         #expect(outcome.passed, "\(outcome.problems.prefix(3)) (\(outcome.rebalances) rebalances, \(outcome.refusedCommits) refused commits)")
         #expect(outcome.refusedCommits < 200, "a storm of refused commits: \(outcome.refusedCommits)")
+    }
+
+    /// A process's clients hold its life, and its producer holds the runner's delivery
+    /// callback, whose `RunnerControl` holds the runner's settings and so the `ProcessClients`:
+    /// a life that held its clients strongly closed that loop, and every process of every
+    /// schedule outlived it with its cluster (0.8 MB a schedule in `trackpipe-check simulate`).
+    @Test("a process's life, its clients, its runner's control and the cluster go with the runner")
+    func releasedWithTheRunner() throws {
+        weak var cluster: SimulatedCluster?
+        weak var life: ProcessLife?
+        weak var control: RunnerControl?
+        do {
+            let kafka = InMemoryKafka()
+            kafka.create("hits", partitions: 2)
+            kafka.create("repartition", partitions: 1)
+            kafka.create("dlq", partitions: 1)
+            let simulated = SimulatedCluster(kafka: kafka, now: 0)
+            let clients = ProcessClients(cluster: simulated)
+            var settings = RunnerSettings(
+                topic: "hits", assignment: .group, bound: .unbounded, consumer: KafkaConfig(["group.id": "g"]), producer: KafkaConfig([:]),
+                destinations: [.repartition: "repartition", .deadLetter: "dlq"], commitInterval: .max / 4)
+            settings.clients = clients
+            let identity = GroupIdentity(group: "g", inputTopic: "hits", windowSizes: [60_000], repartitionTopic: "repartition", stateTopic: "state")
+            let stage = NormalizeStage(
+                sourcePartitions: 2, repartitionPartitions: 1, identity: identity, limits: NormalizerLimits(), maxFutureSkew: 3_600_000,
+                idleTimeout: 30_000, originals: OriginalRule(windowSizes: [60_000], retention: 3_600_000, delayAllowance: 30_000))
+            let runner = StageRunner(
+                stage: stage, settings: settings, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, clock: simulated.clock)
+            try runner.begin()
+            _ = try runner.turn()
+            #expect(clients.consumers.count == 1)
+            cluster = simulated
+            life = clients.life
+            control = runner.control
+        }
+        #expect(life == nil)
+        #expect(control == nil)
+        #expect(cluster == nil)
     }
 }
