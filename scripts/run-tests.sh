@@ -28,7 +28,8 @@ logs=$(mktemp -d "${TMPDIR:-/tmp}/trackpipe-tests.XXXXXX")
 slow=(
     TrackpipeCLITests.StateRestoreCommandTests TrackpipeCLITests.BrokerOutageCommandTests PipelineTests.ScaleOutTests
     PipelineTests.SimulationTests PipelineTests.PipelineEndToEndTests PipelineTests.OperatorTests PipelineTests.GroupChangeTests
-    PipelineTests.BackpressureTests TrackpipeCLITests.ScaleOutCommandTests TrackpipeCLITests.GroupIdentityCommandTests
+    PipelineTests.BackpressureTests TrackpipeCLITests.ScaleOutCommandTests TrackpipeCLITests.SeveralSizesCommandTests
+    TrackpipeCLITests.GroupIdentityCommandTests TrackpipeCLITests.RunCommandEndToEndTests
     PipelineTests.ChangelogRestoreTests TrackpipeCLITests.BoundedRunTests
 )
 
