@@ -25,15 +25,15 @@ public enum EventTimeMath {
     @inline(__always)
     public static func lastExpiry(ofHitAt time: Int64, sizes: [Int64], retention: Int64) -> Int64 {
         var last = Int64.min
-        for size in sizes { last = Swift.max(last, expiry(ofWindowAt: windowStart(of: time, size: size), size: size, retention: retention)) }
+        for size in sizes { last = Swift.max(last, expiry(ofWindowEndingAt: add(windowStart(of: time, size: size), size), retention: retention)) }
         return last
     }
 
-    /// When the window of `size` starting at `start` stops taking corrections: its end plus the
-    /// retention. A horizon at or past it has evicted the window.
+    /// When the window ending at `end` stops taking corrections: its end plus the retention. A
+    /// horizon at or past it has evicted the window; a hit of it arriving later is too late.
     @inline(__always)
-    public static func expiry(ofWindowAt start: Int64, size: Int64, retention: Int64) -> Int64 {
-        add(add(start, size), retention)
+    public static func expiry(ofWindowEndingAt end: Int64, retention: Int64) -> Int64 {
+        add(end, retention)
     }
 
     /// The later of a watermark and a newly seen time: a watermark never goes backwards, and nil

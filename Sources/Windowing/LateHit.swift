@@ -24,7 +24,7 @@ public struct LateHit: Sendable, Hashable {
     /// Gives times in RFC 3339, and does not claim the window ever existed: a hit can be late
     /// for a window this worker never saw (a device offline for a day, or old input sent again).
     static func detail(eventTime: Int64, windowStart: Int64, windowEnd: Int64, retention: Int64, horizon: Int64) -> String {
-        let closed = EventTimeMath.add(windowEnd, retention)
+        let closed = EventTimeMath.expiry(ofWindowEndingAt: windowEnd, retention: retention)
         return "event time \(RFC3339.format(epochMillis: eventTime)) belongs to the window "
             + "\(RFC3339.format(epochMillis: windowStart)) to \(RFC3339.format(epochMillis: windowEnd)), which stopped taking "
             + "corrections at \(RFC3339.format(epochMillis: closed)) (its end plus the retention of \(retention / 1000) s); "

@@ -369,7 +369,7 @@ public struct WindowEngine: Sendable {
         for (index, snapshot) in snapshots().enumerated() {
             let size = stores[index].sized.size
             for (start, count) in snapshot.entriesByWindowStart {
-                byExpiry[EventTimeMath.expiry(ofWindowAt: start, size: size, retention: config.retention), default: 0] += count
+                byExpiry[EventTimeMath.expiry(ofWindowEndingAt: EventTimeMath.add(start, size), retention: config.retention), default: 0] += count
             }
             total += snapshot.entries
         }

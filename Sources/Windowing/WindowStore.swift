@@ -48,7 +48,7 @@ struct WindowStore: Sendable {
         }
         let start = EventTimeMath.windowStart(of: time, size: sized.size)
         let end = EventTimeMath.add(start, sized.size)
-        let expiry = EventTimeMath.add(end, retention)
+        let expiry = EventTimeMath.expiry(ofWindowEndingAt: end, retention: retention)
         if !restore.isEmpty, let point = restore[input.partition] {
             if input.offset < point.processedMark {
                 if let counted = point.counted {
@@ -137,7 +137,7 @@ struct WindowStore: Sendable {
         horizon = Swift.max(horizon, newHorizon)
 
         var evicted = 0
-        while evicted < slots.count, EventTimeMath.add(slots[evicted].end, retention) <= horizon {
+        while evicted < slots.count, EventTimeMath.expiry(ofWindowEndingAt: slots[evicted].end, retention: retention) <= horizon {
             let slot = slots[evicted]
             let ripe = watermark.map { EventTimeMath.add(slot.end, sized.grace) <= $0 } ?? false
             if !slot.emitted {

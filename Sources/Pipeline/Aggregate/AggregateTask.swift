@@ -91,7 +91,7 @@ struct AggregateTask: WindowTask {
         // write covered: they are read back only for their last records and for the reread.
         let evictedBefore = restored.task?.evictedBefore ?? .min
         let retention = engine.config.retention
-        let isFinal = { (window: WindowKey) in EventTimeMath.add(window.windowEnd, retention) <= evictedBefore }
+        let isFinal = { (window: WindowKey) in EventTimeMath.expiry(ofWindowEndingAt: window.windowEnd, retention: retention) <= evictedBefore }
         let finals = restored.windows.filter { isFinal($0.key) }
         engine.restore(restored.windows.filter { !isFinal($0.key) })
         engine.finishRestore()
