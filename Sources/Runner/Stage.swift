@@ -166,8 +166,9 @@ public struct StageGauges: Sendable, Equatable {
     public var windows: [Int64: WindowFigures] = [:]
     /// Lowest event-time watermark over the stage's window tasks (epoch ms).
     public var watermark: Int64?
-    /// When the stage's windows go out, for saying what they wait for.
-    public var emission: WindowEmission?
+    /// The sizes whose windows go out once, final (`--emit final`), for saying what their open
+    /// windows wait for; another size's wait only for its grace.
+    public var finalSizes: Set<Int64> = []
 
     public init() {}
 
@@ -175,7 +176,7 @@ public struct StageGauges: Sendable, Equatable {
     /// series exist before its first window.
     package init(counting config: WindowConfig) {
         for size in config.sizes { windows[size.size] = WindowFigures() }
-        emission = config.sizes.contains { $0.emission == .final } ? .final : .changes
+        finalSizes = Set(config.sizes.filter { $0.emission == .final }.map(\.size))
     }
 
     /// Adds a window task's engine: its windows, and its watermark to the lowest.
@@ -187,15 +188,17 @@ public struct StageGauges: Sendable, Equatable {
     /// With `--emit final`, what the pending windows wait for, in words for the progress line
     /// and the summary: `482 windows pending (1m 2, 1h 480; --emit final: written once event
     /// time passes their end plus the retention); the first (1m) is due when event time reaches
-    /// …, now at …`. Nil without any, and with `changes`, whose windows wait only for the grace.
+    /// …, now at …`, of the sizes that emit final only. Nil without any, and with `changes`,
+    /// whose windows wait only for the grace.
     public func pendingText() -> String? {
-        let pending = windows.total.openWindows
-        guard pending > 0, emission == .final else { return nil }
-        let sizes = windows.keys.sorted()
-        let bySize = sizes.count == 1 ? "" : WindowSize.text(counts: windows.mapValues(\.openWindows)) + "; "
+        let held = windows.filter { finalSizes.contains($0.key) }
+        let total = held.total, pending = total.openWindows
+        guard pending > 0 else { return nil }
+        let sizes = held.keys.sorted()
+        let bySize = sizes.count == 1 ? "" : WindowSize.text(counts: held.mapValues(\.openWindows)) + "; "
         var text = "\(pending) window\(pending == 1 ? "" : "s") pending (\(bySize)--emit final: written once event time passes their end plus the retention)"
-        if let due = windows.total.firstOpenDue {
-            let first = sizes.count == 1 ? "" : sizes.first { windows[$0]!.firstOpenDue == due }.map { " (\(WindowSize.text($0)))" } ?? ""
+        if let due = total.firstOpenDue {
+            let first = sizes.count == 1 ? "" : sizes.first { held[$0]!.firstOpenDue == due }.map { " (\(WindowSize.text($0)))" } ?? ""
             text += "; the first\(first) is due when event time reaches \(RFC3339.format(epochMillis: due))"
             text += watermark.map { ", now at \(RFC3339.format(epochMillis: $0))" } ?? ", which has not started (a partition without any hit yet)"
         }

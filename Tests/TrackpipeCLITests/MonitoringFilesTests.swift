@@ -240,6 +240,16 @@ struct MonitoringFilesTests {
         #expect(
             gauges.pendingText()
                 == "482 windows pending (1m 2, 1h 480; --emit final: written once event time passes their end plus the retention); the first (1m) is due when event time reaches 1970-01-01T02:00:00Z, now at 1970-01-01T01:00:00Z")
+
+        // --emit changes,final: the minutes wait only for their grace; the hours are pending.
+        var mixed = StageGauges(counting: WindowConfig(sizes: [WindowSize(size: 60_000), WindowSize(size: 3_600_000, emission: .final)]))
+        mixed.windows = gauges.windows
+        mixed.watermark = gauges.watermark
+        #expect(
+            mixed.pendingText()
+                == "480 windows pending (--emit final: written once event time passes their end plus the retention); the first is due when event time reaches 1970-01-01T03:00:00Z, now at 1970-01-01T01:00:00Z")
+        mixed.windows[3_600_000]?.openWindows = 0
+        #expect(mixed.pendingText() == nil, "open minutes of --emit changes are not pending")
     }
 
     @Test("several sizes: each window series once per size under the same name, labelled window; the cap's early finalizations and the hits too late for a size by the size, at 0 from the start; a stage without windows has none")
