@@ -157,17 +157,16 @@ struct Environment: Sendable {
         return true
     }
 
-    /// `--emit` (`TRACKPIPE_EMIT`): when window records go out.
-    /// `--emit`: one value for every size, or one per size in the order of `--window`.
+    /// `--emit` (`TRACKPIPE_EMIT`): when window records go out; one value for every size, or one
+    /// per size in the order of `--window`.
     func emissions(_ commandLine: String?, sizes: Int) throws -> [WindowEmission] {
         let setting = setting("emit", commandLine, default: "changes")
-        let values = try Self.list(setting, count: sizes).map { text in
+        return try Self.list(setting, count: sizes).map { text in
             guard let emission = WindowEmission(rawValue: text) else {
                 throw ValidationError("\(setting.valueLabel): say changes (every change of a window, the default) or final (one record per window, once nothing can change it), once for every size or once per size")
             }
             return emission
         }
-        return values
     }
 
     /// A setting that takes one value for every window size or one per size (`--grace 10s,1m`):
@@ -191,8 +190,13 @@ struct Environment: Sendable {
     /// be negative; …` or `--grace -5s: …`.
     func duration(_ flag: String, _ commandLine: String?, default fallback: String) throws -> Int64 {
         let setting = setting(flag, commandLine, default: fallback)
+        return try Self.milliseconds(setting.text, of: setting)
+    }
+
+    /// `text`, one of `setting`'s values, in milliseconds; an error names the setting as given.
+    static func milliseconds(_ text: String, of setting: GivenSetting) throws -> Int64 {
         do {
-            return try DurationText.milliseconds(setting.text)
+            return try DurationText.milliseconds(text)
         } catch {
             throw ValidationError("\(setting.valueLabel): \(error.reason)")
         }
@@ -276,16 +280,9 @@ struct Environment: Sendable {
         maxEntries: (cap: Int, given: Int?) = (20_000_000, nil)
     ) throws -> (config: WindowConfig, givenOrder: [Int64]) {
         let windowSetting = setting("window", window, default: "1m")
-        func millis(_ texts: [String], _ setting: GivenSetting) throws -> [Int64] {
-            var values: [Int64] = []
-            for text in texts {
-                do { values.append(try DurationText.milliseconds(text)) } catch { throw ValidationError("\(setting.valueLabel): \(error.reason)") }
-            }
-            return values
-        }
-        let sizes = try millis(Self.items(windowSetting), windowSetting)
+        let sizes = try Self.items(windowSetting).map { try Self.milliseconds($0, of: windowSetting) }
         let graceSetting = setting("grace", grace, default: "10s")
-        let graces = try millis(try Self.list(graceSetting, count: sizes.count), graceSetting)
+        let graces = try Self.list(graceSetting, count: sizes.count).map { try Self.milliseconds($0, of: graceSetting) }
         let emissions = try emissions(emit, sizes: sizes.count)
         let windows = sizes.indices.map { WindowSize(size: sizes[$0], grace: graces[$0], emission: emissions[$0]) }
         let retentionMillis = try duration("retention", retention, default: "1h")
