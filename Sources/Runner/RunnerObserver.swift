@@ -153,7 +153,7 @@ struct RunnerObserver: RunnerPart {
     /// is due if event time keeps the pace it had since the previous line.
     private func pendingText(_ gauges: StageGauges, now: Int64) -> String? {
         guard var text = gauges.pendingText() else { return nil }
-        guard let due = gauges.windows.total.firstOpenDue, let watermark = gauges.watermark, let base = paceBase, now > base.at else { return text }
+        guard let due = gauges.firstPendingDue, let watermark = gauges.watermark, let base = paceBase, now > base.at else { return text }
         let interval = "\((now - base.at + 500) / 1000) s"
         if due <= watermark {
             text += ": due now"

@@ -185,13 +185,19 @@ public struct StageGauges: Sendable, Equatable {
         if let mark = engine.watermark { watermark = min(watermark ?? mark, mark) }
     }
 
+    /// The windows that wait for their final record, by size: those of `finalSizes`.
+    var pendingBySize: [Int64: WindowFigures] { windows.filter { finalSizes.contains($0.key) } }
+
+    /// When event time lets the first pending window go (`pendingText`'s), nil without any.
+    public var firstPendingDue: Int64? { pendingBySize.total.firstOpenDue }
+
     /// With `--emit final`, what the pending windows wait for, in words for the progress line
     /// and the summary: `482 windows pending (1m 2, 1h 480; --emit final: written once event
     /// time passes their end plus the retention); the first (1m) is due when event time reaches
     /// …, now at …`, of the sizes that emit final only. Nil without any, and with `changes`,
     /// whose windows wait only for the grace.
     public func pendingText() -> String? {
-        let held = windows.filter { finalSizes.contains($0.key) }
+        let held = pendingBySize
         let total = held.total, pending = total.openWindows
         guard pending > 0 else { return nil }
         let sizes = held.keys.sorted()
