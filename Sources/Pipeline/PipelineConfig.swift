@@ -120,19 +120,24 @@ public struct PipelineConfig: Sendable {
         return GivenSetting(flag: setting.rawValue, text: text, source: .commandLine)
     }
 
-    /// What is wrong with the topics a run or a replay reads and writes, nil when they fit: the one
-    /// rule of which of them may be the same. The input is none of the written topics, or
+    /// Refuses the topics a run or a replay writes (`outputs`, one per window size, or none for
+    /// JSON Lines; `deadLetter`) where they do not fit: the one rule of which topics may be the
+    /// same. Each size has an output topic of its own. The input is none of the written topics, or
     /// trackpipe would read its own output; the dead letters go to a topic of their own, or a
     /// reader of either would find the other's records, and an output topic's check of its window
     /// size would find no aggregate at its end.
-    package static func writtenTopicsProblem(input: String, outputs: [String], deadLetter: String?) -> String? {
-        if outputs.contains(input) || deadLetter == input {
-            return "the input topic \(input) must differ from the output and dead-letter topics, or trackpipe would read its own output"
+    package func checkWrittenTopics(outputs: [String], deadLetter: String?) throws {
+        if !outputs.isEmpty, let problem = WindowSizeCheck.outputTopicsProblem(outputs, sizes: window.lengths) {
+            throw PipelineError.configuration("--output-topic \(outputs.joined(separator: ",")) with \(givenSetting(.window).label): \(problem)")
+        }
+        if outputs.contains(inputTopic) || deadLetter == inputTopic {
+            throw PipelineError.configuration(
+                "the input topic \(inputTopic) must differ from the output and dead-letter topics, or trackpipe would read its own output")
         }
         if let deadLetter, outputs.contains(deadLetter) {
-            return "the dead-letter topic \(deadLetter) must differ from the output topics: aggregate records and dead letters in one topic would each be in the way of the other's readers"
+            throw PipelineError.configuration(
+                "the dead-letter topic \(deadLetter) must differ from the output topics: aggregate records and dead letters in one topic would each be in the way of the other's readers")
         }
-        return nil
     }
 
     /// Kafka's rule for a topic name: 1 to 249 of `a-z A-Z 0-9 . _ -`. The internal topics'
@@ -312,12 +317,7 @@ public struct PipelineConfig: Sendable {
         guard !inputTopic.isEmpty, !outputTopics.contains(""), !deadLetterTopic.isEmpty else {
             throw PipelineError.configuration("topic names must not be empty")
         }
-        if let problem = WindowSizeCheck.outputTopicsProblem(outputTopics, sizes: window.lengths) {
-            throw PipelineError.configuration("--output-topic \(outputTopics.joined(separator: ",")) with \(givenSetting(.window).label): \(problem)")
-        }
-        if let problem = Self.writtenTopicsProblem(input: inputTopic, outputs: outputTopics, deadLetter: deadLetterTopic) {
-            throw PipelineError.configuration(problem)
-        }
+        try checkWrittenTopics(outputs: outputTopics, deadLetter: deadLetterTopic)
         if !inputKeyedByDelivery {
             let repartition = effectiveRepartitionTopic
             guard !repartition.isEmpty, !([inputTopic, deadLetterTopic] + outputTopics).contains(repartition) else {

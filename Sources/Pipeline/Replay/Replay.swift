@@ -40,18 +40,8 @@ public final class Replay: Sendable {
         /// Topics the replay may not write, refused before anything starts: a topic per size, none
         /// of them the input or the dead-letter topic.
         public func validate() throws {
-            let outputs: [String]
-            switch output {
-            case .topics(let topics):
-                if let problem = WindowSizeCheck.outputTopicsProblem(topics, sizes: pipeline.window.lengths) {
-                    throw PipelineError.configuration("--output-topic \(topics.joined(separator: ",")) with \(pipeline.givenSetting(.window).label): \(problem)")
-                }
-                outputs = topics
-            case .lines: outputs = []
-            }
-            if let problem = PipelineConfig.writtenTopicsProblem(input: pipeline.inputTopic, outputs: outputs, deadLetter: deadLetterTopic) {
-                throw PipelineError.configuration(problem)
-            }
+            let outputs: [String] = if case .topics(let topics) = output { topics } else { [] }
+            try pipeline.checkWrittenTopics(outputs: outputs, deadLetter: deadLetterTopic)
         }
 
         /// The librdkafka configurations the replay builds, checked before any client exists
