@@ -230,15 +230,21 @@ public struct WindowEngine: Sendable {
         let outputs = runOnShards(runner) { [batch] store, shard in
             var out = StoreOutput()
             store.settle(watermark: store.watermark, horizon: horizonAtStart, into: &out)
-            if shardCount > 1 {
-                // Each shard picks its own deliveries from the shared batch: hashing in
-                // parallel beats a serial routing pass before the shards run.
-                for input in batch where DeliveryHash.shard(of: input.event.deliveryId, count: shardCount) == shard % shardCount {
-                    store.ingest(input, restore: restore, into: &out)
-                }
-            } else {
-                for input in batch {
-                    store.ingest(input, restore: restore, into: &out)
+            // Each hit is read where the batch holds it, through the pointer's addressor
+            // (`WindowStore.ingest`).
+            batch.withUnsafeBufferPointer { buffer in
+                guard let inputs = buffer.baseAddress else { return }
+                if shardCount > 1 {
+                    // Each shard picks its own deliveries from the shared batch: hashing in
+                    // parallel beats a serial routing pass before the shards run.
+                    for index in buffer.indices
+                    where DeliveryHash.shard(of: inputs[index].event.deliveryId, count: shardCount) == shard % shardCount {
+                        store.ingest(inputs + index, restore: restore, into: &out)
+                    }
+                } else {
+                    for index in buffer.indices {
+                        store.ingest(inputs + index, restore: restore, into: &out)
+                    }
                 }
             }
             store.settle(watermark: newWatermark, horizon: settledHorizon, into: &out)

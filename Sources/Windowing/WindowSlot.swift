@@ -4,7 +4,8 @@ import TrackingDomain
 struct WindowSlot: Sendable {
     let start: Int64
     let end: Int64
-    var deliveries: [DeliveryID: DeliveryWindow] = [:]
+    /// Each delivery's window, keyed so that a lookup does not go through SipHash (`DeliveryKey`).
+    var deliveries: [DeliveryKey: DeliveryWindow] = [:]
     var entries = 0
     /// The first emission of this window has happened (watermark passed end + grace, or a
     /// flush); from then on changes are re-emitted as corrections.

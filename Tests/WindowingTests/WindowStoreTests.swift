@@ -14,7 +14,7 @@ import TrackingDomain
         mutating func feed(_ inputs: [WindowInput], watermark: Int64?) -> StoreOutput {
             var out = StoreOutput()
             store.settle(watermark: store.watermark, horizon: horizon, into: &out)
-            for input in inputs { store.ingest(input, restore: restore, into: &out) }
+            for input in inputs { withUnsafePointer(to: input) { store.ingest($0, restore: restore, into: &out) } }
             if let watermark { horizon = max(horizon, watermark) }
             store.settle(watermark: watermark, horizon: horizon, into: &out)
             return out
@@ -221,7 +221,7 @@ import TrackingDomain
         var driver = Driver()
         var out = StoreOutput()
         let input = WindowInput(event: Hits.event("d1", "b1", .open, at: nil), partition: 0, offset: 0)
-        driver.store.ingest(input, restore: [:], into: &out)
+        withUnsafePointer(to: input) { driver.store.ingest($0, restore: [:], into: &out) }
         #expect(out.tooLate.count == 1 && out.hitsCounted == 0)
     }
 }
