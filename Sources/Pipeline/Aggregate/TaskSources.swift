@@ -46,8 +46,8 @@ public struct TaskSources: Sendable {
 
     /// The filter's verdict on an event, by its source position.
     @inline(__always)
-    mutating func admit(_ event: DecodedBatch.Event) -> SourceDedup.Verdict {
-        upstream?.dedup.admit(event.source, sourceOffset: event.sourceOffset) ?? .first
+    mutating func admit(_ source: SourceKey, sourceOffset: Int64) -> SourceDedup.Verdict {
+        upstream?.dedup.admit(source, sourceOffset: sourceOffset) ?? .first
     }
 
     /// The engine's number for a source.
