@@ -34,8 +34,8 @@ enum KeyedMix {
 /// A delivery's id as the key of a window slot's table (`WindowSlot.deliveries`), hashed with
 /// `KeyedMix` rather than SipHash: every hit counted looks its delivery up there.
 ///
-/// Measured (callgrind, one stage, 200,000 live hits): the lookup cost 245 instructions, most of
-/// them `Hasher`'s; see the commit that brought it in for the figure after.
+/// Measured (callgrind, one stage, 200,000 live hits): the lookup cost 245 instructions with
+/// the id's own hashing, most of them `Hasher`'s, and costs 97 with this one.
 struct DeliveryKey: Hashable, Sendable {
     let id: DeliveryID
 

@@ -133,6 +133,37 @@ extension PartitionTrackerTests {
         let sifted = tracker.sift(records(9...10, from: 0), revocations: [])
         #expect(sifted.taken == [0, 1] && sifted.gaps.isEmpty, "the span to the log start was reported at the assignment, not again")
     }
+
+    @Test("admit hands the stage the records sift takes, in order, from a batch that mixes them with records dropped, partition ends and errors; with none dropped, all of them")
+    func admitKeepsWhatSiftTakes() {
+        var tracker = PartitionTracker(topic: "hits")
+        tracker.take(tp, committed: 10, metadata: nil)
+        let other = TopicPartition(topic: "hits", partition: 1)
+        tracker.take(other, committed: 0, metadata: nil)
+        func record(_ partition: Int32, _ offset: Int64) -> ConsumerEvent<PolledRecord> {
+            .record(PolledRecord(partition: partition, offset: offset, key: nil, value: nil, timestamp: nil, headerCount: HeaderCount(of: nil) { _ in 0 }))
+        }
+        let batch = ListedBatch(events: [
+            record(0, 8), record(0, 10), .error(KafkaError(.librdkafka(code: -195), "down")), record(7, 3), record(0, 11),
+            .partitionEOF(TopicPartition(topic: "elsewhere", partition: 0), offset: 4), record(1, 0), record(0, 11), record(0, 14),
+            .partitionEOF(tp, offset: 15), record(1, 1),
+        ])
+        var records: [PolledRecord] = []
+        let admitted = tracker.admit(batch, into: &records)
+        #expect(records.map { "\($0.partition)@\($0.offset)" } == ["0@10", "0@11", "1@0", "0@14", "1@1"])
+        #expect(admitted.stale == 3 && admitted.errors.count == 1 && admitted.gaps.count == 1)
+        let next = ListedBatch(events: [record(0, 15), record(1, 2), record(0, 16)])
+        _ = tracker.admit(next, into: &records)
+        #expect(records.map { "\($0.partition)@\($0.offset)" } == ["0@15", "1@2", "0@16"], "the buffer emptied first")
+    }
+}
+
+/// A poll's events listed in memory.
+private struct ListedBatch: PolledBatch {
+    let events: [ConsumerEvent<PolledRecord>]
+    var revocations: [ConsumerBatch.Revocation] { [] }
+    var count: Int { events.count }
+    func event(at index: Int) -> ConsumerEvent<PolledRecord> { events[index] }
 }
 
 extension PartitionTracker {
