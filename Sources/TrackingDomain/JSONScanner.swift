@@ -13,11 +13,7 @@ enum HitKey: UInt8 {
 
     @inline(__always)
     static func match(_ p: UnsafePointer<UInt8>, _ n: Int) -> HitKey {
-        @inline(__always) func equals(_ literal: StaticString) -> Bool {
-            let l = literal.utf8Start
-            for i in 0..<n where p[i] != l[i] { return false }
-            return true
-        }
+        @inline(__always) func equals(_ literal: StaticString) -> Bool { sameBytes(UnsafeRawPointer(p), literal) }
         switch n {
         case 3:
             if equals("aps") { return .aps }
@@ -51,6 +47,34 @@ enum HitKey: UInt8 {
             break
         }
         return .other
+    }
+
+    /// Whether the bytes at `p` are those of `literal` (`p` must hold as many), by two or three
+    /// overlapping word compares rather than a byte loop. The literal's length and words fold
+    /// into constants once this is inlined with a literal argument, so telling a key costs a
+    /// switch on its length and a compare or two per candidate name, where the byte loop took
+    /// a compare and a branch per byte of every candidate tried.
+    @inline(__always)
+    static func sameBytes(_ p: UnsafeRawPointer, _ literal: StaticString) -> Bool {
+        let n = literal.utf8CodeUnitCount
+        let l = UnsafeRawPointer(literal.utf8Start)
+        @inline(__always) func same<W: FixedWidthInteger>(_ offset: Int, _: W.Type) -> Bool {
+            p.loadUnaligned(fromByteOffset: offset, as: W.self) == l.loadUnaligned(fromByteOffset: offset, as: W.self)
+        }
+        switch n {
+        case 0: return true
+        case 1: return same(0, UInt8.self)
+        case 2...3: return same(0, UInt16.self) && same(n - 2, UInt16.self)
+        case 4...7: return same(0, UInt32.self) && same(n - 4, UInt32.self)
+        default:
+            // Whole words from the start, then the last eight bytes (overlapping the previous word).
+            var offset = 0
+            while offset + 8 < n {
+                guard same(offset, UInt64.self) else { return false }
+                offset += 8
+            }
+            return same(n - 8, UInt64.self)
+        }
     }
 
     /// The key as the hit writes it, for details.
@@ -140,6 +164,19 @@ struct JSONScanner {
         }
     }
 
+    /// Skips whitespace and returns the byte at `pos`, or 0 at the end of the message (a caller
+    /// that reports an error tells the two apart by `pos`). One bounds check and one look per
+    /// byte where `skipWhitespace` then a check of the byte took two of each.
+    @inline(__always)
+    mutating func nextByte() -> UInt8 {
+        while pos < count {
+            let b = base[pos]
+            guard b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 else { return b }
+            pos += 1
+        }
+        return 0
+    }
+
     @inline(__always)
     mutating func expect(_ byte: UInt8, _ problem: StaticString) throws(ScanFailure) {
         skipWhitespace()
@@ -161,21 +198,18 @@ struct JSONScanner {
             return
         }
         while true {
-            skipWhitespace()
-            guard pos < count, base[pos] == UInt8(ascii: "\"") else {
-                throw .malformed(offset: pos, problem: "expected a string key")
-            }
+            guard nextByte() == UInt8(ascii: "\"") else { throw .malformed(offset: pos, problem: "expected a string key") }
             let key = try scanKey()
-            try expect(UInt8(ascii: ":"), "expected ':' after an object key")
+            guard nextByte() == UInt8(ascii: ":") else { throw .malformed(offset: pos, problem: "expected ':' after an object key") }
+            pos += 1
             skipWhitespace()
             try member(&self, key)
-            skipWhitespace()
-            guard pos < count else { throw .malformed(offset: pos, problem: "unterminated object") }
-            let b = base[pos]
+            let b = nextByte()
             pos += 1
             if b == UInt8(ascii: ",") { continue }
             if b == UInt8(ascii: "}") { return }
             pos -= 1
+            if pos == count { throw .malformed(offset: pos, problem: "unterminated object") }
             throw .malformed(offset: pos, problem: "expected ',' or '}' in an object")
         }
     }
@@ -326,9 +360,9 @@ struct JSONScanner {
 
     /// Validates and skips one value at `pos`, returning where it was. Iterative, with an explicit
     /// stack of open containers, so hostile nesting can never exhaust the thread's stack
-    /// (whatever `maxDepth` is configured to).
+    /// (whatever `maxDepth` is configured to). Every caller has skipped the whitespace before the
+    /// value already.
     mutating func skipValue(parentDepth: Int) throws(ScanFailure) -> JSONSpan {
-        skipWhitespace()
         guard pos < count else { throw .malformed(offset: pos, problem: "expected a value") }
         let start = pos
         let first = base[pos]
@@ -449,18 +483,18 @@ struct JSONScanner {
             pos += 1
             if isDigit(pos) { throw .malformed(offset: pos, problem: "a number must not have leading zeros") }
         } else {
-            while isDigit(pos) { pos += 1 }
+            pos = digitRunEnd(from: pos)
         }
         if pos < count, base[pos] == UInt8(ascii: ".") {
             pos += 1
             guard isDigit(pos) else { throw .malformed(offset: pos, problem: "expected a digit after the decimal point") }
-            while isDigit(pos) { pos += 1 }
+            pos = digitRunEnd(from: pos)
         }
         if pos < count, base[pos] | 0x20 == UInt8(ascii: "e") {
             pos += 1
             if pos < count, base[pos] == UInt8(ascii: "+") || base[pos] == UInt8(ascii: "-") { pos += 1 }
             guard isDigit(pos) else { throw .malformed(offset: pos, problem: "expected a digit in an exponent") }
-            while isDigit(pos) { pos += 1 }
+            pos = digitRunEnd(from: pos)
         }
     }
 
@@ -471,20 +505,7 @@ struct JSONScanner {
         var i = start
         var escaped = false
         while true {
-            // Fast path: plain ASCII, eight bytes at a time, then byte by byte.
-            while i &+ 8 <= count {
-                let special = Self.specialBytes(UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self))
-                if special != 0 {
-                    i &+= special.trailingZeroBitCount &>> 3
-                    break
-                }
-                i &+= 8
-            }
-            while i < count {
-                let b = base[i]
-                if b < 0x20 || b >= 0x80 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { break }
-                i += 1
-            }
+            i = plainRunEnd(from: i)
             guard i < count else { throw .malformed(offset: i, problem: "unterminated string") }
             let b = base[i]
             if b == UInt8(ascii: "\"") { break }
@@ -499,6 +520,81 @@ struct JSONScanner {
         }
         pos = i + 1
         return JSONSpan(kind: .string, start: start, end: i, escaped: escaped)
+    }
+
+    /// The index of the first byte at or after `i` that ends a string's plain run (see
+    /// `specialBytes`), or `count` if none does.
+    @inline(__always)
+    func plainRunEnd(from i: Int) -> Int {
+        let (i, marks) = firstMarkedWord(from: i, Self.specialBytes)
+        return marks != 0 ? i &+ Self.firstMarked(marks) : plainRunEndInTail(from: i)
+    }
+
+    /// The index of the first byte at or after `i` that is not an ASCII digit, or `count`.
+    @inline(__always)
+    func digitRunEnd(from i: Int) -> Int {
+        let (i, marks) = firstMarkedWord(from: i, Self.nonDigitBytes)
+        return marks != 0 ? i &+ Self.firstMarked(marks) : digitRunEndInTail(from: i)
+    }
+
+    @inline(never)
+    func plainRunEndInTail(from i: Int) -> Int { i &+ Self.firstMarked(Self.specialBytes(tailWord(from: i))) }
+
+    @inline(never)
+    func digitRunEndInTail(from i: Int) -> Int { i &+ Self.firstMarked(Self.nonDigitBytes(tailWord(from: i))) }
+
+    /// Skips the whole words from `start` on in which `flags` marks no byte (the high bit of a
+    /// byte in a little-endian word): returns the first word with a mark and its marks, or the
+    /// index of the last fewer than eight bytes and no marks. The SWAR scans (`specialBytes`,
+    /// `nonDigitBytes`) take eight bytes per step where byte loops took one; callers take the
+    /// rare tail of the message out of line, which keeps this loop to one index (inlined with
+    /// the tail, the loop carried several and spilled them: about 9 more instructions per word).
+    @inline(__always)
+    func firstMarkedWord(from start: Int, _ flags: (UInt64) -> UInt64) -> (index: Int, marks: UInt64) {
+        var i = start
+        while i &+ 8 <= count {
+            let marks = flags(word(at: i))
+            if marks != 0 { return (i, marks) }
+            i &+= 8
+        }
+        return (i, 0)
+    }
+
+    @inline(__always)
+    func word(at i: Int) -> UInt64 {
+        UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+    }
+
+    /// The offset of the lowest marked byte of a word; 8 when none is.
+    @inline(__always)
+    static func firstMarked(_ marks: UInt64) -> Int {
+        marks.trailingZeroBitCount &>> 3
+    }
+
+    /// The bytes from `i` to the end of the message (fewer than eight), with zero bytes above
+    /// them. Both SWAR scans mark a zero byte, and their lowest mark is always a true one, so a
+    /// scan of this word stops at `count` at the latest.
+    func tailWord(from i: Int) -> UInt64 {
+        if count >= 8 {
+            // The message's last word, with the bytes before `i` shifted out (all when i == count).
+            return word(at: count &- 8) >> (8 &* (8 &- (count &- i)))
+        }
+        var word: UInt64 = 0
+        for k in 0..<(count &- i) { word |= UInt64(base[i &+ k]) << (8 &* k) }
+        return word
+    }
+
+    /// The bytes of a little-endian word that are not ASCII digits, as the high bit of each such
+    /// byte. Exact for every byte (no carry crosses a byte): a digit has the high nibble 3 and a
+    /// low nibble of at most 9.
+    @inline(__always)
+    static func nonDigitBytes(_ word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highWrong = (word & (ones &* 0xF0)) ^ (ones &* 0x30)  // nonzero unless the high nibble is 3
+        let lowOver = ((word & (ones &* 0x0F)) &+ (ones &* 0x06)) & (ones &* 0x10)  // 0x10 when the low nibble is over 9
+        let wrong = highWrong | lowOver  // per byte: a multiple of 0x10, zero only for a digit
+        // Nonzero bytes to their high bit: adding 0x7F to the low seven bits cannot carry out.
+        return (((wrong & (ones &* 0x7F)) &+ (ones &* 0x7F)) | wrong) & (ones &* 0x80)
     }
 
     /// The bytes of a little-endian word that end a string's plain run: a quote, a backslash, a

@@ -57,4 +57,95 @@ struct JSONScannerTests {
             }
         }
     }
+
+    /// Calls `body` with a scanner over `bytes` (the whole buffer is the message).
+    static func withScanner<R>(_ bytes: [UInt8], _ body: (JSONScanner) -> R) -> R {
+        bytes.withUnsafeBufferPointer { buffer in
+            // An empty array may have no base address; any valid pointer serves for no bytes.
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { spare in
+                body(JSONScanner(base: buffer.baseAddress ?? UnsafePointer(spare.baseAddress!), count: bytes.count, maxDepth: 64))
+            }
+        }
+    }
+
+    /// Byte at a time: the index of the first byte from `start` on that `stops`, or the end.
+    static func runEnd(_ bytes: [UInt8], from start: Int, stopsAt stops: (UInt8) -> Bool) -> Int {
+        bytes[start...].firstIndex(where: stops) ?? bytes.count
+    }
+
+    static func isNotDigit(_ byte: UInt8) -> Bool { !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
+
+    @Test("runs of plain string bytes and of digits end where byte-at-a-time scanning ends them: every start, every stop byte at every place, the end of the message mid-word")
+    func runEndsMatchTheByteLoop() {
+        // Stop bytes and near misses for both scans, over fillers of plain ASCII and of digits.
+        let probes: [UInt8] = [0x00, 0x09, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x2F, 0x30, 0x39, 0x3A, 0x5B, 0x5C, 0x5D, 0x7F, 0x80, 0xB0, 0xB9, 0xC3, 0xFF]
+        for filler in [UInt8(ascii: "a"), UInt8(ascii: "7")] {
+            for length in 0...24 {
+                // No stop byte at all: the run goes to the end of the message.
+                var messages = [Array(repeating: filler, count: length)]
+                for place in 0..<length {
+                    for probe in probes {
+                        var bytes = Array(repeating: filler, count: length)
+                        bytes[place] = probe
+                        messages.append(bytes)
+                    }
+                }
+                for bytes in messages {
+                    for start in 0...length {
+                        let (plain, digits) = Self.withScanner(bytes) { ($0.plainRunEnd(from: start), $0.digitRunEnd(from: start)) }
+                        #expect(plain == Self.runEnd(bytes, from: start, stopsAt: Self.isSpecial), "plain run of \(bytes) from \(start)")
+                        #expect(digits == Self.runEnd(bytes, from: start, stopsAt: Self.isNotDigit), "digit run of \(bytes) from \(start)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("every byte value in a word: marked as a non-digit exactly when it is one")
+    func nonDigitBytesMarksExactlyTheNonDigits() {
+        for value in 0...255 {
+            for place in 0..<8 {
+                var bytes = Array("01234567".utf8)
+                bytes[place] = UInt8(value)
+                let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                let marks = JSONScanner.nonDigitBytes(word)
+                let expected = bytes.enumerated().reduce(UInt64(0)) { marks, byte in
+                    Self.isNotDigit(byte.element) ? marks | 0x80 << (8 * UInt64(byte.offset)) : marks
+                }
+                #expect(marks == expected, "\(bytes)")
+            }
+        }
+    }
+
+    @Test("keys are told by word compares as by comparing their bytes: every name, every one-byte change of it, every length")
+    func keysMatchByTheirBytes() {
+        let keys = (1...HitKey.data.rawValue).map { HitKey(rawValue: $0)! }
+        func reference(_ bytes: [UInt8]) -> HitKey {
+            keys.first { Array($0.name.utf8) == bytes } ?? .other
+        }
+        func matched(_ bytes: [UInt8]) -> HitKey {
+            bytes.withUnsafeBufferPointer { HitKey.match($0.baseAddress!, $0.count) }
+        }
+        var candidates: [[UInt8]] = (1...24).map { Array(repeating: UInt8(ascii: "a"), count: $0) }
+        for key in keys {
+            let name = Array(key.name.utf8)
+            candidates.append(name)
+            candidates.append(Array(name.dropLast()))
+            candidates.append(Array(name.dropFirst()))
+            candidates.append(name + [UInt8(ascii: "x")])
+            for place in name.indices {
+                for change: UInt8 in [0x00, 0x01, 0x20, 0x80] {
+                    var changed = name
+                    changed[place] ^= change == 0 ? 0xFF : change
+                    candidates.append(changed)
+                }
+            }
+        }
+        for bytes in candidates where !bytes.isEmpty {
+            #expect(matched(bytes) == reference(bytes), "\(String(decoding: bytes, as: UTF8.self))")
+        }
+        for key in keys {
+            #expect(matched(Array(key.name.utf8)) == key)
+        }
+    }
 }
