@@ -57,6 +57,23 @@ struct IdContainer: Sendable {
     var action = JSONSpan()
     var aps = JSONSpan()
 
+    /// Keeps `value` as the field of `key`, if `key` is one of the names kept here (the others
+    /// are only checked for repeats). One place that stores after one place that scans: a
+    /// scan per name, inlined, was ten copies of the scan in each object's loop.
+    @inline(__always)
+    mutating func set(_ key: HitKey, _ value: JSONSpan) {
+        switch key {
+        case .pushDeliveryId: pushDeliveryId = value
+        case .pushBroadlogId: pushBroadlogId = value
+        case .deliveryId: deliveryId = value
+        case .broadlogId: broadlogId = value
+        case .trackingFlag: trackingFlag = value
+        case .action: action = value
+        case .aps: aps = value
+        default: break
+        }
+    }
+
     var hasIdKey: Bool {
         pushDeliveryId.isPresent || pushBroadlogId.isPresent || deliveryId.isPresent || broadlogId.isPresent
     }
@@ -108,4 +125,18 @@ struct RawHit: Sendable {
     var channel = JSONSpan()
     var platform = JSONSpan()
     var repeated = RepeatedName()
+
+    /// Keeps `value` as the top-level field of `key` (see `IdContainer.set`); the containers
+    /// are kept by `JSONScanner.scanContainer`.
+    @inline(__always)
+    mutating func setTopLevel(_ key: HitKey, _ value: JSONSpan) {
+        switch key {
+        case .actionName: actionName = value
+        case .url: url = value
+        case .timestamp: timestamp = value
+        case .channel: channel = value
+        case .platform: platform = value
+        default: top.set(key, value)
+        }
+    }
 }
