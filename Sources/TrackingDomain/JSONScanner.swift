@@ -601,10 +601,13 @@ struct JSONScanner {
     @inline(__always)
     static func specialBytes(_ word: UInt64) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101
-        let control = word &- ones &* 0x20
-        let quote = (word ^ (ones &* UInt64(UInt8(ascii: "\"")))) &- ones
+        // Flipping bit 1 of every byte leaves the control characters below 0x20 and turns the
+        // quote (0x22) into 0x20 (and the space into 0x22): the two are then the bytes below
+        // 0x21, found by one subtraction (two more operations per word each found alone).
+        let controlOrQuote = (word ^ (ones &* 0x02)) &- ones &* 0x21
         let backslash = (word ^ (ones &* UInt64(UInt8(ascii: "\\")))) &- ones
-        return ((control | quote | backslash) & ~word | word) & (ones &* 0x80)
+        // A byte of 0x80 and up is special itself; only below it can a borrow have set a bit.
+        return (controlOrQuote | backslash | word) & (ones &* 0x80)
     }
 
     private func hexValue(_ i: Int) -> UInt32? {
