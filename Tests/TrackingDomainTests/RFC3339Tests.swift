@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TrackingDomain
+@testable import TrackingDomain
 import HitGenerator
 
 @Suite("RFC 3339")
@@ -29,6 +29,61 @@ struct RFC3339Tests {
         for bad in ["", "2026-11-22", "2026-11-22T10:00:00", "2026-11-22T10:00Z", "2026-02-29T00:00:00Z",
                     "2026-11-22T10:00:00+05", "2026-11-22T10:00:00+24:00", "2026-11-22T10:00:00ZZ", "２026-11-22T10:00:00Z"] {
             #expect(RFC3339.parse(bad.utf8) == nil, "\(bad) must not parse")
+        }
+    }
+
+    /// `parse` reads the usual layouts with `parseCommon` and leaves everything else to
+    /// `parseFull`: the fast path must never accept what the full parser rejects, nor read a
+    /// time differently. Edge cases of every field, each position's byte replaced by bytes that
+    /// are near misses, and random instants in each layout.
+    @Test("the fast path for common timestamps agrees with the full parser")
+    func fastPathAgreesWithFullParser() {
+        let handWritten = [
+            "2026-11-22T10:00:00Z", "2026-11-22t10:00:00z", "2026-11-22T10:00:00.120Z", "2026-11-22T10:00:00.1Z",
+            "2026-11-22T10:00:00.12Z", "2026-11-22T10:00:00.123456789Z", "2026-11-22T10:00:00.1234567890Z",
+            "2026-11-22T10:00:00.Z", "2026-11-22T10:00:00.120+05:30", "2026-11-22T10:00:00-08:00",
+            "2026-11-22T10:00:00+23:59", "2026-11-22T10:00:00-23:59", "2026-11-22T10:00:00+24:00",
+            "2026-11-22T10:00:00+05:60", "2026-11-22T10:00:00+0530", "2026-11-22T10:00:00.120+05:30Z",
+            "2024-02-29T00:00:00Z", "2023-02-29T00:00:00Z", "2000-02-29T00:00:00Z", "1900-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z", "2026-12-31T23:59:60Z", "2026-12-31T23:59:61Z", "2026-12-31T24:00:00Z",
+            "2026-12-31T23:60:00Z", "2026-00-10T00:00:00Z", "2026-13-10T00:00:00Z", "2026-01-00T00:00:00Z",
+            "2026-01-32T00:00:00Z", "0000-01-01T00:00:00Z", "0000-01-01T00:00:00+00:01", "0000-01-01T00:00:00-00:01",
+            "9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999-00:01", "9999-12-31T23:59:60Z",
+            "2026-11-22T10:00:00", "2026-11-22T10:00:00ZZ", "2026-11-22 10:00:00Z", "2026-11-22T10:00:00.12a4Z",
+            "2026-11-22T10:00:00.120+05:3", "2026-11-22T10:00:00.1234567890123456789Z",
+        ]
+        var cases = handWritten
+        var rng = SplitMix64(seed: 20261122)
+        for _ in 0..<300 {
+            let millis = Int64.random(in: RFC3339.minEpochMillis...RFC3339.maxEpochMillis, using: &rng)
+            let base = String(RFC3339.format(epochMillis: millis).prefix(19))
+            let fraction = ["", ".5", ".12", ".123", ".123456", ".123456789"][Int.random(in: 0..<6, using: &rng)]
+            let zone = ["Z", "z", "+00:00", "-00:00", "+05:30", "-08:00", "+14:00"][Int.random(in: 0..<7, using: &rng)]
+            cases.append(base + fraction + zone)
+        }
+        let nearMisses: [UInt8] = [0x00, 0x2F, 0x3A, UInt8(ascii: "0"), UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "+"),
+                                   UInt8(ascii: ":"), UInt8(ascii: "."), UInt8(ascii: "T"), UInt8(ascii: "t"), UInt8(ascii: "Z"), 0xD0]
+        for text in handWritten + cases.suffix(30) {
+            let bytes = Array(text.utf8)
+            for index in bytes.indices {
+                for byte in nearMisses {
+                    var mutated = bytes
+                    mutated[index] = byte
+                    cases.append(String(decoding: mutated, as: UTF8.self))
+                }
+            }
+        }
+        for text in cases {
+            Array(text.utf8).withUnsafeBytes { bytes in
+                let full = RFC3339.parseFull(bytes)
+                let fast = RFC3339.parseCommon(bytes)
+                #expect(fast == nil || fast == full, "\(text): the fast path reads \(String(describing: fast)), the full parser \(String(describing: full))")
+                #expect(RFC3339.parse(bytes) == full, "\(text)")
+            }
+        }
+        // The layouts apps send are read by the fast path itself.
+        for text in ["2026-11-22T10:00:00Z", "2026-11-22T10:00:00.120Z", "2026-11-22T10:00:00.120+05:30", "2026-11-22T10:00:00.123456789Z"] {
+            #expect(Array(text.utf8).withUnsafeBytes { RFC3339.parseCommon($0) } != nil, "\(text)")
         }
     }
 
