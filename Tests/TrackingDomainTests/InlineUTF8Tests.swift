@@ -10,6 +10,24 @@ struct InlineUTF8Tests {
         String(repeating: "d", count: max(0, length - 1)) + (length > 0 ? String(last) : "")
     }
 
+    /// The words as the construction's overlapping loads must give them: the id's first
+    /// sixteen bytes, little-endian, zero beyond the id, never a byte of what lies around it.
+    @Test("the inline words hold exactly the id's bytes at every length, whatever surrounds the id")
+    func wordsAtEveryLength() {
+        for length in 0...40 {
+            let id = (0..<length).map { UInt8(ascii: "A") + UInt8($0 % 58) }
+            var expected: (UInt64, UInt64) = (0, 0)
+            for (index, byte) in id.prefix(16).enumerated() {
+                if index < 8 { expected.0 |= UInt64(byte) << (8 * index) } else { expected.1 |= UInt64(byte) << (8 * (index - 8)) }
+            }
+            let surrounded = [UInt8](repeating: 0xFF, count: 9) + id + [UInt8](repeating: 0xFF, count: 9)
+            let made = surrounded.withUnsafeBytes { DeliveryID(validUTF8: UnsafeRawBufferPointer(rebasing: $0[9..<(9 + length)])) }
+            #expect(made.bytes.low == expected.0 && made.bytes.high == expected.1, "an id of \(length) bytes")
+            #expect(made.utf8Count == length)
+            made.withUTF8 { #expect(Array($0) == id, "an id of \(length) bytes reads back") }
+        }
+    }
+
     @Test("equal ids are equal and hash alike, ids that differ in any byte are not, at every length")
     func equalityAtEveryLength() {
         equalityAtEveryLength(DeliveryID.self)
