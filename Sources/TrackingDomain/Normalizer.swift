@@ -154,45 +154,54 @@ struct HitReader {
         return containerVerdict(idPlace: .contextData, action: hit.contextData.action, kafkaTimestamp: kafkaTimestamp)
     }
 
+    /// Ends the details of `malformed_tracking_url`. Computed: a String held across the
+    /// parse was released on every postback hit.
+    private static var postbackAdvice: String {
+        "; a postback url looks like https://t.example.com/r/?id=<broadlogId>,<deliveryId>,<action>"
+    }
+
     private func postbackVerdict(kafkaTimestamp: Int64?) -> Verdict {
-        let advice = "; a postback url looks like https://t.example.com/r/?id=<broadlogId>,<deliveryId>,<action>"
         guard hit.url.kind == .string else {
-            return .rejected(.malformedTrackingURL, detail: "\"url\" is \(hit.url.kind.description), not a string\(advice)")
+            return .rejected(.malformedTrackingURL, detail: "\"url\" is \(hit.url.kind.description), not a string\(Self.postbackAdvice)")
         }
-        let parsed = scanner.withStringBytes(hit.url) { PostbackURL.parse($0) }
-        let url: PostbackURL
-        switch parsed {
-        case .failure(let failure):
-            return .rejected(.malformedTrackingURL, detail: "\(failure.explanation)\(advice)")
-        case .success(let value):
-            url = value
+        // The parts are read where they lie (or, percent-decoded, on the stack) and the ids
+        // made from their bytes: three Strings, the Result holding them and the ids made from
+        // them cost about 1,000 instructions and 14 retains and releases a postback hit.
+        return scanner.withStringBytes(hit.url) { url in
+            PostbackURL.withIdParts(url) { parts in
+                switch parts {
+                case .failure(let failure):
+                    .rejected(.malformedTrackingURL, detail: "\(failure.explanation)\(Self.postbackAdvice)")
+                case .success(let parts):
+                    postbackVerdict(parts, kafkaTimestamp: kafkaTimestamp)
+                }
+            }
         }
-        let deliveryId = url.deliveryId
-        let broadlogId = url.broadlogId
-        if let tooLong = idTooLong(deliveryBytes: deliveryId.utf8.count, broadlogBytes: broadlogId.utf8.count, place: "in the url's id parameter") {
+    }
+
+    private func postbackVerdict(_ url: PostbackURL.Parts, kafkaTimestamp: Int64?) -> Verdict {
+        if let tooLong = idTooLong(deliveryBytes: url.deliveryId.count, broadlogBytes: url.broadlogId.count, place: "in the url's id parameter") {
             return tooLong
         }
-        var code = url.action
-        guard let action = code.withUTF8({ Self.action(fromCode: UnsafeRawBufferPointer($0)) }) else {
-            return .rejected(.unknownAction, detail: "the url's action part is \(JSONWriter.quote(code)); expected 1 (open), 2 (click) or 7 (impression)")
+        guard let action = Self.action(fromCode: url.action) else {
+            return .rejected(.unknownAction, detail: "the url's action part is \(JSONWriter.quote(String(decoding: url.action, as: UTF8.self))); expected 1 (open), 2 (click) or 7 (impression)")
         }
-        let eventTime: Int64?
-        switch readTimestamp(kafkaTimestamp: kafkaTimestamp) {
-        case .success(let time): eventTime = time
-        case .failure(let rejection): return rejection.verdict
+        guard case .success(let eventTime) = readTimestamp(kafkaTimestamp: kafkaTimestamp) else {
+            return invalidTimestamp()
         }
         guard TrackingRule.isTracked(flag: hit.top.trackingFlag, scanner: scanner) else {
             return .filtered(.trackingOff)
         }
         return .accepted(TrackingEvent(
-            deliveryId: DeliveryID(deliveryId), broadlogId: BroadlogID(broadlogId), action: action,
+            deliveryId: DeliveryID(validUTF8: url.deliveryId), broadlogId: BroadlogID(validUTF8: url.broadlogId), action: action,
             channel: explicitChannel ?? .unknown, platform: explicitPlatform ?? .unknown,
             eventTime: eventTime, shape: .postbackURL))
     }
 
     private func containerVerdict(idPlace: HitObject, action actionSpan: JSONSpan, kafkaTimestamp: Int64?) -> Verdict {
         let ids = container(idPlace)
-        let place = idPlace.place
+        // Details only: `place` is computed in each rejection, not once per hit, as a String
+        // held across the checks was released on every hit.
 
         // conflicting_ids: both pairs, before any missing id.
         let pushDelivery = nonEmptyString(ids.pushDeliveryId)
@@ -200,20 +209,20 @@ struct HitReader {
         let pushBroadlog = nonEmptyString(ids.pushBroadlogId)
         let plainBroadlog = nonEmptyString(ids.broadlogId)
         if let a = pushDelivery, let b = plainDelivery, !sameString(a, b) {
-            return .rejected(.conflictingIds, detail: "\"_dId\" is \(quoted(a)) but \"deliveryId\" is \(quoted(b)) \(place); send one delivery id per hit")
+            return .rejected(.conflictingIds, detail: "\"_dId\" is \(quoted(a)) but \"deliveryId\" is \(quoted(b)) \(idPlace.place); send one delivery id per hit")
         }
         if let a = pushBroadlog, let b = plainBroadlog, !sameString(a, b) {
-            return .rejected(.conflictingIds, detail: "\"_mId\" is \(quoted(a)) but \"broadlogId\" is \(quoted(b)) \(place); send one broadlog id per hit")
+            return .rejected(.conflictingIds, detail: "\"_mId\" is \(quoted(a)) but \"broadlogId\" is \(quoted(b)) \(idPlace.place); send one broadlog id per hit")
         }
         guard let deliverySpan = pushDelivery ?? plainDelivery else {
-            return .rejected(.missingDeliveryId, detail: "no non-empty string \"_dId\" or \"deliveryId\" \(place)\(found(ids.pushDeliveryId, "_dId", ids.deliveryId, "deliveryId")); the hit must name its delivery")
+            return .rejected(.missingDeliveryId, detail: "no non-empty string \"_dId\" or \"deliveryId\" \(idPlace.place)\(found(ids.pushDeliveryId, "_dId", ids.deliveryId, "deliveryId")); the hit must name its delivery")
         }
         guard let broadlogSpan = pushBroadlog ?? plainBroadlog else {
-            return .rejected(.missingBroadlogId, detail: "no non-empty string \"_mId\" or \"broadlogId\" \(place)\(found(ids.pushBroadlogId, "_mId", ids.broadlogId, "broadlogId")); the hit must name its message (broadlog)")
+            return .rejected(.missingBroadlogId, detail: "no non-empty string \"_mId\" or \"broadlogId\" \(idPlace.place)\(found(ids.pushBroadlogId, "_mId", ids.broadlogId, "broadlogId")); the hit must name its message (broadlog)")
         }
         let deliveryBytes = scanner.withStringBytes(deliverySpan) { $0.count }
         let broadlogBytes = scanner.withStringBytes(broadlogSpan) { $0.count }
-        if let tooLong = idTooLong(deliveryBytes: deliveryBytes, broadlogBytes: broadlogBytes, place: place) {
+        if let tooLong = idTooLong(deliveryBytes: deliveryBytes, broadlogBytes: broadlogBytes, place: idPlace.place) {
             return tooLong
         }
 
@@ -229,10 +238,8 @@ struct HitReader {
             return .rejected(.unknownAction, detail: "\(what); expected \"1\" (open), \"2\" (click) or \"7\" (impression), as a string or an integer")
         }
 
-        let eventTime: Int64?
-        switch readTimestamp(kafkaTimestamp: kafkaTimestamp) {
-        case .success(let time): eventTime = time
-        case .failure(let rejection): return rejection.verdict
+        guard case .success(let eventTime) = readTimestamp(kafkaTimestamp: kafkaTimestamp) else {
+            return invalidTimestamp()
         }
 
         let flag = ids.trackingFlag.isAbsentOrNull ? hit.top.trackingFlag : ids.trackingFlag
@@ -277,13 +284,14 @@ struct HitReader {
 
     // MARK: Fields
 
-    private func idTooLong(deliveryBytes: Int, broadlogBytes: Int, place: String) -> Verdict? {
+    /// `place` is an autoclosure so that the accepted path builds no String.
+    private func idTooLong(deliveryBytes: Int, broadlogBytes: Int, place: @autoclosure () -> String) -> Verdict? {
         let limit = limits.maxIdBytes
         if deliveryBytes > limit {
-            return .rejected(.idTooLong, detail: "the delivery id \(place) is \(deliveryBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"d57fd6\", check that the right field is sent")
+            return .rejected(.idTooLong, detail: "the delivery id \(place()) is \(deliveryBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"d57fd6\", check that the right field is sent")
         }
         if broadlogBytes > limit {
-            return .rejected(.idTooLong, detail: "the broadlog id \(place) is \(broadlogBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"h1685a5\", check that the right field is sent")
+            return .rejected(.idTooLong, detail: "the broadlog id \(place()) is \(broadlogBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"h1685a5\", check that the right field is sent")
         }
         return nil
     }
@@ -308,25 +316,37 @@ struct HitReader {
         }
     }
 
-    struct Rejection: Error {
-        let verdict: Verdict
+    /// A `"timestamp"` that is not an event time; `invalidTimestamp()` says why.
+    struct InvalidTimestamp: Error {}
+
+    /// The event time: the hit's own, or `kafkaTimestamp` when it has none. A failure carries
+    /// nothing, so the accepted path moves no String (a Result holding the rejection's
+    /// verdict was copied and released on every hit).
+    private func readTimestamp(kafkaTimestamp: Int64?) -> Result<Int64?, InvalidTimestamp> {
+        let span = hit.timestamp
+        let millis: Int64?
+        switch span.kind {
+        case .absent, .null: return .success(kafkaTimestamp)
+        case .number: millis = Self.integerMillis(scanner.rawBytes(span))
+        case .string: millis = scanner.withStringBytes(span) { RFC3339.parse($0) }
+        default: millis = nil
+        }
+        guard let millis else { return .failure(InvalidTimestamp()) }
+        return .success(millis)
     }
 
-    private func readTimestamp(kafkaTimestamp: Int64?) -> Result<Int64?, Rejection> {
+    /// The `invalid_timestamp` rejection of a hit whose `readTimestamp` failed.
+    private func invalidTimestamp() -> Verdict {
         let span = hit.timestamp
         let advice = "; send epoch milliseconds as an integer (1795300000000) or an RFC 3339 string with a zone (\"2026-11-22T10:00:00.120Z\"), or omit the field"
         switch span.kind {
-        case .absent, .null:
-            return .success(kafkaTimestamp)
         case .number:
-            if let millis = Self.integerMillis(scanner.rawBytes(span)) { return .success(millis) }
             let literal = String(decoding: scanner.rawBytes(span), as: UTF8.self)
-            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "\"timestamp\" is the number \(literal), not whole epoch milliseconds within years 0000–9999\(advice)")))
+            return .rejected(.invalidTimestamp, detail: "\"timestamp\" is the number \(literal), not whole epoch milliseconds within years 0000–9999\(advice)")
         case .string:
-            if let millis = scanner.withStringBytes(span, { RFC3339.parse($0) }) { return .success(millis) }
-            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "\"timestamp\" is \(quoted(span)), not an RFC 3339 date-time with a zone\(advice)")))
+            return .rejected(.invalidTimestamp, detail: "\"timestamp\" is \(quoted(span)), not an RFC 3339 date-time with a zone\(advice)")
         default:
-            return .failure(Rejection(verdict: .rejected(.invalidTimestamp, detail: "\"timestamp\" is \(span.kind.description)\(advice)")))
+            return .rejected(.invalidTimestamp, detail: "\"timestamp\" is \(span.kind.description)\(advice)")
         }
     }
 

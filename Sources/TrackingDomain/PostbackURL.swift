@@ -42,16 +42,61 @@ package struct PostbackURL: Sendable, Equatable {
     /// parameters on `;`. Otherwise a query that one reader sees one `id` in and another two
     /// would count a hit the tracking server may have counted for another delivery.
     package static func parse(_ url: UnsafeRawBufferPointer) -> Result<PostbackURL, Failure> {
+        withIdParts(url) { parts in
+            parts.map { (parts: Parts) -> PostbackURL in
+                func text(_ part: UnsafeRawBufferPointer) -> String { String(decoding: part, as: UTF8.self) }
+                return PostbackURL(broadlogId: text(parts.broadlogId), deliveryId: text(parts.deliveryId), action: text(parts.action))
+            }
+        }
+    }
+
+    /// The `id` parameter's three parts as bytes, valid for the length of a `withIdParts` call.
+    package struct Parts {
+        package var broadlogId: UnsafeRawBufferPointer
+        package var deliveryId: UnsafeRawBufferPointer
+        package var action: UnsafeRawBufferPointer
+    }
+
+    /// `parse` without a String or the heap, for the normalizer: `body` gets the parts where
+    /// they lie in `url`, or, when the value has escapes, decoded into a buffer on the stack.
+    /// The parts of a `url` that is a validated JSON string's contents are valid UTF-8 (the
+    /// parts of a decoded value are checked), so ids can be made from them as they are.
+    package static func withIdParts<R>(_ url: UnsafeRawBufferPointer, _ body: (Result<Parts, Failure>) -> R) -> R {
+        let idValue: Range<Int>
+        switch idParameter(url) {
+        case .failure(let failure): return body(.failure(failure))
+        case .success(let range): idValue = range
+        }
+        let rawValue = UnsafeRawBufferPointer(rebasing: url[idValue])
+        let commas = Commas(rawValue)
+        if !commas.needsDecoding {
+            return body(commas.parts(of: rawValue))
+        }
+        // At most one byte out per byte in: up to 1 KiB is on the stack.
+        return withUnsafeTemporaryAllocation(byteCount: rawValue.count, alignment: 1) { buffer in
+            switch decode(rawValue, into: buffer) {
+            case .failure(let failure):
+                return body(.failure(failure))
+            case .success(let count):
+                let decoded = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                return body(Commas(decoded).parts(of: decoded))
+            }
+        }
+    }
+
+    /// The range of the value of the parameter named exactly `id`, after the checks that no
+    /// reader sees another (see `parse`). Scans the query once, parameter by parameter, up to
+    /// the fragment.
+    private static func idParameter(_ url: UnsafeRawBufferPointer) -> Result<Range<Int>, Failure> {
         var index = 0
         let count = url.count
-        while index < count, url[index] != UInt8(ascii: "?") {
-            if url[index] == UInt8(ascii: "#") { return .failure(.noQuery) }
-            index += 1
+        while index < count {
+            let b = url[index]
+            if !isAmong(b, queryStart) { index += 1; continue }
+            if b == UInt8(ascii: "#") { return .failure(.noQuery) }
+            break
         }
         guard index < count else { return .failure(.noQuery) }
-        index += 1
-        var queryEnd = index
-        while queryEnd < count, url[queryEnd] != UInt8(ascii: "#") { queryEnd += 1 }
 
         // The value of the parameter named exactly `id`; how many parameters any reader takes
         // for `id`; whether one of them only some readers do.
@@ -65,17 +110,21 @@ package struct PostbackURL: Sendable, Equatable {
         }
         /// A name as a reader that splits on `;` sees it: what the others read differently.
         func noteSplitOnSemicolon(_ reading: NameReading) { note(reading == .id ? .forSomeReaders : reading) }
-        var paramStart = index
-        while paramStart <= queryEnd {
+        var paramStart = index + 1
+        var queryEnded = false
+        while !queryEnded {
             var paramEnd = paramStart
             var equals = -1, semicolon = -1
-            while paramEnd < queryEnd {
+            while paramEnd < count {
                 let b = url[paramEnd]
+                if !isAmong(b, parameterBreaks) { paramEnd += 1; continue }
                 if b == UInt8(ascii: "&") { break }
+                if b == UInt8(ascii: "#") { queryEnded = true; break }
                 if b == UInt8(ascii: "="), equals < 0 { equals = paramEnd }
                 if b == UInt8(ascii: ";"), semicolon < 0 { semicolon = paramEnd }
                 paramEnd += 1
             }
+            if paramEnd == count { queryEnded = true }
             let nameEnd = equals < 0 ? paramEnd : equals
             let reading = nameReading(url, paramStart..<nameEnd)
             note(reading)
@@ -101,46 +150,71 @@ package struct PostbackURL: Sendable, Equatable {
         if idParameters > 1 { return .failure(.repeatedIdParameter) }
         if ambiguous { return .failure(.ambiguousIdParameter) }
         guard let idValue else { return .failure(.noIdParameter) }
-
-        // Common case: nothing to decode, so the parts are read in place without allocating.
-        let rawValue = UnsafeRawBufferPointer(rebasing: url[idValue])
-        if !rawValue.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) {
-            return split(rawValue)  // the url came from a validated JSON string: already UTF-8
-        }
-        var decoded: [UInt8] = []
-        decoded.reserveCapacity(idValue.count)
-        var i = idValue.lowerBound
-        while i < idValue.upperBound {
-            let b = url[i]
-            if b == UInt8(ascii: "%") {
-                guard i + 2 < idValue.upperBound, let hi = hexValue(url[i + 1]), let lo = hexValue(url[i + 2]) else {
-                    return .failure(.badPercentEncoding)
-                }
-                decoded.append(hi << 4 | lo)
-                i += 3
-            } else {
-                decoded.append(b == UInt8(ascii: "+") ? 0x20 : b)
-                i += 1
-            }
-        }
-        guard isValidUTF8(decoded) else { return .failure(.notUTF8) }
-        return decoded.withUnsafeBytes { split($0) }
+        return .success(idValue)
     }
 
-    /// Splits the decoded `id` value on commas into exactly three non-empty parts.
-    private static func split(_ value: UnsafeRawBufferPointer) -> Result<PostbackURL, Failure> {
-        var commas = 0
-        var first = 0, second = 0
-        for index in 0..<value.count where value[index] == UInt8(ascii: ",") {
-            commas += 1
-            if commas == 1 { first = index } else if commas == 2 { second = index }
+    /// Sets of ASCII punctuation below `@`, a bit per byte value, for `isAmong`.
+    private static var queryStart: UInt64 { 1 << UInt8(ascii: "?") | 1 << UInt8(ascii: "#") }
+    private static var parameterBreaks: UInt64 {
+        1 << UInt8(ascii: "&") | 1 << UInt8(ascii: "#") | 1 << UInt8(ascii: "=") | 1 << UInt8(ascii: ";")
+    }
+
+    /// Whether `byte` is in `set`: two compares for any byte, where the scans' chains of
+    /// compares cost 14 instructions a digit (a query's long numeric values).
+    @inline(__always)
+    private static func isAmong(_ byte: UInt8, _ set: UInt64) -> Bool {
+        byte < 64 && set >> UInt64(byte) & 1 != 0
+    }
+
+    /// Percent-decodes `value` (and `+` as space) into `buffer`, at least as long: the count
+    /// written, once checked to be UTF-8.
+    private static func decode(_ value: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) -> Result<Int, Failure> {
+        var i = 0, count = 0
+        while i < value.count {
+            let b = value[i]
+            if b == UInt8(ascii: "%") {
+                guard i + 2 < value.count, let hi = hexValue(value[i + 1]), let lo = hexValue(value[i + 2]) else {
+                    return .failure(.badPercentEncoding)
+                }
+                buffer[count] = hi << 4 | lo
+                i += 3
+            } else {
+                buffer[count] = b == UInt8(ascii: "+") ? 0x20 : b
+                i += 1
+            }
+            count += 1
         }
-        guard commas == 2 else { return .failure(.wrongPartCount(commas + 1)) }
-        if first == 0 { return .failure(.emptyPart(0)) }
-        if second == first + 1 { return .failure(.emptyPart(1)) }
-        if second + 1 == value.count { return .failure(.emptyPart(2)) }
-        func text(_ range: Range<Int>) -> String { String(decoding: UnsafeRawBufferPointer(rebasing: value[range]), as: UTF8.self) }
-        return .success(PostbackURL(broadlogId: text(0..<first), deliveryId: text((first + 1)..<second), action: text((second + 1)..<value.count)))
+        guard isValidUTF8(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) else { return .failure(.notUTF8) }
+        return .success(count)
+    }
+
+    /// Where the commas of an `id` value are, read in one pass with whether it has escapes.
+    private struct Commas {
+        var count = 0
+        var first = 0, second = 0
+        var needsDecoding = false
+
+        init(_ value: UnsafeRawBufferPointer) {
+            for index in 0..<value.count {
+                let b = value[index]
+                if b == UInt8(ascii: ",") {
+                    count += 1
+                    if count == 1 { first = index } else if count == 2 { second = index }
+                } else if b == UInt8(ascii: "%") || b == UInt8(ascii: "+") {
+                    needsDecoding = true
+                }
+            }
+        }
+
+        /// The (decoded) value split on its commas into exactly three non-empty parts.
+        func parts(of value: UnsafeRawBufferPointer) -> Result<Parts, Failure> {
+            guard count == 2 else { return .failure(.wrongPartCount(count + 1)) }
+            if first == 0 { return .failure(.emptyPart(0)) }
+            if second == first + 1 { return .failure(.emptyPart(1)) }
+            if second + 1 == value.count { return .failure(.emptyPart(2)) }
+            func part(_ range: Range<Int>) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: value[range]) }
+            return .success(Parts(broadlogId: part(0..<first), deliveryId: part((first + 1)..<second), action: part((second + 1)..<value.count)))
+        }
     }
 
     /// Whether readers take a parameter's name for `id`.
@@ -155,6 +229,10 @@ package struct PostbackURL: Sendable, Equatable {
     /// How the readers take the name at `range` of `url`, decoded as they decode it, byte by
     /// byte without allocating: most names differ from `id` at their first byte.
     private static func nameReading(_ url: UnsafeRawBufferPointer, _ range: Range<Int>) -> NameReading {
+        // Only these can start a name that decodes to `id`, after any spaces.
+        guard let first = range.first.map({ url[$0] }),
+              first == UInt8(ascii: "i") || first == UInt8(ascii: "%") || first == UInt8(ascii: "+") || first == 0x20
+        else { return .other }
         var name = DecodedName(url: url, index: range.lowerBound, end: range.upperBound)
         var next = name.next()
         var leadingSpaces = false
@@ -204,7 +282,7 @@ package struct PostbackURL: Sendable, Equatable {
         }
     }
 
-    private static func isValidUTF8(_ bytes: [UInt8]) -> Bool {
+    private static func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var iterator = bytes.makeIterator()
         var decoder = UTF8()
         while true {
