@@ -180,8 +180,8 @@ struct HitReader {
     }
 
     private func postbackVerdict(_ url: PostbackURL.Parts, kafkaTimestamp: Int64?) -> Verdict {
-        if let tooLong = idTooLong(deliveryBytes: url.deliveryId.count, broadlogBytes: url.broadlogId.count, place: "in the url's id parameter") {
-            return tooLong
+        if max(url.deliveryId.count, url.broadlogId.count) > limits.maxIdBytes {
+            return idTooLong(deliveryBytes: url.deliveryId.count, broadlogBytes: url.broadlogId.count, place: "in the url's id parameter")
         }
         guard let action = Self.action(fromCode: url.action) else {
             return .rejected(.unknownAction, detail: "the url's action part is \(JSONWriter.quote(String(decoding: url.action, as: UTF8.self))); expected 1 (open), 2 (click) or 7 (impression)")
@@ -222,8 +222,8 @@ struct HitReader {
         }
         let deliveryBytes = scanner.withStringBytes(deliverySpan) { $0.count }
         let broadlogBytes = scanner.withStringBytes(broadlogSpan) { $0.count }
-        if let tooLong = idTooLong(deliveryBytes: deliveryBytes, broadlogBytes: broadlogBytes, place: idPlace.place) {
-            return tooLong
+        if max(deliveryBytes, broadlogBytes) > limits.maxIdBytes {
+            return idTooLong(deliveryBytes: deliveryBytes, broadlogBytes: broadlogBytes, place: idPlace.place)
         }
 
         guard let action = readAction(actionSpan) else {
@@ -284,16 +284,14 @@ struct HitReader {
 
     // MARK: Fields
 
-    /// `place` is an autoclosure so that the accepted path builds no String.
-    private func idTooLong(deliveryBytes: Int, broadlogBytes: Int, place: @autoclosure () -> String) -> Verdict? {
+    /// The rejection of ids of which one is over the limit. Called only then, so that the
+    /// accepted path neither names the place nor returns an optional verdict.
+    private func idTooLong(deliveryBytes: Int, broadlogBytes: Int, place: String) -> Verdict {
         let limit = limits.maxIdBytes
         if deliveryBytes > limit {
-            return .rejected(.idTooLong, detail: "the delivery id \(place()) is \(deliveryBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"d57fd6\", check that the right field is sent")
+            return .rejected(.idTooLong, detail: "the delivery id \(place) is \(deliveryBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"d57fd6\", check that the right field is sent")
         }
-        if broadlogBytes > limit {
-            return .rejected(.idTooLong, detail: "the broadlog id \(place()) is \(broadlogBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"h1685a5\", check that the right field is sent")
-        }
-        return nil
+        return .rejected(.idTooLong, detail: "the broadlog id \(place) is \(broadlogBytes) bytes, more than the limit of \(limit); ids are short opaque strings such as \"h1685a5\", check that the right field is sent")
     }
 
     /// `"1"`, `"2"`, `"7"` as strings, or the integer literals 1, 2, 7 (not 7.0 or 7e0: apps
@@ -357,6 +355,13 @@ struct HitReader {
         if negative { index = 1 }
         guard index < literal.count, literal.count - index <= 18 else { return nil }  // 18 digits cannot overflow
         var value: Int64 = 0
+        // Eight digits a step while eight remain, then one at a time: an epoch in ms (13
+        // digits, most hits' timestamp) cost 140 instructions a digit at a time.
+        while literal.count - index >= 8 {
+            guard let eight = eightDigits(literal.loadUnaligned(fromByteOffset: index, as: UInt64.self)) else { return nil }
+            value = value * 100_000_000 + Int64(eight)
+            index += 8
+        }
         while index < literal.count {
             let digit = literal[index] &- UInt8(ascii: "0")
             guard digit < 10 else { return nil }
@@ -366,6 +371,19 @@ struct HitReader {
         if negative { value = -value }
         guard value >= RFC3339.minEpochMillis, value <= RFC3339.maxEpochMillis else { return nil }
         return value
+    }
+
+    /// The number eight ASCII digits spell, the first the most significant, or nil when one
+    /// byte is not a digit: a byte is a digit iff its high nibble is 3, also after adding 6.
+    /// The digits are then combined in pairs, quadruples and the eight, in place.
+    static func eightDigits(_ bytes: UInt64) -> UInt64? {
+        let word = UInt64(littleEndian: bytes)
+        let highNibbles: UInt64 = 0xF0F0_F0F0_F0F0_F0F0, threes: UInt64 = 0x3030_3030_3030_3030
+        guard word & highNibbles == threes, (word &+ 0x0606_0606_0606_0606) & highNibbles == threes else { return nil }
+        var value = word & 0x0F0F_0F0F_0F0F_0F0F
+        value = (value &* 10 &+ value >> 8) & 0x00FF_00FF_00FF_00FF
+        value = (value &* 100 &+ value >> 16) & 0x0000_FFFF_0000_FFFF
+        return (value &* 10_000 &+ value >> 32) & 0xFFFF_FFFF
     }
 
     private var explicitChannel: Channel? {

@@ -1,11 +1,54 @@
 import Testing
-import TrackingDomain
+@testable import TrackingDomain
 
 /// Behaviour that golden files cannot express well: configurable limits, API conveniences,
 /// and properties that must hold across many inputs.
 @Suite("Normalizer")
 struct NormalizerTests {
     let hit = #"{"deliveryId":"d57fd6","broadlogId":"h1685a5","action":"7","timestamp":1795300000000}"#
+
+    /// `integerMillis` reads eight digits at a time; this is the digit-at-a-time reading it
+    /// replaced, as the reference.
+    static func referenceMillis(_ literal: [UInt8]) -> Int64? {
+        var index = 0
+        let negative = literal.first == UInt8(ascii: "-")
+        if negative { index = 1 }
+        guard index < literal.count, literal.count - index <= 18 else { return nil }
+        var value: Int64 = 0
+        for byte in literal[index...] {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        if negative { value = -value }
+        return value >= RFC3339.minEpochMillis && value <= RFC3339.maxEpochMillis ? value : nil
+    }
+
+    @Test("integer timestamps read eight digits at a time as a digit at a time, at every length and with any byte off")
+    func integerMillisAgreesWithReference() {
+        var literals: [[UInt8]] = []
+        let digits = Array("918273645501928374655".utf8)
+        for length in 0...20 {
+            literals.append(Array(digits.prefix(length)))
+            literals.append([UInt8(ascii: "-")] + digits.prefix(length))
+        }
+        literals += ["1795300000000", "253402300799999", "253402300800000", "-62167219200000", "-62167219200001",
+                     "000000000000000001", "999999999999999999", "-0", "+1795300000000", "17953e0000000"].map { Array($0.utf8) }
+        // Bytes next to the digits' range, and ones whose nibbles only look like a digit's.
+        let offBytes: [UInt8] = [0x2F, 0x3A, 0x3F, 0x40, 0x20, 0x00, 0xB0, 0xB9, 0x39 &+ 0x80, 0x2E, 0x65, 0x2D]
+        for length in [8, 9, 13, 16, 17, 18] {
+            for position in 0..<length {
+                for byte in offBytes {
+                    var literal = Array(digits.prefix(length))
+                    literal[position] = byte
+                    literals.append(literal)
+                }
+            }
+        }
+        for literal in literals {
+            let read = literal.withUnsafeBytes { HitReader.integerMillis($0) }
+            #expect(read == Self.referenceMillis(literal), "\(String(decoding: literal, as: UTF8.self))")
+        }
+    }
 
     @Test("a message over maxMessageBytes is too_large before anything else, even if it is not JSON")
     func tooLargeComesFirst() {
