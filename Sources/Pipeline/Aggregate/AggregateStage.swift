@@ -27,6 +27,9 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     private var heldDeadLetters: [OwnedDeadLetter] = []
     private var pending = StageReport()
     private var emitter = AggregateEmitter()
+    /// The changelog record being sent, its key then its value: one buffer reused for every
+    /// record (`ChangelogRecord.Entry.encode(into:)`).
+    private var changelogBytes: [UInt8] = []
 
     public init(input: Input, window: WindowConfig, shards: Int, identity: GroupIdentity) {
         guard let sourceTopic = identity.inputTopic, identity.windowSizes == window.lengths else {
@@ -149,7 +152,9 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     public mutating func prepareCommit(into sink: inout some RecordSink) throws {
         for partition in tasks.keys.sorted() {
             for entry in tasks[partition]?.changelogEntries() ?? [] {
-                try sink.send(ChangelogEntry(entry, partition: partition))
+                changelogBytes.removeAll(keepingCapacity: true)
+                let (key, value) = entry.encode(into: &changelogBytes)
+                try sink.send(ChangelogEntry(bytes: changelogBytes, key: key, value: value, partition: partition))
             }
         }
     }
@@ -189,12 +194,20 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
 /// it is made, and lent from there. A nil value is a tombstone: compaction then deletes the key.
 struct ChangelogEntry: OutgoingRecord {
     let partition: Int32?
-    let key: [UInt8]
-    let value: [UInt8]?
+    /// Where its key and value lie (`ChangelogRecord.Entry.encode(into:)`): the stage's buffer,
+    /// shared, not copied.
+    let bytes: [UInt8]
+    let key: Range<Int>
+    let value: Range<Int>?
+
+    init(bytes: [UInt8], key: Range<Int>, value: Range<Int>?, partition: Int32) {
+        (self.bytes, self.key, self.value, self.partition) = (bytes, key, value, partition)
+    }
 
     init(_ entry: ChangelogRecord.Entry, partition: Int32) {
-        self.partition = partition
-        (key, value) = entry.encoded
+        var bytes: [UInt8] = []
+        let (key, value) = entry.encode(into: &bytes)
+        self.init(bytes: bytes, key: key, value: value, partition: partition)
     }
 
     var destination: Destination { .changelog }
@@ -203,6 +216,8 @@ struct ChangelogEntry: OutgoingRecord {
     var timestamp: Int64? { nil }
 
     func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-        try key.withUnsafeBytes { key in try value.withOptionalBytes { value in try body(key, value) } }
+        try bytes.withUnsafeBytes { bytes in
+            try body(UnsafeRawBufferPointer(rebasing: bytes[key]), value.map { UnsafeRawBufferPointer(rebasing: bytes[$0]) })
+        }
     }
 }

@@ -131,7 +131,9 @@ struct TaskChangelog: Sendable {
     /// The rule: a window's records, after this change, against one complete write of it.
     func shouldMerge(_ footprint: Footprint, _ change: WindowChange) -> Bool {
         let perRecord = segmentOverhead(change.window)
-        let added = change.broadlogs.reduce(0) { $0 + ChangelogRecord.encodedSize(of: $1) }
+        let broadlogs = change.broadlogs
+        var added = 0
+        for index in broadlogs.indices { added += ChangelogRecord.encodedSize(idBytes: broadlogs[index].id.utf8Count) }
         let addedSegments = Self.segmentCount(bytes: added, entries: change.broadlogs.count)
         let live = footprint.bytes + added + addedSegments * perRecord
         let entries = footprint.entries + change.broadlogs.count
@@ -260,8 +262,8 @@ struct TaskChangelog: Sendable {
         var start = 0
         var size = 0
         var total = 0
-        for (index, broadlog) in broadlogs.enumerated() {
-            let bytes = ChangelogRecord.encodedSize(of: broadlog)
+        for index in broadlogs.indices {
+            let bytes = ChangelogRecord.encodedSize(idBytes: broadlogs[index].id.utf8Count)
             if size + bytes > ChangelogRecord.segmentBytes && index > start {
                 entries.append(.segment(window, number: first + UInt32(entries.count), broadlogs: broadlogs[start..<index]))
                 start = index

@@ -722,6 +722,23 @@ struct ChangelogTests {
         #expect(ChangelogRecord.encodedSize(of: broadlogs[0]) == 3 && ChangelogRecord.encodedSize(of: broadlogs[1]) == 42)
     }
 
+    @Test("every counter of a head is written where `WindowCounters.all` (the reader's order) puts it, and segments of ids of every length read back")
+    func headAndSegmentRoundTrip() throws {
+        let window = WindowKey(size: ChangelogRecord.unsized, windowStart: 60_000, deliveryId: "d1")
+        var counters = WindowCounters()
+        for (index, counter) in WindowCounters.all.enumerated() { counters[keyPath: counter.keyPath] = UInt32(index + 1) << (index % 4 * 7) }
+        let head = ChangelogRecord.Head(counters: counters, countedThrough: -7, emittedRevision: .max, segments: 3..<9, broadlogCount: 1 << 20)
+        let headBytes = try #require(ChangelogRecord.Entry.head(window, head).encoded.value)
+        #expect(try ChangelogRecord.decode(.head(window), value: headBytes) == .head(window, head))
+        // Each length around the short form's limit (30 bytes), the inline ids' (16) and a varint's step (128).
+        let broadlogs = [0, 1, 15, 16, 17, 30, 31, 32, 127, 128, 300].enumerated().map { index, length in
+            BroadlogActions(id: BroadlogID(String(repeating: "b", count: length)), actions: UInt8(index % 7 + 1))
+        }
+        let segment = try #require(ChangelogRecord.Entry.segment(window, number: 1, broadlogs: broadlogs[...]).encoded.value)
+        #expect(segment.count == 2 + broadlogs.reduce(0) { $0 + ChangelogRecord.encodedSize(of: $1) })
+        #expect(try ChangelogRecord.decode(.segment(window, number: 1), value: segment) == .segment(window, number: 1, broadlogs: broadlogs[...]))
+    }
+
     @Test("a window whose head names a segment the partition no longer holds is skipped as unreadable, and its head and segments are deleted with the next write")
     func headNamingAMissingSegment() throws {
         let arena = RecordArena()
