@@ -17,20 +17,21 @@ public enum AggregateRecord {
         writer.key("deliveryId"); writer.string(aggregate.deliveryId)
         writer.key("windowStart"); writer.string(RFC3339.format(epochMillis: aggregate.windowStart))
         writer.key("windowEnd"); writer.string(RFC3339.format(epochMillis: aggregate.windowEnd))
-        for (name, count) in counts {
-            writer.key(name); writer.int(aggregate[keyPath: count])
-        }
+        // Field by field: a key path per count cost about 400 instructions (`swift_getAtKeyPath`)
+        // and a copy of the aggregate, a seventh of a record's writing (callgrind).
+        writer.key("impressions"); writer.int(aggregate.impressions)
+        writer.key("clicks"); writer.int(aggregate.clicks)
+        writer.key("opens"); writer.int(aggregate.opens)
+        writer.key("uniqueImpressions"); writer.int(aggregate.uniqueImpressions)
+        writer.key("uniqueClicks"); writer.int(aggregate.uniqueClicks)
+        writer.key("uniqueOpens"); writer.int(aggregate.uniqueOpens)
+        writer.key("dismissals"); writer.int(aggregate.dismissals)
         writer.key("channels"); write(aggregate.channels, channels, into: &writer)
         writer.key("platforms"); write(aggregate.platforms, platforms, into: &writer)
         writer.key("revision"); writer.int(aggregate.revision)
         writer.endObject()
     }
 
-    /// The counts of the value, in its order.
-    private static let counts: [(name: String, count: KeyPath<WindowAggregate, Int> & Sendable)] = [
-        ("impressions", \.impressions), ("clicks", \.clicks), ("opens", \.opens), ("uniqueImpressions", \.uniqueImpressions),
-        ("uniqueClicks", \.uniqueClicks), ("uniqueOpens", \.uniqueOpens), ("dismissals", \.dismissals),
-    ]
     /// Stored once: `allCases` would make its array for every record.
     private static let channels = Channel.allCases
     private static let platforms = Platform.allCases
