@@ -58,6 +58,11 @@ public protocol ProducerClient: AnyObject, Sendable {
         to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
         headers: [KafkaHeader], timestamp: Int64?, token: UInt64
     ) throws
+    /// Queues one record whose headers lie encoded in `headerBlock` (see `KafkaHeaderBlock`).
+    func send(
+        to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headerBlock: KafkaHeaderBlock, timestamp: Int64?, token: UInt64
+    ) throws
     /// Serves delivery reports; returns how many events were served.
     @discardableResult
     func poll(timeoutMilliseconds: Int32) -> Int
@@ -124,3 +129,13 @@ public struct LibrdkafkaClients: KafkaClientFactory {
 
 extension KafkaConsumer: ConsumerClient {}
 extension KafkaProducer: ProducerClient {}
+
+extension ProducerClient {
+    /// The headers as values, for a client that takes no other (the simulated cluster's).
+    public func send(
+        to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headerBlock: KafkaHeaderBlock, timestamp: Int64?, token: UInt64
+    ) throws {
+        try send(to: topic, partition: partition, key: key, value: value, headers: headerBlock.headers, timestamp: timestamp, token: token)
+    }
+}

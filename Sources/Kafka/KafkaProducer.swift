@@ -92,41 +92,68 @@ public final class KafkaProducer: @unchecked Sendable {
         headers: [KafkaHeader] = [], timestamp: Int64? = nil, token: UInt64 = 0
     ) throws {
         try withNativeHeaders(headers) { nativeHeaders in
-            // On the stack: a heap array here would cost an allocation per record.
-            try withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7 + nativeHeaders.count) { fields in
-                var count = 0
-                func add(_ field: rd_kafka_vu_t) {
-                    fields.initializeElement(at: count, to: field)
-                    count += 1
-                }
-                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_RKT, u: .init(rkt: try topic.handle ?? self.topic(topic.name).handle)))
-                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_MSGFLAGS, u: .init(i: RD_KAFKA_MSG_F_COPY)))
-                if let partition {
-                    add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_PARTITION, u: .init(i32: partition)))
-                }
-                if let key {
-                    add(
-                        rd_kafka_vu_t(
-                            vtype: RD_KAFKA_VTYPE_KEY,
-                            u: .init(mem: .init(ptr: UnsafeMutableRawPointer(mutating: key.baseAddress), size: key.count))))
-                }
-                if let value {
-                    add(
-                        rd_kafka_vu_t(
-                            vtype: RD_KAFKA_VTYPE_VALUE,
-                            u: .init(mem: .init(ptr: UnsafeMutableRawPointer(mutating: value.baseAddress), size: value.count))))
-                }
-                if let timestamp {
-                    add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_TIMESTAMP, u: .init(i64: timestamp)))
-                }
-                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_OPAQUE, u: .init(ptr: UnsafeMutableRawPointer(bitPattern: UInt(token)))))
-                for header in nativeHeaders {
-                    add(
-                        rd_kafka_vu_t(
-                            vtype: RD_KAFKA_VTYPE_HEADER, u: .init(header: .init(name: header.name, val: header.value, size: header.size))))
-                }
-                try produce(UnsafeBufferPointer(rebasing: fields[0..<count]), topic: topic.name)
+            try send(to: topic, partition: partition, key: key, value: value, headers: nativeHeaders, timestamp: timestamp, token: token)
+        }
+    }
+
+    /// Queues one record for `topic` whose headers are encoded in `headerBlock`: librdkafka is
+    /// given the names and values where they lie, nothing is copied before it copies them.
+    public func send(
+        to topic: Topic, partition: Int32? = nil, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headerBlock: KafkaHeaderBlock, timestamp: Int64? = nil, token: UInt64 = 0
+    ) throws {
+        let count = headerBlock.count
+        try withUnsafeTemporaryAllocation(of: NativeHeader.self, capacity: count) { native in
+            var index = 0
+            headerBlock.forEach { name, _, value in
+                native.initializeElement(at: index, to: NativeHeader(name: name, value: value?.baseAddress, size: value?.count ?? 0))
+                index += 1
             }
+            defer { native.deinitialize() }
+            try send(
+                to: topic, partition: partition, key: key, value: value, headers: UnsafeBufferPointer(native), timestamp: timestamp,
+                token: token)
+        }
+    }
+
+    private func send(
+        to topic: Topic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headers nativeHeaders: UnsafeBufferPointer<NativeHeader>, timestamp: Int64?, token: UInt64
+    ) throws {
+        // On the stack: a heap array here would cost an allocation per record.
+        try withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7 + nativeHeaders.count) { fields in
+            var count = 0
+            func add(_ field: rd_kafka_vu_t) {
+                fields.initializeElement(at: count, to: field)
+                count += 1
+            }
+            add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_RKT, u: .init(rkt: try topic.handle ?? self.topic(topic.name).handle)))
+            add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_MSGFLAGS, u: .init(i: RD_KAFKA_MSG_F_COPY)))
+            if let partition {
+                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_PARTITION, u: .init(i32: partition)))
+            }
+            if let key {
+                add(
+                    rd_kafka_vu_t(
+                        vtype: RD_KAFKA_VTYPE_KEY,
+                        u: .init(mem: .init(ptr: UnsafeMutableRawPointer(mutating: key.baseAddress), size: key.count))))
+            }
+            if let value {
+                add(
+                    rd_kafka_vu_t(
+                        vtype: RD_KAFKA_VTYPE_VALUE,
+                        u: .init(mem: .init(ptr: UnsafeMutableRawPointer(mutating: value.baseAddress), size: value.count))))
+            }
+            if let timestamp {
+                add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_TIMESTAMP, u: .init(i64: timestamp)))
+            }
+            add(rd_kafka_vu_t(vtype: RD_KAFKA_VTYPE_OPAQUE, u: .init(ptr: UnsafeMutableRawPointer(bitPattern: UInt(token)))))
+            for header in nativeHeaders {
+                add(
+                    rd_kafka_vu_t(
+                        vtype: RD_KAFKA_VTYPE_HEADER, u: .init(header: .init(name: header.name, val: header.value, size: header.size))))
+            }
+            try produce(UnsafeBufferPointer(rebasing: fields[0..<count]), topic: topic.name)
         }
     }
 

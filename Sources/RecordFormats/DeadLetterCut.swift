@@ -39,6 +39,13 @@ public struct DeadLetterCut: Sendable, Equatable {
         return size
     }
 
+    /// The same, of headers lent as bytes.
+    package static func size(keyBytes: Int, valueBytes: Int, headerBlock: KafkaHeaderBlock) -> Int {
+        var size = recordOverhead + keyBytes + valueBytes
+        headerBlock.forEach { _, nameCount, value in size += nameCount + (value?.count ?? 0) + headerOverhead }
+        return size
+    }
+
     /// The cut that makes a letter of this key, value and headers fit `limit` bytes, or nil when
     /// it fits as it is. The key keeps up to an eighth of the room (it names the device; a key
     /// larger than that is the odd part) and the value the rest, and what either does not need

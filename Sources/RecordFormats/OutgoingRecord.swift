@@ -23,6 +23,10 @@ public protocol OutgoingRecord {
     /// is a tombstone).
     func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R
 
+    /// Lends the headers as bytes for the length of `body`, for a record that keeps them so
+    /// (`headers` then decodes them); nil: the record has only `headers`.
+    func withHeaderBlock<R>(_ body: (KafkaHeaderBlock?) throws -> R) rethrows -> R
+
     /// What a record of this type with these parts (`key` and `value` as `withBytes` lends them)
     /// becomes where a record may take at most `limit` bytes. A type decides it for all its
     /// records: whether losing bytes is acceptable depends on what the record is for, which the
@@ -32,6 +36,8 @@ public protocol OutgoingRecord {
 
 extension OutgoingRecord {
     public var windowSize: Int64? { nil }
+
+    public func withHeaderBlock<R>(_ body: (KafkaHeaderBlock?) throws -> R) rethrows -> R { try body(nil) }
 
     /// Never cut: the records trackpipe reads back (state, repartitioned events) or publishes
     /// (aggregates) are worth nothing with bytes missing, so one the producer refuses for its

@@ -238,6 +238,7 @@ struct ProducerSink: RecordSink {
     /// same (its count of the overhead differs) halves the limit and tries again, for a type
     /// that cuts at all.
     private mutating func produce<Record: OutgoingRecord>(_ record: Record, to topic: ProducerTopic, limit: Int) throws {
+        if try produceWithHeaderBlock(record, to: topic, limit: limit) { return }
         let partition = record.partition, headers = record.headers, timestamp = record.timestamp
         var limit = limit
         try record.withBytes { key, value in
@@ -261,18 +262,49 @@ struct ProducerSink: RecordSink {
         }
     }
 
+    /// A record that lends its headers as bytes (a held dead letter) and fits `limit`, sent
+    /// with them where they lie: as `KafkaHeader`s, each header was a String and an array, made
+    /// and freed per record. false: it lends none, or it does not fit (or the producer refused
+    /// it for its size all the same), and goes the general way, which cuts it.
+    private mutating func produceWithHeaderBlock<Record: OutgoingRecord>(_ record: Record, to topic: ProducerTopic, limit: Int) throws -> Bool {
+        let partition = record.partition, timestamp = record.timestamp, producer = self.producer
+        return try record.withHeaderBlock { block in
+            guard let block else { return false }
+            return try record.withBytes { key, value in
+                // Whatever its type, a record that fits is sent whole.
+                guard DeadLetterCut.size(keyBytes: key?.count ?? 0, valueBytes: value?.count ?? 0, headerBlock: block) <= limit else { return false }
+                do {
+                    try produce(key: key, value: value) { token in
+                        try producer.send(
+                            to: topic, partition: partition, key: key, value: value, headerBlock: block, timestamp: timestamp, token: token)
+                    }
+                    return true
+                } catch let error as KafkaError where error.isRecordTooLarge {
+                    return false
+                }
+            }
+        }
+    }
+
     private mutating func produce(
         to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
         headers: [KafkaHeader], timestamp: Int64?
     ) throws {
+        let producer = self.producer
+        try produce(key: key, value: value) { token in
+            try producer.send(to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp, token: token)
+        }
+    }
+
+    /// Sends through `send`, whose token is the record's size: its delivery report takes it off
+    /// the backlog.
+    private mutating func produce(key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, _ send: (_ token: UInt64) throws -> Void) throws {
         let begin = timesSends ? RunnerTimeline.now() : 0
         defer { if timesSends { sendSeconds += RunnerTimeline.now() - begin } }
-        // The record's size is its token: its delivery report takes it off the backlog.
         let size = (key?.count ?? 0) + (value?.count ?? 0)
         backlog.sent(size)
         do {
-            try producer.send(
-                to: topic, partition: partition, key: key, value: value, headers: headers, timestamp: timestamp, token: UInt64(size))
+            try send(UInt64(size))
         } catch {
             backlog.acknowledged(size)
             throw error

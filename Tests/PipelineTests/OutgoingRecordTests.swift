@@ -79,6 +79,26 @@ struct OutgoingRecordTests {
         #expect(small.withBytes { OwnedDeadLetter.fit(key: $0, value: $1, headers: small.headers, limit: limit) } == .fits)
     }
 
+    @Test("a dead letter held until the commit goes with its headers as bytes when it fits, and is cut as any dead letter when it does not")
+    func heldDeadLetters() throws {
+        let letter = DeadLetter(reason: .tooLarge, detail: "too_large", sourceTopic: "hits", sourcePartition: 0, sourceOffset: 9)
+        var held = HeldDeadLetters()
+        for value in [[1, 2, 3], large] as [[UInt8]] {
+            Array("device-1".utf8).withUnsafeBytes { key in
+                value.withUnsafeBytes { value in held.append(OutgoingDeadLetter(letter: letter, key: key, value: value, timestamp: 5)) }
+            }
+        }
+        let producer = KeepingProducer()
+        var sink = try sink(producer)
+        try held.drain { try sink.send($0) }
+        let owned = KeepingProducer()
+        var ownedSink = try self.sink(owned)
+        for value in [[1, 2, 3], large] as [[UInt8]] { try ownedSink.send(heldLetter(value: value)) }
+        #expect(producer.sent.map(\.value) == owned.sent.map(\.value) && producer.sent.map(\.key) == owned.sent.map(\.key))
+        #expect(producer.sent.map(\.headers) == owned.sent.map(\.headers))
+        #expect(producer.sent.count == 2 && sink.cutDeadLetters == 1)
+    }
+
     @Test("a dead letter the producer refuses all the same is tried again at half the limit, until it goes")
     func refusedDeadLetterHalves() throws {
         let producer = KeepingProducer(refusesAbove: limit / 4)

@@ -24,7 +24,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
 
     private var tasks: [Int32: AggregateTask] = [:]
     /// Dead letters waiting for the next commit.
-    private var heldDeadLetters: [OwnedDeadLetter] = []
+    private var heldDeadLetters = HeldDeadLetters()
     private var pending = StageReport()
     private var emitter = AggregateEmitter()
     /// The changelog record being sent, its key then its value: one buffer reused for every
@@ -95,7 +95,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
             pending.add(result.report)
             // Like the records: sent once the state that judged them is written, so that a
             // crash before the commit leaves the judgement to the next owner, whole.
-            heldDeadLetters += input.deadLetters(result.deadLetters, of: records, sourceTopic: sourceTopic).map(OwnedDeadLetter.init)
+            for letter in input.deadLetters(result.deadLetters, of: records, sourceTopic: sourceTopic) { heldDeadLetters.append(letter) }
         }
     }
 
@@ -160,8 +160,7 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     }
 
     public mutating func completeCommit(changelogEnds: [Int32: Int64], now: Int64, into sink: inout some RecordSink) throws {
-        for letter in heldDeadLetters { try sink.send(letter) }
-        heldDeadLetters = []
+        try heldDeadLetters.drain { try sink.send($0) }
         for partition in tasks.keys.sorted() {
             let records = tasks[partition]?.releaseHeld(changelogEnd: changelogEnds[partition]) ?? []
             try emitter.emit(records, now: now, report: &pending, into: &sink)
