@@ -13,8 +13,9 @@ public final class KafkaProducer: @unchecked Sendable {
     // handle is thread-safe for produce calls, and `poll`/`flush` are documented one caller at a time.
     private let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
-    /// Topic handles by name, created on first use and destroyed with the client.
-    private let topics = Mutex<[String: OpaquePointer]>([:])
+    /// Topic handles by name, created on first use and destroyed with the client, each with its
+    /// name as a Swift String, its opaque (`TopicName`), released after the client.
+    private let topics = Mutex<[String: (handle: OpaquePointer, name: Unmanaged<TopicName>)]>([:])
     private let isStopping: @Sendable () -> Bool
     public let logger: Logger
 
@@ -40,7 +41,7 @@ public final class KafkaProducer: @unchecked Sendable {
                 let msg = message.pointee
                 let report = DeliveryReport(
                     token: UInt64(UInt(bitPattern: msg._private)),
-                    topic: msg.rkt.map { string(from: rd_kafka_topic_name($0), or: "") } ?? "",
+                    topic: msg.rkt.map(TopicName.of) ?? "",
                     partition: msg.partition,
                     offset: msg.offset,
                     error: msg.err.isError ? KafkaError.from(msg.err, "delivery failed") : nil,
@@ -51,8 +52,13 @@ public final class KafkaProducer: @unchecked Sendable {
     }
 
     deinit {
-        topics.withLock { for handle in $0.values { rd_kafka_topic_destroy(handle) } }
+        let names = topics.withLock { topics in
+            for topic in topics.values { rd_kafka_topic_destroy(topic.handle) }
+            return topics.values.map(\.name)
+        }
         rd_kafka_destroy(client)
+        // After the client: a delivery report served while it is destroyed still reads them.
+        for name in names { name.release() }
         context.release()
     }
 
@@ -77,11 +83,18 @@ public final class KafkaProducer: @unchecked Sendable {
     /// none (it returns NULL for a name it refuses).
     public func topic(_ name: String) throws -> Topic {
         try topics.withLock { known in
-            if let handle = known[name] { return Topic(name: name, handle: handle) }
-            guard let handle = rd_kafka_topic_new(client, name, nil) else {
+            if let known = known[name] { return Topic(name: name, handle: known.handle) }
+            let box = Unmanaged.passRetained(TopicName(name))
+            // The client's default topic settings (the ones -X gives, acks...), as a handle made
+            // without a conf would have them, with the name as its opaque (as librdkafka's own C++
+            // binding does). The conf is librdkafka's from here, whatever the outcome.
+            let conf = rd_kafka_default_topic_conf_dup(client)
+            rd_kafka_topic_conf_set_opaque(conf, box.toOpaque())
+            guard let handle = rd_kafka_topic_new(client, name, conf) else {
+                box.release()
                 throw KafkaError.from(rd_kafka_last_error(), "making librdkafka's handle for topic \(name)")
             }
-            known[name] = handle
+            known[name] = (handle, box)
             return Topic(name: name, handle: handle)
         }
     }
@@ -225,6 +238,22 @@ extension RefusedRecord {
         self.init(
             key: bytes(msg.key, msg.key_len), value: bytes(msg.payload, msg.len), headers: copiedHeaders(of: message),
             timestamp: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp)
+    }
+}
+
+/// A topic's name, made once, as a delivery report gives it: made from librdkafka's C string
+/// for each report, it cost an allocation and a free per record sent (about 500 instructions;
+/// callgrind).
+private final class TopicName: Sendable {
+    let name: String
+
+    init(_ name: String) { self.name = name }
+
+    /// The name of `topic`: its opaque's, for a handle this producer made, else read from librdkafka
+    /// (a handle made before with another conf keeps that one).
+    static func of(_ topic: OpaquePointer) -> String {
+        guard let opaque = rd_kafka_topic_opaque(topic) else { return string(from: rd_kafka_topic_name(topic), or: "") }
+        return Unmanaged<TopicName>.fromOpaque(opaque).takeUnretainedValue().name
     }
 }
 
