@@ -129,13 +129,3 @@ public struct LibrdkafkaClients: KafkaClientFactory {
 
 extension KafkaConsumer: ConsumerClient {}
 extension KafkaProducer: ProducerClient {}
-
-extension ProducerClient {
-    /// The headers as values, for a client that takes no other (the simulated cluster's).
-    public func send(
-        to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
-        headerBlock: KafkaHeaderBlock, timestamp: Int64?, token: UInt64
-    ) throws {
-        try send(to: topic, partition: partition, key: key, value: value, headers: headerBlock.headers, timestamp: timestamp, token: token)
-    }
-}

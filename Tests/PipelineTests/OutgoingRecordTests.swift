@@ -36,6 +36,14 @@ struct OutgoingRecordTests {
             sent.append(Sent(topic: topic.name, key: key.map { Array($0) }, value: value.map { Array($0) }, headers: headers))
         }
 
+        /// The headers as values: this producer keeps no other kind.
+        func send(
+            to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+            headerBlock: KafkaHeaderBlock, timestamp: Int64?, token: UInt64
+        ) throws {
+            try send(to: topic, partition: partition, key: key, value: value, headers: headerBlock.headers, timestamp: timestamp, token: token)
+        }
+
         func poll(timeoutMilliseconds: Int32) -> Int { 0 }
         func flush(timeoutMilliseconds: Int32) throws {}
         var outstanding: Int { 0 }

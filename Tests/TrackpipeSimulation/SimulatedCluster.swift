@@ -707,6 +707,14 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
     }
 
     @discardableResult
+    /// The headers as values: this producer keeps no other kind.
+    func send(
+        to topic: ProducerTopic, partition: Int32?, key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?,
+        headerBlock: KafkaHeaderBlock, timestamp: Int64?, token: UInt64
+    ) throws {
+        try send(to: topic, partition: partition, key: key, value: value, headers: headerBlock.headers, timestamp: timestamp, token: token)
+    }
+
     func poll(timeoutMilliseconds: Int32) -> Int {
         deliver(waiting: false)
     }
