@@ -72,22 +72,15 @@ package struct InputDeadLetter: DeadLetterRecord {
     }
 }
 
-/// A dead letter that owns its bytes, for one sent after the record it is about is gone: the
-/// aggregate stage holds its letters until the next commit, and a letter the broker refused
-/// for its size comes back from librdkafka as a copy, to be sent again cut to a smaller limit
-/// (by the rule of every dead letter).
+/// A dead letter that owns its bytes, for one sent after the record it is about is gone: a
+/// letter the broker refused for its size comes back from librdkafka as a copy, to be sent
+/// again cut to a smaller limit (by the rule of every dead letter). The aggregate stage's
+/// letters held until the commit are `HeldDeadLetters`, which owns them in one buffer.
 package struct OwnedDeadLetter: DeadLetterRecord, Sendable {
     package var headers: [KafkaHeader]
     var key: [UInt8]?
     var value: [UInt8]?
     package var timestamp: Int64?
-
-    package init(_ outgoing: OutgoingDeadLetter) {
-        headers = outgoing.headers
-        key = outgoing.key.map { Array($0) }
-        value = outgoing.normalized ?? outgoing.value.map { Array($0) }
-        timestamp = outgoing.timestamp
-    }
 
     package init(_ refused: RefusedRecord) {
         headers = refused.headers

@@ -60,9 +60,8 @@ struct OutgoingRecordTests {
 
     func heldLetter(value: [UInt8]) -> OwnedDeadLetter {
         let letter = DeadLetter(reason: .tooLarge, detail: "too_large", sourceTopic: "hits", sourcePartition: 0, sourceOffset: 9)
-        return Array("device-1".utf8).withUnsafeBytes { key in
-            value.withUnsafeBytes { value in OwnedDeadLetter(OutgoingDeadLetter(letter: letter, key: key, value: value, timestamp: 5)) }
-        }
+        // As librdkafka hands back a letter it refused: its bytes and headers, copied.
+        return OwnedDeadLetter(RefusedRecord(key: Array("device-1".utf8), value: value, headers: letter.headers, timestamp: 5))
     }
 
     @Test("a dead letter larger than a record may be is cut to fit by its own type, and counted")
