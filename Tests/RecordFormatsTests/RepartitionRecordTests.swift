@@ -225,6 +225,25 @@ struct RepartitionRecordTests {
         #expect(bytes.count < 48, "\(bytes.count) bytes for three sources (and the topic's and the group's names)")
     }
 
+    @Test("the event count read from an events record's header alone is its events'; a marks record, or bytes cut or of another version, count none or no more than their bytes could hold")
+    func eventCount() throws {
+        let bytes = Self.record((0..<40).map { Written(event: Self.event("d\($0 % 3)", "b\($0)"), source: Int32($0 % 2), offset: Int64($0)) })
+        try Self.withDecoded(bytes) { record in
+            #expect(bytes.withUnsafeBytes { RepartitionRecord.eventCount(in: $0) } == record.events.count)
+        }
+        for length in 0..<bytes.count {
+            let count = Array(bytes.prefix(length)).withUnsafeBytes { RepartitionRecord.eventCount(in: $0) }
+            #expect(count == 0 || count <= length / 5, "cut to \(length) bytes")
+        }
+        var other = bytes
+        other[0] = RepartitionRecord.version &+ 1
+        #expect(other.withUnsafeBytes { RepartitionRecord.eventCount(in: $0) } == 0)
+        var marks: [UInt8] = []
+        RepartitionRecord.encodeMarks(
+            [SourceMark(source: 0, watermark: Self.clock, idle: false)], epochs: [0], origin: Self.origin, writerClock: Self.clock, into: &marks)
+        #expect(marks.withUnsafeBytes { RepartitionRecord.eventCount(in: $0) } == 0)
+    }
+
     @Test("a record cut anywhere, or of another version or kind, is refused with an error, never read as something else")
     func malformed() throws {
         let bytes = Self.record(

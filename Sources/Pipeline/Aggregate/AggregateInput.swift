@@ -21,6 +21,11 @@ public protocol AggregateInput: Sendable {
     /// Appends what `record` (the `index`-th of its batch) holds to `batch`.
     func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch)
 
+    /// How many events the records at `indices` (or in `range`) hold, at most: the room a
+    /// batch makes before decoding them.
+    func eventCount(of records: [PolledRecord], at indices: [Int]) -> Int
+    func eventCount(of records: [PolledRecord], at range: Range<Int>) -> Int
+
     /// The record to send to the dead-letter topic for `reference`: the original key, value and
     /// timestamp of the hit, with where it was first read.
     func deadLetter(
@@ -40,20 +45,24 @@ extension AggregateInput {
     /// sequence was walked through its witnesses, an iterator and a subscript coroutine that
     /// allocated, per record (about 450 instructions a record, 4 % of one stage's: callgrind).
     ///
-    /// Room for an event a record is made first: grown by doubling, the events were copied
+    /// Room for the records' events is made first: grown by doubling, the events were copied
     /// about twice over per batch (150 instructions a hit: callgrind).
     func decode(_ records: [PolledRecord], at indices: [Int]) -> DecodedBatch {
-        var batch = DecodedBatch(room: indices.count)
+        var batch = DecodedBatch(room: eventCount(of: records, at: indices))
         for index in indices { decode(records[index], at: index, into: &batch) }
         return batch
     }
 
     /// The records in `range`, decoded in order.
     func decode(_ records: [PolledRecord], at range: Range<Int>) -> DecodedBatch {
-        var batch = DecodedBatch(room: range.count)
+        var batch = DecodedBatch(room: eventCount(of: records, at: range))
         for index in range { decode(records[index], at: index, into: &batch) }
         return batch
     }
+
+    /// One event a record (raw hits).
+    public func eventCount(of records: [PolledRecord], at indices: [Int]) -> Int { indices.count }
+    public func eventCount(of records: [PolledRecord], at range: Range<Int>) -> Int { range.count }
 
     /// Every record decoded on `lanes` threads over contiguous chunks, joined in record order:
     /// a batch that one task counts would otherwise decode on one thread.

@@ -61,6 +61,20 @@ public struct RepartitionInput: AggregateInput {
         return keys
     }
 
+    /// What the records' headers say (`RepartitionRecord.eventCount`): a record carries the
+    /// events of a whole input batch bound for its partition.
+    public func eventCount(of records: [PolledRecord], at indices: [Int]) -> Int {
+        var count = 0
+        for index in indices { count += records[index].value.map(RepartitionRecord.eventCount(in:)) ?? 0 }
+        return count
+    }
+
+    public func eventCount(of records: [PolledRecord], at range: Range<Int>) -> Int {
+        var count = 0
+        for index in range { count += records[index].value.map(RepartitionRecord.eventCount(in:)) ?? 0 }
+        return count
+    }
+
     public func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         guard let value = record.value else {
             return Self.reject(
