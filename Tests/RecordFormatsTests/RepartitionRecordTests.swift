@@ -244,6 +244,30 @@ struct RepartitionRecordTests {
         #expect(marks.withUnsafeBytes { RepartitionRecord.eventCount(in: $0) } == 0)
     }
 
+    @Test("varints of one byte (read inline) and of more, up to the ten of UInt64.max, read back as written; an eleventh byte or bits past 64 are refused")
+    func varints() {
+        let values: [UInt64] = [0, 1, 0x7F, 0x80, 0x3FFF, 0x4000, UInt64(UInt32.max), UInt64.max >> 1, UInt64.max]
+        var bytes: [UInt8] = []
+        for value in values { Varint.append(value, to: &bytes) }
+        #expect(bytes.count == 1 + 1 + 1 + 2 + 2 + 3 + 5 + 9 + 10)
+        let read = bytes.withUnsafeBytes { raw -> [UInt64]? in
+            var reader = ByteReader(bytes: raw)
+            var read: [UInt64] = []
+            for _ in values {
+                guard let value = try? reader.varint() else { return nil }
+                read.append(value)
+            }
+            return reader.isAtEnd ? read : nil
+        }
+        #expect(read == values)
+        for malformed: [UInt8] in [Array(repeating: 0x80, count: 10) + [0], Array(repeating: 0xFF, count: 9) + [2], [0x80], []] {
+            malformed.withUnsafeBytes { raw in
+                var reader = ByteReader(bytes: raw)
+                #expect(throws: RepartitionRecord.DecodingError.self) { _ = try reader.varint() }
+            }
+        }
+    }
+
     @Test("a record cut anywhere, or of another version or kind, is refused with an error, never read as something else")
     func malformed() throws {
         let bytes = Self.record(
