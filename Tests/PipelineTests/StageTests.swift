@@ -266,6 +266,43 @@ struct StageTests {
         #expect(a.duplicates == 4 && a.accepted == 6 && a.consumed == 10 && a.balanced)
     }
 
+    @Test("aggregate: an events record found malformed after some of its events were read is dead-lettered whole, none of its events counted; the records around it count")
+    func malformedAfterSomeEvents() throws {
+        let arena = RecordArena()
+        var upstream = normalize(repartitions: 1)
+        try upstream.assignEmpty([PartitionStart(partition: 0)], now: 0)
+        var sent = RecordingSink()
+        for batch: Range<Int64> in [0..<3, 3..<6, 6..<9] {
+            let hits = batch.map { arena.record(partition: 0, offset: $0, value: rawHit("d1", "b\($0)", at: 1_000 + $0)) }
+            try upstream.process(hits, now: Self.writerClock, into: &sent)
+        }
+        var records = sent.to(.repartition)
+        try #require(records.count == 3)
+        // The middle record says it holds one event more than it does: its three events are read,
+        // then the fourth runs into the end of the events.
+        var value = try #require(records[1].value)
+        let count = try #require((2..<value.count - 4).first { value[$0..<$0 + 4].elementsEqual([3, 0, 0, 0]) })
+        value[count] = 4
+        records[1].value = value
+        value.withUnsafeBytes { raw in
+            #expect(throws: RepartitionRecord.DecodingError.self) { try RepartitionRecord.decode(raw) }
+        }
+        var stage = aggregate()
+        try stage.assignEmpty([PartitionStart(partition: 0)], now: 0)
+        var sink = RecordingSink()
+        try stage.process(records.enumerated().map { arena.record($0.element, offset: Int64($0.offset)) }, now: 0, into: &sink)
+        try stage.finish(now: 0, into: &sink)
+        try stage.commitAll(now: 0, into: &sink)
+        let letters = sink.to(.deadLetter)
+        #expect(letters.map(\.value) == [value], "the record as found")
+        #expect(letters.first?.header[DeadLetter.Header.reason] == RejectReason.unreadableRepartitionRecord.rawValue)
+        let out = sink.to(.output)
+        #expect(out.count == 1)
+        #expect(out.first.map { String(decoding: $0.value!, as: UTF8.self).contains("\"impressions\":6") } == true)
+        let a = stage.drainReport().accounting
+        #expect(a.accepted == 6 && a.deadLettered == [.unreadableRepartitionRecord: 1] && a.balanced)
+    }
+
     @Test("aggregate: after a restart, an event re-sent beyond the checkpoint is dropped by the checkpointed map, never turned into too_late")
     func restoredMapDropsResentEvents() throws {
         let arena = RecordArena()
