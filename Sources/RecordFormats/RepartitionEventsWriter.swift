@@ -84,24 +84,31 @@ extension RepartitionRecord {
             timestamp: Int64?, original: OriginalBytes?, begins: Bool = false
         ) -> Int {
             if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
-            let newSource = enterSource(sourcePartition, epoch: epoch, begins: begins)
+            // A record's events come in runs of one source partition: only a new run (whose
+            // event then names its source) looks the source up.
+            let newSource = source < 0 || sources[source] != sourcePartition
+            if newSource { enterSource(sourcePartition, epoch: epoch, begins: begins) }
             let fields = EventFields(
                 head: Self.head(of: event, newSource: newSource, carriesOriginal: original != nil), shape: event.shape.rawValue,
                 delivery: deliveryNumber(event.deliveryId), source: newSource ? source : nil,
-                offsetDelta: Varint.zigzag(sourceOffset &- previousOffsets[source] &- 1), timeDelta: Varint.zigzag(eventTime &- previousTime),
-                original: original.map { FittedOriginal($0, eventTime: eventTime) })
+                offsetDelta: Varint.zigzag(sourceOffset &- previousOffsets[source] &- 1), timeDelta: Varint.zigzag(eventTime &- previousTime))
             previousOffsets[source] = sourceOffset
             previousTime = eventTime
-            event.broadlogId.withUTF8 { write(fields, broadlog: $0) }
+            // Most events travel without their original: their path builds and destroys no
+            // `FittedOriginal` (whose cut headers are an array).
+            if let original {
+                let fitted = FittedOriginal(original, eventTime: eventTime)
+                event.broadlogId.withUTF8 { write(fields, original: fitted, broadlog: $0) }
+            } else {
+                event.broadlogId.withUTF8 { write(fields, original: nil, broadlog: $0) }
+            }
             count += 1
             return source
         }
 
-        /// Makes `sourcePartition` the current source: a record's events come in runs of one
-        /// source partition, and a new run looks its source up in the table, or adds it.
-        /// Returns whether a new run began (its event then names the source).
-        private mutating func enterSource(_ sourcePartition: Int32, epoch: UInt32, begins: Bool) -> Bool {
-            guard source < 0 || sources[source] != sourcePartition else { return false }
+        /// Makes `sourcePartition` the current source, at the start of a run of its events: looks
+        /// it up in the table, or adds it.
+        private mutating func enterSource(_ sourcePartition: Int32, epoch: UInt32, begins: Bool) {
             if let known = sources.firstIndex(of: sourcePartition) {
                 source = known
             } else {
@@ -113,7 +120,6 @@ extension RepartitionRecord {
                 previousOffsets.append(-1)
                 tableBytes += 3 * Varint.maxBytes + 1
             }
-            return true
         }
 
         /// An event's first byte (`Head`).
@@ -123,9 +129,9 @@ extension RepartitionRecord {
         }
 
         /// Writes one event's bytes at `end`, growing the buffer first if they might not fit.
-        private mutating func write(_ fields: EventFields, broadlog: UnsafeRawBufferPointer) {
+        private mutating func write(_ fields: EventFields, original: FittedOriginal?, broadlog: UnsafeRawBufferPointer) {
             var size = 2 + 4 * Varint.maxBytes + broadlog.count
-            if let original = fields.original { size += original.maxSize }
+            if let original { size += original.maxSize }
             if bytes.count < end + size {
                 bytes.append(contentsOf: repeatElement(0, count: max(end + size - bytes.count, bytes.count)))
             }
@@ -142,7 +148,7 @@ extension RepartitionRecord {
                 out.varint(fields.timeDelta)
                 out.varint(UInt64(broadlog.count))
                 out.put(broadlog)
-                if let original = fields.original {
+                if let original {
                     out.varint(original.timestampDelta)
                     out.putOptional(original.key)
                     out.putOptional(original.value)
@@ -209,7 +215,8 @@ extension RepartitionRecord {
         }
     }
 
-    /// One event's fields as they are written, in the order they are written.
+    /// One event's fields as they are written, in the order they are written (its original, if
+    /// it carries one, follows them).
     fileprivate struct EventFields {
         var head: UInt8
         var shape: UInt8
@@ -219,7 +226,6 @@ extension RepartitionRecord {
         var source: Int?
         var offsetDelta: UInt64
         var timeDelta: UInt64
-        var original: FittedOriginal?
     }
 
     /// An original as an event carries it: whole, or cut as its dead letter would be
