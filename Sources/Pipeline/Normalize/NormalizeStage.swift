@@ -173,7 +173,7 @@ public struct NormalizeStage: StatelessStage {
         // source's events reach each partition in offset order.
         let context = LaneContext(
             intake: intake, origin: origin, repartitionPartitions: repartitionPartitions, batchBytes: batchBytes,
-            maxOriginalBytes: maxOriginalBytes, originals: originals, writerClock: now,
+            maxOriginalBytes: maxOriginalBytes, uncarriedFrom: originals.firstUncarried(writerClock: now), writerClock: now,
             epochs: sources.mapValues(\.epoch))
         let laneCount = Self.prepare(records, context: context, lanes: records.count >= 512 ? shards : 1, into: &lanes)
         // A source the last marks called idle that delivers again: every repartition partition
@@ -272,7 +272,9 @@ public struct NormalizeStage: StatelessStage {
         let repartitionPartitions: Int32
         let batchBytes: Int
         let maxOriginalBytes: Int
-        let originals: OriginalRule
+        /// The earliest event time that travels without its original in this batch
+        /// (`OriginalRule.firstUncarried`; nil: every hit carries it).
+        let uncarriedFrom: Int64?
         /// The stage's clock for this batch: every record of it says it was written then.
         let writerClock: Int64
         /// The epoch of every owned source partition.
@@ -372,7 +374,7 @@ public struct NormalizeStage: StatelessStage {
                     lane.open[Int(target)] = Int32(writer)
                 }
                 let original =
-                    context.originals.carries(eventTime: eventTime, writerClock: context.writerClock)
+                    context.uncarriedFrom.map { eventTime < $0 } ?? true
                     ? RepartitionRecord.OriginalBytes(
                         key: record.key, value: record.value, timestamp: record.timestamp, maxBytes: context.maxOriginalBytes) : nil
                 // Appended and measured in one access to the writer: reading `size` through

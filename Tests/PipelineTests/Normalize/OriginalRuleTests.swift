@@ -39,6 +39,30 @@ struct OriginalRuleTests {
         #expect(Self.rule.carries(eventTime: 0, writerClock: .max))
     }
 
+    @Test("the batch's threshold (firstUncarried) decides as carries does, hit by hit: around where it turns, for one size and several, at absurd clocks and times")
+    func thresholdMatchesTheRule() {
+        let rules = [
+            Self.rule, OriginalRule(window: WindowConfig()),
+            OriginalRule(windowSizes: [Self.minute, 5 * Self.minute, 60 * Self.minute], retention: 7 * Self.minute, delayAllowance: 1),
+            OriginalRule(windowSizes: [1], retention: 0, delayAllowance: 0),
+            OriginalRule(windowSizes: [Self.minute], retention: .max, delayAllowance: .max),
+        ]
+        let clocks: [Int64] = [Self.start, Self.start + 1, Self.start - 29_999, 0, -1, .min, .max, .min + 1, .max - 1]
+        for rule in rules {
+            for clock in clocks {
+                let threshold = rule.firstUncarried(writerClock: clock)
+                var times: [Int64] = [.min, .min + 1, -1, 0, 1, .max - 1, .max, clock, Self.start]
+                if let threshold { times += [-2, -1, 0, 1, 2].map { threshold &+ $0 } }
+                times += (-130...130).map { clock &+ Int64($0) * 1_000 }
+                for time in times {
+                    #expect(
+                        (threshold.map { time < $0 } ?? true) == rule.carries(eventTime: time, writerClock: clock),
+                        "\(rule) clock \(clock) time \(time) threshold \(String(describing: threshold))")
+                }
+            }
+        }
+    }
+
     /// Normalize stages writing to one repartition partition, and the aggregate task reading it,
     /// with the log in between: records land in the order they are sent.
     struct Shuffle {
