@@ -55,7 +55,8 @@ struct ReplayCommand: ParsableCommand {
         "log-level", "log-format", "x",
     ]
 
-    func resolve(_ environment: Environment = Environment()) throws -> (config: Replay.Config, outputFile: String?, logLevel: Logger.Level, logFormat: LogFormat) {
+    /// The settings as given, checked; `validated`: see `Environment.checkOverriddenValues`.
+    func resolve(_ environment: Environment = Environment(), validated: Bool = false) throws -> (config: Replay.Config, outputFile: String?, logLevel: Logger.Level, logFormat: LogFormat) {
         try environment.refuseUnknownVariables()
         var config = Replay.Config()
         config.brokers = try environment.brokers(brokers)
@@ -77,7 +78,9 @@ struct ReplayCommand: ParsableCommand {
         config.shards = try environment.shards(shards)
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
-        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
+        if !validated {
+            try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
+        }
         config.from = try Self.boundary("--from", from, keyword: "beginning", size: size)
         config.to = try Self.boundary("--to", to, keyword: "end", size: size)
         if let start = config.from, let end = config.to, end <= start {
@@ -90,7 +93,7 @@ struct ReplayCommand: ParsableCommand {
             throw ValidationError("\(error)")
         }
         let (level, format) = try environment.logSettings(level: logLevel, format: logFormat, defaultLevel: "warning")
-        try environment.checkOverriddenValues { _ = try resolve($0) }
+        if !validated { try environment.checkOverriddenValues { _ = try resolve($0, validated: true) } }
         return (config, outputFile, level, format)
     }
 
@@ -114,7 +117,8 @@ struct ReplayCommand: ParsableCommand {
     }
 
     func run() throws {
-        var resolved = try resolve()
+        // `validate()` has checked these settings in this process.
+        var resolved = try resolve(validated: true)
         let (redactor, logger) = LogSetup.bootstrap(
             level: resolved.logLevel, format: resolved.logFormat, properties: resolved.config.kafkaProperties, commandLine: kafkaProperties)
         do {

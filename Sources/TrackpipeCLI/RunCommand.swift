@@ -126,7 +126,8 @@ struct RunCommand: ParsableCommand {
     /// enough that a backfill Job pointed at the wrong address fails within minutes.
     static let defaultConnectTimeout = "5m"
 
-    func resolve(_ environment: Environment = Environment()) throws -> ResolvedRun {
+    /// The settings as given, checked; `validated`: see `Environment.checkOverriddenValues`.
+    func resolve(_ environment: Environment = Environment(), validated: Bool = false) throws -> ResolvedRun {
         try environment.refuseUnknownVariables()
         func text(_ flag: String, _ value: String?, _ fallback: String) -> GivenSetting {
             environment.setting(flag, value, default: fallback)
@@ -195,14 +196,16 @@ struct RunCommand: ParsableCommand {
             throw ValidationError("\(text("metrics-port", metricsPort.map(String.init), "0").valueLabel): use 0 (off) or a port number")
         }
         // First, so that a refused property is named where it was set (-X or TRACKPIPE_X*).
-        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
+        if !validated {
+            try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
+        }
         do {
             try config.validate()
         } catch {
             throw ValidationError("\(error)")
         }
         config.clientId = PipelineConfig.defaultClientId(host: Self.hostName())
-        try environment.checkOverriddenValues { _ = try resolve($0) }
+        if !validated { try environment.checkOverriddenValues { _ = try resolve($0, validated: true) } }
         return ResolvedRun(config: config, metricsPort: port, logLevel: level, logFormat: format, allowsLostInput: allowsLostInput)
     }
 
@@ -213,7 +216,8 @@ struct RunCommand: ParsableCommand {
     }
 
     func run() throws {
-        let resolved = try resolve()
+        // `validate()` has checked these settings in this process.
+        let resolved = try resolve(validated: true)
         let (redactor, logger) = LogSetup.bootstrap(
             level: resolved.logLevel, format: resolved.logFormat, properties: resolved.config.kafkaProperties, commandLine: kafkaProperties)
         let summary = WorkerRun.execute(resolved, logger: logger) { error in

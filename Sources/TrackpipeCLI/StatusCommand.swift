@@ -35,7 +35,8 @@ struct StatusCommand: ParsableCommand {
     /// flag here, but follows `TRACKPIPE_LOG_FORMAT` like the worker's logs).
     static let environmentFlags = ["brokers", "group", "input-topic", "repartition-topic", "log-level", "log-format", "x"]
 
-    func resolve(_ environment: Environment = Environment()) throws -> (config: PipelineConfig, logLevel: Logger.Level, logFormat: LogFormat) {
+    /// The settings as given, checked; `validated`: see `Environment.checkOverriddenValues`.
+    func resolve(_ environment: Environment = Environment(), validated: Bool = false) throws -> (config: PipelineConfig, logLevel: Logger.Level, logFormat: LogFormat) {
         try environment.refuseUnknownVariables()
         var config = PipelineConfig()
         config.brokers = try environment.brokers(brokers)
@@ -49,9 +50,11 @@ struct StatusCommand: ParsableCommand {
         }
         let pairs = environment.kafkaPropertyPairs() + kafkaProperties.map { KafkaPropertyArguments.Pair($0) }
         config.kafkaProperties = try KafkaPropertyArguments.parse(pairs: pairs)
-        try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
+        if !validated {
+            try KafkaPropertyArguments.check(pairs) { () throws(KafkaConfigProblem) in try config.checkKafkaProperties() }
+        }
         let (level, format) = try environment.logSettings(level: logLevel, format: nil, defaultLevel: "warning")
-        try environment.checkOverriddenValues { _ = try resolve($0) }
+        if !validated { try environment.checkOverriddenValues { _ = try resolve($0, validated: true) } }
         return (config, level, format)
     }
 
@@ -60,7 +63,8 @@ struct StatusCommand: ParsableCommand {
     }
 
     func run() throws {
-        let (config, level, format) = try resolve()
+        // `validate()` has checked these settings in this process.
+        let (config, level, format) = try resolve(validated: true)
         let (redactor, logger) = LogSetup.bootstrap(level: level, format: format, properties: config.kafkaProperties)
         let status: WorkerStatus
         do {
