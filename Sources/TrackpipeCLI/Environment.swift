@@ -22,9 +22,11 @@ struct Environment: Sendable {
         self.variables = variables
     }
 
-    /// `--input-topic` -> `TRACKPIPE_INPUT_TOPIC`.
+    /// `--input-topic` -> `TRACKPIPE_INPUT_TOPIC`. Without Foundation's `replacingOccurrences`,
+    /// which cost 3.2 M instructions of an empty `run --until-end`'s 80 M (callgrind): every
+    /// setting is looked up by its variable's name, in each pass of `resolve`.
     static func variableName(forFlag flag: String) -> String {
-        "TRACKPIPE_" + flag.uppercased().replacingOccurrences(of: "-", with: "_")
+        "TRACKPIPE_" + String(flag.uppercased().map { $0 == "-" ? "_" : $0 })
     }
 
     // MARK: Variables nobody reads

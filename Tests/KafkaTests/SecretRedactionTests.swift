@@ -36,6 +36,18 @@ struct KafkaSecretTests {
         #expect(config.redactor.redact("user pw-1 pw-2") == "user [redacted] [redacted]")
     }
 
+    @Test("a secret part of a name is found wherever it stands, as bytes, as Foundation's String.contains found it")
+    func secretNameParts() {
+        // At the start, at the end, the whole name, next to non-ASCII letters, and a name only
+        // a byte shorter than a part.
+        for name in ["pass", "pwd", "token.x", "x.token", "ssl.key", "oauthbearer.config", "é.secret", "secretß", "Ünicode.PRIVATE.key"] {
+            #expect(KafkaConfig.isSecret(name), "\(name)")
+        }
+        for name in ["", "pas", "pw", "ssl.ke", "oauthbearer.confi", "p.ass", "tokn", "sécret", "crédential"] {
+            #expect(!KafkaConfig.isSecret(name), "\(name)")
+        }
+    }
+
     @Test("printing, interpolating or dumping a configuration never shows a secret value")
     func configurationDescriptions() {
         let config = KafkaConfig(["sasl.password": "hunter2", "security.protocol": "SASL_SSL"])
