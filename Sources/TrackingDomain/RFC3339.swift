@@ -215,15 +215,21 @@ public enum RFC3339 {
         }
     }
 
-    /// Days since 1970-01-01 in the proleptic Gregorian calendar (eras of 400 years).
+    /// Days since 1970-01-01 in the proleptic Gregorian calendar (eras of 400 years), for the
+    /// years 0000–9999 a timestamp can write and a valid month and day.
+    ///
+    /// Counted from the era before year 0, so that every quotient is of a small non-negative
+    /// number (a multiply and a shift) instead of a floor division of any Int64: 76 -> 50
+    /// instructions a call (callgrind, live hits), one call for every string timestamp.
     static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = floorDiv(y, 400)
+        let y = UInt32(truncatingIfNeeded: (month <= 2 ? year - 1 : year) + 400)  // 399...10_399
+        let era = y / 400
         let yearOfEra = y - era * 400
-        let monthIndex = month > 2 ? month - 3 : month + 9
-        let dayOfYear = (153 * monthIndex + 2) / 5 + day - 1
+        let m = UInt32(truncatingIfNeeded: month)
+        let monthIndex = m > 2 ? m - 3 : m + 9
+        let dayOfYear = (153 * monthIndex + 2) / 5 + UInt32(truncatingIfNeeded: day) - 1
         let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
+        return Int64(era) * 146_097 + Int64(dayOfEra) - 719_468 - 146_097
     }
 
     /// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's

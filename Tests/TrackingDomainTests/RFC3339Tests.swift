@@ -130,6 +130,19 @@ struct RFC3339Tests {
         #expect(RFC3339.civil(fromDays: 2_932_896) == (9999, 12, 31))
     }
 
+    /// `daysFromCivil` counts from the era before year 0 with unsigned quotients: it must be
+    /// the inverse of `civil(fromDays:)` (checked above against Foundation) on every day a
+    /// timestamp can write.
+    @Test("daysFromCivil is the inverse of civil(fromDays:) on every day of years 0000-9999")
+    func daysFromCivilInvertsCivil() {
+        var mismatches: [Int64] = []
+        for day in Int64(-719_528)...Int64(2_932_896) {
+            let (year, month, dayOfMonth) = RFC3339.civil(fromDays: day)
+            if RFC3339.daysFromCivil(year: year, month: month, day: dayOfMonth) != day { mismatches.append(day) }
+        }
+        #expect(mismatches.isEmpty, "first days that differ: \(mismatches.prefix(5))")
+    }
+
     @Test("the generator's zoned timestamps read back as the same instant")
     func generatorTimestampsParse() {
         var rng = SplitMix64(seed: 1582)
