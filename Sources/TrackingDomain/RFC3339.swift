@@ -65,7 +65,8 @@ public enum RFC3339 {
     /// `parse` for the layouts apps write — a fraction of at most nine digits, if any, and a
     /// `Z` or `±hh:mm` zone — at fixed positions, straight-line: the full parser's digit and
     /// number closures returned an optional per digit, and a string timestamp cost 655
-    /// instructions, 376 this way (callgrind, the bench's mix of layouts). Nil means "not this layout, or not valid": the
+    /// instructions, 376 this way, 262 with the date, the time and the fraction checked a word
+    /// at a time (callgrind, the bench's mix of layouts). Nil means "not this layout, or not valid": the
     /// full parser then decides, so this never rejects what `parseFull` accepts, and what it
     /// accepts it reads as `parseFull` does (`RFC3339Tests` compares the two on edge cases).
     static func parseCommon(_ bytes: UnsafeRawBufferPointer) -> Int64? {
@@ -113,12 +114,13 @@ public enum RFC3339 {
         if zoneStart != 19 {
             // A fraction: a dot and one to nine digits, the first three of which are the ms.
             let digits = zoneStart - 20
-            guard p[19] == UInt8(ascii: "."), digits >= 1, digits <= 9 else { return nil }
-            for i in 20..<zoneStart {
-                guard d(i) <= 9 else { return nil }
-                if i < 23 { millis = millis * 10 + d(i) }
-            }
-            if digits < 3 { millis *= digits == 1 ? 100 : 10 }
+            guard p[19] == UInt8(ascii: "."), digits >= 1, digits <= 9, d(20) <= 9 else { return nil }
+            // The fraction's last eight bytes (all of it but the first digit at most) checked
+            // as one word like the date, the bytes before them (the time's) left out: a digit at
+            // a time cost about 12 instructions a digit.
+            let fraction = (word(zoneStart - 8) ^ 0x3030_3030_3030_3030) & UInt64.max &<< (8 * (8 - min(digits, 8)))
+            guard (fraction | (fraction &+ 0x7676_7676_7676_7676)) & tops == 0 else { return nil }
+            millis = d(20) * 100 + (digits > 1 ? d(21) * 10 : 0) + (digits > 2 ? d(22) : 0)
         }
         let days = daysFromCivil(year: year, month: Int64(month), day: Int64(day))
         let local = days * 86_400_000 + Int64(hour * 3_600_000 + minute * 60_000 + second * 1000 + millis)
