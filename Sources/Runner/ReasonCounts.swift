@@ -40,8 +40,15 @@ public struct ReasonCounts<Reason: CountedReason>: Sendable, Equatable, Expressi
             .filter { $0.1 > 0 }.sorted { $0.0.rawValue < $1.0.rawValue }.map { (reason: $0.0, count: $0.1) }
     }
 
+    /// Column by column: both tables are in the order of `Reason.table` (or empty), so no reason
+    /// is looked up (`index`, a scan of the table, for each count).
     public mutating func add(_ other: ReasonCounts) {
-        for (index, count) in other.counts.enumerated() where count != 0 { self[Reason.table[index]] += count }
+        guard !other.counts.isEmpty else { return }
+        guard !counts.isEmpty else {
+            counts = other.counts
+            return
+        }
+        for index in counts.indices { counts[index] += other.counts[index] }
     }
 
     /// What grew since `earlier`; a reason that did not grow counts 0.
