@@ -162,6 +162,10 @@ struct BroadlogSet: Sendable {
         for (id, stored) in long where stored & Self.longChangedBit != 0 { body(id, stored & ~Self.longChangedBit) }
     }
 
+    /// Room for what `forEachChanged` hands out: the changed entries noted, or once they were
+    /// too many to note (over an eighth of the table) every entry, plus the long ids.
+    var changedBound: Int { (changedSlots?.count ?? Int(inline)) + long.count }
+
     /// Whether any broadlog is flagged changed.
     var hasChanges: Bool {
         changedSlots.map { !$0.isEmpty } ?? entries.contains(where: \.changed) || long.values.contains { $0 & Self.longChangedBit != 0 }

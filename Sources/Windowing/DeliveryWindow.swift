@@ -111,6 +111,9 @@ struct DeliveryWindow: Sendable {
     /// counters and marks as they are now. Reads only; `clearChanges` forgets them.
     func change(of key: WindowKey) -> WindowChange {
         var list: [BroadlogActions] = []
+        // Grown by appends, the list was reallocated about five times a window (40 instructions
+        // a hit, one stage, callgrind).
+        list.reserveCapacity(broadlogs.changedBound)
         broadlogs.forEachChanged { list.append(BroadlogActions(id: $0, actions: $1)) }
         return WindowChange(
             window: key, counters: counters, countedThrough: countedThrough,
