@@ -215,7 +215,9 @@ struct AggregateTask: WindowTask {
     mutating func releaseHeld(changelogEnd end: Int64?) -> [WindowAggregate] {
         changelog.released(end: end)
         defer {
-            held = [:]
+            // Emptied, not freed: made anew, it grew again by rehashing as the next commit's
+            // records came (9 instructions a hit, one stage, callgrind).
+            held.removeAll(keepingCapacity: true)
             holdsClosedWindow = false
         }
         return WindowEngine.sortedForEmission(Array(held.values))
