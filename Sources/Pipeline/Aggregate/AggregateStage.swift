@@ -102,17 +102,33 @@ public struct AggregateStage<Input: AggregateInput>: StatefulStage {
     /// The batch's records by partition, in partition order; each partition's records keep their
     /// batch order.
     private func share(_ records: [PolledRecord]) -> [(partition: Int32, indices: [Int])] {
-        // Records come in runs of one partition: the table is touched once per run, not per record.
-        var byPartition: [Int32: [Int]] = [:]
+        // Records come in runs of one partition, and a batch holds a few partitions: each run is
+        // added to its partition's share at once (found by a scan of the few shares), its indices
+        // written straight into an array's storage. Appended from each range through a table of
+        // partitions, they were copied one by one, 12 instructions an index (callgrind, one stage).
+        var shares: [(partition: Int32, indices: [Int])] = []
         var start = 0
         while start < records.count {
             let partition = records[start].partition
             var end = start + 1
             while end < records.count && records[end].partition == partition { end += 1 }
-            byPartition[partition, default: []].append(contentsOf: start..<end)
+            if let share = shares.firstIndex(where: { $0.partition == partition }) {
+                shares[share].indices += Self.indices(start..<end)
+            } else {
+                shares.append((partition, Self.indices(start..<end)))
+            }
             start = end
         }
-        return byPartition.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        return shares.sorted { $0.partition < $1.partition }
+    }
+
+    private static func indices(_ range: Range<Int>) -> [Int] {
+        Array(unsafeUninitializedCapacity: range.count) { buffer, count in
+            // Wrapping: the sum is an index of the range, so it cannot overflow.
+            let first = range.lowerBound
+            for offset in buffer.indices { buffer[offset] = first &+ offset }
+            count = range.count
+        }
     }
 
     // MARK: Time
