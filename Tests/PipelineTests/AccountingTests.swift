@@ -107,4 +107,23 @@ struct AccountingTests {
         rebuilt.add(delta)
         #expect(rebuilt == later)
     }
+
+    /// `ReasonCounts.add` adds column by column, taking the other's table whole when it has none:
+    /// an empty table on either side, or both, must add like counts of zero.
+    @Test("counts by reason add with an empty table on either side")
+    func reasonCountsAddEmpty() {
+        let some: ReasonCounts<RejectReason> = [.tooLate: 2, .malformedJSON: 1]
+        var intoEmpty = ReasonCounts<RejectReason>()
+        intoEmpty.add(some)
+        #expect(intoEmpty == some && intoEmpty.total == 3)
+        var fromEmpty = some
+        fromEmpty.add(ReasonCounts())
+        #expect(fromEmpty == some)
+        var twice = some
+        twice.add(some)
+        #expect(twice == [.tooLate: 4, .malformedJSON: 2] && twice.description == "malformed_json 2, too_late 4")
+        var none = ReasonCounts<RejectReason>()
+        none.add(ReasonCounts())
+        #expect(none == ReasonCounts() && none.total == 0 && none.counted.isEmpty)
+    }
 }
