@@ -238,13 +238,6 @@ public enum ChangelogRecord {
         return length < 31 ? 1 + length : 1 + Varint.size(of: UInt64(length)) + length
     }
 
-    /// The value of a segment with these broadlogs.
-    static func encodeSegment(_ broadlogs: ArraySlice<BroadlogActions>) -> [UInt8] {
-        var bytes: [UInt8] = []
-        appendSegment(broadlogs, to: &bytes)
-        return bytes
-    }
-
     /// Written in place, its size counted first: appended broadlog by broadlog, an array grew and
     /// checked its room per byte (about 170 instructions a broadlog, 40 here; callgrind).
     static func appendSegment(_ broadlogs: ArraySlice<BroadlogActions>, to bytes: inout [UInt8]) {
@@ -292,12 +285,6 @@ public enum ChangelogRecord {
 
     /// The most bytes a head's value takes: its version and tag, and 18 varints.
     private static let headCapacity = 2 + 18 * Varint.maxBytes
-
-    static func encodeHead(_ head: Head) -> [UInt8] {
-        var bytes: [UInt8] = []
-        appendHead(head, to: &bytes)
-        return bytes
-    }
 
     /// The counters are read field by field, in the order of `WindowCounters.all` (the order
     /// `decodeHead` reads them in): a key path per counter cost about 400 instructions
