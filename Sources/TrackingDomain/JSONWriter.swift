@@ -72,7 +72,7 @@ public struct JSONWriter: Sendable {
 
     public mutating func int(_ value: Int64) {
         beginValue()
-        appendDecimal(value)
+        Self.appendDecimal(value, to: &bytes)
     }
 
     public mutating func int(_ value: Int) {
@@ -84,7 +84,9 @@ public struct JSONWriter: Sendable {
         bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])  // null
     }
 
-    private mutating func appendDecimal(_ value: Int64) {
+    /// `value` in decimal, as JSON numbers are written: the one way, also for writers that
+    /// append to their own bytes (an aggregate record's members).
+    public static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
         if value < 0 {
             bytes.append(UInt8(ascii: "-"))
         }

@@ -75,17 +75,7 @@ public enum AggregateRecord {
     /// `member`, then `value` in decimal, as `JSONWriter.int` writes it.
     private static func append(_ value: Int, _ member: [UInt8], to bytes: inout [UInt8]) {
         bytes += member
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var index = digits.count
-            repeat {
-                index -= 1
-                digits[index] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude != 0
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[index...]))
-        }
+        JSONWriter.appendDecimal(Int64(value), to: &bytes)
     }
 }
 
