@@ -32,18 +32,23 @@ public struct DeadLetterCut: Sendable, Equatable {
     static let recordOverhead = 256
     static let headerOverhead = 10
 
-    /// The bytes the record takes on the wire, as far as the limit is concerned.
+    /// The bytes the record takes on the wire, as far as the limit is concerned: the one count,
+    /// whichever way its headers are held.
+    static func size(keyBytes: Int, valueBytes: Int, headerBytes: Int, headerCount: Int) -> Int {
+        recordOverhead + keyBytes + valueBytes + headerBytes + headerCount * headerOverhead
+    }
+
+    /// The same, of headers as values.
     package static func size(keyBytes: Int, valueBytes: Int, headers: [KafkaHeader]) -> Int {
-        var size = recordOverhead + keyBytes + valueBytes
-        for header in headers { size += header.key.utf8.count + (header.value?.count ?? 0) + headerOverhead }
-        return size
+        let headerBytes = headers.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.count ?? 0) }
+        return size(keyBytes: keyBytes, valueBytes: valueBytes, headerBytes: headerBytes, headerCount: headers.count)
     }
 
     /// The same, of headers lent as bytes.
     package static func size(keyBytes: Int, valueBytes: Int, headerBlock: KafkaHeaderBlock) -> Int {
-        var size = recordOverhead + keyBytes + valueBytes
-        headerBlock.forEach { _, nameCount, value in size += nameCount + (value?.count ?? 0) + headerOverhead }
-        return size
+        var headerBytes = 0
+        headerBlock.forEach { _, nameCount, value in headerBytes += nameCount + (value?.count ?? 0) }
+        return size(keyBytes: keyBytes, valueBytes: valueBytes, headerBytes: headerBytes, headerCount: headerBlock.count)
     }
 
     /// The cut that makes a letter of this key, value and headers fit `limit` bytes, or nil when
