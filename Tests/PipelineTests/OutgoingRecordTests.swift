@@ -118,7 +118,9 @@ struct OutgoingRecordTests {
 
     @Test("a record of any other type is never cut: sent whole, and refused whole once, with no retry")
     func otherRecordsAreNeverCut() throws {
-        let entry = ChangelogEntry(.tombstone(.task), partition: 2)
+        var bytes: [UInt8] = []
+        let (key, value) = ChangelogRecord.Entry.tombstone(.task).encode(into: &bytes)
+        let entry = ChangelogEntry(bytes: bytes, key: key, value: value, partition: 2)
         #expect(entry.withBytes { ChangelogEntry.fit(key: $0, value: $1, headers: [], limit: 0) } == .neverCut)
         let output = AggregateOutput(key: "delivery-1@2024-01-01T00:00:00Z", windowSize: 60_000, value: large)
         #expect(output.withBytes { AggregateOutput.fit(key: $0, value: $1, headers: [], limit: limit) } == .neverCut)

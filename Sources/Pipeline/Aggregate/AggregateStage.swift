@@ -219,12 +219,6 @@ struct ChangelogEntry: OutgoingRecord {
         (self.bytes, self.key, self.value, self.partition) = (bytes, key, value, partition)
     }
 
-    init(_ entry: ChangelogRecord.Entry, partition: Int32) {
-        var bytes: [UInt8] = []
-        let (key, value) = entry.encode(into: &bytes)
-        self.init(bytes: bytes, key: key, value: value, partition: partition)
-    }
-
     var destination: Destination { .changelog }
     var headers: [KafkaHeader] { [] }
     /// The producer's clock: a state record is about no moment of the input.
