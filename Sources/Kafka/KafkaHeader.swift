@@ -95,6 +95,12 @@ public struct KafkaHeaderBlock {
         precondition(bytes.count - start == valueCount, "a header's value of another length than announced")
     }
 
+    /// Appends a header whose value is `value`'s UTF-8 bytes.
+    public static func append(name: String, string value: String, to bytes: inout [UInt8]) {
+        var value = value
+        value.withUTF8 { value in append(name: name, valueCount: value.count, to: &bytes) { $0.append(contentsOf: value) } }
+    }
+
     /// Appends `header` to `bytes`.
     public static func append(_ header: KafkaHeader, to bytes: inout [UInt8]) {
         append(name: header.key, valueCount: header.value?.count, to: &bytes) { bytes in

@@ -42,6 +42,28 @@ public struct DeadLetter: Sendable, Equatable {
         ]
     }
 
+    /// `headers`, byte for byte, as a block of header bytes (`KafkaHeaderBlock`) appended to
+    /// `bytes`: as values, each of the five headers was a String and an array made and freed
+    /// per letter.
+    package func appendHeaderBlock(to bytes: inout [UInt8]) {
+        var code = self.reason.rawValue, detail = self.detail
+        KafkaHeaderBlock.append(name: Header.reason, string: code, to: &bytes)
+        code.withUTF8 { reason in
+            detail.withUTF8 { detail in
+                // `RejectReason.written(detail:)`: the code, ": ", the detail.
+                KafkaHeaderBlock.append(name: Header.detail, valueCount: reason.count + 2 + detail.count, to: &bytes) { bytes in
+                    bytes.append(contentsOf: reason)
+                    bytes.append(UInt8(ascii: ":"))
+                    bytes.append(UInt8(ascii: " "))
+                    bytes.append(contentsOf: detail)
+                }
+            }
+        }
+        KafkaHeaderBlock.append(name: Header.sourceTopic, string: sourceTopic, to: &bytes)
+        KafkaHeaderBlock.append(name: Header.sourcePartition, string: String(sourcePartition), to: &bytes)
+        KafkaHeaderBlock.append(name: Header.sourceOffset, string: String(sourceOffset), to: &bytes)
+    }
+
     /// Reads the context back from a dead-letter record's headers; nil if any is missing, or the
     /// reason is none this version gives.
     public init?(headers: [KafkaHeader]) {
@@ -66,6 +88,15 @@ package struct InputDeadLetter: DeadLetterRecord {
 
     package var headers: [KafkaHeader] { letter.headers }
     package var timestamp: Int64? { record.timestamp }
+
+    /// Its headers as one block: a rejected hit of the normalize stage is sent at once, and a
+    /// block costs one buffer where the headers as values cost a String and an array each.
+    package func withHeaderBlock<R>(_ body: (KafkaHeaderBlock?) throws -> R) rethrows -> R {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256 + letter.detail.utf8.count + letter.sourceTopic.utf8.count)
+        letter.appendHeaderBlock(to: &bytes)
+        return try bytes.withUnsafeBytes { try body(KafkaHeaderBlock($0)) }
+    }
 
     package func withBytes<R>(_ body: (_ key: UnsafeRawBufferPointer?, _ value: UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
         try body(record.key, record.value)

@@ -43,34 +43,11 @@ package struct HeldDeadLetters: Sendable {
 
     /// `OutgoingDeadLetter.headers`, written without a String or an array per header.
     private mutating func appendHeaders(of outgoing: OutgoingDeadLetter) {
-        let letter = outgoing.letter
-        var reason = letter.reason.rawValue, detail = letter.detail
-        append(DeadLetter.Header.reason, reason)
-        reason.withUTF8 { reason in
-            detail.withUTF8 { detail in
-                // `RejectReason.written(detail:)`, as the letter's `headers` give it: the code, ": ", the detail.
-                KafkaHeaderBlock.append(name: DeadLetter.Header.detail, valueCount: reason.count + 2 + detail.count, to: &bytes) { bytes in
-                    bytes.append(contentsOf: reason)
-                    bytes.append(UInt8(ascii: ":"))
-                    bytes.append(UInt8(ascii: " "))
-                    bytes.append(contentsOf: detail)
-                }
-            }
-        }
-        append(DeadLetter.Header.sourceTopic, letter.sourceTopic)
-        append(DeadLetter.Header.sourcePartition, String(letter.sourcePartition))
-        append(DeadLetter.Header.sourceOffset, String(letter.sourceOffset))
+        outgoing.letter.appendHeaderBlock(to: &bytes)
         if outgoing.normalized != nil {
-            append(DeadLetter.Header.normalized, "true")
+            KafkaHeaderBlock.append(name: DeadLetter.Header.normalized, string: "true", to: &bytes)
         } else {
             for header in outgoing.cut { KafkaHeaderBlock.append(header, to: &bytes) }
-        }
-    }
-
-    private mutating func append(_ name: String, _ value: String) {
-        var value = value
-        value.withUTF8 { value in
-            KafkaHeaderBlock.append(name: name, valueCount: value.count, to: &bytes) { $0.append(contentsOf: value) }
         }
     }
 

@@ -106,6 +106,31 @@ struct OutgoingRecordTests {
         #expect(producer.sent.count == 2 && sink.cutDeadLetters == 1)
     }
 
+    @Test("a normalize stage's dead letter goes with its headers as bytes when it fits, and is cut as any dead letter when it does not")
+    func inputDeadLetters() throws {
+        let letter = DeadLetter(reason: .tooLarge, detail: "too_large: «é»", sourceTopic: "hits", sourcePartition: 0, sourceOffset: 9)
+        let producer = KeepingProducer()
+        var sink = try sink(producer)
+        for value in [[1, 2, 3], large] as [[UInt8]] {
+            try Array("device-1".utf8).withUnsafeBytes { key in
+                try value.withUnsafeBytes { value in
+                    let record = PolledRecord(partition: 0, offset: 9, key: key, value: value, timestamp: 5, headerCount: .known(0))
+                    let input = InputDeadLetter(letter: letter, record: record)
+                    input.withHeaderBlock { #expect($0?.headers == letter.headers) }
+                    try sink.send(input)
+                }
+            }
+        }
+        let owned = KeepingProducer()
+        var ownedSink = try self.sink(owned)
+        for value in [[1, 2, 3], large] as [[UInt8]] {
+            try ownedSink.send(OwnedDeadLetter(RefusedRecord(key: Array("device-1".utf8), value: value, headers: letter.headers, timestamp: 5)))
+        }
+        #expect(producer.sent.map(\.value) == owned.sent.map(\.value) && producer.sent.map(\.key) == owned.sent.map(\.key))
+        #expect(producer.sent.map(\.headers) == owned.sent.map(\.headers))
+        #expect(producer.sent.count == 2 && sink.cutDeadLetters == 1)
+    }
+
     @Test("a dead letter the producer refuses all the same is tried again at half the limit, until it goes")
     func refusedDeadLetterHalves() throws {
         let producer = KeepingProducer(refusesAbove: limit / 4)
