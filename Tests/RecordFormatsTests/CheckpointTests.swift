@@ -1,3 +1,4 @@
+import Foundation
 @testable import RecordFormats
 import Testing
 
@@ -31,6 +32,17 @@ struct CheckpointTests {
             let checkpoint = Checkpoint(evictedBefore: 1, processedMark: 2, seen: seen, changelog: 3, identity: Self.identity)
             #expect(checkpoint.encoded.hasSuffix(" seen=\(text)"))
             #expect(Checkpoint(decoding: checkpoint.encoded, group: "g") == checkpoint)
+        }
+    }
+
+    @Test("the map's base64url is Foundation's base64 in the URL alphabet, without padding, for every length and byte")
+    func base64url() {
+        var generator = SystemRandomNumberGenerator()
+        for count in 0..<64 {
+            let bytes = (0..<count).map { index in index < 3 ? UInt8(255 - index) : UInt8.random(in: 0...255, using: &generator) }
+            let foundation = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Checkpoint.base64url(bytes) == foundation, "\(bytes)")
         }
     }
 
