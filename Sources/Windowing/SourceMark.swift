@@ -89,30 +89,31 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
         run = (source, Report(watermark: watermark, idle: idle, delivered: delivered, quietSince: quietSince))
     }
 
+    /// Each source's report, as `bySource` gives it, without a copy of the table.
+    @inlinable
+    public func forEachSource(_ body: (Source, Report) throws -> Void) rethrows {
+        guard let run else { return try table.forEach(body) }
+        for (source, report) in table where source != run.source { try body(source, report) }
+        try body(run.source, Self.folded(run.report, after: table[run.source]))
+    }
+
     /// Reports of a run, after whatever the table holds for its source.
     @inlinable
     static func fold(_ run: (source: Source, report: Report), into table: inout [Source: Report]) {
-        let earlier = table[run.source]
-        table[run.source] = Report(
-            watermark: EventTimeMath.latest(earlier?.watermark, run.report.watermark), idle: run.report.idle,
-            delivered: (earlier?.delivered ?? false) || run.report.delivered,
-            quietSince: EventTimeMath.latest(earlier?.quietSince, run.report.quietSince))
+        table[run.source] = folded(run.report, after: table[run.source])
+    }
+
+    @inlinable
+    static func folded(_ report: Report, after earlier: Report?) -> Report {
+        Report(
+            watermark: EventTimeMath.latest(earlier?.watermark, report.watermark), idle: report.idle,
+            delivered: (earlier?.delivered ?? false) || report.delivered,
+            quietSince: EventTimeMath.latest(earlier?.quietSince, report.quietSince))
     }
 
     public mutating func merge(_ other: SourceMarks) {
         for (source, report) in other.bySource {
             note(source: source, watermark: report.watermark, idle: report.idle, delivered: report.delivered, quietSince: report.quietSince)
-        }
-    }
-}
-
-extension SourceMarks where Source == Int32 {
-    /// In source order, so the engine sees the same sequence whatever the batch's history.
-    public var sorted: [SourceMark] {
-        bySource.sorted { $0.key < $1.key }.map {
-            SourceMark(
-                source: $0.key, watermark: $0.value.watermark, idle: $0.value.idle, delivered: $0.value.delivered,
-                quietSince: $0.value.quietSince)
         }
     }
 }
