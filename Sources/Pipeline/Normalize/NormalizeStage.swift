@@ -180,55 +180,47 @@ public struct NormalizeStage: StatelessStage {
         // hears that it is active before any record of this batch. A task that gets none of its
         // events would otherwise still leave it out, and the batch's events of other sources
         // would move that task's watermark past it until the next marks.
-        if sources.values.contains(where: \.markedIdle), case let returning = returningSources(records, laneCount: laneCount), !returning.isEmpty {
+        if sources.values.contains(where: \.markedIdle), case let returning = returningSources(laneCount: laneCount), !returning.isEmpty {
             try sendMarks(now: now, delivering: returning, into: &sink)
         }
-        var index = 0
-        // Records come in runs of one partition: its source state is taken out once per run.
-        var partition = records[0].partition
-        var source = sources[partition] ?? SourceState(watermark: nil, lastEventAt: now)
+        pending.accounting.consumed += records.count
         for lane in 0..<laneCount {
-            var placed = 0
-            for outcome in lanes[lane].outcomes {
-                defer { index += 1 }
+            settleWriters(of: lane)
+            for run in lanes[lane].runs {
+                var source = sources[run.partition] ?? SourceState(watermark: nil, lastEventAt: now)
+                source.processed = run.next
+                source.watermark = EventTimeMath.latest(source.watermark, run.watermark)
+                if run.accepted { source.lastEventAt = now }
+                sources[run.partition] = source
+            }
+            pending.accounting.accepted += lanes[lane].accepted
+            pending.accounting.filtered.add(lanes[lane].filtered)
+            for (index, reason, detail) in lanes[lane].rejections {
                 let record = records[index]
-                if record.partition != partition {
-                    sources[partition] = source
-                    partition = record.partition
-                    source = sources[partition] ?? SourceState(watermark: nil, lastEventAt: now)
-                }
-                pending.accounting.consumed += 1
-                source.processed = record.offset + 1
-                switch outcome {
-                case .accepted:
-                    place(lanes[lane].placements[placed], of: record, lane: lane, source: &source, now: now)
-                    placed += 1
-                    pending.accounting.accepted += 1
-                case .filtered(let reason):
-                    pending.accounting.filtered[reason] += 1
-                case .rejected(let number):
-                    let (reason, detail) = lanes[lane].rejections[number]
-                    pending.accounting.deadLettered[reason] += 1
-                    let letter = DeadLetter(reason: reason, detail: detail, sourceTopic: inputTopic, sourcePartition: record.partition, sourceOffset: record.offset)
-                    try sink.send(InputDeadLetter(letter: letter, record: record))
-                }
+                pending.accounting.deadLettered[reason] += 1
+                let letter = DeadLetter(reason: reason, detail: detail, sourceTopic: inputTopic, sourcePartition: record.partition, sourceOffset: record.offset)
+                try sink.send(InputDeadLetter(letter: letter, record: record))
             }
         }
-        sources[partition] = source
         try sendRecords(of: laneCount, into: &sink)
     }
 
-    /// An accepted hit, in input order: its source's watermark moves on, and the events record
-    /// its lane wrote it into carries that watermark (and, for the first record of this owner
-    /// to a partition naming the source, the beginning of the group's records of it there).
-    private mutating func place(_ placement: Placement, of record: PolledRecord, lane: Int, source: inout SourceState, now: Int64) {
-        let (eventTime, writer) = (placement.eventTime, Int(placement.writer))
-        let watermark = EventTimeMath.latest(source.watermark, min(eventTime, record.timestamp ?? eventTime, now))
-        source.watermark = watermark
-        source.lastEventAt = now
-        lanes[lane].writers[writer].setWatermark(watermark, source: Int(placement.source))
-        if !source.toBegin.isEmpty, source.toBegin.remove(lanes[lane].writers[writer].partition) != nil {
-            lanes[lane].writers[writer].markBegins(source: Int(placement.source))
+    /// Before the sources take a lane's runs: the events records the lane wrote carry, for each
+    /// source, the watermark it had reached before the lane, raised by the lane's own hits up to
+    /// the record's last of the source; and the first record to a partition that the source
+    /// must begin there says so (lanes and their writers are in input order).
+    private mutating func settleWriters(of lane: Int) {
+        // Taken out of the lane while they are changed, so that the sources can be read.
+        var writers: [RepartitionRecord.EventsWriter] = []
+        swap(&writers, &lanes[lane].writers)
+        defer { swap(&writers, &lanes[lane].writers) }
+        for writer in 0..<lanes[lane].used {
+            let partition = writers[writer].partition
+            writers[writer].settleSources { source, watermark, begins in
+                guard let state = sources[source] else { return }
+                watermark = EventTimeMath.latest(state.watermark, watermark)
+                if !state.toBegin.isEmpty, sources[source]?.toBegin.remove(partition) != nil { begins = true }
+            }
         }
     }
 
@@ -243,163 +235,13 @@ public struct NormalizeStage: StatelessStage {
         }
     }
 
-    /// The sources the last marks called idle that have an accepted hit among `records`.
-    private func returningSources(_ records: [PolledRecord], laneCount: Int) -> Set<Int32> {
+    /// The sources the last marks called idle that have an accepted hit in the batch.
+    private func returningSources(laneCount: Int) -> Set<Int32> {
         var returning: Set<Int32> = []
-        var index = 0
-        // Records come in runs of one partition: its state is looked up once per run.
-        var partition: Int32?
-        var markedIdle = false
         for lane in 0..<laneCount {
-            for outcome in lanes[lane].outcomes {
-                defer { index += 1 }
-                guard case .accepted = outcome else { continue }
-                let source = records[index].partition
-                if source != partition {
-                    partition = source
-                    markedIdle = sources[source]?.markedIdle ?? false
-                }
-                if markedIdle { returning.insert(source) }
-            }
+            for run in lanes[lane].runs where run.accepted && sources[run.partition]?.markedIdle == true { returning.insert(run.partition) }
         }
         return returning
-    }
-
-    /// What a lane needs to judge and encode its records, the same for every lane of a batch.
-    struct LaneContext: Sendable {
-        let intake: HitIntake
-        let origin: RepartitionRecord.Origin
-        let repartitionPartitions: Int32
-        let batchBytes: Int
-        let maxOriginalBytes: Int
-        /// The earliest event time that travels without its original in this batch
-        /// (`OriginalRule.firstUncarried`; nil: every hit carries it).
-        let uncarriedFrom: Int64?
-        /// The stage's clock for this batch: every record of it says it was written then.
-        let writerClock: Int64
-        /// The epoch of every owned source partition.
-        let epochs: [Int32: UInt32]
-    }
-
-    /// An accepted hit as its lane wrote it: at its event time, into the events record of
-    /// `writer`, as source `source` of that record's table.
-    struct Placement {
-        let eventTime: Int64
-        let writer: Int32
-        let source: Int32
-    }
-
-    /// What became of a record of a lane: a value of no references, so that keeping one per
-    /// record costs no retain or release (a `Verdict` per record did: about 300 instructions a
-    /// hit in copies and destroys, callgrind). A rejection's reason and detail are kept aside, by number.
-    enum Outcome {
-        case accepted
-        case filtered(FilterReason)
-        /// The lane's `rejections[number]`.
-        case rejected(Int)
-    }
-
-    /// A contiguous chunk of a batch, prepared: what became of each record (`outcomes`, in
-    /// record order, with the `rejections`' reasons and details), the `placements` of the
-    /// accepted ones in the same order, and the events records they were written into
-    /// (`writers[0..<used]`, in the order they were begun).
-    /// A stage keeps its lanes from batch to batch and only empties them, so that their buffers
-    /// are allocated once rather than for every batch; a writer whose buffer an unusual batch of
-    /// large messages grew beyond `retainedRecordBytes` is let go rather than held.
-    struct PreparedLane {
-        var outcomes: [Outcome] = []
-        var rejections: [(reason: RejectReason, detail: String)] = []
-        var placements: [Placement] = []
-        var writers: [RepartitionRecord.EventsWriter] = []
-        var used = 0
-        /// Per repartition partition, the writer taking its events (-1: none yet).
-        var open: [Int32] = []
-    }
-
-    /// The most bytes a writer keeps from one batch to the next: a batch of typical hits needs
-    /// well under this.
-    static let retainedRecordBytes = 2 << 20
-
-    /// Judges and encodes `records` on up to `lanes` threads, lane `i` into `prepared[i]`;
-    /// returns how many lanes hold this batch (the first ones).
-    static func prepare(_ records: [PolledRecord], context: LaneContext, lanes: Int, into prepared: inout [PreparedLane]) -> Int {
-        let lanes = max(1, min(lanes, records.count))
-        if prepared.count < lanes { prepared += Array(repeating: PreparedLane(), count: lanes - prepared.count) }
-        let chunk = (records.count + lanes - 1) / lanes
-        // Lanes beyond `lanes`, kept from a larger batch, get an empty chunk.
-        _ = inParallel(&prepared, lanes: lanes) { lane, index in
-            prepareChunk(records, min(records.count, index * chunk)..<min(records.count, (index + 1) * chunk), context: context, into: &lane)
-        }
-        return lanes
-    }
-
-    private static func prepareChunk(_ records: [PolledRecord], _ range: Range<Int>, context: LaneContext, into lane: inout PreparedLane) {
-        lane.outcomes.removeAll(keepingCapacity: true)
-        lane.outcomes.reserveCapacity(range.count)
-        lane.rejections.removeAll(keepingCapacity: true)
-        lane.placements.removeAll(keepingCapacity: true)
-        for index in 0..<lane.used where lane.writers[index].bytes.capacity > retainedRecordBytes {
-            lane.writers[index] = RepartitionRecord.EventsWriter()
-        }
-        lane.used = 0
-        if lane.open.count == Int(context.repartitionPartitions) {
-            for index in lane.open.indices { lane.open[index] = -1 }
-        } else {
-            lane.open = Array(repeating: -1, count: Int(context.repartitionPartitions))
-        }
-        var partition: Int32?
-        var epoch: UInt32 = 0
-        for index in range {
-            let record = records[index]
-            switch context.intake.take(record) {
-            case .filtered(let reason):
-                lane.outcomes.append(.filtered(reason))
-            case .rejected(let reason, let detail):
-                lane.outcomes.append(.rejected(lane.rejections.count))
-                lane.rejections.append((reason, detail))
-            case .accepted(let event):
-                lane.outcomes.append(.accepted)
-                let eventTime = event.eventTime!  // the intake accepts no hit without one
-                if record.partition != partition {
-                    partition = record.partition
-                    epoch = context.epochs[record.partition] ?? 0
-                }
-                let target = DeliveryHash.partition(of: event.deliveryId, count: context.repartitionPartitions)
-                var writer = Int(lane.open[Int(target)])
-                if writer < 0 {
-                    writer = lane.used
-                    if writer == lane.writers.count { lane.writers.append(RepartitionRecord.EventsWriter()) }
-                    lane.writers[writer].begin(partition: target, origin: context.origin, writerClock: context.writerClock)
-                    lane.used += 1
-                    lane.open[Int(target)] = Int32(writer)
-                }
-                let original =
-                    context.uncarriedFrom.map { eventTime < $0 } ?? true
-                    ? RepartitionRecord.OriginalBytes(
-                        key: record.key, value: record.value, timestamp: record.timestamp, maxBytes: context.maxOriginalBytes) : nil
-                // Appended and measured in one access to the writer: reading `size` through
-                // the array on its own copied the whole writer (its ten buffers retained and
-                // released) for every hit.
-                let (source, full) = Self.append(
-                    event, to: &lane.writers[writer], eventTime: eventTime, record: record, epoch: epoch, original: original,
-                    batchBytes: context.batchBytes)
-                lane.placements.append(Placement(eventTime: eventTime, writer: Int32(writer), source: Int32(source)))
-                // A full record is closed: the partition's next event begins another.
-                if full { lane.open[Int(target)] = -1 }
-            }
-        }
-    }
-
-    /// Appends an accepted hit to `writer`; returns its source's place in the record's table,
-    /// and whether the record is full (`batchBytes`).
-    private static func append(
-        _ event: TrackingEvent, to writer: inout RepartitionRecord.EventsWriter, eventTime: Int64, record: PolledRecord, epoch: UInt32,
-        original: RepartitionRecord.OriginalBytes?, batchBytes: Int
-    ) -> (source: Int, full: Bool) {
-        let source = writer.append(
-            event, eventTime: eventTime, sourcePartition: record.partition, epoch: epoch, sourceOffset: record.offset,
-            timestamp: record.timestamp, original: original)
-        return (source, writer.size >= batchBytes)
     }
 
     public mutating func tick(now: Int64, into sink: inout some RecordSink) throws {
