@@ -134,6 +134,7 @@ extension RepartitionRecord {
         }
 
         /// Writes one event's bytes at `end`, growing the buffer first if they might not fit.
+        @inline(__always)
         private mutating func write(_ fields: EventFields, original: FittedOriginal?, broadlog: UnsafeRawBufferPointer) {
             var size = 2 + 4 * Varint.maxBytes + broadlog.count
             if let original { size += original.maxSize }
@@ -205,6 +206,7 @@ extension RepartitionRecord {
 
         /// The record's number for a delivery: a short table is searched (a record bound for one
         /// partition has few deliveries), a long one hashed.
+        @inline(__always)
         private mutating func deliveryNumber(_ id: DeliveryID) -> Int {
             if deliveries.count <= 16 {
                 // By hand, by the first word first: 73 instructions an event where
@@ -290,6 +292,7 @@ extension RepartitionRecord {
 
         mutating func varint(_ value: UInt64) { at = Varint.write(value, to: raw, at: at) }
 
+        @inline(__always)
         mutating func put(_ bytes: UnsafeRawBufferPointer) {
             if let base = bytes.baseAddress, !bytes.isEmpty { (raw + at).copyMemory(from: base, byteCount: bytes.count) }
             at += bytes.count
