@@ -32,33 +32,41 @@ public struct RepartitionInput: AggregateInput {
         batch.refusal = refusal
     }
 
-    /// Notes a record's table of source partitions (a marks record's, or an events record's
-    /// closing one), the record at `offset`, and returns each one's key.
-    @discardableResult
-    private func note(
-        _ marks: [SourceMark], epochs: [UInt32], begins: [Bool], of origin: RepartitionRecord.Origin, at offset: Int64,
-        into batch: inout DecodedBatch
-    ) -> [SourceKey] {
+    /// The key of each source partition in a record's table. A record's sources are mostly of
+    /// one incarnation, and a table names up to every input partition: its incarnation is worked
+    /// out once per run of one epoch.
+    private static func keys(of marks: [SourceMark], epochs: [UInt32], topic: String) -> [SourceKey] {
         var keys: [SourceKey] = []
         keys.reserveCapacity(marks.count)
-        // A record's sources are mostly of one incarnation, and a table names up to every
-        // input partition: its incarnation is worked out and noted once per run of one epoch.
         var current: (epoch: UInt32, incarnation: UInt64)?
-        for (index, (mark, epoch)) in zip(marks, epochs).enumerated() {
+        for (mark, epoch) in zip(marks, epochs) {
             let incarnation: UInt64
             if let current, current.epoch == epoch {
                 incarnation = current.incarnation
             } else {
-                incarnation = SourceKey.incarnation(topic: origin.sourceTopic, epoch: epoch)
-                batch.sourcePartitions[incarnation] = max(batch.sourcePartitions[incarnation] ?? 0, origin.sourcePartitions)
+                incarnation = SourceKey.incarnation(topic: topic, epoch: epoch)
                 current = (epoch, incarnation)
             }
-            let key = SourceKey(incarnation: incarnation, partition: mark.source)
-            batch.marks.note(source: key, watermark: mark.watermark, idle: mark.idle, quietSince: mark.quietSince)
-            batch.sighted(key, at: offset, begins: index < begins.count && begins[index])
-            keys.append(key)
+            keys.append(SourceKey(incarnation: incarnation, partition: mark.source))
         }
         return keys
+    }
+
+    /// Notes a record's table of source partitions (a marks record's, or an events record's
+    /// closing one), with their `keys`, and the record at `offset`.
+    private func note(
+        _ keys: [SourceKey], _ marks: [SourceMark], begins: [Bool], of origin: RepartitionRecord.Origin, at offset: Int64,
+        into batch: inout DecodedBatch
+    ) {
+        var noted: UInt64?
+        for (index, (key, mark)) in zip(keys, marks).enumerated() {
+            if noted != key.incarnation {
+                batch.sourcePartitions[key.incarnation] = max(batch.sourcePartitions[key.incarnation] ?? 0, origin.sourcePartitions)
+                noted = key.incarnation
+            }
+            batch.marks.note(source: key, watermark: mark.watermark, idle: mark.idle, quietSince: mark.quietSince)
+            batch.sighted(key, at: offset, begins: index < begins.count && begins[index])
+        }
     }
 
     /// What the records' headers say (`RepartitionRecord.eventCount`): a record carries the
@@ -75,55 +83,67 @@ public struct RepartitionInput: AggregateInput {
         return count
     }
 
+    /// A record's events are appended as they are read (`RepartitionRecord.EventsReader`), and
+    /// what its tables say noted once they all were: a record that cannot be read is refused
+    /// whole, the events read before the error taken back.
     public func decode(_ record: PolledRecord, at index: Int, into batch: inout DecodedBatch) {
         guard let value = record.value else {
             return Self.reject(
                 "an empty record on the repartition topic; only trackpipe should write to it", DeadLetterReference(record: index),
                 of: record, into: &batch)
         }
-        let decoded: RepartitionRecord.Decoded
-        do {
-            decoded = try RepartitionRecord.decode(value)
-        } catch {
-            let detail = error.writtenByAnotherVersion ? "\(error)" : "\(error); only trackpipe should write to the repartition topic"
-            return Self.reject(detail, DeadLetterReference(record: index), of: record, into: &batch)
-        }
-        switch decoded {
-        case .marks(let marks):
-            batch.markRecords += 1
-            batch.writerClock = max(batch.writerClock ?? marks.writerClock, marks.writerClock)
-            checkRouting(marks.origin, of: record, into: &batch)
-            note(marks.marks, epochs: marks.epochs, begins: marks.begins, of: marks.origin, at: record.offset, into: &batch)
-        case .events(let events):
-            batch.writerClock = max(batch.writerClock ?? events.writerClock, events.writerClock)
-            checkRouting(events.origin, of: record, into: &batch)
-            // Every source partition the events name is in the record's table (the decoder
-            // checks), and each delivery id is made once per record, not once per event.
-            let keys = note(events.marks, epochs: events.epochs, begins: events.begins, of: events.origin, at: record.offset, into: &batch)
-            var deliveryIds = [DeliveryID?](repeating: nil, count: events.deliveries.count)
-            var source = keys.first
-            for (number, event) in events.events.enumerated() {
-                let reference = DeadLetterReference(record: index, event: number)
-                if source?.partition != event.sourcePartition {
-                    source = keys.first { $0.partition == event.sourcePartition }
-                }
-                guard let source, !event.deliveryId.isEmpty else {
-                    Self.reject("an event without its delivery id", reference, of: record, into: &batch)
-                    continue
-                }
-                let deliveryId: DeliveryID
-                if let known = deliveryIds[event.delivery] {
-                    deliveryId = known
-                } else {
-                    deliveryId = DeliveryID(event.deliveryId)
-                    deliveryIds[event.delivery] = deliveryId
-                }
-                batch.events.append(
-                    DecodedBatch.Event(
-                        event: event.tracking(deliveryId), source: source, sourceOffset: event.sourceOffset, partition: record.partition,
-                        offset: record.offset, reference: reference, carriesOriginal: event.original != nil))
+        let (events, rejections) = (batch.events.count, batch.rejections.count)
+        do throws(RepartitionRecord.DecodingError) {
+            switch try RepartitionRecord.read(value) {
+            case .marks(let marks):
+                batch.markRecords += 1
+                batch.writerClock = max(batch.writerClock ?? marks.writerClock, marks.writerClock)
+                checkRouting(marks.origin, of: record, into: &batch)
+                let keys = Self.keys(of: marks.marks, epochs: marks.epochs, topic: marks.origin.sourceTopic)
+                note(keys, marks.marks, begins: marks.begins, of: marks.origin, at: record.offset, into: &batch)
+            case .events(var reader):
+                let keys = Self.keys(of: reader.marks, epochs: reader.epochs, topic: reader.origin.sourceTopic)
+                try Self.append(&reader, keys: keys, of: record, at: index, into: &batch)
+                batch.writerClock = max(batch.writerClock ?? reader.writerClock, reader.writerClock)
+                checkRouting(reader.origin, of: record, into: &batch)
+                note(keys, reader.marks, begins: reader.begins, of: reader.origin, at: record.offset, into: &batch)
             }
+        } catch {
+            // Refused whole, as when a record was read whole before its events were taken.
+            batch.events.removeSubrange(events...)
+            batch.rejections.removeSubrange(rejections...)
+            let detail = error.writtenByAnotherVersion ? "\(error)" : "\(error); only trackpipe should write to the repartition topic"
+            Self.reject(detail, DeadLetterReference(record: index), of: record, into: &batch)
         }
+    }
+
+    /// Appends an events record's events to `batch`, each with the key of its source, which the
+    /// record's table lists (the reader checks), and the id of its delivery, made once per
+    /// table entry rather than once per event.
+    private static func append(
+        _ reader: inout RepartitionRecord.EventsReader, keys: [SourceKey], of record: PolledRecord, at index: Int,
+        into batch: inout DecodedBatch
+    ) throws(RepartitionRecord.DecodingError) {
+        let deliveryIds = reader.deliveries.map { DeliveryID(recordBytes: $0) }
+        var source = keys.first
+        var number = -1
+        while reader.remaining > 0 {
+            let event = try reader.next()
+            number += 1
+            let reference = DeadLetterReference(record: index, event: number)
+            if source?.partition != event.sourcePartition {
+                source = keys.first { $0.partition == event.sourcePartition }
+            }
+            guard let source, !event.deliveryId.isEmpty else {
+                Self.reject("an event without its delivery id", reference, of: record, into: &batch)
+                continue
+            }
+            batch.events.append(
+                DecodedBatch.Event(
+                    event: event.tracking(deliveryIds[event.delivery]), source: source, sourceOffset: event.sourceOffset,
+                    partition: record.partition, offset: record.offset, reference: reference, carriesOriginal: event.original != nil))
+        }
+        try reader.finish()
     }
 
     private static func reject(
@@ -195,7 +215,24 @@ extension RepartitionRecord.Event {
     /// The hit it carries, with its delivery id made by the caller (a decoder makes each once per record).
     func tracking(_ deliveryId: DeliveryID) -> TrackingEvent {
         TrackingEvent(
-            deliveryId: deliveryId, broadlogId: BroadlogID(broadlogId), action: action, channel: channel, platform: platform,
+            deliveryId: deliveryId, broadlogId: BroadlogID(recordBytes: broadlogId), action: action, channel: channel, platform: platform,
             eventTime: eventTime, shape: shape)
+    }
+}
+
+extension InlineID {
+    /// An id from a record's bytes, as `init(_:)` makes it (invalid UTF-8 repaired). An ASCII id
+    /// of up to sixteen bytes, the usual, is made inline and checked on its words, which hold
+    /// every byte of it: `init(_:)`, which another module cannot inline, checks byte by byte.
+    @inline(__always)
+    init(recordBytes bytes: UnsafeRawBufferPointer) {
+        if bytes.count <= 16 {
+            let id = Self(validUTF8: bytes)
+            if (id.bytes.low | id.bytes.high) & 0x8080_8080_8080_8080 == 0 {
+                self = id
+                return
+            }
+        }
+        self.init(bytes)
     }
 }
