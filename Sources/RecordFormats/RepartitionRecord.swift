@@ -388,6 +388,7 @@ public enum RepartitionRecord {
         var begins: [Bool] = []
         marks.reserveCapacity(min(count, 1 << 16))
         epochs.reserveCapacity(min(count, 1 << 16))
+        begins.reserveCapacity(min(count, 1 << 16))
         for _ in 0..<count {
             let source = try reader.varint()
             let epoch = try reader.varint()

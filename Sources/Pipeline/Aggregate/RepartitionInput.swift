@@ -58,6 +58,9 @@ public struct RepartitionInput: AggregateInput {
         _ keys: [SourceKey], _ marks: [SourceMark], begins: [Bool], of origin: RepartitionRecord.Origin, at offset: Int64,
         into batch: inout DecodedBatch
     ) {
+        // A batch's records name the input partitions upstream a few more at a time: grown
+        // from empty, the table was rebuilt about five times a batch (callgrind).
+        if batch.firstSightings.isEmpty { batch.firstSightings = .init(minimumCapacity: min(max(origin.sourcePartitions, keys.count), 256)) }
         var noted: UInt64?
         for (index, (key, mark)) in zip(keys, marks).enumerated() {
             if noted != key.incarnation {
