@@ -92,6 +92,11 @@ public enum RepartitionRecord {
         /// What was cut of an original too large to travel whole, as the headers of its dead
         /// letter will say it (see `cutHeaders`); empty when the original is whole.
         public var cut: UnsafeRawBufferPointer
+
+        @usableFromInline
+        init(key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer?, timestamp: Int64?, cut: UnsafeRawBufferPointer) {
+            (self.key, self.value, self.timestamp, self.cut) = (key, value, timestamp, cut)
+        }
     }
 
     /// An event as read back: views into the record's bytes, valid as long as they are.
@@ -109,6 +114,16 @@ public enum RepartitionRecord {
         public var broadlogId: UnsafeRawBufferPointer
         /// Nil when the writer ruled out that the hit can be `too_late` downstream.
         public var original: Original?
+
+        @usableFromInline
+        init(
+            sourcePartition: Int32, sourceOffset: Int64, eventTime: Int64, action: HitAction, channel: Channel, platform: Platform,
+            shape: HitShape, delivery: Int, deliveryId: UnsafeRawBufferPointer, broadlogId: UnsafeRawBufferPointer, original: Original?
+        ) {
+            (self.sourcePartition, self.sourceOffset, self.eventTime) = (sourcePartition, sourceOffset, eventTime)
+            (self.action, self.channel, self.platform, self.shape) = (action, channel, platform, shape)
+            (self.delivery, self.deliveryId, self.broadlogId, self.original) = (delivery, deliveryId, broadlogId, original)
+        }
     }
 
     public enum Decoded {
@@ -150,6 +165,11 @@ public enum RepartitionRecord {
         /// The record begins with another format version than `version`: another version of
         /// trackpipe wrote it, and the description says what to do.
         public var writtenByAnotherVersion = false
+
+        @usableFromInline
+        init(description: String, writtenByAnotherVersion: Bool = false) {
+            (self.description, self.writtenByAnotherVersion) = (description, writtenByAnotherVersion)
+        }
     }
 
     /// An events record stays well below the 1 MB that producers and brokers accept by default
@@ -160,14 +180,15 @@ public enum RepartitionRecord {
 
     /// An event's first byte: its action, channel and platform (two bits each), whether a new
     /// source partition's events begin with it, and whether its original follows it.
+    @usableFromInline
     enum Head {
-        static let newSource: UInt8 = 0x40
-        static let original: UInt8 = 0x80
+        @usableFromInline static let newSource: UInt8 = 0x40
+        @usableFromInline static let original: UInt8 = 0x80
     }
 
     /// An event's second byte: its shape (three bits), and its delivery's index when below 31
     /// (five bits; 31: the index minus 31 follows as a varint).
-    static let inlineDeliveries = 31
+    @usableFromInline static let inlineDeliveries = 31
 
     /// A source table entry's flags.
     fileprivate enum SourceFlag {
@@ -335,47 +356,13 @@ public enum RepartitionRecord {
             try region.skip(reader.position)
             return .events(EventsReader(
                 origin: origin, writerClock: writerClock, deliveries: deliveries, marks: marks, epochs: epochs, begins: begins,
-                remaining: count, cursor: EventCursor(writerClock: writerClock, sources: marks.count), region: region))
+                left: count, cursor: EventCursor(writerClock: writerClock, sources: marks.count), region: region))
         case .marks:
             let (marks, epochs, begins) = try readSourceTable(&reader, writerClock: writerClock)
             guard reader.isAtEnd else { throw DecodingError(description: "repartition record with trailing bytes") }
             return .marks(Marks(origin: origin, writerClock: writerClock, marks: marks, epochs: epochs, begins: begins))
         case nil:
             throw DecodingError(description: "repartition record of unknown kind \(kind)")
-        }
-    }
-
-    /// An events record being read: its header and tables (as `Events` holds them), then its
-    /// events in order, one per `next`.
-    ///
-    /// Why: the aggregate stage makes its own events of a record's as it reads them. Gathered
-    /// into an array first (`decode`), every event was built, copied into the array and read
-    /// again, and the array allocated and freed per record: `RepartitionInput.decode` cost 628
-    /// instructions a hit, 444 read this way (callgrind, two stages, 200,000 live hits).
-    public struct EventsReader {
-        public let origin: Origin
-        public let writerClock: Int64
-        public let deliveries: [UnsafeRawBufferPointer]
-        public let marks: [SourceMark]
-        public let epochs: [UInt32]
-        public let begins: [Bool]
-        /// How many events the record says are left to read.
-        public private(set) var remaining: Int
-        fileprivate var cursor: EventCursor
-        fileprivate var region: Reader
-
-        /// The next event, while `remaining` is above 0. Not an optional: wrapped in one, each
-        /// event (153 bytes) was copied three times over, 63 instructions a hit (callgrind).
-        @inline(__always)
-        public mutating func next() throws(DecodingError) -> Event {
-            precondition(remaining > 0, "no event left to read")
-            remaining -= 1
-            return try cursor.read(&region, deliveries: deliveries, sources: marks)
-        }
-
-        /// Once every event is read: the events must end where the tables begin.
-        public func finish() throws(DecodingError) {
-            guard region.isAtEnd else { throw DecodingError(description: "repartition record with bytes between its events and its tables") }
         }
     }
 
@@ -405,60 +392,6 @@ public enum RepartitionRecord {
         return (marks, epochs, begins)
     }
 
-    /// Reads events in order: each one's offset and time are deltas from the one before.
-    fileprivate struct EventCursor {
-        var previousTime: Int64
-        var previousOffsets: [Int64]
-        var source = -1
-
-        init(writerClock: Int64, sources: Int) {
-            previousTime = writerClock
-            previousOffsets = Array(repeating: -1, count: sources)
-        }
-
-        mutating func read(
-            _ reader: inout Reader, deliveries: [UnsafeRawBufferPointer], sources: [SourceMark]
-        ) throws(DecodingError) -> Event {
-            let head = try reader.byte()
-            let second = try reader.byte()
-            guard let action = HitAction(rawValue: head & 3), let channel = Channel(rawValue: head >> 2 & 3),
-                let platform = Platform(rawValue: head >> 4 & 3), let shape = HitShape(rawValue: second & 7)
-            else { throw DecodingError(description: "repartition event with an unknown action, channel, platform or shape code") }
-            var delivery = Int(second >> 3)
-            if delivery == RepartitionRecord.inlineDeliveries { delivery += try reader.count() }
-            guard delivery < deliveries.count else { throw DecodingError(description: "repartition event naming a delivery its record does not list") }
-            if head & Head.newSource != 0 {
-                source = try reader.count()
-            }
-            guard source >= 0, source < sources.count else {
-                throw DecodingError(description: "repartition event of a source partition its record does not list")
-            }
-            let offset = previousOffsets[source] &+ (try reader.zigzag()) &+ 1
-            previousOffsets[source] = offset
-            let eventTime = previousTime &+ (try reader.zigzag())
-            previousTime = eventTime
-            let broadlog = try reader.slice(try reader.count())
-            var original: Original?
-            if head & Head.original != 0 {
-                let stamp = try reader.varint()
-                let timestamp = stamp == 0 ? nil : eventTime &+ Varint.unzigzag(stamp - 1)
-                let key = try Self.optional(&reader)
-                let value = try Self.optional(&reader)
-                let cut = try reader.slice(try reader.count())
-                original = Original(key: key, value: value, timestamp: timestamp, cut: cut)
-            }
-            return Event(
-                sourcePartition: sources[source].source, sourceOffset: offset, eventTime: eventTime, action: action, channel: channel,
-                platform: platform, shape: shape, delivery: delivery, deliveryId: deliveries[delivery], broadlogId: broadlog,
-                original: original)
-        }
-
-        private static func optional(_ reader: inout Reader) throws(DecodingError) -> UnsafeRawBufferPointer? {
-            let length = try reader.count()
-            return length == 0 ? nil : try reader.slice(length - 1)
-        }
-    }
-
     /// The headers that say what was cut of an event's original (`Original.cut`), for its dead
     /// letter.
     public static func cutHeaders(_ cut: UnsafeRawBufferPointer) throws(DecodingError) -> [KafkaHeader] {
@@ -472,7 +405,7 @@ public enum RepartitionRecord {
         return headers
     }
 
-    fileprivate typealias Reader = ByteReader<DecodingError>
+    @usableFromInline typealias Reader = ByteReader<DecodingError>
 }
 
 extension ByteReader where Failure == RepartitionRecord.DecodingError {

@@ -3,6 +3,7 @@
 /// zigzag first, so that small negative numbers stay short too. The repartition record is made
 /// of small numbers (deltas, indices, lengths), which this writes in one or two bytes instead of
 /// four or eight.
+@usableFromInline
 enum Varint {
     /// The most bytes one value takes.
     static let maxBytes = 10
@@ -12,7 +13,7 @@ enum Varint {
         UInt64(bitPattern: (value &<< 1) ^ (value >> 63))
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     static func unzigzag(_ value: UInt64) -> Int64 {
         Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1)
     }
@@ -59,7 +60,7 @@ extension ByteReader {
     /// inline, the rest by `longVarint`. Called, every varint cost a call of about 25
     /// instructions, five or more an event, and a two-byte one about 60, once an event
     /// (callgrind).
-    @inline(__always)
+    @inlinable @inline(__always)
     mutating func varint() throws(Failure) -> UInt64 {
         if position + 1 < bytes.count {
             let first = bytes[position]
@@ -77,7 +78,8 @@ extension ByteReader {
     }
 
     /// A varint of any length (`varint`).
-    private mutating func longVarint() throws(Failure) -> UInt64 {
+    @usableFromInline
+    mutating func longVarint() throws(Failure) -> UInt64 {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -89,13 +91,13 @@ extension ByteReader {
         }
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     mutating func zigzag() throws(Failure) -> Int64 {
         Varint.unzigzag(try varint())
     }
 
     /// A varint that must fit an `Int` count or length.
-    @inline(__always)
+    @inlinable @inline(__always)
     mutating func count() throws(Failure) -> Int {
         let value = try varint()
         guard value <= UInt64(Int32.max) else { throw cutShort }

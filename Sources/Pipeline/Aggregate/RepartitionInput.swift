@@ -216,6 +216,7 @@ public struct RepartitionInput: AggregateInput {
 
 extension RepartitionRecord.Event {
     /// The hit it carries, with its delivery id made by the caller (a decoder makes each once per record).
+    @inline(__always)
     func tracking(_ deliveryId: DeliveryID) -> TrackingEvent {
         TrackingEvent(
             deliveryId: deliveryId, broadlogId: BroadlogID(recordBytes: broadlogId), action: action, channel: channel, platform: platform,
