@@ -96,7 +96,7 @@ struct FreshnessBenchmark: ParsableCommand {
     }
 
     private static func start(_ binary: String, _ arguments: [String], log: String) throws -> Process {
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         let process = BenchSupport.process(binary, arguments, output: handle, errors: handle)
         try process.run()
