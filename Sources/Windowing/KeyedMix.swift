@@ -1,23 +1,23 @@
 import TrackingDomain
 
 /// The hash of the engine's own tables of ids (`BroadlogSet`, and a window slot's deliveries
-/// through `DeliveryKey`): a multiply-and-fold mix of an id's two words, keyed by a secret
-/// drawn at random when the process starts.
+/// through `DeliveryKey`), and of the aggregate stage's tables of sources (`SourceKey`): a
+/// multiply-and-fold mix of two words, keyed by a secret drawn at random when the process starts.
 ///
 /// Why: ids come from devices, and a table they fill must not let anyone choose ids that
 /// collide, which the secret keeps them from computing; Swift's SipHash gives the same
 /// protection at several times the cost (its `Hasher` was about half of each delivery lookup:
 /// callgrind, `WindowEngine.process`).
-enum KeyedMix {
+package enum KeyedMix {
     /// The secret key, drawn once per process.
-    static let secret: (UInt64, UInt64) = {
+    package static let secret: (UInt64, UInt64) = {
         var generator = SystemRandomNumberGenerator()
         return (generator.next() | 1, generator.next() | 1)
     }()
 
     /// Folds the 128-bit product of two words: the mixing step of wyhash-style hashes.
     @inline(__always)
-    static func fold(_ a: UInt64, _ b: UInt64) -> UInt64 {
+    package static func fold(_ a: UInt64, _ b: UInt64) -> UInt64 {
         let product = a.multipliedFullWidth(by: b)
         return product.high ^ product.low
     }
@@ -25,7 +25,7 @@ enum KeyedMix {
     /// Two words mixed under the secret (and `seed`, a table's own, where it has one). A loop
     /// passes the secret it read once: each read of it is a call (`swift_once`).
     @inline(__always)
-    static func hash(_ low: UInt64, _ high: UInt64, seed: UInt64 = 0, secret: (UInt64, UInt64) = secret) -> UInt64 {
+    package static func hash(_ low: UInt64, _ high: UInt64, seed: UInt64 = 0, secret: (UInt64, UInt64) = secret) -> UInt64 {
         let (k0, k1) = secret
         return fold(fold(low ^ k0 ^ seed, high ^ k1) ^ k0, k1 ^ 0xA076_1D64_78BD_642F)
     }

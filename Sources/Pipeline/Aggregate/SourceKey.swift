@@ -13,18 +13,12 @@ struct SourceKey: Sendable, Hashable, Comparable {
         (a.incarnation, a.partition) < (b.incarnation, b.partition)
     }
 
-    /// What `Dictionary` asks for: the two fields mixed by two multiplications (wyhash's
-    /// folding step), not `Hasher`'s SipHash. A batch's marks and first sightings look every
-    /// source of every record up; nobody outside chooses the keys (partition numbers, and a
-    /// hash of the topic's name that the operator configured), so no secret is needed.
+    /// What `Dictionary` asks for: the two fields mixed by `KeyedMix`, as the engine's tables of
+    /// ids are, not by `Hasher`'s SipHash. A batch's marks and first sightings look every source
+    /// of every record up: 244 instructions a lookup with SipHash, 49 with the mix (callgrind).
     @inline(__always)
     func _rawHashValue(seed: Int) -> Int {
-        @inline(__always) func fold(_ a: UInt64, _ b: UInt64) -> UInt64 {
-            let product = a.multipliedFullWidth(by: b)
-            return product.high ^ product.low
-        }
-        let mixed = fold(incarnation ^ UInt64(truncatingIfNeeded: seed) ^ 0xA076_1D64_78BD_642F, UInt64(UInt32(bitPattern: partition)) ^ 0xE703_7ED1_A0B4_28DB)
-        return Int(truncatingIfNeeded: fold(mixed ^ 0x8EBC_6AF0_9C88_C6E3, 0x5899_65CC_7537_4CC3))
+        Int(truncatingIfNeeded: KeyedMix.hash(incarnation, UInt64(UInt32(bitPattern: partition)), seed: UInt64(truncatingIfNeeded: seed)))
     }
 
     /// A stable number for one incarnation of an input topic: FNV-1a over the topic's name, with
