@@ -77,28 +77,27 @@ extension RepartitionRecord {
             tableBytes = 2 * Varint.maxBytes
         }
 
-        /// Appends one event of `sourcePartition` (of `epoch`) with its original, if given;
-        /// returns the source's place in the record's table, for `setWatermark`. `begins`: the
-        /// record begins the group's records of the source in its partition (read where the
-        /// source enters the record's table). `watermark`, if given, is the source's watermark as
-        /// of this event, set as `setWatermark` would (in the same call: a call of its own to this
-        /// module cost the stage about 30 instructions a hit, callgrind).
+        /// Appends one event of `sourcePartition` (of `epoch`) with its original, if given, and
+        /// `watermark`, the source's watermark as of this event (in the same call: a call of its
+        /// own to this module cost the stage about 30 instructions a hit, callgrind). Whether the
+        /// record begins the group's records of a source is settled once the stage knows it
+        /// (`settleSources`).
         package mutating func append(
             _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
-            timestamp: Int64?, original: OriginalBytes?, begins: Bool = false, watermark: Int64? = nil
-        ) -> Int {
+            timestamp: Int64?, original: OriginalBytes?, watermark: Int64
+        ) {
             if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
             // A record's events come in runs of one source partition: only a new run (whose
             // event then names its source) looks the source up.
             let newSource = source < 0 || sources[source] != sourcePartition
-            if newSource { enterSource(sourcePartition, epoch: epoch, begins: begins) }
+            if newSource { enterSource(sourcePartition, epoch: epoch) }
             let fields = EventFields(
                 head: Self.head(of: event, newSource: newSource, carriesOriginal: original != nil), shape: event.shape.rawValue,
                 delivery: deliveryNumber(event.deliveryId), source: newSource ? source : nil,
                 offsetDelta: Varint.zigzag(sourceOffset &- previousOffsets[source] &- 1), timeDelta: Varint.zigzag(eventTime &- previousTime))
             previousOffsets[source] = sourceOffset
             previousTime = eventTime
-            if let watermark { watermarks[source] = watermark }
+            watermarks[source] = watermark
             // Most events travel without their original: their path builds and destroys no
             // `FittedOriginal` (whose cut headers are an array).
             if let original {
@@ -108,19 +107,18 @@ extension RepartitionRecord {
                 event.broadlogId.withUTF8 { write(fields, original: nil, broadlog: $0) }
             }
             count += 1
-            return source
         }
 
         /// Makes `sourcePartition` the current source, at the start of a run of its events: looks
         /// it up in the table, or adds it.
-        private mutating func enterSource(_ sourcePartition: Int32, epoch: UInt32, begins: Bool) {
+        private mutating func enterSource(_ sourcePartition: Int32, epoch: UInt32) {
             if let known = sources.firstIndex(of: sourcePartition) {
                 source = known
             } else {
                 source = sources.count
                 sources.append(sourcePartition)
                 epochs.append(epoch)
-                self.begins.append(begins)
+                begins.append(false)
                 watermarks.append(nil)
                 previousOffsets.append(-1)
                 tableBytes += 3 * Varint.maxBytes + 1
@@ -166,12 +164,6 @@ extension RepartitionRecord {
                 }
                 return out.at
             }
-        }
-
-        /// The source at `index` of the table had reached `watermark` as of its latest event so
-        /// far.
-        package mutating func setWatermark(_ watermark: Int64, source index: Int) {
-            watermarks[index] = watermark
         }
 
         /// Each source of the record's table, for `body` to settle its watermark and whether the

@@ -34,17 +34,17 @@ struct RepartitionRecordTests {
     static func record(_ events: [Written], writer: inout RepartitionRecord.EventsWriter, maxOriginalBytes: Int = .max) -> [UInt8] {
         writer.begin(partition: 1, origin: origin, writerClock: clock)
         for item in events {
-            let source = withOptional(item.key) { key in
+            withOptional(item.key) { key in
                 withOptional(item.value) { value in
                     writer.append(
                         item.event, eventTime: item.event.eventTime!, sourcePartition: item.source, epoch: item.epoch,
                         sourceOffset: item.offset, timestamp: item.timestamp,
                         original: item.carries
                             ? RepartitionRecord.OriginalBytes(key: key, value: value, timestamp: item.timestamp, maxBytes: maxOriginalBytes)
-                            : nil)
+                            : nil,
+                        watermark: 500 + item.offset)
                 }
             }
-            writer.setWatermark(500 + item.offset, source: source)
         }
         let estimate = writer.size
         writer.finish()

@@ -117,11 +117,9 @@ extension NormalizeStage {
             _ event: TrackingEvent, to writer: inout RepartitionRecord.EventsWriter, eventTime: Int64, record: PolledRecord, epoch: UInt32,
             watermark: Int64, original: RepartitionRecord.OriginalBytes?, batchBytes: Int
         ) -> Bool {
-            // `begins` given rather than defaulted: a default from another module is a call of
-            // its own, for every hit (settleWriters sets it where it holds).
-            _ = writer.append(
+            writer.append(
                 event, eventTime: eventTime, sourcePartition: record.partition, epoch: epoch, sourceOffset: record.offset,
-                timestamp: record.timestamp, original: original, begins: false, watermark: watermark)
+                timestamp: record.timestamp, original: original, watermark: watermark)
             return writer.size >= batchBytes
         }
     }

@@ -32,15 +32,16 @@ struct RepartitionDecodeTests {
             let event = TrackingEvent(
                 deliveryId: DeliveryID(item.delivery), broadlogId: BroadlogID(item.broadlog), action: .click, channel: .push,
                 platform: .android, eventTime: clock - 5_000 + Int64(number * 37), shape: .androidPush)
-            let source = withBytes(item.original) { original in
+            withBytes(item.original) { original in
                 writer.append(
                     event, eventTime: event.eventTime!, sourcePartition: item.source, epoch: item.epoch, sourceOffset: item.offset,
                     timestamp: clock - 1_000,
                     original: original.map { RepartitionRecord.OriginalBytes(key: $0, value: $0, timestamp: clock - 1_000, maxBytes: maxOriginalBytes) },
-                    begins: number == 0)
+                    watermark: clock - 10_000 + item.offset)
             }
-            writer.setWatermark(clock - 10_000 + item.offset, source: source)
         }
+        // The record begins the group's records of its first event's source.
+        writer.settleSources { source, _, begins in begins = begins || source == events.first?.source }
         writer.finish()
         return Array(writer.bytes[0..<writer.end])
     }
