@@ -23,12 +23,6 @@ struct ByteReader<Failure: Error> {
     @inlinable
     var isAtEnd: Bool { position == bytes.count }
 
-    /// The next byte without reading it; nil at the end.
-    @inlinable @inline(__always)
-    func peek() -> UInt8? {
-        position < bytes.count ? bytes[position] : nil
-    }
-
     @inlinable @inline(__always)
     mutating func byte() throws(Failure) -> UInt8 {
         guard position < bytes.count else { throw cutShort }

@@ -46,9 +46,12 @@ public struct DeadLetterCut: Sendable, Equatable {
 
     /// The same, of headers lent as bytes.
     package static func size(keyBytes: Int, valueBytes: Int, headerBlock: KafkaHeaderBlock) -> Int {
-        var headerBytes = 0
-        headerBlock.forEach { _, nameCount, value in headerBytes += nameCount + (value?.count ?? 0) }
-        return size(keyBytes: keyBytes, valueBytes: valueBytes, headerBytes: headerBytes, headerCount: headerBlock.count)
+        var headerBytes = 0, headerCount = 0
+        headerBlock.forEach { _, nameCount, value in
+            headerBytes += nameCount + (value?.count ?? 0)
+            headerCount += 1
+        }
+        return size(keyBytes: keyBytes, valueBytes: valueBytes, headerBytes: headerBytes, headerCount: headerCount)
     }
 
     /// The cut that makes a letter of this key, value and headers fit `limit` bytes, or nil when

@@ -17,7 +17,7 @@ package enum KeyedMix {
 
     /// Folds the 128-bit product of two words: the mixing step of wyhash-style hashes.
     @inline(__always)
-    package static func fold(_ a: UInt64, _ b: UInt64) -> UInt64 {
+    static func fold(_ a: UInt64, _ b: UInt64) -> UInt64 {
         let product = a.multipliedFullWidth(by: b)
         return product.high ^ product.low
     }

@@ -67,29 +67,20 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
     @inlinable
     public init() {}
 
-    /// Each source's report: the latest watermark over all its reports, and its last idleness.
-    public var bySource: [Source: Report] {
-        var table = self.table
-        if let run { Self.fold(run, into: &table) }
-        return table
-    }
-
     /// A source reported its watermark (nil: none yet) and whether it is idle (and if so, since
     /// when it has been quiet, if it says).
     @inlinable
     public mutating func note(source: Source, watermark: Int64?, idle: Bool = false, delivered: Bool? = nil, quietSince: Int64? = nil) {
-        let delivered = delivered ?? !idle
+        let report = Report(watermark: watermark, idle: idle, delivered: delivered ?? !idle, quietSince: quietSince)
         if let current = run, current.source == source {
-            run = (source, Report(
-                watermark: EventTimeMath.latest(current.report.watermark, watermark), idle: idle,
-                delivered: current.report.delivered || delivered, quietSince: EventTimeMath.latest(current.report.quietSince, quietSince)))
+            run = (source, Self.folded(report, after: current.report))
             return
         }
         if let previous = run { Self.fold(previous, into: &table) }
-        run = (source, Report(watermark: watermark, idle: idle, delivered: delivered, quietSince: quietSince))
+        run = (source, report)
     }
 
-    /// Each source's report, as `bySource` gives it, without a copy of the table.
+    /// Each source's report: the latest watermark over all its reports, and its last idleness.
     @inlinable
     public func forEachSource(_ body: (Source, Report) throws -> Void) rethrows {
         guard let run else { return try table.forEach(body) }
@@ -103,6 +94,8 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
         table[run.source] = folded(run.report, after: table[run.source])
     }
 
+    /// A source's report after its `earlier` one: the latest watermark and quiet time of the two,
+    /// the later idleness, delivered if either delivered.
     @inlinable
     static func folded(_ report: Report, after earlier: Report?) -> Report {
         Report(
@@ -112,7 +105,7 @@ public struct SourceMarks<Source: Hashable & Sendable>: Sendable {
     }
 
     public mutating func merge(_ other: SourceMarks) {
-        for (source, report) in other.bySource {
+        other.forEachSource { source, report in
             note(source: source, watermark: report.watermark, idle: report.idle, delivered: report.delivered, quietSince: report.quietSince)
         }
     }
