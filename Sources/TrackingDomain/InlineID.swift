@@ -16,6 +16,7 @@ extension InlineID {
 
     /// An id from bytes of any origin (a record of an internal topic): invalid UTF-8 is
     /// repaired.
+    @inlinable
     public init(_ bytes: UnsafeRawBufferPointer) {
         self.init(bytes: InlineUTF8(bytes))
     }

@@ -78,6 +78,19 @@ struct InlineUTF8Tests {
         #expect(id == ID(String(decoding: bytes, as: UTF8.self)))
     }
 
+    @Test("bytes of any origin make the id their String makes, at every length, with a byte outside ASCII anywhere or nowhere, whatever surrounds them")
+    func anyBytesAtEveryLength() {
+        for length in 0...20 {
+            for odd in [nil] + (0..<length).map(Optional.some) {
+                var id = (0..<length).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+                if let odd { id[odd] = 0xE9 }
+                let surrounded = [UInt8](repeating: 0xFF, count: 9) + id + [UInt8](repeating: 0xFF, count: 9)
+                let made = surrounded.withUnsafeBytes { DeliveryID(UnsafeRawBufferPointer(rebasing: $0[9..<(9 + length)])) }
+                #expect(made == DeliveryID(String(decoding: id, as: UTF8.self)), "\(id)")
+            }
+        }
+    }
+
     @Test("an id is written to JSON quoted and escaped like a String")
     func jsonAsAString() {
         for text in ["d57fd6", "quote\"back\\slash", "tab\tnew\nline", String(repeating: "x", count: 40) + "\u{01}"] {

@@ -127,7 +127,7 @@ public struct RepartitionInput: AggregateInput {
         _ reader: inout RepartitionRecord.EventsReader, keys: [SourceKey], of record: PolledRecord, at index: Int,
         into batch: inout DecodedBatch
     ) throws(RepartitionRecord.DecodingError) {
-        let deliveryIds = reader.deliveries.map { DeliveryID(recordBytes: $0) }
+        let deliveryIds = reader.deliveries.map { DeliveryID($0) }
         var source = keys.first
         var number = -1
         while reader.remaining > 0 {
@@ -219,24 +219,7 @@ extension RepartitionRecord.Event {
     @inline(__always)
     func tracking(_ deliveryId: DeliveryID) -> TrackingEvent {
         TrackingEvent(
-            deliveryId: deliveryId, broadlogId: BroadlogID(recordBytes: broadlogId), action: action, channel: channel, platform: platform,
+            deliveryId: deliveryId, broadlogId: BroadlogID(broadlogId), action: action, channel: channel, platform: platform,
             eventTime: eventTime, shape: shape)
-    }
-}
-
-extension InlineID {
-    /// An id from a record's bytes, as `init(_:)` makes it (invalid UTF-8 repaired). An ASCII id
-    /// of up to sixteen bytes, the usual, is made inline and checked on its words, which hold
-    /// every byte of it: `init(_:)`, which another module cannot inline, checks byte by byte.
-    @inline(__always)
-    init(recordBytes bytes: UnsafeRawBufferPointer) {
-        if bytes.count <= 16 {
-            let id = Self(validUTF8: bytes)
-            if (id.bytes.low | id.bytes.high) & 0x8080_8080_8080_8080 == 0 {
-                self = id
-                return
-            }
-        }
-        self.init(bytes)
     }
 }
