@@ -41,6 +41,11 @@ extension RepartitionRecord {
         private var watermarks: [Int64?] = []
         private var previousOffsets: [Int64] = []
         private var source = -1
+        /// The current source's previous offset and watermark, kept here while its run lasts
+        /// and stored into `previousOffsets` and `watermarks` when it ends (`storeRun`): written
+        /// through the arrays, every hit checked their uniqueness and bounds.
+        private var runPrevious: Int64 = -1
+        private var runWatermark: Int64?
         private var previousTime: Int64 = 0
         /// What the tables will add when the record is closed, at most.
         private var tableBytes = 0 { didSet { size = end + tableBytes } }
@@ -73,6 +78,8 @@ extension RepartitionRecord {
             watermarks.removeAll(keepingCapacity: true)
             previousOffsets.removeAll(keepingCapacity: true)
             source = -1
+            runPrevious = -1
+            runWatermark = nil
             previousTime = writerClock
             tableBytes = 2 * Varint.maxBytes
         }
@@ -81,9 +88,10 @@ extension RepartitionRecord {
         /// `watermark`, the source's watermark as of this event (in the same call: a call of its
         /// own to this module cost the stage about 30 instructions a hit, callgrind). Whether the
         /// record begins the group's records of a source is settled once the stage knows it
-        /// (`settleSources`).
+        /// (`settleSources`). `delivery` is the event's delivery's number in this record, as
+        /// `number(of:)` gave it, for a caller that remembers it; nil: looked up here.
         package mutating func append(
-            _ event: TrackingEvent, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
+            _ event: TrackingEvent, delivery: Int? = nil, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
             timestamp: Int64?, original: OriginalBytes?, watermark: Int64
         ) {
             if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
@@ -91,13 +99,14 @@ extension RepartitionRecord {
             // event then names its source) looks the source up.
             let newSource = source < 0 || sources[source] != sourcePartition
             if newSource { enterSource(sourcePartition, epoch: epoch) }
+            let known = delivery ?? number(of: event.deliveryId)
             let fields = EventFields(
                 head: Self.head(of: event, newSource: newSource, carriesOriginal: original != nil), shape: event.shape.rawValue,
-                delivery: deliveryNumber(event.deliveryId), source: newSource ? source : nil,
-                offsetDelta: Varint.zigzag(sourceOffset &- previousOffsets[source] &- 1), timeDelta: Varint.zigzag(eventTime &- previousTime))
-            previousOffsets[source] = sourceOffset
+                delivery: known, source: newSource ? source : nil,
+                offsetDelta: Varint.zigzag(sourceOffset &- runPrevious &- 1), timeDelta: Varint.zigzag(eventTime &- previousTime))
+            runPrevious = sourceOffset
             previousTime = eventTime
-            watermarks[source] = watermark
+            runWatermark = watermark
             // Most events travel without their original: their path builds and destroys no
             // `FittedOriginal` (whose cut headers are an array).
             if let original {
@@ -112,6 +121,7 @@ extension RepartitionRecord {
         /// Makes `sourcePartition` the current source, at the start of a run of its events: looks
         /// it up in the table, or adds it.
         private mutating func enterSource(_ sourcePartition: Int32, epoch: UInt32) {
+            storeRun()
             if let known = sources.firstIndex(of: sourcePartition) {
                 source = known
             } else {
@@ -123,6 +133,13 @@ extension RepartitionRecord {
                 previousOffsets.append(-1)
                 tableBytes += 3 * Varint.maxBytes + 1
             }
+            (runPrevious, runWatermark) = (previousOffsets[source], watermarks[source])
+        }
+
+        /// Stores the current source's run into the tables.
+        private mutating func storeRun() {
+            guard source >= 0 else { return }
+            (previousOffsets[source], watermarks[source]) = (runPrevious, runWatermark)
         }
 
         /// An event's first byte (`Head`).
@@ -169,11 +186,14 @@ extension RepartitionRecord {
         /// Each source of the record's table, for `body` to settle its watermark and whether the
         /// record begins the group's records of it, once the stage knows them in input order.
         package mutating func settleSources(_ body: (_ source: Int32, _ watermark: inout Int64?, _ begins: inout Bool) -> Void) {
+            storeRun()
             for index in sources.indices { body(sources[index], &watermarks[index], &begins[index]) }
+            if source >= 0 { runWatermark = watermarks[source] }
         }
 
         /// Closes the record with its tables; `bytes[0..<end]` is then the record to send.
         package mutating func finish() {
+            storeRun()
             bytes.removeSubrange(end...)
             let tablesAt = bytes.count
             Varint.append(UInt64(deliveries.count), to: &bytes)
@@ -196,10 +216,11 @@ extension RepartitionRecord {
             end = bytes.count
         }
 
-        /// The record's number for a delivery: a short table is searched (a record bound for one
-        /// partition has few deliveries), a long one hashed.
+        /// The record's number for a delivery, which it is given here if it has none yet: a short
+        /// table is searched (a record bound for one partition has few deliveries), a long one
+        /// hashed.
         @inline(__always)
-        private mutating func deliveryNumber(_ id: DeliveryID) -> Int {
+        package mutating func number(of id: DeliveryID) -> Int {
             if deliveries.count <= 16 {
                 // By hand, by the first word first: 73 instructions an event where
                 // `firstIndex(of:)` took 96 (callgrind, about ten deliveries a record).

@@ -114,6 +114,43 @@ struct StageTests {
         #expect(try events(of: routed).map(\.event.sourceOffset) == (0..<600).map(Int64.init))
     }
 
+    @Test("normalize: with many deliveries (long, short, not ASCII) over small records filled again and again, across batches, every event names its own delivery and goes to its partition")
+    func manyDeliveriesOverManyRecords() throws {
+        let arena = RecordArena()
+        var stage = NormalizeStage(
+            inputTopic: "hits", sourcePartitions: 2, repartitionPartitions: 3, limits: NormalizerLimits(), maxFutureSkew: 3_600_000,
+            idleTimeout: 30_000, markInterval: 500, batchBytes: 300, originals: OriginalRule(window: Self.window))
+        try stage.assignEmpty([PartitionStart(partition: 0), PartitionStart(partition: 1)], now: 0)
+        var sink = RecordingSink()
+        let deliveries = (0..<40).map { index in
+            index % 3 == 0 ? "délivery-\(index)" : index % 3 == 1 ? "d\(index)" : "a-delivery-id-longer-than-sixteen-\(index)"
+        }
+        var sent: [String] = []
+        for batch in 0..<3 {
+            var records: [PolledRecord] = []
+            for index in 0..<200 {
+                let delivery = deliveries[(index * 7 + batch) % (index % 2 == 0 ? 5 : deliveries.count)]
+                sent.append(delivery)
+                records.append(
+                    arena.record(
+                        partition: Int32(index % 2), offset: Int64(batch * 100 + index / 2),
+                        value: rawHit(delivery, "b\(index)", at: Self.writerClock - 1_000), timestamp: Self.writerClock))
+            }
+            try stage.process(records, now: Self.writerClock, into: &sink)
+        }
+        let events = try events(of: sink.to(.repartition))
+        #expect(sink.to(.repartition).count > 20, "records filled many times")
+        #expect(events.count == sent.count)
+        for (partition, delivery, _) in events {
+            #expect(partition == DeliveryHash.partition(of: DeliveryID(delivery), count: 3))
+        }
+        for source in [0, 1] as [Int32] {
+            let ordered = events.filter { $0.event.sourcePartition == source }.sorted { $0.event.sourceOffset < $1.event.sourceOffset }
+            let expected = sent.enumerated().filter { ($0.offset % 200) % 2 == Int(source) }.map(\.element)
+            #expect(ordered.map(\.deliveryId) == expected)
+        }
+    }
+
     @Test("aggregate: a repartition record written by another version of trackpipe is dead-lettered as found, with what to do; nothing of it is counted")
     func refusesRecordsOfAnotherVersion() throws {
         let arena = RecordArena()

@@ -162,6 +162,80 @@ struct RepartitionRecordTests {
         }
     }
 
+    @Test("deliveries numbered by the caller (as a lane remembers them, from number(of:)) give the very bytes of the writer numbering them itself, over sources coming back in one record and more than 16 deliveries")
+    func numbersGivenByTheCaller() throws {
+        let sources: [Int32] = [5, 5, 3, 5, 7, 7, 3, 3, 5, 9]
+        let events = (0..<400).map { (index: Int) -> Written in
+            let delivery = index % 5 == 0 ? "a-delivery-longer-than-sixteen-\(index % 31)" : "d\(index % 23)"
+            let source = sources[index / 40]
+            return Written(
+                event: Self.event(delivery, "b\(index)", at: Self.clock - Int64(index * 37 % 900)), source: source, epoch: UInt32(source),
+                offset: Int64(index * 3 % 1_000), carries: index % 50 == 0)
+        }
+        var writer = RepartitionRecord.EventsWriter()
+        writer.begin(partition: 1, origin: Self.origin, writerClock: Self.clock)
+        var numbers: [DeliveryID: Int] = [:]
+        for item in events {
+            let number: Int
+            if let known = numbers[item.event.deliveryId] { number = known } else {
+                number = writer.number(of: item.event.deliveryId)
+                numbers[item.event.deliveryId] = number
+            }
+            #expect(writer.number(of: item.event.deliveryId) == number, "asked again, the same number")
+            writer.append(
+                item.event, delivery: number, eventTime: item.event.eventTime!, sourcePartition: item.source, epoch: item.epoch,
+                sourceOffset: item.offset, timestamp: nil, original: item.carries ? RepartitionRecord.OriginalBytes(key: nil, value: nil, timestamp: Self.clock) : nil,
+                watermark: 500 + item.offset)
+        }
+        writer.finish()
+        let bytes = Array(writer.bytes[0..<writer.end])
+        var plain = RepartitionRecord.EventsWriter()
+        plain.begin(partition: 1, origin: Self.origin, writerClock: Self.clock)
+        for item in events {
+            plain.append(
+                item.event, eventTime: item.event.eventTime!, sourcePartition: item.source, epoch: item.epoch, sourceOffset: item.offset,
+                timestamp: nil, original: item.carries ? RepartitionRecord.OriginalBytes(key: nil, value: nil, timestamp: Self.clock) : nil,
+                watermark: 500 + item.offset)
+        }
+        plain.finish()
+        #expect(bytes == Array(plain.bytes[0..<plain.end]))
+        try Self.withDecoded(bytes) { record in
+            #expect(record.events.map { DeliveryID($0.deliveryId) } == events.map(\.event.deliveryId))
+            #expect(record.events.map(\.sourceOffset) == events.map(\.offset))
+            #expect(record.events.map(\.sourcePartition) == events.map(\.source))
+            #expect(record.marks.map(\.source) == [5, 3, 7, 9])
+            for mark in record.marks {
+                #expect(mark.watermark == 500 + events.last { $0.source == mark.source }!.offset, "source \(mark.source): its last event's")
+            }
+        }
+    }
+
+    @Test("a source's watermark settled in the middle of a record is kept unless a later event of the source moves it, whichever source the record is in")
+    func settledThenAppended() throws {
+        var writer = RepartitionRecord.EventsWriter()
+        writer.begin(partition: 1, origin: Self.origin, writerClock: Self.clock)
+        func append(_ source: Int32, _ offset: Int64) {
+            writer.append(
+                Self.event("d1", "b\(offset)"), eventTime: Self.clock - 5_000, sourcePartition: source, epoch: 1, sourceOffset: offset,
+                timestamp: nil, original: nil, watermark: 500 + offset)
+        }
+        append(1, 10)
+        append(2, 20)
+        writer.settleSources { source, watermark, begins in
+            watermark = 7_000 + Int64(source)
+            begins = source == 2
+        }
+        append(2, 21)
+        append(3, 30)
+        writer.finish()
+        try Self.withDecoded(Array(writer.bytes[0..<writer.end])) { record in
+            #expect(record.marks.map(\.source) == [1, 2, 3])
+            #expect(record.marks.map(\.watermark) == [7_001, 521, 530])
+            #expect(record.begins == [false, true, false])
+            #expect(record.events.map(\.sourceOffset) == [10, 20, 21, 30])
+        }
+    }
+
     @Test("one event read for a dead letter is that event of the whole record, original included; past the last there is none")
     func singleEvent() throws {
         let bytes = Self.record((0..<5).map {

@@ -59,6 +59,11 @@ extension NormalizeStage {
         var used = 0
         /// Per repartition partition, the writer taking its events (-1: none yet).
         var open: [Int32] = []
+        /// Per repartition partition, the stamp of the record its open writer began.
+        var stamps: [Int] = []
+        /// How many records the lane has begun, ever: each record's stamp.
+        var begun = 0
+        var routes = DeliveryRoutes()
 
         /// Forgets the previous batch, keeping the buffers.
         mutating func empty(partitions: Int) {
@@ -74,6 +79,7 @@ extension NormalizeStage {
                 for index in open.indices { open[index] = -1 }
             } else {
                 open = Array(repeating: -1, count: partitions)
+                stamps = Array(repeating: -1, count: partitions)
             }
         }
 
@@ -85,10 +91,12 @@ extension NormalizeStage {
 
         /// Writes an accepted hit into the events record of its delivery's partition, with
         /// `watermark`, the lane's watermark of its source as of this hit.
+        @inline(__always)
         mutating func write(
             _ event: TrackingEvent, eventTime: Int64, of record: PolledRecord, epoch: UInt32, watermark: Int64, context: LaneContext
         ) {
-            let target = DeliveryHash.partition(of: event.deliveryId, count: context.repartitionPartitions)
+            let slot = routes.slot(of: event.deliveryId, partitions: context.repartitionPartitions)
+            let target = routes.routes[slot].partition
             var writer = Int(open[Int(target)])
             if writer < 0 {
                 writer = used
@@ -96,6 +104,13 @@ extension NormalizeStage {
                 writers[writer].begin(partition: target, origin: context.origin, writerClock: context.writerClock)
                 used += 1
                 open[Int(target)] = Int32(writer)
+                begun += 1
+                stamps[Int(target)] = begun
+            }
+            var delivery = Int(routes.routes[slot].number)
+            if routes.routes[slot].record != stamps[Int(target)] {
+                delivery = writers[writer].number(of: event.deliveryId)
+                routes.remember(delivery, record: stamps[Int(target)], at: slot)
             }
             let original =
                 context.uncarriedFrom.map { eventTime < $0 } ?? true
@@ -105,7 +120,7 @@ extension NormalizeStage {
             // array on its own copied the whole writer (its ten buffers retained and released)
             // for every hit.
             let full = Self.append(
-                event, to: &writers[writer], eventTime: eventTime, record: record, epoch: epoch, watermark: watermark, original: original,
+                event, delivery: delivery, to: &writers[writer], eventTime: eventTime, record: record, epoch: epoch, watermark: watermark, original: original,
                 batchBytes: context.batchBytes)
             // A full record is closed: the partition's next event begins another.
             if full { open[Int(target)] = -1 }
@@ -114,11 +129,11 @@ extension NormalizeStage {
         /// Appends an accepted hit to `writer`, with its source's watermark; returns whether the
         /// record is full (`batchBytes`).
         private static func append(
-            _ event: TrackingEvent, to writer: inout RepartitionRecord.EventsWriter, eventTime: Int64, record: PolledRecord, epoch: UInt32,
+            _ event: TrackingEvent, delivery: Int, to writer: inout RepartitionRecord.EventsWriter, eventTime: Int64, record: PolledRecord, epoch: UInt32,
             watermark: Int64, original: RepartitionRecord.OriginalBytes?, batchBytes: Int
         ) -> Bool {
             writer.append(
-                event, eventTime: eventTime, sourcePartition: record.partition, epoch: epoch, sourceOffset: record.offset,
+                event, delivery: delivery, eventTime: eventTime, sourcePartition: record.partition, epoch: epoch, sourceOffset: record.offset,
                 timestamp: record.timestamp, original: original, watermark: watermark)
             return writer.size >= batchBytes
         }
