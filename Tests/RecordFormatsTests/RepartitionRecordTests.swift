@@ -210,6 +210,24 @@ struct RepartitionRecordTests {
         }
     }
 
+    @Test("broadlog ids of every length from 0 to 40 (inline as words or spilled), in ASCII or not, with or without an original after them, read back exactly")
+    func broadlogsOfEveryLength() throws {
+        let events = (0...40).flatMap { length -> [Written] in
+            let ascii = String((0..<length).map { Character(UnicodeScalar(UInt8(97 + $0 % 26))) })
+            let other = length == 0 ? "" : "é" + String(ascii.dropFirst(min(2, length)))
+            return [
+                Written(event: Self.event("d\(length % 3)", ascii), offset: Int64(4 * length)),
+                Written(event: Self.event("d1", other), offset: Int64(4 * length + 1), key: [1], value: [2, 3], timestamp: Self.clock, carries: true),
+                Written(event: Self.event("d2", ascii), offset: Int64(4 * length + 2), carries: true),
+            ]
+        }
+        try Self.withDecoded(Self.record(events)) { record in
+            #expect(record.events.map { BroadlogID($0.broadlogId) } == events.map(\.event.broadlogId))
+            #expect(record.events.map { $0.original.map { [UInt8]($0.value ?? UnsafeRawBufferPointer(start: nil, count: 0)) } } == events.map { $0.carries ? $0.value ?? [] : nil })
+            #expect(record.events.map { $0.original?.key.map(Array.init) } == events.map { $0.carries ? $0.key : nil })
+        }
+    }
+
     @Test("a source's watermark settled in the middle of a record is kept unless a later event of the source moves it, whichever source the record is in")
     func settledThenAppended() throws {
         var writer = RepartitionRecord.EventsWriter()
