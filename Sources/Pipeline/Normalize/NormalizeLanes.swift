@@ -90,7 +90,8 @@ extension NormalizeStage {
         }
 
         /// Writes an accepted hit into the events record of its delivery's partition, with
-        /// `watermark`, the lane's watermark of its source as of this hit.
+        /// `watermark`, the lane's watermark of its source as of this hit. Inlined into
+        /// `prepareChunk`: called, it cost about 5 instructions a hit more (callgrind).
         @inline(__always)
         mutating func write(
             _ event: TrackingEvent, eventTime: Int64, of record: PolledRecord, epoch: UInt32, watermark: Int64, context: LaneContext
@@ -107,6 +108,8 @@ extension NormalizeStage {
                 begun += 1
                 stamps[Int(target)] = begun
             }
+            // The delivery's number in the open record, if that record numbered it (its stamp);
+            // otherwise the record gives it one, found or added.
             var delivery = Int(routes.routes[slot].number)
             if routes.routes[slot].record != stamps[Int(target)] {
                 delivery = writers[writer].number(of: event.deliveryId)
