@@ -156,7 +156,7 @@ extension WindowTask {
                 }
                 let position = RecordPosition.of(offset: offset, event: events[tag].reference.event ?? 0)
                 inputs.append(
-                    WindowInput(event: events[tag].event, partition: events[tag].partition, offset: offset, tag: tag, position: position))
+                    WindowInput(event: Self.copy(of: events + tag), partition: events[tag].partition, offset: offset, tag: tag, position: position))
             }
         }
         if !switched.isEmpty {
@@ -164,6 +164,16 @@ extension WindowTask {
                 "events of input partitions \(switched.sorted()) now come from another incarnation of the input (another topic under this group, or the topic deleted and created again): their offsets start afresh, and earlier positions no longer mark copies")
         }
         return inputs
+    }
+
+    /// An event's hit, copied a field at a time: copied whole, it went through the value witness
+    /// of `TrackingEvent` (74 instructions a hit, callgrind).
+    @inline(__always)
+    private static func copy(of event: UnsafePointer<DecodedBatch.Event>) -> TrackingEvent {
+        TrackingEvent(
+            deliveryId: event.pointee.event.deliveryId, broadlogId: event.pointee.event.broadlogId, action: event.pointee.event.action,
+            channel: event.pointee.event.channel, platform: event.pointee.event.platform, eventTime: event.pointee.event.eventTime,
+            shape: event.pointee.event.shape)
     }
 
     /// The sources' watermarks under the engine's numbers for them, in that order, so the engine
