@@ -41,7 +41,12 @@ struct SourceDedup: Sendable, Equatable {
             run = (source.partition, floors[source.partition])
         }
         let floor = run?.floor
-        if let floor, floor.incarnation == source.incarnation, sourceOffset <= floor.offset { return .copy }
+        if let floor, floor.incarnation == source.incarnation {
+            if sourceOffset <= floor.offset { return .copy }
+            // Raised in place: a floor made anew cost a call into RecordFormats a hit.
+            run?.floor?.offset = sourceOffset
+            return .first
+        }
         run = (source.partition, SourceFloor(incarnation: source.incarnation, offset: sourceOffset))
         if let floor, floor.incarnation != source.incarnation { return .firstOfNewIncarnation(previous: floor.incarnation) }
         return .first
