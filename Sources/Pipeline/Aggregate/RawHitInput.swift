@@ -21,10 +21,8 @@ package struct RawHitInput: AggregateInput {
         case .accepted(let event):
             let eventTime = event.eventTime!  // the intake accepts no hit without one
             let source = SourceKey(incarnation: 0, partition: record.partition)
-            batch.events.append(
-                DecodedBatch.Event(
-                    event: event, source: source, sourceOffset: record.offset, partition: record.partition, offset: record.offset,
-                    reference: reference))
+            batch.append(
+                event, partition: record.partition, offset: record.offset, source: source, sourceOffset: record.offset, reference: reference)
             // A hit moves its partition's event time no further than its arrival: a device clock
             // ahead of the collector's must not make everyone else's hits late.
             batch.marks.note(source: source, watermark: min(eventTime, record.timestamp ?? eventTime))

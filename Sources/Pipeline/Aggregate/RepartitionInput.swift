@@ -113,7 +113,7 @@ public struct RepartitionInput: AggregateInput {
             }
         } catch {
             // Refused whole, as when a record was read whole before its events were taken.
-            batch.events.removeSubrange(events...)
+            batch.removeEvents(from: events)
             batch.rejections.removeSubrange(rejections...)
             let detail = error.writtenByAnotherVersion ? "\(error)" : "\(error); only trackpipe should write to the repartition topic"
             Self.reject(detail, DeadLetterReference(record: index), of: record, into: &batch)
@@ -141,10 +141,9 @@ public struct RepartitionInput: AggregateInput {
                 Self.reject("an event without its delivery id", reference, of: record, into: &batch)
                 continue
             }
-            batch.events.append(
-                DecodedBatch.Event(
-                    event: event.tracking(deliveryIds[event.delivery]), source: source, sourceOffset: event.sourceOffset,
-                    partition: record.partition, offset: record.offset, reference: reference, carriesOriginal: event.original != nil))
+            batch.append(
+                event.tracking(deliveryIds[event.delivery]), partition: record.partition, offset: record.offset, source: source,
+                sourceOffset: event.sourceOffset, reference: reference, carriesOriginal: event.original != nil)
         }
         try reader.finish()
     }

@@ -75,7 +75,7 @@ extension WindowTask {
                 accounting.deadLetteredOutsideRange[rejection.reason] += 1
             }
         }
-        let inputs = admit(batch.events, letters, into: &accounting, notices: &result.report.notices)
+        let inputs = admit(batch, letters, into: &accounting, notices: &result.report.notices)
         let clockBefore = clockAtBatchStart
         let output = engine.process(inputs, marks: engineMarks(batch.marks), now: now, on: runner)
         accounting.rereadFinal += output.rereadFinal
@@ -126,54 +126,50 @@ extension WindowTask {
         return "; its original message did not cross the shuffle (\(cause)), so the value is the hit as trackpipe normalized it and the header \(DeadLetter.Header.normalized) says so: the message is at its source position in the input topic, for as long as the input's retention keeps it"
     }
 
-    /// The events to count, in order: copies an upstream sent twice are dropped.
+    /// The events to count, in order: copies an upstream sent twice are dropped. A batch without
+    /// copies (the usual) is counted as decoded, its inputs shared rather than copied.
     ///
-    /// Each event is read in place, a field at a time, and only its `TrackingEvent` copied into
-    /// its input: taken whole (`enumerated()`, or an `UnsafeBufferPointer`'s subscript), every
-    /// event was copied and destroyed through its value witnesses first (about 90 instructions a
-    /// hit: callgrind, one stage).
+    /// Each event is read in place, a field at a time: taken whole (`enumerated()`, or an
+    /// `UnsafeBufferPointer`'s subscript), every event was copied and destroyed through its
+    /// value witnesses first (about 90 instructions a hit: callgrind, one stage).
     private mutating func admit(
-        _ events: [DecodedBatch.Event], _ letters: LetterFilter, into accounting: inout Accounting, notices: inout [String]
+        _ batch: DecodedBatch, _ letters: LetterFilter, into accounting: inout Accounting, notices: inout [String]
     ) -> [WindowInput] {
-        var inputs: [WindowInput] = []
-        inputs.reserveCapacity(events.count)
+        var copies: [Int] = []
         var switched: Set<Int32> = []
-        events.withUnsafeBufferPointer { buffer in
+        batch.events.withUnsafeBufferPointer { buffer in
             // Through the pointer's addressor, a field is read alone; the buffer's subscript
             // would copy the whole event first.
             guard let events = buffer.baseAddress else { return }
             for tag in buffer.indices {
-                let offset = events[tag].offset
-                accounting.consume(at: offset, letters)
+                accounting.consume(at: events[tag].offset, letters)
                 switch sources.admit(events[tag].source, sourceOffset: events[tag].sourceOffset) {
                 case .copy:
                     accounting.duplicates += 1
-                    continue
+                    copies.append(tag)
                 case .firstOfNewIncarnation:
                     switched.insert(events[tag].source.partition)
                 case .first:
                     break
                 }
-                let position = RecordPosition.of(offset: offset, event: events[tag].reference.event ?? 0)
-                inputs.append(
-                    WindowInput(event: Self.copy(of: events + tag), partition: events[tag].partition, offset: offset, tag: tag, position: position))
             }
         }
         if !switched.isEmpty {
             notices.append(
                 "events of input partitions \(switched.sorted()) now come from another incarnation of the input (another topic under this group, or the topic deleted and created again): their offsets start afresh, and earlier positions no longer mark copies")
         }
+        guard !copies.isEmpty else { return batch.inputs }
+        var inputs: [WindowInput] = []
+        inputs.reserveCapacity(batch.inputs.count - copies.count)
+        var next = 0
+        for input in batch.inputs {
+            if next < copies.count, copies[next] == input.tag {
+                next += 1
+            } else {
+                inputs.append(input)
+            }
+        }
         return inputs
-    }
-
-    /// An event's hit, copied a field at a time: copied whole, it went through the value witness
-    /// of `TrackingEvent` (74 instructions a hit, callgrind).
-    @inline(__always)
-    private static func copy(of event: UnsafePointer<DecodedBatch.Event>) -> TrackingEvent {
-        TrackingEvent(
-            deliveryId: event.pointee.event.deliveryId, broadlogId: event.pointee.event.broadlogId, action: event.pointee.event.action,
-            channel: event.pointee.event.channel, platform: event.pointee.event.platform, eventTime: event.pointee.event.eventTime,
-            shape: event.pointee.event.shape)
     }
 
     /// The sources' watermarks under the engine's numbers for them, in that order, so the engine

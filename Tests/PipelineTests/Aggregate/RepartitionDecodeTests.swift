@@ -68,10 +68,12 @@ struct RepartitionDecodeTests {
                 Issue.record("not an events record")
                 return
             }
-            #expect(batch.events.count == record.events.count)
-            for (number, (made, read)) in zip(batch.events, record.events).enumerated() {
-                #expect(made.event == read.tracking(DeliveryID(read.deliveryId)))
-                #expect(made.event.broadlogId == BroadlogID(read.broadlogId))
+            #expect(batch.events.count == record.events.count && batch.inputs.count == record.events.count)
+            for (number, ((input, made), read)) in zip(zip(batch.inputs, batch.events), record.events).enumerated() {
+                #expect(input.event == read.tracking(DeliveryID(read.deliveryId)))
+                #expect(input.event.broadlogId == BroadlogID(read.broadlogId))
+                #expect(input.partition == 0 && input.offset == 40 && input.tag == number)
+                #expect(input.position == RecordPosition.of(offset: 40, event: number))
                 #expect(made.source.partition == read.sourcePartition && made.sourceOffset == read.sourceOffset)
                 #expect(made.carriesOriginal == (read.original != nil))
                 #expect(made.reference == DeadLetterReference(record: 2, event: number) && made.offset == 40)
@@ -125,6 +127,7 @@ struct RepartitionDecodeTests {
         ])
         let batch = Self.decoded(value)
         #expect(batch.events.map(\.reference.event) == [0, 2])
+        #expect(batch.inputs.map(\.tag) == [0, 1] && batch.inputs.map(\.event.broadlogId) == ["b1", "b3"])
         #expect(batch.rejections.map(\.detail) == ["an event without its delivery id"])
         #expect(batch.rejections.map(\.reference) == [DeadLetterReference(record: 2, event: 1)])
     }
@@ -142,9 +145,25 @@ struct RepartitionDecodeTests {
         value[lastHead] |= 3
         let expected = try #require(throws: RepartitionRecord.DecodingError.self) { try value.withUnsafeBytes { _ = try RepartitionRecord.decode($0) } }
         let batch = Self.decoded(value)
-        #expect(batch.events.isEmpty)
+        #expect(batch.events.isEmpty && batch.inputs.isEmpty)
         #expect(batch.rejections.map(\.detail) == ["\(expected); only trackpipe should write to the repartition topic"])
         #expect(batch.rejections.map(\.reference) == [DeadLetterReference(record: 2)])
         #expect(batch.firstSightings.isEmpty && batch.writerClock == nil)
+    }
+
+    @Test("records decoded in chunks and joined tag each input with its index in the joined batch, as records decoded in one go do")
+    func joinedChunks() throws {
+        let arena = RecordArena()
+        let input = RepartitionInput(partitionCount: 1)
+        let records = (0..<3).map { record in
+            arena.record(
+                partition: 0, offset: Int64(40 + record),
+                value: Self.record((0..<5).map { Written(delivery: "d\($0)", broadlog: "b\(record)-\($0)", source: 1, offset: Int64(10 * record + $0)) }))
+        }
+        let whole = input.decode(records, at: 0..<3)
+        var joined = input.decode(records, at: 0..<1)
+        joined.append(input.decode(records, at: 1..<3))
+        #expect(joined.inputs == whole.inputs && whole.inputs.map(\.tag) == Array(0..<15))
+        #expect(joined.events.map(\.reference) == whole.events.map(\.reference))
     }
 }
