@@ -89,9 +89,9 @@ extension RepartitionRecord {
         /// own to this module cost the stage about 30 instructions a hit, callgrind). Whether the
         /// record begins the group's records of a source is settled once the stage knows it
         /// (`settleSources`). `delivery` is the event's delivery's number in this record, as
-        /// `number(of:)` gave it, for a caller that remembers it; nil: looked up here.
+        /// `number(of:)` gave it: the stage remembers it per delivery (`DeliveryRoutes`).
         package mutating func append(
-            _ event: TrackingEvent, delivery: Int? = nil, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
+            _ event: TrackingEvent, delivery: Int, eventTime: Int64, sourcePartition: Int32, epoch: UInt32, sourceOffset: Int64,
             timestamp: Int64?, original: OriginalBytes?, watermark: Int64
         ) {
             if let timestamp { self.timestamp = max(self.timestamp ?? timestamp, timestamp) }
@@ -99,10 +99,9 @@ extension RepartitionRecord {
             // event then names its source) looks the source up.
             let newSource = source < 0 || sources[source] != sourcePartition
             if newSource { enterSource(sourcePartition, epoch: epoch) }
-            let known = delivery ?? number(of: event.deliveryId)
             let fields = EventFields(
                 head: Self.head(of: event, newSource: newSource, carriesOriginal: original != nil), shape: event.shape.rawValue,
-                delivery: known, source: newSource ? source : nil,
+                delivery: delivery, source: newSource ? source : nil,
                 offsetDelta: Varint.zigzag(sourceOffset &- runPrevious &- 1), timeDelta: Varint.zigzag(eventTime &- previousTime))
             runPrevious = sourceOffset
             previousTime = eventTime

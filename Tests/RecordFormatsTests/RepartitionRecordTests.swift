@@ -36,8 +36,9 @@ struct RepartitionRecordTests {
         for item in events {
             withOptional(item.key) { key in
                 withOptional(item.value) { value in
+                    let delivery = writer.number(of: item.event.deliveryId)
                     writer.append(
-                        item.event, eventTime: item.event.eventTime!, sourcePartition: item.source, epoch: item.epoch,
+                        item.event, delivery: delivery, eventTime: item.event.eventTime!, sourcePartition: item.source, epoch: item.epoch,
                         sourceOffset: item.offset, timestamp: item.timestamp,
                         original: item.carries
                             ? RepartitionRecord.OriginalBytes(key: key, value: value, timestamp: item.timestamp, maxBytes: maxOriginalBytes)
@@ -162,7 +163,7 @@ struct RepartitionRecordTests {
         }
     }
 
-    @Test("deliveries numbered by the caller (as a lane remembers them, from number(of:)) give the very bytes of the writer numbering them itself, over sources coming back in one record and more than 16 deliveries")
+    @Test("deliveries numbered by the caller (as a lane remembers them, from number(of:)) give the very bytes of a writer asked for the number of every event, over sources coming back in one record and more than 16 deliveries")
     func numbersGivenByTheCaller() throws {
         let sources: [Int32] = [5, 5, 3, 5, 7, 7, 3, 3, 5, 9]
         let events = (0..<400).map { (index: Int) -> Written in
@@ -192,8 +193,9 @@ struct RepartitionRecordTests {
         var plain = RepartitionRecord.EventsWriter()
         plain.begin(partition: 1, origin: Self.origin, writerClock: Self.clock)
         for item in events {
+            let delivery = plain.number(of: item.event.deliveryId)
             plain.append(
-                item.event, eventTime: item.event.eventTime!, sourcePartition: item.source, epoch: item.epoch, sourceOffset: item.offset,
+                item.event, delivery: delivery, eventTime: item.event.eventTime!, sourcePartition: item.source, epoch: item.epoch, sourceOffset: item.offset,
                 timestamp: nil, original: item.carries ? RepartitionRecord.OriginalBytes(key: nil, value: nil, timestamp: Self.clock) : nil,
                 watermark: 500 + item.offset)
         }
@@ -233,8 +235,10 @@ struct RepartitionRecordTests {
         var writer = RepartitionRecord.EventsWriter()
         writer.begin(partition: 1, origin: Self.origin, writerClock: Self.clock)
         func append(_ source: Int32, _ offset: Int64) {
+            let event = Self.event("d1", "b\(offset)")
+            let delivery = writer.number(of: event.deliveryId)
             writer.append(
-                Self.event("d1", "b\(offset)"), eventTime: Self.clock - 5_000, sourcePartition: source, epoch: 1, sourceOffset: offset,
+                event, delivery: delivery, eventTime: Self.clock - 5_000, sourcePartition: source, epoch: 1, sourceOffset: offset,
                 timestamp: nil, original: nil, watermark: 500 + offset)
         }
         append(1, 10)

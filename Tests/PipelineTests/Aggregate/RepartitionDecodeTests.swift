@@ -33,8 +33,9 @@ struct RepartitionDecodeTests {
                 deliveryId: DeliveryID(item.delivery), broadlogId: BroadlogID(item.broadlog), action: .click, channel: .push,
                 platform: .android, eventTime: clock - 5_000 + Int64(number * 37), shape: .androidPush)
             withBytes(item.original) { original in
+                let delivery = writer.number(of: event.deliveryId)
                 writer.append(
-                    event, eventTime: event.eventTime!, sourcePartition: item.source, epoch: item.epoch, sourceOffset: item.offset,
+                    event, delivery: delivery, eventTime: event.eventTime!, sourcePartition: item.source, epoch: item.epoch, sourceOffset: item.offset,
                     timestamp: clock - 1_000,
                     original: original.map { RepartitionRecord.OriginalBytes(key: $0, value: $0, timestamp: clock - 1_000, maxBytes: maxOriginalBytes) },
                     watermark: clock - 10_000 + item.offset)
