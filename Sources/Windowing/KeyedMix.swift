@@ -1,8 +1,9 @@
 import TrackingDomain
 
 /// The hash of the engine's own tables of ids (`BroadlogSet`, and a window slot's deliveries
-/// through `DeliveryKey`), and of the aggregate stage's tables of sources (`SourceKey`): a
-/// multiply-and-fold mix of two words, keyed by a secret drawn at random when the process starts.
+/// through `DeliveryKey`), of the normalize lanes' table of delivery routes, and of the
+/// aggregate stage's tables of sources (`SourceKey`): a multiply-and-fold mix of two words,
+/// keyed by a secret drawn at random when the process starts.
 ///
 /// Why: ids come from devices, and a table they fill must not let anyone choose ids that
 /// collide, which the secret keeps them from computing; Swift's SipHash gives the same
@@ -29,6 +30,21 @@ package enum KeyedMix {
         let (k0, k1) = secret
         return fold(fold(low ^ k0 ^ seed, high ^ k1) ^ k0, k1 ^ 0xA076_1D64_78BD_642F)
     }
+
+    /// An id mixed under the secret: one of up to 15 bytes is its two words with its length in
+    /// the top byte (zero there for such an id), mixed once; a longer one, rare, goes through
+    /// `Hasher`, since its words alone would let ids that share their first sixteen bytes collide
+    /// whatever the secret.
+    @inline(__always)
+    package static func hash(_ id: InlineUTF8, seed: UInt64 = 0, secret: (UInt64, UInt64) = secret) -> UInt64 {
+        guard id.utf8Count <= 15 else {
+            var hasher = Hasher()
+            hasher.combine(seed)
+            id.hash(into: &hasher)
+            return UInt64(truncatingIfNeeded: hasher.finalize())
+        }
+        return hash(id.low, id.high | UInt64(truncatingIfNeeded: id.utf8Count) << 56, seed: seed, secret: secret)
+    }
 }
 
 /// A delivery's id as the key of a window slot's table (`WindowSlot.deliveries`), hashed with
@@ -47,19 +63,9 @@ struct DeliveryKey: Hashable, Sendable {
     /// As the id hashes, for a hasher that combines it with more.
     func hash(into hasher: inout Hasher) { id.hash(into: &hasher) }
 
-    /// What `Dictionary` asks for: an id of up to 15 bytes is its two words with its length in
-    /// the top byte (zero there for such an id), mixed once; a longer one, rare, goes through
-    /// `Hasher` as before.
+    /// What `Dictionary` asks for: the id mixed by `KeyedMix`.
     @inline(__always)
     func _rawHashValue(seed: Int) -> Int {
-        let bytes = id.bytes
-        guard bytes.utf8Count <= 15 else {
-            var hasher = Hasher()
-            hasher.combine(seed)
-            id.hash(into: &hasher)
-            return hasher.finalize()
-        }
-        let high = bytes.high | UInt64(truncatingIfNeeded: bytes.utf8Count) << 56
-        return Int(truncatingIfNeeded: KeyedMix.hash(bytes.low, high, seed: UInt64(truncatingIfNeeded: seed)))
+        Int(truncatingIfNeeded: KeyedMix.hash(id.bytes, seed: UInt64(truncatingIfNeeded: seed)))
     }
 }

@@ -7,9 +7,10 @@ import Windowing
 /// this table rather than the FNV-1a loop over its bytes and a search of the record's delivery
 /// table, each hit (about 60 and 55 instructions, callgrind).
 ///
-/// Open addressing with linear probing, keyed by a multiply-shift of the id's inline words and
-/// checked by full equality; emptied when half full, so that it stays small whatever the number
-/// of deliveries.
+/// Open addressing with linear probing, keyed by `KeyedMix` (ids come from devices: an unkeyed
+/// mix would let anyone send deliveries whose ids fall into one run of slots, a search of up to
+/// the whole table every hit) and checked by full equality; emptied when half full, so that it
+/// stays small whatever the number of deliveries.
 struct DeliveryRoutes {
     /// One delivery's route.
     struct Route {
@@ -28,6 +29,8 @@ struct DeliveryRoutes {
     private static let empty = Route(id: DeliveryID(bytes: InlineUTF8(low: 0, high: 0, utf8Count: 0)), partition: -1, number: 0, record: -1)
 
     private(set) var routes: [Route] = []
+    /// `KeyedMix.secret`, read once: each read of it is a call.
+    private let secret = KeyedMix.secret
     private var used = 0
     /// The partition count the routes were taken for.
     private var partitions: Int32 = -1
@@ -36,10 +39,8 @@ struct DeliveryRoutes {
     @inline(__always)
     mutating func slot(of id: DeliveryID, partitions: Int32) -> Int {
         if partitions != self.partitions || used >= Self.maxRoutes { restart(partitions: partitions) }
-        let bytes = id.bytes
-        let mixed = (bytes.low &* 0x9E37_79B9_7F4A_7C15) ^ ((bytes.high &+ UInt64(bytes.utf8Count)) &* 0xC2B2_AE3D_27D4_EB4F)
         let mask = (1 << Self.slotBits) - 1
-        var slot = Int(truncatingIfNeeded: mixed >> (64 - UInt64(Self.slotBits)))
+        var slot = Int(truncatingIfNeeded: KeyedMix.hash(id.bytes, secret: secret)) & mask
         while true {
             let partition = routes[slot].partition
             if partition < 0 { return add(id, at: slot) }

@@ -54,6 +54,40 @@ struct DeliveryRoutesTests {
         }
     }
 
+    /// The longest run of occupied slots, which a lookup of an absent id may have to search.
+    static func longestRun(_ routes: DeliveryRoutes) -> Int {
+        var longest = 0
+        var run = 0
+        for route in routes.routes + routes.routes {  // twice round: a run may wrap
+            run = route.partition >= 0 ? run + 1 : 0
+            longest = max(longest, run)
+        }
+        return min(longest, routes.routes.count)
+    }
+
+    /// The inverse of an odd number modulo 2^64 (Newton's iteration): ids whose first word is a
+    /// small number times the inverse of a multiplier all multiply to small numbers.
+    static func inverse(_ odd: UInt64) -> UInt64 {
+        var inverse = odd
+        for _ in 0..<5 { inverse = inverse &* (2 &- odd &* inverse) }
+        return inverse
+    }
+
+    @Test(
+        "ids an adversary picks to fall together (sharing their first sixteen bytes; or made to multiply to small numbers, as against an unkeyed multiply-shift of their words) spread over the table: no run of slots a lookup searches grows with them",
+        arguments: [
+            (0..<1_500).map { DeliveryID("0123456789abcdef" + String($0)) },
+            (0..<1_500).map { DeliveryID(bytes: InlineUTF8(low: UInt64($0) &* inverse(0x9E37_79B9_7F4A_7C15), high: 0, utf8Count: 8)) },
+        ])
+    func adversarialIdsSpread(ids: [DeliveryID]) {
+        var routes = DeliveryRoutes()
+        for id in ids { _ = routes.slot(of: id, partitions: 16) }
+        #expect(routes.routes.count(where: { $0.partition >= 0 }) == ids.count)
+        // 1,500 keys in 4,096 slots hashed at random leave runs of a few dozen at most; ids
+        // that collide make one run of them all.
+        #expect(Self.longestRun(routes) < 100)
+    }
+
     @Test("a number remembered for a record stays with its delivery's slot until it is remembered again")
     func remembersNumbers() {
         var routes = DeliveryRoutes()
