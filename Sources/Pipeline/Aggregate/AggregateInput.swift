@@ -116,15 +116,13 @@ extension OutgoingDeadLetter: DeadLetterRecord {
 
 /// What an input made of a task's share of a batch, in record order.
 public struct DecodedBatch: Sendable {
-    /// Where a hit to count (`inputs`, at the same index) was first read and which record
-    /// carried it.
+    /// Where a hit to count (`inputs`, at the same index, which holds its record's partition
+    /// and offset) was first read, and how it is dead-lettered.
     struct Event: Sendable {
         /// The input partition the hit was first read from, and its offset there: the key the
         /// duplicate filter recognises a re-sent event by.
         var source: SourceKey
         var sourceOffset: Int64
-        /// The offset of the record that carried it, in the partition being read.
-        var offset: Int64
         var reference: DeadLetterReference
         /// Its original message can be dead-lettered as it arrived: false for an event that
         /// crossed the shuffle without it (`OriginalRule`).
@@ -187,7 +185,7 @@ public struct DecodedBatch: Sendable {
         let position = RecordPosition.of(offset: offset, event: reference.event ?? 0)
         inputs.append(WindowInput(event: event, partition: partition, offset: offset, tag: inputs.count, position: position))
         events.append(
-            Event(source: source, sourceOffset: sourceOffset, offset: offset, reference: reference, carriesOriginal: carriesOriginal))
+            Event(source: source, sourceOffset: sourceOffset, reference: reference, carriesOriginal: carriesOriginal))
     }
 
     /// Takes back the events from `count` on.

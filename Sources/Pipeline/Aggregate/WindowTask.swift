@@ -138,19 +138,21 @@ extension WindowTask {
         var copies: [Int] = []
         var switched: Set<Int32> = []
         batch.events.withUnsafeBufferPointer { buffer in
-            // Through the pointer's addressor, a field is read alone; the buffer's subscript
-            // would copy the whole event first.
-            guard let events = buffer.baseAddress else { return }
-            for tag in buffer.indices {
-                accounting.consume(at: events[tag].offset, letters)
-                switch sources.admit(events[tag].source, sourceOffset: events[tag].sourceOffset) {
-                case .copy:
-                    accounting.duplicates += 1
-                    copies.append(tag)
-                case .firstOfNewIncarnation:
-                    switched.insert(events[tag].source.partition)
-                case .first:
-                    break
+            batch.inputs.withUnsafeBufferPointer { inputBuffer in
+                // Through the pointers' addressors, a field is read alone; the buffers'
+                // subscripts would copy the whole event or input first.
+                guard let events = buffer.baseAddress, let inputs = inputBuffer.baseAddress else { return }
+                for tag in buffer.indices {
+                    accounting.consume(at: inputs[tag].offset, letters)
+                    switch sources.admit(events[tag].source, sourceOffset: events[tag].sourceOffset) {
+                    case .copy:
+                        accounting.duplicates += 1
+                        copies.append(tag)
+                    case .firstOfNewIncarnation:
+                        switched.insert(events[tag].source.partition)
+                    case .first:
+                        break
+                    }
                 }
             }
         }
