@@ -6,7 +6,7 @@ import Logging
 /// The start-up's proof that a run is the pipeline its group is, before anything is joined or
 /// written (`GroupIdentity`): every commit the group's stages made says what the group is fixed
 /// to, and an internal topic says which group writes it; the stages' judge judges each. It reads
-/// through the client seam, so that the simulated cluster can drive it too.
+/// through the client seam (`TopicReader`), so that the simulated cluster can drive it too.
 ///
 /// What is read:
 /// - the group's commits on the input topic (the normalize stage's, or the one stage's);
@@ -33,36 +33,36 @@ import Logging
 /// another version of trackpipe, or all older than `NewestRecords.bound` offsets behind others.
 package enum GroupIdentityCheck {
     /// Throws the judge's refusal (`GroupIdentity.judge`) of the first evidence it refuses, in
-    /// the order above, each read through `clients` once the one before is judged. The topics'
-    /// partition counts are the caller's to read (`TopicAdmin`, which the client seam does not
-    /// cover): nil for an internal topic that does not exist yet.
+    /// the order above, each read once the one before is judged: through `reader` (a consumer of
+    /// the group's `group.id`, which the caller's other start-up checks share), but for the
+    /// aggregate group's commits, which need a consumer of that group's id, made and closed
+    /// here. The topics' partition counts are the caller's to read (`TopicAdmin`, which the
+    /// client seam does not cover): nil for an internal topic that does not exist yet.
     package static func check(
-        config: PipelineConfig, inputPartitions: Int, repartitionPartitions: Int?, statePartitions: Int?, clients: any KafkaClientFactory,
-        logger: Logger
+        config: PipelineConfig, inputPartitions: Int, repartitionPartitions: Int?, statePartitions: Int?, reader: TopicReader
     ) throws {
         let identity = config.identity
         let given = config.givenSettings
-        let reader = config.consumerConfig(group: config.group)
-        let consumerLogger = logger.with(label: "trackpipe.kafka.consumer")
         func hear(_ evidence: [GroupIdentity.Evidence]) throws {
             for item in evidence { try identity.judge(item, given: given).get() }
         }
         try hear(
-            try GroupCommits.starts(group: config.group, topic: config.inputTopic, partitions: inputPartitions, consumerConfig: reader, clients: clients, logger: consumerLogger)
+            try GroupCommits.starts(topic: config.inputTopic, partitions: inputPartitions, reader: reader.consumer())
                 .map { .commit($0, topic: config.inputTopic) })
         if let repartition = identity.repartitionTopic, let count = repartitionPartitions {
-            try hear(
-                try GroupCommits.starts(
-                    group: config.aggregateGroup, topic: repartition, partitions: count, consumerConfig: config.consumerConfig(group: config.aggregateGroup),
-                    clients: clients, logger: consumerLogger
-                ).map { .commit($0, topic: repartition) })
-            let writers = try NewestRecords.find(in: repartition, partitions: count, consumerConfig: reader, clients: clients, logger: consumerLogger) {
+            let aggregate = try reader.clients.consumer(
+                config: config.consumerConfig(group: config.aggregateGroup), logger: reader.logger, rebalance: nil, maxBatch: 1, wakesFetcher: false,
+                onError: nil)
+            let commits = Result { try GroupCommits.starts(topic: repartition, partitions: count, reader: aggregate) }
+            aggregate.close()
+            try hear(try commits.get().map { .commit($0, topic: repartition) })
+            let writers = try NewestRecords.find(in: repartition, partitions: count, reader: reader) {
                 record in record.value.flatMap { try? RepartitionRecord.origin(of: $0).group }
             }
             try hear(newest(writers) { .repartitionRecord(writer: $0, partition: $1, offset: $2) })
         }
         if let count = statePartitions {
-            let tasks = try NewestRecords.find(in: identity.stateTopic, partitions: count, consumerConfig: reader, clients: clients, logger: consumerLogger) {
+            let tasks = try NewestRecords.find(in: identity.stateTopic, partitions: count, reader: reader) {
                 record -> ChangelogRecord.TaskState? in
                 guard let key = record.key, key.elementsEqual(ChangelogRecord.encodeKey(.task)), let value = record.value else { return nil }
                 return try? ChangelogRecord.decodeTask(Array(value))

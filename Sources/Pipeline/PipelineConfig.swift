@@ -163,7 +163,7 @@ public struct PipelineConfig: Sendable {
     /// - Parameter member: the stage whose consumer joins the group (`normalize`, `aggregate`):
     ///   with `instanceId` it gets its static `group.instance.id`. Readers that never join a group
     ///   (commit lookups, restores, `status`, `replay`) pass nil.
-    func consumerConfig(group: String, readingAhead: Bool = false, member: String? = nil) -> KafkaConfig {
+    package func consumerConfig(group: String, readingAhead: Bool = false, member: String? = nil) -> KafkaConfig {
         var defaults = [
             "bootstrap.servers": brokers,
             "group.id": group,

@@ -44,13 +44,12 @@ package enum WindowSizeCheck {
     /// run's first records in all of them.
     static func checkOutputs(
         _ outputs: [(topic: String, size: Int64)], given: GivenSetting, allowUnchecked: Bool, group: String? = nil, admin: TopicAdmin,
-        consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
+        reader: TopicReader, logger: Logger
     ) throws -> @Sendable ([String: AcknowledgedRecords]) throws -> Void {
         let checks = try outputs.map { output in
             (output.topic, try checkOutput(
                 topic: output.topic, partitions: try Pipeline.existingPartitionCount(of: output.topic, admin: admin), window: output.size,
-                given: given, sizes: outputs.count, allowUnchecked: allowUnchecked, group: group, admin: admin, consumerConfig: consumerConfig,
-                clients: clients, logger: logger))
+                given: given, sizes: outputs.count, allowUnchecked: allowUnchecked, group: group, admin: admin, reader: reader, logger: logger))
         }
         return { written in
             for (topic, check) in checks { try check(written[topic] ?? AcknowledgedRecords()) }
@@ -64,20 +63,24 @@ package enum WindowSizeCheck {
     /// cannot be told: refused too, unless `allowUnchecked` (`--allow-unchecked-output`), since
     /// a tombstone or another program's record at the end of every partition would otherwise
     /// let any size through. Returns the check of the run's first records (`checkWritten`), for
-    /// its runner (`RunnerSettings.checkFirstOutput`); `group`: the run's, nil for a replay;
-    /// `sizes`: how many the run counts, each into a topic of its own.
+    /// its runner (`RunnerSettings.checkFirstOutput`), which asks through a reader of its own
+    /// (of `reader`'s settings); `group`: the run's, nil for a replay; `sizes`: how many the run
+    /// counts, each into a topic of its own.
     static func checkOutput(
         topic: String, partitions: Int?, window: Int64, given: GivenSetting, sizes: Int = 1, allowUnchecked: Bool, group: String? = nil,
-        admin: TopicAdmin, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
+        admin: TopicAdmin, reader: TopicReader, logger: Logger
     ) throws -> @Sendable (AcknowledgedRecords) throws -> Void {
-        let logs = try partitions.map { try NewestRecords.logs(of: topic, partitions: $0, consumerConfig: consumerConfig, clients: clients, logger: logger) } ?? [:]
+        let logs = try partitions.map { try NewestRecords.logs(of: topic, partitions: $0, reader: reader) } ?? [:]
+        let (readerConfig, clients, readerLogger) = (reader.config, reader.clients, reader.logger)
         let afterwards: @Sendable (AcknowledgedRecords) throws -> Void = { written in
+            let reader = TopicReader(config: readerConfig, clients: clients, logger: readerLogger)
+            defer { reader.close() }
             try checkWritten(
                 topic: topic, since: logs.mapValues(\.upperBound), written: written, window: window, given: given, sizes: sizes, group: group,
-                admin: admin, consumerConfig: consumerConfig, clients: clients, logger: logger)
+                admin: admin, reader: reader, logger: logger)
         }
         guard let partitions else { return afterwards }
-        let found = try NewestRecords.find(in: topic, partitions: partitions, logs: logs, consumerConfig: consumerConfig, clients: clients, logger: logger) {
+        let found = try NewestRecords.find(in: topic, partitions: partitions, logs: logs, reader: reader) {
             $0.value.flatMap(windowSize(ofRecord:))
         }
         var others: [(partition: Int32, size: Int64)] = []
@@ -119,15 +122,15 @@ package enum WindowSizeCheck {
     /// the other wrote first (docs/windowing.md, "Two runs that start together").
     static func checkWritten(
         topic: String, since: [Int32: Int64], written: AcknowledgedRecords, window: Int64, given: GivenSetting, sizes: Int = 1, group: String?,
-        admin: TopicAdmin, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
+        admin: TopicAdmin, reader: TopicReader, logger: Logger
     ) throws {
         let partitions = try admin.partitionCount(of: topic) ?? 0
         var ranges: [Int32: Range<Int64>] = [:]
-        for (partition, log) in try NewestRecords.logs(of: topic, partitions: partitions, consumerConfig: consumerConfig, clients: clients, logger: logger) {
+        for (partition, log) in try NewestRecords.logs(of: topic, partitions: partitions, reader: reader) {
             let from = max(log.lowerBound, since[partition] ?? 0), to = written.spans[partition]?.lowerBound ?? log.upperBound
             if from < to { ranges[partition] = from..<to }
         }
-        let others = try NewestRecords.read(topic: topic, ranges: ranges, consumerConfig: consumerConfig, clients: clients, logger: logger) { record in
+        let others = try NewestRecords.read(topic: topic, ranges: ranges, reader: reader) { record in
             record.value.flatMap(windowSize(ofRecord:)).flatMap { $0 == window ? nil : $0 }
         }.newest
         // Named first: a record below this run's own on its partition, then one where no order is known.

@@ -1,15 +1,12 @@
 import Kafka
-import Logging
 
 /// What a consumer group has committed on a topic, read without joining the group, as the
 /// `PartitionStart`s its stage would be given: so that a stage can refuse commits it cannot
 /// resume from before the worker joins anything (another mode's commits, another tool's).
 package enum GroupCommits {
-    package static func starts(
-        group: String, topic: String, partitions: Int, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
-    ) throws -> [PartitionStart] {
-        let reader = try clients.consumer(config: consumerConfig, logger: logger, rebalance: nil, maxBatch: 1, wakesFetcher: false, onError: nil)
-        defer { reader.close() }
+    /// Asked through `reader`, a consumer of the group's `group.id` that has joined nothing; the
+    /// caller owns it (the start-up asks its other questions through the same one).
+    package static func starts(topic: String, partitions: Int, reader: any ConsumerClient) throws -> [PartitionStart] {
         let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
         let committed = try reader.committed(all)
         let resumed = committed.filter { $0.offset >= 0 }.map(\.topicPartition)

@@ -65,6 +65,8 @@ final class ProcessLife {
     private var consumerRefs: [WeakRef<SimulatedConsumer>] = []
     private var producerRefs: [WeakRef<SimulatedProducer>] = []
     fileprivate var consumers: [SimulatedConsumer] { consumerRefs.compactMap(\.object) }
+    /// Every consumer the process made, closed ones too: each is a client, with its connections.
+    fileprivate var consumersMade: Int { consumerRefs.count }
     fileprivate var producers: [SimulatedProducer] { producerRefs.compactMap(\.object) }
     fileprivate func adopt(_ consumer: SimulatedConsumer) { consumerRefs.append(WeakRef(object: consumer)) }
     fileprivate func adopt(_ producer: SimulatedProducer) { producerRefs.append(WeakRef(object: producer)) }
@@ -109,6 +111,7 @@ final class ProcessClients: KafkaClientFactory, @unchecked Sendable {
     }
 
     var consumers: [SimulatedConsumer] { life.consumers }
+    var consumersMade: Int { life.consumersMade }
 
     func consumer(
         config: KafkaConfig, logger: Logger, rebalance: RebalanceHandler?, maxBatch: Int, wakesFetcher: Bool,

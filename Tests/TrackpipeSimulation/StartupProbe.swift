@@ -51,17 +51,24 @@ public enum StartupProbe {
 
     /// Why `Pipeline.run` refuses to start a run of `config` on what `g1` left, nil if it starts;
     /// the partition counts as `Pipeline` reads them (`TopicAdmin`), the rest through the seam.
-    public static func refusal(of config: PipelineConfig) -> String? {
+    public static func refusal(of config: PipelineConfig) -> String? { check(config).refusal }
+
+    /// The identity check of `config` on what `g1` left: its refusal, if any, and how many
+    /// consumers it made through the seam (each a client, with its connections, in a worker).
+    public static func check(_ config: PipelineConfig) -> (refusal: String?, consumers: Int) {
         let cluster = Self.cluster()
+        let clients = ProcessClients(cluster: cluster)
+        let reader = TopicReader(
+            config: config.consumerConfig(group: config.group), clients: clients, logger: Logger(label: "trackpipe.probe") { _ in SwiftLogNoOpLogHandler() })
+        defer { reader.close() }
         do {
             try GroupIdentityCheck.check(
                 config: config, inputPartitions: cluster.kafka.topic(config.inputTopic).partitionCount,
                 repartitionPartitions: cluster.kafka.topics[config.effectiveRepartitionTopic]?.partitionCount,
-                statePartitions: cluster.kafka.topics[config.effectiveStateTopic]?.partitionCount, clients: ProcessClients(cluster: cluster),
-                logger: Logger(label: "trackpipe.probe") { _ in SwiftLogNoOpLogHandler() })
-            return nil
+                statePartitions: cluster.kafka.topics[config.effectiveStateTopic]?.partitionCount, reader: reader)
+            return (nil, clients.consumersMade)
         } catch {
-            return "\(error)"
+            return ("\(error)", clients.consumersMade)
         }
     }
 }

@@ -451,7 +451,8 @@ final class World {
         do {
             try GroupIdentityCheck.check(
                 config: config, inputPartitions: inputPartitions, repartitionPartitions: kafka.topics[deployment.repartitionTopic]?.partitionCount,
-                statePartitions: kafka.topics[deployment.stateTopic]?.partitionCount, clients: ProcessClients(cluster: cluster), logger: logger)
+                statePartitions: kafka.topics[deployment.stateTopic]?.partitionCount,
+                reader: TopicReader(config: config.consumerConfig(group: config.group), clients: ProcessClients(cluster: cluster), logger: logger))
         } catch {
             return "\(error)"
         }

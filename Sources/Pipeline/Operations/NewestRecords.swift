@@ -43,10 +43,10 @@ enum NewestRecords {
     /// needs of one it recognises.
     /// `logs`: each partition's log start and end, as `logs(of:)` gives them; nil: asked here.
     static func find<Value>(
-        in topic: String, partitions: Int, logs: [Int32: Range<Int64>]? = nil, consumerConfig: KafkaConfig, clients: any KafkaClientFactory,
-        logger: Logger, bound: Int64 = bound, recognise: (PolledRecord) -> Value?
+        in topic: String, partitions: Int, logs: [Int32: Range<Int64>]? = nil, reader: TopicReader, bound: Int64 = bound,
+        recognise: (PolledRecord) -> Value?
     ) throws -> [Int32: Found<Value>] {
-        let logs = try logs ?? Self.logs(of: topic, partitions: partitions, consumerConfig: consumerConfig, clients: clients, logger: logger)
+        let logs = try logs ?? Self.logs(of: topic, partitions: partitions, reader: reader)
         var found: [Int32: Found<Value>] = [:]
         // Per partition still open: its log start, the end of what is not read yet, and what was stepped over.
         var open: [Int32: (low: Int64, next: Int64, skipped: Skipped)] = [:]
@@ -59,7 +59,7 @@ enum NewestRecords {
             let length = min(step, bound - reached)
             reached += length
             let ranges = open.mapValues { max($0.low, $0.next - length)..<$0.next }
-            let round = try read(topic: topic, ranges: ranges, consumerConfig: consumerConfig, clients: clients, logger: logger, recognise: recognise)
+            let round = try read(topic: topic, ranges: ranges, reader: reader, recognise: recognise)
             for (partition, range) in ranges {
                 if let newest = round.newest[partition] {
                     found[partition] = .recognised(newest.value, offset: newest.offset)
@@ -83,13 +83,10 @@ enum NewestRecords {
     }
 
     /// Each partition's log start and end (the offset the next record gets): two requests for
-    /// all partitions, not one per partition.
-    static func logs(
-        of topic: String, partitions: Int, consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger
-    ) throws -> [Int32: Range<Int64>] {
+    /// all partitions, not one per partition, asked through the reader's consumer.
+    static func logs(of topic: String, partitions: Int, reader: TopicReader) throws -> [Int32: Range<Int64>] {
         let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
-        let reader = try clients.consumer(config: consumerConfig, logger: logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
-        defer { reader.close() }
+        let reader = try reader.consumer()
         var lows: [Int32: Int64] = [:]
         for offset in try reader.beginningOffsets(all) { lows[offset.partition] = max(0, offset.offset) }
         var logs: [Int32: Range<Int64>] = [:]
@@ -100,14 +97,16 @@ enum NewestRecords {
         return logs
     }
 
-    /// Reads each partition's range once, with a consumer of its own; `recognise` is given every
-    /// record read, and the newest it recognises in each range is returned. The cluster is taken
-    /// for unreachable when `roundTimeoutSeconds` pass without a record.
+    /// Reads each partition's range once, with a consumer of its own (of the reader's settings),
+    /// made only where there is a range to read; `recognise` is given every record read, and the
+    /// newest it recognises in each range is returned. The cluster is taken for unreachable when
+    /// `roundTimeoutSeconds` pass without a record.
     static func read<Value>(
-        topic: String, ranges: [Int32: Range<Int64>], consumerConfig: KafkaConfig, clients: any KafkaClientFactory, logger: Logger,
-        recognise: (PolledRecord) -> Value?
+        topic: String, ranges: [Int32: Range<Int64>], reader settings: TopicReader, recognise: (PolledRecord) -> Value?
     ) throws -> (newest: [Int32: (value: Value, offset: Int64)], skipped: [Int32: Skipped]) {
-        let reader = try clients.consumer(config: consumerConfig, logger: logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
+        guard !ranges.isEmpty else { return ([:], [:]) }
+        let reader = try settings.clients.consumer(
+            config: settings.config, logger: settings.logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
         defer { reader.close() }
         try reader.assign(ranges.map { TopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value.lowerBound) })
         var reading = Set(ranges.keys)

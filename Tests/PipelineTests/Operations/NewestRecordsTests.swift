@@ -54,7 +54,8 @@ struct NewestRecordsTests {
     func stepsBack() throws {
         let broker = try EmbeddedBroker()
         try tail(broker)
-        let found = try NewestRecords.find(in: "tail", partitions: 6, consumerConfig: consumer(broker), clients: LibrdkafkaClients(), logger: Logger(label: "test")) {
+        let reader = TopicReader(config: consumer(broker), clients: LibrdkafkaClients(), logger: Logger(label: "test"))
+        let found = try NewestRecords.find(in: "tail", partitions: 6, reader: reader) {
             $0.value.flatMap(WindowSizeCheck.windowSize(ofRecord:))
         }
         #expect(found.count == 6)
@@ -83,7 +84,7 @@ struct NewestRecordsTests {
         func check(_ window: Int64, allow: Bool = false, partitions: Int = 6) throws {
             _ = try WindowSizeCheck.checkOutput(
                 topic: "tail", partitions: partitions, window: window, given: given, allowUnchecked: allow, admin: admin,
-                consumerConfig: consumer(broker), clients: LibrdkafkaClients(), logger: Logger(label: "test"))
+                reader: TopicReader(config: consumer(broker), clients: LibrdkafkaClients(), logger: Logger(label: "test")), logger: Logger(label: "test"))
         }
         // 5m: partitions 1 and 2 end in 1-minute aggregates (behind tombstones and junk in 2).
         #expect {
@@ -121,7 +122,7 @@ struct NewestRecordsTests {
             try WindowSizeCheck.checkWritten(
                 topic: topic, since: since, written: AcknowledgedRecords(spans: wrote, count: wrote.values.map(\.count).reduce(0, +)), window: window,
                 given: GivenSetting(flag: "window", text: WindowSize.text(window), source: .commandLine), group: "g", admin: admin,
-                consumerConfig: consumer(broker), clients: LibrdkafkaClients(), logger: Logger(label: "test"))
+                reader: TopicReader(config: consumer(broker), clients: LibrdkafkaClients(), logger: Logger(label: "test")), logger: Logger(label: "test"))
         }
         func refusal(_ error: any Error, _ parts: String...) -> Bool {
             PipelineError.exitCode(for: error) == 64 && parts.allSatisfy { "\(error)".contains($0) }

@@ -1,0 +1,42 @@
+import Kafka
+import Logging
+
+/// The one consumer a run of checks asks its questions through: each partition's log bounds
+/// and a group's commits, on topics it reads without joining the group. It is made at the first
+/// question, and closed by whoever made the reader.
+///
+/// Why one: every client librdkafka makes opens a connection to each broker it learns of (with
+/// a TLS or SASL handshake where the cluster asks for one) and costs the worker about 2 ms of
+/// CPU. Asked each through a client of its own, the start-up's checks made five clients for two
+/// stages and three for one stage (uprobes on `rd_kafka_new`).
+///
+/// Reading records is not asked through it: each round of `NewestRecords.read` still makes a
+/// consumer of its own, so that an end-of-partition event of one round is never taken for the
+/// next round's.
+package final class TopicReader {
+    /// The consumer's settings: the group whose commits it is asked for, and how it connects.
+    package let config: KafkaConfig
+    package let clients: any KafkaClientFactory
+    package let logger: Logger
+    private var made: (any ConsumerClient)?
+
+    package init(config: KafkaConfig, clients: any KafkaClientFactory, logger: Logger) {
+        (self.config, self.clients, self.logger) = (config, clients, logger)
+    }
+
+    deinit { made?.close() }
+
+    /// The reader's consumer, made at the first question.
+    package func consumer() throws -> any ConsumerClient {
+        if let made { return made }
+        let consumer = try clients.consumer(config: config, logger: logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
+        made = consumer
+        return consumer
+    }
+
+    /// Closes the consumer, if one was made; a later question makes another.
+    package func close() {
+        made?.close()
+        made = nil
+    }
+}
