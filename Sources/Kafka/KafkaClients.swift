@@ -70,6 +70,10 @@ public protocol ProducerClient: AnyObject, Sendable {
     func flush(timeoutMilliseconds: Int32) throws
     /// Records queued or in flight, not yet reported.
     var outstanding: Int { get }
+    /// A client that deletes records (DeleteRecords), for a runner that purges its input, asking
+    /// over this producer's connections: a client of its own cost a connection to every broker
+    /// (with its TLS or SASL handshake) and about 2 ms of CPU, for a request a commit interval.
+    func recordDeleter() throws -> any RecordDeletionClient
 }
 
 /// A topic a producer sends to, by name, with the client's own handle for it (librdkafka's
@@ -99,9 +103,6 @@ public protocol KafkaClientFactory: Sendable {
         config: KafkaConfig, logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)?,
         onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
     ) throws -> any ProducerClient
-
-    /// A client that deletes records (DeleteRecords), for a runner that purges its input.
-    func recordDeleter(config: KafkaConfig, logger: Logger) throws -> any RecordDeletionClient
 }
 
 /// librdkafka's clients.
@@ -121,11 +122,9 @@ public struct LibrdkafkaClients: KafkaClientFactory {
     ) throws -> any ProducerClient {
         try KafkaProducer(config: config, logger: logger, onDelivery: onDelivery, onError: onError, isStopping: isStopping)
     }
-
-    public func recordDeleter(config: KafkaConfig, logger: Logger) throws -> any RecordDeletionClient {
-        try RecordDeleter(config: config, logger: logger)
-    }
 }
 
 extension KafkaConsumer: ConsumerClient {}
-extension KafkaProducer: ProducerClient {}
+extension KafkaProducer: ProducerClient {
+    public func recordDeleter() throws -> any RecordDeletionClient { try RecordDeleter(sharing: self) }
+}

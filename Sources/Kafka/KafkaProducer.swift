@@ -11,7 +11,8 @@ import Synchronization
 public final class KafkaProducer: @unchecked Sendable {
     // @unchecked: only `let`s (the topic handles sit behind a mutex); librdkafka's producer
     // handle is thread-safe for produce calls, and `poll`/`flush` are documented one caller at a time.
-    private let client: OpaquePointer
+    /// `internal`: the purge's `RecordDeleter` asks DeleteRecords through it.
+    let client: OpaquePointer
     private let context: Unmanaged<ClientContext>
     /// Topic handles by name, created on first use and destroyed with the client, each with its
     /// name as a Swift String, its opaque (`TopicName`), released after the client.

@@ -86,20 +86,20 @@ public struct RecordDeletionError: Error, Sendable, Equatable, CustomStringConve
     public var description: String { error.description }
 }
 
-/// librdkafka's DeleteRecords, on a client of its own with one reply queue: requests go out from
-/// the caller's thread without waiting, and their answers wait in the queue until asked for.
+/// librdkafka's DeleteRecords, asked through a producer's client (the Admin API takes any
+/// client) with a reply queue of its own: requests go out from the caller's thread without
+/// waiting, and their answers wait in the queue until asked for.
 ///
 /// Not `Sendable`: it remembers the requests it sent, for the thread that asks (a runner's).
 final class RecordDeleter: RecordDeletionClient {
-    private let client: OpaquePointer
+    /// Held so that its client outlives the queue made on it.
+    private let producer: KafkaProducer
     private let queue: OpaquePointer
-    private let context: Unmanaged<ClientContext>
+    private var client: OpaquePointer { producer.client }
 
-    init(config: KafkaConfig, logger: Logger = Logger(label: "trackpipe.kafka.admin")) throws {
-        (client, context) = try makeNativeClient(type: RD_KAFKA_PRODUCER, config: config, context: ClientContext(logger: logger))
-        guard let queue = rd_kafka_queue_new(client) else {
-            rd_kafka_destroy(client)
-            context.release()
+    init(sharing producer: KafkaProducer) throws {
+        self.producer = producer
+        guard let queue = rd_kafka_queue_new(producer.client) else {
             throw KafkaError(.clientCreation, "librdkafka could not make a reply queue for DeleteRecords")
         }
         self.queue = queue
@@ -109,8 +109,6 @@ final class RecordDeleter: RecordDeletionClient {
         // An answer still to come is dropped with the queue; the request itself, if it reached a
         // broker, is carried out there all the same.
         rd_kafka_queue_destroy(queue)
-        rd_kafka_destroy(client)
-        context.release()
     }
 
     func requestDeletion(below offsets: [TopicPartitionOffset], timeoutMilliseconds: Int32) throws {

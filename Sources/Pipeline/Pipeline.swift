@@ -206,7 +206,7 @@ public final class Pipeline: Sendable {
         second.checkFirstOutput = checkFirstOutput
         // The repartition topic is this worker's own: what the aggregate group has committed is
         // read by no one again, and goes (the user's input, read by the one stage, never does).
-        if config.purgeInterval > 0 { second.purge = PurgeSettings(interval: config.purgeInterval, admin: config.adminConfig) }
+        if config.purgeInterval > 0 { second.purge = PurgeSettings(interval: config.purgeInterval) }
         let normalizer = StageRunner(stage: normalize, settings: first, logger: logger, metrics: metrics?.stage(normalize.name))
         let aggregator = StageRunner(
             stage: aggregate, stateTopic: config.effectiveStateTopic, settings: second, logger: logger, metrics: metrics?.stage(aggregate.name))

@@ -40,10 +40,11 @@ struct PurgeCoordinator: RunnerPart {
     private var failing: RecordDeletionError.Kind?
     private var purgedOnce = false
 
-    init(_ context: RunnerContext, purge: PurgeSettings) throws {
+    /// `client`: the deleter, which the runner makes over its output's producer.
+    init(_ context: RunnerContext, purge: PurgeSettings, client: any RecordDeletionClient) {
         self.context = context
         schedule = PurgeSchedule(interval: purge.interval)
-        client = try context.settings.clients.recordDeleter(config: purge.admin, logger: context.logger.with(label: "trackpipe.kafka.admin"))
+        self.client = client
         metrics?.purgeOutcomesRegistered(["purged"] + RecordDeletionError.Kind.allCases.map(\.rawValue))
     }
 

@@ -109,12 +109,9 @@ package struct RunnerSettings: Sendable {
 package struct PurgeSettings: Sendable {
     /// The least time between two purges (ms, above 0).
     package var interval: Int64
-    /// The configuration of the client that deletes (the worker's admin settings).
-    package var admin: KafkaConfig
 
-    package init(interval: Int64, admin: KafkaConfig) {
+    package init(interval: Int64) {
         self.interval = interval
-        self.admin = admin
     }
 }
 

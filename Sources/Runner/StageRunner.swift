@@ -205,7 +205,9 @@ package final class StageRunner<S: Stage>: RunnerPart, @unchecked Sendable {
     /// Creates the clients and takes the input: a subscription, or the fixed assignment.
     private func start() throws {
         let output = try OutputChannel(context, control: control, onClientError: { [triage] in triage.clientError($0, client: "producer") })
-        if let purging = settings.purge, settings.joinsGroup { purge = try PurgeCoordinator(context, purge: purging) }
+        if let purging = settings.purge, settings.joinsGroup {
+            purge = PurgeCoordinator(context, purge: purging, client: try output.producer.recordDeleter())
+        }
         let consumer = try settings.clients.consumer(
             config: settings.consumer, logger: logger.with(label: "trackpipe.kafka.consumer"),
             rebalance: RebalanceHandler(

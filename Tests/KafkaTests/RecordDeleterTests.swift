@@ -4,11 +4,12 @@ import Foundation
 import Logging
 import Testing
 
-/// DeleteRecords as the worker asks it (`RecordDeleter`: a request that returns at once, its
-/// answer collected later), against the embedded broker, which refuses it: librdkafka's mock
-/// cluster does not list DeleteRecords among the requests it takes (ApiVersions), so the client
-/// answers every partition `_UNSUPPORTED_FEATURE` (2.0.2 and 2.16 alike, measured). No broker
-/// here deletes records: what a purge does to a log is the simulated cluster's (docs/simulation.md).
+/// DeleteRecords as the worker asks it (`RecordDeleter`, over a producer's client: a request that
+/// returns at once, its answer collected later), against the embedded broker, which refuses it:
+/// librdkafka's mock cluster does not list DeleteRecords among the requests it takes
+/// (ApiVersions), so the client answers every partition `_UNSUPPORTED_FEATURE` (2.0.2 and 2.16
+/// alike, measured). No broker here deletes records: what a purge does to a log is the simulated
+/// cluster's (docs/simulation.md).
 @Suite("DeleteRecords on the embedded broker")
 struct RecordDeleterTests {
     @Test("the request is made and answered later, each partition refused as unsupported, and nothing is deleted")
@@ -22,11 +23,13 @@ struct RecordDeleterTests {
         try producer.flush(timeoutMilliseconds: KafkaTestSupport.safetyMilliseconds)
         #expect(deliveries.delivered == 20)
 
-        // librdkafka's own account of the request, through the client's logger.
+        // Asked through a producer's client, as the purge asks through its stage's; librdkafka's
+        // own account of the request comes through that client's logger.
         let logs = CapturedLogs()
-        let deleter = try RecordDeleter(
+        let asking = try KafkaProducer(
             config: KafkaConfig(["bootstrap.servers": broker.bootstrapServers, "debug": "admin"]),
             logger: Logger(label: "test.deleter") { _ in CapturingHandler(sink: logs) })
+        let deleter = try asking.recordDeleter()
         #expect(deleter.answer(waitingMilliseconds: 0) == nil, "nothing asked, nothing to answer")
         let asked = [TopicPartitionOffset(topic: "purged", partition: 0, offset: 5), TopicPartitionOffset(topic: "purged", partition: 1, offset: 10)]
         try deleter.requestDeletion(below: asked, timeoutMilliseconds: 10_000)

@@ -47,6 +47,7 @@ struct OutgoingRecordTests {
         func poll(timeoutMilliseconds: Int32) -> Int { 0 }
         func flush(timeoutMilliseconds: Int32) throws {}
         var outstanding: Int { 0 }
+        func recordDeleter() throws -> any RecordDeletionClient { throw KafkaError(.clientCreation, "this test purges nothing") }
     }
 
     let limit = 16_384

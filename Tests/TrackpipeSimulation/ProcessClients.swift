@@ -128,14 +128,11 @@ final class ProcessClients: KafkaClientFactory, @unchecked Sendable {
         onError: (@Sendable (KafkaError) -> Void)?, isStopping: @escaping @Sendable () -> Bool
     ) throws -> any ProducerClient {
         try life.check()
-        let producer = SimulatedProducer(cluster: cluster, onDelivery: onDelivery, life: life)
+        let producer = SimulatedProducer(cluster: cluster, onDelivery: onDelivery, life: life) { [cluster, life] in
+            SimulatedDeleter(cluster: cluster, life: life) { [life] in life.consumers }
+        }
         life.adopt(producer)
         return producer
-    }
-
-    func recordDeleter(config: KafkaConfig, logger: Logger) throws -> any RecordDeletionClient {
-        try life.check()
-        return SimulatedDeleter(cluster: cluster, life: life) { [life] in life.consumers }
     }
 
     func crash() { life.kill() }

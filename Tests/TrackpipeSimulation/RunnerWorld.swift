@@ -329,7 +329,7 @@ public final class RunnerWorld {
             topic: "\(Self.group)-repartition", group: "\(Self.group)-aggregate",
             destinations: [.output: Self.outputTopic, .deadLetter: Self.deadLetterTopic])
         aggregateSettings.output(to: outputTopics, sizes: window.lengths)
-        aggregateSettings.purge = PurgeSettings(interval: purgeInterval, admin: KafkaConfig([:]))
+        aggregateSettings.purge = PurgeSettings(interval: purgeInterval)
         let normalizer = StageRunner(
             stage: normalize,
             settings: settings(

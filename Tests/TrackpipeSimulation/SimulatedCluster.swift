@@ -683,10 +683,19 @@ final class SimulatedProducer: ProducerClient, @unchecked Sendable {
     private var queue: [Queued] = []
     let life: ProcessLife
 
-    init(cluster: SimulatedCluster, onDelivery: (@Sendable (DeliveryReport) -> Void)?, life: ProcessLife) {
+    /// Makes the deleter that asks over this producer's connections, as librdkafka's does.
+    private let makeDeleter: () -> SimulatedDeleter
+
+    init(cluster: SimulatedCluster, onDelivery: (@Sendable (DeliveryReport) -> Void)?, life: ProcessLife, deleter: @escaping () -> SimulatedDeleter) {
         self.cluster = cluster
         self.onDelivery = onDelivery
         self.life = life
+        makeDeleter = deleter
+    }
+
+    func recordDeleter() throws -> any RecordDeletionClient {
+        try life.check()
+        return makeDeleter()
     }
 
     func topic(_ name: String) -> ProducerTopic { ProducerTopic(name: name) }

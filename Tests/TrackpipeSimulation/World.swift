@@ -363,7 +363,7 @@ final class World {
         // repartition topic (the one stage reads the user's topic, never purged).
         let purge =
             role == .aggregate && topic == deployment.repartitionTopic && scenario.purgeInterval > 0
-            ? PurgeSettings(interval: scenario.purgeInterval, admin: KafkaConfig([:])) : nil
+            ? PurgeSettings(interval: scenario.purgeInterval) : nil
         return StageInstance<S>(
             role: role, instance: instance, generation: deployment.generation, group: group, topic: topic, cluster: cluster,
             stamp: { [unowned self] member in self.stamp(member) },

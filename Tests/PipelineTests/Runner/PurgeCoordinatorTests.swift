@@ -11,7 +11,7 @@ import Testing
 @Suite("purge coordinator: refusals said once, counted, asked again")
 struct PurgeCoordinatorTests {
     /// A cluster whose answer to each request is scripted: the next refusal, or a purge.
-    final class ScriptedDeletions: RecordDeletionClient, KafkaClientFactory, @unchecked Sendable {
+    final class ScriptedDeletions: RecordDeletionClient {
         // @unchecked: used from the test's thread only.
         var refusals: [RecordDeletionError.Kind?] = []
         private(set) var requests: [[TopicPartitionOffset]] = []
@@ -29,18 +29,6 @@ struct PurgeCoordinatorTests {
         }
 
         func answer(waitingMilliseconds: Int32) -> [RecordDeletion]? { waiting.isEmpty ? nil : waiting.removeFirst() }
-
-        func recordDeleter(config: KafkaConfig, logger: Logger) throws -> any RecordDeletionClient { self }
-
-        func consumer(
-            config: KafkaConfig, logger: Logger, rebalance: RebalanceHandler?, maxBatch: Int, wakesFetcher: Bool,
-            onError: (@Sendable (KafkaError) -> Void)?
-        ) throws -> any ConsumerClient { throw KafkaError(.clientCreation, "no consumer here") }
-
-        func producer(
-            config: KafkaConfig, logger: Logger, onDelivery: (@Sendable (DeliveryReport) -> Void)?, onError: (@Sendable (KafkaError) -> Void)?,
-            isStopping: @escaping @Sendable () -> Bool
-        ) throws -> any ProducerClient { throw KafkaError(.clientCreation, "no producer here") }
     }
 
     struct Harness {
@@ -53,10 +41,9 @@ struct PurgeCoordinatorTests {
             var settings = RunnerSettings(
                 topic: "g-repartition", assignment: .group, bound: .unbounded, consumer: KafkaConfig([:]), producer: KafkaConfig([:]),
                 destinations: [:], commitInterval: 5_000)
-            settings.clients = cluster
-            coordinator = try PurgeCoordinator(
+            coordinator = PurgeCoordinator(
                 RunnerContext(stageName: "aggregate", settings: settings, logger: log.logger, metrics: metrics.stage("aggregate")),
-                purge: PurgeSettings(interval: interval, admin: KafkaConfig([:])))
+                purge: PurgeSettings(interval: interval), client: cluster)
         }
 
         /// A commit of partitions 0 and 1 at `offset`, then the turn that collects the answer.
