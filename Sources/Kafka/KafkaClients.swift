@@ -18,6 +18,8 @@ public protocol ConsumerClient: AnyObject {
     /// Commits exactly these offsets (the next offset to read), with their metadata.
     func commit(_ offsets: [TopicPartitionOffset]) throws
     func committed(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset]
+    /// What another group has committed, without a client of its id (`KafkaConsumer.committed(by:)`).
+    func committed(by group: String, _ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset]
     func beginningOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset]
     func endOffsets(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset]
     func pause(_ partitions: [TopicPartition]) throws

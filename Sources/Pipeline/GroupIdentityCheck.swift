@@ -33,11 +33,11 @@ import Logging
 /// another version of trackpipe, or all older than `NewestRecords.bound` offsets behind others.
 package enum GroupIdentityCheck {
     /// Throws the judge's refusal (`GroupIdentity.judge`) of the first evidence it refuses, in
-    /// the order above, each read once the one before is judged: through `reader` (a consumer of
-    /// the group's `group.id`, which the caller's other start-up checks share), but for the
-    /// aggregate group's commits, which need a consumer of that group's id, made and closed
-    /// here. The topics' partition counts are the caller's to read (`TopicAdmin`, which the
-    /// client seam does not cover): nil for an internal topic that does not exist yet.
+    /// the order above, each read once the one before is judged, all through `reader` (a consumer
+    /// of the group's `group.id`, which the caller's other start-up checks share; the aggregate
+    /// group's commits are asked of that group's coordinator through it). The topics' partition
+    /// counts are the caller's to read (`TopicAdmin`, which the client seam does not cover): nil
+    /// for an internal topic that does not exist yet.
     package static func check(
         config: PipelineConfig, inputPartitions: Int, repartitionPartitions: Int?, statePartitions: Int?, reader: TopicReader
     ) throws {
@@ -50,12 +50,9 @@ package enum GroupIdentityCheck {
             try GroupCommits.starts(topic: config.inputTopic, partitions: inputPartitions, reader: reader.consumer())
                 .map { .commit($0, topic: config.inputTopic) })
         if let repartition = identity.repartitionTopic, let count = repartitionPartitions {
-            let aggregate = try reader.clients.consumer(
-                config: config.consumerConfig(group: config.aggregateGroup), logger: reader.logger, rebalance: nil, maxBatch: 1, wakesFetcher: false,
-                onError: nil)
-            let commits = Result { try GroupCommits.starts(topic: repartition, partitions: count, reader: aggregate) }
-            aggregate.close()
-            try hear(try commits.get().map { .commit($0, topic: repartition) })
+            try hear(
+                try GroupCommits.starts(of: config.aggregateGroup, topic: repartition, partitions: count, reader: reader.consumer())
+                    .map { .commit($0, topic: repartition) })
             let writers = try NewestRecords.find(in: repartition, partitions: count, reader: reader) {
                 record in record.value.flatMap { try? RepartitionRecord.origin(of: $0).group }
             }

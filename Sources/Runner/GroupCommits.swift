@@ -4,11 +4,12 @@ import Kafka
 /// `PartitionStart`s its stage would be given: so that a stage can refuse commits it cannot
 /// resume from before the worker joins anything (another mode's commits, another tool's).
 package enum GroupCommits {
-    /// Asked through `reader`, a consumer of the group's `group.id` that has joined nothing; the
-    /// caller owns it (the start-up asks its other questions through the same one).
-    package static func starts(topic: String, partitions: Int, reader: any ConsumerClient) throws -> [PartitionStart] {
+    /// Asked through `reader`, a consumer that has joined nothing, which the caller owns (the
+    /// start-up asks its other questions through the same one): of its own group (`group` nil),
+    /// or of `group`, which needs no client of that id (`ConsumerClient.committed(by:)`).
+    package static func starts(of group: String? = nil, topic: String, partitions: Int, reader: any ConsumerClient) throws -> [PartitionStart] {
         let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
-        let committed = try reader.committed(all)
+        let committed = try group.map { try reader.committed(by: $0, all, timeoutMilliseconds: 10_000) } ?? reader.committed(all)
         let resumed = committed.filter { $0.offset >= 0 }.map(\.topicPartition)
         guard !resumed.isEmpty else { return [] }
         return RebalanceListener.starts(

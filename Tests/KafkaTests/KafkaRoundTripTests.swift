@@ -52,6 +52,29 @@ struct KafkaRoundTripTests {
         consumer.close()
     }
 
+    @Test("another group's commits, with their metadata, read through a client of another group id (ListConsumerGroupOffsets); a partition it never committed, and a group that never committed, read as nothing committed")
+    func anotherGroupsCommits() throws {
+        let broker = try EmbeddedBroker()
+        try broker.createTopic("theirs", partitions: 3)
+        let owner = try KafkaConsumer(config: KafkaTestSupport.consumerConfig(broker, group: "owner"))
+        let commits = [
+            TopicPartitionOffset(topic: "theirs", partition: 0, offset: 7, metadata: "checkpoint-0"),
+            TopicPartitionOffset(topic: "theirs", partition: 2, offset: 11, metadata: "checkpoint-2"),
+        ]
+        try owner.commit(commits)
+        owner.close()
+
+        let asker = try KafkaConsumer(config: KafkaTestSupport.consumerConfig(broker, group: "asker"))
+        let partitions = (0..<3).map { TopicPartition(topic: "theirs", partition: Int32($0)) }
+        let read = try asker.committed(by: "owner", partitions)
+        #expect(read.map(\.topicPartition) == partitions, "in the order asked")
+        #expect(read.map(\.offset) == [7, KafkaOffset.invalid, 11])
+        #expect(read.map(\.metadata) == ["checkpoint-0", nil, "checkpoint-2"])
+        #expect(try asker.committed(partitions).map(\.offset) == [KafkaOffset.invalid, KafkaOffset.invalid, KafkaOffset.invalid], "its own group committed nothing")
+        #expect(try asker.committed(by: "nobody", partitions).map(\.offset) == [KafkaOffset.invalid, KafkaOffset.invalid, KafkaOffset.invalid])
+        asker.close()
+    }
+
     @Test("a restarted consumer resumes at the committed offset, not at what it had read")
     func resumesAtCommittedOffset() throws {
         let broker = try EmbeddedBroker()

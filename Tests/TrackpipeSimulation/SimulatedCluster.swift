@@ -586,10 +586,14 @@ final class SimulatedConsumer: ConsumerClient {
     }
 
     func committed(_ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
+        try committed(by: groupId, partitions, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    func committed(by group: String, _ partitions: [TopicPartition], timeoutMilliseconds: Int32) throws -> [TopicPartitionOffset] {
         try life.check()
         if cluster.isUnreachable { throw KafkaError(.timedOut, "reading committed offsets") }
         return partitions.map { tp in
-            let committed = cluster.kafka.committed(group: groupId, topic: tp.topic, partition: tp.partition)
+            let committed = cluster.kafka.committed(group: group, topic: tp.topic, partition: tp.partition)
             return TopicPartitionOffset(tp, offset: committed?.offset ?? KafkaOffset.invalid, metadata: committed?.metadata)
         }
     }
