@@ -1,7 +1,6 @@
 import RecordFormats
 import Runner
 import Kafka
-import Logging
 
 /// The start-up's proof that a run is the pipeline its group is, before anything is joined or
 /// written (`GroupIdentity`): every commit the group's stages made says what the group is fixed

@@ -1,9 +1,10 @@
 import Kafka
 import Logging
 
-/// The one consumer a run of checks asks its questions through: each partition's log bounds
-/// and a group's commits, on topics it reads without joining the group. It is made at the first
-/// question, and closed by whoever made the reader.
+/// The one consumer a run of checks asks its questions through: each partition's log bounds,
+/// and the commits of its own group and of any other (`committed(by:)`), on topics it reads
+/// without joining a group. It is made at the first question, and closed by whoever made the
+/// reader.
 ///
 /// Why one: every client librdkafka makes opens a connection to each broker it learns of (with
 /// a TLS or SASL handshake where the cluster asks for one) and costs the worker about 2 ms of
