@@ -297,42 +297,30 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// ListConsumerGroupOffsets): a group whose commits a check reads needs no client of its id.
     public func committed(by group: String, _ partitions: [TopicPartition], timeoutMilliseconds: Int32 = 10_000) throws -> [TopicPartitionOffset] {
         let list = NativePartitionList(partitions)
+        let context = "reading the committed offsets of group \(group)"
         guard let request = rd_kafka_ListConsumerGroupOffsets_new(group, list.pointer) else {
-            throw KafkaError(.clientCreation, "librdkafka could not make a ListConsumerGroupOffsets request for \(group)")
+            throw AdminRequestFailure.unavailable(what: "a ListConsumerGroupOffsets request").error(context)
         }
         defer { rd_kafka_ListConsumerGroupOffsets_destroy(request) }
-        guard let queue = rd_kafka_queue_new(client) else {
-            throw KafkaError(.clientCreation, "librdkafka could not make a reply queue for ListConsumerGroupOffsets")
-        }
-        defer { rd_kafka_queue_destroy(queue) }
-        guard let options = rd_kafka_AdminOptions_new(client, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS) else {
-            throw KafkaError(.clientCreation, "librdkafka could not make the options of a ListConsumerGroupOffsets request")
-        }
-        defer { rd_kafka_AdminOptions_destroy(options) }
-        var errstr = [CChar](repeating: 0, count: 512)
-        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeoutMilliseconds, &errstr, errstr.count)
-        var requests: [OpaquePointer?] = [request]
-        requests.withUnsafeMutableBufferPointer { rd_kafka_ListConsumerGroupOffsets(client, $0.baseAddress, 1, options, queue) }
-        // librdkafka answers within the request timeout (with a timeout at worst); the margin
-        // only covers its own queueing.
-        guard let event = rd_kafka_queue_poll(queue, timeoutMilliseconds &+ 1_000) else {
-            throw KafkaError.from(RD_KAFKA_RESP_ERR__TIMED_OUT, "reading the committed offsets of group \(group): no answer within \(timeoutMilliseconds) ms")
-        }
-        defer { rd_kafka_event_destroy(event) }
-        let eventError = rd_kafka_event_error(event)
-        if eventError.isError {
-            let text = rd_kafka_event_error_string(event).map { String(cString: $0) } ?? ""
-            throw KafkaError.from(eventError, "reading the committed offsets of group \(group): \(text)")
-        }
-        var count = 0
-        guard let result = rd_kafka_event_ListConsumerGroupOffsets_result(event),
-            let groups = rd_kafka_ListConsumerGroupOffsets_result_groups(result, &count), count == 1, let answer = groups[0]
-        else { throw KafkaError(.librdkafka(code: -1), "reading the committed offsets of group \(group): an answer without the group") }
-        if let error = rd_kafka_group_result_error(answer) {
-            throw KafkaError.from(rd_kafka_error_code(error), "reading the committed offsets of group \(group): \(String(cString: rd_kafka_error_string(error)))")
-        }
-        guard let answered = rd_kafka_group_result_partitions(answer) else { return [] }
-        let found = NativePartitionList.offsets(of: answered)
+        let client = client
+        // The request's own timeout ends it with an event; the margin is for that event to come.
+        let found = try adminRequest(
+            on: client, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS, timeout: .request(timeoutMilliseconds), margin: 1_000,
+            send: { options, queue in
+                var requests: [OpaquePointer?] = [request]
+                requests.withUnsafeMutableBufferPointer { rd_kafka_ListConsumerGroupOffsets(client, $0.baseAddress, 1, options, queue) }
+            },
+            read: { event -> [TopicPartitionOffset] in
+                var count = 0
+                guard let result = rd_kafka_event_ListConsumerGroupOffsets_result(event),
+                    let groups = rd_kafka_ListConsumerGroupOffsets_result_groups(result, &count), count == 1, let answer = groups[0]
+                else { throw KafkaError(.librdkafka(code: -1), "\(context): an answer without the group") }
+                if let error = rd_kafka_group_result_error(answer) {
+                    throw KafkaError.from(rd_kafka_error_code(error), context, detail: string(from: rd_kafka_error_string(error), or: ""))
+                }
+                return rd_kafka_group_result_partitions(answer).map { NativePartitionList.offsets(of: $0) } ?? []
+            }
+        ).mapError { $0.error(context) }.get()
         // In the order asked (the answer's may differ), with nothing committed where none is named.
         return partitions.map { asked in
             found.first { $0.topicPartition == asked } ?? TopicPartitionOffset(asked, offset: KafkaOffset.invalid)

@@ -68,32 +68,25 @@ public final class TopicAdmin: @unchecked Sendable {
             let err = rd_kafka_NewTopic_set_config(newTopic, name, value)
             if err.isError { throw KafkaError.from(err, "creating topic \(topic): config \(name)=\(value)") }
         }
-        guard let queue = rd_kafka_queue_new(client) else {
-            throw KafkaError(.clientCreation, "creating topic \(topic): librdkafka could not make a reply queue")
-        }
-        defer { rd_kafka_queue_destroy(queue) }
-        let options = rd_kafka_AdminOptions_new(client, RD_KAFKA_ADMIN_OP_CREATETOPICS)
-        defer { rd_kafka_AdminOptions_destroy(options) }
-        _ = rd_kafka_AdminOptions_set_operation_timeout(options, timeoutMilliseconds, &errstr, errstr.count)
-        var topics: [OpaquePointer?] = [newTopic]
-        topics.withUnsafeMutableBufferPointer { rd_kafka_CreateTopics(client, $0.baseAddress, 1, options, queue) }
-        guard let event = rd_kafka_queue_poll(queue, timeoutMilliseconds + 5_000) else {
-            throw KafkaError(.librdkafka(code: RD_KAFKA_RESP_ERR__TIMED_OUT.rawValue), "creating topic \(topic): no answer in time")
-        }
-        defer { rd_kafka_event_destroy(event) }
-        let eventError = rd_kafka_event_error(event)
-        if eventError.isError {
-            throw KafkaError.from(eventError, "creating topic \(topic)", detail: string(from: rd_kafka_event_error_string(event), or: ""))
-        }
-        guard let result = rd_kafka_event_CreateTopics_result(event) else { return }
-        var count = 0
-        guard let results = rd_kafka_CreateTopics_result_topics(result, &count) else { return }
-        for index in 0..<count {
-            guard let topicResult = results[index] else { continue }
-            let err = rd_kafka_topic_result_error(topicResult)
-            if err.isError && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS {
-                throw KafkaError.from(err, "creating topic \(topic)", detail: string(from: rd_kafka_topic_result_error_string(topicResult), or: ""))
+        let client = client
+        try adminRequest(
+            on: client, RD_KAFKA_ADMIN_OP_CREATETOPICS, timeout: .operation(timeoutMilliseconds), margin: 5_000,
+            send: { options, queue in
+                var topics: [OpaquePointer?] = [newTopic]
+                topics.withUnsafeMutableBufferPointer { rd_kafka_CreateTopics(client, $0.baseAddress, 1, options, queue) }
+            },
+            read: { event in
+                guard let result = rd_kafka_event_CreateTopics_result(event) else { return }
+                var count = 0
+                guard let results = rd_kafka_CreateTopics_result_topics(result, &count) else { return }
+                for index in 0..<count {
+                    guard let topicResult = results[index] else { continue }
+                    let err = rd_kafka_topic_result_error(topicResult)
+                    if err.isError && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS {
+                        throw KafkaError.from(err, "creating topic \(topic)", detail: string(from: rd_kafka_topic_result_error_string(topicResult), or: ""))
+                    }
+                }
             }
-        }
+        ).mapError { $0.error("creating topic \(topic)") }.get()
     }
 }

@@ -19,30 +19,32 @@ extension TopicAdmin {
     /// DescribeConfigs for `topics`, one request. Never throws: a topic the cluster does not
     /// describe is in `undescribed`, with why.
     public func topicConfigs(_ topics: [String], timeoutMilliseconds: Int32 = 10_000) -> TopicConfigs {
-        var answer = TopicConfigs()
         let resources = topics.compactMap { rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, $0) }
         defer { for resource in resources { rd_kafka_ConfigResource_destroy(resource) } }
-        guard !resources.isEmpty else { return answer }
+        guard !resources.isEmpty else { return TopicConfigs() }
         func unanswered(_ reason: String) -> TopicConfigs {
             TopicConfigs(undescribed: Dictionary(topics.map { ($0, reason) }, uniquingKeysWith: { first, _ in first }))
         }
-        guard let queue = rd_kafka_queue_new(client) else { return unanswered("librdkafka could not make a reply queue") }
-        defer { rd_kafka_queue_destroy(queue) }
-        let options = rd_kafka_AdminOptions_new(client, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS)
-        defer { rd_kafka_AdminOptions_destroy(options) }
-        var errstr = [CChar](repeating: 0, count: 512)
-        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeoutMilliseconds, &errstr, errstr.count)
-        var pointers: [OpaquePointer?] = resources
-        pointers.withUnsafeMutableBufferPointer { rd_kafka_DescribeConfigs(client, $0.baseAddress, $0.count, options, queue) }
+        let client = client
         // The request's own timeout ends it with an event; the margin is for that event to come.
-        guard let event = rd_kafka_queue_poll(queue, timeoutMilliseconds + 200) else {
-            return unanswered("no answer within \(timeoutMilliseconds / 1000) s")
+        let asked = adminRequest(
+            on: client, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, timeout: .request(timeoutMilliseconds), margin: 200,
+            send: { options, queue in
+                var pointers: [OpaquePointer?] = resources
+                pointers.withUnsafeMutableBufferPointer { rd_kafka_DescribeConfigs(client, $0.baseAddress, $0.count, options, queue) }
+            },
+            read: { Self.described(topics, in: $0, unanswered: unanswered) })
+        switch asked {
+        case .success(let answer): return answer
+        case .failure(.unavailable(let what)): return unanswered("librdkafka could not make \(what)")
+        case .failure(.noAnswer): return unanswered("no answer within \(timeoutMilliseconds / 1000) s")
+        case .failure(.failed(let code, let detail)): return unanswered(KafkaError.named(code, detail))
         }
-        defer { rd_kafka_event_destroy(event) }
-        let eventError = rd_kafka_event_error(event)
-        if eventError.isError {
-            return unanswered(KafkaError.named(eventError, string(from: rd_kafka_event_error_string(event), or: "")))
-        }
+    }
+
+    /// What a DescribeConfigs answer says of `topics`.
+    private static func described(_ topics: [String], in event: OpaquePointer, unanswered: (String) -> TopicConfigs) -> TopicConfigs {
+        var answer = TopicConfigs()
         guard let result = rd_kafka_event_DescribeConfigs_result(event) else { return unanswered("no DescribeConfigs result") }
         var count = 0
         guard let described = rd_kafka_DescribeConfigs_result_resources(result, &count) else { return unanswered("no resources in the answer") }
