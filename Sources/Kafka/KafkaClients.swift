@@ -38,6 +38,10 @@ extension ConsumerClient {
         try committed(partitions, timeoutMilliseconds: 10_000)
     }
 
+    public func committed(by group: String, _ partitions: [TopicPartition]) throws -> [TopicPartitionOffset] {
+        try committed(by: group, partitions, timeoutMilliseconds: 10_000)
+    }
+
     public func beginningOffsets(_ partitions: [TopicPartition]) throws -> [TopicPartitionOffset] {
         try beginningOffsets(partitions, timeoutMilliseconds: 10_000)
     }

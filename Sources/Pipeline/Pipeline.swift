@@ -142,15 +142,14 @@ public final class Pipeline: Sendable {
     private func prepareSingleStage(admin: TopicAdmin) throws -> () throws -> [StageSummary] {
         let topicSettings = TopicSettingsQuestion(admin: admin, config: config, repartitionTopic: nil)
         let partitions = try Self.partitionCount(of: config.inputTopic, config: config, admin: admin)
-        let reader = startupReader()
-        defer { reader.close() }
-        // What the group is fixed to, and who writes its state topic, before it is joined; a
-        // group last run with two stages (or by another tool) is refused too.
-        try GroupIdentityCheck.check(
-            config: config, inputPartitions: partitions, repartitionPartitions: nil,
-            statePartitions: try Self.existingPartitionCount(of: config.effectiveStateTopic, admin: admin), reader: reader)
-        let checkFirstOutput = try checkOutputWindows(admin: admin, reader: reader)
-        reader.close()
+        let checkFirstOutput = try withStartupReader { reader in
+            // What the group is fixed to, and who writes its state topic, before it is joined; a
+            // group last run with two stages (or by another tool) is refused too.
+            try GroupIdentityCheck.check(
+                config: config, inputPartitions: partitions, repartitionPartitions: nil,
+                statePartitions: try Self.existingPartitionCount(of: config.effectiveStateTopic, admin: admin), reader: reader)
+            return try checkOutputWindows(admin: admin, reader: reader)
+        }
         let created = try ensureStateTopic(partitions: partitions, admin: admin) ? [config.effectiveStateTopic] : []
         try topicSettings.check(created: created, logger: logger)
         let stage = AggregateStage(
@@ -179,16 +178,15 @@ public final class Pipeline: Sendable {
                 "the input topic \(config.inputTopic) has \(sources) partitions; the aggregate stage's checkpoint (one offset per input partition, and the names of the repartition and state topics, in Kafka's commit metadata of at most \(Checkpoint.maxEncodedBytes) bytes) fits at most \(Checkpoint.maxSourcePartitions), fewer with long topic names. Use fewer input partitions (or shorter --repartition-topic and --state-topic names), or --input-keyed-by-delivery for input keyed by deliveryId")
         }
         let repartitionTopic = config.effectiveRepartitionTopic
-        let reader = startupReader()
-        defer { reader.close() }
-        // What the group is fixed to, and who writes its internal topics, before either group
-        // is joined or anything is created or written; a group last run with one stage is
-        // refused too, as is an aggregate group whose commits another tool made.
-        try GroupIdentityCheck.check(
-            config: config, inputPartitions: sources, repartitionPartitions: try Self.existingPartitionCount(of: repartitionTopic, admin: admin),
-            statePartitions: try Self.existingPartitionCount(of: config.effectiveStateTopic, admin: admin), reader: reader)
-        let checkFirstOutput = try checkOutputWindows(admin: admin, reader: reader)
-        reader.close()
+        let checkFirstOutput = try withStartupReader { reader in
+            // What the group is fixed to, and who writes its internal topics, before either group
+            // is joined or anything is created or written; a group last run with one stage is
+            // refused too, as is an aggregate group whose commits another tool made.
+            try GroupIdentityCheck.check(
+                config: config, inputPartitions: sources, repartitionPartitions: try Self.existingPartitionCount(of: repartitionTopic, admin: admin),
+                statePartitions: try Self.existingPartitionCount(of: config.effectiveStateTopic, admin: admin), reader: reader)
+            return try checkOutputWindows(admin: admin, reader: reader)
+        }
         let (repartitions, repartitionCreated) = try ensureRepartitionTopic(repartitionTopic, partitions: sources, admin: admin)
         let stateCreated = try ensureStateTopic(partitions: repartitions, admin: admin)
         try topicSettings.check(
@@ -326,10 +324,12 @@ public final class Pipeline: Sendable {
             allowUnchecked: config.allowUncheckedOutput, group: config.group, admin: admin, reader: reader, logger: logger)
     }
 
-    /// The consumer the start-up's checks ask their questions through (the group's commits, the
-    /// internal and output topics' logs), closed once they are done, before the stages start.
-    private func startupReader() -> TopicReader {
-        TopicReader(config: config.consumerConfig(group: config.group), clients: LibrdkafkaClients(), logger: logger.with(label: "trackpipe.kafka.consumer"))
+    /// `body` with the consumer the start-up's checks ask their questions through (the groups'
+    /// commits, the internal and output topics' logs), closed once they are done, before the
+    /// stages start.
+    private func withStartupReader<R>(_ body: (TopicReader) throws -> R) throws -> R {
+        try TopicReader.using(
+            config: config.consumerConfig(group: config.group), clients: LibrdkafkaClients(), logger: logger.with(label: "trackpipe.kafka.consumer"), body)
     }
 
     /// A topic's partition count, nil if it does not exist; no broker answering is

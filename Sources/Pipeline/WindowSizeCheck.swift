@@ -73,11 +73,11 @@ package enum WindowSizeCheck {
         let logs = try partitions.map { try NewestRecords.logs(of: topic, partitions: $0, reader: reader) } ?? [:]
         let (readerConfig, clients, readerLogger) = (reader.config, reader.clients, reader.logger)
         let afterwards: @Sendable (AcknowledgedRecords) throws -> Void = { written in
-            let reader = TopicReader(config: readerConfig, clients: clients, logger: readerLogger)
-            defer { reader.close() }
-            try checkWritten(
-                topic: topic, since: logs.mapValues(\.upperBound), written: written, window: window, given: given, sizes: sizes, group: group,
-                admin: admin, reader: reader, logger: logger)
+            try TopicReader.using(config: readerConfig, clients: clients, logger: readerLogger) { reader in
+                try checkWritten(
+                    topic: topic, since: logs.mapValues(\.upperBound), written: written, window: window, given: given, sizes: sizes, group: group,
+                    admin: admin, reader: reader, logger: logger)
+            }
         }
         guard let partitions else { return afterwards }
         let found = try NewestRecords.find(in: topic, partitions: partitions, logs: logs, reader: reader) {

@@ -9,7 +9,7 @@ package enum GroupCommits {
     /// or of `group`, which needs no client of that id (`ConsumerClient.committed(by:)`).
     package static func starts(of group: String? = nil, topic: String, partitions: Int, reader: any ConsumerClient) throws -> [PartitionStart] {
         let all = (0..<Int32(partitions)).map { TopicPartition(topic: topic, partition: $0) }
-        let committed = try group.map { try reader.committed(by: $0, all, timeoutMilliseconds: 10_000) } ?? reader.committed(all)
+        let committed = try group.map { try reader.committed(by: $0, all) } ?? reader.committed(all)
         let resumed = committed.filter { $0.offset >= 0 }.map(\.topicPartition)
         guard !resumed.isEmpty else { return [] }
         return RebalanceListener.starts(

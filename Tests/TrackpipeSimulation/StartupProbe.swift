@@ -58,14 +58,15 @@ public enum StartupProbe {
     public static func check(_ config: PipelineConfig) -> (refusal: String?, consumers: Int) {
         let cluster = Self.cluster()
         let clients = ProcessClients(cluster: cluster)
-        let reader = TopicReader(
-            config: config.consumerConfig(group: config.group), clients: clients, logger: Logger(label: "trackpipe.probe") { _ in SwiftLogNoOpLogHandler() })
-        defer { reader.close() }
         do {
-            try GroupIdentityCheck.check(
-                config: config, inputPartitions: cluster.kafka.topic(config.inputTopic).partitionCount,
-                repartitionPartitions: cluster.kafka.topics[config.effectiveRepartitionTopic]?.partitionCount,
-                statePartitions: cluster.kafka.topics[config.effectiveStateTopic]?.partitionCount, reader: reader)
+            try TopicReader.using(
+                config: config.consumerConfig(group: config.group), clients: clients, logger: Logger(label: "trackpipe.probe") { _ in SwiftLogNoOpLogHandler() }
+            ) { reader in
+                try GroupIdentityCheck.check(
+                    config: config, inputPartitions: cluster.kafka.topic(config.inputTopic).partitionCount,
+                    repartitionPartitions: cluster.kafka.topics[config.effectiveRepartitionTopic]?.partitionCount,
+                    statePartitions: cluster.kafka.topics[config.effectiveStateTopic]?.partitionCount, reader: reader)
+            }
             return (nil, clients.consumersMade)
         } catch {
             return ("\(error)", clients.consumersMade)

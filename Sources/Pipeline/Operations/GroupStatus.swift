@@ -156,13 +156,23 @@ extension WorkerStatus {
         let repartitionTopic = config.effectiveRepartitionTopic
         let repartitionPartitions = try partitions(of: repartitionTopic)
 
-        var input = try readGroup(config.group, stage: "normalize", topic: config.inputTopic, partitions: inputPartitions, config: config, logger: logger)
+        // One consumer that never subscribes asks each group's coordinator for its commits
+        // (`committed(by:)`), and never joins: a client of each group's id would cost a
+        // connection to every broker more.
+        let reader: KafkaConsumer
+        do {
+            reader = try KafkaConsumer(config: config.consumerConfig(group: config.group), logger: logger.with(label: "trackpipe.kafka.consumer"))
+        } catch {
+            throw StatusError.kafka(readFailure(config.group, on: config.inputTopic, config: config, error))
+        }
+        defer { reader.close() }
+        var input = try readGroup(config.group, stage: "normalize", topic: config.inputTopic, partitions: inputPartitions, config: config, reader: reader)
         var groups = [input]
         if let repartitionPartitions {
             groups.append(
                 try readGroup(
                     config.aggregateGroup, stage: "aggregate", topic: repartitionTopic, partitions: repartitionPartitions, config: config,
-                    logger: logger))
+                    reader: reader))
         }
         let committedAnywhere = groups.contains { $0.partitions.contains { $0.committed != nil } }
         guard committedAnywhere else {
@@ -208,14 +218,11 @@ extension WorkerStatus {
     }
 
     private static func readGroup(
-        _ group: String, stage: String, topic: String, partitions count: Int, config: PipelineConfig, logger: Logger
+        _ group: String, stage: String, topic: String, partitions count: Int, config: PipelineConfig, reader: KafkaConsumer
     ) throws -> GroupStatus {
         let partitions = (0..<Int32(count)).map { TopicPartition(topic: topic, partition: $0) }
         do {
-            // A consumer that never subscribes: it only asks the group's coordinator for the
-            // commits, and never joins.
-            let reader = try KafkaConsumer(config: config.consumerConfig(group: group), logger: logger.with(label: "trackpipe.kafka.consumer"))
-            let committed = Dictionary(uniqueKeysWithValues: try reader.committed(partitions).map { ($0.partition, $0) })
+            let committed = Dictionary(uniqueKeysWithValues: try reader.committed(by: group, partitions).map { ($0.partition, $0) })
             let ends = Dictionary(uniqueKeysWithValues: try reader.endOffsets(partitions).map { ($0.partition, $0.offset) })
             let starts = Dictionary(uniqueKeysWithValues: try reader.beginningOffsets(partitions).map { ($0.partition, $0.offset) })
             var sizes: [Int64]?
@@ -237,8 +244,11 @@ extension WorkerStatus {
         } catch let error as StatusError {
             throw error
         } catch {
-            throw StatusError.kafka(
-                "cannot read the offsets of the group \(group) on \(topic) from \(config.brokers): \(error). Check --brokers (and -X security settings)")
+            throw StatusError.kafka(readFailure(group, on: topic, config: config, error))
         }
+    }
+
+    private static func readFailure(_ group: String, on topic: String, config: PipelineConfig, _ error: any Error) -> String {
+        "cannot read the offsets of the group \(group) on \(topic) from \(config.brokers): \(error). Check --brokers (and -X security settings)"
     }
 }

@@ -40,4 +40,14 @@ package final class TopicReader {
         made?.close()
         made = nil
     }
+
+    /// `body` with a reader of these settings, closed when it returns or throws: what it asks
+    /// holds no connection open past it.
+    package static func using<R>(
+        config: KafkaConfig, clients: any KafkaClientFactory, logger: Logger, _ body: (TopicReader) throws -> R
+    ) rethrows -> R {
+        let reader = TopicReader(config: config, clients: clients, logger: logger)
+        defer { reader.close() }
+        return try body(reader)
+    }
 }

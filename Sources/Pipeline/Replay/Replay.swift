@@ -93,11 +93,11 @@ public final class Replay: Sendable {
         switch config.output {
         case .topics(let topics):
             settings.output(to: topics, sizes: config.window.lengths)
-            let reader = TopicReader(config: consumerConfig, clients: LibrdkafkaClients(), logger: logger)
-            defer { reader.close() }
-            settings.checkFirstOutput = try WindowSizeCheck.checkOutputs(
-                Array(zip(topics, config.window.lengths)), given: pipeline.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
-                admin: admin, reader: reader, logger: logger)
+            settings.checkFirstOutput = try TopicReader.using(config: consumerConfig, clients: LibrdkafkaClients(), logger: logger) { reader in
+                try WindowSizeCheck.checkOutputs(
+                    Array(zip(topics, config.window.lengths)), given: pipeline.givenSetting(.window), allowUnchecked: config.allowUncheckedOutput,
+                    admin: admin, reader: reader, logger: logger)
+            }
         case .lines(let writer): settings.lineOutputs[.output] = writer
         }
         let range: Range<Int64> = (config.from ?? .min)..<(config.to ?? .max)
