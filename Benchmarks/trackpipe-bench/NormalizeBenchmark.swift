@@ -25,10 +25,17 @@ struct NormalizeBenchmark: ParsableCommand {
     @Flag(help: "Run only the normalizer (for profiling and allocation counting).")
     var skipBaseline = false
 
+    @Option(help: "Also write the mix to this file, a hit per line (scripts/scan-floor.sh walks it with simdjson).")
+    var writeMix: String?
+
     func run() throws {
         let mix = HitMix.make(count: hits, seed: seed)
         let totalBytes = mix.reduce(0) { $0 + $1.count }
         print("mix: \(mix.count) hits, average \(String(format: "%.1f", Double(totalBytes) / Double(mix.count))) bytes/hit")
+        if let writeMix {
+            // A hit of the mix is JSON text or a cut-off piece of it: never a newline.
+            try Data(mix.map { $0 + [UInt8(ascii: "\n")] }.joined()).write(to: URL(fileURLWithPath: writeMix))
+        }
 
         let normalizer = Normalizer()
         var accepted = 0
