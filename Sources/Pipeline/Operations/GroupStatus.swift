@@ -159,12 +159,8 @@ extension WorkerStatus {
         // One consumer that never subscribes asks each group's coordinator for its commits
         // (`committed(by:)`), and never joins: a client of each group's id would cost a
         // connection to every broker more.
-        let reader: KafkaConsumer
-        do {
-            reader = try KafkaConsumer(config: config.consumerConfig(group: config.group), logger: logger.with(label: "trackpipe.kafka.consumer"))
-        } catch {
-            throw StatusError.kafka(readFailure(config.group, on: config.inputTopic, config: config, error))
-        }
+        let reader = TopicReader(
+            config: config.consumerConfig(group: config.group), clients: LibrdkafkaClients(), logger: logger.with(label: "trackpipe.kafka.consumer"))
         defer { reader.close() }
         var input = try readGroup(config.group, stage: "normalize", topic: config.inputTopic, partitions: inputPartitions, config: config, reader: reader)
         var groups = [input]
@@ -218,10 +214,12 @@ extension WorkerStatus {
     }
 
     private static func readGroup(
-        _ group: String, stage: String, topic: String, partitions count: Int, config: PipelineConfig, reader: KafkaConsumer
+        _ group: String, stage: String, topic: String, partitions count: Int, config: PipelineConfig, reader: TopicReader
     ) throws -> GroupStatus {
         let partitions = (0..<Int32(count)).map { TopicPartition(topic: topic, partition: $0) }
         do {
+            // Made at the first group's question: a client that cannot be made is that read's failure.
+            let reader = try reader.consumer()
             let committed = Dictionary(uniqueKeysWithValues: try reader.committed(by: group, partitions).map { ($0.partition, $0) })
             let ends = Dictionary(uniqueKeysWithValues: try reader.endOffsets(partitions).map { ($0.partition, $0.offset) })
             let starts = Dictionary(uniqueKeysWithValues: try reader.beginningOffsets(partitions).map { ($0.partition, $0.offset) })

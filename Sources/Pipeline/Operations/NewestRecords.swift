@@ -105,8 +105,7 @@ enum NewestRecords {
         topic: String, ranges: [Int32: Range<Int64>], reader settings: TopicReader, recognise: (PolledRecord) -> Value?
     ) throws -> (newest: [Int32: (value: Value, offset: Int64)], skipped: [Int32: Skipped]) {
         guard !ranges.isEmpty else { return ([:], [:]) }
-        let reader = try settings.clients.consumer(
-            config: settings.config, logger: settings.logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
+        let reader = try settings.newConsumer()
         defer { reader.close() }
         try reader.assign(ranges.map { TopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value.lowerBound) })
         var reading = Set(ranges.keys)

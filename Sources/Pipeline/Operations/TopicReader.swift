@@ -30,9 +30,15 @@ package final class TopicReader {
     /// The reader's consumer, made at the first question.
     package func consumer() throws -> any ConsumerClient {
         if let made { return made }
-        let consumer = try clients.consumer(config: config, logger: logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
+        let consumer = try newConsumer()
         made = consumer
         return consumer
+    }
+
+    /// A consumer of the reader's settings that joins no group, for the caller to own and close
+    /// (a read round of `NewestRecords.read`).
+    package func newConsumer() throws -> any ConsumerClient {
+        try clients.consumer(config: config, logger: logger, rebalance: nil, maxBatch: 4_096, wakesFetcher: false, onError: nil)
     }
 
     /// Closes the consumer, if one was made; a later question makes another.
