@@ -116,6 +116,7 @@ struct PipelineBenchmark: ParsableCommand {
                         total.wall += next.wall
                         total.joined = (total.joined ?? 0) + (next.joined ?? 0)
                         total.cpu += next.cpu
+                        total.cpuAtJoin = (total.cpuAtJoin ?? 0) + (next.cpuAtJoin ?? 0)
                         total.pageFaults += next.pageFaults
                         total.brokerCPU += next.brokerCPU
                         return total
@@ -128,9 +129,10 @@ struct PipelineBenchmark: ParsableCommand {
                 results[contender, default: []].append(run)
                 print(
                     String(
-                        format: "round %d %@: wall %.2f s, join %.2f s, after join %.2f s (%@), CPU %.2f s (%.2f µs per hit, %.0f %% of the time after the join), %d page faults, broker CPU %.2f s",
+                        format: "round %d %@: wall %.2f s, join %.2f s, after join %.2f s (%@), CPU %.2f s (%.2f µs per hit, %.0f %% of the time after the join; %.3f s after the join), %d page faults, broker CPU %.2f s",
                         round + 1, name(contender), run.wall, run.joined ?? 0, run.afterJoin, BenchSupport.rate(count, run.afterJoin),
-                        run.cpu, run.cpu * 1e6 / Double(count), 100 * run.cpu / max(run.afterJoin, 0.001), run.pageFaults, run.brokerCPU))
+                        run.cpu, run.cpu * 1e6 / Double(count), 100 * run.cpu / max(run.afterJoin, 0.001), run.cpuAfterJoin, run.pageFaults,
+                        run.brokerCPU))
                 if (verbose || timings) && contender != "kcat" {
                     print(verbose ? run.stdout : run.stdout.split(separator: "\n").drop { !$0.hasPrefix("trackpipe timings") }.joined(separator: "\n"))
                 }
@@ -141,13 +143,14 @@ struct PipelineBenchmark: ParsableCommand {
             let runs = results[contender] ?? []
             let after = BenchSupport.median(runs.map(\.afterJoin))
             let cpu = BenchSupport.median(runs.map(\.cpu))
+            let live = BenchSupport.median(runs.map(\.cpuAfterJoin))
             let faults = BenchSupport.median(runs.map { Double($0.pageFaults) })
             print(
                 String(
-                    format: "  %@: %.2f s (%@; best round %.2f s), join %.2f s, CPU %.2f s = %.2f µs per hit, %.0f page faults (%.1f per 1000 hits), broker CPU %.2f s",
+                    format: "  %@: %.2f s (%@; best round %.2f s), join %.2f s, CPU %.2f s = %.2f µs per hit (%.2f µs after the join), %.0f page faults (%.1f per 1000 hits), broker CPU %.2f s",
                     name(contender), after, BenchSupport.rate(count, after), runs.map(\.afterJoin).min() ?? 0,
-                    BenchSupport.median(runs.map { $0.joined ?? 0 }), cpu, cpu * 1e6 / Double(count), faults, faults * 1000 / Double(count),
-                    BenchSupport.median(runs.map(\.brokerCPU))))
+                    BenchSupport.median(runs.map { $0.joined ?? 0 }), cpu, cpu * 1e6 / Double(count), live * 1e6 / Double(count), faults,
+                    faults * 1000 / Double(count), BenchSupport.median(runs.map(\.brokerCPU))))
         }
         if let k = results["kcat"], let kcatBest = k.map(\.afterJoin).min() {
             print("kcat ran as: \(kcatDescription)")
@@ -169,6 +172,11 @@ struct PipelineBenchmark: ParsableCommand {
                         format: "CPU %@ / kcat (per hit): median %.2f×, rounds %@%@", name(contender),
                         BenchSupport.median(cpuRatios), cpuRatios.map { String(format: "%.2f", $0) }.joined(separator: " "),
                         contender == "two" ? " (target <= 1.8×)" : contender == "one" ? " (target <= 1.65×)" : ""))
+                let liveRatios = zip(k, runs).map { $1.cpuAfterJoin / max($0.cpuAfterJoin, 0.001) }
+                print(
+                    String(
+                        format: "CPU after the join %@ / kcat: median %.2f×, rounds %@", name(contender), BenchSupport.median(liveRatios),
+                        liveRatios.map { String(format: "%.2f", $0) }.joined(separator: " ")))
             }
         }
         // What the shuffle costs (two stages over one, target 1.1×) and what a change costs
@@ -182,6 +190,12 @@ struct PipelineBenchmark: ParsableCommand {
                 String(
                     format: "CPU %@ / %@: median %.2f×, rounds %@%@", name(numerator), name(denominator), BenchSupport.median(cpuRatios),
                     cpuRatios.map { String(format: "%.2f", $0) }.joined(separator: " "), target))
+            // What a live worker pays per hit: the start-up and the group join left out.
+            let liveRatios = zip(top, bottom).map { $0.cpuAfterJoin / max($1.cpuAfterJoin, 0.001) }
+            print(
+                String(
+                    format: "CPU after the join %@ / %@: median %.2f×, rounds %@", name(numerator), name(denominator),
+                    BenchSupport.median(liveRatios), liveRatios.map { String(format: "%.2f", $0) }.joined(separator: " ")))
         }
     }
 
