@@ -278,7 +278,9 @@ enum WorkerRun {
     /// Returns the summary of a run that ended well; on failure, `report`s the error and exits
     /// with its code (`PipelineError.exitCode`).
     static func execute(_ resolved: ResolvedRun, logger: Logger, report: (any Error) -> Void) -> PipelineSummary {
-        let metrics = PipelineMetrics()
+        // Made only where the endpoint serves them: the registry and each stage's counters
+        // cost about a millisecond of start-up per stage (callgrind), for nobody to read.
+        let metrics = resolved.metricsPort > 0 ? PipelineMetrics() : nil
         let pipeline = Pipeline(config: resolved.config, logger: logger, metrics: metrics)
         // The health checks and the failure text quote errors; scrubbed like a log line.
         let redactor = SecretRedactor(properties: resolved.config.kafkaProperties)
@@ -291,7 +293,7 @@ enum WorkerRun {
             pipeline.requestStop()
         }
         defer { withExtendedLifetime(signals) {} }
-        if resolved.metricsPort > 0 {
+        if let metrics {
             do {
                 endpoint = try MetricsEndpoint(
                     port: resolved.metricsPort, metrics: metrics, pipeline: pipeline, redactor: redactor, logger: logger)
