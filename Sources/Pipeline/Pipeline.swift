@@ -328,8 +328,7 @@ public final class Pipeline: Sendable {
     /// commits, the internal and output topics' logs), closed once they are done, before the
     /// stages start.
     private func withStartupReader<R>(_ body: (TopicReader) throws -> R) throws -> R {
-        try TopicReader.using(
-            config: config.consumerConfig(group: config.group), clients: LibrdkafkaClients(), logger: logger.with(label: "trackpipe.kafka.consumer"), body)
+        try TopicReader.using(groupOf: config, logger: logger, body)
     }
 
     /// A topic's partition count, nil if it does not exist; no broker answering is

@@ -159,17 +159,17 @@ extension WorkerStatus {
         // One consumer that never subscribes asks each group's coordinator for its commits
         // (`committed(by:)`), and never joins: a client of each group's id would cost a
         // connection to every broker more.
-        let reader = TopicReader(
-            config: config.consumerConfig(group: config.group), clients: LibrdkafkaClients(), logger: logger.with(label: "trackpipe.kafka.consumer"))
-        defer { reader.close() }
-        var input = try readGroup(config.group, stage: "normalize", topic: config.inputTopic, partitions: inputPartitions, config: config, reader: reader)
-        var groups = [input]
-        if let repartitionPartitions {
-            groups.append(
-                try readGroup(
-                    config.aggregateGroup, stage: "aggregate", topic: repartitionTopic, partitions: repartitionPartitions, config: config,
-                    reader: reader))
+        var groups = try TopicReader.using(groupOf: config, logger: logger) { reader in
+            var groups = [try readGroup(config.group, stage: "normalize", topic: config.inputTopic, partitions: inputPartitions, config: config, reader: reader)]
+            if let repartitionPartitions {
+                groups.append(
+                    try readGroup(
+                        config.aggregateGroup, stage: "aggregate", topic: repartitionTopic, partitions: repartitionPartitions, config: config,
+                        reader: reader))
+            }
+            return groups
         }
+        var input = groups[0]
         let committedAnywhere = groups.contains { $0.partitions.contains { $0.committed != nil } }
         guard committedAnywhere else {
             throw StatusError.unknownGroup(
@@ -242,11 +242,8 @@ extension WorkerStatus {
         } catch let error as StatusError {
             throw error
         } catch {
-            throw StatusError.kafka(readFailure(group, on: topic, config: config, error))
+            throw StatusError.kafka(
+                "cannot read the offsets of the group \(group) on \(topic) from \(config.brokers): \(error). Check --brokers (and -X security settings)")
         }
-    }
-
-    private static func readFailure(_ group: String, on topic: String, config: PipelineConfig, _ error: any Error) -> String {
-        "cannot read the offsets of the group \(group) on \(topic) from \(config.brokers): \(error). Check --brokers (and -X security settings)"
     }
 }

@@ -56,4 +56,12 @@ package final class TopicReader {
         defer { reader.close() }
         return try body(reader)
     }
+
+    /// `body` with a reader of `pipeline`'s group (`--group`), which asks the aggregate group's
+    /// commits too (`committed(by:)`): the worker's start-up checks and `trackpipe status`.
+    package static func using<R>(groupOf pipeline: PipelineConfig, logger: Logger, _ body: (TopicReader) throws -> R) rethrows -> R {
+        try using(
+            config: pipeline.consumerConfig(group: pipeline.group), clients: LibrdkafkaClients(), logger: logger.with(label: "trackpipe.kafka.consumer"),
+            body)
+    }
 }
